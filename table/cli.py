@@ -1,0 +1,19 @@
+"""``tablectl``: the table controller's command line.
+
+Subcommands are registered here; each lives in the module that owns its layer.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import cli_rules
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="threecard-table")
+def main() -> None:
+    """Three Card Poker table controller: shuffler, shoe, deck custody, settlement."""
+
+
+cli_rules.register(main)
