@@ -1,0 +1,5 @@
+"""Device drivers: :class:`Shuffler` and :class:`CardShoe`."""
+
+from .drivers import CardShoe, DeviceDriver, Shuffler
+
+__all__ = ["CardShoe", "DeviceDriver", "Shuffler"]

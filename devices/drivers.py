@@ -1,0 +1,111 @@
+"""Shuffler and CardShoe drivers: typed commands over a firmware link, typed events.
+
+The same driver code runs against a real device, a pty emulator or a TCP
+emulator: the transport is chosen by URL (DESIGN.md, "Layers").
+Events are the protocol's dataclasses (``DeckVerified``, ``CardDrawn``...),
+wrapped in :class:`firmware_bridge.link.DeviceEvent` with their source and
+arrival time.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import ClassVar, TypeVar
+
+from firmware_bridge.link import DeviceEvent, DeviceIdentity, Link, LinkConfig
+from firmware_bridge.transport import SerialTransport
+from protocols.messages import Ack, DeviceKind, GetStatus, Shuffle, StatusReply
+
+D = TypeVar("D", bound="DeviceDriver")
+
+
+class DeviceDriver:
+    """Common driver: handshake on open, status, close.
+
+    Use :meth:`open` with a pyserial URL; or build a :class:`Link` yourself
+    (another transport) and pass it to the constructor, then :meth:`connect`.
+    """
+
+    KIND: ClassVar[DeviceKind]
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+
+    @classmethod
+    def open(
+        cls: type[D],
+        url: str,
+        *,
+        config: LinkConfig | None = None,
+        events: "queue.Queue[DeviceEvent] | None" = None,
+        name: str | None = None,
+    ) -> D:
+        """Open ``url``, handshake, and return a connected driver.
+
+        Raises ``TransportError`` (cannot open), ``LinkTimeout`` (no answer),
+        ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
+        """
+        link = Link(SerialTransport(url), name=name or str(cls.KIND), config=config, events=events)
+        link.open()
+        driver = cls(link)
+        try:
+            driver.connect()
+        except BaseException:
+            link.close()
+            raise
+        return driver
+
+    def connect(self) -> DeviceIdentity:
+        """Handshake with the device (SPEC §6.1)."""
+        return self.link.handshake(self.KIND)
+
+    @property
+    def identity(self) -> DeviceIdentity | None:
+        return self.link.identity
+
+    def status(self) -> StatusReply:
+        """The device's state, the back colour of the deck it holds and its card count."""
+        reply = self.link.request(GetStatus(), StatusReply)
+        assert isinstance(reply, StatusReply)
+        return reply
+
+    def next_event(self, timeout_s: float | None = None) -> DeviceEvent | None:
+        """The next event from this driver's queue (shared with other drivers if
+        one queue was passed to :meth:`open`), or None after ``timeout_s``."""
+        try:
+            return self.link.events.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self.link.close()
+
+    def __enter__(self: D) -> D:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Shuffler(DeviceDriver):
+    """A single-deck automatic shuffler.
+
+    Events: ``DeckInserted``, ``DeckVerified``, ``DeckDelivered``, ``ShufflerFault``.
+    """
+
+    KIND = DeviceKind.SHUFFLER
+
+    def shuffle(self) -> None:
+        """Start shuffling and verifying the deck inside. ``DeckVerified`` (or
+        ``ShufflerFault``) follows as an event. Raises ``RequestRefused`` with
+        NO_DECK, BUSY, DOOR_OPEN or JAMMED."""
+        self.link.request(Shuffle(), Ack)
+
+
+class CardShoe(DeviceDriver):
+    """A card-recognition dealing shoe.
+
+    Events: ``ShoeLoaded``, ``CardDrawn``, ``CardUnreadable``, ``ShoeEmpty``.
+    """
+
+    KIND = DeviceKind.SHOE

@@ -1,0 +1,131 @@
+"""Byte transports under the link: anything pyserial opens by URL.
+
+``serial.serial_for_url`` gives one seam for real ports (``/dev/ttyUSB0``,
+``/dev/threecard/shoe``), ptys, ``socket://host:port``, ``rfc2217://`` and
+``loop://`` (DESIGN.md, "Layers"). Ports are opened with ``exclusive=True`` so
+a second process cannot interleave bytes on the same device.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import Protocol
+
+import serial
+
+from .errors import LinkLost, TransportError
+
+
+class Transport(Protocol):
+    """What the link needs of a byte transport."""
+
+    name: str
+
+    def open(self) -> None: ...
+
+    def read(self, max_bytes: int) -> bytes:
+        """Return 1..max_bytes bytes, or b"" after the read timeout. Raises LinkLost."""
+
+    def write(self, data: bytes) -> None:
+        """Write all of ``data``. Raises LinkLost."""
+
+    def close(self) -> None: ...
+
+
+_HINTS = {
+    errno.ENOENT: "no such device: check the cable and `tablectl devices`; install the udev rules for stable names",
+    errno.EACCES: "permission denied: install the project's udev rules (udev/README.md) and add the user to their group",
+    errno.EBUSY: "another process holds the port (exclusive lock)",
+    errno.EAGAIN: "another process holds the port (exclusive lock)",
+}
+
+
+class SerialTransport:
+    """A pyserial port opened from a URL.
+
+    ``read_timeout_s`` bounds one blocking read (s); the link's reader thread
+    blocks there, so an idle link costs only that many wake-ups per second.
+    ``baudrate`` is in bit/s (ignored by ptys and sockets).
+    Raises :class:`TransportError` (with a hint) when the port cannot be opened
+    and :class:`LinkLost` when it fails once open.
+    """
+
+    def __init__(self, url: str, *, baudrate: int = 115200, read_timeout_s: float = 0.25) -> None:
+        self.url = url
+        self.name = url
+        self.baudrate = baudrate
+        self.read_timeout_s = read_timeout_s
+        self._port: serial.SerialBase | None = None
+
+    def open(self) -> None:
+        """Open the port (exclusive). Raises :class:`TransportError`."""
+        try:
+            port = serial.serial_for_url(
+                self.url,
+                baudrate=self.baudrate,
+                timeout=self.read_timeout_s,
+                write_timeout=2.0,
+                exclusive=True,
+            )
+        except (serial.SerialException, OSError, ValueError) as exc:
+            code = getattr(exc, "errno", None)
+            hint = _HINTS.get(code, "") if code else ""
+            if not hint and "lock" in str(exc).lower():
+                hint = _HINTS[errno.EBUSY]
+            raise TransportError(f"cannot open {self.url}: {exc}", hint) from exc
+        if self.url.startswith("socket://"):
+            _set_nodelay(port)
+        self._port = port
+
+    @property
+    def is_open(self) -> bool:
+        return self._port is not None and self._port.is_open
+
+    def read(self, max_bytes: int = 512) -> bytes:
+        """Block up to ``read_timeout_s`` for at least one byte; b"" on timeout."""
+        port = self._port
+        if port is None:
+            raise LinkLost(f"{self.url} is closed")
+        try:
+            waiting = port.in_waiting
+            return port.read(max(1, min(waiting, max_bytes)))
+        except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
+            # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
+            raise LinkLost(f"{self.url}: read failed: {exc}") from exc
+
+    def write(self, data: bytes) -> None:
+        """Write all bytes or raise :class:`LinkLost`."""
+        port = self._port
+        if port is None:
+            raise LinkLost(f"{self.url} is closed")
+        try:
+            port.write(data)
+        except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
+            raise LinkLost(f"{self.url}: write failed: {exc}") from exc
+
+    def cancel_read(self) -> None:
+        """Wake a read blocked in another thread (posix ports); a no-op elsewhere."""
+        port = self._port
+        cancel = getattr(port, "cancel_read", None)
+        if cancel is not None:
+            try:
+                cancel()
+            except (serial.SerialException, OSError):
+                pass
+
+    def close(self) -> None:
+        """Close the port; safe to call twice."""
+        port, self._port = self._port, None
+        if port is not None:
+            try:
+                port.close()
+            except (serial.SerialException, OSError):
+                pass
+
+
+def _set_nodelay(port: serial.SerialBase) -> None:
+    """Disable Nagle on a ``socket://`` port (DESIGN.md pitfalls: 40-90 ms otherwise)."""
+    sock = getattr(port, "_socket", None)
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,0 +1,478 @@
+"""Message catalogue for the shuffler and the shoe (protocols/SPEC.md §4). Pure: no I/O.
+
+Every message is a frozen dataclass with a class-level ``TYPE`` byte, an
+``encode()`` that returns its payload bytes, and a ``decode(payload)`` class
+method. :func:`decode_message` maps a frame's type byte to the right class.
+Decoding bad bytes raises :class:`~protocols.errors.MessageError` (or a
+subclass) and nothing else.
+
+Type byte ranges:
+
+* ``0x01..0x3F`` host requests (need a reply);
+* ``0x40..0x7F`` device events (need an ``Ack`` from the host);
+* ``0x80..0xFF`` replies; a reply frame carries the SEQ of the frame it answers.
+
+Never in the catalogue: any message that asks for, or carries, the shuffled
+order of a deck. The host learns cards only as the shoe reads them as they
+are dealt (DESIGN.md; the 2023 Deck Mate 2 research).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from .cards import DECK_SIZE, BackColour, Card, bitmap_to_cards, cards_to_bitmap
+from .errors import CardError, MessageError, UnknownMessageType
+
+PROTOCOL_MAJOR = 1
+PROTOCOL_MINOR = 0
+
+
+class DeviceKind(enum.IntEnum):
+    """What a device says it is in its identify reply."""
+
+    SHUFFLER = 1
+    SHOE = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class NakCode(enum.IntEnum):
+    """Why a device refused a request (SPEC §5)."""
+
+    UNKNOWN_MESSAGE = 1
+    BAD_PAYLOAD = 2
+    NO_DECK = 3
+    BUSY = 4
+    DOOR_OPEN = 5
+    JAMMED = 6
+    NOT_SUPPORTED = 7
+
+
+class ShufflerFaultCode(enum.IntEnum):
+    """Shuffler fault codes carried by :class:`ShufflerFault` (SPEC §5)."""
+
+    JAM = 1
+    DOOR_OPEN = 2
+
+
+class DeviceState(enum.IntEnum):
+    """Coarse device state in :class:`StatusReply`."""
+
+    IDLE = 0
+    HAS_DECK = 1
+    SHUFFLING = 2
+    READY = 3
+    FAULT = 4
+
+
+class Direction(enum.Enum):
+    """Who sends a message: a host request, a device event, or a reply."""
+
+    REQUEST = "request"
+    EVENT = "event"
+    REPLY = "reply"
+
+
+_CATALOGUE: dict[int, type["Message"]] = {}
+
+
+def _register(cls: type["Message"]) -> type["Message"]:
+    if cls.TYPE in _CATALOGUE:
+        raise RuntimeError(f"type 0x{cls.TYPE:02X} registered twice")
+    _CATALOGUE[cls.TYPE] = cls
+    return cls
+
+
+def direction_of(msg_type: int) -> Direction:
+    """The direction implied by a type byte's range (see module docstring)."""
+    if msg_type >= 0x80:
+        return Direction.REPLY
+    if msg_type >= 0x40:
+        return Direction.EVENT
+    return Direction.REQUEST
+
+
+def _colour(value: int) -> BackColour:
+    try:
+        return BackColour(value)
+    except ValueError:
+        raise MessageError(f"unknown back colour code {value}") from None
+
+
+def _expect_len(cls: type, payload: bytes, size: int) -> None:
+    if len(payload) != size:
+        raise MessageError(f"{cls.__name__} payload must be {size} bytes, got {len(payload)}")
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base of every catalogue message; subclasses set ``TYPE``."""
+
+    TYPE: ClassVar[int] = -1
+
+    @property
+    def direction(self) -> Direction:
+        """Request, event or reply, from the type byte."""
+        return direction_of(self.TYPE)
+
+    def encode(self) -> bytes:
+        """Payload bytes; the default is an empty payload."""
+        return b""
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "Message":
+        """Decode a payload; the default accepts only an empty payload."""
+        _expect_len(cls, payload, 0)
+        return cls()
+
+
+# --- common requests and replies (SPEC §4.1) -------------------------------
+
+
+@_register
+@dataclass(frozen=True)
+class Identify(Message):
+    """Host → device: who are you? Answered by :class:`IdentifyReply`.
+
+    Also resets the device's duplicate-suppression state (SPEC §6.3).
+    """
+
+    TYPE: ClassVar[int] = 0x01
+
+
+@_register
+@dataclass(frozen=True)
+class GetStatus(Message):
+    """Host → device: report state. Answered by :class:`StatusReply`."""
+
+    TYPE: ClassVar[int] = 0x02
+
+
+@_register
+@dataclass(frozen=True)
+class Ack(Message):
+    """Reply: the frame with this SEQ was received and accepted. Empty payload."""
+
+    TYPE: ClassVar[int] = 0x80
+
+
+@_register
+@dataclass(frozen=True)
+class IdentifyReply(Message):
+    """Device → host: ``kind`` u8, protocol ``major``/``minor`` u8, firmware version
+    3 × u8, then serial number as u8 length + ASCII (1..32 bytes)."""
+
+    TYPE: ClassVar[int] = 0x81
+    kind: DeviceKind
+    protocol_major: int
+    protocol_minor: int
+    firmware: tuple[int, int, int]
+    serial_number: str
+
+    def encode(self) -> bytes:
+        serial = self.serial_number.encode("ascii")
+        if not 1 <= len(serial) <= 32:
+            raise MessageError("serial number must be 1..32 ASCII characters")
+        return bytes((self.kind, self.protocol_major, self.protocol_minor, *self.firmware, len(serial))) + serial
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "IdentifyReply":
+        if len(payload) < 8:
+            raise MessageError(f"IdentifyReply payload is {len(payload)} bytes, at least 8 needed")
+        kind, major, minor, fa, fb, fc, n = payload[:7]
+        if len(payload) != 7 + n or not 1 <= n <= 32:
+            raise MessageError(f"IdentifyReply serial length {n} does not match payload")
+        try:
+            serial = payload[7:].decode("ascii")
+            dkind = DeviceKind(kind)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MessageError(f"bad IdentifyReply: {exc}") from None
+        if not serial.isprintable():
+            raise MessageError("IdentifyReply serial number is not printable ASCII")
+        return cls(dkind, major, minor, (fa, fb, fc), serial)
+
+    @property
+    def firmware_version(self) -> str:
+        """Firmware version as ``"major.minor.patch"``."""
+        return ".".join(map(str, self.firmware))
+
+
+@_register
+@dataclass(frozen=True)
+class StatusReply(Message):
+    """Device → host: ``state`` u8 (:class:`DeviceState`), ``back_colour`` u8 of the
+    deck it holds (0 for none), ``cards`` u8 (cards held), ``fault`` u8 (0 = none)."""
+
+    TYPE: ClassVar[int] = 0x82
+    state: DeviceState
+    back_colour: BackColour
+    cards: int
+    fault: int = 0
+
+    def encode(self) -> bytes:
+        return bytes((self.state, self.back_colour, self.cards, self.fault))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "StatusReply":
+        _expect_len(cls, payload, 4)
+        try:
+            state = DeviceState(payload[0])
+        except ValueError:
+            raise MessageError(f"unknown device state {payload[0]}") from None
+        return cls(state, _colour(payload[1]), payload[2], payload[3])
+
+
+@_register
+@dataclass(frozen=True)
+class Nak(Message):
+    """Reply: the request with this SEQ was refused; ``code`` u8 (:class:`NakCode`)."""
+
+    TYPE: ClassVar[int] = 0x8F
+    code: NakCode
+
+    def encode(self) -> bytes:
+        return bytes((self.code,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "Nak":
+        _expect_len(cls, payload, 1)
+        try:
+            return cls(NakCode(payload[0]))
+        except ValueError:
+            raise MessageError(f"unknown NAK code {payload[0]}") from None
+
+
+# --- shuffler (SPEC §4.2) ---------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True)
+class Shuffle(Message):
+    """Host → shuffler: shuffle and verify the deck it holds. Replied with ``Ack``
+    (then :class:`DeckVerified` or :class:`ShufflerFault` follows as an event) or
+    ``Nak`` (NO_DECK, BUSY, DOOR_OPEN, JAMMED)."""
+
+    TYPE: ClassVar[int] = 0x10
+
+
+@_register
+@dataclass(frozen=True)
+class DeckInserted(Message):
+    """Shuffler event: a deck was put in; ``back_colour`` u8."""
+
+    TYPE: ClassVar[int] = 0x40
+    back_colour: BackColour
+
+    def encode(self) -> bytes:
+        return bytes((self.back_colour,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "DeckInserted":
+        _expect_len(cls, payload, 1)
+        return cls(_colour(payload[0]))
+
+
+@_register
+@dataclass(frozen=True)
+class DeckVerified(Message):
+    """Shuffler event: the deck was shuffled and counted.
+
+    Payload (17 bytes): ``back_colour`` u8, ``card_count`` u8 (cards counted,
+    foreign ones included), ``foreign_count`` u8 (cards of another back colour),
+    ``present`` 7-byte bitmap of the distinct cards of this deck's colour,
+    ``duplicates`` 7-byte bitmap of cards seen more than once. It never
+    carries the order of the deck.
+    """
+
+    TYPE: ClassVar[int] = 0x41
+    back_colour: BackColour
+    card_count: int
+    foreign_count: int
+    present: frozenset[int]
+    duplicates: frozenset[int] = field(default_factory=frozenset)
+
+    def encode(self) -> bytes:
+        return (
+            bytes((self.back_colour, self.card_count, self.foreign_count))
+            + cards_to_bitmap(self.present)
+            + cards_to_bitmap(self.duplicates)
+        )
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "DeckVerified":
+        _expect_len(cls, payload, 17)
+        try:
+            present = bitmap_to_cards(payload[3:10])
+            dups = bitmap_to_cards(payload[10:17])
+        except CardError as exc:
+            raise MessageError(f"bad DeckVerified bitmap: {exc}") from None
+        return cls(_colour(payload[0]), payload[1], payload[2], present, dups)
+
+    @property
+    def complete(self) -> bool:
+        """True for exactly 52 distinct cards, no duplicates, no foreign cards."""
+        return (
+            self.card_count == DECK_SIZE
+            and len(self.present) == DECK_SIZE
+            and not self.duplicates
+            and self.foreign_count == 0
+        )
+
+    @property
+    def missing(self) -> frozenset[int]:
+        """Card indices absent from the deck."""
+        return frozenset(range(DECK_SIZE)) - self.present
+
+
+@_register
+@dataclass(frozen=True)
+class DeckDelivered(Message):
+    """Shuffler event: the verified deck was taken out by the dealer; ``back_colour`` u8."""
+
+    TYPE: ClassVar[int] = 0x42
+    back_colour: BackColour
+
+    def encode(self) -> bytes:
+        return bytes((self.back_colour,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "DeckDelivered":
+        _expect_len(cls, payload, 1)
+        return cls(_colour(payload[0]))
+
+
+@_register
+@dataclass(frozen=True)
+class ShufflerFault(Message):
+    """Shuffler event: a fault stopped it; ``code`` u8 (:class:`ShufflerFaultCode`)."""
+
+    TYPE: ClassVar[int] = 0x43
+    code: ShufflerFaultCode
+
+    def encode(self) -> bytes:
+        return bytes((self.code,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "ShufflerFault":
+        _expect_len(cls, payload, 1)
+        try:
+            return cls(ShufflerFaultCode(payload[0]))
+        except ValueError:
+            raise MessageError(f"unknown shuffler fault code {payload[0]}") from None
+
+
+# --- shoe (SPEC §4.3) -------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True)
+class ShoeLoaded(Message):
+    """Shoe event: a deck was loaded; ``back_colour`` u8."""
+
+    TYPE: ClassVar[int] = 0x50
+    back_colour: BackColour
+
+    def encode(self) -> bytes:
+        return bytes((self.back_colour,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "ShoeLoaded":
+        _expect_len(cls, payload, 1)
+        return cls(_colour(payload[0]))
+
+
+@_register
+@dataclass(frozen=True)
+class CardDrawn(Message):
+    """Shoe event: a card was drawn and read.
+
+    Payload (4 bytes): ``draw_index`` u8 (0-based count of draws since the
+    deck was loaded), ``rank`` u8 (2..14), ``suit`` u8 (0..3), ``back_colour`` u8.
+    """
+
+    TYPE: ClassVar[int] = 0x51
+    draw_index: int
+    card: Card
+    back_colour: BackColour
+
+    def encode(self) -> bytes:
+        return bytes((self.draw_index, self.card.rank, self.card.suit, self.back_colour))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "CardDrawn":
+        _expect_len(cls, payload, 4)
+        try:
+            card = Card(payload[1], payload[2])
+        except CardError as exc:
+            raise MessageError(f"bad CardDrawn card: {exc}") from None
+        return cls(payload[0], card, _colour(payload[3]))
+
+
+@_register
+@dataclass(frozen=True)
+class CardUnreadable(Message):
+    """Shoe event: a card was drawn but could not be read.
+
+    Payload (2 bytes): ``draw_index`` u8, ``back_colour`` u8 (0 if that too was unread).
+    """
+
+    TYPE: ClassVar[int] = 0x52
+    draw_index: int
+    back_colour: BackColour
+
+    def encode(self) -> bytes:
+        return bytes((self.draw_index, self.back_colour))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "CardUnreadable":
+        _expect_len(cls, payload, 2)
+        return cls(payload[0], _colour(payload[1]))
+
+
+@_register
+@dataclass(frozen=True)
+class ShoeEmpty(Message):
+    """Shoe event: a draw was attempted with no card left; ``draws`` u8 since loading."""
+
+    TYPE: ClassVar[int] = 0x53
+    draws: int
+
+    def encode(self) -> bytes:
+        return bytes((self.draws,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "ShoeEmpty":
+        _expect_len(cls, payload, 1)
+        return cls(payload[0])
+
+
+def catalogue() -> dict[int, type[Message]]:
+    """Type byte → message class, for every message in SPEC §4."""
+    return dict(_CATALOGUE)
+
+
+def decode_message(msg_type: int, payload: bytes) -> Message:
+    """Decode ``payload`` as the message ``msg_type`` names.
+
+    Raises :class:`UnknownMessageType` for a type byte not in the catalogue and
+    :class:`MessageError` for a payload that does not fit its layout.
+    """
+    cls = _CATALOGUE.get(msg_type)
+    if cls is None:
+        raise UnknownMessageType(f"unknown message type 0x{msg_type:02X}")
+    return cls.decode(bytes(payload))
+
+
+def encode_message(msg: Message) -> tuple[int, bytes]:
+    """``(type byte, payload)`` for ``msg``; raises :class:`MessageError` on unencodable fields."""
+    try:
+        return msg.TYPE, msg.encode()
+    except (ValueError, TypeError, struct.error) as exc:
+        if isinstance(exc, MessageError):
+            raise
+        raise MessageError(f"cannot encode {type(msg).__name__}: {exc}") from None

@@ -1,0 +1,211 @@
+"""Shuffler and card-recognition shoe firmware emulators (SPEC §4.2, §4.3).
+
+They hold physical cards (:class:`SimCard`: a card face and its back colour)
+and report only what the real devices' sensors would: the deck's back colour,
+the verification counts after a shuffle, and each card as it is drawn. The
+order of a shuffled deck never leaves the emulator.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from protocols.cards import DECK_SIZE, BackColour, Card
+from protocols.messages import (
+    Ack,
+    CardDrawn,
+    CardUnreadable,
+    DeckDelivered,
+    DeckInserted,
+    DeckVerified,
+    DeviceKind,
+    DeviceState,
+    GetStatus,
+    Message,
+    Nak,
+    NakCode,
+    ShoeEmpty,
+    ShoeLoaded,
+    Shuffle,
+    ShufflerFault,
+    ShufflerFaultCode,
+    StatusReply,
+)
+
+from .firmware import FirmwareEmulator
+
+
+class SimCard(NamedTuple):
+    """One physical card: its face and the colour of its back."""
+
+    card: Card
+    back_colour: BackColour
+
+
+class DeviceRefused(RuntimeError):
+    """A physical action the simulated device cannot do (no deck, not verified, ...)."""
+
+
+def deck_colour(cards: list[SimCard]) -> BackColour:
+    """The back colour most of ``cards`` carry (what a back-colour sensor reports)."""
+    if not cards:
+        return BackColour.NONE
+    return collections.Counter(c.back_colour for c in cards).most_common(1)[0][0]
+
+
+@dataclass
+class ShufflerFaults:
+    """Faults to inject on the next shuffle (fault injection for tests and scenarios)."""
+
+    jam_next_shuffle: bool = False
+    door_open: bool = False
+
+
+class ShufflerEmulator(FirmwareEmulator):
+    """A single-deck automatic shuffler.
+
+    Physical side (called by the virtual dealer): :meth:`insert` a deck,
+    :meth:`take` the verified deck. Host side: ``Shuffle`` shuffles with ``rng``
+    and verifies the deck (counts, duplicates, foreign cards), ``GetStatus``.
+    ``rng`` is a ``random.Random``-like object; the simulated table passes
+    ``secrets.SystemRandom()`` unless a seed was given.
+    """
+
+    KIND = DeviceKind.SHUFFLER
+
+    def __init__(self, port, *, rng: random.Random, serial_number: str = "SHF-SIM-0001", **kw) -> None:
+        super().__init__(port, serial_number=serial_number, **kw)
+        self.rng = rng
+        self.cards: list[SimCard] | None = None
+        self.colour = BackColour.NONE
+        self.verified = False
+        self.shuffling = False
+        self.faults = ShufflerFaults()
+        self.shuffles = 0
+
+    # physical side
+    def insert(self, cards: list[SimCard]) -> None:
+        """The dealer puts a deck in; emits ``DeckInserted`` with its back colour."""
+        with self.lock:
+            if self.cards is not None:
+                raise DeviceRefused("the shuffler already holds a deck")
+            self.cards = list(cards)
+            self.colour = deck_colour(self.cards)
+            self.verified = False
+        self.emit(DeckInserted(self.colour))
+
+    def take(self) -> list[SimCard]:
+        """The dealer takes the shuffled, verified deck out; emits ``DeckDelivered``."""
+        with self.lock:
+            if self.cards is None or not self.verified:
+                raise DeviceRefused("no verified deck to deliver")
+            cards, self.cards = self.cards, None
+            colour, self.colour, self.verified = self.colour, BackColour.NONE, False
+        self.emit(DeckDelivered(colour))
+        return cards
+
+    # host side
+    def handle_request(self, msg: Message) -> Message:
+        if isinstance(msg, GetStatus):
+            state = (
+                DeviceState.FAULT if self.faults.door_open
+                else DeviceState.IDLE if self.cards is None
+                else DeviceState.READY if self.verified
+                else DeviceState.HAS_DECK
+            )
+            return StatusReply(state, self.colour, len(self.cards or ()), 0)
+        if isinstance(msg, Shuffle):
+            if self.faults.door_open:
+                return Nak(NakCode.DOOR_OPEN)
+            if self.cards is None:
+                return Nak(NakCode.NO_DECK)
+            if self.faults.jam_next_shuffle:
+                self.faults.jam_next_shuffle = False
+                self.emit(ShufflerFault(ShufflerFaultCode.JAM))
+                return Ack()
+            self.rng.shuffle(self.cards)
+            self.shuffles += 1
+            self.emit(self._verify())
+            return Ack()
+        return Nak(NakCode.UNKNOWN_MESSAGE)
+
+    def _verify(self) -> DeckVerified:
+        """Count the deck as a real shuffler's reader does: per-card presence, not order."""
+        own = [c.card.index for c in self.cards if c.back_colour == self.colour]
+        seen = collections.Counter(own)
+        present = frozenset(seen)
+        duplicates = frozenset(i for i, n in seen.items() if n > 1)
+        foreign = len(self.cards) - len(own)
+        self.verified = True
+        return DeckVerified(self.colour, min(len(self.cards), 255), foreign, present, duplicates)
+
+
+@dataclass
+class ShoeFaults:
+    """Faults to inject on upcoming draws."""
+
+    unreadable_draws: int = 0
+
+
+class ShoeEmulator(FirmwareEmulator):
+    """A card-recognition dealing shoe: reads each card's face and back colour as it is drawn.
+
+    Physical side: :meth:`load` a deck, :meth:`draw` one card, :meth:`unload` the stub.
+    """
+
+    KIND = DeviceKind.SHOE
+
+    def __init__(self, port, *, serial_number: str = "SHOE-SIM-0001", **kw) -> None:
+        super().__init__(port, serial_number=serial_number, **kw)
+        self.cards: list[SimCard] = []
+        self.colour = BackColour.NONE
+        self.draws = 0
+        self.faults = ShoeFaults()
+
+    def load(self, cards: list[SimCard]) -> None:
+        """The dealer loads a deck face down; emits ``ShoeLoaded`` with its back colour."""
+        with self.lock:
+            if self.cards:
+                raise DeviceRefused("the shoe still holds cards; unload it first")
+            self.cards = list(cards)
+            self.colour = deck_colour(self.cards)
+            self.draws = 0
+        self.emit(ShoeLoaded(self.colour))
+
+    def draw(self) -> SimCard | None:
+        """The dealer draws the next card; emits ``CardDrawn`` (or ``CardUnreadable`` /
+        ``ShoeEmpty``). Returns the physical card, or None when the shoe is empty."""
+        with self.lock:
+            if not self.cards:
+                self.emit(ShoeEmpty(min(self.draws, 255)))
+                return None
+            sim = self.cards.pop(0)
+            index = self.draws
+            self.draws += 1
+            if self.faults.unreadable_draws > 0:
+                self.faults.unreadable_draws -= 1
+                self.emit(CardUnreadable(index % 256, sim.back_colour))
+            else:
+                self.emit(CardDrawn(index % 256, sim.card, sim.back_colour))
+            return sim
+
+    def unload(self) -> list[SimCard]:
+        """The dealer removes the undealt stub (no event: the shoe just goes empty)."""
+        with self.lock:
+            stub, self.cards = self.cards, []
+            self.colour = BackColour.NONE
+            return stub
+
+    def handle_request(self, msg: Message) -> Message:
+        if isinstance(msg, GetStatus):
+            state = DeviceState.HAS_DECK if self.cards else DeviceState.IDLE
+            return StatusReply(state, self.colour, min(len(self.cards), 255), 0)
+        return Nak(NakCode.UNKNOWN_MESSAGE)
+
+
+def new_deck(colour: BackColour) -> list[SimCard]:
+    """A fresh 52-card deck with ``colour`` backs, in index order."""
+    return [SimCard(Card.from_index(i), colour) for i in range(DECK_SIZE)]

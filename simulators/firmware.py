@@ -1,0 +1,267 @@
+"""Device-side link logic shared by the shuffler and shoe firmware emulators (SPEC §6).
+
+Imports ``protocols`` only, never the host's ``firmware_bridge`` or ``devices``,
+so one bug cannot hide on both ends (DESIGN.md, "Layers").
+
+Each emulator runs one thread that blocks in ``selectors`` on its port and a
+wake-up pipe; with nothing to send and nothing arriving it sleeps with no
+timeout, so an idle emulator costs no CPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import selectors
+import threading
+import time
+from typing import Callable, Protocol
+
+from protocols.errors import MessageError, UnknownMessageType
+from protocols.frame import FrameParser, encode_frame
+from protocols.messages import (
+    PROTOCOL_MAJOR,
+    PROTOCOL_MINOR,
+    Ack,
+    DeviceKind,
+    Direction,
+    Identify,
+    IdentifyReply,
+    Message,
+    Nak,
+    NakCode,
+    decode_message,
+    direction_of,
+    encode_message,
+)
+
+
+class DevicePort(Protocol):
+    """The device end of a byte stream (a pty master, a TCP connection...)."""
+
+    name: str
+
+    def fileno(self) -> int: ...
+
+    def read(self, max_bytes: int = 4096) -> bytes: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FirmwareEmulator:
+    """Base firmware: identify, duplicate suppression, event ARQ with retransmit.
+
+    Subclasses set ``KIND`` and implement :meth:`handle_request`. Physical
+    happenings call :meth:`emit`, which is thread-safe. Events are held until
+    the host's first ``Identify`` (SPEC §6.3), then sent one at a time, each
+    resent after ``retransmit_initial_ms`` doubling to ``retransmit_max_ms``
+    until ACKed.
+
+    ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    """
+
+    KIND: DeviceKind
+
+    def __init__(
+        self,
+        port: DevicePort,
+        *,
+        serial_number: str,
+        firmware: tuple[int, int, int] = (1, 0, 0),
+        protocol: tuple[int, int] = (PROTOCOL_MAJOR, PROTOCOL_MINOR),
+        retransmit_initial_ms: int = 50,
+        retransmit_max_ms: int = 2000,
+        on_frame: Callable[[str, bytes], None] | None = None,
+    ) -> None:
+        self.port = port
+        self.serial_number = serial_number
+        self.firmware = firmware
+        self.protocol = protocol
+        self.retransmit_initial_ms = retransmit_initial_ms
+        self.retransmit_max_ms = retransmit_max_ms
+        self.on_frame = on_frame
+        self.lock = threading.RLock()
+        self._outbox: collections.deque[Message] = collections.deque()
+        self._pending: tuple[int, bytes] | None = None  # (seq, wire bytes)
+        self._pending_deadline = 0.0
+        self._pending_timeout_s = 0.0
+        self._event_seq = 0
+        self._identified = False
+        self._reply_cache: tuple[int, bytes] | None = None
+        self._parser = FrameParser()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self.events_sent = 0
+        self.events_acked = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> "FirmwareEmulator":
+        self._thread = threading.Thread(target=self._loop, name=f"emu-{self.KIND}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and close the port and wake pipe; safe to call twice."""
+        self._stop = True
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        self.port.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+
+    # -- events --------------------------------------------------------------------
+
+    def emit(self, event: Message) -> None:
+        """Queue a device event for the host (thread-safe)."""
+        if direction_of(event.TYPE) is not Direction.EVENT:
+            raise ValueError(f"{type(event).__name__} is not an event")
+        with self.lock:
+            self._outbox.append(event)
+        self._wake()
+
+    @property
+    def idle(self) -> bool:
+        """True when every emitted event has been ACKed by the host."""
+        with self.lock:
+            return self._pending is None and not self._outbox
+
+    # -- subclass hook ---------------------------------------------------------------
+
+    def handle_request(self, msg: Message) -> Message:
+        """Answer one host request (not ``Identify``); return the reply message."""
+        return Nak(NakCode.UNKNOWN_MESSAGE)
+
+    # -- loop ------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"\0")
+        except (OSError, ValueError):
+            pass
+
+    def _send(self, wire: bytes) -> None:
+        if self.on_frame:
+            self.on_frame("tx", wire)
+        try:
+            self.port.write(wire)
+        except OSError:
+            pass  # the host is gone; the ARQ resends once it is back
+
+    def _loop(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.port.fileno(), selectors.EVENT_READ, "port")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        try:
+            while not self._stop:
+                with self.lock:
+                    timeout = None
+                    if self._pending is not None:
+                        timeout = max(0.0, self._pending_deadline - time.monotonic())
+                for key, _ in sel.select(timeout):
+                    if key.data == "wake":
+                        try:
+                            os.read(self._wake_r, 512)
+                        except BlockingIOError:
+                            pass
+                    else:
+                        try:
+                            data = self.port.read(4096)
+                        except OSError:
+                            data = b""
+                        for frame in self._parser.feed(data):
+                            self._on_frame(frame)
+                if self._stop:
+                    break
+                self._pump()
+        finally:
+            sel.close()
+
+    def _pump(self) -> None:
+        """Send the next event, or resend the unacknowledged one when its time is up."""
+        with self.lock:
+            now = time.monotonic()
+            if self._pending is not None:
+                if now >= self._pending_deadline:
+                    self._pending_timeout_s = min(self._pending_timeout_s * 2, self.retransmit_max_ms / 1000)
+                    self._pending_deadline = now + self._pending_timeout_s
+                    wire = self._pending[1]
+                else:
+                    return
+            elif self._outbox and self._identified:
+                event = self._outbox.popleft()
+                t, p = encode_message(event)
+                seq = self._event_seq
+                self._event_seq = (seq + 1) % 256
+                wire = encode_frame(seq, t, p)
+                self._pending = (seq, wire)
+                self._pending_timeout_s = self.retransmit_initial_ms / 1000
+                self._pending_deadline = now + self._pending_timeout_s
+                self.events_sent += 1
+            else:
+                return
+        self._send(wire)
+
+    def _on_frame(self, frame) -> None:
+        if self.on_frame:
+            self.on_frame("rx", frame.encode())
+        kind = direction_of(frame.type)
+        if kind is Direction.REPLY:
+            with self.lock:
+                if self._pending is not None and frame.seq == self._pending[0]:
+                    # An ACK, or a NAK (host refused it: do not resend forever).
+                    self._pending = None
+                    self.events_acked += 1
+            self._pump()
+            return
+        if kind is Direction.EVENT:
+            self._reply(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
+            return
+        try:
+            msg = decode_message(frame.type, frame.payload)
+        except UnknownMessageType:
+            self._reply(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
+            return
+        except MessageError:
+            self._reply(frame.seq, Nak(NakCode.BAD_PAYLOAD))
+            return
+        if isinstance(msg, Identify):
+            with self.lock:
+                self._reply_cache = None
+                self._identified = True
+            self._reply(frame.seq, self.identify_reply(), cache=False)
+            self._pump()
+            return
+        with self.lock:
+            cached = self._reply_cache
+        if cached is not None and cached[0] == frame.seq:
+            self._send(cached[1])  # a retransmitted request: answer again, act once
+            return
+        with self.lock:
+            reply = self.handle_request(msg)
+        self._reply(frame.seq, reply)
+
+    def identify_reply(self) -> IdentifyReply:
+        """This device's identity (SPEC §4.1)."""
+        return IdentifyReply(self.KIND, self.protocol[0], self.protocol[1], self.firmware, self.serial_number)
+
+    def _reply(self, seq: int, msg: Message, *, cache: bool = True) -> None:
+        t, p = encode_message(msg)
+        wire = encode_frame(seq, t, p)
+        if cache:
+            with self.lock:
+                self._reply_cache = (seq, wire)
+        self._send(wire)
+
+
+__all__ = ["DevicePort", "FirmwareEmulator", "Ack"]

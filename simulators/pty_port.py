@@ -1,0 +1,75 @@
+"""The device end of a pseudo-terminal, in raw mode, for firmware emulators.
+
+Pitfalls handled (DESIGN.md): a new pty starts in echo/line mode, so the slave
+is put in raw mode at once; the slave fd stays open for the emulator's life so
+reads on the master never fail with EIO while the host is between opens.
+"""
+
+from __future__ import annotations
+
+import os
+import tty
+from pathlib import Path
+
+
+class PtyPort:
+    """A pty pair: the emulator reads/writes ``fd`` (the master); the host opens ``path``.
+
+    ``link``: optional path of a symlink to create to the slave (e.g.
+    ``/tmp/threecard/shoe``); replaced if it exists, removed on :meth:`close`.
+    Raises ``OSError`` if the pty cannot be created.
+    """
+
+    def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
+        self.fd, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        tty.setraw(self.fd)
+        os.set_blocking(self.fd, False)
+        self.path = os.ttyname(self._slave)
+        self.link: Path | None = None
+        if link is not None:
+            self.link = Path(link)
+            self.link.parent.mkdir(parents=True, exist_ok=True)
+            if self.link.is_symlink() or self.link.exists():
+                self.link.unlink()
+            self.link.symlink_to(self.path)
+
+    @property
+    def name(self) -> str:
+        """The path a host should open: the symlink if one was asked for, else the slave."""
+        return str(self.link) if self.link else self.path
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def read(self, max_bytes: int = 4096) -> bytes:
+        """Non-blocking read from the master; b"" when nothing is waiting."""
+        try:
+            return os.read(self.fd, max_bytes)
+        except BlockingIOError:
+            return b""
+
+    def write(self, data: bytes) -> None:
+        """Write all of ``data`` to the master (the host reads it from the slave)."""
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.fd, view)
+            except BlockingIOError:
+                import select
+
+                select.select([], [self.fd], [], 1.0)
+                continue
+            view = view[n:]
+
+    def close(self) -> None:
+        """Close both ends and remove the symlink; safe to call twice."""
+        for fd in (self.fd, self._slave):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.fd = self._slave = -1
+        if self.link is not None and self.link.is_symlink():
+            self.link.unlink()

@@ -1,0 +1,128 @@
+"""A simulated table: two decks, the discard rack, and a virtual dealer.
+
+The shuffler and shoe emulators share this table, so cards move physically
+between them: the dealer inserts a deck in the shuffler, takes the shuffled
+deck out, loads it in the shoe, draws cards onto the layout and collects them
+into the discard rack. The host sees none of this directly, only the device
+events the emulators send over their serial ports.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+from pathlib import Path
+
+from protocols.cards import BackColour
+
+from .devices import DeviceRefused, ShoeEmulator, ShufflerEmulator, SimCard, deck_colour, new_deck
+from .pty_port import PtyPort
+
+
+class VirtualDealer:
+    """Moves cards between the decks' places as a dealer obeying the controller's prompts.
+
+    Each method is one physical action; the devices report what their sensors
+    see. Raises :class:`DeviceRefused` for an action the table cannot allow
+    physically (e.g. taking a deck from an empty shuffler).
+    """
+
+    def __init__(self, shuffler: ShufflerEmulator, shoe: ShoeEmulator, colours: tuple[BackColour, BackColour]) -> None:
+        self.shuffler = shuffler
+        self.shoe = shoe
+        self.off_table: dict[BackColour, list[SimCard]] = {c: new_deck(c) for c in colours}
+        self.in_hand: list[SimCard] = []
+        self.on_layout: list[SimCard] = []
+        self.discard_rack: list[SimCard] = []
+        self.drawn: list[SimCard] = []  # ground truth, in draw order
+        self._lock = threading.Lock()
+
+    def insert_deck(self, colour: BackColour) -> None:
+        """Put the ``colour`` deck in the shuffler: from off the table the first time,
+        later from the discard rack (with the shoe's stub if it is still there)."""
+        with self._lock:
+            if colour in self.off_table:
+                cards = self.off_table.pop(colour)
+            else:
+                cards = [c for c in self.discard_rack]
+                self.discard_rack.clear()
+                if self.shoe.cards and deck_colour(self.shoe.cards) == colour:
+                    cards += self.shoe.unload()
+            if not cards:
+                raise DeviceRefused(f"no cards of the {colour} deck to insert")
+            self.shuffler.insert(cards)
+
+    def take_from_shuffler(self) -> None:
+        """Take the verified deck out of the shuffler into the dealer's hand."""
+        with self._lock:
+            self.in_hand = self.shuffler.take()
+
+    def load_shoe(self, colour: BackColour) -> None:
+        """Load the deck in hand into the shoe (the prompt names the colour expected)."""
+        with self._lock:
+            if not self.in_hand:
+                raise DeviceRefused("the dealer holds no deck to load")
+            cards, self.in_hand = self.in_hand, []
+            self.shoe.load(cards)
+
+    def draw_card(self) -> None:
+        """Draw the next card from the shoe onto the layout."""
+        with self._lock:
+            sim = self.shoe.draw()
+            if sim is not None:
+                self.on_layout.append(sim)
+                self.drawn.append(sim)
+
+    def collect(self) -> None:
+        """Collect the round's cards and the shoe's stub into the discard rack."""
+        with self._lock:
+            self.discard_rack += self.on_layout
+            self.on_layout = []
+            self.discard_rack += self.shoe.unload()
+
+
+class SimulatedTable:
+    """Both emulators on ptys plus the virtual dealer; a context manager.
+
+    ``seed``: None shuffles with ``secrets.SystemRandom`` (as a real table);
+    an int gives a reproducible run. ``link_dir``: optional folder for the
+    symlinks ``shuffler`` and ``shoe`` to the pty slaves.
+    Attributes ``shuffler_url`` and ``shoe_url`` are the paths a host opens.
+    """
+
+    def __init__(
+        self,
+        colours: tuple[BackColour, BackColour] = (BackColour.RED, BackColour.BLUE),
+        *,
+        seed: int | None = None,
+        link_dir: str | Path | None = None,
+    ) -> None:
+        rng: random.Random = secrets.SystemRandom() if seed is None else random.Random(seed)
+        link_dir = Path(link_dir) if link_dir else None
+        shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None)
+        try:
+            shoe_port = PtyPort(link_dir / "shoe" if link_dir else None)
+        except OSError:
+            shuffler_port.close()
+            raise
+        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng)
+        self.shoe = ShoeEmulator(shoe_port)
+        self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
+        self.shuffler_url = shuffler_port.name
+        self.shoe_url = shoe_port.name
+
+    def start(self) -> "SimulatedTable":
+        self.shuffler.start()
+        self.shoe.start()
+        return self
+
+    def stop(self) -> None:
+        self.shuffler.stop()
+        self.shoe.stop()
+
+    def __enter__(self) -> "SimulatedTable":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
