@@ -1,0 +1,54 @@
+"""Shared fixtures. An autouse fixture fails any test that leaks a thread or a file descriptor."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+
+def _fds() -> set[int]:
+    try:
+        return {int(n) for n in os.listdir("/proc/self/fd")}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Fail the test if it leaves a thread running or a descriptor (pty, socket) open."""
+    threads = set(threading.enumerate())
+    fds = _fds()
+    yield
+    deadline = time.monotonic() + 2.0
+    while True:
+        extra = [t for t in threading.enumerate() if t not in threads and t.is_alive()]
+        leaked_fds = _fds() - fds
+        if not extra and not leaked_fds:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    details = []
+    if extra:
+        details.append(f"threads: {[t.name for t in extra]}")
+    if leaked_fds:
+        targets = []
+        for fd in sorted(leaked_fds):
+            try:
+                targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                targets.append(str(fd))
+        details.append(f"descriptors: {targets}")
+    pytest.fail("test leaked " + "; ".join(details))
+
+
+@pytest.fixture
+def sim():
+    """A simulated table (both emulators on ptys), seeded, stopped after the test."""
+    from simulators.table import SimulatedTable
+
+    with SimulatedTable(seed=1234) as table:
+        yield table
