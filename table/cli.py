@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from . import cli_rules
+from .cli_run import run_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,4 +17,5 @@ def main() -> None:
     """Three Card Poker table controller: shuffler, shoe, deck custody, settlement."""
 
 
+main.add_command(run_command)
 cli_rules.register(main)

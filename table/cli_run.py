@@ -1,0 +1,183 @@
+"""``tablectl run``: deal rounds on a real or simulated table."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import tempfile
+from contextlib import ExitStack
+from typing import Any
+
+import click
+import structlog
+
+from devices import CardShoe, Shuffler
+from firmware_bridge.errors import LinkError
+from protocols.cards import BackColour
+from protocols.errors import CardError
+
+from .controller import RoundHeld, RoundResult, TableController, TableError, q64_player
+from .custody import CustodyViolation, DeckCustody
+from .logs import configure_logging
+from .rules.paytables import PaytableError
+from .rules.settlement import SettlementError, Tables
+
+EXIT_CUSTODY = 3
+EXIT_DEVICE = 4
+
+log = structlog.get_logger("tablectl")
+
+
+def _colours(text: str) -> tuple[BackColour, BackColour]:
+    parts = [p for p in text.replace(" ", "").split(",") if p]
+    if len(parts) != 2:
+        raise click.BadParameter("give two back colours, e.g. red,blue")
+    try:
+        a, b = (BackColour.parse(p) for p in parts)
+    except CardError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if a == b:
+        raise click.BadParameter("the two decks need different back colours (58 Pa. Code 649a.3(b))")
+    return a, b
+
+
+def _money(cents: int) -> str:
+    sign = "+" if cents > 0 else "-" if cents < 0 else " "
+    return f"{sign}{abs(cents) // 100}.{abs(cents) % 100:02d}"
+
+
+def round_to_json(r: RoundResult) -> dict[str, Any]:
+    """The ``--json`` form of one round (documented in README, "Output")."""
+    return {
+        "number": r.number,
+        "round_id": r.round_id,
+        "deck_id": r.deck_id,
+        "deck_colour": str(r.deck_colour),
+        "dealer_hand": [str(c) for c in r.dealer_hand],
+        "dealer_qualifies": r.dealer_qualifies,
+        "seats": [
+            {
+                "seat": s.seat,
+                "cards": [str(c) for c in s.cards],
+                "decision": s.decision.value,
+                "net": s.net_cents,
+                "wagers": [w.to_dict() for w in s.settlement.results],
+            }
+            for s in r.seats
+        ],
+        "reads": [{"draw_index": c.draw_index, "card": str(c.card), "back_colour": str(c.back_colour)} for c in r.reads],
+    }
+
+
+def _round_line(r: RoundResult) -> str:
+    seats = "  ".join(
+        f"s{s.seat} {' '.join(map(str, s.cards))} {s.decision.value:4} {_money(s.net_cents):>7}" for s in r.seats
+    )
+    q = "qualifies" if r.dealer_qualifies else "no qualify"
+    return f"round {r.number:4d}  deck {r.deck_id} ({r.deck_colour})  dealer {' '.join(map(str, r.dealer_hand))} {q:10} | {seats}"
+
+
+@click.command("run")
+@click.option("--simulate", is_flag=True, help="Emulated shuffler and shoe on real ptys, with a virtual dealer.")
+@click.option("--rounds", type=click.IntRange(1), default=10, show_default=True, help="Rounds to deal.")
+@click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True, help="Player seats (1-7).")
+@click.option("--seed", type=int, default=None, help="Seed the simulated shuffles for a reproducible run (default: secrets.SystemRandom).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
+@click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
+@click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
+@click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
+@click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port).")
+@click.option("--shoe-url", default=None, help="Shoe port URL for a real table.")
+@click.option("--link-dir", type=click.Path(file_okay=False), default=None, help="With --simulate: make symlinks 'shuffler' and 'shoe' to the ptys here.")
+@click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
+              help="Default: info, or warning when logs would go to a terminal.")
+def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
+                shoe_url, link_dir, log_file, log_level) -> None:
+    """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
+
+    With --simulate the devices are firmware emulators on real pseudo-terminals
+    and a virtual dealer moves the cards; otherwise give --shuffler-url and
+    --shoe-url and the dealer is prompted on the terminal.
+
+    Exit status: 0 all rounds dealt; 2 bad usage; 3 a custody violation held a
+    round; 4 a device failed or stopped answering.
+    """
+    colours = _colours(deck_colours)
+    if not simulate and not (shuffler_url and shoe_url):
+        raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
+    stream = log_file or sys.stderr
+    level = log_level or ("warning" if log_file is None and sys.stderr.isatty() else "info")
+    configure_logging(stream=stream, fmt="json", level=level)
+
+    try:
+        tables = Tables.load(ante_bonus=ante_bonus)
+    except (PaytableError, SettlementError, OSError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--ante-bonus") from None
+
+    signal.signal(signal.SIGTERM, _raise_exit)
+    results: list[RoundResult] = []
+    error: str | None = None
+    code = 0
+    with ExitStack() as stack:
+        controller = None
+        try:
+            events: queue.Queue = queue.Queue(maxsize=1024)
+            if simulate:
+                from simulators.table import SimulatedTable
+
+                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir))
+                shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
+                decide = q64_player
+            else:
+                from .console_dealer import ConsoleDealer
+
+                dealer = ConsoleDealer()
+                decide = dealer.decide
+            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler"))
+            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe"))
+            custody = DeckCustody([("A", colours[0]), ("B", colours[1])])
+            controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
+                                         ante_cents=ante_cents, tables=tables, decide=decide)
+            controller.prepare()
+            for _ in range(rounds):
+                r = controller.play_round()
+                results.append(r)
+                if not as_json:
+                    click.echo(_round_line(r))
+        except (RoundHeld, CustodyViolation) as exc:
+            error, code = str(exc), EXIT_CUSTODY
+        except (TableError, LinkError) as exc:
+            error, code = str(exc), EXIT_DEVICE
+        except KeyboardInterrupt:
+            error, code = "interrupted", 130
+        violations = len(controller.custody.violations) if controller else 0
+        cards_read = controller.cards_read if controller else 0
+
+    net_by_seat = {str(s): sum(r.seats[s - 1].net_cents for r in results) for s in range(1, seats + 1)}
+    if as_json:
+        out: dict[str, Any] = {
+            "rounds": [round_to_json(r) for r in results],
+            "cards_read": cards_read,
+            "custody_violations": violations,
+            "net_by_seat": net_by_seat,
+            "seed": seed,
+            "ante_cents": ante_cents,
+            "paytables": {"ante_bonus": tables.ante_bonus.name},
+        }
+        if error:
+            out["error"] = error
+        click.echo(json.dumps(out))
+    else:
+        click.echo(f"rounds {len(results)}  cards read {cards_read}  custody violations {violations}")
+        click.echo("net by seat: " + "  ".join(f"seat{s} {_money(v)}" for s, v in net_by_seat.items())
+                   + f"   house {_money(-sum(net_by_seat.values()))}")
+    if error:
+        click.echo(f"tablectl run: {error}", err=True)
+        sys.exit(code)
+
+
+def _raise_exit(signum, frame) -> None:  # SIGTERM → clean shutdown via KeyboardInterrupt handling
+    raise KeyboardInterrupt

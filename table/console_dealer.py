@@ -1,0 +1,48 @@
+"""The dealer at a real table: prompts on the terminal, device events confirm.
+
+For each physical action the controller prints a prompt; the device's own
+event (deck inserted, card drawn...) confirms it, so no key press is needed,
+except for collecting the cards into the discard rack, which no device sees.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+import click
+
+from protocols.cards import BackColour, Card
+
+from .rules.settlement import Decision
+
+
+class ConsoleDealer:
+    """Prompts a human dealer on ``out`` (default stderr) and reads ``input``."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stderr
+
+    def _say(self, text: str) -> None:
+        print(f">>> {text}", file=self.out, flush=True)
+
+    def insert_deck(self, colour: BackColour) -> None:
+        self._say(f"Put the {colour} deck into the shuffler.")
+
+    def take_from_shuffler(self) -> None:
+        self._say("Take the shuffled deck out of the shuffler.")
+
+    def load_shoe(self, colour: BackColour) -> None:
+        self._say(f"Load the {colour} deck into the shoe.")
+
+    def draw_card(self) -> None:
+        self._say("Draw the next card.")
+
+    def collect(self) -> None:
+        click.prompt("Collect the round's cards and the shoe's stub into the discard rack, then press Enter",
+                     default="", show_default=False, err=True)
+
+    def decide(self, seat: int, cards: list[Card]) -> Decision:
+        """Ask for a seat's play-or-fold decision (the player's cards stay on the layout)."""
+        answer = click.prompt(f"Seat {seat}: play or fold?", type=click.Choice(["play", "fold"]), err=True)
+        return Decision(answer)

@@ -1,0 +1,134 @@
+"""End to end: ``tablectl run --simulate`` as a subprocess, through real ptys.
+
+The settlement is recomputed here from the logged hands with an evaluator
+written independently of ``table.rules`` (ante and play 1:1, pushes, dealer
+qualifies on queen high, ante bonus 5/4/1 of 58 Pa. Code 649a.12(b)).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+RANKS = "23456789TJQKA"
+ROUNDS, SEATS, ANTE = 50, 6, 1000
+
+
+def tablectl() -> list[str]:
+    exe = shutil.which("tablectl", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
+
+
+def hand_key(cards: list[str]) -> tuple:
+    """(category, tiebreak ranks...) with 5 SF, 4 trips, 3 straight, 2 flush, 1 pair, 0 high."""
+    ranks = sorted((RANKS.index(c[0]) + 2 for c in cards), reverse=True)
+    flush = len({c[1] for c in cards}) == 1
+    if ranks == [14, 3, 2]:
+        straight, top = True, 3
+    else:
+        straight, top = ranks[0] - ranks[2] == 2 and len(set(ranks)) == 3, ranks[0]
+    counts = Counter(ranks)
+    if straight and flush:
+        return (5, top)
+    if len(counts) == 1:
+        return (4, ranks[0])
+    if straight:
+        return (3, top)
+    if flush:
+        return (2, *ranks)
+    if len(counts) == 2:
+        pair = next(r for r, n in counts.items() if n == 2)
+        kicker = next(r for r, n in counts.items() if n == 1)
+        return (1, pair, kicker)
+    return (0, *ranks)
+
+
+def expected_net(seat_cards: list[str], dealer_cards: list[str], ante: int) -> tuple[str, int]:
+    me = hand_key(seat_cards)
+    plays = me >= (0, 12, 6, 4)
+    if not plays:
+        return "fold", -ante
+    bonus = ante * {5: 5, 4: 4, 3: 1}.get(me[0], 0)
+    dealer = hand_key(dealer_cards)
+    if dealer < (0, 12, 0, 0):  # dealer does not qualify: ante pays, play pushes
+        return "play", ante + bonus
+    if me > dealer:
+        return "play", 2 * ante + bonus
+    if me < dealer:
+        return "play", -2 * ante + bonus
+    return "play", bonus
+
+
+def test_independent_evaluator_sanity():
+    assert hand_key(["As", "2d", "3c"]) == (3, 3)
+    assert hand_key(["Ks", "Ad", "2c"])[0] == 0  # K-A-2 is no straight
+    assert hand_key(["7s", "7d", "Kc"]) > hand_key(["7h", "7c", "Qd"])
+
+
+@pytest.fixture(scope="module")
+def run_json(tmp_path_factory) -> dict:
+    log = tmp_path_factory.mktemp("run") / "run.log"
+    cmd = tablectl() + ["run", "--simulate", "--rounds", str(ROUNDS), "--seats", str(SEATS),
+                        "--seed", "2026", "--json", "--ante-cents", str(ANTE), "--log-file", str(log)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    data = json.loads(proc.stdout)  # stdout is exactly one JSON object, no log lines
+    data["_log"] = log.read_text()
+    return data
+
+
+def test_every_round_is_reported(run_json):
+    assert len(run_json["rounds"]) == ROUNDS
+    assert run_json["custody_violations"] == 0
+    assert "error" not in run_json
+
+
+def test_rounds_alternate_decks(run_json):
+    colours = [r["deck_colour"] for r in run_json["rounds"]]
+    assert colours == ["red", "blue"] * (ROUNDS // 2)
+
+
+def test_each_round_reads_three_cards_per_hand_and_no_card_twice(run_json):
+    total = 0
+    for r in run_json["rounds"]:
+        reads = [x["card"] for x in r["reads"]]
+        assert len(reads) == 3 * (SEATS + 1)
+        assert len(set(reads)) == len(reads)
+        dealt = r["dealer_hand"] + [c for s in r["seats"] for c in s["cards"]]
+        assert sorted(dealt) == sorted(reads)
+        assert all(len(s["cards"]) == 3 for s in r["seats"]) and len(r["dealer_hand"]) == 3
+        total += len(reads)
+    assert run_json["cards_read"] == total == ROUNDS * 3 * (SEATS + 1)
+
+
+def test_every_read_carries_the_back_colour_of_the_rounds_deck(run_json):
+    for r in run_json["rounds"]:
+        assert {x["back_colour"] for x in r["reads"]} == {r["deck_colour"]}
+
+
+def test_settlement_matches_an_independent_recomputation(run_json):
+    net_by_seat = Counter()
+    for r in run_json["rounds"]:
+        qualifies = hand_key(r["dealer_hand"]) >= (0, 12, 0, 0)
+        assert r["dealer_qualifies"] == qualifies
+        for s in r["seats"]:
+            decision, net = expected_net(s["cards"], r["dealer_hand"], ANTE)
+            assert s["decision"] == decision, (r["number"], s)
+            assert s["net"] == net, (r["number"], s, r["dealer_hand"])
+            net_by_seat[str(s["seat"])] += net
+    assert run_json["net_by_seat"] == {str(k): v for k, v in sorted(net_by_seat.items())}
+
+
+def test_logs_are_json_lines_and_seal_the_dealer_hand_until_reveal(run_json):
+    lines = [json.loads(line) for line in run_json["_log"].splitlines()]
+    assert lines, "no logs written"
+    dealer_reads = [e for e in lines if e.get("event") == "card_read" and e.get("to") == "dealer"]
+    assert dealer_reads and all("card" not in e for e in dealer_reads)
+    assert all("round_id" in e for e in lines if e.get("event") == "card_read")
