@@ -1,0 +1,192 @@
+"""California player-dealer bank (California Bureau of Gambling Control, Three
+Card Poker standards of play, "Standards of play", reference 000).
+
+In California the house does not bank: one player, the player-dealer, pays the
+winners and collects from the losers, but only to the extent of the wagers its
+bank covers; and it banks at most two consecutive hands before the bank is
+offered clockwise around the table.
+
+Readings this module makes where the text is silent (docs/rules-profiles.md):
+
+* Each seat is first settled exactly as at a house-banked table
+  (:func:`table.rules.settlement.settle_seat`); its net is what it is owed by,
+  or owes to, the bank.
+* The bank first collects every losing seat's net, then pays the winning seats
+  in clockwise order starting at the seat to the player-dealer's left, each as
+  far as the bank (stake plus collections) still covers. What it cannot cover is
+  not paid (``unpaid``); the winning seat's own wagers are returned in full, so a
+  seat never loses because the bank ran short.
+* When the player-dealer has banked its two hands and every other seat
+  declines the offered bank, the offer has been made and it may keep banking
+  (its count restarts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from .settlement import SeatSettlement, SettlementError
+
+
+class BankError(SettlementError):
+    """An impossible bank: a negative stake, an unknown seat, too many places."""
+
+
+def clockwise_from(start: int, seats: Iterable[int]) -> list[int]:
+    """``seats`` in clockwise order beginning with the first seat after ``start``.
+
+    Seats are numbered clockwise (1, 2, ... around the table), so this sorts by
+    distance from ``start`` going up and wrapping; ``start`` itself, if listed,
+    comes last.
+    """
+    ss = sorted(set(seats))
+    if not ss:
+        return []
+    top = max(ss + [start])
+    return sorted(ss, key=lambda s: (s - start - 1) % (top + 1))
+
+
+@dataclass(frozen=True)
+class BankSeat:
+    """One seat after the bank: ``owed`` is its house-banked net (cents, + won,
+    - lost), ``net`` what it actually wins or loses, ``unpaid`` what the bank
+    could not cover (``owed - net`` for a winner, else 0)."""
+
+    seat: int
+    owed: int
+    net: int
+    unpaid: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"seat": self.seat, "owed": self.owed, "net": self.net, "unpaid": self.unpaid}
+
+
+@dataclass(frozen=True)
+class BankSettlement:
+    """A round's player-dealer settlement, all in cents.
+
+    ``stake``: the bank the player-dealer put up; ``collected``: from losing
+    seats; ``paid``: to winning seats; ``seats``: a :class:`BankSeat` per seat in
+    the order paid. :attr:`player_dealer_net` is ``collected - paid``.
+    """
+
+    player_dealer_seat: int
+    stake: int
+    collected: int
+    paid: int
+    seats: tuple[BankSeat, ...]
+
+    @property
+    def player_dealer_net(self) -> int:
+        """The player-dealer's net for the round in cents."""
+        return self.collected - self.paid
+
+    def seat(self, seat: int) -> BankSeat:
+        """The :class:`BankSeat` of ``seat``; raises :class:`BankError` if absent."""
+        for s in self.seats:
+            if s.seat == seat:
+                return s
+        raise BankError(f"seat {seat} took no part in this bank")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "player_dealer_seat": self.player_dealer_seat,
+            "stake": self.stake,
+            "collected": self.collected,
+            "paid": self.paid,
+            "player_dealer_net": self.player_dealer_net,
+            "seats": [s.to_dict() for s in self.seats],
+        }
+
+
+def settle_bank(
+    player_dealer_seat: int,
+    bank_cents: int,
+    seats: Sequence[tuple[int, SeatSettlement | int]],
+) -> BankSettlement:
+    """Settle a round against a player-dealer's bank of ``bank_cents``.
+
+    ``seats``: ``(seat number, SeatSettlement or net cents)`` for each playing
+    seat (not the player-dealer). Losers are collected in full; winners are paid
+    clockwise from the player-dealer's left as far as the bank covers (California
+    standards of play: winnings paid only to the extent the bank covers).
+    Raises :class:`BankError` for a negative bank or the player-dealer listed
+    as a playing seat.
+    """
+    if isinstance(bank_cents, bool) or not isinstance(bank_cents, int) or bank_cents < 0:
+        raise BankError(f"bank must be a non-negative number of cents, got {bank_cents!r}")
+    owed: dict[int, int] = {}
+    for num, st in seats:
+        if num == player_dealer_seat:
+            raise BankError(f"seat {num} is the player-dealer and cannot also play against the bank")
+        if num in owed:
+            raise BankError(f"seat {num} listed twice")
+        owed[num] = st.net if isinstance(st, SeatSettlement) else int(st)
+    collected = sum(-n for n in owed.values() if n < 0)
+    available = bank_cents + collected
+    paid = 0
+    result = []
+    for num in clockwise_from(player_dealer_seat, owed):
+        n = owed[num]
+        if n <= 0:
+            result.append(BankSeat(num, n, n, 0))
+            continue
+        pay = min(n, available)
+        available -= pay
+        paid += pay
+        result.append(BankSeat(num, n, pay, n - pay))
+    return BankSettlement(player_dealer_seat, bank_cents, collected, paid, tuple(result))
+
+
+class BankRotation:
+    """Who banks next: at most ``max_consecutive`` (California: two) consecutive
+    hands, then the bank is offered clockwise (California standards of play).
+
+    ``seats``: the occupied places, numbered clockwise; ``banker``: the current
+    player-dealer. Raises :class:`BankError` if ``banker`` is not seated or more
+    than ``max_places`` places are given.
+    """
+
+    def __init__(self, seats: Sequence[int], banker: int, max_consecutive: int = 2, max_places: int | None = 8):
+        if max_places is not None and len(set(seats)) > max_places:
+            raise BankError(f"at most {max_places} places including the player-dealer, got {len(set(seats))}")
+        if banker not in seats:
+            raise BankError(f"banker seat {banker} is not at the table")
+        self.seats = sorted(set(seats))
+        self.banker = banker
+        self.max_consecutive = max_consecutive
+        self.consecutive = 0
+
+    def hand_banked(self) -> None:
+        """Record that the current player-dealer banked one more hand."""
+        self.consecutive += 1
+
+    @property
+    def must_offer(self) -> bool:
+        """True once the player-dealer has banked ``max_consecutive`` hands in a row."""
+        return self.consecutive >= self.max_consecutive
+
+    def offer_order(self) -> list[int]:
+        """The other seats in the clockwise order the bank is offered to."""
+        return [s for s in clockwise_from(self.banker, self.seats) if s != self.banker]
+
+    def next_banker(self, accepts: Callable[[int], bool]) -> int:
+        """The player-dealer for the next hand.
+
+        While :attr:`must_offer` is false the banker stays. Otherwise the bank is
+        offered clockwise; ``accepts(seat)`` is asked in turn and the first seat
+        to accept becomes the player-dealer. If every seat declines, the current
+        player-dealer keeps the bank (the offer was made). Either way the
+        consecutive count restarts.
+        """
+        if not self.must_offer:
+            return self.banker
+        for s in self.offer_order():
+            if accepts(s):
+                self.banker = s
+                break
+        self.consecutive = 0
+        return self.banker
