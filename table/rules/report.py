@@ -1,0 +1,492 @@
+"""Exact return of each paytable, by full enumeration (issue 6 points 6 and 8).
+
+Nothing here is typed in: every figure is counted from the 52-card deck.
+
+* Ante and play wager, for one ante bonus paytable: for each of the 22,100
+  player hands, the dealer's 18,424 remaining hands are counted as does not
+  qualify / qualifies and loses / ties / wins (inclusion-exclusion over the
+  player's cards on sorted rank lists, so no pair of hands is ever compared in
+  a double loop). The optimal strategy plays a hand when playing loses less
+  than folding (a fold loses the ante); the report gives its boundary, the
+  house edge per ante and the element of risk (house edge per unit wagered,
+  ante plus the average play wager).
+* Pair Plus and progressive: the 22,100 player hands, line by line.
+* Six Card Bonus: all C(52,6) = 20,358,520 six-card sets, counted by rank
+  multiset (about 18,000 of them) and suit combinatorics: at most one suit can
+  hold five or six cards, and only rank sets with five or six distinct ranks
+  can hold one, so the flush assignments are few and counted directly.
+
+Figures are :class:`fractions.Fraction`; the text and JSON forms also give a
+percentage to 4 decimals. House edge is positive when the house wins.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from itertools import combinations
+from math import comb, prod
+from typing import Any, Iterable, Iterator, Sequence
+
+from protocols.cards import RANK_CHARS, Suit, full_deck
+
+from .hands import (
+    ACE,
+    NINE,
+    HandValue,
+    SixCardCategory,
+    SixCardHand,
+    _straight_top,
+    dealer_qualifies,
+    evaluate,
+)
+from .paytables import Paytable, PaytableError
+from .profiles import PENNSYLVANIA, RulesProfile
+from .strategy import plays_q64
+
+N_HANDS = comb(52, 3)  # 22,100 player hands
+N_DEALER = comb(49, 3)  # 18,424 dealer hands for each
+N_SIX = comb(52, 6)  # 20,358,520 six-card sets
+
+
+def pct(x: Fraction) -> str:
+    """``x`` as a percentage rounded half away from zero to 4 decimals, e.g. ``"3.3730%"``."""
+    v = x * 100 * 10_000
+    sign = "-" if v < 0 else ""
+    n = (abs(v) * 2 + 1) // 2  # round half up on the magnitude
+    return f"{sign}{n // 10_000}.{n % 10_000:04d}%"
+
+
+def frac(x: Fraction) -> str:
+    """``x`` as ``"p/q"`` (or ``"p"`` when whole)."""
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def figure(x: Fraction) -> dict[str, str]:
+    """JSON form of one figure: exact fraction and 4-decimal percentage."""
+    return {"fraction": frac(x), "percent": pct(x)}
+
+
+def hand_text(v: HandValue) -> str:
+    """A hand class as text, e.g. ``"Q-6-4 (high card)"``."""
+    ranks = sorted((c.rank for c in v.cards), reverse=True)
+    return "-".join(RANK_CHARS[r - 2] for r in ranks) + f" ({v.category.label})"
+
+
+# --------------------------------------------------------------------------
+# Ante / play
+
+
+@dataclass(frozen=True)
+class PlayerHandOdds:
+    """For one player hand: counts of the dealer's 18,424 hands that do not
+    qualify, qualify and lose to it, tie it, and beat it."""
+
+    hand: HandValue
+    no_qualify: int
+    win: int
+    tie: int
+    lose: int
+
+
+@lru_cache(maxsize=4)
+def ante_play_table(profile: RulesProfile = PENNSYLVANIA) -> tuple[PlayerHandOdds, ...]:
+    """The dealer-outcome counts of every one of the 22,100 player hands under
+    ``profile`` (cached; the same for every ante bonus paytable)."""
+    deck = full_deck()
+    hands = list(combinations(range(52), 3))
+    values = [evaluate([deck[i] for i in h], profile) for h in hands]
+    keys = sorted({v.key for v in values})
+    ordinal = {k: i for i, k in enumerate(keys)}
+    ords = [ordinal[v.key] for v in values]
+    n_ord = len(keys)
+    q = min(i for i, k in enumerate(keys) if dealer_qualifies(HandValue(k, None, ())))  # type: ignore[arg-type]
+    cum = [0] * (n_ord + 1)
+    for o in ords:
+        cum[o + 1] += 1
+    for i in range(n_ord):
+        cum[i + 1] += cum[i]
+    by_card: list[list[int]] = [[] for _ in range(52)]
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for (a, b, c), o in zip(hands, ords):
+        by_card[a].append(o); by_card[b].append(o); by_card[c].append(o)
+        for p in ((a, b), (a, c), (b, c)):
+            by_pair.setdefault(p, []).append(o)
+    for lst in by_card:
+        lst.sort()
+    for lst in by_pair.values():
+        lst.sort()
+    bl = bisect.bisect_left
+    out = []
+    for (a, b, c), o, v in zip(hands, ords, values):
+        la, lb, lc = by_card[a], by_card[b], by_card[c]
+        pab, pac, pbc = by_pair[(a, b)], by_pair[(a, c)], by_pair[(b, c)]
+
+        def below(x: int) -> int:
+            """Dealer hands disjoint from the player's cards with ordinal < x."""
+            return (
+                cum[x]
+                - bl(la, x) - bl(lb, x) - bl(lc, x)
+                + bl(pab, x) + bl(pac, x) + bl(pbc, x)
+                - (o < x)
+            )
+
+        nq = below(q)
+        if o < q:
+            win = tie = 0
+            lose = N_DEALER - nq
+        else:
+            lo, hi = below(o), below(o + 1)
+            win, tie, lose = lo - nq, hi - lo, N_DEALER - hi
+        out.append(PlayerHandOdds(v, nq, win, tie, lose))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class AnteReport:
+    """Ante/play return of one ante bonus paytable under the optimal strategy.
+
+    ``house_edge``: expected loss per ante; ``element_of_risk``: expected loss
+    per unit wagered (ante + average play wager); ``play_probability``: share
+    of hands played; ``weakest_played``/``strongest_folded``: the boundary;
+    ``exceptions``: hands on the wrong side of a rank boundary (none when the
+    strategy is a pure threshold); ``q64_house_edge``: the edge of the Q-6-4
+    rule, for comparison; ``indifferent``: hands where play and fold are equal.
+    """
+
+    paytable: Paytable
+    profile: str
+    house_edge: Fraction
+    element_of_risk: Fraction
+    play_probability: Fraction
+    weakest_played: str
+    strongest_folded: str
+    threshold: bool
+    exceptions: tuple[str, ...]
+    indifferent: int
+    q64_house_edge: Fraction
+    q64_is_optimal: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.paytable.name, "kind": self.paytable.kind, "profile": self.profile,
+            "citation": self.paytable.citation,
+            "strategy": {
+                "play_weakest": self.weakest_played, "fold_strongest": self.strongest_folded,
+                "threshold": self.threshold, "exceptions": list(self.exceptions),
+                "indifferent_hands": self.indifferent, "q64_is_optimal": self.q64_is_optimal,
+            },
+            "house_edge_per_ante": figure(self.house_edge),
+            "element_of_risk": figure(self.element_of_risk),
+            "play_probability": figure(self.play_probability),
+            "q64_house_edge_per_ante": figure(self.q64_house_edge),
+        }
+
+    def lines(self) -> list[str]:
+        """Human-readable report lines."""
+        s = [
+            f"  strategy: play {self.weakest_played} or better; fold {self.strongest_folded} or worse"
+            + ("" if self.threshold else f" (exceptions: {', '.join(self.exceptions)})"),
+            f"  hands played: {pct(self.play_probability)}  ({frac(self.play_probability)})",
+            f"  house edge per ante: {pct(self.house_edge)}  ({frac(self.house_edge)})",
+            f"  element of risk: {pct(self.element_of_risk)}  ({frac(self.element_of_risk)})",
+            f"  Q-6-4 rule: {'optimal' if self.q64_is_optimal else 'house edge ' + pct(self.q64_house_edge)}",
+        ]
+        return s
+
+
+def _bonus_odds(pt: Paytable, v: HandValue) -> int:
+    line = pt.line_for(v)
+    if line is None:
+        return 0
+    p = pt.lines[line]
+    if p.form != "to":
+        raise PaytableError(f"ante bonus line {line!r} must pay N to 1", pt.source)
+    return p.value
+
+
+def ante_report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA) -> AnteReport:
+    """Enumerate the ante/play return of ante bonus paytable ``pt``.
+
+    Raises :class:`~table.rules.paytables.PaytableError` if ``pt`` is not an
+    ante bonus paytable.
+    """
+    if pt.kind != "ante_bonus":
+        raise PaytableError(f"{pt.name} is a {pt.kind} paytable, not ante_bonus")
+    rows = ante_play_table(profile)
+    fold = -N_DEALER
+    total_opt = total_q64 = 0
+    played = played_q64 = 0
+    indifferent = 0
+    decisions = []
+    for r in rows:
+        play = r.no_qualify + 2 * r.win - 2 * r.lose + N_DEALER * _bonus_odds(pt, r.hand)
+        p = play > fold
+        indifferent += play == fold
+        decisions.append((r.hand, p))
+        total_opt += play if p else fold
+        played += p
+        if plays_q64(r.hand.cards, profile):
+            total_q64 += play
+            played_q64 += 1
+        else:
+            total_q64 += fold
+    denom = N_HANDS * N_DEALER
+    edge = Fraction(-total_opt, denom)
+    edge_q64 = Fraction(-total_q64, denom)
+    p_play = Fraction(played, N_HANDS)
+    eor = edge / (1 + p_play)
+    played_hands = [h for h, p in decisions if p]
+    folded_hands = [h for h, p in decisions if not p]
+    weakest = min(played_hands)
+    strongest = max(folded_hands) if folded_hands else None
+    threshold = strongest is None or strongest < weakest
+    exceptions: list[str] = []
+    if not threshold:
+        # card removal can make the decision depend on more than rank: list the
+        # played hands below the strongest fold and the folds above the weakest play
+        exceptions = sorted(
+            {f"fold {hand_text(h)}" for h in folded_hands if h > weakest}
+            | {f"play {hand_text(h)}" for h in played_hands if strongest is not None and h < strongest}
+        )[:20]
+    return AnteReport(
+        paytable=pt,
+        profile=profile.name,
+        house_edge=edge,
+        element_of_risk=eor,
+        play_probability=p_play,
+        weakest_played=hand_text(weakest),
+        strongest_folded=hand_text(strongest) if strongest else "nothing",
+        threshold=threshold,
+        exceptions=tuple(exceptions),
+        indifferent=indifferent,
+        q64_house_edge=edge_q64,
+        q64_is_optimal=total_q64 == total_opt,
+    )
+
+
+# --------------------------------------------------------------------------
+# Pair Plus and progressive (the player's three cards)
+
+
+@lru_cache(maxsize=4)
+def _hand_values(profile: RulesProfile) -> tuple[HandValue, ...]:
+    deck = full_deck()
+    return tuple(evaluate(h, profile) for h in combinations(deck, 3))
+
+
+def three_card_line_counts(pt: Paytable, profile: RulesProfile = PENNSYLVANIA) -> Counter:
+    """How many of the 22,100 hands each line of ``pt`` pays (``None``: no line)."""
+    return Counter(pt.line_for(v) for v in _hand_values(profile))
+
+
+@dataclass(frozen=True)
+class LineReport:
+    """Return of a fixed-line wager (Pair Plus, Six Card Bonus, progressive).
+
+    ``counts``: hands or sets per line (``None`` = lose) out of ``total``;
+    ``house_edge`` per unit wagered (``None`` for a progressive, whose return
+    depends on the meter); ``break_even_meter``: for a progressive, the meter
+    (in wagers) at which the house edge is zero; ``wager_cents``: the wager
+    assumed for flat-amount lines, else ``None``.
+    """
+
+    paytable: Paytable
+    profile: str
+    total: int
+    counts: dict[str | None, int]
+    house_edge: Fraction | None
+    break_even_meter: Fraction | None = None
+    fixed_return: Fraction | None = None
+    wager_cents: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        d: dict[str, Any] = {
+            "name": self.paytable.name, "kind": self.paytable.kind, "profile": self.profile,
+            "citation": self.paytable.citation, "combinations": self.total,
+            "counts": {str(k) if k else "no line": v for k, v in self.counts.items()},
+        }
+        if self.house_edge is not None:
+            d["house_edge"] = figure(self.house_edge)
+        if self.break_even_meter is not None:
+            d["break_even_meter_wagers"] = frac(self.break_even_meter)
+            d["break_even_meter_per_dollar_wager"] = _dollars(self.break_even_meter * 100)
+        if self.fixed_return is not None:
+            d["return_of_fixed_lines"] = figure(self.fixed_return)
+        if self.wager_cents is not None:
+            d["wager_cents_for_flat_lines"] = self.wager_cents
+        return d
+
+    def lines(self) -> list[str]:
+        """Human-readable report lines."""
+        out = []
+        for line, p in self.paytable.lines.items():
+            out.append(f"  {line:<24} {str(p):>22}  {self.counts.get(line, 0):>10,} / {self.total:,}")
+        if self.house_edge is not None:
+            extra = f" (flat lines valued at a {_dollars(self.wager_cents)} wager)" if self.wager_cents else ""
+            out.append(f"  house edge: {pct(self.house_edge)}  ({frac(self.house_edge)}){extra}")
+        if self.break_even_meter is not None:
+            out.append(
+                f"  break-even meter: {frac(self.break_even_meter)} wagers "
+                f"({_dollars(self.break_even_meter * 100)} for a $1.00 wager); "
+                f"fixed lines return {pct(self.fixed_return)}"
+            )
+        return out
+
+
+def _dollars(cents: Fraction | int) -> str:
+    c = Fraction(cents)
+    whole = (c.numerator * 2 + c.denominator) // (2 * c.denominator)  # to the cent
+    return f"${whole // 100:,}.{whole % 100:02d}" + ("" if c.denominator == 1 else " (rounded)")
+
+
+def _line_return(pt: Paytable, counts: Counter, total: int, wager_cents: int | None):
+    """(return of fixed lines incl. stake, meter weight) per unit wagered."""
+    ret = Fraction(0)
+    meter_weight = Fraction(0)
+    for line, n in counts.items():
+        if line is None:
+            continue
+        p = pt.lines[line]
+        share = Fraction(n, total)
+        if p.form == "to":
+            ret += share * (p.value + 1)
+        elif p.form == "for":
+            ret += share * p.value
+        elif p.form == "flat":
+            ret += share * (1 + Fraction(p.value, wager_cents))
+        else:  # meter: pays value% of the meter in place of the wager
+            meter_weight += share * Fraction(p.value, 100)
+    return ret, meter_weight
+
+
+def line_report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA, wager_cents: int = 500) -> LineReport:
+    """Enumerate a Pair Plus, Six Card Bonus or progressive paytable.
+
+    ``wager_cents`` values flat-amount lines (649a.12(f) Paytable E) only.
+    Raises :class:`~table.rules.paytables.PaytableError` for an ante bonus
+    paytable (use :func:`ante_report`).
+    """
+    if pt.kind == "ante_bonus":
+        raise PaytableError(f"{pt.name} is an ante bonus paytable; use ante_report")
+    if pt.kind == "six_card_bonus":
+        counts = Counter()
+        for hand, n in six_card_counts().items():
+            counts[pt.line_for(hand)] += n
+        total = N_SIX
+    else:
+        counts = three_card_line_counts(pt, profile)
+        total = N_HANDS
+    has_flat = any(p.form == "flat" for p in pt.lines.values())
+    wc = wager_cents if has_flat else None
+    ret, meter_w = _line_return(pt, counts, total, wc)
+    ordered = {ln: counts.get(ln, 0) for ln in pt.lines}
+    ordered[None] = counts.get(None, 0)
+    if meter_w:
+        return LineReport(pt, profile.name, total, ordered, None, (1 - ret) / meter_w, ret, wc)
+    return LineReport(pt, profile.name, total, ordered, 1 - ret, None, None, wc)
+
+
+# --------------------------------------------------------------------------
+# Six Card Bonus: counting all C(52,6) sets
+
+
+def _rank_multisets(ranks: Sequence[int], size: int) -> Iterator[tuple[tuple[int, int], ...]]:
+    """Every multiset of ``size`` cards' ranks with at most 4 of a rank, as
+    ((rank, count), ...)."""
+
+    def rec(i: int, left: int, acc: list[tuple[int, int]]):
+        if left == 0:
+            yield tuple(acc)
+            return
+        if i == len(ranks):
+            return
+        for c in range(min(4, left), -1, -1):
+            if c:
+                acc.append((ranks[i], c))
+            yield from rec(i + 1, left - c, acc)
+            if c:
+                acc.pop()
+
+    yield from rec(0, size, [])
+
+
+def _suited_five_or_six(ranks: set[int]) -> SixCardCategory:
+    if len(ranks) == 6 and ranks == set(range(NINE, ACE + 1)):
+        return SixCardCategory.SIX_CARD_ROYAL
+    top = _straight_top(ranks)
+    if top == ACE:
+        return SixCardCategory.ROYAL_FLUSH
+    return SixCardCategory.STRAIGHT_FLUSH if top else SixCardCategory.FLUSH
+
+
+def six_card_counts(ranks: Iterable[int] = range(2, 15)) -> dict[SixCardHand, int]:
+    """Count the Six Card Bonus hand of every six-card set from a deck of the
+    given ``ranks`` in four suits (the whole deck by default: C(52,6) sets).
+
+    Keys are :class:`SixCardHand` with ``suit`` set only for
+    ``SIX_CARD_ROYAL`` (the one hand a paytable pays by suit). Counted by rank
+    multiset and suit combinatorics, not by visiting the sets.
+    """
+    rk = sorted(set(ranks))
+    return dict(_six_card_counts(tuple(rk)))
+
+
+@lru_cache(maxsize=8)
+def _six_card_counts(rk: tuple[int, ...]) -> tuple[tuple[SixCardHand, int], ...]:
+    C = SixCardCategory
+    out: Counter = Counter()
+    per_suit_royal = 0
+    for ms in _rank_multisets(rk, 6):
+        counts = [c for _, c in ms]
+        distinct = {r for r, _ in ms}
+        ways = prod(comb(4, c) for c in counts)
+        nd = len(distinct)
+        if nd == 6:
+            # all six of one suit: 4 ways (one per suit)
+            cat6 = _suited_five_or_six(distinct)
+            if cat6 is C.SIX_CARD_ROYAL:
+                per_suit_royal += 1
+            else:
+                out[cat6] += 4
+            # exactly five of one suit: flush suit 4 x off-card 6 x its suit 3
+            for off in distinct:
+                out[_suited_five_or_six(distinct - {off})] += 12
+            rest = ways - 4 - 72
+            out[C.STRAIGHT if _straight_top(distinct) else C.NOTHING] += rest
+        elif nd == 5:
+            # one pair: five suited cards need every single of suit s and one
+            # of the pair in s: 4 suits x 3 suits for the pair's other card
+            out[_suited_five_or_six(distinct)] += 12
+            out[C.STRAIGHT if _straight_top(distinct) else C.NOTHING] += ways - 12
+        else:
+            top = max(counts)
+            if top == 4:
+                cat = C.FOUR_OF_A_KIND
+            elif top == 3 and sorted(counts)[-2] >= 2:
+                cat = C.FULL_HOUSE
+            elif top == 3:
+                cat = C.THREE_OF_A_KIND
+            else:
+                cat = C.NOTHING
+            out[cat] += ways
+    result = {SixCardHand(cat): n for cat, n in out.items() if n}
+    if per_suit_royal:
+        for s in Suit:
+            result[SixCardHand(C.SIX_CARD_ROYAL, s)] = per_suit_royal
+    return tuple(result.items())
+
+
+# --------------------------------------------------------------------------
+
+
+def report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA, wager_cents: int = 500) -> AnteReport | LineReport:
+    """The report of one paytable, whatever its kind."""
+    if pt.kind == "ante_bonus":
+        return ante_report(pt, profile)
+    return line_report(pt, profile, wager_cents)
