@@ -1,24 +1,44 @@
 """Reliable request/response and event delivery over a byte transport (SPEC §6).
 
-Stop-and-wait ARQ in each direction:
+Stop-and-wait ARQ in each direction, in the manner of Klipper's host/MCU link:
 
-* **Host requests.** Each request carries a SEQ (1..255, wrapping, 0 reserved
-  for ``Identify``). The host waits for a reply frame with the same SEQ,
-  retransmitting the same bytes after ``retransmit_initial_ms``, doubling up to
-  ``retransmit_max_ms``, at most ``max_attempts`` sends; then
-  :class:`LinkTimeout`. The device answers a repeated SEQ from its cache
-  without acting twice.
-* **Device events.** Each event carries the device's own SEQ. The host ACKs
-  it and delivers it once: a repeat of the last SEQ is re-ACKed, not
-  delivered. When the event queue is full the host does not ACK, so the
-  device retransmits later (back-pressure, nothing dropped).
+* **Host requests.** Each request carries a SEQ (1..255, wrapping; 0 is for
+  ``Identify``). The host resends the same bytes after
+  ``retransmit_initial_ms``, doubling up to ``retransmit_max_ms``, at most
+  ``max_attempts`` sends, then raises :class:`LinkTimeout`. The device answers
+  a repeated SEQ from its reply cache without acting twice, so a request is
+  carried out once even across a reconnect.
+* **Device events.** Each carries the device's own SEQ. The host ACKs it and
+  delivers it once, in order, into a bounded queue: a repeat of the last SEQ
+  is re-ACKed, not delivered; when the queue is full the host does not ACK and
+  the device's resend delivers it later.
+* **Heartbeat.** With no frame received for ``heartbeat_interval_ms`` the host
+  sends ``GetStatus``; ``heartbeat_misses`` unanswered in a row declare the
+  link lost.
+* **Reconnect.** After EIO, ENODEV, a closed socket or a dead heartbeat the
+  link reopens the transport with backoff (``reconnect_initial_ms`` doubling
+  to ``reconnect_max_ms``) and handshakes again. A request in flight waits up
+  to ``reconnect_wait_s`` for the link to come back, then is resent.
+* **Identity.** The handshake checks the protocol major version, the device
+  kind, the firmware version against ``firmware_allowlist`` and the serial
+  number against ``pinned_serial``. A different identity after a reconnect
+  is a tamper event: the link refuses to come up until a person intervenes.
+* **Reboot.** A new ``boot_id`` at handshake (or a ``NOT_IDENTIFIED`` NAK)
+  means the firmware restarted: its SEQs start again, so the host forgets the
+  last event SEQ it saw and re-identifies.
 
-One reader thread per link blocks in the transport's read; nothing polls.
+Threads: one reader per connection (blocked in the transport's read) and one
+supervisor (heartbeat and reconnect, sleeping on a condition). Nothing polls.
+Host-side notices (link down, link up, device rebooted, identity changed) are
+delivered into the same event queue as :class:`LinkNotice`.
 """
 
 from __future__ import annotations
 
+import enum
+import fnmatch
 import queue
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,52 +46,123 @@ from dataclasses import dataclass, field
 import structlog
 
 from protocols.errors import MessageError
-from protocols.frame import FrameParser, encode_frame
+from protocols.frame import Frame, FrameParser, encode_frame
 from protocols.messages import (
     PROTOCOL_MAJOR,
     Ack,
     DeviceKind,
     Direction,
+    GetStatus,
     Identify,
     IdentifyReply,
     Message,
     Nak,
     NakCode,
+    StatusReply,
     catalogue,
     decode_message,
     direction_of,
     encode_message,
 )
 
-from .errors import LinkError, LinkLost, LinkTimeout, ProtocolVersionMismatch, RequestRefused, WrongDevice
+from .errors import (
+    HandshakeError,
+    LinkError,
+    LinkLost,
+    LinkTimeout,
+    ProtocolVersionMismatch,
+    RequestRefused,
+    TransportError,
+    WrongDevice,
+)
 from .transport import Transport
 
 log = structlog.get_logger("firmware_bridge.link")
 
 
+class FirmwareNotAllowed(HandshakeError):
+    """The device's firmware version matches no pattern in ``firmware_allowlist``."""
+
+
+class TamperDetected(HandshakeError):
+    """The device's identity differs from the pinned or first-seen one."""
+
+
 @dataclass(frozen=True)
 class LinkConfig:
-    """Link timing (SPEC §7). Units are in the names."""
+    """Link timing and identity policy (SPEC §7). Units are in the names.
+
+    Bounds: the retransmit timeout lives between 25 ms and 5 s (it starts at
+    ``retransmit_initial_ms`` and doubles up to ``retransmit_max_ms``).
+    ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
+    allows any. ``pinned_serial``: the serial number this link must find.
+    Raises ``ValueError`` naming the field on a bad value.
+    """
 
     retransmit_initial_ms: int = 50
     retransmit_max_ms: int = 2000
     max_attempts: int = 6
     event_queue_size: int = 256
+    heartbeat_interval_ms: int = 1000
+    heartbeat_timeout_ms: int = 500
+    heartbeat_misses: int = 3
+    reconnect_initial_ms: int = 100
+    reconnect_max_ms: int = 5000
+    reconnect_wait_s: float = 30.0
+    read_timeout_ms: int = 250
+    firmware_allowlist: tuple[str, ...] = ()
+    pinned_serial: str | None = None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.retransmit_initial_ms <= self.retransmit_max_ms:
-            raise ValueError("need 1 <= retransmit_initial_ms <= retransmit_max_ms")
-        if self.max_attempts < 1 or self.event_queue_size < 1:
-            raise ValueError("max_attempts and event_queue_size must be >= 1")
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"link config {name}={getattr(self, name)!r}: {rule}")
+
+        need(25 <= self.retransmit_initial_ms <= 5000, "retransmit_initial_ms", "must be 25..5000")
+        need(self.retransmit_initial_ms <= self.retransmit_max_ms <= 5000, "retransmit_max_ms",
+             "must be retransmit_initial_ms..5000")
+        need(1 <= self.max_attempts <= 100, "max_attempts", "must be 1..100")
+        need(self.event_queue_size >= 1, "event_queue_size", "must be >= 1")
+        need(50 <= self.heartbeat_interval_ms <= 600_000, "heartbeat_interval_ms", "must be 50..600000")
+        need(25 <= self.heartbeat_timeout_ms <= 60_000, "heartbeat_timeout_ms", "must be 25..60000")
+        need(1 <= self.heartbeat_misses <= 100, "heartbeat_misses", "must be 1..100")
+        need(10 <= self.reconnect_initial_ms <= self.reconnect_max_ms, "reconnect_initial_ms",
+             "must be 10..reconnect_max_ms")
+        need(self.reconnect_max_ms <= 600_000, "reconnect_max_ms", "must be <= 600000")
+        need(0 <= self.reconnect_wait_s <= 3600, "reconnect_wait_s", "must be 0..3600")
+        need(10 <= self.read_timeout_ms <= 5000, "read_timeout_ms", "must be 10..5000")
+
+
+class LinkState(str, enum.Enum):
+    """Where the link is (SPEC §6.4)."""
+
+    CLOSED = "closed"
+    CONNECTING = "connecting"
+    UP = "up"
+    DOWN = "down"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class LinkNotice:
+    """A host-side happening on a link, delivered in the event queue.
+
+    ``kind``: ``"link_down"``, ``"link_up"``, ``"device_rebooted"`` or
+    ``"identity_changed"`` (a tamper event); ``detail`` says why.
+    """
+
+    kind: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
 class DeviceEvent:
-    """An event a device sent, in arrival order: ``source`` is the link's name,
+    """An event from a device (a protocol message) or from the link itself (a
+    :class:`LinkNotice`), in arrival order. ``source`` is the link's name and
     ``received_at`` a ``time.monotonic()`` stamp (s)."""
 
     source: str
-    message: Message
+    message: Message | LinkNotice
     received_at: float
 
 
@@ -84,6 +175,7 @@ class DeviceIdentity:
     protocol_minor: int
     firmware_version: str
     serial_number: str
+    boot_id: int = 0
 
 
 @dataclass
@@ -97,15 +189,21 @@ class LinkStats:
     stale_replies: int = 0
     bad_payloads: int = 0
     backpressure: int = 0
+    heartbeats: int = 0
+    heartbeat_misses: int = 0
+    disconnects: int = 0
+    reconnects: int = 0
+    reboots: int = 0
     extra: dict = field(default_factory=dict)
 
 
 class Link:
-    """One device link: a transport, a reader thread, a request slot and an event queue.
+    """One device link: a transport, its reader, a supervisor, a request slot and
+    an event queue.
 
-    ``events`` may be shared by several links (so one consumer sees every
-    device's events in arrival order); each item is a :class:`DeviceEvent`.
-    Raises :class:`LinkLost` from :meth:`request` once the transport fails.
+    ``events`` may be shared by several links (one consumer then sees every
+    device's events in arrival order); items are :class:`DeviceEvent`.
+    ``auto_reconnect``: reopen the transport after it fails (default True).
     """
 
     def __init__(
@@ -115,42 +213,72 @@ class Link:
         name: str,
         config: LinkConfig | None = None,
         events: "queue.Queue[DeviceEvent] | None" = None,
+        auto_reconnect: bool = True,
     ) -> None:
         self.transport = transport
         self.name = name
         self.config = config or LinkConfig()
-        self.events: queue.Queue[DeviceEvent] = events if events is not None else queue.Queue(self.config.event_queue_size)
+        self.events: queue.Queue[DeviceEvent] = (
+            events if events is not None else queue.Queue(self.config.event_queue_size)
+        )
+        self.auto_reconnect = auto_reconnect
         self.stats = LinkStats()
         self.identity: DeviceIdentity | None = None
-        self._parser = FrameParser()
-        self._write_lock = threading.Lock()
-        self._request_lock = threading.Lock()
+        self.expected_kind: DeviceKind | None = None
+        self.session = secrets.randbits(32)
+        self._request_lock = threading.RLock()
         self._cv = threading.Condition()
+        self._state = LinkState.CLOSED
+        self._generation = 0
         self._pending_seq: int | None = None
-        self._reply = None
+        self._reply: Frame | None = None
         self._seq = 0
         self._last_event_seq: int | None = None
-        self._lost: LinkLost | None = None
-        self._stop = threading.Event()
+        self._last_rx = time.monotonic()
+        self._refusal: HandshakeError | None = None
         self._reader: threading.Thread | None = None
+        self._supervisor: threading.Thread | None = None
+        self._parser = FrameParser()
+        self._write_lock = threading.Lock()
         self._log = log.bind(link=name, url=getattr(transport, "name", "?"))
 
-    # -- lifecycle -----------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def state(self) -> LinkState:
+        return self._state
+
+    @property
+    def alive(self) -> bool:
+        """True while the link is up (handshaken, transport working)."""
+        return self._state is LinkState.UP
 
     def open(self) -> "Link":
-        """Open the transport and start the reader thread. Raises ``TransportError``."""
-        self.transport.open()
-        self._lost = None
-        self._stop.clear()
-        self._parser.reset()
-        self._reader = threading.Thread(target=self._read_loop, name=f"link-{self.name}", daemon=True)
-        self._reader.start()
+        """Open the transport and start the reader. Raises :class:`TransportError`."""
+        with self._cv:
+            if self._state is not LinkState.CLOSED:
+                raise LinkError(f"{self.name}: already open")
+            self._state = LinkState.CONNECTING
+        try:
+            self._connect()
+        except BaseException:
+            with self._cv:
+                self._state = LinkState.CLOSED
+            raise
         return self
 
-    def close(self) -> None:
-        """Stop the reader thread and close the transport; safe to call twice."""
-        self._stop.set()
-        self._fail(LinkLost(f"{self.name}: link closed"))
+    def _connect(self) -> None:
+        """Open the transport and start a reader for this connection."""
+        self.transport.open()
+        self._parser.reset()
+        self._last_rx = time.monotonic()
+        with self._cv:
+            self._generation += 1
+            gen = self._generation
+        self._reader = threading.Thread(target=self._read_loop, args=(gen,), name=f"link-{self.name}-rx", daemon=True)
+        self._reader.start()
+
+    def _stop_reader(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None and reader is not threading.current_thread():
             cancel = getattr(self.transport, "cancel_read", None)
@@ -159,26 +287,133 @@ class Link:
             reader.join(timeout=2.0)
         self.transport.close()
 
+    def close(self) -> None:
+        """Stop the supervisor and reader and close the transport; safe to call twice."""
+        with self._cv:
+            was = self._state
+            self._state = LinkState.CLOSED
+            self._generation += 1
+            self._cv.notify_all()
+        if was is LinkState.CLOSED and self._reader is None and self._supervisor is None:
+            return
+        sup, self._supervisor = self._supervisor, None
+        if sup is not None and sup is not threading.current_thread():
+            sup.join(timeout=5.0)
+        self._stop_reader()
+
     def __enter__(self) -> "Link":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def alive(self) -> bool:
-        """True while the transport has not failed and the link is not closed."""
-        return self._lost is None and self._reader is not None
+    # -- handshake -------------------------------------------------------------------
 
-    # -- requests --------------------------------------------------------------
+    def handshake(self, expected_kind: DeviceKind) -> DeviceIdentity:
+        """Identify the device (SPEC §6.1) and bring the link up; then start the
+        supervisor (heartbeat, reconnect).
+
+        Raises :class:`ProtocolVersionMismatch`, :class:`WrongDevice`,
+        :class:`FirmwareNotAllowed`, :class:`TamperDetected`, :class:`LinkTimeout`.
+        """
+        self.expected_kind = expected_kind
+        ident = self._identify()
+        with self._cv:
+            if self._state is LinkState.CONNECTING:
+                self._state = LinkState.UP
+            self._cv.notify_all()
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, name=f"link-{self.name}-sup", daemon=True)
+            self._supervisor.start()
+        return ident
+
+    def _identify(self) -> DeviceIdentity:
+        reply = self._transact(Identify(self.session), IdentifyReply, internal=True)
+        assert isinstance(reply, IdentifyReply)
+        ident = DeviceIdentity(reply.kind, reply.protocol_major, reply.protocol_minor,
+                               reply.firmware_version, reply.serial_number, reply.boot_id)
+        self._check_identity(ident)
+        first = self.identity is None
+        rebooted = not first and ident.boot_id != self.identity.boot_id
+        if first or rebooted:
+            self._last_event_seq = None  # the device's event SEQs start afresh
+        if rebooted:
+            self.stats.reboots += 1
+            self._notice("device_rebooted", f"boot_id {self.identity.boot_id:08x} -> {ident.boot_id:08x}")
+        self.identity = ident
+        self._log = self._log.bind(device_serial=ident.serial_number)
+        self._log.info("handshake", kind=str(ident.kind), firmware=ident.firmware_version,
+                       protocol=f"{ident.protocol_major}.{ident.protocol_minor}", boot_id=f"{ident.boot_id:08x}")
+        return ident
+
+    def _check_identity(self, ident: DeviceIdentity) -> None:
+        url = getattr(self.transport, "name", "?")
+        if ident.protocol_major != PROTOCOL_MAJOR:
+            raise ProtocolVersionMismatch(
+                f"{self.name}: device {ident.serial_number} speaks protocol "
+                f"{ident.protocol_major}.{ident.protocol_minor}; this host speaks {PROTOCOL_MAJOR}.x. "
+                f"Update the {'host' if ident.protocol_major > PROTOCOL_MAJOR else 'device firmware'}."
+            )
+        if self.expected_kind is not None and ident.kind != self.expected_kind:
+            raise WrongDevice(f"{self.name}: expected a {self.expected_kind} but the device at {url} "
+                              f"is a {ident.kind} (serial {ident.serial_number})")
+        allow = self.config.firmware_allowlist
+        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow):
+            raise FirmwareNotAllowed(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} "
+                                     f"is not in the allowlist {list(allow)}")
+        pinned = self.config.pinned_serial
+        if pinned is not None and ident.serial_number != pinned:
+            raise TamperDetected(f"{self.name}: found serial {ident.serial_number} at {url}, pinned {pinned}")
+        old = self.identity
+        if old is not None and (old.kind, old.serial_number, old.firmware_version) != (
+            ident.kind, ident.serial_number, ident.firmware_version
+        ):
+            raise TamperDetected(
+                f"{self.name}: identity changed across a reconnect: {old.kind} {old.serial_number} "
+                f"firmware {old.firmware_version} -> {ident.kind} {ident.serial_number} firmware {ident.firmware_version}"
+            )
+
+    # -- requests ----------------------------------------------------------------------
 
     def request(self, msg: Message, expect: type[Message] = Ack) -> Message:
         """Send ``msg`` and return the device's reply, an instance of ``expect``.
 
+        Waits up to ``reconnect_wait_s`` for a link that is down to come back.
         Raises :class:`RequestRefused` on a NAK, :class:`LinkTimeout` after the
-        last retransmission, :class:`LinkLost` when the link fails, and
-        :class:`LinkError` on a reply of another type.
+        last retransmission, :class:`LinkLost` when the link is closed, refused
+        or stays down, and :class:`LinkError` on a reply of another type.
         """
+        return self._transact(msg, expect)
+
+    def _wait_up(self, internal: bool) -> int:
+        """Block until the link can carry a request; return its generation."""
+        deadline = time.monotonic() + self.config.reconnect_wait_s
+        with self._cv:
+            while True:
+                st = self._state
+                if st is LinkState.CLOSED:
+                    raise LinkLost(f"{self.name}: link closed")
+                if st is LinkState.REFUSED:
+                    raise LinkLost(f"{self.name}: link refused: {self._refusal}")
+                if st is LinkState.UP or (internal and st is LinkState.CONNECTING):
+                    return self._generation
+                if internal:
+                    raise LinkLost(f"{self.name}: link went down during the handshake")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise LinkLost(f"{self.name}: link down for more than {self.config.reconnect_wait_s:g} s")
+                self._cv.wait(remaining)
+
+    def _transact(
+        self,
+        msg: Message,
+        expect: type[Message],
+        *,
+        internal: bool = False,
+        attempts: int | None = None,
+        first_timeout_ms: int | None = None,
+    ) -> Message:
+        cfg = self.config
         with self._request_lock:
             if isinstance(msg, Identify):
                 seq = 0
@@ -188,81 +423,190 @@ class Link:
             msg_type, payload = encode_message(msg)
             wire = encode_frame(seq, msg_type, payload)
             self.stats.requests += 1
-            timeout_s = self.config.retransmit_initial_ms / 1000
-            frame = None
-            for attempt in range(self.config.max_attempts):
+            max_sends = attempts or cfg.max_attempts
+            timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
+            sends = 0
+            while True:
+                gen = self._wait_up(internal)
                 with self._cv:
-                    if self._lost is not None:
-                        raise self._lost
                     self._pending_seq, self._reply = seq, None
-                self._write(wire)
+                try:
+                    self._write(wire)
+                except LinkLost:
+                    if internal:
+                        raise
+                    continue  # wait for the reconnect, then resend the same SEQ
+                sends += 1
                 deadline = time.monotonic() + timeout_s
                 with self._cv:
-                    while self._reply is None and self._lost is None:
+                    while self._reply is None and self._generation == gen:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
                         self._cv.wait(remaining)
                     frame, self._pending_seq = self._reply, None
-                    if frame is None and self._lost is not None:
-                        raise self._lost
+                    went_down = frame is None and self._generation != gen
                 if frame is not None:
                     break
+                if went_down:
+                    if internal:
+                        raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
+                    continue
+                if sends >= max_sends:
+                    raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} after {sends} sends")
                 self.stats.retransmits += 1
-                self._log.debug("retransmit", seq=seq, attempt=attempt + 1, timeout_ms=round(timeout_s * 1000))
-                timeout_s = min(timeout_s * 2, self.config.retransmit_max_ms / 1000)
-            else:
-                raise LinkTimeout(
-                    f"{self.name}: no reply to {type(msg).__name__} after {self.config.max_attempts} sends"
-                )
+                self._log.debug("retransmit", seq=seq, sends=sends, timeout_ms=round(timeout_s * 1000))
+                timeout_s = min(timeout_s * 2, cfg.retransmit_max_ms / 1000)
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
             raise LinkError(f"{self.name}: undecodable reply to {type(msg).__name__}: {exc}") from exc
         if isinstance(reply, Nak):
+            if reply.code is NakCode.NOT_IDENTIFIED and not internal:
+                # The firmware rebooted without the port dropping: identify, then resend.
+                self._log.warning("device_not_identified", request=type(msg).__name__)
+                with self._request_lock:
+                    self._identify_or_go_down()
+                return self._transact(msg, expect)
             raise RequestRefused(type(msg).__name__, reply.code)
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
         return reply
 
-    def handshake(self, expected_kind: DeviceKind) -> DeviceIdentity:
-        """Identify the device (SPEC §6.1) and check it is the expected kind and speaks
-        protocol major version :data:`PROTOCOL_MAJOR`.
+    def _identify_or_go_down(self) -> None:
+        with self._cv:
+            if self._state is LinkState.UP:
+                self._state = LinkState.CONNECTING
+        try:
+            self._identify()
+        except TamperDetected as exc:
+            self._refuse(exc)
+            raise LinkLost(str(exc)) from exc
+        except HandshakeError as exc:
+            self._refuse(exc)
+            raise
+        except (LinkLost, LinkTimeout) as exc:
+            self._go_down(f"re-identify failed: {exc}")
+            raise LinkLost(str(exc)) from exc
+        with self._cv:
+            if self._state is LinkState.CONNECTING:
+                self._state = LinkState.UP
+            self._cv.notify_all()
 
-        Raises :class:`ProtocolVersionMismatch` or :class:`WrongDevice`.
-        """
-        reply = self.request(Identify(), IdentifyReply)
-        assert isinstance(reply, IdentifyReply)
-        if reply.protocol_major != PROTOCOL_MAJOR:
-            raise ProtocolVersionMismatch(
-                f"{self.name}: device {reply.serial_number} speaks protocol "
-                f"{reply.protocol_major}.{reply.protocol_minor}; this host speaks {PROTOCOL_MAJOR}.x. "
-                f"Update the {'host' if reply.protocol_major > PROTOCOL_MAJOR else 'device firmware'}."
-            )
-        if reply.kind != expected_kind:
-            raise WrongDevice(
-                f"{self.name}: expected a {expected_kind} but the device at "
-                f"{getattr(self.transport, 'name', '?')} is a {reply.kind} (serial {reply.serial_number})"
-            )
-        ident = DeviceIdentity(
-            reply.kind, reply.protocol_major, reply.protocol_minor, reply.firmware_version, reply.serial_number
-        )
-        if self.identity is None or self.identity.serial_number != ident.serial_number:
-            self._last_event_seq = None
-        self.identity = ident
-        self._log = self._log.bind(device_serial=ident.serial_number)
-        self._log.info("handshake", kind=str(ident.kind), firmware=ident.firmware_version,
-                       protocol=f"{ident.protocol_major}.{ident.protocol_minor}")
-        return ident
+    # -- state changes -----------------------------------------------------------------
 
-    # -- reader side -------------------------------------------------------------
+    def _notice(self, kind: str, detail: str) -> None:
+        try:
+            self.events.put_nowait(DeviceEvent(self.name, LinkNotice(kind, detail), time.monotonic()))
+        except queue.Full:
+            self._log.error("notice_dropped_queue_full", notice=kind)
+
+    def _go_down(self, reason: str) -> None:
+        with self._cv:
+            if self._state not in (LinkState.UP, LinkState.CONNECTING):
+                return
+            self._state = LinkState.DOWN
+            self._generation += 1
+            self._cv.notify_all()
+        self.stats.disconnects += 1
+        self._log.warning("link_down", reason=reason)
+        self._notice("link_down", reason)
+
+    def _refuse(self, exc: HandshakeError) -> None:
+        with self._cv:
+            if self._state is LinkState.CLOSED:
+                return
+            self._state = LinkState.REFUSED
+            self._refusal = exc
+            self._generation += 1
+            self._cv.notify_all()
+        kind = "identity_changed" if isinstance(exc, TamperDetected) else "handshake_refused"
+        self._log.error(kind, error=str(exc))
+        self._notice(kind, str(exc))
+
+    # -- supervisor: heartbeat and reconnect -------------------------------------------------
+
+    def _supervise(self) -> None:
+        cfg = self.config
+        interval = cfg.heartbeat_interval_ms / 1000
+        misses = 0
+        while True:
+            with self._cv:
+                st = self._state
+                if st in (LinkState.CLOSED, LinkState.REFUSED):
+                    return
+                if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
+                    self._cv.wait(interval)
+                    continue
+                if st is LinkState.UP:
+                    idle = time.monotonic() - self._last_rx
+                    if idle < interval:
+                        self._cv.wait(interval - idle)
+                        continue
+            if st is LinkState.UP:
+                try:
+                    self.stats.heartbeats += 1
+                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms)
+                    misses = 0
+                except LinkTimeout:
+                    misses += 1
+                    self.stats.heartbeat_misses += 1
+                    if misses >= cfg.heartbeat_misses:
+                        misses = 0
+                        self._go_down(f"{cfg.heartbeat_misses} heartbeats unanswered")
+                except (LinkLost, LinkError):
+                    pass
+                continue
+            if st is LinkState.DOWN:
+                if not self.auto_reconnect:
+                    return
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        cfg = self.config
+        backoff = cfg.reconnect_initial_ms / 1000
+        while True:
+            self._stop_reader()
+            with self._cv:
+                if self._state is not LinkState.DOWN:
+                    return
+                self._cv.wait(backoff)
+                if self._state is not LinkState.DOWN:
+                    return
+                self._state = LinkState.CONNECTING
+            try:
+                self._connect()
+                with self._request_lock:
+                    self._identify()
+            except HandshakeError as exc:
+                self._refuse(exc)
+                return
+            except (TransportError, LinkLost, LinkTimeout, OSError) as exc:
+                with self._cv:
+                    if self._state is LinkState.CLOSED:
+                        return
+                    self._state = LinkState.DOWN
+                    self._generation += 1
+                self._log.info("reconnect_failed", error=str(exc), retry_in_ms=round(backoff * 2000))
+                backoff = min(backoff * 2, cfg.reconnect_max_ms / 1000)
+                continue
+            with self._cv:
+                if self._state is LinkState.CONNECTING:
+                    self._state = LinkState.UP
+                self._cv.notify_all()
+            self.stats.reconnects += 1
+            self._log.info("link_up", reconnects=self.stats.reconnects)
+            self._notice("link_up", "reconnected")
+            return
+
+    # -- reader side ---------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
         try:
             with self._write_lock:
                 self.transport.write(data)
         except LinkLost as exc:
-            self._fail(exc)
+            self._go_down(str(exc))
             raise
 
     def _reply_to(self, seq: int, msg: Message) -> None:
@@ -272,26 +616,29 @@ class Link:
         except LinkLost:
             pass
 
-    def _fail(self, exc: LinkLost) -> None:
-        with self._cv:
-            if self._lost is None:
-                self._lost = exc
-            self._cv.notify_all()
-
-    def _read_loop(self) -> None:
-        while not self._stop.is_set():
+    def _read_loop(self, gen: int) -> None:
+        parser = self._parser
+        while True:
+            with self._cv:
+                if self._generation != gen or self._state is LinkState.CLOSED:
+                    return
             try:
                 data = self.transport.read(512)
             except LinkLost as exc:
-                if not self._stop.is_set():
-                    self._log.warning("link_lost", error=str(exc))
-                self._fail(exc)
+                with self._cv:
+                    current = self._generation == gen
+                if current:
+                    self._go_down(str(exc))
                 return
             if data:
-                for frame in self._parser.feed(data):
+                self._last_rx = time.monotonic()
+                for frame in parser.feed(data):
+                    self._on_frame(frame)
+            elif parser.pending:
+                for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
                     self._on_frame(frame)
 
-    def _on_frame(self, frame) -> None:
+    def _on_frame(self, frame: Frame) -> None:
         kind = direction_of(frame.type)
         if kind is Direction.REPLY:
             with self._cv:
@@ -309,7 +656,8 @@ class Link:
         except MessageError as exc:
             self.stats.bad_payloads += 1
             self._log.error("bad_event_payload", seq=frame.seq, type=frame.type, error=str(exc))
-            self._reply_to(frame.seq, Nak(NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE))
+            code = NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE
+            self._reply_to(frame.seq, Nak(code))
             return
         if frame.seq == self._last_event_seq:
             self.stats.duplicate_events += 1
@@ -323,4 +671,3 @@ class Link:
         self._last_event_seq = frame.seq
         self.stats.events += 1
         self._reply_to(frame.seq, Ack())
-

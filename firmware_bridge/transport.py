@@ -9,8 +9,10 @@ a second process cannot interleave bytes on the same device.
 from __future__ import annotations
 
 import errno
+import os
+import select
 import socket
-from typing import Protocol
+from typing import Callable, Protocol
 
 import serial
 
@@ -129,3 +131,85 @@ def _set_nodelay(port: serial.SerialBase) -> None:
     sock = getattr(port, "_socket", None)
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class SocketTransport:
+    """A transport over a connected stream socket that ``connect()`` returns: an
+    in-memory ``socket.socketpair`` end in tests, or any socket a caller makes.
+
+    ``read_timeout_s`` bounds one blocking read (s). Raises :class:`TransportError`
+    when ``connect`` fails and :class:`LinkLost` on EOF or a socket error.
+    """
+
+    def __init__(self, connect: Callable[[], socket.socket], *, name: str = "memory",
+                 read_timeout_s: float = 0.25) -> None:
+        self._connect = connect
+        self.name = name
+        self.read_timeout_s = read_timeout_s
+        self._sock: socket.socket | None = None
+        self._wake_r = self._wake_w = -1
+
+    def open(self) -> None:
+        try:
+            sock = self._connect()
+        except OSError as exc:
+            raise TransportError(f"cannot connect {self.name}: {exc}") from exc
+        sock.setblocking(True)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._wake_r, self._wake_w = os.pipe()
+        self._sock = sock
+
+    @property
+    def is_open(self) -> bool:
+        return self._sock is not None
+
+    def read(self, max_bytes: int = 512) -> bytes:
+        sock = self._sock
+        if sock is None:
+            raise LinkLost(f"{self.name} is closed")
+        try:
+            ready, _, _ = select.select([sock, self._wake_r], [], [], self.read_timeout_s)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 64)
+                return b""
+            if not ready:
+                return b""
+            data = sock.recv(max_bytes)
+        except (OSError, ValueError) as exc:
+            raise LinkLost(f"{self.name}: read failed: {exc}") from exc
+        if not data:
+            raise LinkLost(f"{self.name}: the device closed the connection")
+        return data
+
+    def write(self, data: bytes) -> None:
+        sock = self._sock
+        if sock is None:
+            raise LinkLost(f"{self.name} is closed")
+        try:
+            sock.sendall(data)
+        except OSError as exc:
+            raise LinkLost(f"{self.name}: write failed: {exc}") from exc
+
+    def cancel_read(self) -> None:
+        """Wake a read blocked in another thread."""
+        if self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, b"\0")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._wake_r = self._wake_w = -1

@@ -108,6 +108,19 @@ class FrameParser:
         """Bytes held while waiting for the rest of a frame."""
         return len(self._buf)
 
+    def expire(self) -> Iterator[Frame]:
+        """The line went idle with a partial frame held: it can never complete.
+
+        Drop its sync byte and rescan what is held, yielding any whole frame
+        found inside. Call it when a read times out with :attr:`pending` > 0
+        (an inter-frame gap, SPEC §2.1 step 5), so a garbage header claiming a
+        long payload cannot hold back the frames behind it.
+        """
+        while self._buf:
+            self.bytes_dropped += 1
+            del self._buf[0]
+            yield from self.feed(b"")
+
     def feed(self, data: bytes) -> Iterator[Frame]:
         """Add ``data`` and yield every frame now complete, in order."""
         buf = self._buf

@@ -51,6 +51,7 @@ class NakCode(enum.IntEnum):
     DOOR_OPEN = 5
     JAMMED = 6
     NOT_SUPPORTED = 7
+    NOT_IDENTIFIED = 8
 
 
 class ShufflerFaultCode(enum.IntEnum):
@@ -137,12 +138,24 @@ class Message:
 @_register
 @dataclass(frozen=True)
 class Identify(Message):
-    """Host → device: who are you? Answered by :class:`IdentifyReply`.
-
-    Also resets the device's duplicate-suppression state (SPEC §6.3).
-    """
+    """Host → device: who are you? Answered by :class:`IdentifyReply`, never from
+    the reply cache. Payload: ``host_session`` u32, a value the host draws once per
+    link; a device that sees a new one clears its reply cache (SPEC §6.1). An empty
+    payload (older hosts) means session 0."""
 
     TYPE: ClassVar[int] = 0x01
+    host_session: int = 0
+
+    def encode(self) -> bytes:
+        if not 0 <= self.host_session <= 0xFFFFFFFF:
+            raise MessageError("host_session must fit in 32 bits")
+        return self.host_session.to_bytes(4, "big")
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "Identify":
+        if len(payload) not in (0, 4):
+            raise MessageError(f"Identify payload must be 0 or 4 bytes, got {len(payload)}")
+        return cls(int.from_bytes(payload, "big") if payload else 0)
 
 
 @_register
@@ -151,6 +164,47 @@ class GetStatus(Message):
     """Host → device: report state. Answered by :class:`StatusReply`."""
 
     TYPE: ClassVar[int] = 0x02
+
+
+@_register
+@dataclass(frozen=True)
+class Echo(Message):
+    """Host → device: diagnostic echo of 0..64 bytes ``data``, answered by
+    :class:`EchoReply` with the same bytes. Used by link tests and benchmarks."""
+
+    TYPE: ClassVar[int] = 0x03
+    data: bytes = b""
+
+    def encode(self) -> bytes:
+        if len(self.data) > 64:
+            raise MessageError("Echo data is at most 64 bytes")
+        return bytes(self.data)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "Echo":
+        if len(payload) > 64:
+            raise MessageError(f"Echo payload is {len(payload)} bytes, at most 64")
+        return cls(bytes(payload))
+
+
+@_register
+@dataclass(frozen=True)
+class EchoReply(Message):
+    """Reply to :class:`Echo`: the same 0..64 bytes."""
+
+    TYPE: ClassVar[int] = 0x83
+    data: bytes = b""
+
+    def encode(self) -> bytes:
+        if len(self.data) > 64:
+            raise MessageError("EchoReply data is at most 64 bytes")
+        return bytes(self.data)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "EchoReply":
+        if len(payload) > 64:
+            raise MessageError(f"EchoReply payload is {len(payload)} bytes, at most 64")
+        return cls(bytes(payload))
 
 
 @_register
@@ -165,7 +219,9 @@ class Ack(Message):
 @dataclass(frozen=True)
 class IdentifyReply(Message):
     """Device → host: ``kind`` u8, protocol ``major``/``minor`` u8, firmware version
-    3 × u8, then serial number as u8 length + ASCII (1..32 bytes)."""
+    3 × u8, ``boot_id`` u32 (a value the device draws at random at each power-up, so
+    the host can tell a reboot, SPEC §6.5), then serial number as u8 length + ASCII
+    (1..32 bytes)."""
 
     TYPE: ClassVar[int] = 0x81
     kind: DeviceKind
@@ -173,28 +229,34 @@ class IdentifyReply(Message):
     protocol_minor: int
     firmware: tuple[int, int, int]
     serial_number: str
+    boot_id: int = 0
 
     def encode(self) -> bytes:
         serial = self.serial_number.encode("ascii")
         if not 1 <= len(serial) <= 32:
             raise MessageError("serial number must be 1..32 ASCII characters")
-        return bytes((self.kind, self.protocol_major, self.protocol_minor, *self.firmware, len(serial))) + serial
+        if not 0 <= self.boot_id <= 0xFFFFFFFF:
+            raise MessageError("boot_id must fit in 32 bits")
+        head = bytes((self.kind, self.protocol_major, self.protocol_minor, *self.firmware))
+        return head + self.boot_id.to_bytes(4, "big") + bytes((len(serial),)) + serial
 
     @classmethod
     def decode(cls, payload: bytes) -> "IdentifyReply":
-        if len(payload) < 8:
-            raise MessageError(f"IdentifyReply payload is {len(payload)} bytes, at least 8 needed")
-        kind, major, minor, fa, fb, fc, n = payload[:7]
-        if len(payload) != 7 + n or not 1 <= n <= 32:
+        if len(payload) < 12:
+            raise MessageError(f"IdentifyReply payload is {len(payload)} bytes, at least 12 needed")
+        kind, major, minor, fa, fb, fc = payload[:6]
+        boot_id = int.from_bytes(payload[6:10], "big")
+        n = payload[10]
+        if len(payload) != 11 + n or not 1 <= n <= 32:
             raise MessageError(f"IdentifyReply serial length {n} does not match payload")
         try:
-            serial = payload[7:].decode("ascii")
+            serial = payload[11:].decode("ascii")
             dkind = DeviceKind(kind)
         except (UnicodeDecodeError, ValueError) as exc:
             raise MessageError(f"bad IdentifyReply: {exc}") from None
         if not serial.isprintable():
             raise MessageError("IdentifyReply serial number is not printable ASCII")
-        return cls(dkind, major, minor, (fa, fb, fc), serial)
+        return cls(dkind, major, minor, (fa, fb, fc), serial, boot_id)
 
     @property
     def firmware_version(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import os
+import secrets
 import selectors
 import threading
 import time
@@ -25,6 +26,8 @@ from protocols.messages import (
     Ack,
     DeviceKind,
     Direction,
+    Echo,
+    EchoReply,
     Identify,
     IdentifyReply,
     Message,
@@ -55,9 +58,11 @@ class FirmwareEmulator:
 
     Subclasses set ``KIND`` and implement :meth:`handle_request`. Physical
     happenings call :meth:`emit`, which is thread-safe. Events are held until
-    the host's first ``Identify`` (SPEC §6.3), then sent one at a time, each
-    resent after ``retransmit_initial_ms`` doubling to ``retransmit_max_ms``
-    until ACKed.
+    the host's first ``Identify`` since power-up (SPEC §6.3), then sent one at
+    a time, each resent after ``retransmit_initial_ms`` doubling to
+    ``retransmit_max_ms`` until ACKed. Until that ``Identify`` every other
+    request is refused with ``NOT_IDENTIFIED`` (SPEC §6.5). :meth:`reboot`
+    models a power cycle: new ``boot_id``, link state lost, events kept.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
     """
@@ -84,12 +89,16 @@ class FirmwareEmulator:
         self.on_frame = on_frame
         self.lock = threading.RLock()
         self._outbox: collections.deque[Message] = collections.deque()
-        self._pending: tuple[int, bytes] | None = None  # (seq, wire bytes)
+        self._pending: tuple[int, bytes, Message] | None = None  # (seq, wire bytes, event)
         self._pending_deadline = 0.0
         self._pending_timeout_s = 0.0
         self._event_seq = 0
         self._identified = False
         self._reply_cache: tuple[int, bytes] | None = None
+        self._host_session: int | None = None
+        self.boot_id = secrets.randbits(32)
+        self.boots = 1
+        self.executed: list[tuple[int, Message]] = []  # (host SEQ, request) acted on, for tests
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -160,10 +169,20 @@ class FirmwareEmulator:
 
     def _loop(self) -> None:
         sel = selectors.DefaultSelector()
-        sel.register(self.port.fileno(), selectors.EVENT_READ, "port")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        port_fd = -1
         try:
             while not self._stop:
+                fd = self.port.fileno()
+                if fd != port_fd:  # the port reconnected (TCP accept, new pty, new socket pair)
+                    if port_fd >= 0:
+                        try:
+                            sel.unregister(port_fd)
+                        except (KeyError, ValueError, OSError):
+                            pass
+                    port_fd = fd
+                    if fd >= 0:
+                        sel.register(fd, selectors.EVENT_READ, "port")
                 with self.lock:
                     timeout = None
                     if self._pending is not None:
@@ -179,8 +198,11 @@ class FirmwareEmulator:
                             data = self.port.read(4096)
                         except OSError:
                             data = b""
-                        for frame in self._parser.feed(data):
-                            self._on_frame(frame)
+                        if data:
+                            for frame in self._parser.feed(data):
+                                self._on_frame(frame)
+                        elif self._parser.pending:
+                            self._parser.reset()
                 if self._stop:
                     break
                 self._pump()
@@ -204,7 +226,7 @@ class FirmwareEmulator:
                 seq = self._event_seq
                 self._event_seq = (seq + 1) % 256
                 wire = encode_frame(seq, t, p)
-                self._pending = (seq, wire)
+                self._pending = (seq, wire, event)
                 self._pending_timeout_s = self.retransmit_initial_ms / 1000
                 self._pending_deadline = now + self._pending_timeout_s
                 self.events_sent += 1
@@ -237,23 +259,60 @@ class FirmwareEmulator:
             return
         if isinstance(msg, Identify):
             with self.lock:
-                self._reply_cache = None
+                if msg.host_session != self._host_session:
+                    self._reply_cache = None  # a new host: its SEQs start afresh
+                self._host_session = msg.host_session
                 self._identified = True
             self._reply(frame.seq, self.identify_reply(), cache=False)
             self._pump()
             return
         with self.lock:
-            cached = self._reply_cache
-        if cached is not None and cached[0] == frame.seq:
-            self._send(cached[1])  # a retransmitted request: answer again, act once
-            return
-        with self.lock:
-            reply = self.handle_request(msg)
-        self._reply(frame.seq, reply)
+            if not self._identified:
+                reply = None
+            else:
+                cached = self._reply_cache
+                if cached is not None and cached[0] == frame.seq:
+                    wire = cached[1]
+                    reply = False
+                else:
+                    self.executed.append((frame.seq, msg))
+                    reply = EchoReply(msg.data) if isinstance(msg, Echo) else self.handle_request(msg)
+        if reply is None:
+            self._reply(frame.seq, Nak(NakCode.NOT_IDENTIFIED), cache=False)
+        elif reply is False:
+            self._send(wire)  # a retransmitted request: answer again, act once
+        else:
+            self._reply(frame.seq, reply)
 
     def identify_reply(self) -> IdentifyReply:
         """This device's identity (SPEC §4.1)."""
-        return IdentifyReply(self.KIND, self.protocol[0], self.protocol[1], self.firmware, self.serial_number)
+        return IdentifyReply(self.KIND, self.protocol[0], self.protocol[1], self.firmware, self.serial_number,
+                             self.boot_id)
+
+    def disconnect(self) -> None:
+        """Pull the cable: the port drops the host (for a pty, a new pty appears
+        behind its symlink). Firmware state is kept."""
+        with self.lock:
+            self.port.disconnect()
+            self._parser.reset()
+        self._wake()
+
+    def reboot(self) -> None:
+        """Power-cycle the firmware: a new ``boot_id``; SEQ numbers, the reply cache
+        and the host session are lost; events not yet ACKed are kept (they sit in
+        non-volatile memory) and go out again after the next ``Identify``."""
+        with self.lock:
+            self.boot_id = secrets.randbits(32)
+            self.boots += 1
+            self._identified = False
+            self._reply_cache = None
+            self._host_session = None
+            self._event_seq = 0
+            if self._pending is not None:
+                self._outbox.appendleft(self._pending[2])
+                self._pending = None
+            self._parser.reset()
+        self._wake()
 
     def _reply(self, seq: int, msg: Message, *, cache: bool = True) -> None:
         t, p = encode_message(msg)

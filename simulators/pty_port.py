@@ -21,18 +21,34 @@ class PtyPort:
     """
 
     def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
+        self.link: Path | None = Path(link) if link is not None else None
+        self._open()
+
+    def _open(self) -> None:
         self.fd, self._slave = os.openpty()
         tty.setraw(self._slave)
         tty.setraw(self.fd)
         os.set_blocking(self.fd, False)
         self.path = os.ttyname(self._slave)
-        self.link: Path | None = None
-        if link is not None:
-            self.link = Path(link)
+        if self.link is not None:
             self.link.parent.mkdir(parents=True, exist_ok=True)
-            if self.link.is_symlink() or self.link.exists():
-                self.link.unlink()
-            self.link.symlink_to(self.path)
+            tmp = self.link.with_name(self.link.name + ".new")
+            if tmp.is_symlink() or tmp.exists():
+                tmp.unlink()
+            tmp.symlink_to(self.path)
+            tmp.replace(self.link)  # atomic: a host never sees the name missing
+
+    def disconnect(self) -> None:
+        """Model a USB-serial adapter pulled and plugged back: this pty is destroyed
+        (the host's reads fail with EIO) and a new one appears behind the symlink.
+        Without a symlink the host cannot find the device again."""
+        old = (self.fd, self._slave)
+        self._open()
+        for fd in old:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     @property
     def name(self) -> str:

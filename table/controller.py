@@ -27,7 +27,7 @@ import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
-from firmware_bridge.link import DeviceEvent
+from firmware_bridge.link import DeviceEvent, LinkNotice
 from protocols.cards import BackColour, Card
 from protocols.messages import (
     CardDrawn,
@@ -198,6 +198,11 @@ class TableController:
                         raise DeviceFault(f"{drv.link.name} link lost while waiting for {what}") from None
                 raise DeviceTimeout(f"no {kind.__name__} within {timeout_s:g} s while waiting for {what}") from None
             msg = ev.message
+            if isinstance(msg, LinkNotice):
+                if msg.kind in ("identity_changed", "handshake_refused"):
+                    raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
+                log.warning("link_notice", source=ev.source, notice=msg.kind, detail=msg.detail)
+                continue
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
             if isinstance(msg, ShufflerFault):
                 self.custody.on_shuffle_fault(self._shuffler_colour)

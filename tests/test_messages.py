@@ -7,14 +7,14 @@ from hypothesis import strategies as st
 from protocols.cards import BackColour, Card, full_deck
 from protocols.errors import MessageError, ProtocolError, UnknownMessageType
 from protocols.messages import (
-    Ack, CardDrawn, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, DeviceKind, DeviceState,
+    Ack, CardDrawn, Echo, EchoReply, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, DeviceKind, DeviceState,
     GetStatus, Identify, IdentifyReply, Nak, NakCode, ShoeEmpty, ShoeLoaded, Shuffle, ShufflerFault,
     ShufflerFaultCode, StatusReply, catalogue, decode_message, encode_message,
 )
 
 EXAMPLES = [
-    Identify(), GetStatus(), Ack(), Shuffle(), Nak(NakCode.NO_DECK),
-    IdentifyReply(DeviceKind.SHOE, 1, 0, (2, 3, 4), "SHOE-0042"),
+    Identify(), GetStatus(), Ack(), Shuffle(), Nak(NakCode.NO_DECK), Echo(b"ping"), EchoReply(bytes(range(64))),
+    IdentifyReply(DeviceKind.SHOE, 1, 0, (2, 3, 4), "SHOE-0042", 0xDEADBEEF),
     StatusReply(DeviceState.READY, BackColour.RED, 52, 0),
     DeckInserted(BackColour.BLUE), DeckDelivered(BackColour.RED),
     DeckVerified(BackColour.RED, 52, 0, frozenset(range(52))),

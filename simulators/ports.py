@@ -1,0 +1,127 @@
+"""Device ports besides the pty: a TCP server and an in-memory socket pair.
+
+A port's ``fileno()`` may change when the host reconnects; the firmware
+loop re-registers it. ``disconnect()`` models a cable pull.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+
+
+def _nodelay(sock: socket.socket) -> None:
+    """Disable Nagle (DESIGN.md pitfalls: otherwise 40-90 ms per round trip)."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
+
+
+class _SocketPort:
+    """Shared read/write/close over the current connection ``self._conn``."""
+
+    _conn: socket.socket | None
+
+    def read(self, max_bytes: int = 4096) -> bytes:
+        conn = self._conn
+        if conn is None:
+            return b""
+        try:
+            data = conn.recv(max_bytes)
+        except BlockingIOError:
+            return b""
+        except OSError:
+            data = b""
+        if not data:  # the host went away
+            self._drop()
+        return data
+
+    def write(self, data: bytes) -> None:
+        conn = self._conn
+        if conn is None:
+            raise OSError("no host connected")
+        view = memoryview(data)
+        while view:
+            try:
+                n = conn.send(view)
+            except BlockingIOError:
+                select.select([], [conn], [], 1.0)
+                continue
+            view = view[n:]
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def disconnect(self) -> None:
+        """Drop the host's connection (a cable pull); the host may connect again."""
+        self._drop()
+
+
+class TcpServerPort(_SocketPort):
+    """Listens on ``host:port`` (port 0 picks a free one) and serves one host at a
+    time; a new connection replaces the old. ``name`` is the host's URL,
+    ``socket://host:port``. Raises ``OSError`` if it cannot bind."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._listener = socket.create_server((host, port))
+        self._listener.setblocking(False)
+        self._conn = None
+        self.host, self.port = self._listener.getsockname()[:2]
+        self.name = f"socket://{self.host}:{self.port}"
+
+    def fileno(self) -> int:
+        return self._conn.fileno() if self._conn is not None else self._listener.fileno()
+
+    def read(self, max_bytes: int = 4096) -> bytes:
+        if self._conn is None:
+            try:
+                conn, _ = self._listener.accept()
+            except BlockingIOError:
+                return b""
+            conn.setblocking(False)
+            _nodelay(conn)
+            self._conn = conn
+            return b""
+        return super().read(max_bytes)
+
+    def close(self) -> None:
+        self._drop()
+        self._listener.close()
+
+
+class SocketPairPort(_SocketPort):
+    """In-memory link: :meth:`connect` makes a new ``socket.socketpair`` and returns
+    the host's end (for ``firmware_bridge.transport.SocketTransport``)."""
+
+    def __init__(self, name: str = "memory") -> None:
+        self.name = name
+        self._conn = None
+        import os
+
+        self._idle_r, self._idle_w = os.pipe()  # selectable while no host is connected
+
+    def connect(self) -> socket.socket:
+        host_end, dev_end = socket.socketpair()
+        dev_end.setblocking(False)
+        self._drop()
+        self._conn = dev_end
+        return host_end
+
+    def fileno(self) -> int:
+        return self._conn.fileno() if self._conn is not None else self._idle_r
+
+    def close(self) -> None:
+        import os
+
+        self._drop()
+        for fd in (self._idle_r, self._idle_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
