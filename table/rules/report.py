@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from itertools import combinations
@@ -36,11 +36,11 @@ from protocols.cards import RANK_CHARS, Suit, full_deck
 from .hands import (
     ACE,
     NINE,
+    QUALIFYING_KEY,
     HandValue,
     SixCardCategory,
     SixCardHand,
     _straight_top,
-    dealer_qualifies,
     evaluate,
 )
 from .paytables import Paytable, PaytableError
@@ -103,7 +103,7 @@ def ante_play_table(profile: RulesProfile = PENNSYLVANIA) -> tuple[PlayerHandOdd
     ordinal = {k: i for i, k in enumerate(keys)}
     ords = [ordinal[v.key] for v in values]
     n_ord = len(keys)
-    q = min(i for i, k in enumerate(keys) if dealer_qualifies(HandValue(k, None, ())))  # type: ignore[arg-type]
+    q = bisect.bisect_left(keys, QUALIFYING_KEY)  # first ordinal at queen high or better
     cum = [0] * (n_ord + 1)
     for o in ords:
         cum[o + 1] += 1

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from protocols.cards import Card, parse_cards
+from protocols.cards import Card
 
-from .hands import HandError, HandValue, SixCardHand, dealer_qualifies, evaluate, six_card_hand
+from .hands import HandValue, SixCardHand, dealer_qualifies, evaluate, six_card_hand
 from .paytables import Paytable, PaytableError, load_paytable
 from .profiles import PENNSYLVANIA, RulesProfile, get_profile
 
