@@ -1,7 +1,8 @@
 """Shuffler and CardShoe drivers: typed commands over a firmware link, typed events.
 
-The same driver code runs against a real device, a pty emulator or a TCP
-emulator: the transport is chosen by URL (DESIGN.md, "Layers").
+The same driver code runs against a real device, a pty emulator, a TCP
+emulator or the emulated USB devices: the transport is chosen by URL or USB
+selector (DESIGN.md, "Layers"; ``firmware_bridge.factory.transport_for``).
 Events are the protocol's dataclasses (``DeckVerified``, ``CardDrawn``...),
 wrapped in :class:`firmware_bridge.link.DeviceEvent` with their source and
 arrival time.
@@ -13,7 +14,7 @@ import queue
 from typing import ClassVar, TypeVar
 
 from firmware_bridge.link import DeviceEvent, DeviceIdentity, Link, LinkConfig
-from firmware_bridge.transport import SerialTransport
+from firmware_bridge.factory import transport_for
 from protocols.messages import Ack, DeviceKind, GetStatus, Shuffle, StatusReply
 
 D = TypeVar("D", bound="DeviceDriver")
@@ -22,7 +23,7 @@ D = TypeVar("D", bound="DeviceDriver")
 class DeviceDriver:
     """Common driver: handshake on open, status, close.
 
-    Use :meth:`open` with a pyserial URL; or build a :class:`Link` yourself
+    Use :meth:`open` with a pyserial URL or a USB selector; or build a :class:`Link` yourself
     (another transport) and pass it to the constructor, then :meth:`connect`.
     """
 
@@ -39,13 +40,21 @@ class DeviceDriver:
         config: LinkConfig | None = None,
         events: "queue.Queue[DeviceEvent] | None" = None,
         name: str | None = None,
+        usb_backend: object = None,
     ) -> D:
         """Open ``url``, handshake, and return a connected driver.
 
-        Raises ``TransportError`` (cannot open), ``LinkTimeout`` (no answer),
-        ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
+        ``url``: a pyserial URL (``/dev/ttyUSB0``, ``socket://host:port``...) or a
+        USB selector ``usb://VID:PID[/SERIAL]`` (hex IDs); ``usb_backend``: the
+        pyusb backend for a USB selector (None: libusb; tests pass the emulators').
+
+        Raises ``TransportError`` (cannot open; its ``hint`` says what to do),
+        ``ValueError`` (malformed ``usb://`` selector), ``LinkTimeout`` (no
+        answer), ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
         """
-        link = Link(SerialTransport(url), name=name or str(cls.KIND), config=config, events=events)
+        transport = transport_for(url, usb_backend=usb_backend,
+                                  read_timeout_ms=config.read_timeout_ms if config is not None else None)
+        link = Link(transport, name=name or str(cls.KIND), config=config, events=events)
         link.open()
         driver = cls(link)
         try:

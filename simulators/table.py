@@ -4,7 +4,9 @@ The shuffler and shoe emulators share this table, so cards move physically
 between them: the dealer inserts a deck in the shuffler, takes the shuffled
 deck out, loads it in the shoe, draws cards onto the layout and collects them
 into the discard rack. The host sees none of this directly, only the device
-events the emulators send over their serial ports.
+events the emulators send over their serial ports (ptys) or, with
+``transport="usb"``, over emulated USB devices behind a pure-Python pyusb
+backend (:mod:`simulators.usb_backend`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ from pathlib import Path
 
 from protocols.cards import BackColour
 
+from protocols.messages import DeviceKind
+
 from .devices import DeviceRefused, ShoeEmulator, ShufflerEmulator, SimCard, deck_colour, new_deck
 from .pty_port import PtyPort
+from .usb_backend import EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDevice, EmulatorUsbBackend
+
+TRANSPORTS = ("serial", "usb")
+SHUFFLER_SERIAL = "SHF-SIM-0001"
+SHOE_SERIAL = "SHOE-SIM-0001"
 
 
 class VirtualDealer:
@@ -83,12 +92,17 @@ class VirtualDealer:
 
 
 class SimulatedTable:
-    """Both emulators on ptys plus the virtual dealer; a context manager.
+    """Both emulators on ptys (or emulated USB devices) plus the virtual dealer; a context manager.
 
     ``seed``: None shuffles with ``secrets.SystemRandom`` (as a real table);
     an int gives a reproducible run. ``link_dir``: optional folder for the
-    symlinks ``shuffler`` and ``shoe`` to the pty slaves.
-    Attributes ``shuffler_url`` and ``shoe_url`` are the paths a host opens.
+    symlinks ``shuffler`` and ``shoe`` to the pty slaves (serial only).
+    ``transport``: ``"serial"`` (ptys) or ``"usb"`` (emulated USB devices,
+    VID 0x1209, PIDs from :data:`~simulators.usb_backend.EMULATOR_PRODUCT_IDS`).
+    Attributes ``shuffler_url`` and ``shoe_url`` are what a host opens: pty
+    paths, or USB selectors ``usb://1209:0001/SHF-SIM-0001`` to be opened with
+    ``usb_backend`` (None for serial). Raises ``ValueError`` for an unknown
+    transport, ``OSError`` if a pty or socket cannot be made.
     """
 
     def __init__(
@@ -97,20 +111,36 @@ class SimulatedTable:
         *,
         seed: int | None = None,
         link_dir: str | Path | None = None,
+        transport: str = "serial",
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
+        if transport == "usb" and link_dir:
+            raise ValueError("link_dir makes symlinks to ptys; it has no meaning with transport='usb'")
         rng: random.Random = secrets.SystemRandom() if seed is None else random.Random(seed)
-        link_dir = Path(link_dir) if link_dir else None
-        shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None)
-        try:
-            shoe_port = PtyPort(link_dir / "shoe" if link_dir else None)
-        except OSError:
-            shuffler_port.close()
-            raise
-        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng)
-        self.shoe = ShoeEmulator(shoe_port)
+        self.transport = transport
+        self.usb_backend: EmulatorUsbBackend | None = None
+        if transport == "usb":
+            devices = (EmulatedUsbDevice(DeviceKind.SHUFFLER, serial_number=SHUFFLER_SERIAL),
+                       EmulatedUsbDevice(DeviceKind.SHOE, serial_number=SHOE_SERIAL))
+            self.usb_backend = EmulatorUsbBackend(devices)
+            self.shuffler_usb, self.shoe_usb = devices
+            shuffler_port, shoe_port = devices[0].port, devices[1].port
+            self.shuffler_url = _selector(DeviceKind.SHUFFLER, SHUFFLER_SERIAL)
+            self.shoe_url = _selector(DeviceKind.SHOE, SHOE_SERIAL)
+        else:
+            link_dir = Path(link_dir) if link_dir else None
+            shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None)
+            try:
+                shoe_port = PtyPort(link_dir / "shoe" if link_dir else None)
+            except OSError:
+                shuffler_port.close()
+                raise
+            self.shuffler_url = shuffler_port.name
+            self.shoe_url = shoe_port.name
+        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL)
+        self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL)
         self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
-        self.shuffler_url = shuffler_port.name
-        self.shoe_url = shoe_port.name
 
     def start(self) -> "SimulatedTable":
         self.shuffler.start()
@@ -118,11 +148,19 @@ class SimulatedTable:
         return self
 
     def stop(self) -> None:
+        """Stop both emulators, then close the emulated USB bus (if any); safe to call twice."""
         self.shuffler.stop()
         self.shoe.stop()
+        if self.usb_backend is not None:
+            self.usb_backend.close()
 
     def __enter__(self) -> "SimulatedTable":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _selector(kind: DeviceKind, serial_number: str) -> str:
+    """The ``usb://VID:PID/SERIAL`` selector of an emulated device (the host's syntax)."""
+    return f"usb://{EMULATOR_VENDOR_ID:04x}:{EMULATOR_PRODUCT_IDS[kind]:04x}/{serial_number}"

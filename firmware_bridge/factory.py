@@ -1,0 +1,36 @@
+"""Pick the transport for a device address: a pyserial URL or a USB selector.
+
+``transport_for("/dev/threecard/shoe")`` gives a
+:class:`~firmware_bridge.transport.SerialTransport`;
+``transport_for("usb://1209:0002/SHOE-0042")`` gives a
+:class:`~firmware_bridge.usb.UsbTransport`. The CLI, the configuration and
+the drivers name devices the same way whichever bus they are on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .transport import SerialTransport, Transport
+from .usb import UsbSelector, UsbTransport, is_usb_selector
+
+
+def transport_for(
+    url: "str | UsbSelector", *, usb_backend: Any = None, read_timeout_ms: int | None = None
+) -> Transport:
+    """An unopened transport for ``url`` (the link opens it).
+
+    ``url``: a :class:`UsbSelector` or ``usb://VID:PID[/SERIAL]`` (hex IDs) for
+    USB; anything else is a pyserial URL (``/dev/ttyUSB0``, ``socket://h:p``,
+    ``rfc2217://``, ``loop://``). ``usb_backend``: the pyusb backend for USB
+    selectors (None: libusb); ignored for serial URLs. ``read_timeout_ms``:
+    how long one blocking read may wait (None: the transport's default).
+    Raises ``ValueError`` for a malformed ``usb://`` selector.
+    """
+    if isinstance(url, UsbSelector) or is_usb_selector(url):
+        if read_timeout_ms is None:
+            return UsbTransport(url, backend=usb_backend)
+        return UsbTransport(url, backend=usb_backend, read_timeout_ms=read_timeout_ms)
+    if read_timeout_ms is None:
+        return SerialTransport(url)
+    return SerialTransport(url, read_timeout_s=read_timeout_ms / 1000)
