@@ -88,14 +88,17 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
-@click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port).")
+@click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port) or USB selector usb://VID:PID[/SERIAL].")
 @click.option("--shoe-url", default=None, help="Shoe port URL for a real table.")
 @click.option("--link-dir", type=click.Path(file_okay=False), default=None, help="With --simulate: make symlinks 'shuffler' and 'shoe' to the ptys here.")
+@click.option("--transport", type=click.Choice(["serial", "usb"]), default="serial", show_default=True,
+              help="With --simulate: emulators on ptys (serial) or as USB devices behind a pure-Python pyusb backend (usb). "
+                   "A real table's transport follows its URLs (usb://VID:PID[/SERIAL] for USB).")
 @click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
               help="Default: info, or warning when logs would go to a terminal.")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
-                shoe_url, link_dir, log_file, log_level) -> None:
+                shoe_url, link_dir, log_file, log_level, transport="serial") -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -106,6 +109,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     round; 4 a device failed or stopped answering.
     """
     colours = _colours(deck_colours)
+    if transport == "usb" and link_dir:
+        raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
     if not simulate and not (shuffler_url and shoe_url):
         raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
     stream = log_file or sys.stderr
@@ -128,7 +133,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             if simulate:
                 from simulators.table import SimulatedTable
 
-                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir))
+                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport))
+                usb_backend = sim.usb_backend
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player
             else:
@@ -136,8 +142,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
 
                 dealer = ConsoleDealer()
                 decide = dealer.decide
-            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler"))
-            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe"))
+                usb_backend = None  # real USB devices: pyusb picks libusb
+            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend))
+            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend))
             custody = DeckCustody([("A", colours[0]), ("B", colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide)
