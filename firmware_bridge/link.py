@@ -35,6 +35,7 @@ delivered into the same event queue as :class:`LinkNotice`.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import fnmatch
 import queue
@@ -414,7 +415,10 @@ class Link:
         first_timeout_ms: int | None = None,
     ) -> Message:
         cfg = self.config
-        with self._request_lock:
+        # One request at a time, held across a reconnect so a resend keeps its SEQ
+        # and the device's reply cache still answers it. The reconnect's own
+        # Identify (internal, SEQ 0) must not wait for that lock.
+        with contextlib.nullcontext() if internal else self._request_lock:
             if isinstance(msg, Identify):
                 seq = 0
             else:
@@ -576,8 +580,7 @@ class Link:
                 self._state = LinkState.CONNECTING
             try:
                 self._connect()
-                with self._request_lock:
-                    self._identify()
+                self._identify()
             except HandshakeError as exc:
                 self._refuse(exc)
                 return

@@ -90,8 +90,15 @@ class SerialTransport:
         if port is None:
             raise LinkLost(f"{self.url} is closed")
         try:
-            waiting = port.in_waiting
-            return port.read(max(1, min(waiting, max_bytes)))
+            data = port.read(max(1, min(port.in_waiting, max_bytes)))
+            # Drain what else is already waiting, so one call returns the whole burst
+            # (pyserial's socket:// reports in_waiting as 0 or 1, not a count).
+            while data and len(data) < max_bytes:
+                waiting = port.in_waiting
+                if not waiting:
+                    break
+                data += port.read(min(waiting, max_bytes - len(data)))
+            return data
         except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
             raise LinkLost(f"{self.url}: read failed: {exc}") from exc

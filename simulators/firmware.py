@@ -62,7 +62,7 @@ class FirmwareEmulator:
     a time, each resent after ``retransmit_initial_ms`` doubling to
     ``retransmit_max_ms`` until ACKed. Until that ``Identify`` every other
     request is refused with ``NOT_IDENTIFIED`` (SPEC §6.5). :meth:`reboot`
-    models a power cycle: new ``boot_id``, link state lost, events kept.
+    models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
     """
@@ -78,6 +78,7 @@ class FirmwareEmulator:
         protocol: tuple[int, int] = (PROTOCOL_MAJOR, PROTOCOL_MINOR),
         retransmit_initial_ms: int = 50,
         retransmit_max_ms: int = 2000,
+        frame_gap_ms: int = 50,
         on_frame: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.port = port
@@ -86,6 +87,8 @@ class FirmwareEmulator:
         self.protocol = protocol
         self.retransmit_initial_ms = retransmit_initial_ms
         self.retransmit_max_ms = retransmit_max_ms
+        self.frame_gap_ms = frame_gap_ms
+        self._last_rx = 0.0
         self.on_frame = on_frame
         self.lock = threading.RLock()
         self._outbox: collections.deque[Message] = collections.deque()
@@ -102,9 +105,12 @@ class FirmwareEmulator:
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        if hasattr(port, "on_change"):
+            port.on_change = self._wake  # the port tells us when its fd changes
         self._stop = False
         self._thread: threading.Thread | None = None
         self.events_sent = 0
+        self.events_lost_in_reboots = 0
         self.events_acked = 0
 
     # -- lifecycle ---------------------------------------------------------------
@@ -187,6 +193,15 @@ class FirmwareEmulator:
                     timeout = None
                     if self._pending is not None:
                         timeout = max(0.0, self._pending_deadline - time.monotonic())
+                if self._parser.pending:
+                    # A partial frame: if the line stays idle past the gap it can never
+                    # complete (SPEC §2.1 step 5); drop it and rescan.
+                    gap = self._last_rx + self.frame_gap_ms / 1000 - time.monotonic()
+                    if gap <= 0:
+                        for frame in self._parser.expire():
+                            self._on_frame(frame)
+                        continue
+                    timeout = gap if timeout is None else min(timeout, gap)
                 for key, _ in sel.select(timeout):
                     if key.data == "wake":
                         try:
@@ -199,6 +214,7 @@ class FirmwareEmulator:
                         except OSError:
                             data = b""
                         if data:
+                            self._last_rx = time.monotonic()
                             for frame in self._parser.feed(data):
                                 self._on_frame(frame)
                         elif self._parser.pending:
@@ -298,9 +314,11 @@ class FirmwareEmulator:
         self._wake()
 
     def reboot(self) -> None:
-        """Power-cycle the firmware: a new ``boot_id``; SEQ numbers, the reply cache
-        and the host session are lost; events not yet ACKed are kept (they sit in
-        non-volatile memory) and go out again after the next ``Identify``."""
+        """Power-cycle the firmware: a new ``boot_id``; SEQ numbers, the reply cache,
+        the host session and every event not yet ACKed are lost (RAM). The host
+        learns of the reboot at its next request (``NOT_IDENTIFIED``) or
+        handshake (new ``boot_id``) and must treat what the device was doing as
+        unknown (SPEC §6.5)."""
         with self.lock:
             self.boot_id = secrets.randbits(32)
             self.boots += 1
@@ -308,9 +326,9 @@ class FirmwareEmulator:
             self._reply_cache = None
             self._host_session = None
             self._event_seq = 0
-            if self._pending is not None:
-                self._outbox.appendleft(self._pending[2])
-                self._pending = None
+            self.events_lost_in_reboots += len(self._outbox) + (self._pending is not None)
+            self._outbox.clear()
+            self._pending = None
             self._parser.reset()
         self._wake()
 

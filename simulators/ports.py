@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import select
 import socket
+from typing import Callable
 
 
 def _nodelay(sock: socket.socket) -> None:
@@ -65,7 +66,7 @@ class _SocketPort:
 
 class TcpServerPort(_SocketPort):
     """Listens on ``host:port`` (port 0 picks a free one) and serves one host at a
-    time; a new connection replaces the old. ``name`` is the host's URL,
+    time; the next is accepted once the current one disconnects. ``name`` is the host's URL,
     ``socket://host:port``. Raises ``OSError`` if it cannot bind."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -101,17 +102,34 @@ class SocketPairPort(_SocketPort):
 
     def __init__(self, name: str = "memory") -> None:
         self.name = name
+        self.on_change: Callable[[], None] = lambda: None  # set by the firmware emulator
         self._conn = None
         import os
 
         self._idle_r, self._idle_w = os.pipe()  # selectable while no host is connected
+        os.set_blocking(self._idle_r, False)
 
     def connect(self) -> socket.socket:
+        import os
+
         host_end, dev_end = socket.socketpair()
         dev_end.setblocking(False)
         self._drop()
         self._conn = dev_end
+        os.write(self._idle_w, b"\0")
+        self.on_change()  # wake the firmware loop so it watches the new socket
         return host_end
+
+    def read(self, max_bytes: int = 4096) -> bytes:
+        if self._conn is None:
+            import os
+
+            try:
+                os.read(self._idle_r, 64)
+            except OSError:
+                pass
+            return b""
+        return super().read(max_bytes)
 
     def fileno(self) -> int:
         return self._conn.fileno() if self._conn is not None else self._idle_r
