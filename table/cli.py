@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from . import cli_rules
+from . import cli_config, cli_rules
 from .cli_run import run_command
 
 
@@ -19,3 +19,4 @@ def main() -> None:
 
 main.add_command(run_command)
 cli_rules.register(main)
+cli_config.register(main)

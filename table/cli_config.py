@@ -1,0 +1,57 @@
+"""``tablectl config check|show``: validate and print a table config file."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .config import DEFAULT_PATH, ConfigError, load_config
+
+EXIT_INVALID = 1
+
+_FILE = click.argument("file", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), required=False)
+
+
+@click.group("config")
+def config_group() -> None:
+    """Validate and show the table config (default /etc/threecard/table.toml)."""
+
+
+@config_group.command("check")
+@_FILE
+def check_command(file: str) -> None:
+    """Check FILE; exit 0 when valid, 1 with every problem (FILE:LINE: KEY: ...) on stderr."""
+    try:
+        cfg = load_config(file)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        n = len(exc.problems)
+        click.echo(f"{file}: invalid ({n} problem{'s' if n != 1 else ''})", err=True)
+        sys.exit(EXIT_INVALID)
+    decks = ", ".join(f"{d.id} {d.back_colour}" for d in cfg.decks)
+    click.echo(f"{file}: valid: table {cfg.table.id}, {cfg.table.seats} seats, decks {decks}, "
+               f"shuffler {cfg.devices.shuffler.url}, shoe {cfg.devices.shoe.url}")
+
+
+@config_group.command("show")
+@_FILE
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")
+def show_command(file: str, as_json: bool) -> None:
+    """Print FILE's effective config, defaults filled in (TOML, or JSON with --json).
+    Exit 1 with the problems on stderr when FILE is invalid."""
+    try:
+        cfg = load_config(file)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_INVALID)
+    if as_json:
+        click.echo(json.dumps(cfg.to_dict(), indent=2))
+    else:
+        click.echo(f"# effective config of {file}\n" + cfg.to_toml(), nl=False)
+
+
+def register(main: click.Group) -> None:
+    """Add ``config`` to the ``tablectl`` group."""
+    main.add_command(config_group)

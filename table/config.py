@@ -1,0 +1,612 @@
+"""The table configuration file (TOML, read with ``tomllib``), validated at load.
+
+A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
+``deploy/table.example.toml`` is a documented example. Shape::
+
+    [table]
+    id = "pit2-tcp-07"              # required; letters, digits, '.', '_', '-'; 1..32
+    seats = 6                       # required; 1..7
+
+    [[decks]]                       # exactly two, different ids and back colours
+    id = "A"
+    back_colour = "red"
+    [[decks]]
+    id = "B"
+    back_colour = "blue"
+
+    [devices.shuffler]
+    url = "/dev/threecard/shuffler" # or usb://1209:0001/SHF-0042, socket://host:port, ...
+    [devices.shoe]
+    url = "/dev/threecard/shoe"
+
+    [paytables]                     # shipped names or TOML files (relative to this file)
+    ante_bonus = "pa-649a12b-1"
+    pair_plus = "example-pp-649a12d" # optional, as are six_card_bonus and progressive
+
+    [link]                          # units are in the key names
+    retransmit_initial_ms = 50
+    ...
+
+    [journal]
+    path = "/var/lib/threecard/journal.sqlite3"
+
+    [log]
+    format = "json"                 # json | console
+    level = "info"                  # debug | info | warning | error
+
+Validation collects every problem before raising :class:`ConfigError`: unknown
+keys, missing required keys, wrong types, values out of range, unknown colours,
+paytables and URL forms. Each problem names the key as a dotted path
+(``devices.shoe.url``, ``decks[1].back_colour``), the allowed values, and the
+file and line where the key is (TOML syntax errors: where ``tomllib`` stopped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from protocols.cards import BackColour
+from protocols.errors import CardError
+
+DEFAULT_PATH = Path("/etc/threecard/table.toml")
+DEFAULT_JOURNAL = Path("/var/lib/threecard/journal.sqlite3")
+
+LOG_FORMATS = ("json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+COLOURS = tuple(c.name.lower() for c in BackColour if c is not BackColour.NONE)
+URL_FORMS = (
+    "/dev/PATH (e.g. /dev/threecard/shoe)",
+    "usb://VID:PID[/SERIAL] (hex ids, e.g. usb://1209:0002/SHOE-0042)",
+    "socket://HOST:PORT",
+    "rfc2217://HOST:PORT",
+    "loop://",
+)
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: ``key`` (dotted path, ``""`` for the file),
+    ``message`` (what and the allowed values), ``line`` (1-based, or ``None``)."""
+
+    key: str
+    message: str
+    line: int | None = None
+
+    def render(self, source: str) -> str:
+        where = f"{source}:{self.line}" if self.line else source
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """The config file cannot be read or is invalid.
+
+    ``problems``: every :class:`Problem` found; ``source``: the file name. The
+    message has one ``FILE:LINE: KEY: MESSAGE`` line per problem.
+    """
+
+    def __init__(self, problems: list[Problem], source: str) -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__("\n".join(p.render(source) for p in problems))
+
+
+# -- value checks (each returns the normalised value or raises ValueError) ----------------------
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+_DECK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,7}$")
+_HOSTPORT_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})(?:\?.*)?$")
+_USB_RE = re.compile(r"^[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}(?:/[^/]*)?$")
+
+
+def _table_id(v: str) -> str:
+    if not _ID_RE.match(v):
+        raise ValueError(f"{v!r} is not a table id; allowed: 1-32 letters, digits, '.', '_', '-', starting with a letter or digit")
+    return v
+
+
+def _deck_id(v: str) -> str:
+    if not _DECK_ID_RE.match(v):
+        raise ValueError(f"{v!r} is not a deck id; allowed: 1-8 letters, digits, '_', '-'")
+    return v
+
+
+def _colour(v: str) -> BackColour:
+    try:
+        colour = BackColour.parse(v)
+    except CardError:
+        colour = BackColour.NONE
+    if colour is BackColour.NONE:
+        raise ValueError(f"unknown back colour {v!r}; allowed: {', '.join(COLOURS)}")
+    return colour
+
+
+def check_device_url(v: str) -> str:
+    """Return ``v`` when it is a device URL the transports open; raises ``ValueError``
+    naming the allowed forms otherwise."""
+    ok = False
+    low = v.lower()
+    if v.startswith("/"):
+        ok = len(v) > 1 and "\0" not in v
+    elif low.startswith("usb://"):
+        ok = bool(_USB_RE.match(v[6:]))
+    elif low.startswith(("socket://", "rfc2217://")):
+        m = _HOSTPORT_RE.match(v.split("://", 1)[1])
+        ok = bool(m) and 1 <= int(m.group("port")) <= 65535
+    elif low.startswith("loop://"):
+        ok = True
+    if not ok:
+        raise ValueError(f"{v!r} is not a device URL; allowed: {'; '.join(URL_FORMS)}")
+    return v
+
+
+def _abs_path(v: str) -> Path:
+    p = Path(v)
+    if not p.is_absolute():
+        raise ValueError(f"{v!r} is not an absolute path; allowed: an absolute path such as {DEFAULT_JOURNAL}")
+    return p
+
+
+def _spec(default: Any = dataclasses.MISSING, *, range: tuple[float, float] | None = None,
+          choices: tuple[str, ...] | None = None, check: Callable[[Any], Any] | None = None) -> Any:
+    """A dataclass field with validation metadata for :func:`_build`: ``range``
+    (inclusive bounds), ``choices`` (allowed strings), ``check`` (returns the
+    normalised value or raises ``ValueError`` naming the allowed values)."""
+    return field(default=default, metadata={"range": range, "choices": choices, "check": check})
+
+
+def _serial(v: str) -> str:
+    if not v or len(v) > 64 or not v.isprintable():
+        raise ValueError(f"{v!r} is not a serial number; allowed: 1-64 printable characters")
+    return v
+
+
+class _KeyedError(ValueError):
+    """A cross-field problem found by a section's ``__post_init__``, naming its key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _range_of(cls: type, name: str) -> tuple[float, float]:
+    return next(f.metadata["range"] for f in dataclasses.fields(cls) if f.name == name)
+
+
+# -- the dataclass tree -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableSection:
+    """``[table]``: ``id`` (the table's name on the floor), ``seats`` (1..7)."""
+
+    id: str = _spec(check=_table_id)
+    seats: int = _spec(range=(1, 7))
+
+
+@dataclass(frozen=True)
+class DeckConfig:
+    """One ``[[decks]]`` entry: ``id`` (``"A"``) and ``back_colour``."""
+
+    id: str = _spec(check=_deck_id)
+    back_colour: BackColour = _spec(check=_colour)
+
+
+def _check_decks(decks: "tuple[DeckConfig, ...]", path: tuple, errs: "_Collector") -> None:
+    """Exactly two decks, different ids, different back colours."""
+    if len(decks) != 2:
+        errs.add(path, f"the table uses exactly two decks (58 Pa. Code 649a.3(b)); got {len(decks)}")
+        return
+    if decks[0].id == decks[1].id:
+        errs.add(path + (1, "id"), f"deck id {decks[1].id!r} is used twice; the two decks need different ids")
+    if decks[0].back_colour == decks[1].back_colour:
+        others = ", ".join(c for c in COLOURS if c != str(decks[0].back_colour))
+        errs.add(path + (1, "back_colour"),
+                 f"both decks are {decks[0].back_colour}: the two decks need different back colours "
+                 f"(58 Pa. Code 649a.3(b)); allowed: {others}")
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """``[devices.NAME]``: ``url``, a pyserial URL or a ``usb://VID:PID[/SERIAL]`` selector;
+    ``serial_number`` (optional): the serial the device must report at handshake."""
+
+    url: str = _spec(check=check_device_url)
+    serial_number: str | None = _spec(None, check=_serial)
+
+
+@dataclass(frozen=True)
+class DevicesConfig:
+    """``[devices]``: the ``shuffler`` and the ``shoe``."""
+
+    shuffler: DeviceConfig
+    shoe: DeviceConfig
+
+
+@dataclass(frozen=True)
+class PaytablesConfig:
+    """``[paytables]``: shipped paytable names or TOML file paths, one per wager kind.
+    ``ante_bonus`` is required for settlement (default ``pa-649a12b-1``); the others
+    only when the table offers that wager."""
+
+    ante_bonus: str = "pa-649a12b-1"
+    pair_plus: str | None = None
+    six_card_bonus: str | None = None
+    progressive: str | None = None
+
+
+@dataclass(frozen=True)
+class LinkSection:
+    """``[link]``: device link and controller timing. Units are in the names
+    (``_ms`` milliseconds, ``_s`` seconds)."""
+
+    retransmit_initial_ms: int = _spec(50, range=(25, 5000))
+    retransmit_max_ms: int = _spec(2000, range=(25, 5000))
+    max_attempts: int = _spec(6, range=(1, 100))
+    event_queue_size: int = _spec(256, range=(1, 65_536))
+    heartbeat_interval_ms: int = _spec(1000, range=(50, 600_000))
+    heartbeat_timeout_ms: int = _spec(500, range=(25, 60_000))
+    heartbeat_misses: int = _spec(3, range=(1, 100))
+    reconnect_initial_ms: int = _spec(100, range=(10, 600_000))
+    reconnect_max_ms: int = _spec(5000, range=(10, 600_000))
+    reconnect_wait_s: float = _spec(30.0, range=(0, 3600))
+    read_timeout_ms: int = _spec(250, range=(10, 5000))
+    event_timeout_s: float = _spec(10.0, range=(0.1, 3600))
+    shuffle_timeout_s: float = _spec(180.0, range=(1, 3600))
+
+    def __post_init__(self) -> None:
+        for low, high in (("retransmit_initial_ms", "retransmit_max_ms"), ("reconnect_initial_ms", "reconnect_max_ms")):
+            if getattr(self, high) < getattr(self, low):
+                raise _KeyedError(high, f"{getattr(self, high)} is below {low} ({getattr(self, low)}); "
+                                        f"allowed: {low}..{int(_range_of(LinkSection, high)[1])}")
+
+    def link_config(self, device: DeviceConfig | None = None) -> Any:
+        """A :class:`firmware_bridge.link.LinkConfig` from these keys (those the
+        link has) and ``device``'s ``serial_number`` as the pinned serial.
+        Raises ``ValueError`` when the link refuses a value."""
+        from firmware_bridge.link import LinkConfig
+
+        names = {f.name for f in dataclasses.fields(LinkConfig)}
+        kw = {k: v for k, v in dataclasses.asdict(self).items() if k in names}
+        if device is not None and device.serial_number and "pinned_serial" in names:
+            kw["pinned_serial"] = device.serial_number
+        return LinkConfig(**kw)
+
+    def table_timing(self) -> Any:
+        """A :class:`table.controller.TableTiming` (event and shuffle timeouts, s)."""
+        from .controller import TableTiming
+
+        return TableTiming(event_timeout_s=self.event_timeout_s, shuffle_timeout_s=self.shuffle_timeout_s)
+
+
+@dataclass(frozen=True)
+class JournalSection:
+    """``[journal]``: ``path`` of the SQLite journal (absolute)."""
+
+    path: Path = _spec(DEFAULT_JOURNAL, check=_abs_path)
+
+
+@dataclass(frozen=True)
+class LogSection:
+    """``[log]``: ``format`` (``json`` lines for journald, ``console`` for people) and ``level``."""
+
+    format: str = _spec("json", choices=LOG_FORMATS)
+    level: str = _spec("info", choices=LOG_LEVELS)
+
+
+def _default_decks() -> tuple[DeckConfig, DeckConfig]:
+    return (DeckConfig("A", BackColour.RED), DeckConfig("B", BackColour.BLUE))
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A validated table config (see the module docstring for the file's shape).
+
+    ``source``: the file it was read from (``None`` when built in code);
+    relative paytable paths are resolved against its directory.
+    """
+
+    table: TableSection
+    devices: DevicesConfig
+    decks: tuple[DeckConfig, ...] = field(default_factory=_default_decks, metadata={"check_all": _check_decks})
+    paytables: PaytablesConfig = field(default_factory=PaytablesConfig)
+    link: LinkSection = field(default_factory=LinkSection)
+    journal: JournalSection = field(default_factory=JournalSection)
+    log: LogSection = field(default_factory=LogSection)
+    source: Path | None = field(default=None, compare=False, metadata={"internal": True})
+
+    @property
+    def base_dir(self) -> Path | None:
+        """Directory relative paytable paths are resolved against."""
+        return self.source.parent if self.source else None
+
+    def deck_colours(self) -> tuple[BackColour, BackColour]:
+        """The two decks' back colours, in file order."""
+        return (self.decks[0].back_colour, self.decks[1].back_colour)
+
+    def load_tables(self) -> Any:
+        """The :class:`table.rules.settlement.Tables` the file names. Raises
+        ``PaytableError`` / ``SettlementError`` (already checked at load)."""
+        from .rules.settlement import Tables
+
+        p = self.paytables
+        return Tables.load(ante_bonus=p.ante_bonus, pair_plus=p.pair_plus, six_card_bonus=p.six_card_bonus,
+                           progressive=p.progressive, base_dir=self.base_dir)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The effective config as plain TOML/JSON values (colours and paths as strings,
+        unset optional keys left out)."""
+        def conv(obj: Any) -> Any:
+            if dataclasses.is_dataclass(obj):
+                return {f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                        if not f.metadata.get("internal") and getattr(obj, f.name) is not None}
+            if isinstance(obj, (tuple, list)):
+                return [conv(x) for x in obj]
+            if isinstance(obj, (BackColour, Path)):
+                return str(obj)
+            return obj
+
+        return conv(self)
+
+    def to_toml(self) -> str:
+        """The effective config as TOML text that :func:`parse_config` reads back."""
+        return _to_toml(self.to_dict())
+
+
+# -- building and validating ---------------------------------------------------------------
+
+
+class _Locator:
+    """Best-effort map from a dotted key to the line it is on, from the TOML text
+    (``tomllib`` keeps no positions). Unknown paths fall back to their parent."""
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[tuple, int] = {}
+        counts: dict[tuple, int] = {}
+        current: tuple = ()
+        for n, line in enumerate(text.splitlines(), 1):
+            m = self._HEADER.match(line)
+            if m:
+                parts = tuple(self._split(m.group(2)))
+                if m.group(1) == "[[":
+                    idx = counts.get(parts, -1) + 1
+                    counts[parts] = idx
+                    current = parts + (idx,)
+                else:
+                    current = parts
+                self.lines.setdefault(current, n)
+                continue
+            m = self._KEY.match(line)
+            if m:
+                self.lines.setdefault(current + tuple(self._split(m.group(1))), n)
+
+    @staticmethod
+    def _split(dotted: str) -> list[str]:
+        return [p.strip().strip("\"'") for p in dotted.split(".")]
+
+    def line(self, path: tuple) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+
+def _dotted(path: tuple) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out
+
+
+class _Collector:
+    def __init__(self, locator: _Locator | None, base_dir: Path | None = None) -> None:
+        self.problems: list[Problem] = []
+        self.locator = locator
+        self.base_dir = base_dir
+
+    def add(self, path: tuple, message: str) -> None:
+        line = self.locator.line(path) if self.locator else None
+        self.problems.append(Problem(_dotted(path), message, line))
+
+
+def _type_name(t: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+            Path: "a string (a path)", BackColour: "a string (a colour name)"}.get(t, getattr(t, "__name__", str(t)))
+
+
+def _toml_type(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", dict: "a table",
+            list: "an array"}.get(type(v), type(v).__name__)
+
+
+def _scalar(typ: Any, f: dataclasses.Field, raw: Any, path: tuple, errs: _Collector) -> Any:
+    """Check one scalar value; returns the normalised value or ``_BAD``."""
+    want = str if typ in (Path, BackColour) else typ
+    ok = isinstance(raw, want) and not (isinstance(raw, bool) and want is not bool)
+    if want is float and isinstance(raw, int) and not isinstance(raw, bool):
+        raw, ok = float(raw), True
+    if not ok:
+        extra = f"; allowed: {', '.join(f.metadata['choices'])}" if f.metadata.get("choices") else ""
+        errs.add(path, f"expected {_type_name(typ)}, got {_toml_type(raw)} {raw!r}{extra}")
+        return _BAD
+    meta = f.metadata
+    if meta.get("range") is not None:
+        lo, hi = meta["range"]
+        if not lo <= raw <= hi:
+            errs.add(path, f"{raw!r} is out of range; allowed: {lo:g}..{hi:g}")
+            return _BAD
+    if meta.get("choices") is not None and raw not in meta["choices"]:
+        errs.add(path, f"{raw!r} is not allowed; allowed: {', '.join(meta['choices'])}")
+        return _BAD
+    if meta.get("check") is not None:
+        try:
+            return meta["check"](raw)
+        except ValueError as exc:
+            errs.add(path, str(exc))
+            return _BAD
+    return raw
+
+
+_BAD = object()
+
+
+def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
+    """Build dataclass ``cls`` from TOML table ``data``, adding problems to ``errs``.
+    Returns the instance, or ``_BAD`` when anything under ``path`` was wrong."""
+    if not isinstance(data, dict):
+        errs.add(path, f"expected a table ([{_dotted(path)}]), got {_toml_type(data)}")
+        return _BAD
+    before = len(errs.problems)
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+    names = [f.name for f in fields]
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            errs.add(path + (key,), f"unknown key{hint}; allowed in [{_dotted(path) or 'top level'}]: {', '.join(names)}")
+    values: dict[str, Any] = {}
+    for f in fields:
+        sub = path + (f.name,)
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                errs.add(sub, "missing required key")
+            continue
+        typ, raw = hints[f.name], data[f.name]
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if typing.get_origin(typ) in (typing.Union, types.UnionType) and len(args) == 1:
+            typ = args[0]  # X | None
+        if dataclasses.is_dataclass(typ):
+            values[f.name] = _build(typ, raw, sub, errs)
+        elif typing.get_origin(typ) is tuple:
+            item = typing.get_args(typ)[0]
+            if not isinstance(raw, list):
+                errs.add(sub, f"expected an array of tables ([[{_dotted(sub)}]]), got {_toml_type(raw)}")
+                continue
+            built = tuple(_build(item, x, sub + (i,), errs) for i, x in enumerate(raw))
+            values[f.name] = built
+            if _BAD not in built and f.metadata.get("check_all"):
+                f.metadata["check_all"](built, sub, errs)
+        else:
+            values[f.name] = _scalar(typ, f, raw, sub, errs)
+    if len(errs.problems) > before:
+        return _BAD
+    try:
+        obj = cls(**values)
+    except ValueError as exc:
+        key = getattr(exc, "key", None)
+        errs.add(path + ((key,) if key else ()), str(exc))
+        return _BAD
+    hook = _AFTER_BUILD.get(cls)
+    if hook is not None:
+        hook(obj, path, errs)
+    return obj if len(errs.problems) == before else _BAD
+
+
+def _check_paytables(tables: PaytablesConfig, path: tuple, errs: _Collector) -> None:
+    from .rules.paytables import PaytableError, list_paytables, load_paytable
+
+    for slot in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
+        name = getattr(tables, slot)
+        if name is None:
+            continue
+        allowed = ", ".join(p.name for p in list_paytables(slot)) or "(none shipped)"
+        try:
+            pt = load_paytable(name, base_dir=errs.base_dir)
+        except PaytableError as exc:
+            msg = str(exc).split("; shipped:")[0]
+            errs.add(path + (slot,), f"{msg}; allowed: {allowed}, or a path to a paytable .toml file")
+            continue
+        if pt.kind != slot:
+            errs.add(path + (slot,), f"{name!r} is a {pt.kind} paytable, not {slot}; allowed: {allowed}")
+
+
+def _check_link(link: LinkSection, path: tuple, errs: _Collector) -> None:
+    """Whatever else the link itself refuses (its own bounds may be tighter)."""
+    try:
+        link.link_config()
+    except ValueError as exc:
+        m = re.search(r"link config (\w+)=", str(exc))
+        errs.add(path + ((m.group(1),) if m else ()), str(exc))
+
+
+_AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
+    PaytablesConfig: _check_paytables,
+    LinkSection: _check_link,
+}
+
+
+def parse_config(text: str, source: str | Path = "<string>") -> TableConfig:
+    """Parse and validate config ``text``; ``source`` names the file in errors and
+    anchors relative paytable paths. Raises :class:`ConfigError` listing every problem."""
+    src = str(source)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        raise ConfigError([Problem("", f"not valid TOML: {exc}", int(m.group(1)) if m else None)], src) from None
+    path = Path(src) if src != "<string>" else None
+    errs = _Collector(_Locator(text), path.parent if path else None)
+    cfg = _build(TableConfig, data, (), errs)
+    if errs.problems:
+        raise ConfigError(errs.problems, src)
+    return dataclasses.replace(cfg, source=path)
+
+
+def load_config(path: str | Path = DEFAULT_PATH) -> TableConfig:
+    """Read and validate the config file at ``path`` (default :data:`DEFAULT_PATH`).
+    Raises :class:`ConfigError` when it cannot be read or is invalid."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([Problem("", f"cannot read the config: {reason}")], str(path)) from None
+    return parse_config(text, path)
+
+
+# -- TOML output ------------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a TOML basic string
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
+    out: list[str] = []
+    scalars = {k: v for k, v in d.items() if not isinstance(v, (dict, list))}
+    if scalars and prefix:
+        out.append(f"[{prefix}]")
+    out += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+    if scalars:
+        out.append("")
+    for k, v in d.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.append(_to_toml(v, name))
+        elif isinstance(v, list):
+            for item in v:
+                out.append(f"[[{name}]]")
+                out += [f"{ik} = {_toml_value(iv)}" for ik, iv in item.items()]
+                out.append("")
+    return "\n".join(x for x in out if x is not None).rstrip("\n") + "\n"
