@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from . import cli_config, cli_rules
+from .cli_devices import devices_command
 from .cli_run import run_command
 
 
@@ -20,3 +21,4 @@ def main() -> None:
 main.add_command(run_command)
 cli_rules.register(main)
 cli_config.register(main)
+main.add_command(devices_command)
