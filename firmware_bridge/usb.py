@@ -194,7 +194,7 @@ class UsbTransport:
         selector: "UsbSelector | str",
         *,
         backend: Any = None,
-        read_timeout_ms: int = 200,
+        read_timeout_ms: int = 250,
         write_timeout_ms: int = 1000,
         interface_class: int = VENDOR_SPECIFIC_CLASS,
     ) -> None:
