@@ -48,9 +48,9 @@ class DeviceDriver:
         USB selector ``usb://VID:PID[/SERIAL]`` (hex IDs); ``usb_backend``: the
         pyusb backend for a USB selector (None: libusb; tests pass the emulators').
 
-        Raises ``TransportError`` (cannot open; its ``hint`` says what to do),
-        ``ValueError`` (malformed ``usb://`` selector), ``LinkTimeout`` (no
-        answer), ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
+        Raises ``TransportError`` (cannot open, or a malformed ``usb://``
+        selector; its ``hint`` says what to do), ``LinkTimeout`` (no answer),
+        ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
         """
         transport = transport_for(url, usb_backend=usb_backend,
                                   read_timeout_ms=config.read_timeout_ms if config is not None else None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import TransportError
 from .transport import SerialTransport, Transport
 from .usb import UsbSelector, UsbTransport, is_usb_selector
 
@@ -25,12 +26,18 @@ def transport_for(
     ``rfc2217://``, ``loop://``). ``usb_backend``: the pyusb backend for USB
     selectors (None: libusb); ignored for serial URLs. ``read_timeout_ms``:
     how long one blocking read may wait (None: the transport's default).
-    Raises ``ValueError`` for a malformed ``usb://`` selector.
+    Raises :class:`TransportError` for a malformed ``usb://`` selector (its
+    hint gives the expected form).
     """
     if isinstance(url, UsbSelector) or is_usb_selector(url):
+        try:
+            selector = url if isinstance(url, UsbSelector) else UsbSelector.parse(url)
+        except ValueError as exc:
+            raise TransportError(f"cannot open {url}: not a USB selector",
+                                 str(exc).split(": ", 1)[-1]) from None
         if read_timeout_ms is None:
-            return UsbTransport(url, backend=usb_backend)
-        return UsbTransport(url, backend=usb_backend, read_timeout_ms=read_timeout_ms)
+            return UsbTransport(selector, backend=usb_backend)
+        return UsbTransport(selector, backend=usb_backend, read_timeout_ms=read_timeout_ms)
     if read_timeout_ms is None:
         return SerialTransport(url)
     return SerialTransport(url, read_timeout_s=read_timeout_ms / 1000)

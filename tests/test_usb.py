@@ -94,6 +94,12 @@ def test_a_malformed_selector_says_what_form_is_expected(text):
         UsbSelector.parse(text)
 
 
+def test_a_malformed_selector_given_to_a_driver_is_a_transport_error_with_the_form():
+    with pytest.raises(TransportError, match="not a USB selector") as info:
+        Shuffler.open("usb://12x9:0001")
+    assert "usb://VID:PID[/SERIAL]" in info.value.hint
+
+
 def test_transport_for_picks_usb_or_serial_by_url():
     assert isinstance(transport_for("usb://1209:0001"), UsbTransport)
     assert isinstance(transport_for(UsbSelector(0x1209, 1)), UsbTransport)
