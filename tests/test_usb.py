@@ -459,3 +459,19 @@ def _next_notice(events: queue.Queue) -> str:
         ev = events.get(timeout=10)
         if isinstance(ev.message, LinkNotice):
             return ev.message.kind
+
+
+def _libusb_present() -> bool:
+    try:
+        return usb.backend.libusb1.get_backend() is not None
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _libusb_present(), reason="libusb-1.0 is not installed (apt install libusb-1.0-0)")
+def test_the_real_libusb_backend_enumerates_and_reports_a_missing_device():
+    """With libusb, the default backend path works; the emulators' IDs are not on a real bus."""
+    assert isinstance(fusb.find_usb_devices(0x1209, 0x7FFF), list)
+    with pytest.raises(TransportError) as info:
+        UsbTransport("usb://1209:7fff/NOT-HERE").open()
+    assert info.value.hint == fusb.HINT_NOT_FOUND
