@@ -162,6 +162,14 @@ def read_serial_number(device: Any) -> str | None:
         return None
 
 
+def _dispose(device: Any) -> None:
+    """Close whatever pyusb opened on ``device`` (handles, claims); errors ignored."""
+    try:
+        usb.util.dispose_resources(device)
+    except (usb.core.USBError, ValueError):
+        pass
+
+
 def _open_error(action: str, exc: usb.core.USBError) -> TransportError:
     hint = {
         errno.EACCES: HINT_ACCESS,
@@ -217,8 +225,18 @@ class UsbTransport:
     # -- open / close ------------------------------------------------------------------
 
     def _find(self) -> Any:
+        """The one device the selector names; the others looked at are closed again."""
         sel = self.selector
         devices = find_usb_devices(sel.vendor_id, sel.product_id, backend=self.backend)
+        try:
+            chosen = self._choose(devices)
+        finally:
+            for d in devices:  # reading a serial number opened them
+                _dispose(d)
+        return chosen
+
+    def _choose(self, devices: list[Any]) -> Any:
+        sel = self.selector
         if sel.serial_number is not None:
             serials = [read_serial_number(d) for d in devices]
             matching = [d for d, s in zip(devices, serials) if s == sel.serial_number]

@@ -233,6 +233,7 @@ class EmulatedUsbDevice:
         self.device_resets = 0
         self.claims: dict[int, object] = {}  # interface number -> handle holding it
         self.detached: set[int] = set()  # interfaces whose kernel driver a host detached
+        self.open_handles = 0  # handles opened and not yet closed (a host's leak shows here)
         self.altsettings: dict[int, int] = {}
         self.lock = threading.RLock()
         host, dev = socket.socketpair()
@@ -579,6 +580,7 @@ class EmulatorUsbBackend(usb.backend.IBackend):
             raise _usb_error(LIBUSB_ERROR_ACCESS)
         with device.lock:
             device._interrupts = 0
+            device.open_handles += 1
         return _Handle(device, dev.session)
 
     def close_device(self, dev_handle: _Handle) -> None:
@@ -587,6 +589,8 @@ class EmulatorUsbBackend(usb.backend.IBackend):
             for intf, holder in list(dev.claims.items()):
                 if holder is dev_handle:
                     del dev.claims[intf]
+            if dev_handle.open:
+                dev.open_handles -= 1
         dev_handle.open = False
 
     def get_configuration(self, dev_handle: _Handle) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 from serial.tools import list_ports
+from usb.util import dispose_resources
 
 from firmware_bridge.errors import TransportError
 from firmware_bridge.usb import DEFAULT_USB_IDS, HINT_NO_BACKEND, UsbSelector, find_usb_devices, read_serial_number
@@ -86,6 +87,7 @@ def usb_devices(ids: dict[str, tuple[int, int]], links: dict[str, list[str]], ba
             except Exception:  # reading strings needs permission to open the device
                 product = None
             node = usb_node(dev.bus, dev.address)
+            dispose_resources(dev)  # reading the strings opened it
             out.append({
                 "role": _role(ids, vid, pid),
                 "selector": str(UsbSelector(vid, pid, serial)),

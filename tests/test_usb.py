@@ -197,9 +197,12 @@ def test_two_matching_devices_need_a_serial_number(bus):
     with pytest.raises(TransportError, match=r"2 USB devices match .*'SHOE-1', 'SHOE-2'") as info:
         opened(backend, "usb://1209:0002")
     assert "usb://1209:0002/SERIAL" in info.value.hint
+    assert [d.open_handles for d in backend.devices] == [0, 0], "devices opened to read serials were left open"
     t = opened(backend, "usb://1209:0002/SHOE-2")
     assert t.bus_address == (1, backend.devices[1].address)
+    assert [d.open_handles for d in backend.devices] == [0, 1]
     t.close()
+    assert [d.open_handles for d in backend.devices] == [0, 0]
 
 
 def test_a_device_without_a_vendor_interface_is_refused(bus):
@@ -222,7 +225,7 @@ def test_open_finds_the_vendor_interface_and_its_bulk_endpoints(bus):
         assert shoe.config_resets == 0, "set_configuration on a configured device resets it"
     finally:
         t.close()
-    assert not shoe.claims
+    assert not shoe.claims and shoe.open_handles == 0
 
 
 def test_an_unconfigured_device_is_configured(bus):
