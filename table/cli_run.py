@@ -23,6 +23,7 @@ from .custody import CustodyViolation, DeckCustody
 from .logs import configure_logging
 from .rules.paytables import PaytableError
 from .rules.settlement import SettlementError, Tables
+from .service import ServiceRun, given_on_command_line, merge_config
 
 EXIT_CUSTODY = 3
 EXIT_DEVICE = 4
@@ -97,8 +98,17 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
               help="Default: info, or warning when logs would go to a terminal.")
+@click.option("--log-format", type=click.Choice(["json", "console", "auto"]), default=None,
+              help="Logs as JSON lines or for people; default: the config's, else console on a terminal, JSON elsewhere.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Table config TOML (`tablectl config check`); options given here override it. "
+                   "Default with --service: /etc/threecard/table.toml.")
+@click.option("--service", is_flag=True,
+              help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
+                   "stdout, sd_notify READY/WATCHDOG/STOPPING, rounds until stopped unless --rounds is given.")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
-                shoe_url, link_dir, log_file, log_level, transport="serial") -> None:
+                shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
+                service=False) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -108,17 +118,24 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     Exit status: 0 all rounds dealt; 2 bad usage; 3 a custody violation held a
     round; 4 a device failed or stopped answering.
     """
+    ctx = click.get_current_context()
+    settings = merge_config(ctx, config_path, service)
+    seats, deck_colours, ante_bonus, shuffler_url, shoe_url, log_level, log_format = (settings.options[k] for k in (
+        "seats", "deck_colours", "ante_bonus", "shuffler_url", "shoe_url", "log_level", "log_format"))
+    if service and as_json:
+        raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
+    svc = ServiceRun(service, settings)
     colours = _colours(deck_colours)
     if transport == "usb" and link_dir:
         raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
     if not simulate and not (shuffler_url and shoe_url):
         raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
-    stream = log_file or sys.stderr
-    level = log_level or ("warning" if log_file is None and sys.stderr.isatty() else "info")
-    configure_logging(stream=stream, fmt="json", level=level)
+    stream = log_file or (sys.stdout if service else sys.stderr)
+    level = log_level or ("warning" if log_file is None and stream.isatty() else "info")
+    configure_logging(stream=stream, fmt=log_format or ("json" if log_file or service else "auto"), level=level)
 
     try:
-        tables = Tables.load(ante_bonus=ante_bonus)
+        tables = Tables.load(ante_bonus=ante_bonus, **settings.other_paytables())
     except (PaytableError, SettlementError, OSError) as exc:
         raise click.BadParameter(str(exc), param_hint="--ante-bonus") from None
 
@@ -143,14 +160,21 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 dealer = ConsoleDealer()
                 decide = dealer.decide
                 usb_backend = None  # real USB devices: pyusb picks libusb
-            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend))
-            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend))
-            custody = DeckCustody([("A", colours[0]), ("B", colours[1])])
+            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
+                                                         config=settings.link_config("shuffler")))
+            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
+                                                     config=settings.link_config("shoe")))
+            svc.devices_up(stack, shuffler, shoe)
+            deck_ids = settings.deck_ids()
+            custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
-                                         ante_cents=ante_cents, tables=tables, decide=decide)
+                                         ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing())
             controller.prepare()
-            for _ in range(rounds):
+            for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
                 r = controller.play_round()
+                if service:
+                    svc.round_done(r, round_to_json(r))
+                    continue
                 results.append(r)
                 if not as_json:
                     click.echo(_round_line(r))
@@ -160,11 +184,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             error, code = str(exc), EXIT_DEVICE
         except KeyboardInterrupt:
             error, code = "interrupted", 130
+            svc.stopping(error)
         violations = len(controller.custody.violations) if controller else 0
         cards_read = controller.cards_read if controller else 0
 
     net_by_seat = {str(s): sum(r.seats[s - 1].net_cents for r in results) for s in range(1, seats + 1)}
-    if as_json:
+    if service:
+        svc.summary(cards_read, violations, error)
+    elif as_json:
         out: dict[str, Any] = {
             "rounds": [round_to_json(r) for r in results],
             "cards_read": cards_read,
