@@ -120,6 +120,8 @@ class SimulatedTable:
         rng: random.Random = secrets.SystemRandom() if seed is None else random.Random(seed)
         self.transport = transport
         self.usb_backend: EmulatorUsbBackend | None = None
+        self.shuffler_usb: EmulatedUsbDevice | None = None  # the USB side of each device (usb only),
+        self.shoe_usb: EmulatedUsbDevice | None = None  # for faults: unplug(), faults.busy_on_claim...
         if transport == "usb":
             devices = (EmulatedUsbDevice(DeviceKind.SHUFFLER, serial_number=SHUFFLER_SERIAL),
                        EmulatedUsbDevice(DeviceKind.SHOE, serial_number=SHOE_SERIAL))
