@@ -233,6 +233,11 @@ class Link:
         self._generation = 0
         self._pending_seq: int | None = None
         self._reply: Frame | None = None
+        # Reply hand-off from the reader to the waiting requester: a bare lock used as
+        # a binary semaphore (held = nothing to report), cheaper than Condition.wait.
+        self._signal = threading.Lock()
+        self._signal.acquire()
+        self._slot = threading.Lock()  # guards _pending_seq and _reply
         self._seq = 0
         self._last_event_seq: int | None = None
         self._last_rx = time.monotonic()
@@ -241,6 +246,7 @@ class Link:
         self._supervisor: threading.Thread | None = None
         self._parser = FrameParser()
         self._write_lock = threading.Lock()
+
         self._log = log.bind(link=name, url=getattr(transport, "name", "?"))
 
     # -- lifecycle ---------------------------------------------------------------
@@ -295,6 +301,7 @@ class Link:
             self._state = LinkState.CLOSED
             self._generation += 1
             self._cv.notify_all()
+        self._wake_requester()
         if was is LinkState.CLOSED and self._reader is None and self._supervisor is None:
             return
         sup, self._supervisor = self._supervisor, None
@@ -388,6 +395,9 @@ class Link:
 
     def _wait_up(self, internal: bool) -> int:
         """Block until the link can carry a request; return its generation."""
+        st = self._state
+        if st is LinkState.UP or (internal and st is LinkState.CONNECTING):
+            return self._generation  # the common case, without the lock
         deadline = time.monotonic() + self.config.reconnect_wait_s
         with self._cv:
             while True:
@@ -432,7 +442,8 @@ class Link:
             sends = 0
             while True:
                 gen = self._wait_up(internal)
-                with self._cv:
+                self._signal.acquire(blocking=False)  # forget a stale wake-up
+                with self._slot:
                     self._pending_seq, self._reply = seq, None
                 try:
                     self._write(wire)
@@ -442,14 +453,13 @@ class Link:
                     continue  # wait for the reconnect, then resend the same SEQ
                 sends += 1
                 deadline = time.monotonic() + timeout_s
-                with self._cv:
-                    while self._reply is None and self._generation == gen:
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        self._cv.wait(remaining)
+                while self._reply is None and self._generation == gen:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self._signal.acquire(timeout=remaining):
+                        break
+                with self._slot:
                     frame, self._pending_seq = self._reply, None
-                    went_down = frame is None and self._generation != gen
+                went_down = frame is None and self._generation != gen
                 if frame is not None:
                     break
                 if went_down:
@@ -499,6 +509,12 @@ class Link:
 
     # -- state changes -----------------------------------------------------------------
 
+    def _wake_requester(self) -> None:
+        try:
+            self._signal.release()
+        except RuntimeError:  # already signalled
+            pass
+
     def _notice(self, kind: str, detail: str) -> None:
         try:
             self.events.put_nowait(DeviceEvent(self.name, LinkNotice(kind, detail), time.monotonic()))
@@ -512,6 +528,7 @@ class Link:
             self._state = LinkState.DOWN
             self._generation += 1
             self._cv.notify_all()
+        self._wake_requester()
         self.stats.disconnects += 1
         self._log.warning("link_down", reason=reason)
         self._notice("link_down", reason)
@@ -524,6 +541,7 @@ class Link:
             self._refusal = exc
             self._generation += 1
             self._cv.notify_all()
+        self._wake_requester()
         kind = "identity_changed" if isinstance(exc, TamperDetected) else "handshake_refused"
         self._log.error(kind, error=str(exc))
         self._notice(kind, str(exc))
@@ -621,16 +639,12 @@ class Link:
 
     def _read_loop(self, gen: int) -> None:
         parser = self._parser
-        while True:
-            with self._cv:
-                if self._generation != gen or self._state is LinkState.CLOSED:
-                    return
+        read = self.transport.read
+        while self._generation == gen:
             try:
-                data = self.transport.read(512)
+                data = read(512)
             except LinkLost as exc:
-                with self._cv:
-                    current = self._generation == gen
-                if current:
+                if self._generation == gen:
                     self._go_down(str(exc))
                 return
             if data:
@@ -642,15 +656,15 @@ class Link:
                     self._on_frame(frame)
 
     def _on_frame(self, frame: Frame) -> None:
-        kind = direction_of(frame.type)
-        if kind is Direction.REPLY:
-            with self._cv:
+        if frame.type >= 0x80:  # a reply (SPEC §4): the hot path of every request
+            with self._slot:
                 if frame.seq == self._pending_seq and self._reply is None:
                     self._reply = frame
-                    self._cv.notify_all()
+                    self._wake_requester()
                     return
             self.stats.stale_replies += 1
             return
+        kind = direction_of(frame.type)
         if kind is Direction.REQUEST:
             self._reply_to(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
             return

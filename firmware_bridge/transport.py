@@ -27,7 +27,9 @@ class Transport(Protocol):
     def open(self) -> None: ...
 
     def read(self, max_bytes: int) -> bytes:
-        """Return 1..max_bytes bytes, or b"" after the read timeout. Raises LinkLost."""
+        """Return 1..max_bytes bytes, or b"" after the read timeout (or when
+        ``cancel_read`` woke it). Raises LinkLost.
+        """
 
     def write(self, data: bytes) -> None:
         """Write all of ``data``. Raises LinkLost."""
@@ -59,6 +61,7 @@ class SerialTransport:
         self.baudrate = baudrate
         self.read_timeout_s = read_timeout_s
         self._port: serial.SerialBase | None = None
+        self._fast: tuple[int, int] | None = None
 
     def open(self) -> None:
         """Open the port (exclusive). Raises :class:`TransportError`."""
@@ -79,16 +82,23 @@ class SerialTransport:
         if self.url.startswith("socket://"):
             _set_nodelay(port)
         self._port = port
+        # A posix port (real tty or pty): read and write its fd directly, one select
+        # and one syscall per burst instead of pyserial's ioctl + select + read.
+        fd, abort = getattr(port, "fd", None), getattr(port, "pipe_abort_read_r", None)
+        self._fast = (fd, abort) if isinstance(fd, int) and isinstance(abort, int) else None
 
     @property
     def is_open(self) -> bool:
         return self._port is not None and self._port.is_open
 
     def read(self, max_bytes: int = 512) -> bytes:
-        """Block up to ``read_timeout_s`` for at least one byte; b"" on timeout."""
+        """Block up to ``read_timeout_s`` for at least one byte; b"" on timeout or
+        when :meth:`cancel_read` woke it."""
         port = self._port
         if port is None:
             raise LinkLost(f"{self.url} is closed")
+        if self._fast is not None:
+            return self._read_fd(max_bytes, self.read_timeout_s)
         try:
             data = port.read(max(1, min(port.in_waiting, max_bytes)))
             # Drain what else is already waiting, so one call returns the whole burst
@@ -103,11 +113,42 @@ class SerialTransport:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
             raise LinkLost(f"{self.url}: read failed: {exc}") from exc
 
+    def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
+        fd, abort = self._fast
+        try:
+            ready, _, _ = select.select([fd, abort], [], [], timeout_s)
+            if abort in ready:
+                os.read(abort, 1000)
+                return b""
+            if not ready:
+                return b""
+            data = os.read(fd, max_bytes)
+        except BlockingIOError:
+            return b""
+        except (OSError, ValueError) as exc:  # EIO: the device (or the pty's master) went away
+            raise LinkLost(f"{self.url}: read failed: {exc}") from exc
+        if not data:
+            raise LinkLost(f"{self.url}: readable but no data: the device was disconnected")
+        return data
+
     def write(self, data: bytes) -> None:
         """Write all bytes or raise :class:`LinkLost`."""
         port = self._port
         if port is None:
             raise LinkLost(f"{self.url} is closed")
+        if self._fast is not None:
+            fd = self._fast[0]
+            view = memoryview(data)
+            try:
+                while view:
+                    try:
+                        view = view[os.write(fd, view):]
+                    except BlockingIOError:
+                        if not select.select([], [fd], [], 2.0)[1]:
+                            raise LinkLost(f"{self.url}: write timed out (2 s)") from None
+            except (OSError, ValueError) as exc:
+                raise LinkLost(f"{self.url}: write failed: {exc}") from exc
+            return
         try:
             port.write(data)
         except (serial.SerialException, OSError, TypeError, AttributeError) as exc:

@@ -140,8 +140,7 @@ class Message:
 class Identify(Message):
     """Host → device: who are you? Answered by :class:`IdentifyReply`, never from
     the reply cache. Payload: ``host_session`` u32, a value the host draws once per
-    link; a device that sees a new one clears its reply cache (SPEC §6.1). An empty
-    payload (older hosts) means session 0."""
+    link; a device that sees a new one clears its reply cache (SPEC §6.1)."""
 
     TYPE: ClassVar[int] = 0x01
     host_session: int = 0
@@ -153,9 +152,8 @@ class Identify(Message):
 
     @classmethod
     def decode(cls, payload: bytes) -> "Identify":
-        if len(payload) not in (0, 4):
-            raise MessageError(f"Identify payload must be 0 or 4 bytes, got {len(payload)}")
-        return cls(int.from_bytes(payload, "big") if payload else 0)
+        _expect_len(cls, payload, 4)
+        return cls(int.from_bytes(payload, "big"))
 
 
 @_register

@@ -3,7 +3,7 @@
 Imports ``protocols`` only, never the host's ``firmware_bridge`` or ``devices``,
 so one bug cannot hide on both ends (DESIGN.md, "Layers").
 
-Each emulator runs one thread that blocks in ``selectors`` on its port and a
+Each emulator runs one thread that blocks in ``poll`` on its port and a
 wake-up pipe; with nothing to send and nothing arriving it sleeps with no
 timeout, so an idle emulator costs no CPU.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import os
 import secrets
-import selectors
+import select
 import threading
 import time
 from typing import Callable, Protocol
@@ -79,6 +79,7 @@ class FirmwareEmulator:
         retransmit_initial_ms: int = 50,
         retransmit_max_ms: int = 2000,
         frame_gap_ms: int = 50,
+        boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.port = port
@@ -99,7 +100,7 @@ class FirmwareEmulator:
         self._identified = False
         self._reply_cache: tuple[int, bytes] | None = None
         self._host_session: int | None = None
-        self.boot_id = secrets.randbits(32)
+        self.boot_id = secrets.randbits(32) if boot_id is None else boot_id
         self.boots = 1
         self.executed: list[tuple[int, Message]] = []  # (host SEQ, request) acted on, for tests
         self._parser = FrameParser()
@@ -174,59 +175,60 @@ class FirmwareEmulator:
             pass  # the host is gone; the ARQ resends once it is back
 
     def _loop(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        poller = select.poll()  # poll, not selectors: fewer objects per wake-up
+        poller.register(self._wake_r, select.POLLIN)
         port_fd = -1
-        try:
-            while not self._stop:
-                fd = self.port.fileno()
-                if fd != port_fd:  # the port reconnected (TCP accept, new pty, new socket pair)
-                    if port_fd >= 0:
-                        try:
-                            sel.unregister(port_fd)
-                        except (KeyError, ValueError, OSError):
-                            pass
-                    port_fd = fd
-                    if fd >= 0:
-                        sel.register(fd, selectors.EVENT_READ, "port")
+        wake_r = self._wake_r
+        while not self._stop:
+            fd = self.port.fileno()
+            if fd != port_fd:  # the port reconnected (TCP accept, new pty, new socket pair)
+                if port_fd >= 0:
+                    try:
+                        poller.unregister(port_fd)
+                    except (KeyError, ValueError, OSError):
+                        pass
+                port_fd = fd
+                if fd >= 0:
+                    poller.register(fd, select.POLLIN)
+            timeout = None
+            if self._pending is not None:
                 with self.lock:
-                    timeout = None
                     if self._pending is not None:
                         timeout = max(0.0, self._pending_deadline - time.monotonic())
-                if self._parser.pending:
-                    # A partial frame: if the line stays idle past the gap it can never
-                    # complete (SPEC §2.1 step 5); drop it and rescan.
-                    gap = self._last_rx + self.frame_gap_ms / 1000 - time.monotonic()
-                    if gap <= 0:
-                        for frame in self._parser.expire():
-                            self._on_frame(frame)
-                        continue
-                    timeout = gap if timeout is None else min(timeout, gap)
-                for key, _ in sel.select(timeout):
-                    if key.data == "wake":
-                        try:
-                            os.read(self._wake_r, 512)
-                        except BlockingIOError:
-                            pass
-                    else:
-                        try:
-                            data = self.port.read(4096)
-                        except OSError:
-                            data = b""
-                        if data:
-                            self._last_rx = time.monotonic()
-                            for frame in self._parser.feed(data):
-                                self._on_frame(frame)
-                        elif self._parser.pending:
-                            self._parser.reset()
-                if self._stop:
-                    break
-                self._pump()
-        finally:
-            sel.close()
+            if self._parser.pending:
+                # A partial frame: if the line stays idle past the gap it can never
+                # complete (SPEC §2.1 step 5); drop it and rescan.
+                gap = self._last_rx + self.frame_gap_ms / 1000 - time.monotonic()
+                if gap <= 0:
+                    for frame in self._parser.expire():
+                        self._on_frame(frame)
+                    continue
+                timeout = gap if timeout is None else min(timeout, gap)
+            for ready_fd, _ in poller.poll(None if timeout is None else timeout * 1000):
+                if ready_fd == wake_r:
+                    try:
+                        os.read(wake_r, 512)
+                    except BlockingIOError:
+                        pass
+                    continue
+                try:
+                    data = self.port.read(4096)
+                except OSError:
+                    data = b""
+                if data:
+                    self._last_rx = time.monotonic()
+                    for frame in self._parser.feed(data):
+                        self._on_frame(frame)
+                elif self._parser.pending:
+                    self._parser.reset()
+            if self._stop:
+                break
+            self._pump()
 
     def _pump(self) -> None:
         """Send the next event, or resend the unacknowledged one when its time is up."""
+        if self._pending is None and not (self._outbox and self._identified):
+            return  # nothing to send (read without the lock: a hint, rechecked below)
         with self.lock:
             now = time.monotonic()
             if self._pending is not None:
@@ -283,22 +285,20 @@ class FirmwareEmulator:
             self._pump()
             return
         with self.lock:
-            if not self._identified:
-                reply = None
-            else:
+            wire = None
+            if self._identified:
                 cached = self._reply_cache
                 if cached is not None and cached[0] == frame.seq:
-                    wire = cached[1]
-                    reply = False
+                    wire = cached[1]  # a retransmitted request: answer again, act once
                 else:
                     self.executed.append((frame.seq, msg))
                     reply = EchoReply(msg.data) if isinstance(msg, Echo) else self.handle_request(msg)
-        if reply is None:
+                    wire = encode_frame(frame.seq, *encode_message(reply))
+                    self._reply_cache = (frame.seq, wire)
+        if wire is None:
             self._reply(frame.seq, Nak(NakCode.NOT_IDENTIFIED), cache=False)
-        elif reply is False:
-            self._send(wire)  # a retransmitted request: answer again, act once
         else:
-            self._reply(frame.seq, reply)
+            self._send(wire)
 
     def identify_reply(self) -> IdentifyReply:
         """This device's identity (SPEC §4.1)."""
