@@ -77,6 +77,14 @@ def test_link_section_feeds_link_config_and_table_timing():
     assert cfg.link.table_timing().event_timeout_s == 2.0
 
 
+def test_device_serial_number_pins_the_link_and_heartbeat_keys_reach_it():
+    cfg = parse_config(MINIMAL.replace('url = "/dev/threecard/shoe"', 'url = "/dev/threecard/shoe"\nserial_number = "SHOE-0042"')
+                       + "[link]\nheartbeat_interval_ms = 750\nheartbeat_misses = 4\n")
+    shoe, shuffler = cfg.link.link_config(cfg.devices.shoe), cfg.link.link_config(cfg.devices.shuffler)
+    assert (shoe.pinned_serial, shuffler.pinned_serial) == ("SHOE-0042", None)
+    assert (shoe.heartbeat_interval_ms, shoe.heartbeat_misses) == (750, 4)
+
+
 def test_show_output_reads_back_to_the_same_config():
     cfg = load_config(EXAMPLE)
     assert parse_config(cfg.to_toml(), EXAMPLE) == cfg
