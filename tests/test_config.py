@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -258,5 +259,5 @@ def test_cli_show_prints_effective_config_as_toml_and_json(tmp_path):
 def test_config_is_a_frozen_dataclass_tree():
     cfg = parse_config(MINIMAL)
     assert isinstance(cfg, TableConfig)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.table.seats = 5  # type: ignore[misc]
