@@ -43,6 +43,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import structlog
 
@@ -165,6 +166,8 @@ class DeviceEvent:
     source: str
     message: Message | LinkNotice
     received_at: float
+    seq: int = -1
+    boot_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ class Link:
         config: LinkConfig | None = None,
         events: "queue.Queue[DeviceEvent] | None" = None,
         auto_reconnect: bool = True,
+        ack_on_delivery: bool = True,
     ) -> None:
         self.transport = transport
         self.name = name
@@ -223,6 +227,12 @@ class Link:
             events if events is not None else queue.Queue(self.config.event_queue_size)
         )
         self.auto_reconnect = auto_reconnect
+        self.ack_on_delivery = ack_on_delivery
+        #: Called at each handshake with the device's identity; returns the SEQ of the
+        #: last event already recorded for this boot (or None), so a restarted host
+        #: does not take the device's resend of it as new.
+        self.resume: Callable[[DeviceIdentity], int | None] | None = None
+        self._last_acked = True
         self.stats = LinkStats()
         self.identity: DeviceIdentity | None = None
         self.expected_kind: DeviceKind | None = None
@@ -345,6 +355,11 @@ class Link:
         rebooted = not first and ident.boot_id != self.identity.boot_id
         if first or rebooted:
             self._last_event_seq = None  # the device's event SEQs start afresh
+            self._last_acked = True
+        if self.resume is not None:
+            done = self.resume(ident)
+            if done is not None:
+                self._last_event_seq, self._last_acked = done, True
         if rebooted:
             self.stats.reboots += 1
             self._notice("device_rebooted", f"boot_id {self.identity.boot_id:08x} -> {ident.boot_id:08x}")
@@ -534,6 +549,8 @@ class Link:
         self._notice("link_down", reason)
 
     def _refuse(self, exc: HandshakeError) -> None:
+        kind = "identity_changed" if isinstance(exc, TamperDetected) else "handshake_refused"
+        self._notice(kind, str(exc))  # queued before the state changes: whoever sees REFUSED finds it
         with self._cv:
             if self._state is LinkState.CLOSED:
                 return
@@ -542,9 +559,7 @@ class Link:
             self._generation += 1
             self._cv.notify_all()
         self._wake_requester()
-        kind = "identity_changed" if isinstance(exc, TamperDetected) else "handshake_refused"
         self._log.error(kind, error=str(exc))
-        self._notice(kind, str(exc))
 
     # -- supervisor: heartbeat and reconnect -------------------------------------------------
 
@@ -676,15 +691,31 @@ class Link:
             code = NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE
             self._reply_to(frame.seq, Nak(code))
             return
+        if self._state is not LinkState.UP:
+            return  # not before the handshake is done: unacknowledged, the device resends it
         if frame.seq == self._last_event_seq:
             self.stats.duplicate_events += 1
-            self._reply_to(frame.seq, Ack())
-            return
+            if self._last_acked:
+                self._reply_to(frame.seq, Ack())
+            return  # else the consumer has not recorded it yet: its ACK will come
+        ident = self.identity
         try:
-            self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic()))
+            self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
+                                               ident.boot_id if ident else 0))
         except queue.Full:
             self.stats.backpressure += 1  # no ACK: the device sends it again later
             return
         self._last_event_seq = frame.seq
         self.stats.events += 1
-        self._reply_to(frame.seq, Ack())
+        if self.ack_on_delivery:
+            self._reply_to(frame.seq, Ack())
+        else:
+            self._last_acked = False
+
+    def acknowledge(self, event: DeviceEvent) -> None:
+        """ACK a device event once it is recorded (``ack_on_delivery=False``): until
+        then the device keeps it and resends it, so a host that dies between
+        delivery and record gets it again after restart (SPEC §6.3)."""
+        if event.source == self.name and event.seq == self._last_event_seq and not self._last_acked:
+            self._last_acked = True
+            self._reply_to(event.seq, Ack())
