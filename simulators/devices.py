@@ -56,6 +56,35 @@ def deck_colour(cards: list[SimCard]) -> BackColour:
     return collections.Counter(c.back_colour for c in cards).most_common(1)[0][0]
 
 
+#: Shuffle modes of :class:`ShufflerEmulator`: a uniform permutation, or one riffle (weak).
+SHUFFLE_MODES = ("random", "riffle1")
+
+
+def riffle_once(cards: list, rng: random.Random) -> list:
+    """One Gilbert-Shannon-Reeds riffle of ``cards`` (a new list, same length).
+
+    The deck is cut binomially (n, 1/2) and the two packets are interleaved,
+    each next card dropping from a packet with probability proportional to its
+    size. One riffle leaves at most two rising sequences: far from random
+    (Bayer and Diaconis 1992 need about seven), which is what a weak-shuffle
+    test wants.
+    """
+    n = len(cards)
+    cut = sum(rng.random() < 0.5 for _ in range(n))
+    left, right = cards[:cut], cards[cut:]
+    out: list = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        a, b = len(left) - i, len(right) - j
+        if rng.random() * (a + b) < a:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    return out
+
+
 @dataclass
 class ShufflerFaults:
     """Faults to inject on the next shuffle (fault injection for tests and scenarios)."""
@@ -71,14 +100,21 @@ class ShufflerEmulator(FirmwareEmulator):
     :meth:`take` the verified deck. Host side: ``Shuffle`` shuffles with ``rng``
     and verifies the deck (counts, duplicates, foreign cards), ``GetStatus``.
     ``rng`` is a ``random.Random``-like object; the simulated table passes
-    ``secrets.SystemRandom()`` unless a seed was given.
+    ``secrets.SystemRandom()`` unless a seed was given. ``shuffle``: ``"random"``
+    (a uniform permutation from ``rng``) or ``"riffle1"``, a deliberately weak
+    shuffle of one riffle (:func:`riffle_once`) for testing the host's
+    randomness check (issue 7). Raises ``ValueError`` for another mode.
     """
 
     KIND = DeviceKind.SHUFFLER
 
-    def __init__(self, port, *, rng: random.Random, serial_number: str = "SHF-SIM-0001", **kw) -> None:
+    def __init__(self, port, *, rng: random.Random, serial_number: str = "SHF-SIM-0001", shuffle: str = "random",
+                 **kw) -> None:
+        if shuffle not in SHUFFLE_MODES:
+            raise ValueError(f"shuffle mode {shuffle!r}: choose one of {', '.join(SHUFFLE_MODES)}")
         super().__init__(port, serial_number=serial_number, **kw)
         self.rng = rng
+        self.shuffle_mode = shuffle
         self.cards: list[SimCard] | None = None
         self.colour = BackColour.NONE
         self.verified = False
@@ -126,7 +162,10 @@ class ShufflerEmulator(FirmwareEmulator):
                 self.faults.jam_next_shuffle = False
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))
                 return Ack()
-            self.rng.shuffle(self.cards)
+            if self.shuffle_mode == "riffle1":
+                self.cards = riffle_once(self.cards, self.rng)
+            else:
+                self.rng.shuffle(self.cards)
             self.shuffles += 1
             self.emit(self._verify())
             return Ack()
