@@ -9,6 +9,7 @@ import click
 
 from . import cli_config, cli_rules
 from .cli_devices import devices_command
+from .cli_emulate import emulate_command
 from .cli_run import run_command
 
 
@@ -22,3 +23,4 @@ main.add_command(run_command)
 cli_rules.register(main)
 cli_config.register(main)
 main.add_command(devices_command)
+main.add_command(emulate_command)

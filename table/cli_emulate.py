@@ -1,0 +1,81 @@
+"""``tablectl emulate shuffler|shoe``: one device emulator as its own process, for a bench.
+
+The emulator itself is :mod:`simulators.standalone`; this module only parses
+the command line and sets up logging (stderr: stdout carries the address and
+the control replies). Documented in ``docs/emulators.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from protocols.messages import PROTOCOL_MAJOR
+from simulators.devices import SHUFFLE_MODES
+from simulators.standalone import EmulatorOptions, parse_address, serve
+
+from .logs import FORMATS, configure_logging
+
+
+def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    try:
+        return parse_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("emulate")
+@click.argument("kind", type=click.Choice(["shuffler", "shoe"]))
+@click.option("--pty", "pty_path", metavar="PATH", help="Listen on a new pty; PATH becomes a symlink to it.")
+@click.option("--tcp", metavar="HOST:PORT", callback=_address,
+              help="Listen on TCP (port 0: any free port); the host opens socket://HOST:PORT.")
+@click.option("--seed", type=int, default=None, help="Reproducible shuffles (default: secrets.SystemRandom).")
+@click.option("--serial", "serial_number", metavar="SN", default=None,
+              help="Serial number in IdentifyReply (default SHF-SIM-0001 / SHOE-SIM-0001).")
+@click.option("--log-frames", is_flag=True, help="Log every frame (direction, hex, decoded message) on stderr.")
+@click.option("--log-format", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--weak-shuffle", is_flag=True,
+              help="Shuffler: one riffle per shuffle instead of a uniform permutation (to test the randomness check).")
+@click.option("--shuffle-mode", type=click.Choice(SHUFFLE_MODES), default=None, hidden=True)
+@click.option("--protocol-major", type=click.IntRange(0, 255), default=PROTOCOL_MAJOR, show_default=True,
+              help="Protocol major version to claim; another than the host's makes a non-conforming device.")
+@click.option("--control", metavar="HOST:PORT", callback=_address,
+              help="Also accept control commands on this TCP address (one per line, like stdin).")
+@click.option("--no-stdin", is_flag=True, help="Do not read control commands from stdin.")
+def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None, seed: int | None,
+                    serial_number: str | None, log_frames: bool, log_format: str, weak_shuffle: bool,
+                    shuffle_mode: str | None, protocol_major: int, control: tuple[str, int] | None,
+                    no_stdin: bool) -> None:
+    """Run a shuffler or shoe emulator until SIGTERM or SIGINT (exit 0).
+
+    Prints where it listens as the first line on stdout (the pty symlink PATH,
+    or socket://HOST:PORT), then reads control commands on stdin, one per line
+    ('help' lists them; docs/emulators.md), answering 'ok ...' or 'error ...'.
+    """
+    if (pty_path is None) == (tcp is None):
+        raise click.UsageError("give exactly one of --pty PATH or --tcp HOST:PORT")
+    if weak_shuffle and kind != "shuffler":
+        raise click.UsageError("--weak-shuffle is for the shuffler")
+    configure_logging(stream=sys.stderr, fmt=log_format)
+    try:
+        options = EmulatorOptions(kind, pty=pty_path, tcp=tcp, seed=seed, serial_number=serial_number,
+                                  shuffle=shuffle_mode or ("riffle1" if weak_shuffle else "random"),
+                                  protocol_major=protocol_major, control=control, log_frames=log_frames)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    stdin_fd = None if no_stdin else _stdin_fd()
+    try:
+        code = serve(options, stdout=sys.stdout, stdin_fd=stdin_fd)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen: {exc}") from None
+    sys.exit(code)
+
+
+def _stdin_fd() -> int | None:
+    try:
+        return sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None

@@ -1,0 +1,131 @@
+"""``tablectl emulate``: a standalone emulator process a host reaches over TCP or a pty."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+
+import pytest
+
+from devices import CardShoe, Shuffler
+from firmware_bridge.errors import RequestRefused
+from firmware_bridge.link import LinkConfig, LinkNotice
+from protocols.cards import BackColour
+from protocols.messages import (CardDrawn, CardUnreadable, DeckInserted, DeckVerified, DeviceKind, DeviceState,
+                                NakCode, ShoeLoaded, ShufflerFault)
+from simulators.standalone import ControlError, EmulatorOptions, StandaloneEmulator, parse_address
+
+from hil_helpers import EmulatorProcess
+
+FAST = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=400, max_attempts=10, heartbeat_interval_ms=60_000,
+                  reconnect_initial_ms=20, reconnect_max_ms=200, reconnect_wait_s=10, read_timeout_ms=50)
+
+
+def next_message(events: queue.Queue, timeout_s: float = 10.0):
+    while True:
+        msg = events.get(timeout=timeout_s).message
+        if not isinstance(msg, LinkNotice):
+            return msg
+
+
+def test_shuffler_over_tcp_handshakes_answers_and_stops_on_sigterm(tmp_path):
+    with EmulatorProcess("shuffler", "--tcp", "127.0.0.1:0", "--seed", "5", "--serial", "SHF-BENCH-7",
+                         log_path=tmp_path / "shuffler.log") as emu:
+        assert emu.url.startswith("socket://127.0.0.1:") and not emu.url.endswith(":0")
+        events: queue.Queue = queue.Queue()
+        with Shuffler.open(emu.url, config=FAST, events=events) as shuffler:
+            ident = shuffler.identity
+            assert (ident.kind, ident.serial_number, ident.protocol_major) == (DeviceKind.SHUFFLER, "SHF-BENCH-7", 1)
+            assert shuffler.status().state is DeviceState.IDLE
+            with pytest.raises(RequestRefused) as info:
+                shuffler.shuffle()
+            assert info.value.code is NakCode.NO_DECK
+            assert emu.control("insert blue") == "ok inserted blue cards=52"
+            inserted = next_message(events)
+            assert isinstance(inserted, DeckInserted) and inserted.back_colour is BackColour.BLUE
+            shuffler.shuffle()
+            verified = next_message(events)
+            assert isinstance(verified, DeckVerified) and verified.complete
+            assert emu.control("jam") == "ok the next shuffle jams"
+            shuffler.shuffle()
+            assert isinstance(next_message(events), ShufflerFault)
+            assert emu.control("door open").startswith("ok")
+            with pytest.raises(RequestRefused) as info:
+                shuffler.shuffle()
+            assert info.value.code is NakCode.DOOR_OPEN
+        assert emu.stop(signal.SIGTERM) == 0
+        assert '"event": "stopped"' in emu.logs() and "SIGTERM" in emu.logs()
+
+
+def test_shoe_over_a_pty_symlink_logs_frames_and_stops_on_sigint(tmp_path):
+    link = tmp_path / "bench" / "shoe"
+    with EmulatorProcess("shoe", "--pty", str(link), "--log-frames", "--log-format", "json",
+                         log_path=tmp_path / "shoe.log") as emu:
+        assert emu.url == str(link) and link.is_symlink()
+        events: queue.Queue = queue.Queue()
+        with CardShoe.open(str(link), config=FAST, events=events) as shoe:
+            assert shoe.identity.kind is DeviceKind.SHOE
+            assert emu.control("load red ordered") == "ok loaded red cards=52"
+            assert isinstance(next_message(events), ShoeLoaded)
+            assert emu.control("unreadable 1").startswith("ok")
+            assert emu.control("draw 3") == "ok drew 2c 2d 2h"
+            first, *rest = (next_message(events) for _ in range(3))
+            assert isinstance(first, CardUnreadable) and first.draw_index == 0
+            assert [(d.draw_index, str(d.card)) for d in rest] == [(1, "2d"), (2, "2h")]
+            assert all(isinstance(d, CardDrawn) for d in rest)
+            assert shoe.status().cards == 49
+        assert emu.stop(signal.SIGINT) == 0
+    assert not link.exists() and not link.is_symlink()  # the symlink went with the emulator
+    frames = [json.loads(line) for line in emu.logs().splitlines() if '"frame"' in line]
+    assert {f["direction"] for f in frames} == {"rx", "tx"}
+    identify = next(f for f in frames if f["direction"] == "rx")
+    assert identify["message"]["message"] == "Identify" and identify["hex"].startswith("a504")
+    assert any(f["message"]["message"] == "CardDrawn" for f in frames)
+
+
+def test_a_control_socket_takes_the_same_commands(tmp_path):
+    import socket
+
+    with EmulatorProcess("shoe", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--no-stdin",
+                         log_path=tmp_path / "shoe.log") as emu:
+        assert emu.extra[0].startswith("control 127.0.0.1:")
+        host, port = parse_address(emu.extra[0].split()[1])
+        with socket.create_connection((host, port)) as ctl, ctl.makefile("rwb") as f:
+            f.write(b"load green ordered\nstatus\nfly\n")
+            f.flush()
+            assert f.readline() == b"ok loaded green cards=52\n"
+            assert b"cards=52 colour=green" in f.readline()
+            assert f.readline().startswith(b"error unknown command")
+        assert emu.stop() == 0
+
+
+def test_bad_usage_exits_2(tmp_path):
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    r = CliRunner().invoke(main, ["emulate", "shoe"])
+    assert r.exit_code == 2 and "exactly one of --pty" in r.output
+    r = CliRunner().invoke(main, ["emulate", "shoe", "--tcp", "nohost"])
+    assert r.exit_code == 2 and "HOST:PORT" in r.output
+    r = CliRunner().invoke(main, ["emulate", "shoe", "--tcp", "127.0.0.1:0", "--weak-shuffle"])
+    assert r.exit_code == 2 and "shuffler" in r.output
+
+
+def test_control_commands_in_process(tmp_path):
+    emu = StandaloneEmulator(EmulatorOptions("shuffler", tcp=("127.0.0.1", 0), seed=1))
+    try:
+        assert emu.command("insert red -As +Kd foreign=2") == "inserted red cards=54"
+        assert "cards=54" in emu.command("status")
+        with pytest.raises(ControlError, match="no verified deck"):
+            emu.command("take")
+        with pytest.raises(ControlError, match="unknown back colour"):
+            emu.command("insert mauve")
+        with pytest.raises(ControlError, match="shoe command"):
+            emu.command("draw")
+        with pytest.raises(ControlError, match="door open"):
+            emu.command("door ajar")
+        assert emu.command("reboot").startswith("rebooted boot_id=")
+    finally:
+        emu.stop()
