@@ -11,7 +11,7 @@ arrival time.
 from __future__ import annotations
 
 import queue
-from typing import ClassVar, TypeVar
+from typing import Callable, ClassVar, TypeVar
 
 from firmware_bridge.link import DeviceEvent, DeviceIdentity, Link, LinkConfig
 from firmware_bridge.factory import transport_for
@@ -41,6 +41,8 @@ class DeviceDriver:
         events: "queue.Queue[DeviceEvent] | None" = None,
         name: str | None = None,
         usb_backend: object = None,
+        ack_on_delivery: bool = True,
+        resume: "Callable[[DeviceIdentity], int | None] | None" = None,
     ) -> D:
         """Open ``url``, handshake, and return a connected driver.
 
@@ -54,7 +56,9 @@ class DeviceDriver:
         """
         transport = transport_for(url, usb_backend=usb_backend,
                                   read_timeout_ms=config.read_timeout_ms if config is not None else None)
-        link = Link(transport, name=name or str(cls.KIND), config=config, events=events)
+        link = Link(transport, name=name or str(cls.KIND), config=config, events=events,
+                    ack_on_delivery=ack_on_delivery)
+        link.resume = resume
         link.open()
         driver = cls(link)
         try:

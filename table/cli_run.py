@@ -18,7 +18,19 @@ from firmware_bridge.errors import LinkError
 from protocols.cards import BackColour
 from protocols.errors import CardError
 
-from .controller import RoundHeld, RoundResult, TableController, TableError, q64_player
+from .control import ControlSocket, KeyConsole
+from .controller import (
+    Console,
+    DeviceFault,
+    DeviceTimeout,
+    RoundHeld,
+    RoundResult,
+    SupervisorRequired,
+    TableController,
+    TableError,
+    q64_player,
+)
+from .journal import Journal, JournalError
 from .custody import CustodyViolation, DeckCustody
 from .logs import configure_logging
 from .rules.paytables import PaytableError
@@ -103,20 +115,31 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config TOML (`tablectl config check`); options given here override it. "
                    "Default with --service: /etc/threecard/table.toml.")
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
+                   "restored from it and a round in progress is held. Default with --service: the config's "
+                   "journal.path. Without it no record is kept.")
+@click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
+              help="Unix socket for dealer and supervisor commands (docs/console.md).")
+@click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
 @click.option("--service", is_flag=True,
               help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
                    "stdout, sd_notify READY/WATCHDOG/STOPPING, rounds until stopped unless --rounds is given.")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
-                service=False) -> None:
+                service=False, journal_path=None, control_socket=None, supervisor=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
     and a virtual dealer moves the cards; otherwise give --shuffler-url and
     --shoe-url and the dealer is prompted on the terminal.
 
+    A held round (a custody violation, a device fault, a restart mid-round)
+    waits for a supervisor on the control socket or at the terminal; with
+    neither attached the run stops.
+
     Exit status: 0 all rounds dealt; 2 bad usage; 3 a custody violation held a
-    round; 4 a device failed or stopped answering.
+    round and no supervisor could be asked; 4 a device failed or stopped answering.
     """
     ctx = click.get_current_context()
     settings = merge_config(ctx, config_path, service)
@@ -139,12 +162,32 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     except (PaytableError, SettlementError, OSError) as exc:
         raise click.BadParameter(str(exc), param_hint="--ante-bonus") from None
 
+    if journal_path is None and service and settings.config is not None and not simulate:
+        journal_path = str(settings.config.journal.path)
+    try:
+        journal = Journal(journal_path) if journal_path else None
+    except JournalError as exc:
+        raise click.BadParameter(str(exc), param_hint="--journal") from None
+    if journal is not None and simulate and journal.last_seq:
+        journal.close()
+        raise click.BadParameter(
+            f"{journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate starts "
+            "a fresh simulated table; give a new journal path", param_hint="--journal")
+
     signal.signal(signal.SIGTERM, _raise_exit)
     results: list[RoundResult] = []
     error: str | None = None
     code = 0
     with ExitStack() as stack:
         controller = None
+        if journal is not None:
+            stack.callback(journal.close)
+        console = Console()
+        if control_socket:
+            stack.callback(ControlSocket(control_socket, console).close)
+        if sys.stdin.isatty() and not as_json and not service:
+            KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
+        resume = TableController.resume_hook(journal)
         try:
             events: queue.Queue = queue.Queue(maxsize=1024)
             if simulate:
@@ -161,24 +204,34 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 decide = dealer.decide
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler")))
+                                                         config=settings.link_config("shuffler"),
+                                                         ack_on_delivery=journal is None, resume=resume))
             shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe")))
+                                                     config=settings.link_config("shoe"),
+                                                     ack_on_delivery=journal is None, resume=resume))
             svc.devices_up(stack, shuffler, shoe)
             deck_ids = settings.deck_ids()
             custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
-                                         ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing())
+                                         ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
+                                         journal=journal, console=console, auto_dealer=simulate)
             controller.prepare()
             for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
-                r = controller.play_round()
+                try:
+                    r = controller.play_round()
+                except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
+                    if not console.attached:
+                        raise
+                    click.echo(f"tablectl run: {exc}; waiting for a supervisor", err=True)
+                    controller.resolve_held()
+                    continue
                 if service:
                     svc.round_done(r, round_to_json(r))
                     continue
                 results.append(r)
                 if not as_json:
                     click.echo(_round_line(r))
-        except (RoundHeld, CustodyViolation) as exc:
+        except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
             error, code = str(exc), EXIT_CUSTODY
         except (TableError, LinkError) as exc:
             error, code = str(exc), EXIT_DEVICE

@@ -39,8 +39,7 @@ class ConsoleDealer:
         self._say("Draw the next card.")
 
     def collect(self) -> None:
-        click.prompt("Collect the round's cards and the shoe's stub into the discard rack, then press Enter",
-                     default="", show_default=False, err=True)
+        self._say("Collect the round's cards and the shoe's stub into the discard rack.")
 
     def decide(self, seat: int, cards: list[Card]) -> Decision:
         """Ask for a seat's play-or-fold decision (the player's cards stay on the layout)."""

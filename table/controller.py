@@ -2,32 +2,40 @@
 
 One thread (the caller's) feeds both machines: it prompts the dealer for a
 physical action, then consumes device events from the one queue both links
-share, in arrival order, feeding each to the deck custody machine. The same
+share, in arrival order. Each device event is written to the journal before
+anything is done with it, and ACKed to the device only then, so a controller
+killed at any point gets the event again after restart (SPEC §6.3). The same
 code runs a real table (a console dealer) and a simulated one (the virtual
 dealer of ``simulators``).
 
 Procedure per round (58 Pa. Code 649a.3(b), 649a.11, 649a.12; CA TCP
 standards of play): the deck in the shoe is dealt 3 cards to each seat and 3
 to the dealer, one at a time in turn; each seat plays or folds; the dealer's
-hand is revealed only after every decision (816a.1); the round is settled,
-then collected into the discard rack. Between rounds the verified deck comes
-out of the shuffler into the shoe and the deck just played goes from the
-discard rack into the shuffler to be shuffled and verified.
+hand is revealed only after every decision (816a.1); the round is settled and
+the result journaled before it is posted (816a.1), then the cards are
+collected into the discard rack. Between rounds the verified deck comes out
+of the shuffler into the shoe and the deck just played goes from the discard
+rack into the shuffler to be shuffled and verified.
+
+On restart, custody is restored from the journal; a round that was in
+progress is held for a supervisor, never silently resumed (issue 5).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import queue
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
-from firmware_bridge.link import DeviceEvent, LinkNotice
+from firmware_bridge.link import DeviceEvent, DeviceIdentity, LinkNotice
 from protocols.cards import BackColour, Card
 from protocols.messages import (
     CardDrawn,
@@ -35,20 +43,24 @@ from protocols.messages import (
     DeckDelivered,
     DeckInserted,
     DeckVerified,
+    DeviceState,
     Message,
     ShoeEmpty,
     ShoeLoaded,
     ShufflerFault,
 )
+from protocols.vectors import message_to_dict
 
-from .custody import CustodyViolation, Deck, DeckCustody
+from .custody import CustodyViolation, Deck, DeckCustody, DeckPlace, Rule
+from .journal import Journal
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
-from .rules.settlement import Decision, SeatSettlement, Wagers, settle_seat
+from .rules.settlement import Decision, SeatSettlement, Tables, Wagers, settle_seat
 from .rules.strategy import plays_q64
 
 log = structlog.get_logger("table")
+P = DeckPlace
 
 
 class Dealer(Protocol):
@@ -78,30 +90,109 @@ class DeviceFault(TableError):
     """A device reported a fault (jam, door open, shoe empty) or its link failed."""
 
 
+class Sealed(TableError):
+    """What was asked is sealed until the wagers it decides are final (58 Pa. Code 816a.1)."""
+
+
+class SupervisorRequired(TableError):
+    """The table waits for a supervisor, and no console is attached to ask one."""
+
+
 class RoundHeld(TableError):
     """The round is held for a supervisor; ``violation`` is the custody rule broken."""
 
-    def __init__(self, round_id: str, violation: CustodyViolation) -> None:
-        super().__init__(f"round {round_id} held for a supervisor: {violation}")
+    def __init__(self, round_id: str, violation: CustodyViolation | None, reason: str = "") -> None:
+        super().__init__(f"round {round_id} held for a supervisor: {violation or reason}")
         self.round_id = round_id
         self.violation = violation
+        self.reason = reason or str(violation)
 
 
 @dataclass(frozen=True)
 class TableTiming:
-    """How long the controller waits for device events (s)."""
+    """How long the controller waits (s)."""
 
     event_timeout_s: float = 10.0
     shuffle_timeout_s: float = 180.0
+    settle_s: float = 0.5  # at start-up, for events the devices still hold for us
+
+
+# --- console: dealer and supervisor commands ---------------------------------------
+
+
+@dataclass
+class Command:
+    """One dealer or supervisor command (from the control socket or a key).
+
+    ``action``: ``close_bets``, ``confirm_collect``, ``void`` (args ``reason``,
+    ``supervisor``), ``register_deck`` (``colour``, ``deck_id``, ``supervisor``),
+    ``confirm_card`` (``card``, ``supervisor``), ``status``.
+    ``reply`` is called once with a JSON-ready dict.
+    """
+
+    action: str
+    args: dict[str, Any] = field(default_factory=dict)
+    reply: Callable[[dict[str, Any]], None] | None = None
+
+    def answer(self, **result: Any) -> None:
+        if self.reply is not None:
+            self.reply(result)
+
+
+class Console:
+    """The queue of dealer and supervisor commands, from every source, in order.
+
+    ``attached``: True when some source (a control socket, a terminal) can
+    answer; without one, a step that needs a supervisor raises
+    :class:`SupervisorRequired` instead of waiting for ever.
+    """
+
+    DEALER_ACTIONS = ("close_bets", "confirm_collect")
+    SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card")
+
+    def __init__(self) -> None:
+        self._q: queue.Queue[Command] = queue.Queue()
+        self.attached = False
+        self.status: Callable[[], dict[str, Any]] = lambda: {}
+
+    def submit(self, cmd: Command) -> None:
+        """Queue a command (thread-safe); ``status`` is answered at once."""
+        if cmd.action == "status":
+            cmd.answer(ok=True, **self.status())
+            return
+        if cmd.action not in self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS:
+            cmd.answer(ok=False, error=f"unknown action {cmd.action!r}; allowed: status, "
+                                       + ", ".join(self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS))
+            return
+        self._q.put(cmd)
+
+    def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
+        """The next command among ``actions``; others are answered as not expected now."""
+        if not self.attached:
+            raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                cmd = self._q.get(timeout=remaining)
+            except queue.Empty:
+                raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s") from None
+            if cmd.action in actions:
+                return cmd
+            cmd.answer(ok=False, error=f"{cmd.action} is not expected now; the table waits for {what}")
+
+
+# --- results and views ------------------------------------------------------------
 
 
 @dataclass
 class CardRead:
-    """One card as the shoe read it."""
+    """One card as the shoe read it (or as a supervisor entered it)."""
 
     draw_index: int
     card: Card
     back_colour: BackColour
+    manual: bool = False
 
 
 @dataclass
@@ -132,6 +223,43 @@ class RoundResult:
     reads: list[CardRead] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SeatView:
+    """What one seat may see (58 Pa. Code 816a.1): its own cards, its decision, and
+    the dealer's hand and its result only once every seat has decided."""
+
+    round_id: str
+    seat: int
+    cards: tuple[Card, ...]
+    decision: Decision | None
+    dealer_hand: tuple[Card, ...] | None
+    net_cents: int | None
+
+
+@dataclass
+class _Round:
+    number: int
+    round_id: str
+    deck: Deck
+    machine: RoundMachine
+    wagers: dict[int, Wagers]
+    hands: dict[int, list[Card]] = field(default_factory=dict)
+    dealer: list[Card] = field(default_factory=list)
+    reads: list[CardRead] = field(default_factory=list)
+    decisions: dict[int, Decision] = field(default_factory=dict)
+    results: dict[int, SeatSettlement] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableEvent:
+    """A public table event for subscribers. Never carries a sealed card: the
+    dealer's cards appear only in ``dealer_revealed`` (816a.1)."""
+
+    kind: str
+    round_id: str | None
+    data: dict[str, Any]
+
+
 Decide = Callable[[int, list[Card]], Decision]
 
 
@@ -143,10 +271,15 @@ def q64_player(seat: int, cards: list[Card]) -> Decision:
 class TableController:
     """Runs rounds on one table.
 
-    ``events``: the queue both drivers' links deliver into. ``seats``: 1..7
-    player positions. ``ante_cents``: each seat's ante (the play wager equals it).
-    ``tables``: the selected paytables, passed to ``settle_seat``.
-    Raises :class:`RoundHeld`, :class:`DeviceTimeout`, :class:`DeviceFault`.
+    ``events``: the queue both drivers' links deliver into (opened with
+    ``ack_on_delivery=False`` when a journal is kept). ``seats``: 1..7 player
+    positions. ``wagers``: each seat's stake per round (the play wager equals
+    the ante). ``tables``: the filed paytables. ``journal``: where every
+    transition is written before it is acted on (None: keep no record).
+    ``console``: dealer/supervisor commands; ``auto_dealer``: the dealer's own
+    confirmations (close bets, collect) need no command (a simulated table).
+    Raises :class:`RoundHeld`, :class:`DeviceTimeout`, :class:`DeviceFault`,
+    :class:`SupervisorRequired`.
     """
 
     def __init__(
@@ -159,10 +292,14 @@ class TableController:
         *,
         seats: int,
         ante_cents: int,
-        tables: object,
+        tables: Tables,
         profile: RulesProfile = PENNSYLVANIA,
         decide: Decide = q64_player,
         timing: TableTiming | None = None,
+        journal: Journal | None = None,
+        console: Console | None = None,
+        auto_dealer: bool = True,
+        side_wagers: dict[str, int] | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -175,154 +312,602 @@ class TableController:
         self.custody = custody
         self.seats = seats
         self.ante_cents = ante_cents
+        self.side_wagers = dict(side_wagers or {})
         self.tables = tables
         self.profile = profile
         self.decide = decide
         self.timing = timing or TableTiming()
+        self.journal = journal
+        self.console = console or Console()
+        self.console.status = self.status
+        self.auto_dealer = auto_dealer
         self.rounds_played = 0
         self.cards_read = 0
-        self._shuffler_colour = BackColour.NONE
+        self.held: dict[str, Any] | None = None
+        self._round: _Round | None = None
+        self._subscribers: list[Callable[[TableEvent], None]] = []
+        self._lock = threading.Lock()
+        self._links = {shuffler.link.name: shuffler.link, shoe.link.name: shoe.link}
 
-    # -- events ---------------------------------------------------------------------
+    # -- public API --------------------------------------------------------------------
 
-    def _expect(self, kind: type[Message], timeout_s: float, what: str) -> Message:
-        """Consume events until one of ``kind`` arrives; feed every event to custody."""
+    def subscribe(self, callback: Callable[[TableEvent], None]) -> None:
+        """Call ``callback`` with every :class:`TableEvent` (in the controller's thread)."""
+        self._subscribers.append(callback)
+
+    def seat_view(self, seat: int) -> SeatView:
+        """The current round as ``seat`` may see it: only its own cards; the dealer's
+        hand and the result only after every seat has decided (816a.1)."""
+        with self._lock:
+            r = self._round
+            if r is None:
+                raise TableError("no round in progress")
+            if seat not in r.wagers:
+                raise ValueError(f"seat must be 1..{self.seats}, got {seat}")
+            revealed = not r.machine.dealer_hand_sealed
+            res = r.results.get(seat)
+            return SeatView(r.round_id, seat, tuple(r.hands.get(seat, ())), r.decisions.get(seat),
+                            tuple(r.dealer) if revealed else None, res.net if res else None)
+
+    def dealer_hand(self) -> list[Card]:
+        """The dealer's cards; raises :class:`Sealed` until every seat has decided."""
+        with self._lock:
+            r = self._round
+            if r is None:
+                raise TableError("no round in progress")
+            if r.machine.dealer_hand_sealed:
+                raise Sealed(f"round {r.round_id}: the dealer's hand is sealed until every seat has decided")
+            return list(r.dealer)
+
+    def status(self) -> dict[str, Any]:
+        """Table status for the console and the control socket (nothing sealed)."""
+        r = self._round
+        return {
+            "places": self.custody.places(),
+            "rounds_played": self.rounds_played,
+            "round": {"round_id": r.round_id, "state": r.machine.state} if r else None,
+            "held": self.held,
+            "violations": len(self.custody.violations),
+        }
+
+    # -- journal, events, acks -------------------------------------------------------------
+
+    def _publish(self, kind: str, **data: Any) -> None:
+        ev = TableEvent(kind, self._round.round_id if self._round else None, data)
+        for cb in self._subscribers:
+            try:
+                cb(ev)
+            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the table
+                log.exception("subscriber_failed", kind=kind)
+
+    def _record(self, kind: str, **body: Any) -> None:
+        if self.journal is not None:
+            r = self._round
+            self.journal.append(kind, round_id=r.round_id if r else body.pop("round_id", None),
+                                deck_id=r.deck.deck_id if r else None, **body)
+
+    def _record_custody(self, trigger: str) -> None:
+        self._record("custody", trigger=trigger, snapshot=self.custody.snapshot())
+
+    def _violation(self, v: CustodyViolation) -> None:
+        self._record("violation", rule=v.rule.value, detail=v.detail, citation=v.citation)
+
+    def _next_event(self, timeout_s: float, what: str) -> DeviceEvent:
+        """The next device event, journaled then ACKed. Link notices are handled here."""
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             try:
-                ev = self.events.get(timeout=max(0.0, remaining)) if remaining > 0 else self.events.get_nowait()
+                ev = self.events.get(timeout=remaining) if remaining > 0 else self.events.get_nowait()
             except queue.Empty:
-                for drv in (self.shuffler, self.shoe):
-                    if not drv.link.alive:
-                        raise DeviceFault(f"{drv.link.name} link lost while waiting for {what}") from None
-                raise DeviceTimeout(f"no {kind.__name__} within {timeout_s:g} s while waiting for {what}") from None
+                for link in self._links.values():
+                    if not link.alive:
+                        raise DeviceFault(f"{link.name} link down while waiting for {what}") from None
+                raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from None
             msg = ev.message
             if isinstance(msg, LinkNotice):
+                self._record("link", source=ev.source, notice=msg.kind, detail=msg.detail)
                 if msg.kind in ("identity_changed", "handshake_refused"):
                     raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
+                if msg.kind == "device_rebooted" and self._round is not None and ev.source == "shoe":
+                    raise DeviceFault("the shoe rebooted during the round: card reads may be missing")
                 log.warning("link_notice", source=ev.source, notice=msg.kind, detail=msg.detail)
                 continue
+            link = self._links.get(ev.source)
+            ident = link.identity if link else None
+            self._record("device_event", source=ev.source, serial=ident.serial_number if ident else None,
+                         boot_id=ev.boot_id, seq=ev.seq, message=message_to_dict(msg))
+            if link is not None:
+                link.acknowledge(ev)
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
-            if isinstance(msg, ShufflerFault):
-                self.custody.on_shuffle_fault(self._shuffler_colour)
-                raise DeviceFault(f"shuffler fault: {msg.code.name.lower()}; clear it and restart the shuffle")
-            if isinstance(msg, ShoeEmpty):
-                raise DeviceFault(f"shoe empty after {msg.draws} draws")
-            if isinstance(msg, CardUnreadable):
-                raise DeviceFault(f"shoe could not read draw {msg.draw_index}: re-draw or enter it manually")
+            return ev
+
+    def _apply(self, msg: Message) -> Deck | None:
+        """Feed one non-card device event to custody; journal the new custody."""
+        c = self.custody
+        if isinstance(msg, DeckInserted):
+            deck = c.on_deck_inserted(msg.back_colour)
+        elif isinstance(msg, DeckVerified):
+            try:
+                deck = c.on_deck_verified(msg)
+            except CustodyViolation as v:
+                self._violation(v)
+                self._record_custody("fail_verification")
+                raise
+        elif isinstance(msg, DeckDelivered):
+            deck = c.on_deck_delivered(msg.back_colour)
+        elif isinstance(msg, ShoeLoaded):
+            deck = c.on_shoe_loaded(msg.back_colour)
+        elif isinstance(msg, ShufflerFault):
+            shuffling = [d for d in c.decks.values() if d.place is P.SHUFFLING]
+            if shuffling:
+                c.on_shuffle_fault(shuffling[0].back_colour)
+                self._record_custody("shuffle_fault")
+            raise DeviceFault(f"shuffler fault: {msg.code.name.lower()}; clear it, then the shuffle is repeated")
+        elif isinstance(msg, ShoeEmpty):
+            raise DeviceFault(f"the shoe is empty after {msg.draws} draws")
+        else:
+            return None
+        self._record_custody(type(msg).__name__)
+        return deck
+
+    def _expect(self, kind: type[Message], timeout_s: float, what: str) -> Message:
+        """Consume events (applying each to custody) until one of ``kind`` arrives."""
+        while True:
+            ev = self._next_event(timeout_s, what)
+            msg = ev.message
+            if isinstance(msg, (CardDrawn, CardUnreadable)):
+                if self._round is None:
+                    self._record("incident", what="card drawn with no round in progress",
+                                 message=message_to_dict(msg))
+                    raise DeviceFault("a card was drawn with no round in progress: incident recorded")
+                return msg
+            try:
+                self._apply(msg)
+            except CustodyViolation as v:
+                if v.rule is not Rule.DECK_INCOMPLETE:
+                    self._violation(v)
+                raise
             if isinstance(msg, kind):
                 return msg
-            log.warning("unexpected_event", source=ev.source, message=type(msg).__name__, waiting_for=what)
 
-    # -- deck movements -------------------------------------------------------------------
+    # -- start-up and recovery -------------------------------------------------------------
 
-    def _shuffle_in(self, colour: BackColour) -> Deck:
-        """Insert the ``colour`` deck in the shuffler, shuffle and verify it."""
-        self.dealer.insert_deck(colour)
-        ins = self._expect(DeckInserted, self.timing.event_timeout_s, f"the {colour} deck in the shuffler")
-        self.custody.on_deck_inserted(ins.back_colour)
-        self._shuffler_colour = ins.back_colour
-        self.shuffler.shuffle()
-        self.custody.on_shuffle_started(ins.back_colour)
-        ver = self._expect(DeckVerified, self.timing.shuffle_timeout_s, f"verification of the {colour} deck")
-        deck = self.custody.on_deck_verified(ver)
-        log.info("deck_verified", deck_id=deck.deck_id, back_colour=str(colour), places=self.custody.places())
-        return deck
+    @staticmethod
+    def resume_hook(journal: Journal | None) -> Callable[[DeviceIdentity], int | None]:
+        """For ``DeviceDriver.open(resume=...)``: the SEQ of the last event journaled
+        for a device identity in its current boot, so its resend is not new."""
 
-    def _to_shoe(self, colour: BackColour) -> Deck:
-        """Take the verified ``colour`` deck out of the shuffler and load it in the shoe."""
-        self.dealer.take_from_shuffler()
-        dlv = self._expect(DeckDelivered, self.timing.event_timeout_s, f"the {colour} deck out of the shuffler")
-        self.custody.on_deck_delivered(dlv.back_colour)
-        self.dealer.load_shoe(colour)
-        ld = self._expect(ShoeLoaded, self.timing.event_timeout_s, f"the {colour} deck in the shoe")
-        deck = self.custody.on_shoe_loaded(ld.back_colour)
-        log.info("shoe_loaded", deck_id=deck.deck_id, back_colour=str(ld.back_colour), places=self.custody.places())
-        return deck
+        def resume(ident: DeviceIdentity) -> int | None:
+            if journal is None:
+                return None
+            for e in reversed(list(journal.entries("device_event"))):
+                if e.body.get("serial") == ident.serial_number:
+                    return e.body["seq"] if e.body.get("boot_id") == ident.boot_id else None
+            return None
+
+        return resume
+
+    def recover(self) -> None:
+        """Restore custody and counts from the journal; hold a round found in progress."""
+        j = self.journal
+        if j is None or j.last_seq == 0:
+            if j is not None:
+                self._record("table_open", decks=self.custody.snapshot()["decks"], seats=self.seats)
+            return
+        snap = j.last("custody")
+        if snap is not None:
+            self.custody = DeckCustody.restore(snap.body["snapshot"])
+            for e in j.entries("device_event", since=snap.seq):
+                self._replay(e.body["message"])
+        self.rounds_played = sum(1 for e in j.entries("round") if e.body.get("step") == "closed")
+        self.cards_read = sum(1 for _ in j.entries("card_read"))
+        last = j.last("round")
+        if last is not None and last.body.get("step") != "closed":
+            self.held = {"round_id": last.round_id, "deck_id": last.deck_id,
+                         "reason": "the controller restarted during the round", "number": last.body.get("number")}
+            j.append("round", round_id=last.round_id, deck_id=last.deck_id, step="held",
+                     reason=self.held["reason"])
+            log.error("round_held", round_id=last.round_id, reason=self.held["reason"])
+        self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
+        log.info("recovered", places=self.custody.places(), rounds_played=self.rounds_played,
+                 held=self.held is not None)
+
+    def _replay(self, message: dict[str, Any]) -> None:
+        """Re-apply a journaled device event that had not reached custody before a crash."""
+        name = message["message"]
+        colour = BackColour.parse(message["back_colour"]) if "back_colour" in message else None
+        c = self.custody
+        try:
+            if name == "DeckInserted":
+                c.on_deck_inserted(colour)
+            elif name == "DeckVerified":
+                c.on_deck_verified(DeckVerified(colour, message["card_count"], message["foreign_count"],
+                                                frozenset(message["present"]), frozenset(message["duplicates"])))
+            elif name == "DeckDelivered":
+                c.on_deck_delivered(colour)
+            elif name == "ShoeLoaded":
+                c.on_shoe_loaded(colour)
+            elif name == "CardDrawn" and c.in_play is not None:
+                c.on_card_read(Card.parse(message["card"]), colour)
+                self._record("card_read", round_id=None, card=message["card"], back_colour=str(colour),
+                             draw_index=message["draw_index"], to=None, replayed=True)
+            else:
+                return
+        except CustodyViolation as v:
+            self._violation(v)
+            return
+        self._record_custody(f"replay {name}")
 
     def prepare(self) -> None:
-        """Open the table: shuffle and verify the first deck, load it, then shuffle and
-        verify the second, so no round starts before the other deck is verified."""
-        first, second = list(self.custody.decks)
-        self._shuffle_in(first)
-        self._to_shoe(first)
-        self._shuffle_in(second)
+        """Open the table: restore from the journal, take in what the devices held,
+        resolve a held round (a supervisor), move the decks until ready."""
+        self.recover()
+        self.settle_devices()
+        if self.held is not None:
+            self.resolve_held()
+        self.advance()
 
-    def rotate_decks(self) -> None:
-        """Between rounds: the verified deck goes to the shoe, the deck just played
-        goes from the discard rack into the shuffler (649a.3(b))."""
-        played = self.custody.last_played
-        if played is None:
-            raise TableError("no round has been played yet")
-        nxt = self.custody.other(played)
-        self._to_shoe(nxt.back_colour)
-        self._shuffle_in(played.back_colour)
+    def settle_devices(self) -> None:
+        """At start-up: take in the events the devices still hold for us (sent but
+        never journaled and ACKed before a restart), then check their status."""
+        deadline = time.monotonic() + self.timing.settle_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                ev = self._next_event(remaining, "events held by the devices")
+            except DeviceTimeout:
+                break
+            msg = ev.message
+            if isinstance(msg, CardDrawn):
+                self._late_card(msg)
+            elif isinstance(msg, CardUnreadable):
+                self._record("incident", what="card unreadable after a restart", message=message_to_dict(msg))
+            else:
+                try:
+                    self._apply(msg)
+                except CustodyViolation as v:
+                    self._violation(v)
+                    raise
 
-    # -- a round ---------------------------------------------------------------------
+    def _late_card(self, msg: CardDrawn) -> None:
+        """A card read that arrived after a restart, for the round now held."""
+        try:
+            self.custody.on_card_read(msg.card, msg.back_colour)
+        except CustodyViolation as v:
+            self._violation(v)
+            return
+        self.cards_read += 1
+        self._record("card_read", round_id=(self.held or {}).get("round_id"), card=str(msg.card),
+                     back_colour=str(msg.back_colour), draw_index=msg.draw_index, to=None, late=True)
+        self._record_custody("late CardDrawn")
+
+    # -- deck movements ----------------------------------------------------------------------
+
+    def _in(self, *places: DeckPlace) -> Deck | None:
+        return next((d for d in self.custody.decks.values() if d.place in places), None)
+
+    def advance(self) -> None:
+        """Move the decks until the table is ready for a round: a verified deck in
+        the shoe, not the one played last, and the other deck verified in the
+        shuffler (649a.3(b)). Works from any custody state, so it also finishes
+        a procedure a restart interrupted."""
+        for _ in range(40):
+            c = self.custody
+            out = self._in(P.OUT_OF_SERVICE)
+            if out is not None:
+                self._replace_deck(out)
+                continue
+            in_shuffler = self._in(P.IN_SHUFFLER, P.SHUFFLING, P.VERIFIED)
+            in_shoe = self._in(P.DELIVERED, P.IN_SHOE, P.IN_PLAY)
+            if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
+                    and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
+                return
+            if in_shoe is not None and in_shoe.place is P.IN_PLAY:
+                raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
+            if in_shuffler is not None and in_shuffler.place is P.SHUFFLING:
+                self._await_verification(in_shuffler)
+            elif in_shuffler is not None and in_shuffler.place is P.IN_SHUFFLER:
+                self._shuffle(in_shuffler)
+            elif in_shoe is not None and in_shoe.place is P.DELIVERED:
+                self._step("load_shoe", in_shoe.back_colour, ShoeLoaded, f"the {in_shoe.back_colour} deck in the shoe")
+            elif in_shuffler is not None and in_shoe is None and in_shuffler is not c.last_played:
+                self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
+                           f"the {in_shuffler.back_colour} deck out of the shuffler")
+            elif in_shuffler is None:
+                nxt = next((d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE)
+                            and d is not in_shoe), None)
+                if nxt is None:
+                    raise TableError(f"no deck can go into the shuffler: {c.places()}")
+                self._step("insert_deck", nxt.back_colour, DeckInserted, f"the {nxt.back_colour} deck in the shuffler")
+            else:
+                raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
+        raise TableError(f"the decks did not reach a ready state: {self.custody.places()}")
+
+    def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
+        """Journal the prompt, ask the dealer, wait for the device to confirm."""
+        status = self._device_status(action)
+        if status == "done":  # done before a restart; its event is still on its way
+            self._expect(expect, self.timing.event_timeout_s, what)
+            return
+        self._record("prompt", action=action, colour=str(colour))
+        args = () if action == "take_from_shuffler" else (colour,)
+        getattr(self.dealer, action)(*args)
+        self._expect(expect, self.timing.event_timeout_s, what)
+
+    def _device_status(self, action: str) -> str:
+        """Whether a device already shows ``action`` done (after a restart)."""
+        try:
+            if action == "take_from_shuffler":
+                return "done" if self.shuffler.status().state is DeviceState.IDLE else "todo"
+            if action == "insert_deck":
+                return "done" if self.shuffler.status().state is not DeviceState.IDLE else "todo"
+            if action == "load_shoe":
+                return "done" if self.shoe.status().state is not DeviceState.IDLE else "todo"
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read device status: {exc}") from exc
+        return "todo"
+
+    def _shuffle(self, deck: Deck) -> None:
+        self._record("command", command="shuffle", colour=str(deck.back_colour))
+        self.custody.on_shuffle_started(deck.back_colour)
+        self._record_custody("start_shuffle")
+        self.shuffler.shuffle()
+        self._await_verification(deck)
+
+    def _await_verification(self, deck: Deck) -> None:
+        try:
+            state = self.shuffler.status().state
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read shuffler status: {exc}") from exc
+        if state is DeviceState.HAS_DECK:  # the shuffle command never arrived (restart)
+            self._record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
+            self.shuffler.shuffle()
+        self._expect(DeckVerified, self.timing.shuffle_timeout_s, f"verification of the {deck.back_colour} deck")
+        log.info("deck_verified", deck_id=deck.deck_id, places=self.custody.places())
+
+    def _replace_deck(self, out: Deck) -> None:
+        """A deck failed verification: it stays out until a supervisor registers a
+        replacement (issue 5; COMAR 36.05.03.27 C)."""
+        log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
+        cmd = self.console.wait(("register_deck",), f"a supervisor to register a replacement for deck {out.deck_id}")
+        supervisor = cmd.args.get("supervisor")
+        deck_id = str(cmd.args.get("deck_id") or "").strip()
+        if not supervisor or not deck_id:
+            cmd.answer(ok=False, error="register_deck needs deck_id and supervisor")
+            return
+        try:
+            new = self.custody.replace_deck(out.back_colour, deck_id)
+        except (ValueError, CustodyViolation) as exc:
+            cmd.answer(ok=False, error=str(exc))
+            return
+        self._record("supervisor", action="register_deck", supervisor=supervisor, deck_id=deck_id,
+                     replaces=out.deck_id, colour=str(out.back_colour))
+        self._record_custody("register_deck")
+        cmd.answer(ok=True, deck_id=new.deck_id)
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    def resolve_held(self) -> None:
+        """A held round waits for a supervisor to void it (misdeal, wagers returned);
+        then its cards are collected into the discard rack."""
+        held = self.held
+        if held is None:
+            return
+        cmd = self.console.wait(("void",), f"a supervisor to void held round {held['round_id']}")
+        reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
+        if not reason or not supervisor:
+            cmd.answer(ok=False, error="void needs a reason and a supervisor")
+            return self.resolve_held()
+        rid = held["round_id"]
+        self.journal and self.journal.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided",
+                                             reason=reason, supervisor=supervisor, wagers="returned")
+        self._collect_after_void(rid)
+        self.journal and self.journal.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                                             number=held.get("number"), voided=True)
+        self.held = None
+        cmd.answer(ok=True, round_id=rid, voided=True)
+        self._publish("round_voided", round_id=rid, reason=reason)
+
+    def _collect_after_void(self, round_id: str) -> None:
+        c = self.custody
+        if c.in_play is None:
+            shoe = self._in(P.IN_SHOE)
+            c.in_play = shoe
+        if c.in_play is not None:
+            try:
+                c.collect()
+            except CustodyViolation as v:
+                self._violation(v)
+                raise
+            self._record_custody("collect after void")
+            self.dealer.collect()
 
     def play_round(self) -> RoundResult:
         """Deal, decide, reveal, settle and collect one round. Raises :class:`RoundHeld`
-        on a custody violation, :class:`DeviceTimeout` / :class:`DeviceFault` on devices."""
-        if self.custody.last_played is not None:
-            self.rotate_decks()
+        on a custody violation (the round then waits for a supervisor),
+        :class:`DeviceTimeout` / :class:`DeviceFault` on devices."""
+        if self.held is not None:
+            self.resolve_held()
+        self.advance()
         number = self.rounds_played + 1
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
-        rm = RoundMachine(round_id)
         deck = self.custody.start_round()
+        wagers = {s: Wagers(ante=self.ante_cents, **self.side_wagers) for s in range(1, self.seats + 1)}
+        r = _Round(number, round_id, deck, RoundMachine(round_id), wagers, hands={s: [] for s in wagers})
+        with self._lock:
+            self._round = r
+        self._record_custody("start_round")
         structlog.contextvars.bind_contextvars(round_id=round_id, deck_id=deck.deck_id)
         try:
-            return self._play(number, round_id, rm, deck)
+            return self._play(r)
         except CustodyViolation as v:
-            rm.hold_for_supervisor(str(v))
-            log.error("round_held", rule=v.rule.value, detail=v.detail, citation=v.citation)
+            self._hold(r, str(v))
             raise RoundHeld(round_id, v) from v
+        except (DeviceFault, DeviceTimeout) as exc:
+            self._hold(r, str(exc))
+            raise
         except LinkError as exc:
+            self._hold(r, str(exc))
             raise DeviceFault(f"device link failed: {exc}") from exc
         finally:
             structlog.contextvars.unbind_contextvars("round_id", "deck_id")
+            with self._lock:
+                self._round = None
 
-    def _play(self, number: int, round_id: str, rm: RoundMachine, deck: Deck) -> RoundResult:
-        log.info("round_open", number=number, back_colour=str(deck.back_colour), seats=self.seats)
-        wagers = {s: Wagers(ante=self.ante_cents) for s in range(1, self.seats + 1)}
-        rm.step("close_bets")
-        log.info("bets_closed", antes_cents=[w.ante for w in wagers.values()])
-        rm.step("start_dealing")
-        hands: dict[int, list[Card]] = {s: [] for s in wagers}
-        dealer_hand: list[Card] = []
-        reads: list[CardRead] = []
-        order = list(wagers) + [0]  # seats 1..K, then the dealer (0), three times
+    def _hold(self, r: _Round, reason: str) -> None:
+        if r.machine.state in ("closed", "held", "voided"):
+            return
+        r.machine.hold_for_supervisor(reason)
+        self._record("round", step="held", reason=reason, number=r.number)
+        self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": reason, "number": r.number}
+        log.error("round_held", reason=reason)
+        self._publish("round_held", reason=reason)
+
+    def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
+        """Journal a round transition, then make it (journal before act)."""
+        self._record("round", step=trigger, number=r.number, **body)
+        r.machine.step(trigger)
+
+    def _play(self, r: _Round) -> RoundResult:
+        log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.seats)
+        self._record("round", step="open", number=r.number,
+                     wagers={str(s): dataclasses.asdict(w) for s, w in r.wagers.items()})
+        self._publish("round_opened", number=r.number, seats=self.seats, back_colour=str(r.deck.back_colour))
+        if not self.auto_dealer:
+            self.console.wait(("close_bets",), "the dealer to close bets").answer(ok=True)
+        self._no_early_cards(r)
+        self._step_round(r, "close_bets")
+        self._step_round(r, "start_dealing")
+        order = list(r.wagers) + [0]  # seats 1..K, then the dealer (0), three times
         for _ in range(3):
             for target in order:
+                self._record("prompt", action="draw_card", to=target)
                 self.dealer.draw_card()
-                ev = self._expect(CardDrawn, self.timing.event_timeout_s, "a card from the shoe")
-                self.custody.on_card_read(ev.card, ev.back_colour)
-                reads.append(CardRead(ev.draw_index, ev.card, ev.back_colour))
-                self.cards_read += 1
-                if target == 0:
-                    dealer_hand.append(ev.card)
-                    log.info("card_read", to="dealer", draw_index=ev.draw_index)  # sealed: no face (816a.1)
-                else:
-                    hands[target].append(ev.card)
-                    log.info("card_read", to=f"seat{target}", draw_index=ev.draw_index, card=str(ev.card))
-        rm.step("dealing_done")
-        decisions = {s: self.decide(s, hands[s]) for s in wagers}
-        log.info("decisions", decisions={f"seat{s}": d.value for s, d in decisions.items()})
-        rm.step("decisions_done")
-        dealer_value = evaluate(dealer_hand, self.profile)
-        qualifies = dealer_qualifies(dealer_value)
-        log.info("dealer_reveal", dealer_hand=[str(c) for c in dealer_hand],
-                 dealer_value=dealer_value.describe(), dealer_qualifies=qualifies)
-        rm.step("settle")
-        seats = []
-        for s, w in wagers.items():
-            st = settle_seat(w, decisions[s], hands[s], dealer_hand, self.tables, self.profile)
-            seats.append(SeatResult(s, hands[s], decisions[s], st))
-        log.info("settled", net_cents={f"seat{r.seat}": r.net_cents for r in seats})
-        rm.step("collect")
-        self.custody.collect()
+                self._take_card(r, target)
+        self._no_extra_cards()
+        counts = {s: len(h) for s, h in r.hands.items()}
+        if any(n != 3 for n in counts.values()) or len(r.dealer) != 3:
+            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"cards per seat {counts}, dealer {len(r.dealer)}: misdeal")
+        self._step_round(r, "dealing_done")
+        for s in r.wagers:
+            r.decisions[s] = self.decide(s, list(r.hands[s]))
+        self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()})
+        value = evaluate(r.dealer, self.profile)
+        qualifies = dealer_qualifies(value)
+        self._record("round", step="dealer_reveal", number=r.number, dealer_hand=[str(c) for c in r.dealer],
+                     dealer_qualifies=qualifies)
+        log.info("dealer_reveal", dealer_hand=[str(c) for c in r.dealer], dealer_value=value.describe(),
+                 dealer_qualifies=qualifies)
+        self._publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies)
+        for s, w in r.wagers.items():
+            r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
+        # Results are recorded before they are posted (58 Pa. Code 816a.1).
+        self._step_round(r, "settle", results={str(s): st.to_dict() for s, st in r.results.items()})
+        log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
+        self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()})
+        if not self.auto_dealer:
+            self.console.wait(("confirm_collect",), "the dealer to confirm the collect").answer(ok=True)
+        self._step_round(r, "collect")
+        self._collect(r)
+        self._step_round(r, "close")
+        self._record("round", step="closed", number=r.number)
+        self.rounds_played = r.number
+        seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
+        return RoundResult(r.number, r.round_id, r.deck.deck_id, r.deck.back_colour, list(r.dealer), qualifies,
+                           seats, list(r.reads))
+
+    def _no_early_cards(self, r: _Round) -> None:
+        """A card drawn while bets are still open is an incident that holds the round."""
+        while True:
+            try:
+                ev = self._next_event(0, "cards drawn early")
+            except DeviceTimeout:
+                return
+            if isinstance(ev.message, (CardDrawn, CardUnreadable)):
+                self._record("incident", what="card drawn before betting closed",
+                             message=message_to_dict(ev.message))
+                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"draw {ev.message.draw_index} before betting closed")
+            self._apply(ev.message)
+
+    def _no_extra_cards(self) -> None:
+        """A card drawn beyond the deal (a seat given a wrong number of cards) is a misdeal."""
+        while True:
+            try:
+                ev = self._next_event(0, "extra cards")
+            except DeviceTimeout:
+                return
+            if isinstance(ev.message, (CardDrawn, CardUnreadable)):
+                self._record("incident", what="card drawn beyond the deal", message=message_to_dict(ev.message))
+                raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"draw {ev.message.draw_index} beyond the 3 cards "
+                                       "to each seat and the dealer: misdeal")
+            self._apply(ev.message)
+
+    def _collect(self, r: _Round) -> None:
+        """Collect into the discard rack; refused while the other deck's cards are
+        still there, until the shuffler reports that deck loaded (issue 5)."""
+        while True:
+            try:
+                self.custody.collect()
+                break
+            except CustodyViolation as v:
+                if v.rule is not Rule.TWO_DECKS_IN_DISCARD_RACK:
+                    raise
+                self._violation(v)
+                log.warning("collect_refused", detail=v.detail)
+                self._expect(DeckInserted, self.timing.event_timeout_s, "the other deck loaded into the shuffler")
+        self._record_custody("collect")
         self.dealer.collect()
         log.info("collected", places=self.custody.places())
-        rm.step("close")
-        self.rounds_played = number
-        return RoundResult(number, round_id, deck.deck_id, deck.back_colour, dealer_hand, qualifies, seats, reads)
+
+    def _take_card(self, r: _Round, target: int) -> None:
+        ev = self._expect(CardDrawn, self.timing.event_timeout_s, "a card from the shoe")
+        if isinstance(ev, CardUnreadable):
+            card, colour, manual = self._manual_card(r, ev), ev.back_colour, True
+            index = ev.draw_index
+        else:
+            card, colour, manual, index = ev.card, ev.back_colour, False, ev.draw_index
+        try:
+            self.custody.on_card_read(card, colour)
+        except CustodyViolation as v:
+            self._violation(v)
+            self._record_custody("card_read refused")
+            raise
+        read = CardRead(index, card, colour, manual)
+        with self._lock:
+            r.reads.append(read)
+            if target == 0:
+                r.dealer.append(card)
+            else:
+                r.hands[target].append(card)
+        self.cards_read += 1
+        self._record("card_read", card=str(card), back_colour=str(colour), draw_index=index,
+                     to=target, manual=manual)
+        self._record_custody("card_read")
+        if target == 0:
+            log.info("card_read", to="dealer", draw_index=index)  # sealed: no face (816a.1)
+            self._publish("card_dealt", to="dealer", draw_index=index)  # no face either
+        else:
+            log.info("card_read", to=f"seat{target}", draw_index=index, card=str(card))
+            self._publish("card_dealt", to=f"seat{target}", seat=target, draw_index=index, card=str(card))
+
+    def _manual_card(self, r: _Round, ev: CardUnreadable) -> Card:
+        """The shoe could not read a card: a supervisor enters it (issue 5)."""
+        self._record("incident", what="card unreadable", draw_index=ev.draw_index)
+        log.warning("card_unreadable", draw_index=ev.draw_index)
+        while True:
+            cmd = self.console.wait(("confirm_card",), f"a supervisor to enter unreadable card {ev.draw_index}")
+            try:
+                card = Card.parse(str(cmd.args.get("card", "")))
+            except ValueError as exc:
+                cmd.answer(ok=False, error=str(exc))
+                continue
+            if not cmd.args.get("supervisor"):
+                cmd.answer(ok=False, error="confirm_card needs a supervisor")
+                continue
+            self._record("supervisor", action="confirm_card", supervisor=cmd.args["supervisor"],
+                         card=str(card), draw_index=ev.draw_index)
+            cmd.answer(ok=True, card=str(card))
+            return card

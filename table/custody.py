@@ -75,6 +75,8 @@ class Rule(str, enum.Enum):
     FOREIGN_CARD = "foreign_card"
     DUPLICATE_CARD = "duplicate_card"
     NO_DECK_IN_PLAY = "no_deck_in_play"
+    CARD_DRAWN_EARLY = "card_drawn_before_bets_closed"
+    WRONG_CARD_COUNT = "wrong_card_count"
     OUT_OF_ORDER = "out_of_order"
 
 
@@ -90,6 +92,8 @@ CITATIONS = {
     Rule.FOREIGN_CARD: "58 Pa. Code 649a.3(b) (only the deck in play is dealt)",
     Rule.DUPLICATE_CARD: "58 Pa. Code 649a.3 (one 52-card deck per round)",
     Rule.NO_DECK_IN_PLAY: "58 Pa. Code 649a.3(b) (one deck in play per round)",
+    Rule.CARD_DRAWN_EARLY: "58 Pa. Code 649a.11 (cards dealt after wagers are placed): incident",
+    Rule.WRONG_CARD_COUNT: "58 Pa. Code 649a.11 (three cards to each player and the dealer): misdeal",
     Rule.OUT_OF_ORDER: "deck custody procedure (DESIGN.md)",
 }
 
@@ -178,6 +182,49 @@ class DeckCustody:
     def places(self) -> dict[str, str]:
         """Deck id → place, for logs and the journal."""
         return {d.deck_id: d.state for d in self.decks.values()}
+
+    def snapshot(self) -> dict:
+        """Everything needed to restore custody after a restart (a journal entry body)."""
+        return {
+            "decks": [
+                {"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state,
+                 "cards_read": sorted(d.cards_read)}
+                for d in self.decks.values()
+            ],
+            "last_played": self.last_played.deck_id if self.last_played else None,
+            "in_play": self.in_play.deck_id if self.in_play else None,
+        }
+
+    @classmethod
+    def restore(cls, snap: dict) -> "DeckCustody":
+        """Rebuild custody from a :meth:`snapshot` (journal replay on restart)."""
+        decks = snap["decks"]
+        custody = cls([(d["deck_id"], BackColour.parse(d["back_colour"])) for d in decks])
+        by_id = {}
+        for d in decks:
+            deck = custody.decks[BackColour.parse(d["back_colour"])]
+            custody.machines[deck.back_colour].set_state(d["place"], model=deck)
+            deck.cards_read = set(d["cards_read"])
+            by_id[deck.deck_id] = deck
+        custody.last_played = by_id.get(snap.get("last_played"))
+        custody.in_play = by_id.get(snap.get("in_play"))
+        return custody
+
+    def replace_deck(self, colour: BackColour, deck_id: str) -> Deck:
+        """Register a replacement for the out-of-service deck with ``colour`` backs
+        (a supervisor's action, issue 5). The new deck starts off the table."""
+        old = self.deck(colour)
+        if old.place is not P.OUT_OF_SERVICE:
+            raise self._violation(Rule.OUT_OF_ORDER, f"deck {old.deck_id} is {old.state}, not out of service")
+        if any(d.deck_id == deck_id for d in self.decks.values()):
+            raise ValueError(f"deck id {deck_id!r} is already in use")
+        new = Deck(deck_id, colour)
+        self.decks[colour] = new
+        self.machines[colour] = Machine(model=new, states=DECK_STATES, transitions=DECK_TRANSITIONS,
+                                        initial=P.OFF_TABLE.value, auto_transitions=False, queued=True, name=deck_id)
+        if self.last_played is old:
+            self.last_played = None
+        return new
 
     # -- events -------------------------------------------------------------------
 

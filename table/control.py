@@ -1,0 +1,188 @@
+"""The dealer and supervisor console: a local control socket and terminal keys.
+
+Both feed the controller's :class:`~table.controller.Console` with the same
+commands, documented in ``docs/console.md``:
+
+==================  =========================================  ===========
+action              arguments                                  who
+==================  =========================================  ===========
+``status``          —                                          anyone
+``close_bets``      —                                          dealer
+``confirm_collect`` —                                          dealer
+``void``            ``reason``, ``supervisor``                 supervisor
+``register_deck``   ``deck_id``, ``supervisor``                supervisor
+``confirm_card``    ``card`` (e.g. ``"Qs"``), ``supervisor``   supervisor
+==================  =========================================  ===========
+
+The socket speaks JSON Lines over a Unix stream socket: one request object
+per line (``{"action": "void", "reason": "misdeal", "supervisor": "S-17"}``),
+one reply object per line (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import threading
+from pathlib import Path
+from typing import IO
+
+import structlog
+
+from .controller import Command, Console
+
+log = structlog.get_logger("table.control")
+
+
+class ControlSocket:
+    """Serves the console on a Unix socket at ``path`` (mode 0660), a thread per client.
+
+    Raises ``OSError`` if the socket cannot be bound. :meth:`close` stops it and
+    removes the socket file.
+    """
+
+    def __init__(self, path: str | Path, console: Console, *, reply_timeout_s: float = 600.0) -> None:
+        self.path = Path(path)
+        self.console = console
+        self.reply_timeout_s = reply_timeout_s
+        if self.path.is_socket():
+            self.path.unlink()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.path))
+        os.chmod(self.path, 0o660)
+        self._server.listen(8)
+        self._stop = threading.Event()
+        self._clients: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._serve, name="control-accept", daemon=True)
+        self._accept.start()
+        console.attached = True
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self._clients.append(conn)
+            t = threading.Thread(target=self._client, args=(conn,), name="control-client", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _client(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rwb") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                reply = self._handle(line)
+                try:
+                    f.write((json.dumps(reply) + "\n").encode())
+                    f.flush()
+                except OSError:
+                    return
+
+    def _handle(self, line: bytes) -> dict:
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict) or not isinstance(req.get("action"), str):
+                raise ValueError("a request is a JSON object with a string 'action'")
+        except ValueError as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
+        done = threading.Event()
+        box: dict = {}
+
+        def reply(result: dict) -> None:
+            box.update(result)
+            done.set()
+
+        action = req.pop("action")
+        log.info("control_command", action=action, **{k: v for k, v in req.items() if k != "card"})
+        self.console.submit(Command(action, req, reply))
+        if not done.wait(self.reply_timeout_s):
+            return {"ok": False, "error": f"no answer within {self.reply_timeout_s:g} s"}
+        return box
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self._server.close()
+        except OSError:
+            pass
+        for c in self._clients:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._accept.join(2.0)
+        for t in self._threads:
+            t.join(2.0)
+        if self.path.is_socket():
+            self.path.unlink()
+
+
+def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
+    """Send one request to a control socket and return its reply (for vendors and tests)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(path))
+        with s.makefile("rwb") as f:
+            f.write((json.dumps(request) + "\n").encode())
+            f.flush()
+            line = f.readline()
+    if not line:
+        raise ConnectionError(f"{path}: the controller closed the connection without a reply")
+    return json.loads(line)
+
+
+KEYS_HELP = """console commands (type a line, then Enter):
+  s                      status
+  c                      close bets (dealer)
+  k                      confirm the collect (dealer)
+  v REASON...            void the round (supervisor)
+  r DECK_ID              register a replacement deck (supervisor)
+  m CARD                 enter an unreadable card, e.g. m Qs (supervisor)"""
+
+
+def parse_key_line(line: str, supervisor: str) -> Command | None:
+    """One terminal line to a command (see :data:`KEYS_HELP`); None for a blank or unknown line."""
+    parts = shlex.split(line.strip())
+    if not parts:
+        return None
+    key, rest = parts[0].lower(), parts[1:]
+    if key == "s":
+        return Command("status")
+    if key == "c":
+        return Command("close_bets")
+    if key == "k":
+        return Command("confirm_collect")
+    if key == "v" and rest:
+        return Command("void", {"reason": " ".join(rest), "supervisor": supervisor})
+    if key == "r" and rest:
+        return Command("register_deck", {"deck_id": rest[0], "supervisor": supervisor})
+    if key == "m" and rest:
+        return Command("confirm_card", {"card": rest[0], "supervisor": supervisor})
+    return None
+
+
+class KeyConsole:
+    """Reads console lines from a terminal in a thread and answers on ``out``."""
+
+    def __init__(self, console: Console, supervisor: str, inp: IO[str], out: IO[str]) -> None:
+        self.console, self.supervisor, self.inp, self.out = console, supervisor, inp, out
+        console.attached = True
+        print(KEYS_HELP, file=out, flush=True)
+        self._thread = threading.Thread(target=self._run, name="console-keys", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for line in self.inp:
+            cmd = parse_key_line(line, self.supervisor)
+            if cmd is None:
+                if line.strip():
+                    print(KEYS_HELP, file=self.out, flush=True)
+                continue
+            cmd.reply = lambda result: print(f"<<< {json.dumps(result)}", file=self.out, flush=True)
+            self.console.submit(cmd)
