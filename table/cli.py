@@ -8,6 +8,8 @@ from __future__ import annotations
 import click
 
 from . import cli_config, cli_rules
+from .cli_audit import audit_group
+from .cli_conformance import conformance_command
 from .cli_devices import devices_command
 from .cli_emulate import emulate_command
 from .cli_run import run_command
@@ -24,3 +26,5 @@ cli_rules.register(main)
 cli_config.register(main)
 main.add_command(devices_command)
 main.add_command(emulate_command)
+main.add_command(conformance_command)
+main.add_command(audit_group)

@@ -495,7 +495,8 @@ class TableController:
             if j is not None:
                 self._record("table_open", decks=self.custody.snapshot()["decks"], seats=self.seats)
             return
-        snap = j.last("custody")
+        snap = max((e for e in (j.last("custody"), j.last("card_read")) if e is not None and "snapshot" in e.body),
+                   key=lambda e: e.seq, default=None)
         if snap is not None:
             self.custody = DeckCustody.restore(snap.body["snapshot"])
             for e in j.entries("device_event", since=snap.seq):
@@ -531,7 +532,8 @@ class TableController:
             elif name == "CardDrawn" and c.in_play is not None:
                 c.on_card_read(Card.parse(message["card"]), colour)
                 self._record("card_read", round_id=None, card=message["card"], back_colour=str(colour),
-                             draw_index=message["draw_index"], to=None, replayed=True)
+                             draw_index=message["draw_index"], to=None, replayed=True, snapshot=c.snapshot())
+                return
             else:
                 return
         except CustodyViolation as v:
@@ -581,8 +583,8 @@ class TableController:
             return
         self.cards_read += 1
         self._record("card_read", round_id=(self.held or {}).get("round_id"), card=str(msg.card),
-                     back_colour=str(msg.back_colour), draw_index=msg.draw_index, to=None, late=True)
-        self._record_custody("late CardDrawn")
+                     back_colour=str(msg.back_colour), draw_index=msg.draw_index, to=None, late=True,
+                     snapshot=self.custody.snapshot())
 
     # -- deck movements ----------------------------------------------------------------------
 
@@ -712,10 +714,13 @@ class TableController:
         self._publish("round_voided", round_id=rid, reason=reason)
 
     def _collect_after_void(self, round_id: str) -> None:
+        """The void's cards (and the shoe's stub) go to the discard rack. The dealer is
+        asked to collect even when custody already shows it done: a restart may have
+        come between the record and the dealer's action, and an empty layout costs
+        nothing to collect."""
         c = self.custody
         if c.in_play is None:
-            shoe = self._in(P.IN_SHOE)
-            c.in_play = shoe
+            c.in_play = self._in(P.IN_SHOE, P.IN_PLAY)
         if c.in_play is not None:
             try:
                 c.collect()
@@ -723,7 +728,7 @@ class TableController:
                 self._violation(v)
                 raise
             self._record_custody("collect after void")
-            self.dealer.collect()
+        self.dealer.collect()
 
     def play_round(self) -> RoundResult:
         """Deal, decide, reveal, settle and collect one round. Raises :class:`RoundHeld`
@@ -883,9 +888,9 @@ class TableController:
             else:
                 r.hands[target].append(card)
         self.cards_read += 1
+        # One entry for the read and the custody it leaves: a crash cannot split them.
         self._record("card_read", card=str(card), back_colour=str(colour), draw_index=index,
-                     to=target, manual=manual)
-        self._record_custody("card_read")
+                     to=target, manual=manual, snapshot=self.custody.snapshot())
         if target == 0:
             log.info("card_read", to="dealer", draw_index=index)  # sealed: no face (816a.1)
             self._publish("card_dealt", to="dealer", draw_index=index)  # no face either

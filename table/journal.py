@@ -87,15 +87,19 @@ class Journal:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        db = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(SCHEMA)
-            row = self._db.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(SCHEMA)
+            row = db.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
             raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        self._db = db
         self._lock = threading.Lock()
         self._seq, self._hash = (row[0], row[1]) if row else (0, GENESIS)
 
@@ -185,10 +189,12 @@ def verify(path: str | Path) -> VerifyResult:
         raise JournalError(f"no journal at {p}")
     try:
         db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-        rows = db.execute(
-            "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries ORDER BY rowid"
-        ).fetchall()
-        db.close()
+        try:
+            rows = db.execute(
+                "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries ORDER BY rowid"
+            ).fetchall()
+        finally:
+            db.close()
     except sqlite3.Error as exc:
         raise JournalError(f"{p} is not a readable journal: {exc}") from exc
     prev, expected_seq = GENESIS, 1
