@@ -1,0 +1,164 @@
+"""pytest plugin ``threecard`` (entry point ``pytest11``): device fixtures for conformance and HIL tests.
+
+Loaded in every pytest run of an environment where threecard-table is
+installed, so it only adds options, a marker and fixtures; it collects
+nothing by itself and imports the heavy modules lazily.
+
+Options::
+
+    --shuffler-url URL        a shuffler to test: /dev/ttyUSB0, /dev/threecard/shuffler, socket://host:port
+    --shoe-url URL            a shoe to test
+    --shuffler-usb SELECTOR   a USB shuffler: usb://VID:PID[/SERIAL] (libusb)
+    --shoe-usb SELECTOR       a USB shoe
+    --shuffler-control H:P    control socket of a standalone emulator (tablectl emulate --control)
+    --shoe-control H:P
+    --operator-prompt         a person does the physical steps (insert a deck, draw cards); use with -s
+    --threecard-transport pty|usb   where the default in-process emulators run (default pty)
+
+With none of the device options, the fixtures give in-process emulators (a
+fresh pair per test). With any of them the run is *hardware in the loop*:
+the fixtures reach the devices named, and every test using them is marked
+``hil`` (select with ``-m hil``, leave out with ``-m "not hil"``); a device
+not named is not under test and its tests are skipped.
+
+Fixtures: ``threecard_target`` (a :class:`devices.conformance.suite.Target`),
+``threecard_shuffler`` and ``threecard_shoe`` (connected drivers, closed
+after the test).
+
+The plugin lives in ``table/`` because it is the one layer allowed to import
+both the emulators (``simulators``, which never import the host side) and the
+host's drivers (``devices``, which must not depend on emulators).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+HIL_OPTIONS = ("shuffler_url", "shoe_url", "shuffler_usb", "shoe_usb")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("threecard", "Three Card Poker devices: conformance and hardware-in-the-loop tests")
+    group.addoption("--shuffler-url", metavar="URL", default=None,
+                    help="shuffler under test (pyserial URL: /dev/..., socket://host:port); marks tests hil")
+    group.addoption("--shoe-url", metavar="URL", default=None, help="shoe under test; marks tests hil")
+    group.addoption("--shuffler-usb", metavar="usb://VID:PID[/SERIAL]", default=None,
+                    help="USB shuffler under test (libusb); marks tests hil")
+    group.addoption("--shoe-usb", metavar="usb://VID:PID[/SERIAL]", default=None,
+                    help="USB shoe under test (libusb); marks tests hil")
+    group.addoption("--shuffler-control", metavar="HOST:PORT", default=None,
+                    help="control socket of a standalone shuffler emulator (tablectl emulate --control)")
+    group.addoption("--shoe-control", metavar="HOST:PORT", default=None,
+                    help="control socket of a standalone shoe emulator")
+    group.addoption("--operator-prompt", action="store_true", default=False,
+                    help="ask a person at the bench for physical steps (insert a deck, draw cards)")
+    group.addoption("--threecard-transport", choices=("pty", "usb"), default="pty",
+                    help="where the default in-process emulators run (default: pty)")
+    group.addoption("--event-timeout", type=float, default=10.0, metavar="S",
+                    help="seconds to wait for a device event after a physical step (default 10)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hil: runs against real devices or external emulators (hardware in the loop)")
+    for device in ("shuffler", "shoe"):
+        url = config.getoption(f"{device}_url")
+        usb = config.getoption(f"{device}_usb")
+        if url and usb:
+            raise pytest.UsageError(f"give --{device}-url or --{device}-usb, not both")
+        if usb:
+            from table.hil import usb_url
+
+            try:
+                usb_url(usb)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--{device}-usb {usb}: {exc}") from None
+
+
+def hil_mode(config: pytest.Config) -> bool:
+    """True when a device option names real devices or external emulators."""
+    return any(config.getoption(name) for name in HIL_OPTIONS)
+
+
+_FIXTURES = ("threecard_target", "threecard_shuffler", "threecard_shoe")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hil_mode(config):
+        return
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in _FIXTURES):
+            item.add_marker(pytest.mark.hil)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not hil_mode(config):
+        return None
+    shuffler = config.getoption("shuffler_url") or config.getoption("shuffler_usb") or "-"
+    shoe = config.getoption("shoe_url") or config.getoption("shoe_usb") or "-"
+    return f"threecard hil: shuffler {shuffler}, shoe {shoe}"
+
+
+def _address(config: pytest.Config, name: str) -> tuple[str, int] | None:
+    value = config.getoption(name)
+    if not value:
+        return None
+    from simulators.standalone import parse_address
+
+    try:
+        return parse_address(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--{name.replace('_', '-')}: {exc}") from None
+
+
+@pytest.fixture
+def threecard_target(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The devices under test: in-process emulators by default, else those named on the command line."""
+    config = request.config
+    if not hil_mode(config):
+        from table.hil import InProcessBench
+
+        with InProcessBench(transport=config.getoption("threecard_transport")) as bench:
+            yield bench.target
+        return
+    from table.hil import hil_target
+
+    ask = None
+    if config.getoption("operator_prompt"):
+        capman = config.pluginmanager.getplugin("capturemanager")
+
+        def ask(text: str) -> None:
+            with capman.global_and_fixture_disabled():
+                input(f"\n[threecard] {text} ")
+
+    yield hil_target(
+        shuffler_url=config.getoption("shuffler_url") or config.getoption("shuffler_usb"),
+        shoe_url=config.getoption("shoe_url") or config.getoption("shoe_usb"),
+        shuffler_control=_address(config, "shuffler_control"), shoe_control=_address(config, "shoe_control"),
+        ask=ask, event_timeout_s=config.getoption("event_timeout"),
+    )
+
+
+def _driver(target, device: str):
+    url = target.url(device)
+    if url is None:
+        pytest.skip(f"no {device} under test (give --{device}-url or --{device}-usb)")
+    from devices import CardShoe, Shuffler
+
+    cls = Shuffler if device == "shuffler" else CardShoe
+    return cls.open(url, config=target.config, usb_backend=target.usb_backend)
+
+
+@pytest.fixture
+def threecard_shuffler(threecard_target) -> Iterator[object]:
+    """A connected :class:`devices.Shuffler` (handshake done), closed after the test."""
+    with _driver(threecard_target, "shuffler") as shuffler:
+        yield shuffler
+
+
+@pytest.fixture
+def threecard_shoe(threecard_target) -> Iterator[object]:
+    """A connected :class:`devices.CardShoe` (handshake done), closed after the test."""
+    with _driver(threecard_target, "shoe") as shoe:
+        yield shoe
