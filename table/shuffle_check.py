@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterable, Sequence
 
 DECK_SIZE = 52
 #: Confidence of the test: fail when p < 1 - CONFIDENCE.
@@ -215,6 +215,38 @@ def chi_square_report(counts: PositionCounts, *, confidence: float = CONFIDENCE,
             "rounds": counts.rounds(), "decks": decks}
 
 
+def rounds_until_flagged(rounds: Iterable[tuple[Hashable, Sequence[int]]], *, confidence: float = CONFIDENCE,
+                         min_expected: float = 1.0) -> int | None:
+    """After how many rounds the test first fails, feeding ``rounds`` one at a time.
+
+    ``rounds``: ``(deck_id, dealt card indices in draw order)`` per round, in
+    the order they were dealt. Returns the 1-based count of rounds (all decks)
+    at which :func:`chi_square_report` would first say ``"fail"``, or None if
+    it never does. Rounds before every deck has ``min_expected`` cards
+    expected per cell cannot fail (``"insufficient"``).
+
+    Each round is a new look at the data, so over many rounds a fair shuffle
+    is flagged somewhat more often than 5 % of the time: use this to say when
+    a bad shuffle was caught, and :func:`chi_square_report` on the whole
+    record for the verdict.
+    """
+    counts = PositionCounts()
+    critical: dict[int, float] = {}
+    for n, (deck_id, cards) in enumerate(rounds, start=1):
+        counts.add_round(deck_id, list(cards))
+        total, dof, low = 0.0, 0, math.inf
+        for d in counts.decks:
+            stat, k, m = chi_square_statistic(counts, d)
+            total, dof, low = total + stat, dof + k, min(low, m)
+        if low < min_expected:
+            continue
+        if dof not in critical:
+            critical[dof] = chi_square_critical(dof, confidence)
+        if total > critical[dof]:
+            return n
+    return None
+
+
 def _verdict(stat: float, dof: int, low: float, confidence: float, min_expected: float) -> dict[str, Any]:
     p = chi_square_sf(stat, dof)
     verdict = "insufficient" if low < min_expected else "pass" if p >= 1 - confidence else "fail"
@@ -223,5 +255,5 @@ def _verdict(stat: float, dof: int, low: float, confidence: float, min_expected:
             "verdict": verdict, "passed": verdict == "pass", "min_expected": round(low, 6)}
 
 
-__all__ = ["PositionCounts", "chi_square_report", "chi_square_sf", "chi_square_critical", "gamma_q",
+__all__ = ["PositionCounts", "chi_square_report", "rounds_until_flagged", "chi_square_sf", "chi_square_critical", "gamma_q",
            "chi_square_statistic"]

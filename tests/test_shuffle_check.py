@@ -18,6 +18,7 @@ from table.shuffle_check import (
     chi_square_report,
     chi_square_sf,
     gamma_q,
+    rounds_until_flagged,
 )
 
 # Upper 5 % points of the chi-square distribution (any statistics table).
@@ -97,7 +98,8 @@ class _QuietShuffler(ShufflerEmulator):
         pass
 
 
-def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11, every_round=None) -> PositionCounts:
+def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11,
+             record: list | None = None) -> PositionCounts:
     """Deal ``rounds`` rounds with two decks alternating, using the emulators directly.
 
     Each round: the dealer inserts the deck, collected back in positional
@@ -109,7 +111,7 @@ def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11, every
     shuffler = _QuietShuffler(ports[0], rng=random.Random(seed), shuffle=shuffle)
     shoe = _RecordingShoe(ports[1])
     counts = PositionCounts()
-    dealt = 3 * (seats + 1)
+    per_round = 3 * (seats + 1)
     try:
         for r in range(rounds):
             colour = (BackColour.RED, BackColour.BLUE)[r % 2]
@@ -117,14 +119,14 @@ def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11, every
             shuffler.handle_request(Shuffle())
             shoe.load(shuffler.take())
             shoe.sent.clear()
-            for _ in range(dealt):
+            for _ in range(per_round):
                 shoe.draw()
             shoe.unload()
-            for ev in shoe.sent:
-                if isinstance(ev, CardDrawn):
-                    counts.add(str(ev.back_colour), ev.draw_index, ev.card.index)
-            if every_round is not None:
-                every_round(r + 1, counts)
+            dealt = [ev for ev in shoe.sent if isinstance(ev, CardDrawn)]
+            for ev in dealt:
+                counts.add(str(ev.back_colour), ev.draw_index, ev.card.index)
+            if record is not None:
+                record.append((str(colour), [ev.card.index for ev in dealt]))
     finally:
         shuffler.stop()
         shoe.stop()
@@ -136,21 +138,29 @@ def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11, every
 ROUNDS_TO_SUFFICIENT = 2 * 52
 
 
+def dealt_rounds(shuffle: str, rounds: int, **kw) -> list[tuple[str, list[int]]]:
+    """Each round's (deck, dealt card indices), as the shoe read them."""
+    out: list[tuple[str, list[int]]] = []
+    simulate(shuffle, rounds, record=out, **kw)
+    return out
+
+
 def test_the_weak_one_riffle_shuffle_is_flagged_as_soon_as_there_is_enough_data():
-    first_fail: list[int] = []
-
-    def check(n: int, counts: PositionCounts) -> None:
-        if not first_fail and n >= ROUNDS_TO_SUFFICIENT - 2:
-            if chi_square_report(counts)["verdict"] == "fail":
-                first_fail.append(n)
-
-    counts = simulate("riffle1", ROUNDS_TO_SUFFICIENT + 10, every_round=check)
+    rounds = dealt_rounds("riffle1", ROUNDS_TO_SUFFICIENT + 10)
+    assert rounds_until_flagged(rounds) == ROUNDS_TO_SUFFICIENT  # the first round with a verdict at all
+    assert rounds_until_flagged(rounds, min_expected=0.0) <= 10  # the signal itself is there much earlier
+    counts = PositionCounts()
+    for deck, cards in rounds:
+        counts.add_round(deck, cards)
     report = chi_square_report(counts)
     assert report["verdict"] == "fail" and report["passed"] is False
     assert report["p_value"] < 1e-100
-    assert first_fail == [ROUNDS_TO_SUFFICIENT]  # the first round with a verdict at all
     assert set(report["decks"]) == {"red", "blue"}
     assert all(d["verdict"] == "fail" for d in report["decks"].values())
+
+
+def test_a_proper_shuffle_is_never_flagged_over_2000_rounds():
+    assert rounds_until_flagged(dealt_rounds("random", 2000, seed=5)) is None
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
