@@ -160,3 +160,36 @@ def test_the_plugin_skips_a_device_not_named_and_refuses_bad_usb_selectors(bench
     bad = pytester.runpytest_subprocess("--shuffler-usb", "usb://nothex")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--shuffler-usb usb://nothex*"])
+
+
+def test_a_person_following_the_prompts_completes_the_suite():
+    """--operator-prompt: each instruction says enough (device, colour, count) to be carried out."""
+    import re
+
+    from devices.conformance.suite import PromptOperator
+    from protocols.cards import BackColour
+
+    asked: list[str] = []
+    with InProcessBench(seed=4) as bench:
+        hands = bench.target.operator
+
+        def person(text: str) -> None:
+            asked.append(text)
+            colour = next((c for c in BackColour if c.name.lower() in text.split()), None)
+            if text.startswith("Insert"):
+                hands.insert_deck(colour)
+            elif text.startswith("Take the deck"):
+                hands.take_deck()
+            elif text.startswith("Empty the shoe, load"):
+                hands.load_shoe(colour)
+            elif text.startswith("Draw"):
+                hands.draw(int(re.search(r"Draw (\d+)", text).group(1)))
+            elif text.startswith("Take the remaining"):
+                hands.unload_shoe()
+            else:
+                raise AssertionError(f"unclear instruction: {text}")
+
+        bench.target.operator = PromptOperator(person)
+        results = run_suite(bench.target)
+    assert {r.outcome for r in results} == {PASS}, [r.to_json() for r in results if r.outcome != PASS]
+    assert any("red deck into the shuffler" in a for a in asked) and any(a.startswith("Draw 6") for a in asked)

@@ -129,3 +129,36 @@ def test_control_commands_in_process(tmp_path):
         assert emu.command("reboot").startswith("rebooted boot_id=")
     finally:
         emu.stop()
+
+
+def next_notice(events: queue.Queue, timeout_s: float = 10.0) -> str:
+    while True:
+        msg = events.get(timeout=timeout_s).message
+        if isinstance(msg, LinkNotice):
+            return msg.kind
+
+
+def test_disconnect_and_reboot_commands_reach_the_host(tmp_path):
+    link = tmp_path / "shoe"
+    with EmulatorProcess("shoe", "--pty", str(link), log_path=tmp_path / "shoe.log") as emu:
+        events: queue.Queue = queue.Queue()
+        with CardShoe.open(str(link), config=FAST, events=events) as shoe:
+            boot = shoe.identity.boot_id
+            assert emu.control("disconnect").startswith("ok disconnected")
+            assert next_notice(events) == "link_down"
+            assert next_notice(events) == "link_up"  # found again behind the symlink
+            assert emu.control("reboot").startswith("ok rebooted")
+            assert shoe.status().state is DeviceState.IDLE  # NOT_IDENTIFIED, re-identify, resend
+            assert next_notice(events) == "device_rebooted"
+            assert shoe.identity.boot_id != boot
+        assert emu.stop() == 0
+
+
+def test_weak_shuffle_option_makes_a_one_riffle_shuffler():
+    emu = StandaloneEmulator(EmulatorOptions("shuffler", tcp=("127.0.0.1", 0), shuffle="riffle1", seed=2))
+    try:
+        assert emu.device.shuffle_mode == "riffle1"
+    finally:
+        emu.stop()
+    with pytest.raises(ValueError, match="shuffler mode"):
+        EmulatorOptions("shoe", tcp=("127.0.0.1", 0), shuffle="riffle1")
