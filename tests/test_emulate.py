@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import signal
+import socket
 
 import pytest
 
@@ -56,6 +57,9 @@ def test_shuffler_over_tcp_handshakes_answers_and_stops_on_sigterm(tmp_path):
             assert info.value.code is NakCode.DOOR_OPEN
         assert emu.stop(signal.SIGTERM) == 0
         assert '"event": "stopped"' in emu.logs() and "SIGTERM" in emu.logs()
+    host, port = parse_address(emu.url.removeprefix("socket://"))
+    with pytest.raises(ConnectionRefusedError):  # the port went with the process
+        socket.create_connection((host, port), timeout=5).close()
 
 
 def test_shoe_over_a_pty_symlink_logs_frames_and_stops_on_sigint(tmp_path):
@@ -85,8 +89,6 @@ def test_shoe_over_a_pty_symlink_logs_frames_and_stops_on_sigint(tmp_path):
 
 
 def test_a_control_socket_takes_the_same_commands(tmp_path):
-    import socket
-
     with EmulatorProcess("shoe", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--no-stdin",
                          log_path=tmp_path / "shoe.log") as emu:
         assert emu.extra[0].startswith("control 127.0.0.1:")

@@ -35,9 +35,9 @@ import queue
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
-from firmware_bridge.errors import LinkError
+from firmware_bridge.errors import LinkError, RequestRefused
 from firmware_bridge.factory import transport_for
 from firmware_bridge.link import DeviceEvent, LinkConfig, LinkNotice
 from protocols.cards import DECK_SIZE, BackColour
@@ -596,8 +596,6 @@ def check_shuffle_without_deck(ctx: CheckContext) -> str:
             ctx.next_event(DeckVerified)
         ctx.operator.take_deck()
         ctx.next_event(DeckDelivered)
-    from firmware_bridge.errors import RequestRefused
-
     try:
         shuffler.shuffle()
     except RequestRefused as exc:
@@ -702,7 +700,3 @@ def run_suite(target: Target, devices: tuple[str, ...] = ("shuffler", "shoe"),
             if on_result is not None:
                 on_result(result)
     return results
-
-
-def iter_checks() -> Iterator[Check]:
-    return iter(CHECKS)
