@@ -94,12 +94,14 @@ def render_table(target: Target, results: list[CheckResult], started: str) -> st
               help="Run against in-process emulators instead (a self-test of the suite).")
 @click.option("--event-timeout", type=click.FloatRange(0.1, 600), default=10.0, show_default=True, metavar="S",
               help="Seconds to wait for a device event after a physical step.")
+@click.option("--shuffle-timeout", type=click.FloatRange(1, 3600), default=180.0, show_default=True, metavar="S",
+              help="Seconds a shuffle may take to verify (SPEC 7).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of the table.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
               show_default=True, help="Link logs on stderr.")
 def conformance_command(shuffler_url: str | None, shoe_url: str | None, shuffler_control, shoe_control,
-                        operator_prompt: bool, emulated: str | None, event_timeout: float, as_json: bool,
-                        log_level: str) -> None:
+                        operator_prompt: bool, emulated: str | None, event_timeout: float, shuffle_timeout: float,
+                        as_json: bool, log_level: str) -> None:
     """Check a shuffler and/or a shoe against the link protocol (protocols/SPEC.md).
 
     Prints a pass/fail table a vendor can hand to a test lab. Exit 0: every
@@ -132,7 +134,8 @@ def conformance_command(shuffler_url: str | None, shoe_url: str | None, shuffler
         ask = (lambda text: click.prompt(f"\n>>> {text}", default="", show_default=False, err=True)) \
             if operator_prompt else None
         target = hil_target(shuffler_url=shuffler_url, shoe_url=shoe_url, shuffler_control=shuffler_control,
-                            shoe_control=shoe_control, ask=ask, event_timeout_s=event_timeout)
+                            shoe_control=shoe_control, ask=ask, event_timeout_s=event_timeout,
+                            shuffle_timeout_s=shuffle_timeout)
         results = run_suite(target, devices, on_result=progress)
     summary = summarize(results)
     if as_json:

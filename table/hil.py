@@ -112,7 +112,7 @@ class InProcessBench:
             self._stack.close()
             raise
         self.target = Target(urls[0], urls[1], EmulatorOperator(self.shuffler, self.shoe, rng), config=config,
-                             usb_backend=usb_backend, event_timeout_s=5.0,
+                             usb_backend=usb_backend, event_timeout_s=5.0, shuffle_timeout_s=5.0,
                              label=f"in-process emulators over {transport}")
 
     def start(self) -> "InProcessBench":
@@ -142,7 +142,8 @@ def usb_url(selector: str) -> str:
 
 def hil_target(*, shuffler_url: str | None, shoe_url: str | None,
                shuffler_control: tuple[str, int] | None = None, shoe_control: tuple[str, int] | None = None,
-               ask=None, event_timeout_s: float = 10.0, config: LinkConfig = CONFORMANCE_LINK) -> Target:
+               ask=None, event_timeout_s: float = 10.0, shuffle_timeout_s: float = 180.0,
+               config: LinkConfig = CONFORMANCE_LINK) -> Target:
     """A target of devices named by URL (real devices or standalone emulators).
 
     Physical steps go to the emulators' control sockets when given, else to a
@@ -156,7 +157,8 @@ def hil_target(*, shuffler_url: str | None, shoe_url: str | None,
     else:
         operator = Operator()
     label = "real devices or external emulators"
-    return Target(shuffler_url, shoe_url, operator, config=config, event_timeout_s=event_timeout_s, label=label)
+    return Target(shuffler_url, shoe_url, operator, config=config, event_timeout_s=event_timeout_s,
+                  shuffle_timeout_s=shuffle_timeout_s, label=label)
 
 
 __all__ = ["EMULATOR_TRANSPORTS", "EmulatorOperator", "InProcessBench", "hil_target", "usb_url"]

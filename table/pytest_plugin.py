@@ -58,6 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the default in-process emulators run (default: pty)")
     group.addoption("--event-timeout", type=float, default=10.0, metavar="S",
                     help="seconds to wait for a device event after a physical step (default 10)")
+    group.addoption("--shuffle-timeout", type=float, default=180.0, metavar="S",
+                    help="seconds a shuffle may take to verify (default 180, SPEC 7)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -137,6 +139,7 @@ def threecard_target(request: pytest.FixtureRequest) -> Iterator[object]:
         shoe_url=config.getoption("shoe_url") or config.getoption("shoe_usb"),
         shuffler_control=_address(config, "shuffler_control"), shoe_control=_address(config, "shoe_control"),
         ask=ask, event_timeout_s=config.getoption("event_timeout"),
+        shuffle_timeout_s=config.getoption("shuffle_timeout"),
     )
 
 

@@ -200,7 +200,8 @@ class Target:
     ``shuffler_url`` / ``shoe_url``: a pyserial URL or ``usb://VID:PID[/SERIAL]``
     selector, None when that device is not under test. ``usb_backend``: the
     pyusb backend for USB selectors (None: libusb). ``event_timeout_s``: how
-    long to wait for a device event after the step that causes it (s).
+    long to wait for a device event after the step that causes it (s);
+    ``shuffle_timeout_s``: how long a shuffle may take to verify (s, SPEC §7).
     ``label``: where the devices are, for reports.
     """
 
@@ -210,6 +211,7 @@ class Target:
     config: LinkConfig = CONFORMANCE_LINK
     usb_backend: object = None
     event_timeout_s: float = 10.0
+    shuffle_timeout_s: float = 180.0
     label: str = "devices"
 
     def url(self, device: str) -> str | None:
@@ -489,8 +491,9 @@ def check_reply_cache(ctx: CheckContext) -> str:
     return "repeated SEQ answered byte for byte from the cache, not re-executed; new session clears it"
 
 
-def _retransmit_then_ack(raw: RawSession, kind: type[Message], timeout_s: float) -> Frame:
-    frame, _ = raw.wait_event(kind, timeout_s)
+def _retransmit_then_ack(raw: RawSession, kind: type[Message], timeout_s: float,
+                         first_timeout_s: float | None = None) -> Frame:
+    frame, _ = raw.wait_event(kind, first_timeout_s or timeout_s)
     # Not acknowledged: the device must send the very same frame again (SPEC §6.3).
     deadline = time.monotonic() + timeout_s
     again = None
@@ -544,10 +547,10 @@ def check_shuffler_event_arq(ctx: CheckContext) -> str:
     else:  # a deck is already in: its shuffle's event serves
         reply = raw.request(2, Shuffle())
         expect(reply == Ack(), f"Shuffle with a deck inside answered {reply}")
-        first = _retransmit_then_ack(raw, DeckVerified, timeout)
+        first = _retransmit_then_ack(raw, DeckVerified, timeout, first_timeout_s=ctx.target.shuffle_timeout_s)
     reply = raw.request(3, Shuffle())
     expect(reply == Ack(), f"Shuffle answered {reply}")
-    second = _next_new_event(raw, first, DeckVerified, timeout)
+    second = _next_new_event(raw, first, DeckVerified, ctx.target.shuffle_timeout_s)
     return f"unacknowledged event SEQ {first.seq} resent identically; next event SEQ {second.seq}"
 
 
@@ -574,7 +577,7 @@ def check_shuffle_verifies(ctx: CheckContext) -> str:
         inserted = ctx.next_event(DeckInserted)
         expect(inserted.back_colour == colour, f"DeckInserted says {inserted.back_colour}, the deck is {colour}")
     shuffler.shuffle()
-    verified = ctx.next_event(DeckVerified)
+    verified = ctx.next_event(DeckVerified, ctx.target.shuffle_timeout_s)
     expect(verified.card_count == DECK_SIZE, f"card count {verified.card_count}, expected 52")
     expect(len(verified.present) == DECK_SIZE, f"missing cards {sorted(verified.missing)}")
     expect(not verified.duplicates and verified.foreign_count == 0,
@@ -593,7 +596,7 @@ def check_shuffle_without_deck(ctx: CheckContext) -> str:
     if st.state is not DeviceState.IDLE:
         if st.state is DeviceState.HAS_DECK:
             shuffler.shuffle()  # a deck must be verified before it can be taken out
-            ctx.next_event(DeckVerified)
+            ctx.next_event(DeckVerified, ctx.target.shuffle_timeout_s)
         ctx.operator.take_deck()
         ctx.next_event(DeckDelivered)
     try:
