@@ -281,6 +281,9 @@ class FirmwareEmulator:
                     self._reply_cache = None  # a new host: its SEQs start afresh
                 self._host_session = msg.host_session
                 self._identified = True
+                if self._pending is not None:  # a host (re)connected: resend what it lacks soon
+                    self._pending_timeout_s = self.retransmit_initial_ms / 1000
+                    self._pending_deadline = time.monotonic() + self._pending_timeout_s
             self._reply(frame.seq, self.identify_reply(), cache=False)
             self._pump()
             return

@@ -13,6 +13,7 @@ from .cli_conformance import conformance_command
 from .cli_devices import devices_command
 from .cli_emulate import emulate_command
 from .cli_run import run_command
+from .cli_simtable import simulate_table_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,3 +29,4 @@ main.add_command(devices_command)
 main.add_command(emulate_command)
 main.add_command(conformance_command)
 main.add_command(audit_group)
+main.add_command(simulate_table_command)

@@ -121,13 +121,15 @@ def _round_line(r: RoundResult) -> str:
                    "journal.path. Without it no record is kept.")
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket for dealer and supervisor commands (docs/console.md).")
+@click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
+              help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
 @click.option("--service", is_flag=True,
               help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
                    "stdout, sd_notify READY/WATCHDOG/STOPPING, rounds until stopped unless --rounds is given.")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
-                service=False, journal_path=None, control_socket=None, supervisor=None) -> None:
+                service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -197,6 +199,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 usb_backend = sim.usb_backend
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player
+            elif dealer_socket:
+                from .remote_dealer import RemoteDealer
+
+                dealer = RemoteDealer(dealer_socket)
+                stack.callback(dealer.close)
+                decide = q64_player
+                usb_backend = None
             else:
                 from .console_dealer import ConsoleDealer
 
@@ -214,7 +223,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
-                                         journal=journal, console=console, auto_dealer=simulate)
+                                         journal=journal, console=console,
+                                         auto_dealer=bool(simulate or dealer_socket))
             controller.prepare()
             for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
                 try:

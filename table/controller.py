@@ -458,6 +458,9 @@ class TableController:
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
                 if self._round is None:
+                    if self.held is not None and isinstance(msg, CardDrawn):
+                        self._late_card(msg)  # drawn for the held round before a restart
+                        continue
                     self._record("incident", what="card drawn with no round in progress",
                                  message=message_to_dict(msg))
                     raise DeviceFault("a card was drawn with no round in progress: incident recorded")
@@ -667,7 +670,13 @@ class TableController:
         if state is DeviceState.HAS_DECK:  # the shuffle command never arrived (restart)
             self._record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
             self.shuffler.shuffle()
-        self._expect(DeckVerified, self.timing.shuffle_timeout_s, f"verification of the {deck.back_colour} deck")
+        try:
+            self._expect(DeckVerified, self.timing.shuffle_timeout_s, f"verification of the {deck.back_colour} deck")
+        except CustodyViolation as v:
+            if v.rule is not Rule.DECK_INCOMPLETE:
+                raise
+            log.error("deck_failed_verification", deck_id=deck.deck_id, detail=v.detail)
+            return  # out of service now: advance() asks a supervisor for a replacement
         log.info("deck_verified", deck_id=deck.deck_id, places=self.custody.places())
 
     def _replace_deck(self, out: Deck) -> None:
@@ -685,7 +694,7 @@ class TableController:
         except (ValueError, CustodyViolation) as exc:
             cmd.answer(ok=False, error=str(exc))
             return
-        self._record("supervisor", action="register_deck", supervisor=supervisor, deck_id=deck_id,
+        self._record("supervisor", action="register_deck", supervisor=supervisor, new_deck_id=deck_id,
                      replaces=out.deck_id, colour=str(out.back_colour))
         self._record_custody("register_deck")
         cmd.answer(ok=True, deck_id=new.deck_id)
@@ -840,8 +849,8 @@ class TableController:
     def _no_extra_cards(self) -> None:
         """A card drawn beyond the deal (a seat given a wrong number of cards) is a misdeal."""
         while True:
-            try:
-                ev = self._next_event(0, "extra cards")
+            try:  # device events come one at a time: give a straggler a moment to arrive
+                ev = self._next_event(min(0.05, self.timing.event_timeout_s), "extra cards")
             except DeviceTimeout:
                 return
             if isinstance(ev.message, (CardDrawn, CardUnreadable)):

@@ -1,0 +1,268 @@
+"""The controller on a simulated table: each dealer error and fault gets its remedy, and
+the dealer's hand stays sealed on every public path until every seat has decided."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import queue
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+import structlog
+
+from devices import CardShoe, Shuffler
+from protocols.cards import BackColour, Card
+from simulators.devices import SimCard, new_deck
+from simulators.table import SimulatedTable
+from table.controller import (
+    Command,
+    Console,
+    RoundHeld,
+    Sealed,
+    SupervisorRequired,
+    TableController,
+    TableTiming,
+)
+from table.custody import DeckCustody, DeckPlace, Rule
+from table.journal import Journal, verify
+from table.logs import configure_logging
+from table.rules.settlement import Tables
+
+RED, BLUE = BackColour.RED, BackColour.BLUE
+
+
+@contextmanager
+def table(tmp_path, *, seed=7, seats=2, attached=True, auto_dealer=True, dealer=None):
+    with SimulatedTable((RED, BLUE), seed=seed) as sim:
+        events: queue.Queue = queue.Queue()
+        journal = Journal(tmp_path / "journal.sqlite3")
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        console = Console()
+        console.attached = attached
+        ctl = TableController(shuffler, shoe, events, dealer(sim) if dealer else sim.dealer,
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=seats, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
+                              auto_dealer=auto_dealer, timing=TableTiming(event_timeout_s=3, settle_s=0.1))
+        try:
+            yield ctl, sim, console, journal
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok
+
+
+def void(console: Console, reason: str = "misdeal") -> None:
+    console.submit(Command("void", {"reason": reason, "supervisor": "S-1"}))
+
+
+def kinds(journal: Journal, kind: str) -> list[dict]:
+    return [e.body for e in journal.entries(kind)]
+
+
+class SlipDealer:
+    """A dealer who makes one mistake at the Nth draw of the game."""
+
+    def __init__(self, sim, at: int, mistake):
+        self._sim, self._at, self._mistake, self.draws = sim, at, mistake, 0
+
+    def __getattr__(self, name):
+        return getattr(self._sim.dealer, name)
+
+    def draw_card(self):
+        self.draws += 1
+        if self.draws == self._at:
+            self._mistake(self._sim)
+        self._sim.dealer.draw_card()
+
+
+def test_regular_rounds_alternate_and_journal_every_step(tmp_path):
+    with table(tmp_path) as (ctl, sim, console, journal):
+        ctl.prepare()
+        colours = [ctl.play_round().deck_colour for _ in range(4)]
+        assert colours == [RED, BLUE, RED, BLUE]
+        steps = [b["step"] for b in kinds(journal, "round")]
+        assert steps[:10] == ["open", "close_bets", "start_dealing", "dealing_done", "decisions_done",
+                              "dealer_reveal", "settle", "collect", "close", "closed"]
+        assert len(kinds(journal, "card_read")) == 4 * 9
+        # The settlement is recorded before it is posted (816a.1): "settle" precedes "collect".
+        assert steps.index("settle") < steps.index("collect")
+
+
+def test_foreign_card_holds_the_round_for_a_misdeal(tmp_path):
+    slip = lambda sim: sim.shoe.cards.insert(0, SimCard(Card.parse("As"), BLUE))  # noqa: E731
+    with table(tmp_path, dealer=lambda sim: SlipDealer(sim, 2, slip)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.FOREIGN_CARD
+        assert ctl.held is not None
+        void(console, "foreign card: misdeal")
+        ctl.resolve_held()
+        steps = [b["step"] for b in kinds(journal, "round")]
+        assert steps[-3:] == ["held", "voided", "closed"]
+        assert [b["rule"] for b in kinds(journal, "violation")] == ["foreign_card"]
+        assert ctl.custody.decks[RED].place is DeckPlace.IN_DISCARD_RACK
+
+
+def test_the_same_card_read_twice_holds_the_round(tmp_path):
+    def twice(sim):
+        sim.shoe.cards.insert(0, SimCard(sim.dealer.drawn[0].card, RED))
+    with table(tmp_path, dealer=lambda sim: SlipDealer(sim, 4, twice)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.DUPLICATE_CARD
+
+
+def test_a_deck_failing_verification_is_taken_out_until_a_supervisor_registers_a_replacement(tmp_path):
+    with table(tmp_path, attached=False) as (ctl, sim, console, journal):
+        sim.dealer.off_table[RED].pop()  # the red deck is a card short
+        with pytest.raises(SupervisorRequired, match="replacement for deck A"):
+            ctl.prepare()
+        assert ctl.custody.decks[RED].place is DeckPlace.OUT_OF_SERVICE
+        assert [b["rule"] for b in kinds(journal, "violation")] == ["deck_incomplete"]
+        # The supervisor takes the short deck away and brings a new one, then registers it.
+        with sim.shuffler.lock:
+            sim.shuffler.cards, sim.shuffler.verified, sim.shuffler.colour = None, False, BackColour.NONE
+        sim.dealer.off_table[RED] = new_deck(RED)
+        console.attached = True
+        console.submit(Command("register_deck", {"deck_id": "A2", "supervisor": "S-1"}))
+        ctl.advance()
+        assert ctl.custody.decks[RED].deck_id == "A2"
+        assert ctl.play_round().deck_id == "A2"
+        assert kinds(journal, "supervisor")[0]["replaces"] == "A"
+
+
+def test_a_card_drawn_before_betting_closed_is_an_incident(tmp_path):
+    with table(tmp_path, auto_dealer=False) as (ctl, sim, console, journal):
+        ctl.prepare()
+
+        def early_dealer():
+            while not (ctl.status()["round"] or {}).get("state") == "open_for_bets":
+                time.sleep(0.005)
+            sim.dealer.draw_card()  # before the dealer closed bets
+            while ctl.events.empty():
+                time.sleep(0.005)
+            console.submit(Command("close_bets"))
+
+        t = threading.Thread(target=early_dealer)
+        t.start()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        t.join()
+        assert info.value.violation.rule is Rule.CARD_DRAWN_EARLY
+        assert kinds(journal, "incident")[0]["what"] == "card drawn before betting closed"
+
+
+def test_an_unreadable_card_is_entered_by_a_supervisor(tmp_path):
+    with table(tmp_path) as (ctl, sim, console, journal):
+        ctl.prepare()
+        sim.shoe.faults.unreadable_draws = 1
+        actual = sim.shoe.cards[0].card
+        console.submit(Command("confirm_card", {"card": str(actual), "supervisor": "S-1"}))
+        result = ctl.play_round()
+        assert result.seats[0].cards[0] == actual
+        reads = kinds(journal, "card_read")
+        assert reads[0]["manual"] is True and reads[0]["card"] == str(actual)
+        assert kinds(journal, "supervisor")[0]["action"] == "confirm_card"
+
+
+def test_a_seat_given_a_wrong_number_of_cards_is_a_misdeal(tmp_path):
+    extra = lambda sim: sim.dealer.draw_card()  # noqa: E731 - one draw too many
+    with table(tmp_path, dealer=lambda sim: SlipDealer(sim, 5, extra)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.WRONG_CARD_COUNT
+
+
+def test_the_shoe_loaded_with_the_deck_just_played_is_refused(tmp_path):
+    class Reloader:
+        def __init__(self, sim):
+            self.sim = sim
+
+        def __getattr__(self, name):
+            return getattr(self.sim.dealer, name)
+
+        def load_shoe(self, colour):
+            d = self.sim.dealer
+            if d.discard_rack:  # after round 1: reload the red cards from the rack
+                cards, d.discard_rack = d.discard_rack, []
+                self.sim.shoe.load(cards)
+            else:
+                d.load_shoe(colour)
+
+    with table(tmp_path, dealer=Reloader) as (ctl, sim, console, journal):
+        ctl.prepare()
+        ctl.play_round()
+        with pytest.raises(Exception) as info:
+            ctl.play_round()
+        assert getattr(info.value, "rule", None) is Rule.SHOE_LOADED_WITH_DECK_JUST_PLAYED
+        assert [b["rule"] for b in kinds(journal, "violation")] == ["shoe_loaded_with_deck_just_played"]
+
+
+def test_a_void_needs_a_reason_and_returns_the_wagers(tmp_path):
+    slip = lambda sim: sim.shoe.cards.insert(0, SimCard(Card.parse("2c"), BLUE))  # noqa: E731
+    with table(tmp_path, dealer=lambda sim: SlipDealer(sim, 1, slip)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld):
+            ctl.play_round()
+        answers = []
+        console.submit(Command("void", {"reason": " ", "supervisor": "S-1"}, answers.append))
+        void(console, "foreign card")
+        ctl.resolve_held()
+        assert answers[0]["ok"] is False and "reason" in answers[0]["error"]
+        voided = [b for b in kinds(journal, "round") if b["step"] == "voided"][0]
+        assert voided["wagers"] == "returned" and voided["supervisor"] == "S-1"
+
+
+def test_the_dealer_hand_is_sealed_on_every_public_path(tmp_path):
+    stream = io.StringIO()
+    configure_logging(stream=stream, fmt="json", level="debug")
+    try:
+        with table(tmp_path, seats=3) as (ctl, sim, console, journal):
+            ctl.prepare()
+            seen: list = []
+            probes: list = []
+
+            def on_event(ev):
+                seen.append(ev)
+                if ev.kind == "card_dealt":
+                    try:
+                        probes.append(("api", ctl.dealer_hand()))
+                    except Sealed:
+                        probes.append(("api", None))
+                    view = ctl.seat_view(1)
+                    probes.append(("view", view.dealer_hand, view.cards))
+
+            ctl.subscribe(on_event)
+            result = ctl.play_round()
+    finally:
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
+    dealer = {str(c) for c in result.dealer_hand}
+    seat1 = [str(c) for c in result.seats[0].cards]
+    # API: every probe during the deal was refused; seat 1's view held only seat 1's cards.
+    assert [p for p in probes if p[0] == "api"] == [("api", None)] * 12
+    for p in probes:
+        if p[0] == "view":
+            assert p[1] is None and all(str(c) in seat1 for c in p[2])
+    # Events: before dealer_revealed no event carries a dealer card.
+    reveal = next(i for i, e in enumerate(seen) if e.kind == "dealer_revealed")
+    for e in seen[:reveal]:
+        if e.kind == "card_dealt" and e.data["to"] == "dealer":
+            assert "card" not in e.data
+    # Logs: no line before the reveal names a dealer card.
+    lines = [json.loads(x) for x in stream.getvalue().splitlines() if x.startswith("{")]
+    cut = next(i for i, x in enumerate(lines) if x.get("event") == "dealer_reveal")
+    for x in lines[:cut]:
+        if x.get("event") == "card_read" and x.get("to") == "dealer":
+            assert "card" not in x
+    assert all(x.get("to") != "dealer" or "card" not in x for x in lines[:cut])
+    assert dealer  # the hand was dealt and revealed afterwards
