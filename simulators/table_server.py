@@ -117,9 +117,10 @@ class DealerServer:
 
     def close(self) -> None:
         try:
-            self._server.close()
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in another thread
         except OSError:
             pass
+        self._server.close()
         for c in self._conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)

@@ -108,9 +108,10 @@ class ControlSocket:
     def close(self) -> None:
         self._stop.set()
         try:
-            self._server.close()
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in another thread
         except OSError:
             pass
+        self._server.close()
         for c in self._clients:
             try:
                 c.shutdown(socket.SHUT_RDWR)
