@@ -100,6 +100,15 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
 @click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
+@click.option("--pair-plus", "pair_plus", default=None, help="Pair Plus paytable name or file; simulated seats then wager it.")
+@click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
+@click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
+@click.option("--side-cents", type=click.IntRange(1), default=500, show_default=True,
+              help="Each simulated seat's Pair Plus and Six Card Bonus wager in cents, when those tables are set.")
+@click.option("--progressive-cents", type=click.IntRange(1), default=100, show_default=True,
+              help="Each simulated seat's progressive wager in cents, when a progressive table is set.")
+@click.option("--meter-cents", type=click.IntRange(0), default=10_000_000, show_default=True,
+              help="The progressive meter (cents) paid by a meter line.")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
 @click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port) or USB selector usb://VID:PID[/SERIAL].")
 @click.option("--shoe-url", default=None, help="Shoe port URL for a real table.")
@@ -129,7 +138,9 @@ def _round_line(r: RoundResult) -> str:
                    "stdout, sd_notify READY/WATCHDOG/STOPPING, rounds until stopped unless --rounds is given.")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
-                service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None) -> None:
+                service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
+                pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
+                meter_cents=10_000_000) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -160,7 +171,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     configure_logging(stream=stream, fmt=log_format or ("json" if log_file or service else "auto"), level=level)
 
     try:
-        tables = Tables.load(ante_bonus=ante_bonus, **settings.other_paytables())
+        side_tables = settings.other_paytables()
+        for key, value in (("pair_plus", pair_plus), ("six_card_bonus", six_card), ("progressive", progressive)):
+            if value:
+                side_tables[key] = value  # the command line overrides the config
+        tables = Tables.load(ante_bonus=ante_bonus, progressive_meter_cents=meter_cents, **side_tables)
     except (PaytableError, SettlementError, OSError) as exc:
         raise click.BadParameter(str(exc), param_hint="--ante-bonus") from None
 
@@ -224,7 +239,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
                                          journal=journal, console=console,
-                                         auto_dealer=bool(simulate or dealer_socket))
+                                         auto_dealer=bool(simulate or dealer_socket),
+                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents))
             controller.prepare()
             for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
                 try:
@@ -262,7 +278,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             "net_by_seat": net_by_seat,
             "seed": seed,
             "ante_cents": ante_cents,
-            "paytables": {"ante_bonus": tables.ante_bonus.name},
+            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+                          if getattr(tables, k) is not None},
         }
         if error:
             out["error"] = error
@@ -274,6 +291,18 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     if error:
         click.echo(f"tablectl run: {error}", err=True)
         sys.exit(code)
+
+
+def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
+    """Each seat's side wagers: one for every side paytable the table has (issue 6, point 10)."""
+    out = {}
+    if tables.pair_plus is not None:
+        out["pair_plus"] = side_cents
+    if tables.six_card_bonus is not None:
+        out["six_card"] = side_cents
+    if tables.progressive is not None:
+        out["progressive"] = progressive_cents
+    return out
 
 
 def _raise_exit(signum, frame) -> None:  # SIGTERM → clean shutdown via KeyboardInterrupt handling

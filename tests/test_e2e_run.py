@@ -132,3 +132,37 @@ def test_logs_are_json_lines_and_seal_the_dealer_hand_until_reveal(run_json):
     dealer_reads = [e for e in lines if e.get("event") == "card_read" and e.get("to") == "dealer"]
     assert dealer_reads and all("card" not in e for e in dealer_reads)
     assert all("round_id" in e for e in lines if e.get("event") == "card_read")
+
+
+def test_every_wager_type_is_settled_in_a_run():
+    """Issue 6 point 10: the round runner takes the configured side paytables; each
+    seat wagers Pair Plus, Six Card Bonus and the progressive. Pair Plus is
+    recomputed here (40/30/6/4/1 on the example table), and a fold forfeits
+    the ante and Pair Plus but leaves the Six Card Bonus and the progressive
+    standing (58 Pa. Code 649a.11(b)(1), (3))."""
+    side = 500
+    cmd = tablectl() + ["run", "--simulate", "--rounds", "20", "--seats", "6", "--seed", "11", "--json",
+                        "--ante-cents", str(ANTE), "--side-cents", str(side), "--pair-plus", "example-pp-649a12d",
+                        "--six-card", "example-6cb-649a12f-e", "--progressive", "example-prog-649a12e"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out["paytables"]) == {"ante_bonus", "pair_plus", "six_card_bonus", "progressive"}
+    pp_pays = {5: 40, 4: 30, 3: 6, 2: 4, 1: 1}
+    folds = 0
+    for r in out["rounds"]:
+        for s in r["seats"]:
+            w = {x["wager"]: x for x in s["wagers"]}
+            assert {"ante", "pair_plus", "six_card", "progressive"} <= set(w)
+            category = hand_key(s["cards"])[0]
+            if s["decision"] == "fold":
+                folds += 1
+                assert w["pair_plus"]["outcome"] == "lose" and w["pair_plus"]["amount"] == -side
+                assert w["ante"]["outcome"] == "lose"
+                assert w["six_card"]["outcome"] in ("win", "lose")  # settled on its hand, not forfeited
+                assert w["six_card"].get("rule", "") != "" and "649a.11(b)(1)" not in w["six_card"]["rule"]
+            else:
+                expected = side * pp_pays[category] if category in pp_pays else -side
+                assert w["pair_plus"]["amount"] == expected, (s, r["dealer_hand"])
+            assert s["net"] == sum(x["amount"] for x in s["wagers"])
+    assert folds > 0
