@@ -28,6 +28,7 @@ from .controller import (
     SupervisorRequired,
     TableController,
     TableError,
+    console_decisions,
     q64_player,
 )
 from .journal import Journal, JournalError
@@ -224,8 +225,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             else:
                 from .console_dealer import ConsoleDealer
 
-                dealer = ConsoleDealer()
-                decide = dealer.decide
+                dealer = ConsoleDealer()  # prompts only; nothing reads stdin here
+                decide = console_decisions(console)  # decisions come in on the console
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
                                                          config=settings.link_config("shuffler"),

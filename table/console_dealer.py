@@ -1,8 +1,10 @@
-"""The dealer at a real table: prompts on the terminal, device events confirm.
+"""The dealer at a real table: prompts on the terminal (or the log), device events confirm.
 
 For each physical action the controller prints a prompt; the device's own
-event (deck inserted, card drawn...) confirms it, so no key press is needed,
-except for collecting the cards into the discard rack, which no device sees.
+event (deck inserted, card drawn...) confirms it, so no key press is needed.
+What no device sees (bets closed, the collect, each player's decision) the
+dealer confirms on the console (docs/console.md). Nothing here reads stdin,
+so the same code runs under systemd.
 """
 
 from __future__ import annotations
@@ -10,15 +12,11 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-import click
-
-from protocols.cards import BackColour, Card
-
-from .rules.settlement import Decision
+from protocols.cards import BackColour
 
 
 class ConsoleDealer:
-    """Prompts a human dealer on ``out`` (default stderr) and reads ``input``."""
+    """Prompts a human dealer on ``out`` (default stderr); the devices' events confirm."""
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stderr
@@ -40,8 +38,3 @@ class ConsoleDealer:
 
     def collect(self) -> None:
         self._say("Collect the round's cards and the shoe's stub into the discard rack.")
-
-    def decide(self, seat: int, cards: list[Card]) -> Decision:
-        """Ask for a seat's play-or-fold decision (the player's cards stay on the layout)."""
-        answer = click.prompt(f"Seat {seat}: play or fold?", type=click.Choice(["play", "fold"]), err=True)
-        return Decision(answer)

@@ -9,6 +9,7 @@ action              arguments                                  who
 ``status``          —                                          anyone
 ``close_bets``      —                                          dealer
 ``confirm_collect`` —                                          dealer
+``decide``          ``seat``, ``decision`` (play/fold)         dealer
 ``void``            ``reason``, ``supervisor``                 supervisor
 ``register_deck``   ``deck_id``, ``supervisor``                supervisor
 ``confirm_card``    ``card`` (e.g. ``"Qs"``), ``supervisor``   supervisor
@@ -142,6 +143,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
   s                      status
   c                      close bets (dealer)
   k                      confirm the collect (dealer)
+  p SEAT / f SEAT        seat SEAT plays / folds (dealer)
   v REASON...            void the round (supervisor)
   r DECK_ID              register a replacement deck (supervisor)
   m CARD                 enter an unreadable card, e.g. m Qs (supervisor)"""
@@ -159,6 +161,8 @@ def parse_key_line(line: str, supervisor: str) -> Command | None:
         return Command("close_bets")
     if key == "k":
         return Command("confirm_collect")
+    if key in ("p", "f") and rest and rest[0].isdigit():
+        return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"})
     if key == "v" and rest:
         return Command("void", {"reason": " ".join(rest), "supervisor": supervisor})
     if key == "r" and rest:

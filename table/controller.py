@@ -147,7 +147,7 @@ class Console:
     :class:`SupervisorRequired` instead of waiting for ever.
     """
 
-    DEALER_ACTIONS = ("close_bets", "confirm_collect")
+    DEALER_ACTIONS = ("close_bets", "confirm_collect", "decide")
     SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card")
 
     def __init__(self) -> None:
@@ -266,6 +266,28 @@ Decide = Callable[[int, list[Card]], Decision]
 def q64_player(seat: int, cards: list[Card]) -> Decision:
     """The simulated player: play with Q-6-4 or better, else fold."""
     return Decision.PLAY if plays_q64(cards) else Decision.FOLD
+
+
+def console_decisions(console: "Console") -> Decide:
+    """Players' decisions at a real table, as the dealer enters them on the console:
+    ``{"action": "decide", "seat": 2, "decision": "fold"}`` (or the key ``p 2`` / ``f 2``).
+    The dealer asks each seat in turn (649a.11), so the table waits for that seat."""
+
+    def decide(seat: int, cards: list[Card]) -> Decision:
+        while True:
+            cmd = console.wait(("decide",), f"seat {seat}'s decision (play or fold)")
+            if cmd.args.get("seat") != seat:
+                cmd.answer(ok=False, error=f"the table waits for seat {seat}'s decision")
+                continue
+            try:
+                decision = Decision.parse(cmd.args.get("decision", ""))
+            except ValueError as exc:
+                cmd.answer(ok=False, error=str(exc))
+                continue
+            cmd.answer(ok=True, seat=seat, decision=decision.value)
+            return decision
+
+    return decide
 
 
 class TableController:

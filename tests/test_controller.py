@@ -266,3 +266,41 @@ def test_the_dealer_hand_is_sealed_on_every_public_path(tmp_path):
             assert "card" not in x
     assert all(x.get("to") != "dealer" or "card" not in x for x in lines[:cut])
     assert dealer  # the hand was dealt and revealed afterwards
+
+
+def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_control_socket(tmp_path):
+    """auto_dealer=False, as at a real table: bets closed, each seat's decision and the
+    collect come in over the documented control socket (docs/console.md)."""
+    from table.control import ControlSocket, send
+    from table.controller import console_decisions
+
+    with table(tmp_path, auto_dealer=False, seats=2) as (ctl, sim, console, journal):
+        ctl.decide = console_decisions(console)
+        sock = ControlSocket(tmp_path / "ctl.sock", console)
+        replies = []
+
+        def dealer_at_the_console():
+            def waiting_for():
+                st = send(sock.path, {"action": "status"})
+                return (st.get("round") or {}).get("state")
+            plan = [("open_for_bets", {"action": "close_bets"}),
+                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),  # out of turn
+                    ("decisions", {"action": "decide", "seat": 1, "decision": "fold"}),
+                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),
+                    ("collect", {"action": "confirm_collect"})]
+            for state, request in plan:
+                while waiting_for() not in (state, "settle") if state == "collect" else waiting_for() != state:
+                    time.sleep(0.005)
+                replies.append(send(sock.path, request))
+
+        try:
+            ctl.prepare()
+            t = threading.Thread(target=dealer_at_the_console)
+            t.start()
+            result = ctl.play_round()
+            t.join()
+        finally:
+            sock.close()
+        assert [s.decision.value for s in result.seats] == ["fold", "play"]
+        assert replies[1] == {"ok": False, "error": "the table waits for seat 1's decision"}
+        assert all(r["ok"] for i, r in enumerate(replies) if i != 1)
