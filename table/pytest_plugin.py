@@ -56,7 +56,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="ask a person at the bench for physical steps (insert a deck, draw cards)")
     group.addoption("--threecard-transport", choices=("pty", "usb"), default="pty",
                     help="where the default in-process emulators run (default: pty)")
-    group.addoption("--event-timeout", type=float, default=10.0, metavar="S",
+    group.addoption("--device-event-timeout", type=float, default=10.0, metavar="S",
                     help="seconds to wait for a device event after a physical step (default 10)")
     group.addoption("--shuffle-timeout", type=float, default=180.0, metavar="S",
                     help="seconds a shuffle may take to verify (default 180, SPEC 7)")
@@ -138,7 +138,7 @@ def threecard_target(request: pytest.FixtureRequest) -> Iterator[object]:
         shuffler_url=config.getoption("shuffler_url") or config.getoption("shuffler_usb"),
         shoe_url=config.getoption("shoe_url") or config.getoption("shoe_usb"),
         shuffler_control=_address(config, "shuffler_control"), shoe_control=_address(config, "shoe_control"),
-        ask=ask, event_timeout_s=config.getoption("event_timeout"),
+        ask=ask, event_timeout_s=config.getoption("device_event_timeout"),
         shuffle_timeout_s=config.getoption("shuffle_timeout"),
     )
 

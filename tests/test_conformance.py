@@ -67,15 +67,31 @@ def test_a_device_not_under_test_is_skipped_not_passed():
     assert result.outcome == SKIP
 
 
-@pytest.fixture
-def bench(tmp_path):
-    """Both devices as standalone emulator processes on TCP, with control sockets."""
-    with EmulatorProcess("shuffler", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--no-stdin", "--seed", "1",
+def _bench(tmp_path, transport: str):
+    """Both devices as standalone emulator processes (on TCP, or on ptys with symlinks), with
+    control sockets."""
+    def where(kind: str) -> list[str]:
+        return ["--tcp", "127.0.0.1:0"] if transport == "tcp" else ["--pty", str(tmp_path / kind)]
+
+    with EmulatorProcess("shuffler", *where("shuffler"), "--control", "127.0.0.1:0", "--no-stdin", "--seed", "1",
                          log_path=tmp_path / "shuffler.log") as shuffler, \
-            EmulatorProcess("shoe", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--no-stdin", "--seed", "2",
+            EmulatorProcess("shoe", *where("shoe"), "--control", "127.0.0.1:0", "--no-stdin", "--seed", "2",
                             log_path=tmp_path / "shoe.log") as shoe:
         yield {"shuffler": shuffler.url, "shoe": shoe.url,
                "shuffler_control": shuffler.extra[0].split()[1], "shoe_control": shoe.extra[0].split()[1]}
+
+
+@pytest.fixture
+def bench(tmp_path):
+    """Standalone emulators over TCP (what a remote bench uses)."""
+    yield from _bench(tmp_path, "tcp")
+
+
+@pytest.fixture
+def pty_bench(tmp_path):
+    """Standalone emulators on ptys: like serial devices, and quicker to reopen than pyserial's
+    socket://, whose close() sleeps 0.3 s."""
+    yield from _bench(tmp_path, "pty")
 
 
 def tablectl(*args: str) -> subprocess.CompletedProcess:
@@ -102,7 +118,8 @@ def test_tablectl_conformance_passes_standalone_emulators(bench):
     assert bench["shuffler"] in r.stdout
 
 
-def test_without_hands_physical_checks_are_skipped_and_the_run_is_incomplete(bench):
+def test_without_hands_physical_checks_are_skipped_and_the_run_is_incomplete(pty_bench):
+    bench = pty_bench
     r = tablectl("conformance", "--shuffler", bench["shuffler"], "--shoe", bench["shoe"], "--json")
     assert r.returncode == 3, r.stdout + r.stderr
     report = json.loads(r.stdout)
@@ -138,18 +155,20 @@ def test_tablectl_conformance_usage():
     assert r.exit_code == 2 and "usb://" in r.output
 
 
-def test_the_plugin_runs_the_same_tests_against_external_emulators_marked_hil(bench, pytester):
+def test_the_plugin_runs_the_same_tests_against_external_emulators_marked_hil(pty_bench, pytester):
+    bench = pty_bench
     args = ["-p", "no:cacheprovider", "--pyargs", "devices.conformance.test_conformance",
             "--shuffler-url", bench["shuffler"], "--shoe-url", bench["shoe"],
             "--shuffler-control", bench["shuffler_control"], "--shoe-control", bench["shoe_control"]]
     result = pytester.runpytest_subprocess(*args, "-m", "hil")
     result.assert_outcomes(passed=len(CHECKS) + 2)
-    result.stdout.fnmatch_lines(["*threecard hil: shuffler socket://*"])
+    result.stdout.fnmatch_lines([f"*threecard hil: shuffler {bench['shuffler']}*"])
     result = pytester.runpytest_subprocess(*args, "-m", "not hil")
     result.assert_outcomes(deselected=len(CHECKS) + 2)
 
 
-def test_the_plugin_skips_a_device_not_named_and_refuses_bad_usb_selectors(bench, pytester):
+def test_the_plugin_skips_a_device_not_named_and_refuses_bad_usb_selectors(pty_bench, pytester):
+    bench = pty_bench
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--pyargs", "devices.conformance.test_conformance",
                                            "--shoe-url", bench["shoe"], "-rs")
     shoe_checks = len(checks_for("shoe"))
