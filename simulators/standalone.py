@@ -172,6 +172,7 @@ class StandaloneEmulator:
         return self.port.name
 
     def start(self) -> "StandaloneEmulator":
+        """Start the firmware thread; returns self."""
         self.device.start()
         return self
 

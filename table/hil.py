@@ -116,6 +116,7 @@ class InProcessBench:
                              label=f"in-process emulators over {transport}")
 
     def start(self) -> "InProcessBench":
+        """Start both emulators; returns self."""
         self.shuffler.start()
         self.shoe.start()
         return self

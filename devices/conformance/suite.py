@@ -215,6 +215,7 @@ class Target:
     label: str = "devices"
 
     def url(self, device: str) -> str | None:
+        """The address of ``device`` ("shuffler" or "shoe"), None when it is not under test."""
         return self.shuffler_url if device == "shuffler" else self.shoe_url
 
 
@@ -234,9 +235,11 @@ class RawSession:
         self._held: list[Frame] = []
 
     def close(self) -> None:
+        """Close the transport; safe to call twice."""
         self.transport.close()
 
     def send(self, wire: bytes) -> None:
+        """Write raw bytes. Raises ``LinkLost``."""
         self.transport.write(wire)
 
     def next_frame(self, timeout_s: float) -> Frame | None:
@@ -258,6 +261,7 @@ class RawSession:
         return None
 
     def ack(self, seq: int) -> None:
+        """Acknowledge the device event with ``seq``."""
         self.send(encode_frame(seq, *encode_message(Ack())))
 
     def exchange(self, wire: bytes, *, timeout_s: float = 1.0, attempts: int = 3) -> Frame:
@@ -293,6 +297,7 @@ class RawSession:
         return _decode_reply(reply)
 
     def identify(self, session: int) -> IdentifyReply:
+        """Identify (SEQ 0) with host session ``session`` (u32). Raises :class:`CheckFailed`."""
         reply = self.request(0, Identify(session))
         if not isinstance(reply, IdentifyReply):
             raise CheckFailed(f"Identify answered with {reply}")
@@ -333,6 +338,7 @@ class CheckContext:
 
     @property
     def url(self) -> str:
+        """The address of the device under test."""
         url = self.target.url(self.device)
         assert url is not None
         return url
@@ -345,6 +351,7 @@ class CheckContext:
         return drv
 
     def raw(self) -> RawSession:
+        """A raw session to the device under test, closed when the check ends."""
         session = RawSession(self.url, usb_backend=self.target.usb_backend,
                              read_timeout_ms=self.target.config.read_timeout_ms)
         self._stack.callback(session.close)
@@ -389,6 +396,7 @@ class Check:
 
     @property
     def id(self) -> str:
+        """``device/name``, e.g. ``shoe/card-events``."""
         return f"{self.device}/{self.name}"
 
 
@@ -403,6 +411,7 @@ class CheckResult:
     seconds: float
 
     def to_json(self) -> dict:
+        """The result as a JSON-ready dict (the ``--json`` report's ``results`` items)."""
         return {"device": self.check.device, "check": self.check.name, "title": self.check.title,
                 "outcome": self.outcome, "detail": self.detail, "seconds": round(self.seconds, 3)}
 
