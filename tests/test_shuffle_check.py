@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from protocols.cards import BackColour
+from protocols.cards import DECK_SIZE, BackColour
 from protocols.messages import CardDrawn, Shuffle
 from simulators.devices import SHUFFLE_MODES, ShoeEmulator, ShufflerEmulator, new_deck, riffle_once
 from simulators.ports import SocketPairPort
@@ -99,12 +99,14 @@ class _QuietShuffler(ShufflerEmulator):
 
 
 def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11,
-             record: list | None = None) -> PositionCounts:
+             record: list | None = None, recycle: bool = False) -> PositionCounts:
     """Deal ``rounds`` rounds with two decks alternating, using the emulators directly.
 
     Each round: the dealer inserts the deck, collected back in positional
     (card index) order, into the shuffler; the host's ``Shuffle`` shuffles it;
-    the deck goes into the shoe and 3 * (seats + 1) cards are drawn. Only the
+    the deck goes into the shoe and 3 * (seats + 1) cards are drawn. With
+    ``recycle`` the deck goes back in as it came out instead (the dealt cards
+    in order, then the stub), starting from a randomly ordered deck. Only the
     shoe's ``CardDrawn`` events are counted, never the shuffled order.
     """
     ports = [SocketPairPort("shuffler"), SocketPairPort("shoe")]
@@ -112,16 +114,18 @@ def simulate(shuffle: str, rounds: int, *, seats: int = 3, seed: int = 11,
     shoe = _RecordingShoe(ports[1])
     counts = PositionCounts()
     per_round = 3 * (seats + 1)
+    order = random.Random(seed + 1)
+    decks = {c: order.sample(new_deck(c), DECK_SIZE) for c in (BackColour.RED, BackColour.BLUE)}
     try:
         for r in range(rounds):
             colour = (BackColour.RED, BackColour.BLUE)[r % 2]
-            shuffler.insert(new_deck(colour))  # collected and squared up in positional order
+            # collected and squared up in positional (index) order, or just as it came out
+            shuffler.insert(decks[colour] if recycle else new_deck(colour))
             shuffler.handle_request(Shuffle())
             shoe.load(shuffler.take())
             shoe.sent.clear()
-            for _ in range(per_round):
-                shoe.draw()
-            shoe.unload()
+            cards = [shoe.draw() for _ in range(per_round)]
+            decks[colour] = cards + shoe.unload()
             dealt = [ev for ev in shoe.sent if isinstance(ev, CardDrawn)]
             for ev in dealt:
                 counts.add(str(ev.back_colour), ev.draw_index, ev.card.index)
@@ -157,6 +161,13 @@ def test_the_weak_one_riffle_shuffle_is_flagged_as_soon_as_there_is_enough_data(
     assert report["p_value"] < 1e-100
     assert set(report["decks"]) == {"red", "blue"}
     assert all(d["verdict"] == "fail" for d in report["decks"].values())
+
+
+def test_a_recycled_one_riffle_deck_is_flagged_too():
+    """Put back as it came out, a once-riffled deck changes little from round to round:
+    the counts spread far wider than a fair shuffle's."""
+    assert rounds_until_flagged(dealt_rounds("riffle1", 400, recycle=True)) <= 200
+    assert rounds_until_flagged(dealt_rounds("random", 400, recycle=True)) is None
 
 
 def test_a_proper_shuffle_is_never_flagged_over_2000_rounds():
