@@ -308,11 +308,15 @@ class FirmwareEmulator:
         return IdentifyReply(self.KIND, self.protocol[0], self.protocol[1], self.firmware, self.serial_number,
                              self.boot_id)
 
-    def disconnect(self) -> None:
-        """Pull the cable: the port drops the host (for a pty, a new pty appears
-        behind its symlink). Firmware state is kept."""
+    def disconnect(self, down_s: float = 0.0) -> None:
+        """Pull the cable (for ``down_s`` seconds, where the port can model that): the
+        port drops the host; for a pty, a new pty appears behind its symlink.
+        Firmware state is kept."""
         with self.lock:
-            self.port.disconnect()
+            if down_s > 0:
+                self.port.disconnect(down_s)
+            else:
+                self.port.disconnect()
             self._parser.reset()
         self._wake()
 

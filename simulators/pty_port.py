@@ -8,8 +8,10 @@ reads on the master never fail with EIO while the host is between opens.
 from __future__ import annotations
 
 import os
+import threading
 import tty
 from pathlib import Path
+from typing import Callable
 
 
 class PtyPort:
@@ -22,6 +24,9 @@ class PtyPort:
 
     def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
         self.link: Path | None = Path(link) if link is not None else None
+        self.on_change: Callable[[], None] = lambda: None  # set by the firmware emulator
+        self._closed = False
+        self._replug: threading.Timer | None = None
         self._open()
 
     def _open(self) -> None:
@@ -38,17 +43,33 @@ class PtyPort:
             tmp.symlink_to(self.path)
             tmp.replace(self.link)  # atomic: a host never sees the name missing
 
-    def disconnect(self) -> None:
+    def disconnect(self, down_s: float = 0.0) -> None:
         """Model a USB-serial adapter pulled and plugged back: this pty is destroyed
-        (the host's reads fail with EIO) and a new one appears behind the symlink.
-        Without a symlink the host cannot find the device again."""
+        (the host's reads fail with EIO) and a new one appears behind the symlink,
+        at once or after ``down_s`` seconds (the symlink is gone meanwhile, as the
+        udev name of an unplugged adapter is). Without a symlink the host cannot
+        find the device again."""
         old = (self.fd, self._slave)
-        self._open()
+        if down_s > 0:
+            self.fd = self._slave = -1
+            if self.link is not None and self.link.is_symlink():
+                self.link.unlink()
+            self._replug = threading.Timer(down_s, self._plug_back)
+            self._replug.daemon = True
+            self._replug.start()
+        else:
+            self._open()
         for fd in old:
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+    def _plug_back(self) -> None:
+        if self._closed:
+            return
+        self._open()
+        self.on_change()
 
     @property
     def name(self) -> str:
@@ -59,7 +80,9 @@ class PtyPort:
         return self.fd
 
     def read(self, max_bytes: int = 4096) -> bytes:
-        """Non-blocking read from the master; b"" when nothing is waiting."""
+        """Non-blocking read from the master; b"" when nothing is waiting or unplugged."""
+        if self.fd < 0:
+            return b""
         try:
             return os.read(self.fd, max_bytes)
         except BlockingIOError:
@@ -80,6 +103,9 @@ class PtyPort:
 
     def close(self) -> None:
         """Close both ends and remove the symlink; safe to call twice."""
+        self._closed = True
+        if self._replug is not None:
+            self._replug.cancel()
         for fd in (self.fd, self._slave):
             if fd >= 0:
                 try:

@@ -14,6 +14,7 @@ from .cli_devices import devices_command
 from .cli_emulate import emulate_command
 from .cli_run import run_command
 from .cli_simtable import simulate_table_command
+from .cli_soak import soak_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,3 +31,7 @@ main.add_command(emulate_command)
 main.add_command(conformance_command)
 main.add_command(audit_group)
 main.add_command(simulate_table_command)
+from .cli_events import events_group  # noqa: E402
+
+main.add_command(events_group)
+main.add_command(soak_command)

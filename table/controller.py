@@ -90,6 +90,11 @@ class DeviceFault(TableError):
     """A device reported a fault (jam, door open, shoe empty) or its link failed."""
 
 
+class ShufflerStopped(DeviceFault):
+    """The shuffler reported a fault (jam, door open) during a shuffle; the deck stays
+    in it unverified and the shuffle is repeated once the shuffler is clear."""
+
+
 class Sealed(TableError):
     """What was asked is sealed until the wagers it decides are final (58 Pa. Code 816a.1)."""
 
@@ -465,7 +470,8 @@ class TableController:
             if shuffling:
                 c.on_shuffle_fault(shuffling[0].back_colour)
                 self._record_custody("shuffle_fault")
-            raise DeviceFault(f"shuffler fault: {msg.code.name.lower()}; clear it, then the shuffle is repeated")
+            self._record("incident", what=f"shuffler fault: {msg.code.name.lower()}")
+            raise ShufflerStopped(f"shuffler fault: {msg.code.name.lower()}; clear it, then the shuffle is repeated")
         elif isinstance(msg, ShoeEmpty):
             raise DeviceFault(f"the shoe is empty after {msg.draws} draws")
         else:
@@ -621,6 +627,7 @@ class TableController:
         the shoe, not the one played last, and the other deck verified in the
         shuffler (649a.3(b)). Works from any custody state, so it also finishes
         a procedure a restart interrupted."""
+        stops = 0
         for _ in range(40):
             c = self.custody
             out = self._in(P.OUT_OF_SERVICE)
@@ -637,7 +644,13 @@ class TableController:
             if in_shuffler is not None and in_shuffler.place is P.SHUFFLING:
                 self._await_verification(in_shuffler)
             elif in_shuffler is not None and in_shuffler.place is P.IN_SHUFFLER:
-                self._shuffle(in_shuffler)
+                try:
+                    self._shuffle(in_shuffler)
+                except ShufflerStopped as exc:
+                    stops += 1
+                    if stops > 3:
+                        raise
+                    log.warning("shuffle_repeated", reason=str(exc), attempt=stops)
             elif in_shoe is not None and in_shoe.place is P.DELIVERED:
                 self._step("load_shoe", in_shoe.back_colour, ShoeLoaded, f"the {in_shoe.back_colour} deck in the shoe")
             elif in_shuffler is not None and in_shoe is None and in_shuffler is not c.last_played:
@@ -682,16 +695,20 @@ class TableController:
         self.custody.on_shuffle_started(deck.back_colour)
         self._record_custody("start_shuffle")
         self.shuffler.shuffle()
-        self._await_verification(deck)
+        self._await_verification(deck, after_restart=False)
 
-    def _await_verification(self, deck: Deck) -> None:
-        try:
-            state = self.shuffler.status().state
-        except LinkError as exc:
-            raise DeviceFault(f"cannot read shuffler status: {exc}") from exc
-        if state is DeviceState.HAS_DECK:  # the shuffle command never arrived (restart)
-            self._record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
-            self.shuffler.shuffle()
+    def _await_verification(self, deck: Deck, after_restart: bool = True) -> None:
+        """Wait for the shuffler's count of ``deck``. After a restart the journal may
+        say "shuffling" for a command that never reached the shuffler: its status
+        (still holding an unshuffled deck) tells, and the shuffle is sent again."""
+        if after_restart:
+            try:
+                state = self.shuffler.status().state
+            except LinkError as exc:
+                raise DeviceFault(f"cannot read shuffler status: {exc}") from exc
+            if state is DeviceState.HAS_DECK:
+                self._record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
+                self.shuffler.shuffle()
         try:
             self._expect(DeckVerified, self.timing.shuffle_timeout_s, f"verification of the {deck.back_colour} deck")
         except CustodyViolation as v:

@@ -1,0 +1,427 @@
+"""Fault injection on a simulated table, scripted scenarios and the chaos soak (issue 7).
+
+A :class:`ChaosTable` is a simulated table (emulators on ptys, the virtual
+dealer) with the controller on top, a journal, and an automatic supervisor
+that answers what a person would (void a held round, bring and register a
+replacement deck, read an unreadable card off the layout). A
+:class:`FaultInjector` makes every class of fault happen at a chosen round:
+dealer errors, device faults and link faults. The soak and the scenarios
+compare what the controller recorded with the emulators' ground truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import random
+import tempfile
+import threading
+import time
+import tomllib
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+from devices import CardShoe, Shuffler
+from firmware_bridge.faults import FaultPlan, FaultyTransport
+from firmware_bridge.link import Link, LinkConfig
+from firmware_bridge.transport import SerialTransport
+from protocols.cards import BackColour, Card
+from simulators.devices import SimCard, new_deck
+from simulators.table import SimulatedTable
+
+from .controller import (
+    Command,
+    Console,
+    DeviceFault,
+    DeviceTimeout,
+    RoundHeld,
+    TableController,
+    TableTiming,
+)
+from .custody import DeckCustody
+from .journal import Journal
+from .rules.settlement import Tables
+
+log = structlog.get_logger("table.chaos")
+
+RED, BLUE = BackColour.RED, BackColour.BLUE
+
+#: Every fault class the soak draws from. Table faults are dealer errors or device
+#: faults; link faults act on the bytes or the cable.
+FAULT_KINDS = (
+    "foreign_card", "duplicate_read", "missing_card", "unreadable_card", "jam", "early_card", "extra_card",
+    "corrupt_bytes", "unplug_shoe", "reboot_shoe",
+)
+#: Procedure slips that are not faults to alarm on: the controller waits them out.
+SLIP_KINDS = ("late_insert",)
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run: names the file, the key and what is allowed."""
+
+
+class AutoSupervisor(Console):
+    """A console whose supervisor answers at once, as a person at the table would.
+
+    ``void``: voids a held round ("misdeal"); ``register_deck``: takes the
+    failed deck out of the shuffler, brings a new one and registers it;
+    ``confirm_card``: reads the unreadable card off the layout (the virtual
+    dealer's last drawn card). Dealer confirmations are never asked on a
+    simulated table. ``actions`` counts what it did.
+    """
+
+    def __init__(self, sim: SimulatedTable) -> None:
+        super().__init__()
+        self.sim = sim
+        self.attached = True
+        self.actions: dict[str, int] = {}
+        self._replacements = 0
+
+    def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
+        action = actions[0]
+        self.actions[action] = self.actions.get(action, 0) + 1
+        if action == "void":
+            return Command("void", {"reason": f"misdeal ({what})", "supervisor": "AUTO"})
+        if action == "register_deck":
+            shuffler = self.sim.shuffler
+            with shuffler.lock:  # the supervisor takes the failed deck away
+                colour = shuffler.colour
+                shuffler.cards, shuffler.verified, shuffler.colour = None, False, BackColour.NONE
+            self.sim.dealer.off_table[colour] = new_deck(colour)
+            self._replacements += 1
+            return Command("register_deck", {"deck_id": f"R{self._replacements}", "supervisor": "AUTO"})
+        if action == "confirm_card":
+            card = self.sim.dealer.drawn[-1].card
+            return Command("confirm_card", {"card": str(card), "supervisor": "AUTO"})
+        raise DeviceFault(f"the automatic supervisor cannot answer {action}")
+
+
+class FaultInjector:
+    """Makes one fault of each class happen on a :class:`ChaosTable`'s simulation."""
+
+    def __init__(self, table: "ChaosTable", rng: random.Random) -> None:
+        self.t = table
+        self.rng = rng
+        self.injected: dict[str, int] = {}
+
+    def _count(self, kind: str) -> None:
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+
+    def inject(self, kind: str) -> None:
+        """Arm or make fault ``kind`` (one of :data:`FAULT_KINDS`) for the next round."""
+        if kind not in FAULT_KINDS + SLIP_KINDS:
+            raise ScenarioError(f"unknown fault {kind!r}; allowed: {', '.join(FAULT_KINDS + SLIP_KINDS)}")
+        getattr(self, f"_{kind}")()
+        self._count(kind)
+
+    # Each arms the fault so it strikes during the next round or the deck movements before it.
+    def _at_draw(self, n: int, act: Callable[[], None]) -> None:
+        self.t.dealer.arm(n, act)
+
+    def _foreign_card(self) -> None:
+        sim = self.t.sim
+
+        def slip() -> None:  # a card with the other deck's back slips into the shoe
+            colour = BLUE if sim.shoe.colour == RED else RED
+            sim.shoe.cards.insert(0, SimCard(Card.from_index(self.rng.randrange(52)), colour))
+        self._at_draw(self.rng.randint(1, 6), slip)
+
+    def _duplicate_read(self) -> None:
+        sim = self.t.sim
+
+        def twice() -> None:  # the shoe reads a card it already read this round
+            sim.shoe.cards.insert(0, SimCard(sim.dealer.on_layout[0].card, sim.shoe.colour))
+        self._at_draw(self.rng.randint(2, 6), twice)
+
+    def _missing_card(self) -> None:
+        sim = self.t.sim
+        rack = sim.dealer.discard_rack  # the deck going to the shuffler next loses a card
+        if rack:
+            rack.pop(self.rng.randrange(len(rack)))
+        else:
+            deck = next(iter(sim.dealer.off_table.values()), None)
+            if deck:
+                deck.pop(self.rng.randrange(len(deck)))
+
+    def _unreadable_card(self) -> None:
+        self.t.sim.shoe.faults.unreadable_draws += 1
+
+    def _jam(self) -> None:
+        self.t.sim.shuffler.faults.jam_next_shuffle = True
+
+    def _early_card(self) -> None:
+        self.t.dealer.early = True
+
+    def _extra_card(self) -> None:
+        dealer = self.t.sim.dealer
+        self._at_draw(self.rng.randint(1, 6), dealer.draw_card)
+
+    def _late_insert(self) -> None:
+        self.t.dealer.late_insert_s = 0.3
+
+    def _corrupt_bytes(self) -> None:
+        self.t.shoe_faults.burst(20)
+
+    def _unplug_shoe(self) -> None:
+        self.t.sim.shoe.disconnect(down_s=0.3)
+
+    def _reboot_shoe(self) -> None:
+        self.t.sim.shoe.reboot()
+
+
+class FaultyDealer:
+    """The virtual dealer, with mistakes armed by the :class:`FaultInjector`."""
+
+    def __init__(self, sim: SimulatedTable) -> None:
+        self.sim = sim
+        self._armed: dict[int, Callable[[], None]] = {}
+        self._draws = 0
+        self.early = False
+        self.late_insert_s = 0.0
+
+    def arm(self, nth_draw: int, act: Callable[[], None]) -> None:
+        self._armed[self._draws + nth_draw] = act
+
+    def insert_deck(self, colour: BackColour) -> None:
+        if self.late_insert_s:  # the dealer is slow to put the previous deck in the shuffler
+            delay, self.late_insert_s = self.late_insert_s, 0.0
+            threading.Timer(delay, self.sim.dealer.insert_deck, args=(colour,)).start()
+            return
+        self.sim.dealer.insert_deck(colour)
+
+    def take_from_shuffler(self) -> None:
+        self.sim.dealer.take_from_shuffler()
+
+    def load_shoe(self, colour: BackColour) -> None:
+        if self.early:  # the dealer draws a card before betting has closed
+            self.early = False
+            self.sim.dealer.load_shoe(colour)
+            threading.Timer(0.05, self.sim.dealer.draw_card).start()
+            return
+        self.sim.dealer.load_shoe(colour)
+
+    def draw_card(self) -> None:
+        self._draws += 1
+        act = self._armed.pop(self._draws, None)
+        if act is not None:
+            act()
+        self.sim.dealer.draw_card()
+
+    def collect(self) -> None:
+        self.sim.dealer.collect()
+
+
+class BurstTransport(FaultyTransport):
+    """A transport that flips one bit in half of its next ``n`` reads (a noisy patch
+    on the line); the CRC catches each, the ARQ recovers."""
+
+    def __init__(self, inner, seed: int) -> None:
+        super().__init__(inner, FaultPlan(seed=seed))
+        self._burst = 0
+
+    def burst(self, reads: int) -> None:
+        self._burst = reads
+
+    def read(self, max_bytes: int = 512) -> bytes:
+        data = super().read(max_bytes)
+        if data and self._burst > 0:
+            self._burst -= 1
+            if self._rng.random() < 0.5:
+                return data
+            i = self._rng.randrange(len(data))
+            data = data[:i] + bytes((data[i] ^ 0x10,)) + data[i + 1:]
+            self.injected["bit_flip"] += 1
+        return data
+
+
+class ChaosTable:
+    """A simulated table with the controller, a journal and the automatic supervisor."""
+
+    def __init__(self, *, seed: int, seats: int = 3, journal_path: str | Path | None = None) -> None:
+        self._stack = ExitStack()
+        tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
+        journal_path = journal_path or tmp / "journal.sqlite3"
+        self.link_dir = tmp
+        self.sim = self._stack.enter_context(SimulatedTable((RED, BLUE), seed=seed, link_dir=self.link_dir))
+        self.journal = Journal(journal_path)
+        self._stack.callback(self.journal.close)
+        self.events: queue.Queue = queue.Queue(maxsize=1024)
+        cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=12, reconnect_initial_ms=20,
+                         reconnect_max_ms=200, heartbeat_interval_ms=500, read_timeout_ms=50)
+        self.shoe_faults = BurstTransport(SerialTransport(str(self.link_dir / "shoe"), read_timeout_s=0.05), seed)
+        self.shuffler = self._open(Shuffler, SerialTransport(str(self.link_dir / "shuffler"), read_timeout_s=0.05), cfg)
+        self.shoe = self._open(CardShoe, self.shoe_faults, cfg)
+        self.dealer = FaultyDealer(self.sim)
+        self.console = AutoSupervisor(self.sim)
+        self._detections: dict[str, int] = {}
+        self._scanned = 0
+        self.controller = TableController(
+            self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
+            seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
+            console=self.console, timing=TableTiming(event_timeout_s=5, settle_s=0.1))
+
+    def _open(self, cls, transport, cfg):
+        link = Link(transport, name=str(cls.KIND), config=cfg, events=self.events, ack_on_delivery=False)
+        link.open()
+        driver = cls(link)
+        self._stack.callback(driver.close)
+        driver.connect()
+        return driver
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> "ChaosTable":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def play(self) -> str:
+        """One round, resolving holds as the supervisor would: ``"played"``,
+        ``"held"`` (voided) or ``"fault"`` (a device fault, recovered)."""
+        try:
+            self.controller.play_round()
+            return "played"
+        except RoundHeld:
+            self.controller.resolve_held()
+            return "held"
+        except (DeviceFault, DeviceTimeout) as exc:
+            log.warning("round_fault", error=str(exc))
+            if self.controller.held is not None:
+                self.controller.resolve_held()
+            return "fault"
+
+    def truth_reads(self) -> list[tuple[str, str]]:
+        return [(str(c.card), str(c.back_colour)) for c in self.sim.dealer.drawn]
+
+    def device_reads(self) -> list[tuple[str, str]]:
+        """Every card event the shoe delivered, as journaled (an unreadable card as ``"??"``)."""
+        out = []
+        for e in self.journal.entries("device_event"):
+            m = e.body["message"]
+            if m["message"] == "CardDrawn":
+                out.append((m["card"], m["back_colour"]))
+            elif m["message"] == "CardUnreadable":
+                out.append(("??", m["back_colour"]))
+        return out
+
+    def detections(self) -> dict[str, int]:
+        """What the controller noticed so far: violations and incidents by kind, link
+        notices, supervisor actions, and CRC errors the parsers caught (cumulative;
+        the journal is read incrementally)."""
+        out = self._detections
+        for e in self.journal.entries(since=self._scanned):
+            self._scanned = e.seq
+            if e.kind == "violation":
+                key = f"violation:{e.body['rule']}"
+            elif e.kind == "incident":
+                key = f"incident:{e.body['what']}"
+            elif e.kind == "link":
+                key = f"link:{e.body['notice']}"
+            elif e.kind == "supervisor":
+                key = f"supervisor:{e.body['action']}"
+            else:
+                continue
+            out[key] = out.get(key, 0) + 1
+        crc = self.shoe.link._parser.crc_errors + self.shuffler.link._parser.crc_errors
+        if crc:
+            out["link:crc_error"] = crc
+        return dict(out)
+
+
+#: What counts as detecting each fault class (any of the keys, after injection).
+DETECTED_BY = {
+    "foreign_card": ("violation:foreign_card", "violation:deck_incomplete"),
+    "duplicate_read": ("violation:duplicate_card",),
+    "missing_card": ("violation:deck_incomplete",),
+    "unreadable_card": ("incident:card unreadable", "supervisor:confirm_card"),
+    "jam": ("incident:shuffler fault: jam",),
+    "early_card": ("incident:card drawn before betting closed", "violation:card_drawn_before_bets_closed",
+                   "incident:card drawn with no round in progress",
+                   # bets close at once on a simulated table: the early card shows as one too many
+                   "incident:card drawn beyond the deal", "violation:wrong_card_count"),
+    "extra_card": ("violation:wrong_card_count", "incident:card drawn beyond the deal",
+                   "incident:card drawn before betting closed"),
+    "corrupt_bytes": ("link:crc_error",),
+    "unplug_shoe": ("link:link_down",),
+    "reboot_shoe": ("link:device_rebooted",),
+}
+
+
+def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
+             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Play ``rounds`` rounds with random faults from every class (``fault_rate``
+    of the rounds get one); return the summary the issue asks for.
+
+    A fault counts as detected when the journal shows its alarm (see
+    :data:`DETECTED_BY`) in the round it was injected. Some faults leave a
+    deck wrong on purpose (a foreign or cloned card, a missing card): the deck's
+    next verification then fails, which is expected, not a false alarm. Any
+    other violation or incident in a round without an injected fault is a
+    false alarm. Card events are compared with the shoe's ground truth: every
+    card it read must reach the journal once, in order.
+    """
+    rng = random.Random(seed)
+    injected_by_kind: dict[str, int] = {}
+    detected_by_kind: dict[str, int] = {}
+    false_alarms = 0
+    expected_incomplete = 0
+    short_decks: list[int] = []
+    outcomes: dict[str, int] = {}
+    with ChaosTable(seed=seed, seats=seats) as t:
+        t.controller.prepare()
+        inj = FaultInjector(t, rng)
+        for n in range(rounds):
+            kind = rng.choice(FAULT_KINDS) if rng.random() < fault_rate else None
+            before = t.detections()
+            if kind:
+                inj.inject(kind)
+                injected_by_kind[kind] = injected_by_kind.get(kind, 0) + 1
+            outcome = t.play()
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            after = t.detections()
+            new = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
+            if kind == "missing_card":
+                short_decks.append(3)  # found when that deck is next counted: within 3 rounds
+            incomplete = new.pop("violation:deck_incomplete", 0)
+            while incomplete and short_decks:
+                incomplete -= 1
+                short_decks.pop(0)
+                detected_by_kind["missing_card"] = detected_by_kind.get("missing_card", 0) + 1
+            while incomplete and expected_incomplete:
+                incomplete -= 1  # the foreign or cloned card went back with its deck: expected
+                expected_incomplete -= 1
+            if incomplete:
+                new["violation:deck_incomplete"] = incomplete
+            short_decks = [n - 1 for n in short_decks if n > 1]
+            if kind in ("foreign_card", "duplicate_read"):
+                expected_incomplete += 1
+            if kind and kind != "missing_card" and set(new) & set(DETECTED_BY[kind]):
+                detected_by_kind[kind] = detected_by_kind.get(kind, 0) + 1
+            alarms = {k for k in new if k.startswith(("violation:", "incident:"))}
+            if kind is None and alarms:
+                false_alarms += 1
+            if progress:
+                progress(n + 1)
+        truth, recorded = t.truth_reads(), t.device_reads()
+    lost = max(0, len(truth) - len(recorded))
+    duplicated = max(0, len(recorded) - len(truth))
+    misread = sum(1 for a, b in zip(truth, recorded) if b[0] != "??" and a != b)
+    return {
+        "rounds": rounds,
+        "faults_injected": sum(injected_by_kind.values()),
+        "faults_detected": sum(detected_by_kind.values()),
+        "lost_events": lost,
+        "duplicated_events": duplicated,
+        "false_alarms": false_alarms,
+        "misread_events": misread,
+        "by_kind": {k: {"injected": injected_by_kind.get(k, 0), "detected": detected_by_kind.get(k, 0)}
+                    for k in FAULT_KINDS},
+        "outcomes": outcomes,
+        "card_events": len(recorded),
+        "seed": seed,
+    }
