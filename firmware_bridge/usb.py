@@ -270,9 +270,12 @@ class UsbTransport:
             try:
                 cfg = dev.get_active_configuration()
             except usb.core.USBError as exc:
-                if exc.errno in (errno.EACCES, errno.EPERM, errno.ENODEV, errno.EBUSY):
+                # pyusb's "Configuration not set" carries no errno: the device is
+                # unconfigured, and only then is set_configuration harmless. Any
+                # other error (I/O, timeout) must not reset a configured device.
+                if exc.errno is not None:
                     raise
-                cfg = None  # unconfigured: only now is set_configuration harmless
+                cfg = None
             if cfg is None:
                 dev.set_configuration()
                 cfg = dev.get_active_configuration()

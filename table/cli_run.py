@@ -131,6 +131,9 @@ def _round_line(r: RoundResult) -> str:
                    "journal.path. Without it no record is kept.")
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket for dealer and supervisor commands (docs/console.md).")
+@click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
+              help="Unix socket serving the public event stream as JSON lines, resumable (docs/integration.md); "
+                   "needs --journal.")
 @click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
               help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
@@ -141,7 +144,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
-                meter_cents=10_000_000) -> None:
+                meter_cents=10_000_000, event_socket=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -192,6 +195,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             f"{journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate starts "
             "a fresh simulated table; give a new journal path", param_hint="--journal")
 
+    if event_socket and journal is None:
+        raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
     signal.signal(signal.SIGTERM, _raise_exit)
     results: list[RoundResult] = []
     error: str | None = None
@@ -201,6 +206,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         if journal is not None:
             stack.callback(journal.close)
         console = Console()
+        if control_socket is None and service and settings.config is not None:
+            control_socket = str(settings.config.console.control_socket)
         if control_socket:
             stack.callback(ControlSocket(control_socket, console).close)
         if sys.stdin.isatty() and not as_json and not service:
@@ -242,6 +249,10 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          journal=journal, console=console,
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents))
+            if event_socket:
+                from .event_socket import serve_for
+
+                serve_for(stack, controller, journal_path, event_socket, settings.config)
             controller.prepare()
             for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
                 try:

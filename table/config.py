@@ -298,11 +298,41 @@ class JournalSection:
 
 
 @dataclass(frozen=True)
+class ConsoleSection:
+    """``[console]``: ``control_socket``, the Unix socket for dealer and supervisor
+    commands (docs/console.md; absolute). A table run as a service needs one: the
+    dealer confirms bets closed, decisions and the collect there."""
+
+    control_socket: Path = _spec(Path("/run/threecard/control.sock"), check=_abs_path)
+
+
+@dataclass(frozen=True)
 class LogSection:
     """``[log]``: ``format`` (``json`` lines for journald, ``console`` for people) and ``level``."""
 
     format: str = _spec("json", choices=LOG_FORMATS)
     level: str = _spec("info", choices=LOG_LEVELS)
+
+
+@dataclass(frozen=True)
+class MqttSection:
+    """``[mqtt]``: floor telemetry to a broker (docs/integration.md). ``host``: the
+    broker (unset: no MQTT); ``port``; ``floor``: the topic segment
+    ``threecard/{floor}/{table.id}/...``; ``keepalive_s``; ``state_path``: where
+    the last seq the broker acknowledged is kept (absolute)."""
+
+    host: str | None = None
+    port: int = _spec(1883, range=(1, 65535))
+    floor: str = _spec("floor1", check=_table_id)
+    keepalive_s: int = _spec(30, range=(5, 3600))
+    state_path: Path = _spec(Path("/var/lib/threecard/mqtt-state.json"), check=_abs_path)
+
+    def settings(self) -> Any:
+        """A :class:`table.mqtt.MqttSettings` from these keys."""
+        from .mqtt import MqttSettings
+
+        return MqttSettings(host=self.host or "127.0.0.1", port=self.port, floor=self.floor,
+                            keepalive_s=self.keepalive_s, state_path=self.state_path)
 
 
 def _default_decks() -> tuple[DeckConfig, DeckConfig]:
@@ -323,7 +353,9 @@ class TableConfig:
     paytables: PaytablesConfig = field(default_factory=PaytablesConfig)
     link: LinkSection = field(default_factory=LinkSection)
     journal: JournalSection = field(default_factory=JournalSection)
+    console: ConsoleSection = field(default_factory=ConsoleSection)
     log: LogSection = field(default_factory=LogSection)
+    mqtt: MqttSection = field(default_factory=MqttSection)
     source: Path | None = field(default=None, compare=False, metadata={"internal": True})
 
     @property

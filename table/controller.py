@@ -120,6 +120,10 @@ class TableTiming:
     event_timeout_s: float = 10.0
     shuffle_timeout_s: float = 180.0
     settle_s: float = 0.5  # at start-up, for events the devices still hold for us
+    #: A person at a real table moves decks and draws cards at a person's pace; wait
+    #: this long for the device event confirming a dealer's action (a virtual
+    #: dealer is held to ``event_timeout_s``).
+    dealer_timeout_s: float = 86_400.0
 
 
 # --- console: dealer and supervisor commands ---------------------------------------
@@ -675,7 +679,12 @@ class TableController:
         self._record("prompt", action=action, colour=str(colour))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.dealer, action)(*args)
-        self._expect(expect, self.timing.event_timeout_s, what)
+        self._expect(expect, self._dealer_wait_s, what)
+
+    @property
+    def _dealer_wait_s(self) -> float:
+        """How long a dealer's action may take before the table gives up on it."""
+        return self.timing.event_timeout_s if self.auto_dealer else self.timing.dealer_timeout_s
 
     def _device_status(self, action: str) -> str:
         """Whether a device already shows ``action`` done (after a restart)."""
@@ -916,7 +925,7 @@ class TableController:
         log.info("collected", places=self.custody.places())
 
     def _take_card(self, r: _Round, target: int) -> None:
-        ev = self._expect(CardDrawn, self.timing.event_timeout_s, "a card from the shoe")
+        ev = self._expect(CardDrawn, self._dealer_wait_s, "a card from the shoe")
         if isinstance(ev, CardUnreadable):
             card, colour, manual = self._manual_card(r, ev), ev.back_colour, True
             index = ev.draw_index

@@ -158,5 +158,5 @@ class ServiceRun:
     def summary(self, cards_read: int, violations: int, error: str | None) -> None:
         """At exit: the run's totals as one ``run_summary`` log line."""
         if self.enabled:
-            log.info("run_summary", rounds=self.rounds_done, cards_read=cards_read, custody_violations=violations,
+            (log.error if error else log.info)("run_summary", rounds=self.rounds_done, cards_read=cards_read, custody_violations=violations,
                      net_by_seat=self.net_by_seat, error=error)
