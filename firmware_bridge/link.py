@@ -82,6 +82,19 @@ from .transport import Transport
 log = structlog.get_logger("firmware_bridge.link")
 
 
+class _Held:
+    """Context manager releasing a lock already acquired."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class FirmwareNotAllowed(HandshakeError):
     """The device's firmware version matches no pattern in ``firmware_allowlist``."""
 
@@ -136,7 +149,7 @@ class LinkConfig:
 
 
 class LinkState(str, enum.Enum):
-    """Where the link is (SPEC §6.4)."""
+    """Where the link is (SPEC §6.7)."""
 
     CLOSED = "closed"
     CONNECTING = "connecting"
@@ -233,6 +246,7 @@ class Link:
         #: does not take the device's resend of it as new.
         self.resume: Callable[[DeviceIdentity], int | None] | None = None
         self._last_acked = True
+        self._ev_lock = threading.Lock()  # guards _last_event_seq/_last_acked
         self.stats = LinkStats()
         self.identity: DeviceIdentity | None = None
         self.expected_kind: DeviceKind | None = None
@@ -438,12 +452,29 @@ class Link:
         internal: bool = False,
         attempts: int | None = None,
         first_timeout_ms: int | None = None,
+        heartbeat: bool = False,
+        _reidentified: int = 0,
     ) -> Message:
+        """One request through the ARQ (see :meth:`request`).
+
+        ``internal``: the handshake's own Identify (runs while CONNECTING, never
+        waits for the request lock or for the link to come up). ``heartbeat``:
+        the supervisor's probe: skipped (LinkError) when a request is already in
+        flight, and never waits for a reconnect, since the supervisor is the
+        one who reconnects.
+        """
         cfg = self.config
         # One request at a time, held across a reconnect so a resend keeps its SEQ
-        # and the device's reply cache still answers it. The reconnect's own
-        # Identify (internal, SEQ 0) must not wait for that lock.
-        with contextlib.nullcontext() if internal else self._request_lock:
+        # and the device's reply cache still answers it.
+        if internal:
+            lock = contextlib.nullcontext()
+        elif heartbeat:
+            if not self._request_lock.acquire(blocking=False):
+                raise LinkError(f"{self.name}: a request is in flight; no heartbeat needed")
+            lock = _Held(self._request_lock)
+        else:
+            lock = self._request_lock
+        with lock:
             if isinstance(msg, Identify):
                 seq = 0
             else:
@@ -456,14 +487,20 @@ class Link:
             timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
             sends = 0
             while True:
+                if heartbeat and self._state is not LinkState.UP:
+                    raise LinkLost(f"{self.name}: link not up")
                 gen = self._wait_up(internal)
                 self._signal.acquire(blocking=False)  # forget a stale wake-up
-                with self._slot:
-                    self._pending_seq, self._reply = seq, None
+                with self._cv:  # claim the reply slot only for the connection we waited for
+                    if self._generation != gen or not (
+                            self._state is LinkState.UP or (internal and self._state is LinkState.CONNECTING)):
+                        continue
+                    with self._slot:
+                        self._pending_seq, self._reply = seq, None
                 try:
                     self._write(wire)
                 except LinkLost:
-                    if internal:
+                    if internal or heartbeat:
                         raise
                     continue  # wait for the reconnect, then resend the same SEQ
                 sends += 1
@@ -478,7 +515,7 @@ class Link:
                 if frame is not None:
                     break
                 if went_down:
-                    if internal:
+                    if internal or heartbeat:
                         raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
                     continue
                 if sends >= max_sends:
@@ -493,10 +530,14 @@ class Link:
         if isinstance(reply, Nak):
             if reply.code is NakCode.NOT_IDENTIFIED and not internal:
                 # The firmware rebooted without the port dropping: identify, then resend.
+                if _reidentified >= 3:
+                    self._go_down("the device keeps answering NOT_IDENTIFIED after Identify")
+                    raise LinkLost(f"{self.name}: the device keeps answering NOT_IDENTIFIED after Identify")
                 self._log.warning("device_not_identified", request=type(msg).__name__)
                 with self._request_lock:
                     self._identify_or_go_down()
-                return self._transact(msg, expect)
+                return self._transact(msg, expect, attempts=attempts, first_timeout_ms=first_timeout_ms,
+                                      heartbeat=heartbeat, _reidentified=_reidentified + 1)
             raise RequestRefused(type(msg).__name__, reply.code)
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
@@ -583,7 +624,8 @@ class Link:
             if st is LinkState.UP:
                 try:
                     self.stats.heartbeats += 1
-                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms)
+                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
+                                   heartbeat=True)
                     misses = 0
                 except LinkTimeout:
                     misses += 1
@@ -592,7 +634,7 @@ class Link:
                         misses = 0
                         self._go_down(f"{cfg.heartbeat_misses} heartbeats unanswered")
                 except (LinkLost, LinkError):
-                    pass
+                    pass  # skipped (a request is in flight) or the link went down meanwhile
                 continue
             if st is LinkState.DOWN:
                 if not self.auto_reconnect:
@@ -623,7 +665,7 @@ class Link:
                         return
                     self._state = LinkState.DOWN
                     self._generation += 1
-                self._log.info("reconnect_failed", error=str(exc), retry_in_ms=round(backoff * 2000))
+                self._log.info("reconnect_failed", error=str(exc), retry_in_ms=round(min(backoff * 2, cfg.reconnect_max_ms / 1000) * 1000))
                 backoff = min(backoff * 2, cfg.reconnect_max_ms / 1000)
                 continue
             with self._cv:
@@ -693,29 +735,37 @@ class Link:
             return
         if self._state is not LinkState.UP:
             return  # not before the handshake is done: unacknowledged, the device resends it
-        if frame.seq == self._last_event_seq:
+        with self._ev_lock:
+            duplicate, acked = frame.seq == self._last_event_seq, self._last_acked
+        if duplicate:
             self.stats.duplicate_events += 1
-            if self._last_acked:
+            if acked:
                 self._reply_to(frame.seq, Ack())
             return  # else the consumer has not recorded it yet: its ACK will come
         ident = self.identity
-        try:
-            self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
-                                               ident.boot_id if ident else 0))
-        except queue.Full:
-            self.stats.backpressure += 1  # no ACK: the device sends it again later
-            return
-        self._last_event_seq = frame.seq
+        with self._ev_lock:
+            # Mark it delivered-but-unacknowledged before the consumer can see it, so
+            # an acknowledge() racing the reader always finds it (then ACKs it).
+            previous = (self._last_event_seq, self._last_acked)
+            self._last_event_seq, self._last_acked = frame.seq, self.ack_on_delivery
+            try:
+                self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
+                                                   ident.boot_id if ident else 0))
+            except queue.Full:
+                self._last_event_seq, self._last_acked = previous
+                self.stats.backpressure += 1  # no ACK: the device sends it again later
+                return
         self.stats.events += 1
         if self.ack_on_delivery:
             self._reply_to(frame.seq, Ack())
-        else:
-            self._last_acked = False
 
     def acknowledge(self, event: DeviceEvent) -> None:
         """ACK a device event once it is recorded (``ack_on_delivery=False``): until
         then the device keeps it and resends it, so a host that dies between
         delivery and record gets it again after restart (SPEC §6.3)."""
-        if event.source == self.name and event.seq == self._last_event_seq and not self._last_acked:
-            self._last_acked = True
+        with self._ev_lock:
+            due = event.source == self.name and event.seq == self._last_event_seq and not self._last_acked
+            if due:
+                self._last_acked = True
+        if due:
             self._reply_to(event.seq, Ack())

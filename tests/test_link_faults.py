@@ -237,3 +237,52 @@ def test_link_config_bounds_name_the_field():
         LinkConfig(retransmit_initial_ms=10)
     with pytest.raises(ValueError, match="retransmit_max_ms"):
         LinkConfig(retransmit_max_ms=6000)
+
+
+def _wait_state(link, state, within_s):
+    deadline = time.monotonic() + within_s
+    while link.state is not state and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return link.state is state
+
+
+def test_a_disconnect_during_a_heartbeat_does_not_stall_the_reconnect(bench):
+    """The supervisor sends heartbeats and also reconnects: a heartbeat in flight when
+    the cable is pulled must give up at once rather than wait for itself."""
+    link, faulty = bench.link(FaultPlan(seed=15), on_disconnect=None)
+    faulty.mute(True)
+    beats = link.stats.heartbeats
+    deadline = time.monotonic() + 5
+    while link.stats.heartbeats == beats and time.monotonic() < deadline:
+        time.sleep(0.005)  # a heartbeat is now waiting for its answer
+    faulty.mute(False)
+    bench.emulator.disconnect()
+    t0 = time.monotonic()
+    exchange(link, 3)
+    assert time.monotonic() - t0 < FAST.reconnect_wait_s / 2, "the reconnect waited for the heartbeat"
+    assert link.stats.reconnects >= 1
+
+
+def test_a_request_waiting_through_a_disconnect_does_not_block_the_reconnect(bench):
+    """A request retransmitting to a silent device holds the request lock; when the
+    cable is pulled, the supervisor must still reconnect while the request waits."""
+    import threading
+
+    link, faulty = bench.link(FaultPlan(seed=16))
+    faulty.mute(True)
+    result = {}
+
+    def ask():
+        try:
+            result["reply"] = link.request(Echo(b"held"), EchoReply)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            result["error"] = exc
+
+    t = threading.Thread(target=ask)
+    t.start()
+    time.sleep(FAST.heartbeat_interval_ms / 1000 * 1.5)  # the heartbeat meets the busy lock
+    faulty.mute(False)
+    bench.emulator.disconnect()
+    t.join(FAST.reconnect_wait_s)
+    assert result.get("reply") == EchoReply(b"held"), result
+    assert link.state is LinkState.UP
