@@ -25,6 +25,7 @@ from .controller import (
     DeviceTimeout,
     RoundHeld,
     RoundResult,
+    RoundVoided,
     SupervisorRequired,
     TableController,
     TableError,
@@ -257,6 +258,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
                 try:
                     r = controller.play_round()
+                except RoundVoided as exc:
+                    click.echo(f"tablectl run: {exc}", err=True)
+                    continue
                 except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
                     if not console.attached:
                         raise

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import re
 import threading
 import time
 import uuid
@@ -103,11 +104,22 @@ class SupervisorRequired(TableError):
     """The table waits for a supervisor, and no console is attached to ask one."""
 
 
+_CARD_FACE = re.compile(r"\b[2-9TJQKA][cdhs]\b")
+
+
+def mask_cards(text: str) -> str:
+    """``text`` with every card face replaced by ``??``: what a log line, an event or an
+    error message may say about a round whose hands are still sealed (816a.1)."""
+    return _CARD_FACE.sub("??", text)
+
+
 class RoundHeld(TableError):
-    """The round is held for a supervisor; ``violation`` is the custody rule broken."""
+    """The round is held for a supervisor; ``violation`` is the custody rule broken.
+    The message masks card faces (the round's hands are still sealed); the
+    journal keeps the full detail."""
 
     def __init__(self, round_id: str, violation: CustodyViolation | None, reason: str = "") -> None:
-        super().__init__(f"round {round_id} held for a supervisor: {violation or reason}")
+        super().__init__(f"round {round_id} held for a supervisor: {mask_cards(str(violation or reason))}")
         self.round_id = round_id
         self.violation = violation
         self.reason = reason or str(violation)
@@ -161,6 +173,8 @@ class Console:
 
     def __init__(self) -> None:
         self._q: queue.Queue[Command] = queue.Queue()
+        self._voids: list[Command] = []  # a void waits for the round's next step boundary
+        self._voids_lock = threading.Lock()
         self.attached = False
         self.status: Callable[[], dict[str, Any]] = lambda: {}
 
@@ -175,10 +189,39 @@ class Console:
             return
         self._q.put(cmd)
 
+    def take_void(self) -> Command | None:
+        """A void the supervisor sent while the round was running, if any (non-blocking)."""
+        while True:
+            try:
+                cmd = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if cmd.action == "void":
+                with self._voids_lock:
+                    self._voids.append(cmd)
+            else:
+                self._q.put(cmd)  # not ours to answer now; put back for the step that waits
+                break
+        with self._voids_lock:
+            return self._voids.pop(0) if self._voids else None
+
+    def refuse_voids(self, why: str) -> None:
+        """Answer every void still pending (sent when no round could take it)."""
+        while True:
+            cmd = self.take_void()
+            if cmd is None:
+                return
+            cmd.answer(ok=False, error=why)
+
     def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
-        """The next command among ``actions``; others are answered as not expected now."""
+        """The next command among ``actions``; others are answered as not expected now
+        (a ``void`` is kept for the round's next step, where it is honoured)."""
         if not self.attached:
             raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
+        if "void" in actions:
+            with self._voids_lock:
+                if self._voids:
+                    return self._voids.pop(0)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -188,7 +231,20 @@ class Console:
                 raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s") from None
             if cmd.action in actions:
                 return cmd
+            if cmd.action == "void":
+                with self._voids_lock:
+                    self._voids.append(cmd)
+                continue
             cmd.answer(ok=False, error=f"{cmd.action} is not expected now; the table waits for {what}")
+
+
+class RoundVoided(TableError):
+    """A supervisor voided the round before settlement; every wager was returned."""
+
+    def __init__(self, round_id: str, reason: str) -> None:
+        super().__init__(f"round {round_id} voided by a supervisor: {reason}; wagers returned")
+        self.round_id = round_id
+        self.reason = reason
 
 
 # --- results and views ------------------------------------------------------------
@@ -261,12 +317,22 @@ class _Round:
 
 @dataclass(frozen=True)
 class TableEvent:
-    """A public table event for subscribers. Never carries a sealed card: the
-    dealer's cards appear only in ``dealer_revealed`` (816a.1)."""
+    """A table event for subscribers.
+
+    ``audience``: ``"table"`` for everyone, or ``"seat:N"`` for seat N alone.
+    Nobody may see an outcome before the wager it decides is final (58 Pa.
+    Code 816a.1): a card face is published to the table only after every seat
+    has decided (``dealer_revealed`` carries the dealer's and every seat's
+    hand); before that a seat's cards go only to that seat (``seat_card``), and
+    the dealer's to nobody. A consumer that publishes events (a stream, MQTT)
+    must drop every event whose audience is not ``"table"`` unless it serves
+    that seat alone.
+    """
 
     kind: str
     round_id: str | None
     data: dict[str, Any]
+    audience: str = "table"
 
 
 Decide = Callable[[int, list[Card]], Decision]
@@ -353,8 +419,10 @@ class TableController:
         self.console.status = self.status
         self.auto_dealer = auto_dealer
         self.rounds_played = 0
+        self.rounds_opened = 0
         self.cards_read = 0
         self.held: dict[str, Any] | None = None
+        self._open_round_id: str | None = None
         self._round: _Round | None = None
         self._subscribers: list[Callable[[TableEvent], None]] = []
         self._lock = threading.Lock()
@@ -403,8 +471,8 @@ class TableController:
 
     # -- journal, events, acks -------------------------------------------------------------
 
-    def _publish(self, kind: str, **data: Any) -> None:
-        ev = TableEvent(kind, self._round.round_id if self._round else None, data)
+    def _publish(self, kind: str, audience: str = "table", **data: Any) -> None:
+        ev = TableEvent(kind, self._round.round_id if self._round else None, data, audience)
         for cb in self._subscribers:
             try:
                 cb(ev)
@@ -528,23 +596,28 @@ class TableController:
         j = self.journal
         if j is None or j.last_seq == 0:
             if j is not None:
-                self._record("table_open", decks=self.custody.snapshot()["decks"], seats=self.seats)
+                self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
             return
+        last = j.last("round")
+        self._open_round_id = last.round_id if last is not None and last.body.get("step") != "closed" else None
         snap = max((e for e in (j.last("custody"), j.last("card_read")) if e is not None and "snapshot" in e.body),
                    key=lambda e: e.seq, default=None)
         if snap is not None:
             self.custody = DeckCustody.restore(snap.body["snapshot"])
             for e in j.entries("device_event", since=snap.seq):
                 self._replay(e.body["message"])
-        self.rounds_played = sum(1 for e in j.entries("round") if e.body.get("step") == "closed")
+        rounds = list(j.entries("round"))
+        self.rounds_played = sum(1 for e in rounds if e.body.get("step") == "closed" and not e.body.get("voided"))
+        self.rounds_opened = sum(1 for e in rounds if e.body.get("step") == "open")
         self.cards_read = sum(1 for _ in j.entries("card_read"))
-        last = j.last("round")
         if last is not None and last.body.get("step") != "closed":
-            self.held = {"round_id": last.round_id, "deck_id": last.deck_id,
+            steps = {e.body.get("step") for e in rounds if e.round_id == last.round_id}
+            settled = "settle" in steps  # results recorded and posted: they stand (816a.1)
+            self.held = {"round_id": last.round_id, "deck_id": last.deck_id, "settled": settled,
                          "reason": "the controller restarted during the round", "number": last.body.get("number")}
             j.append("round", round_id=last.round_id, deck_id=last.deck_id, step="held",
-                     reason=self.held["reason"])
-            log.error("round_held", round_id=last.round_id, reason=self.held["reason"])
+                     reason=self.held["reason"], settled=settled)
+            log.error("round_held", round_id=last.round_id, reason=self.held["reason"], settled=settled)
         self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
         log.info("recovered", places=self.custody.places(), rounds_played=self.rounds_played,
                  held=self.held is not None)
@@ -566,8 +639,9 @@ class TableController:
                 c.on_shoe_loaded(colour)
             elif name == "CardDrawn" and c.in_play is not None:
                 c.on_card_read(Card.parse(message["card"]), colour)
-                self._record("card_read", round_id=None, card=message["card"], back_colour=str(colour),
-                             draw_index=message["draw_index"], to=None, replayed=True, snapshot=c.snapshot())
+                self._record("card_read", round_id=self._open_round_id, card=message["card"],
+                             back_colour=str(colour), draw_index=message["draw_index"], to=None, replayed=True,
+                             snapshot=c.snapshot())
                 return
             else:
                 return
@@ -584,6 +658,9 @@ class TableController:
         if self.held is not None:
             self.resolve_held()
         self.advance()
+        if self.journal is not None and self.journal.last("table_open") is None:
+            # The table opens only now: the first deck is verified and in the shoe (issue 5).
+            self._record("table_open", places=self.custody.places())
 
     def settle_devices(self) -> None:
         """At start-up: take in the events the devices still hold for us (sent but
@@ -750,25 +827,74 @@ class TableController:
     # -- rounds ------------------------------------------------------------------------------
 
     def resolve_held(self) -> None:
-        """A held round waits for a supervisor to void it (misdeal, wagers returned);
-        then its cards are collected into the discard rack."""
+        """Resolve a held round. Before settlement a supervisor voids it (misdeal):
+        every wager placed is returned and recorded per seat, and the cards are
+        collected. A round already settled keeps its results (they were recorded
+        and posted, 816a.1): only its collect is finished, once the dealer (or a
+        simulated table) confirms it."""
         held = self.held
         if held is None:
             return
-        cmd = self.console.wait(("void",), f"a supervisor to void held round {held['round_id']}")
+        rid = held["round_id"]
+        j = self.journal
+        if held.get("settled"):
+            if not self.auto_dealer:
+                self.console.wait(("confirm_collect",), f"the dealer to collect settled round {rid}").answer(ok=True)
+            self._collect_after_void(rid)
+            j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                           number=held.get("number"), completed_after_restart=True)
+            self.held = None
+            return
+        cmd = self.console.wait(("void",), f"a supervisor to void held round {rid}")
         reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
         if not reason or not supervisor:
             cmd.answer(ok=False, error="void needs a reason and a supervisor")
             return self.resolve_held()
-        rid = held["round_id"]
-        self.journal and self.journal.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided",
-                                             reason=reason, supervisor=supervisor, wagers="returned")
+        j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=reason,
+                       supervisor=supervisor, wagers="returned", returned_cents=self._placed(rid))
         self._collect_after_void(rid)
-        self.journal and self.journal.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                                             number=held.get("number"), voided=True)
+        j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                       number=held.get("number"), voided=True)
         self.held = None
         cmd.answer(ok=True, round_id=rid, voided=True)
         self._publish("round_voided", round_id=rid, reason=reason)
+
+    def _placed(self, round_id: str) -> dict[str, int]:
+        """Cents each seat had placed in ``round_id`` (ante, side wagers, and the play
+        wager once decided), from the journal: what a void returns."""
+        if self.journal is None:
+            return {}
+        placed: dict[str, int] = {}
+        for e in self.journal.entries("round"):
+            if e.round_id != round_id:
+                continue
+            if e.body.get("step") == "open":
+                placed = {s: sum(w.values()) for s, w in e.body["wagers"].items()}
+                antes = {s: w["ante"] for s, w in e.body["wagers"].items()}
+            elif e.body.get("step") == "decisions_done":
+                for s, d in e.body.get("decisions", {}).items():
+                    if d == "play":
+                        placed[s] += antes[s]
+        return placed
+
+    def _check_void(self, r: _Round) -> None:
+        """Honour a supervisor's void sent while the round runs (any time before settle)."""
+        cmd = self.console.take_void()
+        if cmd is None:
+            return
+        reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
+        if not reason or not supervisor:
+            cmd.answer(ok=False, error="void needs a reason and a supervisor")
+            return
+        self._record("round", step="voided", number=r.number, reason=reason, supervisor=supervisor,
+                     wagers="returned", returned_cents=self._placed(r.round_id))
+        r.machine.void_by_supervisor(reason)
+        self._collect_after_void(r.round_id)
+        r.machine.step("close")
+        self._record("round", step="closed", number=r.number, voided=True)
+        cmd.answer(ok=True, round_id=r.round_id, voided=True)
+        self._publish("round_voided", reason=reason)
+        raise RoundVoided(r.round_id, reason)
 
     def _collect_after_void(self, round_id: str) -> None:
         """The void's cards (and the shoe's stub) go to the discard rack. The dealer is
@@ -794,7 +920,8 @@ class TableController:
         if self.held is not None:
             self.resolve_held()
         self.advance()
-        number = self.rounds_played + 1
+        number = self.rounds_opened + 1
+        self.rounds_opened = number
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
         deck = self.custody.start_round()
         wagers = {s: Wagers(ante=self.ante_cents, **self.side_wagers) for s in range(1, self.seats + 1)}
@@ -822,11 +949,14 @@ class TableController:
     def _hold(self, r: _Round, reason: str) -> None:
         if r.machine.state in ("closed", "held", "voided"):
             return
+        self._record("round", step="held", reason=reason, number=r.number,
+                     settled=r.machine.state in ("settle", "collect"))
         r.machine.hold_for_supervisor(reason)
-        self._record("round", step="held", reason=reason, number=r.number)
-        self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": reason, "number": r.number}
-        log.error("round_held", reason=reason)
-        self._publish("round_held", reason=reason)
+        settled = r.machine.state in ("settle", "collect")
+        self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
+                     "number": r.number, "settled": settled}
+        log.error("round_held", reason=mask_cards(reason))  # the journal has the faces
+        self._publish("round_held", reason=mask_cards(reason))
 
     def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
         """Journal a round transition, then make it (journal before act)."""
@@ -835,17 +965,20 @@ class TableController:
 
     def _play(self, r: _Round) -> RoundResult:
         log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.seats)
+        self.console.refuse_voids("no round was in progress when the void was sent")
         self._record("round", step="open", number=r.number,
                      wagers={str(s): dataclasses.asdict(w) for s, w in r.wagers.items()})
         self._publish("round_opened", number=r.number, seats=self.seats, back_colour=str(r.deck.back_colour))
         if not self.auto_dealer:
             self.console.wait(("close_bets",), "the dealer to close bets").answer(ok=True)
         self._no_early_cards(r)
+        self._check_void(r)
         self._step_round(r, "close_bets")
         self._step_round(r, "start_dealing")
         order = list(r.wagers) + [0]  # seats 1..K, then the dealer (0), three times
         for _ in range(3):
             for target in order:
+                self._check_void(r)
                 self._record("prompt", action="draw_card", to=target)
                 self.dealer.draw_card()
                 self._take_card(r, target)
@@ -854,20 +987,25 @@ class TableController:
         if any(n != 3 for n in counts.values()) or len(r.dealer) != 3:
             raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"cards per seat {counts}, dealer {len(r.dealer)}: misdeal")
         self._step_round(r, "dealing_done")
+        self._check_void(r)
         for s in r.wagers:
             r.decisions[s] = self.decide(s, list(r.hands[s]))
         self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()})
+        self._check_void(r)
         value = evaluate(r.dealer, self.profile)
         qualifies = dealer_qualifies(value)
         self._record("round", step="dealer_reveal", number=r.number, dealer_hand=[str(c) for c in r.dealer],
                      dealer_qualifies=qualifies)
         log.info("dealer_reveal", dealer_hand=[str(c) for c in r.dealer], dealer_value=value.describe(),
                  dealer_qualifies=qualifies)
-        self._publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies)
+        self._publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies,
+                      hands={str(s): [str(c) for c in h] for s, h in r.hands.items()},
+                      decisions={str(s): d.value for s, d in r.decisions.items()})
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
         # Results are recorded before they are posted (58 Pa. Code 816a.1).
         self._step_round(r, "settle", results={str(s): st.to_dict() for s, st in r.results.items()})
+        self.console.refuse_voids(f"round {r.round_id} is settled: its results stand (58 Pa. Code 816a.1)")
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
         self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()})
         if not self.auto_dealer:
@@ -876,7 +1014,8 @@ class TableController:
         self._collect(r)
         self._step_round(r, "close")
         self._record("round", step="closed", number=r.number)
-        self.rounds_played = r.number
+        self.console.refuse_voids(f"round {r.round_id} is settled: its results stand (58 Pa. Code 816a.1)")
+        self.rounds_played += 1
         seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
         return RoundResult(r.number, r.round_id, r.deck.deck_id, r.deck.back_colour, list(r.dealer), qualifies,
                            seats, list(r.reads))
@@ -918,7 +1057,7 @@ class TableController:
                 if v.rule is not Rule.TWO_DECKS_IN_DISCARD_RACK:
                     raise
                 self._violation(v)
-                log.warning("collect_refused", detail=v.detail)
+                log.warning("collect_refused", detail=mask_cards(v.detail))
                 self._expect(DeckInserted, self.timing.event_timeout_s, "the other deck loaded into the shuffler")
         self._record_custody("collect")
         self.dealer.collect()
@@ -953,7 +1092,8 @@ class TableController:
             self._publish("card_dealt", to="dealer", draw_index=index)  # no face either
         else:
             log.info("card_read", to=f"seat{target}", draw_index=index, card=str(card))
-            self._publish("card_dealt", to=f"seat{target}", seat=target, draw_index=index, card=str(card))
+            self._publish("card_dealt", to=f"seat{target}", seat=target, draw_index=index)  # no face
+            self._publish("seat_card", audience=f"seat:{target}", seat=target, draw_index=index, card=str(card))
 
     def _manual_card(self, r: _Round, ev: CardUnreadable) -> Card:
         """The shoe could not read a card: a supervisor enters it (issue 5)."""

@@ -19,6 +19,12 @@ Schema (one table)::
 ``hash = sha256(prev_hash || canonical JSON of [seq, ts, kind, round_id, deck_id, body])``;
 the first entry's ``prev_hash`` is 64 zeros.
 
+A deleted *tail* leaves a valid shorter chain, so the journal also keeps its
+head — the last entry's ``seq`` and ``hash`` — in a small file beside the
+database (``JOURNAL.head``), replaced atomically after every commit.
+:func:`verify` checks the chain ends at that head (or past it, by the entry a
+crash may have committed before the head file was written).
+
 The journal never holds the order of a shuffled deck: only cards as the shoe
 read them, as they were dealt.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -129,7 +136,20 @@ class Journal:
                 raise JournalError(f"cannot write journal entry {seq} to {self.path}: {exc}") from exc
             entry = Entry(seq, ts, kind, round_id, deck_id, body, self._hash, h)
             self._seq, self._hash = seq, h
+            self._write_head()
         return entry
+
+    def _write_head(self) -> None:
+        head = head_path(self.path)
+        tmp = head.with_name(head.name + ".tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"seq": self._seq, "hash": self._hash}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, head)
+        except OSError as exc:
+            raise JournalError(f"cannot write the journal head {head}: {exc}") from exc
 
     def entries(self, kind: str | None = None, since: int = 0) -> Iterator[Entry]:
         """Entries in sequence order (optionally of one ``kind``, after ``since``)."""
@@ -177,6 +197,12 @@ class VerifyResult:
     reason: str = ""
 
 
+def head_path(path: str | Path) -> Path:
+    """The file holding the journal's head (last seq and hash): ``JOURNAL.head``."""
+    p = Path(path)
+    return p.with_name(p.name + ".head")
+
+
 def verify(path: str | Path) -> VerifyResult:
     """Check the hash chain of the journal at ``path``, read-only.
 
@@ -207,4 +233,20 @@ def verify(path: str | Path) -> VerifyResult:
         if entry_hash(prev_hash, seq, ts, kind, rid, did, body) != h:
             return VerifyResult(False, n - 1, seq, f"entry {seq} was altered (hash mismatch)")
         prev, expected_seq = h, seq + 1
+    head = head_path(p)
+    if head.exists():
+        try:
+            anchor = json.loads(head.read_text())
+            a_seq, a_hash = int(anchor["seq"]), str(anchor["hash"])
+        except (ValueError, KeyError, OSError) as exc:
+            return VerifyResult(False, len(rows), None, f"the head file {head} is unreadable: {exc}")
+        by_seq = {r[0]: r[7] for r in rows}
+        if a_seq > len(rows):
+            return VerifyResult(False, len(rows), len(rows) + 1,
+                                f"entries {len(rows) + 1}..{a_seq} are missing (deleted): the head says {a_seq}")
+        if a_seq and by_seq.get(a_seq) != a_hash:
+            return VerifyResult(False, len(rows), a_seq, f"entry {a_seq} does not match the journal head")
+        if len(rows) > a_seq + 1:
+            return VerifyResult(False, len(rows), a_seq + 2,
+                                f"entries after {a_seq + 1} were added behind the journal's back")
     return VerifyResult(True, len(rows))

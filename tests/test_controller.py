@@ -253,11 +253,19 @@ def test_the_dealer_hand_is_sealed_on_every_public_path(tmp_path):
     for p in probes:
         if p[0] == "view":
             assert p[1] is None and all(str(c) in seat1 for c in p[2])
-    # Events: before dealer_revealed no event carries a dealer card.
+    # Events: before dealer_revealed no public event carries any card face, and a
+    # seat's private events carry only that seat's cards.
     reveal = next(i for i, e in enumerate(seen) if e.kind == "dealer_revealed")
+    faces = {str(Card.from_index(i)) for i in range(52)}
     for e in seen[:reveal]:
-        if e.kind == "card_dealt" and e.data["to"] == "dealer":
-            assert "card" not in e.data
+        text = json.dumps(e.data)
+        if e.audience == "table":
+            assert not any(f'"{f}"' in text for f in faces), e
+        else:
+            seat = int(e.audience.split(":")[1])
+            assert e.data["card"] in [str(c) for c in result.seats[seat - 1].cards]
+            assert not dealer & {e.data["card"]}
+    assert seen[reveal].data["hands"]["1"] == seat1
     # Logs: no line before the reveal names a dealer card.
     lines = [json.loads(x) for x in stream.getvalue().splitlines() if x.startswith("{")]
     cut = next(i for i, x in enumerate(lines) if x.get("event") == "dealer_reveal")
@@ -304,3 +312,54 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
         assert [s.decision.value for s in result.seats] == ["fold", "play"]
         assert replies[1] == {"ok": False, "error": "the table waits for seat 1's decision"}
         assert all(r["ok"] for i, r in enumerate(replies) if i != 1)
+
+
+@pytest.mark.parametrize("at_draw", [0, 4, 9])
+def test_a_supervisor_voids_a_running_round_and_every_wager_is_returned(tmp_path, at_draw):
+    """A void may come at any point before settle (issue 5): before the deal, mid-deal,
+    after the decisions. The round closes voided with each seat's stake returned."""
+    from table.controller import RoundVoided
+
+    def void_now(sim):
+        void(console_ref[0], "dealer exposed a card")
+
+    console_ref = []
+    dealer = (lambda sim: SlipDealer(sim, at_draw, void_now)) if at_draw else None
+    with table(tmp_path, dealer=dealer) as (ctl, sim, console, journal):
+        console_ref.append(console)
+        ctl.prepare()
+        if at_draw == 0:
+            ctl.subscribe(lambda ev: ev.kind == "round_opened" and ev.data["number"] == 1
+                          and void(console, "dealer exposed a card"))
+        with pytest.raises(RoundVoided):
+            ctl.play_round()
+        voided = [b for b in kinds(journal, "round") if b["step"] == "voided"][-1]
+        assert voided["returned_cents"] == {"1": 1000, "2": 1000}
+        assert voided["supervisor"] == "S-1"
+        assert [b["step"] for b in kinds(journal, "round")][-1] == "closed"
+        result = ctl.play_round()  # the table goes on with the other deck
+        assert result.deck_colour is BLUE and result.number == 2
+
+
+def test_a_void_after_settle_is_refused_and_results_stand(tmp_path):
+    with table(tmp_path) as (ctl, sim, console, journal):
+        ctl.prepare()
+        answers = []
+        ctl.subscribe(lambda ev: ev.kind == "round_settled" and console.submit(
+            Command("void", {"reason": "too late", "supervisor": "S-1"}, answers.append)))
+        ctl.play_round()
+        assert answers and answers[0]["ok"] is False and "results stand" in answers[0]["error"]
+        assert "voided" not in [b["step"] for b in kinds(journal, "round")]
+
+
+def test_the_table_opens_only_once_the_first_deck_is_verified(tmp_path):
+    with table(tmp_path) as (ctl, sim, console, journal):
+        with pytest.raises(Exception) as info:
+            ctl.custody.start_round()  # nothing verified yet: the table is closed
+        assert info.value.rule is Rule.NO_DECK_IN_PLAY
+        ctl.prepare()
+        entries = list(journal.entries())
+        opened = next(e.seq for e in entries if e.kind == "table_open")
+        first_verified = next(e.seq for e in entries if e.kind == "device_event"
+                              and e.body["message"]["message"] == "DeckVerified")
+        assert first_verified < opened

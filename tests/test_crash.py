@@ -125,4 +125,12 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
         where = max(spots, key=spots.get)
         assert deck.state in AGREES[where], (deck.deck_id, deck.state, spots)
     assert closed >= 2 and len(reads) > 0
+    assert voids > 0, "no kill landed mid-round: the test did not exercise a held round"
+    with Journal(journal) as j:
+        steps: dict[str, set] = {}
+        for e in j.entries("round"):
+            steps.setdefault(e.round_id, set()).add(e.body.get("step"))
+    # A settled round keeps its results (816a.1): it is completed, never voided.
+    assert not [rid for rid, st in steps.items() if "settle" in st and "voided" in st]
+    assert all("closed" in st for st in steps.values())
     print(json.dumps({"kills": KILLS, "voids": voids, "rounds_closed": closed, "cards_read": len(reads)}))
