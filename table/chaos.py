@@ -106,14 +106,17 @@ class FaultInjector:
         self.t = table
         self.rng = rng
         self.injected: dict[str, int] = {}
+        self._seconds: float | None = None
 
     def _count(self, kind: str) -> None:
         self.injected[kind] = self.injected.get(kind, 0) + 1
 
-    def inject(self, kind: str) -> None:
-        """Arm or make fault ``kind`` (one of :data:`FAULT_KINDS`) for the next round."""
+    def inject(self, kind: str, seconds: float | None = None) -> None:
+        """Arm or make fault ``kind`` (one of :data:`FAULT_KINDS`, :data:`SLIP_KINDS`)
+        for the next round; ``seconds``: how long an unplug or a slow dealer lasts."""
         if kind not in FAULT_KINDS + SLIP_KINDS:
             raise ScenarioError(f"unknown fault {kind!r}; allowed: {', '.join(FAULT_KINDS + SLIP_KINDS)}")
+        self._seconds = seconds
         getattr(self, f"_{kind}")()
         self._count(kind)
 
@@ -160,13 +163,13 @@ class FaultInjector:
         self._at_draw(self.rng.randint(1, 6), dealer.draw_card)
 
     def _late_insert(self) -> None:
-        self.t.dealer.late_insert_s = 0.3
+        self.t.dealer.late_insert_s = self._seconds or 0.3
 
     def _corrupt_bytes(self) -> None:
         self.t.shoe_faults.burst(20)
 
     def _unplug_shoe(self) -> None:
-        self.t.sim.shoe.disconnect(down_s=0.3)
+        self.t.sim.shoe.disconnect(down_s=self._seconds or 0.3)
 
     def _reboot_shoe(self) -> None:
         self.t.sim.shoe.reboot()
@@ -425,3 +428,91 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         "card_events": len(recorded),
         "seed": seed,
     }
+
+
+# --- scenarios -----------------------------------------------------------------------
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "simulators" / "scenarios"
+_EXPECT_KEYS = {"rounds_played": int, "held_rounds": int, "voided_rounds": int,
+                "incidents": list, "violations": list, "supervisor": list, "link": list}
+
+
+def shipped_scenarios() -> list[Path]:
+    """The scenario files in ``simulators/scenarios/``."""
+    return sorted(SCENARIO_DIR.glob("*.toml"))
+
+
+def load_scenario(path: str | Path) -> dict[str, Any]:
+    """Read and check a scenario file (TOML). Raises :class:`ScenarioError` naming the
+    file and the key. Keys: ``name``, ``description``, ``rounds``, ``seed``,
+    ``seats`` (3), ``[[fault]]`` (``round`` 0..rounds, where 0 is before the
+    table opens; ``kind``; ``seconds``), ``[expect]`` (see :data:`_EXPECT_KEYS`)."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ScenarioError(f"{p}: {exc}") from exc
+    for key, kind in (("name", str), ("rounds", int), ("seed", int)):
+        if not isinstance(data.get(key), kind):
+            raise ScenarioError(f"{p}: {key}: required, a {kind.__name__}")
+    if data["rounds"] < 1:
+        raise ScenarioError(f"{p}: rounds: must be >= 1")
+    for i, f in enumerate(data.get("fault", [])):
+        if f.get("kind") not in FAULT_KINDS + SLIP_KINDS:
+            raise ScenarioError(f"{p}: fault[{i}].kind: {f.get('kind')!r}; allowed: "
+                                + ", ".join(FAULT_KINDS + SLIP_KINDS))
+        if not isinstance(f.get("round"), int) or not 0 <= f["round"] <= data["rounds"]:
+            raise ScenarioError(f"{p}: fault[{i}].round: must be 0..{data['rounds']}")
+    expect = data.get("expect", {})
+    for key, value in expect.items():
+        if key not in _EXPECT_KEYS or not isinstance(value, _EXPECT_KEYS[key]):
+            raise ScenarioError(f"{p}: expect.{key}: unknown or wrong type; allowed: "
+                                + ", ".join(f"{k} ({t.__name__})" for k, t in _EXPECT_KEYS.items()))
+    return data
+
+
+def run_scenario(path: str | Path) -> dict[str, Any]:
+    """Run a scenario on a simulated table; return what was expected, what was
+    observed, and ``passed``. Observed kinds are the distinct violation rules,
+    incident kinds, supervisor actions and link notices the journal holds."""
+    sc = load_scenario(path)
+    faults = sc.get("fault", [])
+    with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3)) as t:
+        inj = FaultInjector(t, random.Random(sc["seed"]))
+        for f in faults:
+            if f["round"] == 0:
+                inj.inject(f["kind"], f.get("seconds"))
+        t.controller.prepare()
+        for n in range(1, sc["rounds"] + 1):
+            for f in faults:
+                if f["round"] == n:
+                    inj.inject(f["kind"], f.get("seconds"))
+            t.play()
+        observed: dict[str, Any] = {"violations": set(), "incidents": set(), "supervisor": set(), "link": set()}
+        steps: dict[str, set] = {}
+        for e in t.journal.entries():
+            if e.kind == "violation":
+                observed["violations"].add(e.body["rule"])
+            elif e.kind == "incident":
+                observed["incidents"].add(e.body["what"])
+            elif e.kind == "supervisor":
+                observed["supervisor"].add(e.body["action"])
+            elif e.kind == "link":
+                observed["link"].add(e.body["notice"])
+            elif e.kind == "round":
+                steps.setdefault(e.round_id, set()).add(e.body.get("step"))
+        observed = {k: sorted(v) for k, v in observed.items()}
+        observed["held_rounds"] = sum(1 for st in steps.values() if "held" in st)
+        observed["voided_rounds"] = sum(1 for st in steps.values() if "voided" in st)
+        observed["rounds_played"] = t.controller.rounds_played
+        lost = len(t.truth_reads()) - len(t.device_reads())
+    expect = sc.get("expect", {})
+    diffs = {}
+    for key, want in expect.items():
+        got = observed[key]
+        if (sorted(want) if isinstance(want, list) else want) != got:
+            diffs[key] = {"expected": want, "observed": got}
+    if lost:
+        diffs["card_events"] = {"expected": "none lost", "observed": f"{lost} lost"}
+    return {"name": sc["name"], "file": str(path), "passed": not diffs, "expected": expect,
+            "observed": observed, "differences": diffs}

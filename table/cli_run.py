@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import signal
 import sys
@@ -102,6 +103,9 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
 @click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
+@click.option("--scenario", "scenario", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="With --simulate: run a scenario file (simulators/scenarios/*.toml) and check the controller "
+                   "gives its documented response; exit 0 if it does, 1 if not.")
 @click.option("--pair-plus", "pair_plus", default=None, help="Pair Plus paytable name or file; simulated seats then wager it.")
 @click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
 @click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
@@ -145,7 +149,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
-                meter_cents=10_000_000, event_socket=None) -> None:
+                meter_cents=10_000_000, event_socket=None, scenario=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -160,6 +164,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     round and no supervisor could be asked; 4 a device failed or stopped answering.
     """
     ctx = click.get_current_context()
+    if scenario is not None:
+        _run_scenario(scenario, simulate, as_json)
+        return
     settings = merge_config(ctx, config_path, service)
     seats, deck_colours, ante_bonus, shuffler_url, shoe_url, log_level, log_format = (settings.options[k] for k in (
         "seats", "deck_colours", "ante_bonus", "shuffler_url", "shoe_url", "log_level", "log_format"))
@@ -307,6 +314,30 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     if error:
         click.echo(f"tablectl run: {error}", err=True)
         sys.exit(code)
+
+
+def _run_scenario(path: str, simulate: bool, as_json: bool) -> None:
+    """``--scenario``: play it on a simulated table and compare with its [expect]."""
+    from .chaos import ScenarioError, run_scenario
+
+    if not simulate:
+        raise click.UsageError("--scenario runs on a simulated table: add --simulate")
+    logging.getLogger().handlers.clear()
+    logging.basicConfig(level=logging.CRITICAL)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    try:
+        result = run_scenario(path)
+    except ScenarioError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scenario") from None
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"scenario: {result['name']}: {'PASS' if result['passed'] else 'FAIL'}")
+        for key, value in result["observed"].items():
+            mark = "  (expected " + json.dumps(result["differences"][key]["expected"]) + ")" \
+                if key in result["differences"] else ""
+            click.echo(f"  {key:14} {json.dumps(value)}{mark}")
+    sys.exit(0 if result["passed"] else 1)
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
