@@ -112,6 +112,7 @@ class SimulatedTable:
         seed: int | None = None,
         link_dir: str | Path | None = None,
         transport: str = "serial",
+        shuffle: str = "random",
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
@@ -140,7 +141,7 @@ class SimulatedTable:
                 raise
             self.shuffler_url = shuffler_port.name
             self.shoe_url = shoe_port.name
-        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL)
+        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle)
         self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL)
         self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
 

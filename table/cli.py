@@ -15,6 +15,7 @@ from .cli_emulate import emulate_command
 from .cli_run import run_command
 from .cli_simtable import simulate_table_command
 from .cli_soak import soak_command
+from .cli_shuffle import shuffle_check_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,3 +36,4 @@ from .cli_events import events_group  # noqa: E402
 
 main.add_command(events_group)
 main.add_command(soak_command)
+main.add_command(shuffle_check_command)

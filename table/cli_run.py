@@ -103,6 +103,8 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
 @click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
+@click.option("--weak-shuffle", is_flag=True,
+              help="With --simulate: the shuffler riffles once instead of shuffling (for `tablectl shuffle-check`).")
 @click.option("--scenario", "scenario", type=click.Path(exists=True, dir_okay=False), default=None,
               help="With --simulate: run a scenario file (simulators/scenarios/*.toml) and check the controller "
                    "gives its documented response; exit 0 if it does, 1 if not.")
@@ -149,7 +151,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
-                meter_cents=10_000_000, event_socket=None, scenario=None) -> None:
+                meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -226,7 +228,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             if simulate:
                 from simulators.table import SimulatedTable
 
-                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport))
+                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport,
+                                                        shuffle="riffle1" if weak_shuffle else "random"))
                 usb_backend = sim.usb_backend
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player

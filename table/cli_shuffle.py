@@ -1,0 +1,60 @@
+"""``tablectl shuffle-check``: is the shuffle random, judged from the cards as dealt?"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from protocols.cards import Card
+
+from .journal import Journal, JournalError
+from .shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
+
+
+def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
+    """Per round, in order: the deck it was dealt from and the card indices in dealt
+    position (draw index) order — read from the journal's card reads, which are
+    all the host ever learns of a deck's order (DESIGN.md)."""
+    rounds: dict[str, tuple[str, dict[int, int]]] = {}
+    for e in journal.entries("card_read"):
+        if e.round_id is None or e.body.get("manual") or e.body.get("late") or e.body.get("replayed"):
+            continue
+        deck, cards = rounds.setdefault(e.round_id, (e.deck_id or "?", {}))
+        cards[int(e.body["draw_index"])] = Card.parse(e.body["card"]).index
+    return [(deck, [cards[i] for i in sorted(cards)]) for deck, cards in rounds.values()]
+
+
+@click.command("shuffle-check")
+@click.argument("journal", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.9999), default=0.95, show_default=True)
+def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> None:
+    """Chi-square test of each card's dealt position, per deck, over the rounds in
+    JOURNAL (in the style of GLI-29 and COMAR 36.05.02.17 F, 95% confidence).
+
+    Exit status: 0 the shuffle passes; 1 it fails (the report says after how many
+    rounds it was first flagged); 3 too few rounds for a verdict.
+    """
+    try:
+        with Journal(journal) as j:
+            rounds = dealt_rounds(j)
+    except JournalError as exc:
+        raise click.ClickException(str(exc)) from None
+    counts = PositionCounts()
+    for deck, cards in rounds:
+        counts.add_round(deck, cards)
+    report = chi_square_report(counts, confidence=confidence)
+    report["flagged_after_rounds"] = rounds_until_flagged(rounds, confidence=confidence) \
+        if report["verdict"] == "fail" else None
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(f"rounds {report['rounds']}  X2 {report['statistic']}  dof {report['dof']}  "
+                   f"p {report['p_value']}  verdict {report['verdict'].upper()}")
+        for deck, d in report["decks"].items():
+            click.echo(f"  deck {deck}: rounds {d['rounds']}  X2 {d['statistic']}  p {d['p_value']}  {d['verdict']}")
+        if report["flagged_after_rounds"]:
+            click.echo(f"flagged after {report['flagged_after_rounds']} rounds")
+    sys.exit({"pass": 0, "fail": 1}.get(report["verdict"], 3))
