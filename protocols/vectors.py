@@ -109,6 +109,23 @@ def build_vectors() -> dict[str, Any]:
              "request": encode_frame(4, 0x3E, b"").hex(), "reply": _wire(4, Nak(NakCode.UNKNOWN_MESSAGE))},
             {"name": "bad payload", "device": "any",
              "request": encode_frame(5, GetStatus.TYPE, b"\x00").hex(), "reply": _wire(5, Nak(NakCode.BAD_PAYLOAD))},
+            {"name": "junk before the sync byte is skipped", "device": "any",
+             "request": "00ff13" + _wire(6, Echo(b"j")), "reply": _wire(6, EchoReply(b"j"))},
+            {"name": "a frame with a bad CRC gets no reply", "device": "any",
+             "request": _wire(7, Echo(b"c"))[:-2] + "0000", "reply": None},
+            {"name": "the same request with a good CRC is answered", "device": "any",
+             "request": _wire(7, Echo(b"c")), "reply": _wire(7, EchoReply(b"c"))},
+        ],
+        # Device events after the host's Identify: the first event has device SEQ 0,
+        # is sent again with the same bytes until the host ACKs that SEQ, and the
+        # next event then takes SEQ 1 (SPEC §6.3).
+        "events": [
+            {"name": "the shuffler reports a red deck inserted", "device": "shuffler", "action": "insert red",
+             "event": _wire(0, DeckInserted(BackColour.RED)), "ack": _wire(0, Ack())},
+            {"name": "the shoe reports a red deck loaded", "device": "shoe", "action": "load red",
+             "event": _wire(0, ShoeLoaded(BackColour.RED)), "ack": _wire(0, Ack())},
+            {"name": "the shoe reads the first card", "device": "shoe", "action": "draw",
+             "event": None, "event_type": CardDrawn.TYPE, "event_seq": 1, "ack": _wire(1, Ack())},
         ],
     }
 
