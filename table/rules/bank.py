@@ -11,11 +11,17 @@ Readings this module makes where the text is silent (docs/rules-profiles.md):
 * Each seat is first settled exactly as at a house-banked table
   (:func:`table.rules.settlement.settle_seat`); its net is what it is owed by,
   or owes to, the bank.
-* The bank first collects every losing seat's net, then pays the winning seats
-  in clockwise order starting at the seat to the player-dealer's left, each as
-  far as the bank (stake plus collections) still covers. What it cannot cover is
-  not paid (``unpaid``); the winning seat's own wagers are returned in full, so a
-  seat never loses because the bank ran short.
+* The bank covers the seats' wagers in clockwise order from the player-dealer's
+  left while its stake lasts: a seat is covered when the cents it has at risk
+  (its wagers' stakes; for a seat given as a bare net, that net's size) fit in
+  what is left of the bank; a seat too large to cover is skipped, not the
+  seats after it. Only covered seats are
+  in action: the bank collects from the covered losers and pays the covered
+  winners; an uncovered seat's wagers are returned (net 0), win or lose.
+* The covered winners are paid, clockwise, from the bank's stake plus its
+  collections; what that still cannot pay (a bonus beyond the stake) is
+  ``unpaid``, and the seat's own wagers are returned in full, so a seat never
+  loses because the bank ran short.
 * When the player-dealer has banked its two hands and every other seat
   declines the offered bank, the offer has been made and it may keep banking
   (its count restarts).
@@ -57,6 +63,7 @@ class BankSeat:
     owed: int
     net: int
     unpaid: int
+    covered: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -110,27 +117,46 @@ def settle_bank(
     """Settle a round against a player-dealer's bank of ``bank_cents``.
 
     ``seats``: ``(seat number, SeatSettlement or net cents)`` for each playing
-    seat (not the player-dealer). Losers are collected in full; winners are paid
-    clockwise from the player-dealer's left as far as the bank covers (California
-    standards of play: winnings paid only to the extent the bank covers).
+    seat (not the player-dealer). The bank covers seats clockwise from its left
+    while its stake lasts; covered losers are collected and covered winners paid,
+    uncovered seats' wagers are returned (California standards of play: the
+    player-dealer pays and collects only to the extent of the wagers it covers).
     Raises :class:`BankError` for a negative bank or the player-dealer listed
     as a playing seat.
     """
     if isinstance(bank_cents, bool) or not isinstance(bank_cents, int) or bank_cents < 0:
         raise BankError(f"bank must be a non-negative number of cents, got {bank_cents!r}")
     owed: dict[int, int] = {}
+    at_risk: dict[int, int] = {}
     for num, st in seats:
         if num == player_dealer_seat:
             raise BankError(f"seat {num} is the player-dealer and cannot also play against the bank")
         if num in owed:
             raise BankError(f"seat {num} listed twice")
-        owed[num] = st.net if isinstance(st, SeatSettlement) else int(st)
-    collected = sum(-n for n in owed.values() if n < 0)
+        if isinstance(st, SeatSettlement):
+            owed[num] = st.net
+            # The ante bonus is paid on the ante, not a wager of its own.
+            at_risk[num] = sum(r.stake for r in st.results if r.wager != "ante_bonus")
+        else:
+            owed[num] = int(st)
+            at_risk[num] = abs(int(st))
+    # Cover clockwise while the stake lasts; only covered wagers are in action.
+    order = clockwise_from(player_dealer_seat, owed)
+    room = bank_cents
+    covered = set()
+    for num in order:
+        if at_risk[num] <= room:
+            covered.add(num)
+            room -= at_risk[num]
+    collected = sum(-owed[n] for n in covered if owed[n] < 0)
     available = bank_cents + collected
     paid = 0
     result = []
-    for num in clockwise_from(player_dealer_seat, owed):
+    for num in order:
         n = owed[num]
+        if num not in covered:
+            result.append(BankSeat(num, n, 0, 0, covered=False))  # returned: not in action
+            continue
         if n <= 0:
             result.append(BankSeat(num, n, n, 0))
             continue

@@ -20,13 +20,28 @@ def test_bank_covers_everything():
     assert [s.net for s in b.seats] == [2_000, 1_000, -500]  # clockwise from seat 4: 6, 1, 2
 
 
-def test_bank_pays_clockwise_only_to_the_extent_covered():
-    # bank 1000 + collected 500 = 1500 to pay; seat 6 first (left of seat 4), then seat 1
+def test_bank_pays_and_collects_only_the_wagers_it_covers():
+    # Clockwise from seat 4: seat 6 (+1200) is more than the 1000 bank: not covered,
+    # returned; seat 1 (+1000) fits: covered and paid; seat 2 (-500) no longer fits:
+    # returned, not collected (CA standards of play: only to the extent covered).
     b = settle_bank(4, 1_000, [(1, 1_000), (2, -500), (6, 1_200)])
-    assert b.seat(6).net == 1_200 and b.seat(6).unpaid == 0
-    assert b.seat(1).net == 300 and b.seat(1).unpaid == 700
-    assert b.seat(2).net == -500
-    assert b.paid == 1_500 and b.player_dealer_net == -1_000  # loses at most its bank
+    assert (b.seat(6).net, b.seat(6).covered) == (0, False)
+    assert (b.seat(1).net, b.seat(1).covered) == (1_000, True)
+    assert (b.seat(2).net, b.seat(2).covered) == (0, False)
+    assert b.collected == 0 and b.paid == 1_000 and b.player_dealer_net == -1_000
+
+
+def test_an_empty_bank_covers_nobody():
+    b = settle_bank(8, 0, [(1, 1_000), (2, -700)])
+    assert [s.net for s in b.seats] == [0, 0] and b.collected == 0 and b.paid == 0
+
+
+def test_covered_winners_are_paid_from_stake_and_collections():
+    # Both covered (1800 + 500 of 2500); seat 1 wins 1800 with a bonus: the
+    # bank pays from its 2500 plus the 500 collected.
+    b = settle_bank(4, 2_500, [(1, 1_800), (2, -500)])
+    assert b.seat(1).net == 1_800 and b.seat(2).net == -500
+    assert b.player_dealer_net == -1_300
 
 
 def test_bank_errors():

@@ -75,8 +75,10 @@ def test_settle_dealer_not_qualifying_example():
 def test_settle_california_example():
     out = settle("round-california.json")
     after = {s["seat"]: s["net_after_bank"] for s in out["seats"]}
-    assert after == {1: 1000, 2: 1000, 3: 200, 5: -700}
-    assert out["bank"]["player_dealer_net"] == -1500
+    # A bank of 3000 covers seat 1 (1000 at risk) and seat 2 (1500); seats 3 and 5 no
+    # longer fit: their wagers are returned, win or lose (CA standards of play).
+    assert after == {1: 1000, 2: 1000, 3: 0, 5: 0}
+    assert out["bank"]["player_dealer_net"] == -2000
 
 
 def test_settle_profile_override_needs_bank():
