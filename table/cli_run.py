@@ -37,6 +37,7 @@ from .journal import Journal, JournalError
 from .custody import CustodyViolation, DeckCustody
 from .logs import configure_logging
 from .rules.paytables import PaytableError
+from .rules.profiles import get_profile
 from .rules.settlement import SettlementError, Tables
 from .service import ServiceRun, given_on_command_line, merge_config
 
@@ -103,6 +104,9 @@ def _round_line(r: RoundResult) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
 @click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
+@click.option("--profile", "profile_name", type=click.Choice(["pennsylvania", "california", "california-literal"]),
+              default="pennsylvania", show_default=True,
+              help="Rules profile ranking the hands (docs/rules-profiles.md); the round runner banks as the house.")
 @click.option("--weak-shuffle", is_flag=True,
               help="With --simulate: the shuffler riffles once instead of shuffling (for `tablectl shuffle-check`).")
 @click.option("--scenario", "scenario", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -151,7 +155,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
-                meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False) -> None:
+                meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
+                profile_name="pennsylvania") -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -257,7 +262,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
-                                         journal=journal, console=console,
+                                         journal=journal, console=console, profile=get_profile(profile_name),
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents))
             if event_socket:
