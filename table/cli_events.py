@@ -1,0 +1,68 @@
+"""``tablectl events tail``: print a table's public event stream, one JSON object per line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from .event_socket import read_events
+from .events import EventLog, EventStreamError
+
+
+@click.group("events")
+def events_group() -> None:
+    """The table's public event stream (docs/integration.md)."""
+
+
+@events_group.command("tail")
+@click.option("--since", type=click.IntRange(0), default=None,
+              help="Print events with seq > SINCE (0: from the first); default: from now on (socket) or all (journal).")
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False), default=None,
+              help="The controller's event socket (tablectl run --event-socket).")
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Read the events from a journal file instead (read-only).")
+@click.option("--table-id", default="table", show_default=True, help="With --journal: the table id to put in events.")
+@click.option("--seat", type=click.IntRange(1, 7), default=None,
+              help="That seat's channel: its own cards as dealt (58 Pa. Code 816a.1).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events (reconnecting and resuming after a drop).")
+@click.option("--count", type=click.IntRange(1), default=None, help="Stop after this many events.")
+def tail_command(since, socket_path, journal_path, table_id, seat, follow, count) -> None:
+    """Print events as JSON lines on stdout.
+
+    Without --follow, stops at the last event that exists when it starts.
+    Exit status: 0; 1 the socket or journal cannot be read; 2 bad usage.
+    """
+    if bool(socket_path) == bool(journal_path):
+        raise click.UsageError("give one of --socket PATH or --journal PATH")
+    printed = 0
+    try:
+        if socket_path:
+            source = read_events(socket_path, since=since, seat=seat, follow=follow)
+        else:
+            source = _from_journal(journal_path, table_id, since or 0, seat, follow)
+        for ev in source:
+            sys.stdout.write(json.dumps(ev, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+            printed += 1
+            if count is not None and printed >= count:
+                break
+    except (ConnectionError, EventStreamError) as exc:
+        click.echo(f"tablectl events tail: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
+def _from_journal(path: str, table_id: str, since: int, seat: int | None, follow: bool):
+    with EventLog(path, table_id) as log:  # follows the file (polling), as the controller writes it
+        last = since
+        while True:
+            for ev in log.replay(last, seat=seat):
+                last = ev["seq"]
+                yield ev
+            if not follow:
+                return
+            time.sleep(log.poll_s)

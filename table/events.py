@@ -1,0 +1,559 @@
+"""Public table events: derived from the journal, numbered per table, sealed (816a.1).
+
+The journal (:mod:`table.journal`) is internal: it holds every card as the shoe
+read it, the dealer's included. The public stream is a *pure function of the
+journal*: each journal entry yields at most one public event, chosen by the
+entry's kind (and, for ``round`` entries, its ``step``) alone, and rendered
+from the entry (plus the round's earlier ``card_read`` entries). So an event
+replayed from the journal after a reconnect is byte for byte the event that
+was sent live, and the numbering never changes.
+
+Sequence numbers
+    ``seq`` is the event's position in the table's public stream: 1, 2, 3 ...
+    without gaps. It is *not* the journal's entry number (most journal
+    entries, e.g. device events and custody snapshots, are not published);
+    each event carries that as ``journal_seq`` for auditors. Because
+    publication depends only on the entry itself, ``seq`` is recomputed
+    identically from the journal by every reader (the controller's process,
+    ``tablectl events tail --journal``, a restarted controller): nothing extra
+    is persisted and no counter can drift from the record. A reader indexes the
+    journal once when it opens it (one pass over the entries' kinds).
+
+Sealing (58 Pa. Code 816a.1: no outcome may be seen before the wager it
+decides is final)
+    * ``card_dealt`` on the table-wide stream carries where the card went
+      (``to``: ``seat1``..``seat7`` or ``dealer``), its ``draw_index`` and back
+      colour, never its face. The table-wide stream goes to displays, floor
+      systems and MQTT that any seat may see, so a seat's cards are "another
+      seat's cards" to every other reader of it.
+    * A seat's own cards are published live only on that seat's channel
+      (``seat=N`` on :meth:`EventLog.subscribe`, the socket's ``{"seat": N}``):
+      the same events with the same numbers, where ``card_dealt`` to seat N
+      also carries ``card``.
+    * Every seat's cards are published in ``decisions_final``, rendered from
+      the journal's ``decisions_done`` entry, written after the last seat
+      decided: no wager depends on them any more.
+    * The dealer's cards appear only in ``dealer_revealed``, from the journal's
+      ``dealer_reveal`` entry, which follows ``decisions_done``.
+    * A round held or voided before its decisions never reveals its cards.
+    * Custody violations, incidents and supervisor actions are published
+      without their details or card names (a duplicate or manually entered
+      card may be a sealed one): rule, citation, what and who.
+
+Event (one JSON object; JSON Schema ``docs/schemas/event-v1.schema.json``)::
+
+    {"schema": "threecard.events/1", "seq": 17, "journal_seq": 52,
+     "table_id": "pit2-tcp-07", "round_id": "r00001-5a8de940" | null,
+     "ts": "2026-11-30T22:26:54.375956+00:00", "type": "card_dealt",
+     "data": {"to": "seat1", "seat": 1, "draw_index": 0, "back_colour": "red", "manual": false}}
+
+``ts`` is the journal entry's time (UTC, ISO 8601, microseconds). ``round_id``
+is null for table events (``table_opened``, ``table_restarted``, deck
+registrations between rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import structlog
+
+log = structlog.get_logger("table.events")
+
+#: the schema id carried by every event; the major version is in the name.
+SCHEMA = "threecard.events/1"
+#: semver of the event schema (``docs/schemas/``): minor = fields/types added.
+SCHEMA_VERSION = "1.0.0"
+
+#: journal ``round`` steps that are published, and the event type each becomes.
+ROUND_STEPS = {
+    "open": "round_opened",
+    "close_bets": "bets_closed",
+    "decisions_done": "decisions_final",
+    "dealer_reveal": "dealer_revealed",
+    "settle": "round_settled",
+    "closed": "round_closed",
+    "held": "round_held",
+    "voided": "round_voided",
+}
+#: other journal kinds that are published, and the event type each becomes.
+KINDS = {
+    "table_open": "table_opened",
+    "restart": "table_restarted",
+    "card_read": "card_dealt",
+    "violation": "custody_violation",
+    "incident": "incident",
+    "supervisor": "supervisor_action",
+}
+#: every public event type, in the order a round produces them.
+EVENT_TYPES = ("table_opened", "table_restarted", "round_opened", "bets_closed", "card_dealt",
+               "decisions_final", "dealer_revealed", "round_settled", "round_closed", "round_held",
+               "round_voided", "custody_violation", "incident", "supervisor_action")
+
+_KIND_SQL = "kind IN ({})".format(",".join(f"'{k}'" for k in ("round", *KINDS)))
+
+
+class EventStreamError(Exception):
+    """A request to the event stream cannot be served (bad ``resume_from``, unreadable journal)."""
+
+
+def is_public(kind: str, step: str | None) -> bool:
+    """Whether a journal entry of ``kind`` (and ``round`` ``step``) yields a public event."""
+    return kind in KINDS or (kind == "round" and step in ROUND_STEPS)
+
+
+def _to(target: Any) -> str | None:
+    if target is None:
+        return None
+    return "dealer" if int(target) == 0 else f"seat{int(target)}"
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One public event: ``event`` (the table-wide JSON object) and, for a card dealt to
+    a seat, ``seat_card`` = (seat, card) that only that seat's channel may add."""
+
+    event: dict[str, Any]
+    seat_card: tuple[int, str] | None = None
+
+    def render(self, seat: int | None = None) -> dict[str, Any]:
+        """The event as channel ``seat`` sees it (None: the table-wide stream)."""
+        if seat is not None and self.seat_card is not None and self.seat_card[0] == seat:
+            return {**self.event, "data": {**self.event["data"], "card": self.seat_card[1]}}
+        return self.event
+
+    @property
+    def seq(self) -> int:
+        return self.event["seq"]
+
+
+def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None, body: dict[str, Any],
+           table_id: str, round_cards: Callable[[str], dict[int, list[str]]]) -> Derived:
+    """The public event of one publishable journal entry (see the module docstring).
+
+    ``round_cards(round_id)`` returns the seat cards read so far in that round
+    ({seat: [card, ...]}, seats 1..7 only). Raises ``KeyError`` for an entry
+    that is not publishable (:func:`is_public`).
+    """
+    step = body.get("step")
+    etype = ROUND_STEPS[step] if kind == "round" else KINDS[kind]
+    data: dict[str, Any]
+    seat_card = None
+    if etype == "round_opened":
+        data = {"number": body.get("number"), "seats": sorted(int(s) for s in body.get("wagers", {})),
+                "wagers": body.get("wagers", {})}
+    elif etype == "bets_closed":
+        data = {"number": body.get("number")}
+    elif etype == "card_dealt":
+        to = body.get("to")
+        data = {"to": _to(to), "draw_index": body.get("draw_index"), "back_colour": body.get("back_colour"),
+                "manual": bool(body.get("manual", False))}
+        if to:
+            data["seat"] = int(to)
+            seat_card = (int(to), body["card"])
+        if body.get("late") or body.get("replayed"):
+            data["after_restart"] = True
+    elif etype == "decisions_final":
+        cards = round_cards(round_id or "")
+        data = {"number": body.get("number"),
+                "seats": {str(s): {"decision": d, "cards": cards.get(int(s), [])}
+                          for s, d in sorted(body.get("decisions", {}).items(), key=lambda kv: int(kv[0]))}}
+    elif etype == "dealer_revealed":
+        data = {"number": body.get("number"), "dealer_hand": body["dealer_hand"],
+                "dealer_qualifies": bool(body["dealer_qualifies"])}
+    elif etype == "round_settled":
+        data = {"number": body.get("number"), "results": body.get("results", {}),
+                "net_cents": {s: r.get("net") for s, r in body.get("results", {}).items()}}
+    elif etype == "round_closed":
+        data = {"number": body.get("number"), "voided": bool(body.get("voided", False))}
+    elif etype == "round_held":
+        data = {"number": body.get("number"), "reason": body.get("reason", "")}
+    elif etype == "round_voided":
+        data = {"reason": body.get("reason", ""), "supervisor": body.get("supervisor"),
+                "wagers": body.get("wagers", "returned")}
+    elif etype == "table_opened":
+        data = {"seats": body.get("seats")}
+    elif etype == "table_restarted":
+        data = {"rounds_played": body.get("rounds_played"), "places": body.get("places", {})}
+    elif etype == "custody_violation":  # no detail: it can name a card (816a.1)
+        data = {"rule": body.get("rule"), "citation": body.get("citation")}
+    elif etype == "incident":  # no message: it can carry a card
+        data = {"what": body.get("what")}
+    else:  # supervisor_action: no card (a confirm_card may be a dealer card)
+        data = {"action": body.get("action"), "supervisor": body.get("supervisor")}
+        for k in ("new_deck_id", "replaces", "draw_index"):
+            if k in body:
+                data[k] = body[k]
+    event = {"schema": SCHEMA, "seq": seq, "journal_seq": journal_seq, "table_id": table_id,
+             "round_id": round_id, "ts": ts, "type": etype, "data": data}
+    return Derived(event, seat_card)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise EventStreamError(f"no journal at {path}")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        db.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise EventStreamError(f"{path} is not a readable journal: {exc}") from exc
+    return db
+
+
+class _Deriver:
+    """Walks journal rows in order and derives public events, keeping the seat cards
+    of the rounds it has seen (a walk starts at a round's ``open`` entry)."""
+
+    def __init__(self, table_id: str, db: sqlite3.Connection) -> None:
+        self.table_id = table_id
+        self.db = db
+        self.cards: dict[str, dict[int, list[str]]] = {}
+
+    def _round_cards(self, round_id: str) -> dict[int, list[str]]:
+        if round_id not in self.cards:  # a walk that began mid-round (not expected): ask the journal
+            out: dict[int, list[str]] = {}
+            for (body,) in self.db.execute("SELECT body FROM entries WHERE kind='card_read' AND round_id=? "
+                                           "ORDER BY seq", (round_id,)):
+                b = json.loads(body)
+                if b.get("to"):
+                    out.setdefault(int(b["to"]), []).append(b["card"])
+            return out
+        return self.cards[round_id]
+
+    def feed(self, seq: int, jseq: int, ts: str, kind: str, rid: str | None, body: dict[str, Any]) -> Derived:
+        step = body.get("step")
+        if kind == "round" and step == "open" and rid:
+            self.cards = {rid: {}}  # one round at a time: forget the previous one's cards
+        elif kind == "card_read" and rid and body.get("to"):
+            self.cards.setdefault(rid, {}).setdefault(int(body["to"]), []).append(body["card"])
+        return derive(seq, jseq, ts, kind, rid, body, self.table_id, self._round_cards)
+
+
+class Subscription:
+    """A live feed of events after ``after`` (replayed first, then live), for one channel.
+
+    Iterate it, or call :meth:`get`. ``overflowed`` is set (and the feed ends)
+    when the consumer fell more than ``maxsize`` events behind: resume from the
+    last ``seq`` it saw. :meth:`close` ends it.
+    """
+
+    def __init__(self, log_: "EventLog", after: int, seat: int | None, maxsize: int) -> None:
+        self._log = log_
+        self.after = after
+        self.seat = seat
+        self.overflowed = False
+        self.closed = False
+        self._q: queue.Queue[Derived | None] = queue.Queue(maxsize)
+        self._replay: Iterator[dict[str, Any]] | None = None
+        self.last_seq = after
+        self.head = after  # the stream's head when it was made
+
+    def _push(self, d: Derived) -> None:
+        try:
+            self._q.put_nowait(d)
+        except queue.Full:
+            self.overflowed = True
+            self._log._unsubscribe(self)
+
+    def get(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next event dict, or None when nothing came within ``timeout`` s (None:
+        wait). Raises ``EOFError`` once closed or overflowed and drained."""
+        if self._replay is not None:
+            nxt = next(self._replay, None)
+            if nxt is not None:
+                self.last_seq = nxt["seq"]
+                return nxt
+            self._replay = None
+        if self.overflowed and self._q.empty():
+            raise EOFError("consumer fell behind; resume from last_seq")
+        try:
+            d = self._q.get(timeout=timeout)
+        except queue.Empty:
+            if self.closed or self.overflowed:
+                raise EOFError("subscription closed") from None
+            return None
+        if d is None:
+            raise EOFError("subscription closed")
+        if d.seq <= self.last_seq:  # already sent by the replay
+            return self.get(timeout)
+        self.last_seq = d.seq
+        return d.render(self.seat)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            try:
+                ev = self.get(0.2)
+            except EOFError:
+                return
+            if ev is not None:
+                yield ev
+
+    def close(self) -> None:
+        """End the subscription (its replay's journal connection is closed too)."""
+        self.closed = True
+        self._log._unsubscribe(self)
+        if self._replay is not None:
+            try:
+                self._replay.close()  # type: ignore[attr-defined]
+            except ValueError:  # running in the consumer's thread: it ends there
+                pass
+        try:
+            self._q.put_nowait(None)
+        except queue.Full:
+            pass
+
+
+class EventLog:
+    """The public event stream of one table, read from its journal file.
+
+    ``journal_path``: the SQLite journal the controller writes (opened here
+    read-only, on a connection of its own, so readers never delay the
+    controller's writes). ``table_id``: the table's id (config ``table.id``).
+    ``poll_s``: how often new journal entries are looked for when nobody calls
+    :meth:`notify` (the controller's process calls it on every table event, so
+    live events go out at once). Raises :class:`EventStreamError` when the
+    journal cannot be read. Start with :meth:`start`, stop with :meth:`close`
+    (also a context manager).
+    """
+
+    def __init__(self, journal_path: str | Path, table_id: str, *, poll_s: float = 0.05) -> None:
+        self.path = Path(journal_path)
+        self.table_id = table_id
+        self.poll_s = poll_s
+        self._db = _connect(self.path)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._subs: list[Subscription] = []
+        self._listeners: list[Callable[[Derived], None]] = []
+        self._count = 0          # events so far (= head seq)
+        self._last_entry = 0     # journal seq read up to
+        # Anchors: (event seq before a round's open, journal seq before it); a replay
+        # starts from the anchor at or before the wanted seq, with a fresh deriver.
+        self._anchor_ev = array("q", [0])
+        self._anchor_j = array("q", [0])
+        self._deriver = _Deriver(table_id, self._db)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._index()
+
+    # -- reading the journal -------------------------------------------------------------
+
+    def _rows(self, db: sqlite3.Connection, after_entry: int, limit: int = 2000) -> list[tuple]:
+        return db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq > ? AND {_KIND_SQL} "
+                          "ORDER BY seq LIMIT ?", (after_entry, limit)).fetchall()
+
+    def _index(self) -> None:
+        """Count the published events already in the journal and anchor each round."""
+        q = (f"SELECT seq, kind, json_extract(body, '$.step') FROM entries WHERE seq <= ? AND {_KIND_SQL} "
+             "ORDER BY seq")
+        last = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
+        for jseq, kind, step in self._db.execute(q, (last,)):
+            if not is_public(kind, step):
+                continue
+            if kind == "round" and step == "open":
+                self._anchor_ev.append(self._count)
+                self._anchor_j.append(jseq - 1)
+            self._count += 1
+        self._last_entry = last
+        # The deriver of the live pump needs the current round's cards.
+        start = self._anchor_j[-1]
+        self._deriver = _Deriver(self.table_id, self._db)
+        n = self._anchor_ev[-1]
+        for jseq, ts, kind, rid, body in self._db.execute(
+                f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq > ? AND seq <= ? AND {_KIND_SQL} "
+                "ORDER BY seq", (start, last)):
+            b = json.loads(body)
+            if is_public(kind, b.get("step")):
+                n += 1
+                self._deriver.feed(n, jseq, ts, kind, rid, b)
+
+    @property
+    def head(self) -> int:
+        """The seq of the last event published so far (0: none)."""
+        with self._lock:
+            return self._count
+
+    def replay(self, after: int = 0, upto: int | None = None, seat: int | None = None) -> Iterator[dict[str, Any]]:
+        """Events with ``after < seq <= upto`` (``upto`` None: the head now), from the
+        journal, as channel ``seat`` sees them. Raises :class:`EventStreamError` when
+        ``after`` is negative or beyond the head."""
+        with self._lock:
+            head = self._count
+            upto = head if upto is None else min(upto, head)
+            if after < 0 or after > head:
+                raise EventStreamError(f"resume_from {after} is outside the stream (0..{head})")
+            i = bisect_right(self._anchor_ev, after) - 1
+            ev_seq, jseq = self._anchor_ev[i], self._anchor_j[i]
+        return self._replay(ev_seq, jseq, after, upto, seat)
+
+    def _replay(self, ev_seq: int, jseq: int, after: int, upto: int, seat: int | None) -> Iterator[dict[str, Any]]:
+        if upto <= after:
+            return
+        db = _connect(self.path)
+        try:
+            deriver = _Deriver(self.table_id, db)
+            while True:
+                rows = self._rows(db, jseq)
+                if not rows:
+                    return
+                for j, ts, kind, rid, body in rows:
+                    jseq = j
+                    b = json.loads(body)
+                    if not is_public(kind, b.get("step")):
+                        continue
+                    ev_seq += 1
+                    d = deriver.feed(ev_seq, j, ts, kind, rid, b)
+                    if ev_seq > after:
+                        yield d.render(seat)
+                    if ev_seq >= upto:
+                        return
+        finally:
+            db.close()
+
+    # -- live ------------------------------------------------------------------------------
+
+    def start(self) -> "EventLog":
+        """Start following the journal (a thread)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._pump, name="event-log", daemon=True)
+            self._thread.start()
+        return self
+
+    def notify(self, *_: Any) -> None:
+        """Look for new journal entries now (thread-safe; pass it to ``TableController.subscribe``)."""
+        with self._wake:
+            self._wake.notify_all()
+
+    def poll(self) -> int:
+        """Read new journal entries and publish their events; returns how many."""
+        n = 0
+        while True:
+            rows = self._rows(self._db, self._last_entry)
+            if not rows:
+                return n
+            for jseq, ts, kind, rid, body in rows:
+                b = json.loads(body)
+                if not is_public(kind, b.get("step")):
+                    with self._lock:
+                        self._last_entry = jseq
+                    continue
+                with self._lock:
+                    if kind == "round" and b.get("step") == "open":
+                        self._anchor_ev.append(self._count)
+                        self._anchor_j.append(jseq - 1)
+                    self._count += 1
+                    d = self._deriver.feed(self._count, jseq, ts, kind, rid, b)
+                    self._last_entry = jseq
+                    subs = list(self._subs)
+                    listeners = list(self._listeners)
+                for s in subs:
+                    s._push(d)
+                for cb in listeners:
+                    try:
+                        cb(d)
+                    except Exception:  # noqa: BLE001 - a listener's bug must not stop the stream
+                        log.exception("event_listener_failed", seq=d.seq)
+                n += 1
+
+    def _pump(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except sqlite3.Error as exc:
+                log.error("event_log_read_failed", error=str(exc))
+            with self._wake:
+                if not self._stop.is_set():
+                    self._wake.wait(self.poll_s)
+
+    def subscribe(self, after: int | None = None, *, seat: int | None = None, maxsize: int = 10_000) -> Subscription:
+        """A :class:`Subscription` to events with seq > ``after`` (None: from now on),
+        replayed from the journal up to the head, then live, without gaps or
+        repeats. ``seat``: that seat's channel (its own cards live, 816a.1); None:
+        the table-wide stream. Raises :class:`EventStreamError` for an ``after``
+        outside 0..head or a seat outside 1..7."""
+        if seat is not None and not 1 <= seat <= 7:
+            raise EventStreamError(f"seat must be 1..7, got {seat}")
+        with self._lock:
+            head = self._count
+            start = head if after is None else after
+            if start < 0 or start > head:
+                raise EventStreamError(f"resume_from {start} is outside the stream (0..{head})")
+            sub = Subscription(self, start, seat, maxsize)
+            sub.head = head
+            self._subs.append(sub)
+        if start < head:
+            sub._replay = self.replay(start, head, seat)
+        return sub
+
+    def add_listener(self, callback: Callable[[Derived], None]) -> None:
+        """Call ``callback(derived)`` in the pump thread for each new live event."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Derived], None]) -> None:
+        with self._lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def catch_up(self, timeout_s: float = 5.0) -> int:
+        """Publish every entry the journal holds now (waking the pump, or reading in this
+        thread when not started); returns the head. Raises ``TimeoutError``."""
+        import time
+
+        with self._lock:
+            target = self._db.execute(f"SELECT COALESCE(MAX(seq), 0) FROM entries WHERE {_KIND_SQL}").fetchone()[0]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                if self._last_entry >= target:
+                    return self._count
+            if self._thread is None:
+                self.poll()
+                continue
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the event log did not reach journal entry {target} within {timeout_s:g} s")
+            self.notify()
+            time.sleep(0.005)
+
+    def wait_for(self, seq: int, timeout_s: float) -> bool:
+        """Wait until the head reaches ``seq`` (polling the journal); True if it did."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while self.head < seq:
+            if time.monotonic() > deadline:
+                return False
+            if self._thread is None:
+                self.poll()
+            time.sleep(0.01)
+        return True
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    def close(self) -> None:
+        """Stop following, end every subscription, close the journal connection."""
+        self._stop.set()
+        self.notify()
+        if self._thread is not None:
+            self._thread.join(5)
+        for s in list(self._subs):
+            s.close()
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "EventLog":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,217 @@
+"""The public event stream (issue 9): derived from the journal, consecutive seq, resumable
+over the Unix socket (also across a controller restart), valid against docs/schemas,
+and sealed (58 Pa. Code 816a.1) on the table-wide stream and on a seat's channel."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from event_checks import assert_gapless, assert_sealed, assert_valid, validator
+from hil_helpers import CLI
+
+from table.api import CardDealt, CommandRefused, DealerRevealed, Event, Sealed, Table, event_from_dict
+from table.config import DevicesConfig, DeviceConfig, JournalSection, TableConfig, TableSection
+from table.event_socket import read_events
+from table.events import EventLog, EventStreamError
+
+
+def config(tmp_path: Path, seats: int = 3, table_id: str = "pit1-tcp-01") -> TableConfig:
+    return TableConfig(TableSection(table_id, seats),
+                       DevicesConfig(DeviceConfig("/dev/threecard/shuffler"), DeviceConfig("/dev/threecard/shoe")),
+                       journal=JournalSection(tmp_path / "journal.sqlite3"))
+
+
+def _socket_request(path: Path, request: bytes) -> list[dict]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(path))
+        s.sendall(request)
+        with s.makefile("rb") as f:
+            return [json.loads(f.readline())]
+
+
+def test_live_replay_resume_schema_and_sealing(tmp_path):
+    sock = tmp_path / "events.sock"
+    live: list[dict] = []
+    seat2: list[Event] = []
+    with Table(config(tmp_path), simulate=True, seed=11, rounds=4, event_socket=sock) as t:
+        stop = threading.Event()
+        reader = threading.Thread(target=lambda: live.extend(read_events(sock, since=0, stop=stop)), daemon=True)
+        reader.start()
+        t.subscribe(CardDealt, seat2.append, seat=2, since=0)
+        revealed: list[Event] = []
+        t.subscribe(DealerRevealed, revealed.append)
+        # A consumer that drops after 10 events and comes back with resume_from.
+        first = []
+        for ev in read_events(sock, since=0):
+            first.append(ev)
+            if len(first) == 10:
+                break
+        t.wait(60)
+        head = t.head_seq
+        resumed = list(read_events(sock, since=first[-1]["seq"], follow=False))
+        deadline = time.monotonic() + 10
+        while (not live or live[-1]["seq"] < head) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stop.set()
+        hello = _socket_request(sock, b'{"resume_from": 3}\n')
+        bad = [_socket_request(sock, b'{"resume_from": 999999}\n'), _socket_request(sock, b'[1]\n'),
+               _socket_request(sock, b'{"seat": 9}\n')]
+        with EventLog(t.journal_path, t.table_id) as log:
+            replayed = list(log.replay(0))
+            seat2_replayed = list(log.replay(0, seat=2))
+    reader.join(5)
+
+    assert head == len(replayed) == 1 + 4 * 18  # table_opened; per round 2 + 12 cards + 4
+    assert live == replayed  # live == replay, byte for byte
+    assert first + resumed == replayed  # reconnect with resume_from: nothing missing or repeated
+    assert_gapless(live)
+    assert_valid(live)
+    assert_valid(seat2_replayed)
+    assert_sealed(live)
+    assert_sealed(seat2_replayed, seat=2)
+    assert {e["table_id"] for e in live} == {"pit1-tcp-01"}
+    assert all(e["round_id"] for e in live if e["type"] != "table_opened")
+    # The seat's channel has its own cards as they are dealt, nobody else's.
+    mine = [e for e in seat2 if e.seat == 2]
+    assert len(mine) == 12 and all(e.card for e in mine)
+    assert all(e.card is None for e in seat2 if e.seat != 2)
+    assert len(revealed) == 4 and all(len(e.dealer_hand) == 3 for e in revealed)
+    # The socket's hello and error lines follow their schema.
+    assert hello[0]["type"] == "hello" and hello[0]["resume_from"] == 3
+    assert_valid(hello + [b[0] for b in bad], "hello-v1.schema.json")
+    assert [b[0]["type"] for b in bad] == ["error"] * 3
+
+
+def test_event_from_dict_round_trip(tmp_path):
+    with Table(config(tmp_path, seats=1), simulate=True, seed=5, rounds=1) as t:
+        t.wait(30)
+        t.events.wait_for(t.events.head, 5)
+        events = [event_from_dict(d) for d in t.events.replay(0)]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [type(e).__name__ for e in events[:3]] == ["TableOpened", "RoundOpened", "BetsClosed"]
+    assert all(e.ts.tzinfo is not None and e.table_id == "pit1-tcp-01" for e in events)
+
+
+def _wait_for(events: list, etype: str, n: int = 1, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while sum(e.TYPE == etype for e in events) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sum(e.TYPE == etype for e in events) >= n, f"no {etype} within {timeout_s} s"
+
+
+def test_api_commands_views_and_errors(tmp_path):
+    with Table(config(tmp_path, seats=2), simulate=True, seed=3, rounds=None, auto_dealer=False) as t:
+        got: list[Event] = []
+        t.subscribe(None, got.append, since=0)
+        _wait_for(got, "round_opened")  # the round waits for the dealer to close bets
+        with pytest.raises(Sealed):
+            t.dealer_hand()
+        assert t.seat_view(1).dealer_hand is None and t.seat_view(1).cards == ()
+        t.close_bets()
+        _wait_for(got, "round_settled")  # then it waits for the dealer's collect
+        view = t.seat_view(1)
+        assert view.seat == 1 and len(view.cards) == 3 and view.dealer_hand is not None
+        assert len(t.dealer_hand()) == 3
+        assert [str(c) for c in view.dealer_hand] == t.dealer_hand()
+        with pytest.raises(CommandRefused, match="not expected now"):
+            t.void("no reason", "S-1")
+        t.confirm_collect()
+        status = t.status()
+        assert status["table_id"] == "pit1-tcp-01" and status["head_seq"] >= 9
+        with pytest.raises(ValueError):
+            t.subscribe("no_such_event", got.append)
+        with pytest.raises(EventStreamError):
+            t.subscribe(None, got.append, since=10**6)
+        _wait_for(got, "round_opened", 2)
+        t.close_bets()  # deal the second round, stop after it
+        t._stop.set()
+        t.confirm_collect()
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+    assert_sealed([_as_dict(e) for e in got])
+
+
+def _as_dict(e: Event) -> dict:
+    import dataclasses
+
+    d = dataclasses.asdict(e)
+    head = {k: d.pop(k) for k in ("seq", "journal_seq", "table_id", "round_id", "ts")}
+    if d.get("card", "") is None:
+        del d["card"]
+    return {**head, "ts": head["ts"].isoformat(), "type": e.TYPE, "data": d}
+
+
+def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
+    """Two controller processes in a row on one journal (the table outlives them); one
+    consumer following the socket throughout, and `tablectl events tail`."""
+    dealer, dev = tmp_path / "dealer.sock", tmp_path / "dev"
+    journal, sock = tmp_path / "journal.sqlite3", tmp_path / "events.sock"
+    sim = subprocess.Popen(CLI + ["simulate-table", "--link-dir", str(dev), "--dealer-socket", str(dealer),
+                                  "--seed", "9"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    got: list[dict] = []
+    stop = threading.Event()
+    reader = None
+    try:
+        assert sim.stdout.readline().startswith("ready")
+        run = CLI + ["run", "--shuffler-url", str(dev / "shuffler"), "--shoe-url", str(dev / "shoe"),
+                     "--dealer-socket", str(dealer), "--journal", str(journal), "--event-socket", str(sock),
+                     "--seats", "2", "--rounds", "2", "--log-file", str(tmp_path / "run.log")]
+        first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        reader = threading.Thread(target=lambda: got.extend(read_events(sock, since=0, stop=stop, retry_s=0.1)),
+                                  daemon=True)
+        reader.start()
+        assert first.wait(60) == 0, first.stderr.read()
+        first.stderr.close()
+        n_first = len(got)
+        second = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert second.wait(60) == 0, second.stderr.read()
+        second.stderr.close()
+    finally:
+        stop.set()
+        if reader is not None:
+            reader.join(10)
+        sim.send_signal(signal.SIGTERM)
+        sim.wait(10)
+        sim.stdout.close()
+    tail = subprocess.run(CLI + ["events", "tail", "--journal", str(journal), "--since", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert tail.returncode == 0, tail.stderr
+    from_journal = [json.loads(line) for line in tail.stdout.splitlines()]
+    # Every event once, in order, though the controller went away and came back.
+    assert got == from_journal[:len(got)]
+    assert len(got) >= len(from_journal) - 1 and n_first < len(got)  # the last closed may land after the exit
+    assert_gapless(from_journal)
+    assert_valid(from_journal)
+    assert_sealed(from_journal)
+    types = [e["type"] for e in from_journal]
+    assert types.count("round_closed") == 4 and "table_restarted" in types
+    since = subprocess.run(CLI + ["events", "tail", "--journal", str(journal), "--since", "5", "--count", "3"],
+                           capture_output=True, text=True, timeout=60)
+    assert [json.loads(x)["seq"] for x in since.stdout.splitlines()] == [6, 7, 8]
+
+
+def test_tail_usage_and_unreadable_sources(tmp_path):
+    r = subprocess.run(CLI + ["events", "tail"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--socket" in r.stderr
+    r = subprocess.run(CLI + ["events", "tail", "--socket", str(tmp_path / "none.sock")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot read the event socket" in r.stderr
+    (tmp_path / "not-a-journal").write_text("hello")
+    r = subprocess.run(CLI + ["events", "tail", "--journal", str(tmp_path / "not-a-journal")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "not a readable journal" in r.stderr
+
+
+def test_schema_files_are_valid_json_schema():
+    for name in ("event-v1.schema.json", "hello-v1.schema.json", "request-v1.schema.json", "status-v1.schema.json"):
+        validator(name)
