@@ -83,10 +83,11 @@ class Event:
 
 @dataclass(frozen=True)
 class TableOpened(Event):
-    """The table's journal was started (first start-up). ``seats``: player seats."""
+    """The table opened for the first time: the first deck verified and in the shoe.
+    ``places``: deck id -> custody place."""
 
     TYPE: ClassVar[str] = "table_opened"
-    seats: int | None = None
+    places: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -175,21 +176,24 @@ class RoundClosed(Event):
 
 @dataclass(frozen=True)
 class RoundHeld(Event):
-    """The round is held for a supervisor (``reason``): custody violation, device fault, restart."""
+    """The round is held for a supervisor (``reason``, card faces masked as ``??``): custody
+    violation, device fault, restart. ``settled``: its results were recorded and stand."""
 
     TYPE: ClassVar[str] = "round_held"
     number: int | None = None
     reason: str = ""
+    settled: bool = False
 
 
 @dataclass(frozen=True)
 class RoundVoided(Event):
-    """A supervisor voided the round; wagers are returned."""
+    """A supervisor voided the round; wagers are returned (``returned_cents`` per seat)."""
 
     TYPE: ClassVar[str] = "round_voided"
     reason: str = ""
     supervisor: str | None = None
     wagers: str = "returned"
+    returned_cents: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -375,7 +379,6 @@ class Table:
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer)
-            self.controller.recover()  # writes the journal's first entry, so the event log can open it
             self.events = EventLog(self.journal_path, self.table_id)
             st.callback(self.events.close)
             self.events.start()
@@ -403,20 +406,19 @@ class Table:
         return self
 
     def _run(self) -> None:
-        from .controller import DeviceFault, DeviceTimeout, RoundHeld as HeldError
+        from .controller import DeviceFault, DeviceTimeout, RoundHeld as HeldError, RoundVoided as VoidedError
 
         ctl = self.controller
         assert ctl is not None
         try:
-            ctl.settle_devices()
-            if ctl.held is not None:
-                ctl.resolve_held()
-            ctl.advance()
+            ctl.prepare()  # restore from the journal, resolve a held round, ready the decks
             self._ready.set()
             n = 0
             while not self._stop.is_set() and (self.rounds is None or n < self.rounds):
                 try:
                     self.results.append(ctl.play_round())
+                except VoidedError as exc:  # a supervisor voided it before settlement
+                    log.warning("round_voided", error=str(exc))
                 except (HeldError, DeviceFault, DeviceTimeout) as exc:
                     log.error("round_held", error=str(exc))
                     ctl.resolve_held()  # waits for void() from the supervisor

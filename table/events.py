@@ -38,7 +38,8 @@ decides is final)
     * A round held or voided before its decisions never reveals its cards.
     * Custody violations, incidents and supervisor actions are published
       without their details or card names (a duplicate or manually entered
-      card may be a sealed one): rule, citation, what and who.
+      card may be a sealed one): rule, citation, what and who; card faces in
+      free text (a hold or void reason, an incident) are masked as ``??``.
 
 Event (one JSON object; JSON Schema ``docs/schemas/event-v1.schema.json``)::
 
@@ -56,6 +57,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import sqlite3
 import threading
 from array import array
@@ -108,6 +110,15 @@ class EventStreamError(Exception):
 def is_public(kind: str, step: str | None) -> bool:
     """Whether a journal entry of ``kind`` (and ``round`` ``step``) yields a public event."""
     return kind in KINDS or (kind == "round" and step in ROUND_STEPS)
+
+
+_CARD_FACE = re.compile(r"\b[2-9TJQKA][cdhs]\b")
+
+
+def mask(text: Any) -> str:
+    """Free text (a hold or void reason, an incident) with every card face replaced by
+    ``??``: a reason may name a sealed card (816a.1); the journal keeps it whole."""
+    return _CARD_FACE.sub("??", str(text or ""))
 
 
 def _to(target: Any) -> str | None:
@@ -175,18 +186,21 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
     elif etype == "round_closed":
         data = {"number": body.get("number"), "voided": bool(body.get("voided", False))}
     elif etype == "round_held":
-        data = {"number": body.get("number"), "reason": body.get("reason", "")}
+        data = {"number": body.get("number"), "reason": mask(body.get("reason")),
+                "settled": bool(body.get("settled", False))}
     elif etype == "round_voided":
-        data = {"reason": body.get("reason", ""), "supervisor": body.get("supervisor"),
+        data = {"reason": mask(body.get("reason")), "supervisor": body.get("supervisor"),
                 "wagers": body.get("wagers", "returned")}
+        if "returned_cents" in body:
+            data["returned_cents"] = body["returned_cents"]
     elif etype == "table_opened":
-        data = {"seats": body.get("seats")}
+        data = {"places": body.get("places", {})}
     elif etype == "table_restarted":
         data = {"rounds_played": body.get("rounds_played"), "places": body.get("places", {})}
     elif etype == "custody_violation":  # no detail: it can name a card (816a.1)
         data = {"rule": body.get("rule"), "citation": body.get("citation")}
     elif etype == "incident":  # no message: it can carry a card
-        data = {"what": body.get("what")}
+        data = {"what": mask(body.get("what"))}
     else:  # supervisor_action: no card (a confirm_card may be a dealer card)
         data = {"action": body.get("action"), "supervisor": body.get("supervisor")}
         for k in ("new_deck_id", "replaces", "draw_index"):

@@ -122,7 +122,7 @@ def test_api_commands_views_and_errors(tmp_path):
         assert len(t.dealer_hand()) == 3
         assert [str(c) for c in view.dealer_hand] == t.dealer_hand()
         with pytest.raises(CommandRefused, match="not expected now"):
-            t.void("no reason", "S-1")
+            t.register_deck("C", "S-1")
         t.confirm_collect()
         status = t.status()
         assert status["table_id"] == "pit1-tcp-01" and status["head_seq"] >= 9
