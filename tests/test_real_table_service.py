@@ -102,7 +102,7 @@ path = "{journal}"
     assert all(r.get("ok") for r in console_replies) and len(console_replies) == 4
     assert prompts == 4 + 9 + 1  # insert, take, load, insert to open the table; 9 draws; the collect
     result = next(x for x in logs if x["event"] == "round_result")
-    assert [s["decision"] for s in result["round"]["seats"]] == ["play", "fold"]
+    assert [s["decision"] for s in result["seats"]] == ["play", "fold"]
     assert verify(journal).ok
     with Journal(journal) as j:
         assert [e.body["step"] for e in j.entries("round")][-1] == "closed"
