@@ -265,8 +265,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          journal=journal, console=console, profile=get_profile(profile_name),
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents))
-            if event_socket:
-                from .event_socket import serve_for
+            if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
+                from .event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
 
                 serve_for(stack, controller, journal_path, event_socket, settings.config)
             controller.prepare()

@@ -108,6 +108,8 @@ class MqttPublisher:
         self._sent = self.acked_seq  # highest seq handed to paho
         self._inflight: dict[int, int] = {}  # mid -> seq
         self._acked: set[int] = set()
+        self._early: set[int] = set()  # event mids acknowledged before publish() returned
+        self._status_mids: set[int] = set()
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._dirty = False
@@ -159,8 +161,9 @@ class MqttPublisher:
         if reason.is_failure:
             log.warning("mqtt_connect_refused", reason=str(reason))
             return
-        client.publish(self.status_topic, self._status(True), qos=1, retain=True)
-        with self._cv:
+        info = client.publish(self.status_topic, self._status(True), qos=1, retain=True)
+        with self._cv:  # its PUBACK is handled later in this same thread: register it first
+            self._status_mids.add(info.mid)
             self.connected = True
             self._cv.notify_all()
         log.info("mqtt_connected", host=self.settings.host, port=self.settings.port, acked_seq=self.acked_seq)
@@ -173,15 +176,23 @@ class MqttPublisher:
 
     def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any = None, props: Any = None) -> None:
         with self._cv:
-            seq = self._inflight.pop(mid, None)
-            if seq is None:
+            if mid in self._status_mids:
+                self._status_mids.discard(mid)
                 return
-            self._acked.add(seq)
-            while self.acked_seq + 1 in self._acked:
-                self.acked_seq += 1
-                self._acked.discard(self.acked_seq)
-                self._dirty = True
-            self._cv.notify_all()
+            seq = self._inflight.pop(mid, None)
+            if seq is None:  # an event's PUBACK before its publish() returned
+                self._early.add(mid)
+                return
+            self._ack(seq)
+
+    def _ack(self, seq: int) -> None:
+        """Record the broker's PUBACK of ``seq`` (caller holds ``_cv``)."""
+        self._acked.add(seq)
+        while self.acked_seq + 1 in self._acked:
+            self.acked_seq += 1
+            self._acked.discard(self.acked_seq)
+            self._dirty = True
+        self._cv.notify_all()
 
     # -- the forwarding loop ------------------------------------------------------------------
 
@@ -218,14 +229,19 @@ class MqttPublisher:
                 if self._stop.is_set() or not self.connected:
                     break
                 payload = json.dumps(ev, separators=(",", ":"))
-                with self._cv:  # hold the lock so on_publish cannot see the mid before it is recorded
-                    info = self._client.publish(self.events_topic, payload, qos=1)
-                    if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
-                        log.warning("mqtt_publish_failed", seq=ev["seq"], rc=info.rc)
-                        break
-                    self._inflight[info.mid] = ev["seq"]
+                # Not under self._cv: paho calls on_publish holding its own message lock.
+                info = self._client.publish(self.events_topic, payload, qos=1)
+                if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
+                    log.warning("mqtt_publish_failed", seq=ev["seq"], rc=info.rc)
+                    break
+                with self._cv:
                     self._sent = ev["seq"]
                     self.published += 1
+                    if info.mid in self._early:  # acknowledged before publish() returned
+                        self._early.discard(info.mid)
+                        self._ack(ev["seq"])
+                    else:
+                        self._inflight[info.mid] = ev["seq"]
         self._save_state()
 
     def wait_acked(self, seq: int, timeout_s: float) -> bool:
@@ -242,8 +258,15 @@ class MqttPublisher:
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Publish the retained ``online: false`` status (if connected), disconnect, stop
-        the threads and save the acknowledged seq."""
+        """Give the broker up to ``timeout_s`` to acknowledge every event the journal
+        holds (when connected; what is left goes out after the next start), publish
+        the retained ``online: false`` status, disconnect, stop the threads and save
+        the acknowledged seq."""
+        if self.connected:
+            try:
+                self.wait_acked(self.events.catch_up(timeout_s), timeout_s)
+            except TimeoutError:
+                pass
         self.events.remove_listener(self._wake)
         self._stop.set()
         self._wake()

@@ -193,3 +193,40 @@ def test_last_will_marks_table_offline(tmp_path, broker):
     finally:
         late.close()
     assert retained and status["online"] is False and status["table_id"] == "t-lwt"
+
+
+def test_tablectl_run_publishes_from_config(tmp_path, broker):
+    """`tablectl run --config` with an [mqtt] section publishes the run's events."""
+    from hil_helpers import CLI
+
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(f"""
+[table]
+id = "pit3-tcp-02"
+seats = 2
+[devices.shuffler]
+url = "/dev/threecard/shuffler"
+[devices.shoe]
+url = "/dev/threecard/shoe"
+[mqtt]
+host = "127.0.0.1"
+port = {broker.port}
+floor = "pit3"
+state_path = "{tmp_path}/mqtt-state.json"
+""")
+    sub = Subscriber(broker.port, "threecard/pit3/pit3-tcp-02/#", client_id="cli-board")
+    try:
+        r = subprocess.run(CLI + ["run", "--simulate", "--rounds", "2", "--seed", "4", "--config", str(cfg),
+                                  "--journal", str(tmp_path / "j.sqlite3"), "--log-file", str(tmp_path / "log")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        with EventLog(tmp_path / "j.sqlite3", "pit3-tcp-02") as log:
+            expected = list(log.replay(0))
+        assert sub.wait(lambda: len({e["seq"] for e in sub.events()}) >= len(expected))
+        assert sub.wait(lambda: sub.statuses() and sub.statuses()[-1]["online"] is False)
+        events = sub.events()
+    finally:
+        sub.close()
+    unique = {e["seq"]: e for e in events}
+    assert [unique[s] for s in sorted(unique)] == expected
+    assert json.loads((tmp_path / "mqtt-state.json").read_text())["acked_seq"] == len(expected)
