@@ -368,7 +368,10 @@ def serve(options: EmulatorOptions, *, stdout: TextIO, stdin_fd: int | None = No
             sel.register(control, selectors.EVENT_READ, "accept")
         stdin_buf = b""
         if stdin_fd is not None:
-            sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
+            try:
+                sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
+            except (PermissionError, ValueError, OSError):
+                stdin_fd = None  # /dev/null or a file (a bench's `cmd &`): no commands on stdin
 
         def answer(line: bytes) -> bytes:
             text = line.decode("utf-8", "replace").strip()

@@ -472,7 +472,16 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
             raise ScenarioError(f"{p}: {key}: required, a {kind.__name__}")
     if data["rounds"] < 1:
         raise ScenarioError(f"{p}: rounds: must be >= 1")
+    allowed_top = {"name", "description", "rounds", "seed", "seats", "fault", "expect"}
+    for key in data:
+        if key not in allowed_top:
+            raise ScenarioError(f"{p}: {key}: unknown key; allowed: {', '.join(sorted(allowed_top))}")
+    if not data.get("expect"):
+        raise ScenarioError(f"{p}: expect: required: the controller's documented response to check")
     for i, f in enumerate(data.get("fault", [])):
+        for key in f:
+            if key not in ("round", "kind", "seconds"):
+                raise ScenarioError(f"{p}: fault[{i}].{key}: unknown key; allowed: round, kind, seconds")
         if f.get("kind") not in FAULT_KINDS + SLIP_KINDS:
             raise ScenarioError(f"{p}: fault[{i}].kind: {f.get('kind')!r}; allowed: "
                                 + ", ".join(FAULT_KINDS + SLIP_KINDS))
@@ -486,13 +495,13 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def run_scenario(path: str | Path) -> dict[str, Any]:
+def run_scenario(path: str | Path, journal_path: str | Path | None = None) -> dict[str, Any]:
     """Run a scenario on a simulated table; return what was expected, what was
     observed, and ``passed``. Observed kinds are the distinct violation rules,
     incident kinds, supervisor actions and link notices the journal holds."""
     sc = load_scenario(path)
     faults = sc.get("fault", [])
-    with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3)) as t:
+    with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3), journal_path=journal_path) as t:
         inj = FaultInjector(t, random.Random(sc["seed"]))
         for f in faults:
             if f["round"] == 0:

@@ -172,7 +172,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     """
     ctx = click.get_current_context()
     if scenario is not None:
-        _run_scenario(scenario, simulate, as_json)
+        _run_scenario(scenario, simulate, as_json, journal_path)
         return
     settings = merge_config(ctx, config_path, service)
     seats, deck_colours, ante_bonus, shuffler_url, shoe_url, log_level, log_format = (settings.options[k] for k in (
@@ -324,8 +324,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         sys.exit(code)
 
 
-def _run_scenario(path: str, simulate: bool, as_json: bool) -> None:
-    """``--scenario``: play it on a simulated table and compare with its [expect]."""
+def _run_scenario(path: str, simulate: bool, as_json: bool, journal_path: str | None) -> None:
+    """``--scenario``: play it on a simulated table and compare with its [expect].
+    The scenario file sets the rounds, seats and seed; ``--journal`` keeps the run's journal."""
     from .chaos import ScenarioError, run_scenario
 
     if not simulate:
@@ -334,7 +335,7 @@ def _run_scenario(path: str, simulate: bool, as_json: bool) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     try:
-        result = run_scenario(path)
+        result = run_scenario(path, journal_path)
     except ScenarioError as exc:
         raise click.BadParameter(str(exc), param_hint="--scenario") from None
     if as_json:

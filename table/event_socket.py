@@ -130,7 +130,8 @@ class EventSocket:
             conn.sendall(_line({"type": "hello", "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "table_id": self.events.table_id, "head_seq": sub.head, "resume_from": sub.after,
                                 "seat": sub.seat}))
-            while not self._stop.is_set():
+            quiet = 0
+            while quiet < 2:  # after stop: drain what is already due, then leave
                 try:
                     ev = sub.get(0.2)
                 except EOFError:
@@ -140,6 +141,9 @@ class EventSocket:
                     return
                 if ev is not None:
                     conn.sendall(_line(ev))
+                    quiet = 0
+                elif self._stop.is_set():
+                    quiet += 1
         except OSError:
             return  # the consumer went away
         finally:
@@ -157,15 +161,18 @@ class EventSocket:
         except OSError:
             pass
         self._server.close()
+        self._accept.join(2.0)
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:  # each drains the events already due (the last round's close), then ends
+            t.join(3.0)
         with self._lock:
             clients = list(self._clients)
-            threads = list(self._threads)
         for c in clients:
             try:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self._accept.join(2.0)
         for t in threads:
             t.join(2.0)
         if self.path.is_socket():

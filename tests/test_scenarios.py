@@ -43,6 +43,14 @@ def test_tablectl_run_scenario(tmp_path):
 
 def test_a_malformed_scenario_names_the_file_and_key(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('name = "x"\nrounds = 2\nseed = 1\n[[fault]]\nround = 1\nkind = "gremlins"\n')
+    bad.write_text('name = "x"\nrounds = 2\nseed = 1\n[[fault]]\nround = 1\nkind = "gremlins"\n'
+                   '[expect]\nheld_rounds = 0\n')
     with pytest.raises(ScenarioError, match=r"bad.toml: fault\[0\].kind: 'gremlins'; allowed: foreign_card"):
+        load_scenario(bad)
+    bad.write_text('name = "x"\nrounds = 2\nseed = 1\n[[fault]]\nround = 1\nkind = "jam"\nstep = "deal"\n'
+                   '[expect]\nheld_rounds = 0\n')
+    with pytest.raises(ScenarioError, match=r"fault\[0\].step: unknown key"):
+        load_scenario(bad)
+    bad.write_text('name = "x"\nrounds = 1\nseed = 1\n')
+    with pytest.raises(ScenarioError, match="expect: required"):
         load_scenario(bad)
