@@ -37,6 +37,23 @@ from .controller import Command, Console
 log = structlog.get_logger("table.control")
 
 
+def unix_listener(path: Path, backlog: int) -> socket.socket:
+    """A listening Unix stream socket at ``path`` (mode 0660, for the service's
+    group), replacing a stale socket file a killed process left. Raises ``OSError``."""
+    if path.is_socket():
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        os.chmod(path, 0o660)
+        server.listen(backlog)
+    except OSError:
+        server.close()
+        raise
+    return server
+
+
 class ControlSocket:
     """Serves the console on a Unix socket at ``path`` (mode 0660), a thread per client.
 
@@ -48,13 +65,7 @@ class ControlSocket:
         self.path = Path(path)
         self.console = console
         self.reply_timeout_s = reply_timeout_s
-        if self.path.is_socket():
-            self.path.unlink()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        os.chmod(self.path, 0o660)
-        self._server.listen(8)
+        self._server = unix_listener(self.path, backlog=8)
         self._stop = threading.Event()
         self._clients: list[socket.socket] = []
         self._threads: list[threading.Thread] = []

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 
 import structlog
 
+from .control import unix_listener
 from .events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
 
 log = structlog.get_logger("table.event_socket")
@@ -60,17 +61,7 @@ class EventSocket:
         self.path = Path(path)
         self.events = events
         self.max_backlog = max_backlog
-        if self.path.is_socket():
-            self.path.unlink()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._server.bind(str(self.path))
-            os.chmod(self.path, 0o660)
-            self._server.listen(16)
-        except OSError:
-            self._server.close()
-            raise
+        self._server = unix_listener(self.path, backlog=16)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._clients: set[socket.socket] = set()
