@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import queue
 import resource
 import select
@@ -60,7 +59,7 @@ def _peer(conn, kind: str) -> None:
     bare echo loop blocking in select. Sends back the pty path, runs until told."""
     port = PtyPort()
     if kind == "emulator":
-        emu = ShoeEmulator(port).start()
+        _running = ShoeEmulator(port).start()  # noqa: F841 - serves until the process ends
     else:
         def echo() -> None:
             while True:

@@ -42,7 +42,7 @@ import queue
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -211,7 +211,6 @@ class LinkStats:
     disconnects: int = 0
     reconnects: int = 0
     reboots: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class Link:

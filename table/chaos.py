@@ -11,12 +11,10 @@ compare what the controller recorded with the emulators' ground truth.
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import random
 import tempfile
 import threading
-import time
 import tomllib
 from contextlib import ExitStack
 from pathlib import Path

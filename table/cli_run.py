@@ -7,7 +7,6 @@ import logging
 import queue
 import signal
 import sys
-import tempfile
 from contextlib import ExitStack
 from typing import Any
 

@@ -29,7 +29,6 @@ and loses nothing. Sealing is that of :mod:`table.events` (58 Pa. Code 816a.1).
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
