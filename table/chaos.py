@@ -375,6 +375,9 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     expected_incomplete = 0
     short_decks: list[int] = []
     late: str | None = None
+    late_round = 0
+    previous: str | None = None
+    anomalies: list[dict[str, Any]] = []
     outcomes: dict[str, int] = {}
     with ChaosTable(seed=seed, seats=seats) as t:
         t.controller.prepare()
@@ -413,16 +416,24 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
                 if set(new) & set(DETECTED_BY[late_kind]):
                     detected_by_kind[late_kind] = detected_by_kind.get(late_kind, 0) + 1
                     alarms -= set(DETECTED_BY[late_kind])
+                else:
+                    anomalies.append({"round": late_round, "what": "undetected", "fault": late_kind,
+                                      "next_round_saw": dict(new)})
             if kind and kind != "missing_card":
                 if set(new) & set(DETECTED_BY[kind]):
                     detected_by_kind[kind] = detected_by_kind.get(kind, 0) + 1
                 else:
-                    late = kind
+                    late, late_round = kind, n + 1
                 alarms -= set(DETECTED_BY[kind])
             if kind is None and alarms:
                 false_alarms += 1
+                anomalies.append({"round": n + 1, "what": "false_alarm", "alarms": sorted(alarms),
+                                  "saw": dict(new), "outcome": outcome, "previous_fault": previous})
+            previous = kind
             if progress:
                 progress(n + 1)
+        if late is not None:
+            anomalies.append({"round": late_round, "what": "undetected", "fault": late, "next_round_saw": {}})
         truth, recorded = t.truth_reads(), t.device_reads()
     lost = max(0, len(truth) - len(recorded))
     duplicated = max(0, len(recorded) - len(truth))
@@ -440,6 +451,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         "outcomes": outcomes,
         "card_events": len(recorded),
         "seed": seed,
+        "anomalies": anomalies,
     }
 
 

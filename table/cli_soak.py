@@ -46,6 +46,8 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
             click.echo(f"{key:18} {summary[key]}")
         for kind, n in summary["by_kind"].items():
             click.echo(f"  {kind:16} injected {n['injected']:5}  detected {n['detected']:5}")
+        for a in summary["anomalies"]:
+            click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")
     bad = (summary["faults_detected"] < summary["faults_injected"] or summary["lost_events"]
            or summary["duplicated_events"] or summary["false_alarms"])
     sys.exit(1 if bad else 0)
