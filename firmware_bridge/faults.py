@@ -162,7 +162,12 @@ class FaultyTransport:
             else:
                 self.inner.write(data)
 
-    def read(self, max_bytes: int = 512) -> bytes:
+    @property
+    def timed_read(self) -> bool:
+        """As the inner transport's: whether :meth:`read` honours ``timeout_s``."""
+        return bool(getattr(self.inner, "timed_read", False))
+
+    def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
         plan, rng = self.plan, self._rng
         if self._cut:
             raise LinkLost(f"{self.name}: disconnected (fault injection)")
@@ -170,7 +175,7 @@ class FaultyTransport:
             b = bytes(self._rx_backlog[:1])
             del self._rx_backlog[:1]
             return b
-        data = self.inner.read(max_bytes)
+        data = self.inner.read(max_bytes) if timeout_s is None else self.inner.read(max_bytes, timeout_s)
         if not data:
             return data
         if self._muted:

@@ -109,7 +109,10 @@ class LinkConfig:
 
     Bounds: the retransmit timeout lives between 25 ms and 5 s (it starts at
     ``retransmit_initial_ms`` and doubles up to ``retransmit_max_ms``).
-    ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
+    ``burst_linger_ms``: after a request the reader thread stays off the
+    line this long, so the requesters of a burst read their own replies
+    (SPEC §7.1); an event arriving meanwhile waits at most this long. 0 turns
+    it off. ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
     allows any. ``pinned_serial``: the serial number this link must find.
     Raises ``ValueError`` naming the field on a bad value.
     """
@@ -125,6 +128,7 @@ class LinkConfig:
     reconnect_max_ms: int = 5000
     reconnect_wait_s: float = 30.0
     read_timeout_ms: int = 250
+    burst_linger_ms: int = 2
     firmware_allowlist: tuple[str, ...] = ()
     pinned_serial: str | None = None
 
@@ -146,6 +150,7 @@ class LinkConfig:
         need(self.reconnect_max_ms <= 600_000, "reconnect_max_ms", "must be <= 600000")
         need(0 <= self.reconnect_wait_s <= 3600, "reconnect_wait_s", "must be 0..3600")
         need(10 <= self.read_timeout_ms <= 5000, "read_timeout_ms", "must be 10..5000")
+        need(0 <= self.burst_linger_ms <= 100, "burst_linger_ms", "must be 0..100 (0: the reader reads every reply)")
 
 
 class LinkState(str, enum.Enum):
@@ -261,6 +266,15 @@ class Link:
         self._signal = threading.Lock()
         self._signal.acquire()
         self._slot = threading.Lock()  # guards _pending_seq and _reply
+        # Whoever reads and parses the transport holds the role: the reader thread,
+        # or a requester reading its own reply (SPEC §7.1). ``_burst_until``
+        # (monotonic s) keeps the reader off the line between the requests of a
+        # burst; ``_park`` wakes a reader parked while a request is pending.
+        self._rx_role = threading.Lock()
+        self._park = threading.Condition()
+        self._parked = False
+        self._burst_until = 0.0
+        self._timed = False  # the transport's read takes a timeout: requesters may read
         self._seq = 0
         self._last_event_seq: int | None = None
         self._last_rx = time.monotonic()
@@ -302,6 +316,7 @@ class Link:
         self.transport.open()
         self._parser.reset()
         self._last_rx = time.monotonic()
+        self._timed = self.config.burst_linger_ms > 0 and bool(getattr(self.transport, "timed_read", False))
         with self._cv:
             self._generation += 1
             gen = self._generation
@@ -310,12 +325,24 @@ class Link:
 
     def _stop_reader(self) -> None:
         reader, self._reader = self._reader, None
+        cancel = getattr(self.transport, "cancel_read", None)
         if reader is not None and reader is not threading.current_thread():
-            cancel = getattr(self.transport, "cancel_read", None)
             if cancel is not None:
                 cancel()
+            with self._park:
+                self._park.notify_all()
             reader.join(timeout=2.0)
-        self.transport.close()
+        # A requester may still be reading this connection: wake it and take the
+        # role, so the port is never closed (and its fd reused) under a read.
+        deadline = time.monotonic() + 2.0
+        while not (got := self._rx_role.acquire(timeout=0.05)) and time.monotonic() < deadline:
+            if cancel is not None:
+                cancel()
+        try:
+            self.transport.close()
+        finally:
+            if got:
+                self._rx_role.release()
 
     def close(self) -> None:
         """Stop the supervisor and reader and close the transport; safe to call twice."""
@@ -463,6 +490,7 @@ class Link:
         one who reconnects.
         """
         cfg = self.config
+        linger_s = cfg.burst_linger_ms / 1000
         # One request at a time, held across a reconnect so a resend keeps its SEQ
         # and the device's reply cache still answers it.
         if internal:
@@ -496,6 +524,9 @@ class Link:
                         continue
                     with self._slot:
                         self._pending_seq, self._reply = seq, None
+                timed = self._timed
+                if timed:
+                    self._burst_until = time.monotonic() + linger_s
                 try:
                     self._write(wire)
                 except LinkLost:
@@ -504,12 +535,28 @@ class Link:
                     continue  # wait for the reconnect, then resend the same SEQ
                 sends += 1
                 deadline = time.monotonic() + timeout_s
+                role = self._rx_role
                 while self._reply is None and self._generation == gen:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._signal.acquire(timeout=remaining):
+                    if remaining <= 0:
                         break
+                    if timed and role.acquire(blocking=False):
+                        # The reader thread is off the line: read the reply here, one
+                        # thread hand-off fewer per round trip (SPEC §7.1).
+                        try:
+                            if self._reply is None and self._generation == gen:
+                                self._read_once(gen, remaining)
+                        finally:
+                            role.release()
+                    elif not self._signal.acquire(timeout=remaining):
+                        break  # the reader holds the line; it hands over the reply or the role
                 with self._slot:
                     frame, self._pending_seq = self._reply, None
+                if timed:
+                    self._burst_until = time.monotonic() + linger_s
+                    if self._parked:
+                        with self._park:
+                            self._park.notify_all()
                 went_down = frame is None and self._generation != gen
                 if frame is not None:
                     break
@@ -693,23 +740,54 @@ class Link:
         except LinkLost:
             pass
 
-    def _read_loop(self, gen: int) -> None:
+    def _read_once(self, gen: int, timeout_s: float | None = None) -> bool:
+        """Read once and dispatch every whole frame; the caller holds the role.
+
+        ``timeout_s``: a requester's bound for this read (None: the transport's
+        own read timeout, the reader thread's). Returns False when the
+        connection failed (the link is then down)."""
+        try:
+            data = self.transport.read(512) if timeout_s is None else self.transport.read(512, timeout_s)
+        except LinkLost as exc:
+            if self._generation == gen:
+                self._go_down(str(exc))
+            return False
         parser = self._parser
-        read = self.transport.read
+        if data:
+            self._last_rx = time.monotonic()
+            for frame in parser.feed(data):
+                self._on_frame(frame)
+        elif parser.pending and (timeout_s is None
+                                 or time.monotonic() - self._last_rx >= self.config.read_timeout_ms / 1000):
+            for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
+                self._on_frame(frame)
+        return True
+
+    def _read_loop(self, gen: int) -> None:
+        """The reader thread: reads the line whenever no requester does (SPEC §7.1)."""
+        role = self._rx_role
         while self._generation == gen:
-            try:
-                data = read(512)
-            except LinkLost as exc:
-                if self._generation == gen:
-                    self._go_down(str(exc))
-                return
-            if data:
-                self._last_rx = time.monotonic()
-                for frame in parser.feed(data):
-                    self._on_frame(frame)
-            elif parser.pending:
-                for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
-                    self._on_frame(frame)
+            if self._timed:
+                wait = self._burst_until - time.monotonic()
+                if wait > 0:  # a burst of requests: their requesters read the replies
+                    time.sleep(wait)
+                    continue
+                with self._park:  # a request is pending: its requester reads
+                    self._parked = True
+                    try:
+                        while self._pending_seq is not None and self._generation == gen:
+                            self._park.wait(1.0)
+                    finally:
+                        self._parked = False
+            with role:
+                if self._generation != gen:
+                    return
+                if self._timed and (self._pending_seq is not None or self._burst_until > time.monotonic()):
+                    continue
+                if not self._read_once(gen):
+                    return
+            if self._timed and self._pending_seq is not None and self._reply is None:
+                self._wake_requester()  # a request went out during this read: its requester reads on
 
     def _on_frame(self, frame: Frame) -> None:
         if frame.type >= 0x80:  # a reply (SPEC §4): the hot path of every request

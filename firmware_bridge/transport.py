@@ -29,6 +29,10 @@ class Transport(Protocol):
     def read(self, max_bytes: int) -> bytes:
         """Return 1..max_bytes bytes, or b"" after the read timeout (or when
         ``cancel_read`` woke it). Raises LinkLost.
+
+        A transport whose ``timed_read`` is true also takes ``timeout_s`` (s),
+        a bound for this one read; the link then lets a requester read its own
+        reply (SPEC §7.1).
         """
 
     def write(self, data: bytes) -> None:
@@ -91,14 +95,20 @@ class SerialTransport:
     def is_open(self) -> bool:
         return self._port is not None and self._port.is_open
 
-    def read(self, max_bytes: int = 512) -> bytes:
-        """Block up to ``read_timeout_s`` for at least one byte; b"" on timeout or
-        when :meth:`cancel_read` woke it."""
+    @property
+    def timed_read(self) -> bool:
+        """True when :meth:`read` honours ``timeout_s``: a posix port (tty or pty)."""
+        return self._fast is not None
+
+    def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
+        """Block up to ``timeout_s`` (default ``read_timeout_s``; honoured on posix
+        ports only, see :attr:`timed_read`) for at least one byte; b"" on timeout
+        or when :meth:`cancel_read` woke it."""
         port = self._port
         if port is None:
             raise LinkLost(f"{self.url} is closed")
         if self._fast is not None:
-            return self._read_fd(max_bytes, self.read_timeout_s)
+            return self._read_fd(max_bytes, self.read_timeout_s if timeout_s is None else timeout_s)
         try:
             data = port.read(max(1, min(port.in_waiting, max_bytes)))
             # Drain what else is already waiting, so one call returns the whole burst
@@ -212,12 +222,18 @@ class SocketTransport:
     def is_open(self) -> bool:
         return self._sock is not None
 
-    def read(self, max_bytes: int = 512) -> bytes:
+    #: :meth:`read` honours ``timeout_s``.
+    timed_read = True
+
+    def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
+        """Block up to ``timeout_s`` (default ``read_timeout_s``) for at least one
+        byte; b"" on timeout or when :meth:`cancel_read` woke it."""
         sock = self._sock
         if sock is None:
             raise LinkLost(f"{self.name} is closed")
         try:
-            ready, _, _ = select.select([sock, self._wake_r], [], [], self.read_timeout_s)
+            ready, _, _ = select.select([sock, self._wake_r], [], [],
+                                        self.read_timeout_s if timeout_s is None else timeout_s)
             if self._wake_r in ready:
                 os.read(self._wake_r, 64)
                 return b""

@@ -4,8 +4,9 @@ A :class:`ChaosTable` is a simulated table (emulators on ptys, the virtual
 dealer) with the controller on top, a journal, and an automatic supervisor
 that answers what a person would (void a held round, bring and register a
 replacement deck, read an unreadable card off the layout). A
-:class:`FaultInjector` makes every class of fault happen at a chosen round:
-dealer errors, device faults and link faults. The soak and the scenarios
+:class:`FaultInjector` makes every class of fault happen at a chosen round
+(scenarios can also name the step of the round, see :data:`STEPS`): dealer
+errors, device faults and link faults. The soak and the scenarios
 compare what the controller recorded with the emulators' ground truth.
 """
 
@@ -55,6 +56,41 @@ FAULT_KINDS = (
 )
 #: Procedure slips that are not faults to alarm on: the controller waits them out.
 SLIP_KINDS = ("late_insert",)
+
+#: Where in a scenario's round a fault strikes (``step`` in a ``[[fault]]``), in the
+#: order of round N's procedure. Round N's deck movements come first: from round 2
+#: on the dealer takes the deck verified for round N out of the shuffler and loads
+#: the shoe, then puts the deck played in round N-1 in the shuffler and it is
+#: shuffled. Round 1 has none: it is dealt from the deck loaded at the opening
+#: (round 0: deck A shuffled and loaded, then deck B shuffled). Then the deal (one
+#: card to each seat, seat 1 first, then the dealer; three times) and the collect.
+#:
+#: - ``before_round`` (default): armed before round N's deck movements (round 0:
+#:   before the table opens), as in the soak: ``foreign_card``, ``duplicate_read``
+#:   and ``extra_card`` strike at a draw the seeded random generator picks (1..6
+#:   draws on), the others at the next card, shuffle, shoe load or insert, or at once.
+#: - ``shuffle``: as the dealer puts a deck in the shuffler, just before it is
+#:   shuffled (the round's first such deck; at round 0 deck A).
+#: - ``load_shoe``: just before the dealer loads the round's deck into the shoe
+#:   (at round 0 deck A).
+#: - ``draw``: the dealer's ``draw``-th draw of the round (1-based; with 3 seats
+#:   draw 4 is the dealer's first card), just before the card comes out of the shoe.
+#: - ``collect``: just after the round's cards (a voided round's too) and the shoe's
+#:   stub go to the discard rack.
+STEPS = ("before_round", "shuffle", "load_shoe", "draw", "collect")
+#: The fault kinds each step can carry; ``before_round`` takes every kind.
+STEP_KINDS: dict[str, tuple[str, ...]] = {
+    "before_round": FAULT_KINDS + SLIP_KINDS,
+    # the shuffle jams; a card is dropped on the way into the shuffler; the dealer is slow to put the deck in
+    "shuffle": ("jam", "missing_card", "late_insert"),
+    # the shoe's cable pulled, or the shoe power-cycled, just before the deck goes in
+    "load_shoe": ("unplug_shoe", "reboot_shoe"),
+    # the card drawn is of the other deck, a repeat of the round's first card, unreadable, or two
+    # cards come out at once; the shoe's cable pulled just before the card is drawn
+    "draw": ("foreign_card", "duplicate_read", "unreadable_card", "extra_card", "unplug_shoe"),
+    # a card falls off the table as the cards go to the discard rack
+    "collect": ("missing_card",),
+}
 
 
 class ScenarioError(ValueError):
@@ -109,33 +145,63 @@ class FaultInjector:
     def _count(self, kind: str) -> None:
         self.injected[kind] = self.injected.get(kind, 0) + 1
 
-    def inject(self, kind: str, seconds: float | None = None) -> None:
+    def inject(self, kind: str, seconds: float | None = None, *, step: str = "before_round",
+               draw: int | None = None) -> StepHook | None:
         """Arm or make fault ``kind`` (one of :data:`FAULT_KINDS`, :data:`SLIP_KINDS`)
-        for the next round; ``seconds``: how long an unplug or a slow dealer lasts."""
+        for the next round; ``seconds``: how long an unplug or a slow dealer lasts.
+
+        ``step`` (one of :data:`STEPS`, the kinds each allows in :data:`STEP_KINDS`)
+        and ``draw`` (with ``step="draw"``: the round's draw, 1-based) schedule it
+        at that point of the next round; the returned hook tells whether it struck.
+        ``before_round`` is the soak's timing (a random draw where one is needed)."""
         if kind not in FAULT_KINDS + SLIP_KINDS:
             raise ScenarioError(f"unknown fault {kind!r}; allowed: {', '.join(FAULT_KINDS + SLIP_KINDS)}")
-        self._seconds = seconds
-        getattr(self, f"_{kind}")()
+        if step not in STEPS:
+            raise ScenarioError(f"unknown step {step!r}; allowed: {', '.join(STEPS)}")
+        if kind not in STEP_KINDS[step]:
+            raise ScenarioError(f"{kind} cannot strike at step {step}; allowed there: {', '.join(STEP_KINDS[step])}")
+        if (step == "draw") != (draw is not None):
+            raise ScenarioError("draw: required with step draw, and only there")
         self._count(kind)
+        if step == "before_round":
+            self._seconds = seconds
+            getattr(self, f"_{kind}")()
+            return None
+        act = self._strike(kind, step)
+
+        def strike() -> None:
+            self._seconds = seconds
+            act()
+        return self.t.dealer.at_step(step, strike, draw)
+
+    def _strike(self, kind: str, step: str) -> Callable[[], None]:
+        """What fault ``kind`` does at the moment it strikes at ``step`` (the kinds the
+        soak arms at a random draw act at once here; the others already act on the
+        very next draw, shuffle, load or insert)."""
+        if kind == "missing_card":
+            return self._drop_going_in if step == "shuffle" else self._drop_collected
+        now = {"foreign_card": self._slip_foreign, "duplicate_read": self._read_twice,
+               "extra_card": self.t.sim.dealer.draw_card}
+        return now.get(kind) or getattr(self, f"_{kind}")
 
     # Each arms the fault so it strikes during the next round or the deck movements before it.
     def _at_draw(self, n: int, act: Callable[[], None]) -> None:
         self.t.dealer.arm(n, act)
 
-    def _foreign_card(self) -> None:
+    def _slip_foreign(self) -> None:  # a card with the other deck's back slips into the shoe
         sim = self.t.sim
+        colour = BLUE if sim.shoe.colour == RED else RED
+        sim.shoe.cards.insert(0, SimCard(Card.from_index(self.rng.randrange(52)), colour))
 
-        def slip() -> None:  # a card with the other deck's back slips into the shoe
-            colour = BLUE if sim.shoe.colour == RED else RED
-            sim.shoe.cards.insert(0, SimCard(Card.from_index(self.rng.randrange(52)), colour))
-        self._at_draw(self.rng.randint(1, 6), slip)
+    def _read_twice(self) -> None:  # the shoe reads the round's first card again
+        sim = self.t.sim
+        sim.shoe.cards.insert(0, SimCard(sim.dealer.on_layout[0].card, sim.shoe.colour))
+
+    def _foreign_card(self) -> None:
+        self._at_draw(self.rng.randint(1, 6), self._slip_foreign)
 
     def _duplicate_read(self) -> None:
-        sim = self.t.sim
-
-        def twice() -> None:  # the shoe reads a card it already read this round
-            sim.shoe.cards.insert(0, SimCard(sim.dealer.on_layout[0].card, sim.shoe.colour))
-        self._at_draw(self.rng.randint(2, 6), twice)
+        self._at_draw(self.rng.randint(2, 6), self._read_twice)
 
     def _missing_card(self) -> None:
         sim = self.t.sim
@@ -146,6 +212,21 @@ class FaultInjector:
             deck = next(iter(sim.dealer.off_table.values()), None)
             if deck:
                 deck.pop(self.rng.randrange(len(deck)))
+
+    def _drop_going_in(self) -> None:
+        """The dealer drops a card of the deck going into the shuffler (taken as the
+        virtual dealer takes it: off the table the first time, else the discard rack)."""
+        dealer = self.t.sim.dealer
+        colour = self.t.dealer.inserting
+        cards = dealer.off_table.get(colour, dealer.discard_rack)
+        if cards:
+            cards.pop(self.rng.randrange(len(cards)))
+
+    def _drop_collected(self) -> None:
+        """A card falls off the table as the dealer collects: the rack is a card short."""
+        rack = self.t.sim.dealer.discard_rack
+        if rack:
+            rack.pop(self.rng.randrange(len(rack)))
 
     def _unreadable_card(self) -> None:
         self.t.sim.shoe.faults.unreadable_draws += 1
@@ -173,20 +254,58 @@ class FaultInjector:
         self.t.sim.shoe.reboot()
 
 
+class StepHook:
+    """A fault armed at a step of the next round; ``fired`` once it struck."""
+
+    def __init__(self, step: str, act: Callable[[], None], draw: int | None) -> None:
+        self.step, self.act, self.draw = step, act, draw
+        self.fired = False
+
+
 class FaultyDealer:
-    """The virtual dealer, with mistakes armed by the :class:`FaultInjector`."""
+    """The virtual dealer, with mistakes armed by the :class:`FaultInjector`.
+
+    Two ways to arm: :meth:`arm` (the soak's: the nth draw from now, however many
+    rounds that takes) and :meth:`at_step` (a scenario's: a step of the current
+    round, see :data:`STEPS`; :meth:`new_round` starts counting the round's draws,
+    :meth:`disarm` drops what did not strike)."""
 
     def __init__(self, sim: SimulatedTable) -> None:
         self.sim = sim
         self._armed: dict[int, Callable[[], None]] = {}
         self._draws = 0
+        self._round_draws = 0
+        self._hooks: list[StepHook] = []
         self.early = False
         self.late_insert_s = 0.0
+        self.inserting: BackColour | None = None  # the deck going into the shuffler
 
     def arm(self, nth_draw: int, act: Callable[[], None]) -> None:
         self._armed[self._draws + nth_draw] = act
 
+    def at_step(self, step: str, act: Callable[[], None], draw: int | None = None) -> StepHook:
+        hook = StepHook(step, act, draw)
+        self._hooks.append(hook)
+        return hook
+
+    def new_round(self) -> None:
+        self._round_draws = 0
+
+    def disarm(self) -> list[StepHook]:
+        """Drop the hooks that did not strike; return them."""
+        missed = [h for h in self._hooks if not h.fired]
+        self._hooks = []
+        return missed
+
+    def _fire(self, step: str, draw: int | None = None) -> None:
+        for hook in self._hooks:
+            if not hook.fired and hook.step == step and hook.draw == draw:
+                hook.fired = True
+                hook.act()
+
     def insert_deck(self, colour: BackColour) -> None:
+        self.inserting = colour
+        self._fire("shuffle")
         if self.late_insert_s:  # the dealer is slow to put the previous deck in the shuffler
             delay, self.late_insert_s = self.late_insert_s, 0.0
             threading.Timer(delay, self.sim.dealer.insert_deck, args=(colour,)).start()
@@ -197,6 +316,7 @@ class FaultyDealer:
         self.sim.dealer.take_from_shuffler()
 
     def load_shoe(self, colour: BackColour) -> None:
+        self._fire("load_shoe")
         if self.early:  # the dealer draws a card before betting has closed
             self.early = False
             self.sim.dealer.load_shoe(colour)
@@ -206,13 +326,16 @@ class FaultyDealer:
 
     def draw_card(self) -> None:
         self._draws += 1
+        self._round_draws += 1
         act = self._armed.pop(self._draws, None)
         if act is not None:
             act()
+        self._fire("draw", self._round_draws)
         self.sim.dealer.draw_card()
 
     def collect(self) -> None:
         self.sim.dealer.collect()
+        self._fire("collect")
 
 
 class BurstTransport(FaultyTransport):
@@ -226,8 +349,8 @@ class BurstTransport(FaultyTransport):
     def burst(self, reads: int) -> None:
         self._burst = reads
 
-    def read(self, max_bytes: int = 512) -> bytes:
-        data = super().read(max_bytes)
+    def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
+        data = super().read(max_bytes, timeout_s)
         if data and self._burst > 0:
             self._burst -= 1
             if self._rng.random() < 0.5:
@@ -284,6 +407,7 @@ class ChaosTable:
     def play(self) -> str:
         """One round, resolving holds as the supervisor would: ``"played"``,
         ``"held"`` (voided) or ``"fault"`` (a device fault, recovered)."""
+        self.dealer.new_round()
         try:
             self.controller.play_round()
             return "played"
@@ -467,11 +591,29 @@ def shipped_scenarios() -> list[Path]:
     return sorted(SCENARIO_DIR.glob("*.toml"))
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def load_scenario(path: str | Path) -> dict[str, Any]:
     """Read and check a scenario file (TOML). Raises :class:`ScenarioError` naming the
-    file and the key. Keys: ``name``, ``description``, ``rounds``, ``seed``,
-    ``seats`` (3), ``[[fault]]`` (``round`` 0..rounds, where 0 is before the
-    table opens; ``kind``; ``seconds``), ``[expect]`` (see :data:`_EXPECT_KEYS`)."""
+    file and the key (a fault's as ``fault[i].key``) and what is allowed.
+
+    Keys: ``name``, ``description``, ``rounds``, ``seed``, ``seats`` (3),
+    ``[expect]`` (see :data:`_EXPECT_KEYS`), and one ``[[fault]]`` table per fault
+    or slip of the virtual dealer:
+
+    - ``kind``: one of :data:`FAULT_KINDS` or :data:`SLIP_KINDS`;
+    - ``round``: 0..rounds, where 0 is the table's opening (before round 1);
+    - ``step`` (default ``"before_round"``): where in that round it strikes, one of
+      :data:`STEPS`; each step allows the kinds in :data:`STEP_KINDS`. ``shuffle``
+      and ``load_shoe`` need round 0 or >= 2 (round 1 has no deck movements);
+      ``draw`` and ``collect`` need round >= 1;
+    - ``draw``: with ``step = "draw"`` only, and required there: the round's draw
+      it strikes at, 1..3 * (seats + 1) (seat 1 first, the dealer last, three times);
+      ``duplicate_read`` needs draw >= 2 (it repeats the round's first card);
+    - ``seconds``: how long an ``unplug_shoe`` or a ``late_insert`` lasts (0.3).
+    """
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -486,17 +628,45 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
     for key in data:
         if key not in allowed_top:
             raise ScenarioError(f"{p}: {key}: unknown key; allowed: {', '.join(sorted(allowed_top))}")
+    seats = data.get("seats", 3)
+    if not _is_int(seats) or seats < 1:
+        raise ScenarioError(f"{p}: seats: must be an integer >= 1")
+    deal = 3 * (seats + 1)
     if not data.get("expect"):
         raise ScenarioError(f"{p}: expect: required: the controller's documented response to check")
+    fault_keys = ("round", "step", "draw", "kind", "seconds")
     for i, f in enumerate(data.get("fault", [])):
+        where = f"{p}: fault[{i}]"
         for key in f:
-            if key not in ("round", "kind", "seconds"):
-                raise ScenarioError(f"{p}: fault[{i}].{key}: unknown key; allowed: round, kind, seconds")
-        if f.get("kind") not in FAULT_KINDS + SLIP_KINDS:
-            raise ScenarioError(f"{p}: fault[{i}].kind: {f.get('kind')!r}; allowed: "
-                                + ", ".join(FAULT_KINDS + SLIP_KINDS))
-        if not isinstance(f.get("round"), int) or not 0 <= f["round"] <= data["rounds"]:
-            raise ScenarioError(f"{p}: fault[{i}].round: must be 0..{data['rounds']}")
+            if key not in fault_keys:
+                raise ScenarioError(f"{where}.{key}: unknown key; allowed: {', '.join(fault_keys)}")
+        kind = f.get("kind")
+        if kind not in FAULT_KINDS + SLIP_KINDS:
+            raise ScenarioError(f"{where}.kind: {kind!r}; allowed: " + ", ".join(FAULT_KINDS + SLIP_KINDS))
+        if not _is_int(f.get("round")) or not 0 <= f["round"] <= data["rounds"]:
+            raise ScenarioError(f"{where}.round: must be 0..{data['rounds']}")
+        step = f.get("step", "before_round")
+        if step not in STEPS:
+            raise ScenarioError(f"{where}.step: {step!r}; allowed: {', '.join(STEPS)}")
+        if kind not in STEP_KINDS[step]:
+            can = [s for s in STEPS if kind in STEP_KINDS[s]]
+            raise ScenarioError(f"{where}.step: {kind} cannot strike at step {step!r}; {kind} can strike at: "
+                                f"{', '.join(can)} (step {step!r} takes: {', '.join(STEP_KINDS[step])})")
+        if step in ("shuffle", "load_shoe") and f["round"] == 1:
+            raise ScenarioError(f"{where}.round: step {step!r} needs round 0 or 2..{data['rounds']}: round 1 is "
+                                "dealt from the deck loaded at the opening, with no deck movements before it")
+        if step in ("draw", "collect") and f["round"] == 0:
+            raise ScenarioError(f"{where}.round: step {step!r} needs round 1..{data['rounds']}: "
+                                "round 0 (the opening) deals no cards")
+        if step != "draw":
+            if "draw" in f:
+                raise ScenarioError(f"{where}.draw: only with step = \"draw\" (this fault's step is {step!r})")
+        else:
+            low = 2 if kind == "duplicate_read" else 1
+            if not _is_int(f.get("draw")) or not low <= f["draw"] <= deal:
+                why = " (duplicate_read repeats the round's first card)" if low == 2 else ""
+                raise ScenarioError(f"{where}.draw: required with step = \"draw\": an integer {low}..{deal}, "
+                                    f"the round's draw ({seats} seats and the dealer, 3 cards each){why}")
     expect = data.get("expect", {})
     for key, value in expect.items():
         if key not in _EXPECT_KEYS or not isinstance(value, _EXPECT_KEYS[key]):
@@ -508,20 +678,41 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
 def run_scenario(path: str | Path, journal_path: str | Path | None = None) -> dict[str, Any]:
     """Run a scenario on a simulated table; return what was expected, what was
     observed, and ``passed``. Observed kinds are the distinct violation rules,
-    incident kinds, supervisor actions and link notices the journal holds."""
+    incident kinds, supervisor actions and link notices the journal holds. A
+    fault scheduled at a step (not ``before_round``) that never struck, e.g. at
+    a draw its round did not reach, is a difference (``fault[i]``): it is
+    dropped at the end of its round, never carried into the next."""
     sc = load_scenario(path)
     faults = sc.get("fault", [])
+    missed: dict[str, Any] = {}
     with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3), journal_path=journal_path) as t:
         inj = FaultInjector(t, random.Random(sc["seed"]))
-        for f in faults:
-            if f["round"] == 0:
-                inj.inject(f["kind"], f.get("seconds"))
-        t.controller.prepare()
-        for n in range(1, sc["rounds"] + 1):
-            for f in faults:
+
+        def arm(n: int) -> list[tuple[int, StepHook]]:
+            hooks = []
+            for i, f in enumerate(faults):
                 if f["round"] == n:
-                    inj.inject(f["kind"], f.get("seconds"))
+                    hook = inj.inject(f["kind"], f.get("seconds"), step=f.get("step", "before_round"),
+                                      draw=f.get("draw"))
+                    if hook is not None:
+                        hooks.append((i, hook))
+            return hooks
+
+        def check(n: int, hooks: list[tuple[int, StepHook]]) -> None:
+            t.dealer.disarm()
+            for i, h in hooks:
+                if not h.fired:  # e.g. the round was held before that draw
+                    at = f"round {n}, step {h.step}" + (f", draw {h.draw}" if h.draw is not None else "")
+                    missed[f"fault[{i}]"] = {"expected": f"{faults[i]['kind']} strikes at {at}",
+                                             "observed": "never struck: the round did not reach that step"}
+
+        hooks = arm(0)
+        t.controller.prepare()
+        check(0, hooks)
+        for n in range(1, sc["rounds"] + 1):
+            hooks = arm(n)
             t.play()
+            check(n, hooks)
         observed: dict[str, Any] = {"violations": set(), "incidents": set(), "supervisor": set(), "link": set()}
         steps: dict[str, set] = {}
         for e in t.journal.entries():
@@ -548,5 +739,6 @@ def run_scenario(path: str | Path, journal_path: str | Path | None = None) -> di
             diffs[key] = {"expected": want, "observed": got}
     if lost:
         diffs["card_events"] = {"expected": "none lost", "observed": f"{lost} lost"}
+    diffs.update(missed)
     return {"name": sc["name"], "file": str(path), "passed": not diffs, "expected": expect,
             "observed": observed, "differences": diffs}
