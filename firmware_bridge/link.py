@@ -209,6 +209,8 @@ class LinkStats:
     events: int = 0
     duplicate_events: int = 0
     stale_replies: int = 0
+    #: Replies the requester read off the line itself (SPEC §7.1), not handed over.
+    replies_read_by_requester: int = 0
     bad_payloads: int = 0
     backpressure: int = 0
     heartbeats: int = 0
@@ -546,6 +548,8 @@ class Link:
                         try:
                             if self._reply is None and self._generation == gen:
                                 self._read_once(gen, remaining)
+                                if self._reply is not None:
+                                    self.stats.replies_read_by_requester += 1
                         finally:
                             role.release()
                     elif not self._signal.acquire(timeout=remaining):

@@ -7,6 +7,7 @@ device event delivered exactly once and in order.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import time
 from dataclasses import dataclass, field
@@ -286,3 +287,64 @@ def test_a_request_waiting_through_a_disconnect_does_not_block_the_reconnect(ben
     t.join(FAST.reconnect_wait_s)
     assert result.get("reply") == EchoReply(b"held"), result
     assert link.state is LinkState.UP
+
+
+def test_a_burst_of_requests_reads_its_own_replies_and_still_delivers_events(bench):
+    """SPEC §7.1: in a burst the requester reads its reply off the line itself (where
+    the transport's read takes a timeout: the in-memory pair and the pty, not
+    pyserial's socket://); device events emitted during the burst still arrive
+    once and in order."""
+    import threading
+
+    link, _ = bench.link()
+    def emit_during_the_burst() -> None:
+        for i in range(40):
+            bench.emulator.emit(CardDrawn(i, Card.from_index(i), BackColour.RED))
+            time.sleep(0.002)
+
+    emitter = threading.Thread(target=emit_during_the_burst)
+    emitter.start()
+    exchange(link, 300)
+    emitter.join()
+    assert collect_cards(link, 40) == list(range(40)), "events lost, duplicated or reordered"
+    assert_each_request_once(bench.emulator, 300)
+    if bench.kind == "socket":
+        assert link.stats.replies_read_by_requester == 0
+    else:
+        assert link.stats.replies_read_by_requester > 150, link.stats
+
+
+def test_with_burst_linger_off_the_reader_thread_reads_every_reply(bench):
+    link, _ = bench.link(config=dataclasses.replace(FAST, burst_linger_ms=0))
+    emit_cards(bench.emulator, 10)
+    exchange(link, 50)
+    assert collect_cards(link, 10) == list(range(10))
+    assert link.stats.replies_read_by_requester == 0
+
+
+def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
+    """A requester waiting on the line for a reply that never comes is woken by
+    close() (the port is not closed under its read) and gets LinkLost."""
+    import threading
+
+    link, faulty = bench.link(FaultPlan(seed=17), config=dataclasses.replace(
+        FAST, retransmit_initial_ms=2000, retransmit_max_ms=2000, max_attempts=3))
+    exchange(link, 5)
+    faulty.mute(True)
+    result = {}
+
+    def ask():
+        try:
+            result["reply"] = link.request(Echo(b"never"), EchoReply)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            result["error"] = exc
+
+    t = threading.Thread(target=ask)
+    t.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    link.close()
+    t.join(5)
+    assert not t.is_alive()
+    assert time.monotonic() - t0 < 1.5, "close() waited for the requester's retransmit timeout"
+    assert isinstance(result.get("error"), LinkLost), result
