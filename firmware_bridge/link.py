@@ -341,7 +341,8 @@ class Link:
             if cancel is not None:
                 cancel()
         try:
-            self.transport.close()
+            with self._write_lock:  # nor under a write
+                self.transport.close()
         finally:
             if got:
                 self._rx_role.release()
@@ -356,6 +357,13 @@ class Link:
         self._wake_requester()
         if was is LinkState.CLOSED and self._reader is None and self._supervisor is None:
             return
+        # Wake whoever reads the line now (the reader, or a heartbeat or Identify
+        # reading its own reply) before waiting for the supervisor.
+        cancel = getattr(self.transport, "cancel_read", None)
+        if cancel is not None:
+            cancel()
+        with self._park:
+            self._park.notify_all()
         sup, self._supervisor = self._supervisor, None
         if sup is not None and sup is not threading.current_thread():
             sup.join(timeout=5.0)
@@ -493,6 +501,7 @@ class Link:
         """
         cfg = self.config
         linger_s = cfg.burst_linger_ms / 1000
+        read_s = cfg.read_timeout_ms / 1000  # a requester's read, as long as the reader's at most
         # One request at a time, held across a reconnect so a resend keeps its SEQ
         # and the device's reply cache still answers it.
         if internal:
@@ -515,64 +524,71 @@ class Link:
             max_sends = attempts or cfg.max_attempts
             timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
             sends = 0
-            while True:
-                if heartbeat and self._state is not LinkState.UP:
-                    raise LinkLost(f"{self.name}: link not up")
-                gen = self._wait_up(internal)
-                self._signal.acquire(blocking=False)  # forget a stale wake-up
-                with self._cv:  # claim the reply slot only for the connection we waited for
-                    if self._generation != gen or not (
-                            self._state is LinkState.UP or (internal and self._state is LinkState.CONNECTING)):
-                        continue
+            try:
+                while True:
+                    if heartbeat and self._state is not LinkState.UP:
+                        raise LinkLost(f"{self.name}: link not up")
+                    gen = self._wait_up(internal)
+                    self._signal.acquire(blocking=False)  # forget a stale wake-up
+                    with self._cv:  # claim the reply slot only for the connection we waited for
+                        if self._generation != gen or not (
+                                self._state is LinkState.UP or (internal and self._state is LinkState.CONNECTING)):
+                            continue
+                        with self._slot:
+                            self._pending_seq, self._reply = seq, None
+                    timed = self._timed
+                    if timed:
+                        self._burst_until = time.monotonic() + linger_s
+                    try:
+                        self._write(wire)
+                    except LinkLost:
+                        if internal or heartbeat:
+                            raise
+                        continue  # wait for the reconnect, then resend the same SEQ
+                    sends += 1
+                    deadline = time.monotonic() + timeout_s
+                    role = self._rx_role
+                    while self._reply is None and self._generation == gen:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        if timed and role.acquire(blocking=False):
+                            # The reader thread is off the line: read the reply here, one
+                            # thread hand-off fewer per round trip (SPEC §7.1).
+                            try:
+                                if self._reply is None and self._generation == gen:
+                                    self._read_once(gen, min(remaining, read_s))
+                                    if self._reply is not None:
+                                        self.stats.replies_read_by_requester += 1
+                            finally:
+                                role.release()
+                        elif not self._signal.acquire(timeout=remaining):
+                            break  # the reader holds the line; it hands over the reply or the role
                     with self._slot:
-                        self._pending_seq, self._reply = seq, None
-                timed = self._timed
-                if timed:
-                    self._burst_until = time.monotonic() + linger_s
-                try:
-                    self._write(wire)
-                except LinkLost:
-                    if internal or heartbeat:
-                        raise
-                    continue  # wait for the reconnect, then resend the same SEQ
-                sends += 1
-                deadline = time.monotonic() + timeout_s
-                role = self._rx_role
-                while self._reply is None and self._generation == gen:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                        frame, self._pending_seq = self._reply, None
+                    if timed:
+                        self._burst_until = time.monotonic() + linger_s
+                    went_down = frame is None and self._generation != gen
+                    if frame is not None:
                         break
-                    if timed and role.acquire(blocking=False):
-                        # The reader thread is off the line: read the reply here, one
-                        # thread hand-off fewer per round trip (SPEC §7.1).
-                        try:
-                            if self._reply is None and self._generation == gen:
-                                self._read_once(gen, remaining)
-                                if self._reply is not None:
-                                    self.stats.replies_read_by_requester += 1
-                        finally:
-                            role.release()
-                    elif not self._signal.acquire(timeout=remaining):
-                        break  # the reader holds the line; it hands over the reply or the role
+                    if went_down:
+                        if internal or heartbeat:
+                            raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
+                        continue
+                    if sends >= max_sends:
+                        raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} after {sends} sends")
+                    self.stats.retransmits += 1
+                    self._log.debug("retransmit", seq=seq, sends=sends, timeout_ms=round(timeout_s * 1000))
+                    timeout_s = min(timeout_s * 2, cfg.retransmit_max_ms / 1000)
+            finally:
                 with self._slot:
-                    frame, self._pending_seq = self._reply, None
-                if timed:
+                    if self._pending_seq == seq:  # an early exit: free the slot
+                        self._pending_seq = None
+                if self._timed:
                     self._burst_until = time.monotonic() + linger_s
-                    if self._parked:
+                    if self._parked:  # a reader parked while this request was pending
                         with self._park:
                             self._park.notify_all()
-                went_down = frame is None and self._generation != gen
-                if frame is not None:
-                    break
-                if went_down:
-                    if internal or heartbeat:
-                        raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
-                    continue
-                if sends >= max_sends:
-                    raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} after {sends} sends")
-                self.stats.retransmits += 1
-                self._log.debug("retransmit", seq=seq, sends=sends, timeout_ms=round(timeout_s * 1000))
-                timeout_s = min(timeout_s * 2, cfg.retransmit_max_ms / 1000)
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
@@ -786,9 +802,9 @@ class Link:
             with role:
                 if self._generation != gen:
                     return
-                if self._timed and (self._pending_seq is not None or self._burst_until > time.monotonic()):
-                    continue
-                if not self._read_once(gen):
+                # A request went out since the checks above: leave the line to its requester.
+                off = self._timed and (self._pending_seq is not None or self._burst_until > time.monotonic())
+                if not off and not self._read_once(gen):
                     return
             if self._timed and self._pending_seq is not None and self._reply is None:
                 self._wake_requester()  # a request went out during this read: its requester reads on

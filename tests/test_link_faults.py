@@ -348,3 +348,42 @@ def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     assert not t.is_alive()
     assert time.monotonic() - t0 < 1.5, "close() waited for the requester's retransmit timeout"
     assert isinstance(result.get("error"), LinkLost), result
+
+
+def test_close_is_not_held_up_by_a_heartbeat_reading_its_own_reply(bench):
+    """A heartbeat waiting on the line for an answer from a silent device is woken by
+    close(), which does not wait out the heartbeat timeout."""
+    link, faulty = bench.link(FaultPlan(seed=18), config=dataclasses.replace(
+        FAST, heartbeat_interval_ms=100, heartbeat_timeout_ms=4000))
+    faulty.mute(True)
+    deadline = time.monotonic() + 3
+    while link.stats.heartbeats == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert link.stats.heartbeats >= 1
+    time.sleep(0.1)  # the heartbeat is now waiting for its answer
+    t0 = time.monotonic()
+    link.close()
+    assert time.monotonic() - t0 < 1.0, "close() waited for the heartbeat's timeout"
+
+
+def test_a_request_that_fails_unexpectedly_frees_the_line_for_events(bench, monkeypatch):
+    """Whatever ends a request (here an unexpected error in its own read), the reply
+    slot is freed, so the reader thread reads the line again and events flow."""
+    link, _ = bench.link()
+    exchange(link, 3)
+    calls = {"n": 0}
+    real = link._read_once
+
+    def fail_once(gen, timeout_s=None):
+        if timeout_s is not None and calls["n"] == 0:
+            calls["n"] += 1
+            raise RuntimeError("one-off failure in read")
+        return real(gen, timeout_s)
+
+    monkeypatch.setattr(link, "_read_once", fail_once)
+    if bench.kind != "socket":  # socket:// never reads in the requester (SPEC §7.1)
+        with pytest.raises(RuntimeError):
+            link.request(Echo(b"x"), EchoReply)
+    assert link._pending_seq is None
+    emit_cards(bench.emulator, 3)
+    assert collect_cards(link, 3, timeout_s=3) == [0, 1, 2]
