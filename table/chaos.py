@@ -141,6 +141,9 @@ class FaultInjector:
         self.rng = rng
         self.injected: dict[str, int] = {}
         self._seconds: float | None = None
+        #: (back colour, card) of each card a ``missing_card`` took away, in order.
+        self.missing: list[tuple[BackColour, Card]] = []
+        self._flips = 0
 
     def _count(self, kind: str) -> None:
         self.injected[kind] = self.injected.get(kind, 0) + 1
@@ -207,11 +210,12 @@ class FaultInjector:
         sim = self.t.sim
         rack = sim.dealer.discard_rack  # the deck going to the shuffler next loses a card
         if rack:
-            rack.pop(self.rng.randrange(len(rack)))
+            gone = rack.pop(self.rng.randrange(len(rack)))
         else:
             deck = next(iter(sim.dealer.off_table.values()), None)
-            if deck:
-                deck.pop(self.rng.randrange(len(deck)))
+            gone = deck.pop(self.rng.randrange(len(deck))) if deck else None
+        if gone is not None:
+            self.missing.append((gone.back_colour, gone.card))
 
     def _drop_going_in(self) -> None:
         """The dealer drops a card of the deck going into the shuffler (taken as the
@@ -245,7 +249,34 @@ class FaultInjector:
         self.t.dealer.late_insert_s = self._seconds or 0.3
 
     def _corrupt_bytes(self) -> None:
+        self._flips = self.t.shoe_faults.injected["bit_flip"]
         self.t.shoe_faults.burst(20)
+
+    def withdraw_unstruck(self, kind: str) -> bool:
+        """End of the round fault ``kind`` was armed for: True if it struck. A fault
+        that did not (its round ended before the draw it waited for, no shuffle or
+        no shoe load came) is disarmed, so it cannot strike in a later round and be
+        taken for that round's fault or a false alarm; the noise burst ends too."""
+        t, dealer = self.t, self.t.dealer
+        struck = True
+        if kind in ("foreign_card", "duplicate_read", "extra_card"):
+            struck = not dealer._armed
+        elif kind == "unreadable_card":
+            with t.sim.shoe.lock:
+                struck = t.sim.shoe.faults.unreadable_draws == 0
+                t.sim.shoe.faults.unreadable_draws = 0
+        elif kind == "jam":
+            with t.sim.shuffler.lock:
+                struck = not t.sim.shuffler.faults.jam_next_shuffle
+                t.sim.shuffler.faults.jam_next_shuffle = False
+        elif kind == "early_card":
+            struck = not dealer.early
+        elif kind == "corrupt_bytes":
+            struck = t.shoe_faults.injected["bit_flip"] > self._flips
+        dealer._armed.clear()
+        dealer.early = False
+        t.shoe_faults.burst(0)
+        return struck
 
     def _unplug_shoe(self) -> None:
         self.t.sim.shoe.disconnect(down_s=self._seconds or 0.3)
@@ -381,6 +412,10 @@ class ChaosTable:
         self.dealer = FaultyDealer(self.sim)
         self.console = AutoSupervisor(self.sim)
         self._detections: dict[str, int] = {}
+        #: The detail of each deck_incomplete violation, in journal order.
+        self.incomplete_details: list[str] = []
+        #: The back colour of each deck the shuffler counted (DeckVerified), in order.
+        self.counts: list[str] = []
         self._scanned = 0
         self.controller = TableController(
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
@@ -443,6 +478,8 @@ class ChaosTable:
             self._scanned = e.seq
             if e.kind == "violation":
                 key = f"violation:{e.body['rule']}"
+                if e.body["rule"] == "deck_incomplete":
+                    self.incomplete_details.append(e.body["detail"])
             elif e.kind == "incident":
                 key = f"incident:{e.body['what']}"
             elif e.kind == "link":
@@ -450,6 +487,8 @@ class ChaosTable:
             elif e.kind == "supervisor":
                 key = f"supervisor:{e.body['action']}"
             else:
+                if e.kind == "device_event" and e.body["message"]["message"] == "DeckVerified":
+                    self.counts.append(e.body["message"]["back_colour"])
                 continue
             out[key] = out.get(key, 0) + 1
         crc = self.shoe.link._parser.crc_errors + self.shuffler.link._parser.crc_errors
@@ -477,6 +516,13 @@ DETECTED_BY = {
 }
 
 
+def _matches_missing(detail: str, colour: BackColour, card: Card) -> bool:
+    """Whether a deck_incomplete detail (see ``DeckCustody.on_deck_verified``) is the
+    count of the ``colour`` deck, reporting ``card`` missing."""
+    missing = detail.rpartition("missing ")[2]
+    return f"({colour})" in detail and f"'{card}'" in missing
+
+
 def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Play ``rounds`` rounds with random faults from every class (``fault_rate``
@@ -485,80 +531,114 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     A fault counts as detected when the journal shows its alarm (see
     :data:`DETECTED_BY`) in the round it was injected or the next (a card event
     that straggles past the deal, a reboot noticed at the shoe's next
-    request). Some faults leave a
-    deck wrong on purpose (a foreign or cloned card, a missing card): the deck's
-    next verification then fails, which is expected, not a false alarm. Any
-    other violation or incident in a round without an injected fault is a
-    false alarm. Card events are compared with the shoe's ground truth: every
+    request). A missing card counts as detected when its deck's next count
+    reports that very card missing. Some faults leave a deck wrong on purpose
+    (a foreign or cloned card): the deck's next count then fails, which is
+    expected, not a false alarm. Any other violation or incident in a round
+    without an injected fault is a false alarm.
+
+    A fault that never struck in its round (the round ended before the draw
+    it waited for, or before a shuffle or shoe load) is withdrawn and counted
+    in ``faults_withdrawn``, not as injected. Missing cards whose deck had not
+    been counted again when the soak ended are in ``faults_pending_at_end``.
+    Every undetected fault and false alarm is listed in ``anomalies`` with
+    its round. Card events are compared with the shoe's ground truth: every
     card it read must reach the journal once, in order.
     """
     rng = random.Random(seed)
     injected_by_kind: dict[str, int] = {}
     detected_by_kind: dict[str, int] = {}
+    withdrawn_by_kind: dict[str, int] = {}
     false_alarms = 0
     expected_incomplete = 0
-    short_decks: list[int] = []
+    short_decks: list[tuple[int, BackColour, Card, int]] = []  # (round, colour, card, counts then): not found yet
     late: str | None = None
     late_round = 0
     previous: str | None = None
     anomalies: list[dict[str, Any]] = []
     outcomes: dict[str, int] = {}
+
+    def credit(kind: str) -> None:
+        detected_by_kind[kind] = detected_by_kind.get(kind, 0) + 1
+
     with ChaosTable(seed=seed, seats=seats) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
-        for n in range(rounds):
+        for n in range(1, rounds + 1):
             kind = rng.choice(FAULT_KINDS) if rng.random() < fault_rate else None
             before = t.detections()
+            n_incomplete = len(t.incomplete_details)
+            n_missing = len(inj.missing)
+            n_counts = len(t.counts)
             if kind:
                 inj.inject(kind)
-                injected_by_kind[kind] = injected_by_kind.get(kind, 0) + 1
             outcome = t.play()
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            struck = inj.withdraw_unstruck(kind or "")
+            if kind == "missing_card":
+                struck = len(inj.missing) > n_missing  # else there was no card to take
+            if kind and not struck:
+                withdrawn_by_kind[kind] = withdrawn_by_kind.get(kind, 0) + 1
+                kind = None
+            if kind:
+                injected_by_kind[kind] = injected_by_kind.get(kind, 0) + 1
+            if kind == "missing_card":
+                short_decks.append((n, *inj.missing[-1], n_counts))
             after = t.detections()
             new = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
-            if kind == "missing_card":
-                short_decks.append(3)  # found when that deck is next counted: within 3 rounds
-            incomplete = new.pop("violation:deck_incomplete", 0)
-            while incomplete and short_decks:
-                incomplete -= 1
-                short_decks.pop(0)
-                detected_by_kind["missing_card"] = detected_by_kind.get("missing_card", 0) + 1
-            while incomplete and expected_incomplete:
-                incomplete -= 1  # the foreign or cloned card went back with its deck: expected
-                expected_incomplete -= 1
-            if incomplete:
-                new["violation:deck_incomplete"] = incomplete
-            short_decks = [n - 1 for n in short_decks if n > 1]
+            # Each failed count: the short decks it reports, else a foreign or cloned
+            # card going back with its deck (expected), else an alarm.
+            unexplained = 0
+            for detail in t.incomplete_details[n_incomplete:]:
+                found = [d for d in short_decks if _matches_missing(detail, d[1], d[2])]
+                for d in found:
+                    short_decks.remove(d)
+                    credit("missing_card")
+                if not found:
+                    if expected_incomplete:
+                        expected_incomplete -= 1
+                    else:
+                        unexplained += 1
+            for d in [d for d in short_decks if str(d[1]) in t.counts[d[3]:]]:
+                # Its deck was counted and the controller did not report the card missing.
+                short_decks.remove(d)
+                anomalies.append({"round": d[0], "what": "undetected", "fault": "missing_card",
+                                  "card": f"{d[2]} ({d[1]})"})
+            new.pop("violation:deck_incomplete", None)
+            if unexplained:
+                new["violation:deck_incomplete"] = unexplained
             if kind in ("foreign_card", "duplicate_read"):
                 expected_incomplete += 1
             alarms = {k for k in new if k.startswith(("violation:", "incident:"))}
             if late is not None:
                 # Last round's fault may show in this round (a straggling card event,
                 # a reboot noticed at the next request): detection one round late.
-                late_kind = late
-                late = None
-                if set(new) & set(DETECTED_BY[late_kind]):
-                    detected_by_kind[late_kind] = detected_by_kind.get(late_kind, 0) + 1
-                    alarms -= set(DETECTED_BY[late_kind])
+                if set(new) & set(DETECTED_BY[late]):
+                    credit(late)
+                    alarms -= set(DETECTED_BY[late])
                 else:
-                    anomalies.append({"round": late_round, "what": "undetected", "fault": late_kind,
+                    anomalies.append({"round": late_round, "what": "undetected", "fault": late,
                                       "next_round_saw": dict(new)})
+                late = None
             if kind and kind != "missing_card":
                 if set(new) & set(DETECTED_BY[kind]):
-                    detected_by_kind[kind] = detected_by_kind.get(kind, 0) + 1
+                    credit(kind)
                 else:
-                    late, late_round = kind, n + 1
+                    late, late_round = kind, n
                 alarms -= set(DETECTED_BY[kind])
             if kind is None and alarms:
                 false_alarms += 1
-                anomalies.append({"round": n + 1, "what": "false_alarm", "alarms": sorted(alarms),
+                anomalies.append({"round": n, "what": "false_alarm", "alarms": sorted(alarms),
                                   "saw": dict(new), "outcome": outcome, "previous_fault": previous})
             previous = kind
             if progress:
-                progress(n + 1)
+                progress(n)
         if late is not None:
             anomalies.append({"round": late_round, "what": "undetected", "fault": late, "next_round_saw": {}})
         truth, recorded = t.truth_reads(), t.device_reads()
+    pending = len(short_decks)  # decks not counted again before the end: neither detected nor missed
+    if pending:
+        injected_by_kind["missing_card"] -= pending
     lost = max(0, len(truth) - len(recorded))
     duplicated = max(0, len(recorded) - len(truth))
     misread = sum(1 for a, b in zip(truth, recorded) if b[0] != "??" and a != b)
@@ -570,8 +650,10 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         "duplicated_events": duplicated,
         "false_alarms": false_alarms,
         "misread_events": misread,
-        "by_kind": {k: {"injected": injected_by_kind.get(k, 0), "detected": detected_by_kind.get(k, 0)}
-                    for k in FAULT_KINDS},
+        "faults_withdrawn": sum(withdrawn_by_kind.values()),
+        "faults_pending_at_end": pending,
+        "by_kind": {k: {"injected": injected_by_kind.get(k, 0), "detected": detected_by_kind.get(k, 0),
+                        "withdrawn": withdrawn_by_kind.get(k, 0)} for k in FAULT_KINDS},
         "outcomes": outcomes,
         "card_events": len(recorded),
         "seed": seed,

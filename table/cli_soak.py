@@ -24,8 +24,11 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     deck, card drawn early, card too many), device faults (unreadable card, jam,
     reboot, unplug) and link noise. Counts faults injected and detected, card
     events lost or duplicated against the emulators' ground truth, and false
-    custody alarms. Exit 1 if any fault went undetected or any event was lost,
-    duplicated or falsely alarmed on.
+    custody alarms. A fault that never struck in its round (the round ended
+    first) is withdrawn, not counted; a missing card whose deck was not counted
+    again before the end is pending. Undetected faults and false alarms are
+    listed with their rounds. Exit 1 if any fault went undetected or any event
+    was lost, duplicated or falsely alarmed on.
     """
     from .chaos import run_soak
 
@@ -42,10 +45,11 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
         click.echo(json.dumps(summary))
     else:
         for key in ("rounds", "faults_injected", "faults_detected", "lost_events", "duplicated_events",
-                    "false_alarms", "card_events"):
+                    "false_alarms", "card_events", "faults_withdrawn", "faults_pending_at_end"):
             click.echo(f"{key:18} {summary[key]}")
         for kind, n in summary["by_kind"].items():
-            click.echo(f"  {kind:16} injected {n['injected']:5}  detected {n['detected']:5}")
+            click.echo(f"  {kind:16} injected {n['injected']:5}  detected {n['detected']:5}  "
+                       f"withdrawn {n['withdrawn']:4}")
         for a in summary["anomalies"]:
             click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")
     bad = (summary["faults_detected"] < summary["faults_injected"] or summary["lost_events"]
