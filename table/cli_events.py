@@ -28,7 +28,8 @@ def events_group() -> None:
 @click.option("--seat", type=click.IntRange(1, 7), default=None,
               help="That seat's channel: its own cards as dealt (58 Pa. Code 816a.1).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events (reconnecting and resuming after a drop).")
-@click.option("--count", type=click.IntRange(1), default=None, help="Stop after this many events.")
+@click.option("--count", type=click.IntRange(1), default=None,
+              help="Stop after this many events. On a socket without --since: wait for the next COUNT events.")
 def tail_command(since, socket_path, journal_path, table_id, seat, follow, count) -> None:
     """Print events as JSON lines on stdout.
 
@@ -37,6 +38,8 @@ def tail_command(since, socket_path, journal_path, table_id, seat, follow, count
     """
     if bool(socket_path) == bool(journal_path):
         raise click.UsageError("give one of --socket PATH or --journal PATH")
+    if socket_path and since is None and count is not None:
+        follow = True  # "from now on" has nothing yet: wait for the next COUNT events
     printed = 0
     try:
         if socket_path:

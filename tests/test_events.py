@@ -170,6 +170,13 @@ def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
         reader = threading.Thread(target=lambda: got.extend(read_events(sock, since=0, stop=stop, retry_s=0.1)),
                                   daemon=True)
         reader.start()
+        # --count on a live socket without --since: the next three events, then exit.
+        tail3 = subprocess.Popen(CLI + ["events", "tail", "--socket", str(sock), "--count", "3"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out3, err3 = tail3.communicate(timeout=60)
+        assert tail3.returncode == 0, err3
+        seqs = [json.loads(x)["seq"] for x in out3.splitlines()]
+        assert len(seqs) == 3 and seqs == list(range(seqs[0], seqs[0] + 3))
         assert first.wait(60) == 0, first.stderr.read()
         first.stderr.close()
         n_first = len(got)
