@@ -22,9 +22,15 @@ def test_python_examples_run():
     assert len(code) >= 3
     namespace: dict = {"__name__": "integration_doc"}
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        for block in code:  # one namespace: later examples use the first one's `work` folder
-            exec(compile(block, str(DOC), "exec"), namespace)
+    import structlog
+
+    saved = structlog.get_config()  # the logging example configures structlog globally
+    try:
+        with contextlib.redirect_stdout(out):
+            for block in code:  # one namespace: later examples use the first one's `work` folder
+                exec(compile(block, str(DOC), "exec"), namespace)
+    finally:
+        structlog.configure(**saved)
     text = out.getvalue()
     assert "API 1.0.0" in text and "sealed:" in text and "refused:" in text
     assert "seat 1 saw its own cards as dealt:" in text
