@@ -99,6 +99,10 @@ class FirmwareNotAllowed(HandshakeError):
     """The device's firmware version matches no pattern in ``firmware_allowlist``."""
 
 
+class _HeartbeatSkipped(LinkError):
+    """The heartbeat found a request in flight: none is needed now."""
+
+
 class TamperDetected(HandshakeError):
     """The device's identity differs from the pinned or first-seen one."""
 
@@ -215,6 +219,7 @@ class LinkStats:
     backpressure: int = 0
     heartbeats: int = 0
     heartbeat_misses: int = 0
+    heartbeats_skipped: int = 0
     disconnects: int = 0
     reconnects: int = 0
     reboots: int = 0
@@ -508,8 +513,9 @@ class Link:
             lock = contextlib.nullcontext()
         elif heartbeat:
             if not self._request_lock.acquire(blocking=False):
-                raise LinkError(f"{self.name}: a request is in flight; no heartbeat needed")
+                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
             lock = _Held(self._request_lock)
+            self.stats.heartbeats += 1
         else:
             lock = self._request_lock
         with lock:
@@ -689,7 +695,6 @@ class Link:
                         continue
             if st is LinkState.UP:
                 try:
-                    self.stats.heartbeats += 1
                     self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
                                    heartbeat=True)
                     misses = 0
@@ -700,7 +705,13 @@ class Link:
                         misses = 0
                         self._go_down(f"{cfg.heartbeat_misses} heartbeats unanswered")
                 except (LinkLost, LinkError):
-                    pass  # skipped (a request is in flight) or the link went down meanwhile
+                    # Skipped (a request in flight watches the device with its own
+                    # retransmits) or the link went down meanwhile: look again after an
+                    # interval, or at once when the state changes. Never spin.
+                    self.stats.heartbeats_skipped += 1
+                    with self._cv:
+                        if self._state is LinkState.UP:
+                            self._cv.wait(interval)
                 continue
             if st is LinkState.DOWN:
                 if not self.auto_reconnect:

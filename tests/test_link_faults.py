@@ -387,3 +387,21 @@ def test_a_request_that_fails_unexpectedly_frees_the_line_for_events(bench, monk
     assert link._pending_seq is None
     emit_cards(bench.emulator, 3)
     assert collect_cards(link, 3, timeout_s=3) == [0, 1, 2]
+
+
+def test_the_heartbeat_waits_while_a_request_is_in_flight(bench):
+    """A request retransmitting to a silent device makes the heartbeat stand aside:
+    it looks again once per interval, it does not spin."""
+    import threading
+
+    cfg = dataclasses.replace(FAST, heartbeat_interval_ms=50, retransmit_initial_ms=600, retransmit_max_ms=600,
+                              max_attempts=2)
+    link, faulty = bench.link(FaultPlan(seed=19), config=cfg)
+    faulty.mute(True)
+    t = threading.Thread(target=lambda: pytest.raises(LinkTimeout, link.request, Echo(b"x"), EchoReply))
+    t0 = time.monotonic()
+    t.start()
+    t.join(5)
+    elapsed = time.monotonic() - t0
+    assert not t.is_alive()
+    assert link.stats.heartbeats_skipped <= elapsed / 0.05 + 3, link.stats
