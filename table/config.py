@@ -166,6 +166,12 @@ def _spec(default: Any = dataclasses.MISSING, *, range: tuple[float, float] | No
     return field(default=default, metadata={"range": range, "choices": choices, "check": check})
 
 
+def _patterns(v: list) -> tuple[str, ...]:
+    if not all(isinstance(p, str) and p and p.isprintable() and len(p) <= 64 for p in v):
+        raise ValueError(f"{v!r} is not a list of version patterns; allowed: strings such as \"1.4.*\"")
+    return tuple(v)
+
+
 def _serial(v: str) -> str:
     if not v or len(v) > 64 or not v.isprintable():
         raise ValueError(f"{v!r} is not a serial number; allowed: 1-64 printable characters")
@@ -220,10 +226,13 @@ def _check_decks(decks: "tuple[DeckConfig, ...]", path: tuple, errs: "_Collector
 @dataclass(frozen=True)
 class DeviceConfig:
     """``[devices.NAME]``: ``url``, a pyserial URL or a ``usb://VID:PID[/SERIAL]`` selector;
-    ``serial_number`` (optional): the serial the device must report at handshake."""
+    ``serial_number`` (optional): the serial the device must report at handshake;
+    ``firmware_allowlist`` (optional): ``fnmatch`` patterns such as ``"1.4.*"`` the
+    firmware version must match (empty: any), checked at every (re)connect (SPEC §6.1)."""
 
     url: str = _spec(check=check_device_url)
     serial_number: str | None = _spec(None, check=_serial)
+    firmware_allowlist: tuple = _spec((), check=_patterns)
 
 
 @dataclass(frozen=True)
@@ -282,6 +291,8 @@ class LinkSection:
         kw = {k: v for k, v in dataclasses.asdict(self).items() if k in names}
         if device is not None and device.serial_number and "pinned_serial" in names:
             kw["pinned_serial"] = device.serial_number
+        if device is not None and device.firmware_allowlist:
+            kw["firmware_allowlist"] = device.firmware_allowlist
         return LinkConfig(**kw)
 
     def table_timing(self) -> Any:
@@ -459,7 +470,7 @@ class _Collector:
 
 def _type_name(t: Any) -> str:
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            Path: "a string (a path)", BackColour: "a string (a colour name)"}.get(t, getattr(t, "__name__", str(t)))
+            Path: "a string (a path)", BackColour: "a string (a colour name)", tuple: "an array of strings"}.get(t, getattr(t, "__name__", str(t)))
 
 
 def _toml_type(v: Any) -> str:
@@ -469,7 +480,7 @@ def _toml_type(v: Any) -> str:
 
 def _scalar(typ: Any, f: dataclasses.Field, raw: Any, path: tuple, errs: _Collector) -> Any:
     """Check one scalar value; returns the normalised value or ``_BAD``."""
-    want = str if typ in (Path, BackColour) else typ
+    want = str if typ in (Path, BackColour) else (list if typ is tuple else typ)
     ok = isinstance(raw, want) and not (isinstance(raw, bool) and want is not bool)
     if want is float and isinstance(raw, int) and not isinstance(raw, bool):
         raw, ok = float(raw), True
@@ -622,12 +633,17 @@ def _toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"no TOML form for {v!r}")
 
 
 def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
     out: list[str] = []
-    scalars = {k: v for k, v in d.items() if not isinstance(v, (dict, list))}
+    def is_tables(v: Any) -> bool:  # an array of tables, not of strings
+        return isinstance(v, list) and any(isinstance(x, dict) for x in v)
+
+    scalars = {k: v for k, v in d.items() if not isinstance(v, dict) and not is_tables(v)}
     if scalars and prefix:
         out.append(f"[{prefix}]")
     out += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
@@ -637,7 +653,7 @@ def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
         name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
             out.append(_to_toml(v, name))
-        elif isinstance(v, list):
+        elif is_tables(v):
             for item in v:
                 out.append(f"[[{name}]]")
                 out += [f"{ik} = {_toml_value(iv)}" for ik, iv in item.items()]

@@ -261,3 +261,19 @@ def test_config_is_a_frozen_dataclass_tree():
     assert isinstance(cfg, TableConfig)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.table.seats = 5  # type: ignore[misc]
+
+
+def test_firmware_allowlist_per_device_reaches_the_link_and_reads_back():
+    cfg = parse_config(MINIMAL.replace('url = "/dev/threecard/shoe"',
+                                       'url = "/dev/threecard/shoe"\nfirmware_allowlist = ["1.0.*", "1.1.2"]'))
+    shoe, shuffler = cfg.link.link_config(cfg.devices.shoe), cfg.link.link_config(cfg.devices.shuffler)
+    assert (shoe.firmware_allowlist, shuffler.firmware_allowlist) == (("1.0.*", "1.1.2"), ())
+    assert parse_config(cfg.to_toml()) == cfg
+
+
+@pytest.mark.parametrize("value", ['"1.0.*"', "[1, 2]", '[""]'])
+def test_a_bad_firmware_allowlist_names_the_key(value):
+    with pytest.raises(ConfigError) as info:
+        parse_config(MINIMAL.replace('url = "/dev/threecard/shoe"',
+                                     f'url = "/dev/threecard/shoe"\nfirmware_allowlist = {value}'))
+    assert "devices.shoe.firmware_allowlist" in str(info.value)
