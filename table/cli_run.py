@@ -166,7 +166,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     waits for a supervisor on the control socket or at the terminal; with
     neither attached the run stops.
 
-    Exit status: 0 all rounds dealt; 2 bad usage; 3 a custody violation held a
+    Exit status: 0 all rounds dealt (a voided round does not count: --rounds N deals N
+    rounds); 2 bad usage; 3 a custody violation held a
     round and no supervisor could be asked; 4 a device failed or stopped answering.
     """
     ctx = click.get_current_context()
@@ -269,7 +270,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
 
                 serve_for(stack, controller, journal_path, event_socket, settings.config)
             controller.prepare()
-            for _ in svc.rounds(rounds, given_on_command_line(ctx, "rounds")):
+            # --rounds counts rounds dealt: a voided round does not count (the service
+            # without --rounds deals until stopped).
+            unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))
+            dealt = 0
+            while unlimited or dealt < rounds:
                 try:
                     r = controller.play_round()
                 except RoundVoided as exc:
@@ -281,6 +286,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                     click.echo(f"tablectl run: {exc}; waiting for a supervisor", err=True)
                     controller.resolve_held()
                     continue
+                dealt += 1
                 if service:
                     svc.round_done(r, round_to_json(r))
                     continue

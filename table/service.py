@@ -13,10 +13,9 @@ no-op, so the run loop calls them unconditionally.
 
 from __future__ import annotations
 
-import itertools
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import click
 import structlog
@@ -120,12 +119,9 @@ class ServiceRun:
         except (NotifyError, ValueError) as exc:
             log.error("sd_notify_failed", message=what, error=str(exc))
 
-    def rounds(self, rounds: int, rounds_given: bool) -> Iterator[int]:
-        """Round numbers to deal: ``rounds`` of them, or without end in service
-        mode when ``--rounds`` was not given (the service deals until stopped)."""
-        if self.enabled and not rounds_given:
-            return itertools.count(1)
-        return iter(range(1, rounds + 1))
+    def unlimited(self, rounds_given: bool) -> bool:
+        """True when the table deals until stopped: service mode without ``--rounds``."""
+        return self.enabled and not rounds_given
 
     def devices_up(self, stack: ExitStack, shuffler: Any, shoe: Any) -> None:
         """Call once both handshakes are done: sends ``READY=1`` and starts the

@@ -166,3 +166,45 @@ def test_every_wager_type_is_settled_in_a_run():
                 assert w["pair_plus"]["amount"] == expected, (s, r["dealer_hand"])
             assert s["net"] == sum(x["amount"] for x in s["wagers"])
     assert folds > 0
+
+
+def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
+    """`--rounds N` deals N rounds: a round a supervisor voids is not one of them (a
+    fresh user saw the run exit 0 having dealt fewer than asked)."""
+    import threading
+    import time
+
+    from table.control import send
+    from table.journal import Journal
+
+    control, journal = tmp_path / "control.sock", tmp_path / "journal.sqlite3"
+    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "4", "--seats", "7", "--seed", "3",
+                                          "--control-socket", str(control), "--journal", str(journal), "--json",
+                                          "--log-file", str(tmp_path / "run.log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    voided = threading.Event()
+
+    def void_one() -> None:
+        deadline = time.monotonic() + 60
+        while not voided.is_set() and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if send(control, {"action": "void", "reason": "test: misdeal", "supervisor": "S-1"},
+                        timeout_s=5).get("ok"):
+                    voided.set()
+            except (OSError, ValueError, ConnectionError):
+                pass  # not listening yet, or between rounds
+            time.sleep(0.005)
+
+    t = threading.Thread(target=void_one)
+    t.start()
+    out, err = proc.communicate(timeout=120)
+    t.join(10)
+    assert proc.returncode == 0, err
+    assert voided.is_set(), "the void never landed on a round"
+    assert len(json.loads(out)["rounds"]) == 4
+    with Journal(journal) as j:
+        steps: dict[str, set] = {}
+        for e in j.entries("round"):
+            steps.setdefault(e.round_id, set()).add(e.body.get("step"))
+    assert sum("voided" in st for st in steps.values()) == 1
+    assert sum("settle" in st for st in steps.values()) == 4
