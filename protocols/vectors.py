@@ -55,10 +55,12 @@ def _examples() -> list[Message]:
     red = BackColour.RED
     return [
         Identify(GOLDEN_SESSION), GetStatus(), Echo(bytes(range(16))), Shuffle(),
-        Ack(), Nak(NakCode.NO_DECK), Nak(NakCode.NOT_IDENTIFIED), EchoReply(b"ok"),
+        Ack(), *(Nak(code) for code in NakCode), EchoReply(b"ok"),
         IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID),
         StatusReply(DeviceState.READY, red, 52, 0),
-        DeckInserted(red), DeckDelivered(BackColour.BLUE), ShufflerFault(ShufflerFaultCode.DOOR_OPEN),
+        DeckInserted(red), DeckDelivered(BackColour.BLUE),
+        ShufflerFault(ShufflerFaultCode.JAM), ShufflerFault(ShufflerFaultCode.DOOR_OPEN),
+        StatusReply(DeviceState.FAULT, red, 52, int(ShufflerFaultCode.JAM)),
         DeckVerified(red, 52, 0, frozenset(range(52))),
         DeckVerified(red, 52, 1, frozenset(range(52)) - {Card.parse("As").index}, frozenset({Card.parse("2c").index})),
         ShoeLoaded(red), CardDrawn(0, Card.parse("As"), red), CardDrawn(17, Card.parse("Td"), BackColour.BLUE),
@@ -124,8 +126,10 @@ def build_vectors() -> dict[str, Any]:
              "event": _wire(0, DeckInserted(BackColour.RED)), "ack": _wire(0, Ack())},
             {"name": "the shoe reports a red deck loaded", "device": "shoe", "action": "load red",
              "event": _wire(0, ShoeLoaded(BackColour.RED)), "ack": _wire(0, Ack())},
+            # The deck loaded above is in index order (Card.from_index(0..51)): the
+            # first card drawn is index 0, draw index 0.
             {"name": "the shoe reads the first card", "device": "shoe", "action": "draw",
-             "event": None, "event_type": CardDrawn.TYPE, "event_seq": 1, "ack": _wire(1, Ack())},
+             "event": _wire(1, CardDrawn(0, Card.from_index(0), BackColour.RED)), "ack": _wire(1, Ack())},
         ],
     }
 

@@ -152,7 +152,8 @@ class ShufflerEmulator(FirmwareEmulator):
                 else DeviceState.READY if self.verified
                 else DeviceState.HAS_DECK
             )
-            return StatusReply(state, self.colour, len(self.cards or ()), 0)
+            fault = ShufflerFaultCode.DOOR_OPEN if self.faults.door_open else 0  # SPEC §4.1: the active fault
+            return StatusReply(state, self.colour, len(self.cards or ()), int(fault))
         if isinstance(msg, Shuffle):
             if self.faults.door_open:
                 return Nak(NakCode.DOOR_OPEN)

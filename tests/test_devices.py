@@ -97,6 +97,24 @@ def test_status_reports_the_deck_inside(table):
         assert (st.state, st.back_colour, st.cards) == (DeviceState.HAS_DECK, BackColour.BLUE, 52)
 
 
+def test_an_open_door_shows_in_status_and_refuses_a_shuffle(table):
+    """SPEC §4.1 and §5: the status carries the active fault code; Shuffle is NAKed."""
+    from firmware_bridge.errors import RequestRefused
+    from protocols.messages import NakCode, ShufflerFaultCode
+
+    with table.shuffler() as shuffler:
+        table.sim.dealer.insert_deck(BackColour.RED)
+        table.sim.shuffler.faults.door_open = True
+        st = shuffler.status()
+        assert (st.state, st.fault) == (DeviceState.FAULT, ShufflerFaultCode.DOOR_OPEN)
+        with pytest.raises(RequestRefused) as info:
+            shuffler.shuffle()
+        assert info.value.code is NakCode.DOOR_OPEN
+        table.sim.shuffler.faults.door_open = False
+        st = shuffler.status()
+        assert (st.state, st.fault) == (DeviceState.HAS_DECK, 0)
+
+
 def test_shuffle_sends_inserted_then_verified_once_each(table):
     events: queue.Queue = queue.Queue()
     with table.shuffler(events=events) as shuffler:
