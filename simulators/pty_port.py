@@ -8,18 +8,57 @@ reads on the master never fail with EIO while the host is between opens.
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import threading
 import tty
 from pathlib import Path
 from typing import Callable
+
+# Where a pty's slave lives (Linux /dev/pts/N, macOS /dev/ttysNNN): a symlink to one
+# of these is a pty link (a previous emulator's, perhaps left by a kill -9) and may go.
+_PTY_SLAVE = re.compile(r"/dev/(pts/\d+|ttys\d+)")
+
+
+class PtyLinkError(OSError):
+    """The symlink path asked for cannot be used: something that is not a symlink
+    to a pty is there (a file, a folder, a device node, a udev name), which would be
+    destroyed, or (for :func:`check_link_path`) its folder does not exist."""
+
+
+def is_pty_link(path: str | os.PathLike[str]) -> bool:
+    """True if ``path`` is a symlink to a pty slave (the target need not exist any more)."""
+    try:
+        return _PTY_SLAVE.fullmatch(os.readlink(path)) is not None
+    except OSError:  # not a symlink, or not there
+        return False
+
+
+def _check_replaceable(link: Path) -> None:
+    if (link.exists() or link.is_symlink()) and not is_pty_link(link):
+        raise PtyLinkError(f"{link} exists and is not a symlink to a pty; refusing to replace it "
+                           "(remove it or choose another path)")
+
+
+def check_link_path(link: str | os.PathLike[str]) -> None:
+    """Raise :class:`PtyLinkError` unless ``link`` can be made a pty symlink without
+    destroying or creating anything else: its folder exists, and ``link`` is either
+    absent or a symlink to a pty. For a user-given path (``tablectl emulate --pty``);
+    :class:`PtyPort` itself creates missing folders (for its callers' temp folders)."""
+    link = Path(link)
+    if not link.parent.is_dir():
+        raise PtyLinkError(f"{link.parent}: no such folder for the pty symlink {link} (create it first)")
+    _check_replaceable(link)
 
 
 class PtyPort:
     """A pty pair: the emulator reads/writes ``fd`` (the master); the host opens ``path``.
 
     ``link``: optional path of a symlink to create to the slave (e.g.
-    ``/tmp/threecard/shoe``); replaced if it exists, removed on :meth:`close`.
-    Raises ``OSError`` if the pty cannot be created.
+    ``/tmp/threecard/shoe``); its folder is created if missing; a symlink to a pty
+    already there (a previous run's) is replaced; anything else there raises
+    :class:`PtyLinkError` and is left alone. The link is removed on :meth:`close`
+    if it still points at this pty. Raises ``OSError`` if the pty cannot be created.
     """
 
     def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
@@ -30,18 +69,36 @@ class PtyPort:
         self._open()
 
     def _open(self) -> None:
-        self.fd, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        tty.setraw(self.fd)
-        os.set_blocking(self.fd, False)
-        self.path = os.ttyname(self._slave)
         if self.link is not None:
-            self.link.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.link.with_name(self.link.name + ".new")
-            if tmp.is_symlink() or tmp.exists():
-                tmp.unlink()
-            tmp.symlink_to(self.path)
-            tmp.replace(self.link)  # atomic: a host never sees the name missing
+            _check_replaceable(self.link)  # before the pty is made: nothing to undo on refusal
+        self.fd, self._slave = os.openpty()
+        try:
+            tty.setraw(self._slave)
+            tty.setraw(self.fd)
+            os.set_blocking(self.fd, False)
+            self.path = os.ttyname(self._slave)
+            if self.link is not None:
+                self.link.parent.mkdir(parents=True, exist_ok=True)
+                # A fresh name, so that no file of the user's can be in the way (or be removed).
+                tmp = self.link.with_name(f".{self.link.name}.{secrets.token_hex(6)}.new")
+                tmp.symlink_to(self.path)
+                try:
+                    _check_replaceable(self.link)  # again, just before: the name may have been taken
+                    tmp.replace(self.link)  # atomic: a host never sees the name missing
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+        except BaseException:
+            for fd in (self.fd, self._slave):
+                os.close(fd)
+            self.fd = self._slave = -1
+            raise
+
+    def _owns_link(self) -> bool:
+        try:
+            return self.link is not None and os.readlink(self.link) == self.path
+        except OSError:
+            return False
 
     def disconnect(self, down_s: float = 0.0) -> None:
         """Model a USB-serial adapter pulled and plugged back: this pty is destroyed
@@ -52,7 +109,7 @@ class PtyPort:
         old = (self.fd, self._slave)
         if down_s > 0:
             self.fd = self._slave = -1
-            if self.link is not None and self.link.is_symlink():
+            if self._owns_link():
                 self.link.unlink()
             self._replug = threading.Timer(down_s, self._plug_back)
             self._replug.daemon = True
@@ -113,5 +170,5 @@ class PtyPort:
                 except OSError:
                     pass
         self.fd = self._slave = -1
-        if self.link is not None and self.link.is_symlink():
+        if self._owns_link():  # not one another emulator has put there since
             self.link.unlink()

@@ -13,6 +13,7 @@ import click
 
 from protocols.messages import PROTOCOL_MAJOR
 from simulators.devices import SHUFFLE_MODES
+from simulators.pty_port import PtyLinkError, check_link_path
 from simulators.standalone import EmulatorOptions, parse_address, serve
 
 from .logs import FORMATS, configure_logging
@@ -29,7 +30,9 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 
 @click.command("emulate")
 @click.argument("kind", type=click.Choice(["shuffler", "shoe"]))
-@click.option("--pty", "pty_path", metavar="PATH", help="Listen on a new pty; PATH becomes a symlink to it.")
+@click.option("--pty", "pty_path", metavar="PATH",
+              help="Listen on a new pty; PATH becomes a symlink to it. PATH's folder must exist; "
+                   "PATH must not exist, or be a symlink to a pty (a previous run's).")
 @click.option("--tcp", metavar="HOST:PORT", callback=_address,
               help="Listen on TCP (port 0: any free port); the host opens socket://HOST:PORT.")
 @click.option("--seed", type=int, default=None, help="Reproducible shuffles (default: secrets.SystemRandom).")
@@ -59,6 +62,8 @@ def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None
         raise click.UsageError("give exactly one of --pty PATH or --tcp HOST:PORT")
     if weak_shuffle and kind != "shuffler":
         raise click.UsageError("--weak-shuffle is for the shuffler")
+    if pty_path is not None:
+        _check_pty_path(pty_path)
     configure_logging(stream=sys.stderr, fmt=log_format)
     try:
         options = EmulatorOptions(kind, pty=pty_path, tcp=tcp, seed=seed, serial_number=serial_number,
@@ -69,9 +74,20 @@ def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None
     stdin_fd = None if no_stdin else _stdin_fd()
     try:
         code = serve(options, stdout=sys.stdout, stdin_fd=stdin_fd)
+    except PtyLinkError as exc:  # PATH taken between the check above and the pty's making
+        raise click.BadParameter(str(exc), param_hint="'--pty'") from None
     except OSError as exc:
         raise click.ClickException(f"cannot listen: {exc}") from None
     sys.exit(code)
+
+
+def _check_pty_path(path: str) -> None:
+    """A usage error (exit 2) rather than destroying what is at PATH (a file, a device
+    node: ``--pty /dev/ttyUSB0`` as root) or leaving new folders behind."""
+    try:
+        check_link_path(path)
+    except PtyLinkError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--pty'") from None
 
 
 def _stdin_fd() -> int | None:

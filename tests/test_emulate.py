@@ -6,6 +6,8 @@ import json
 import queue
 import signal
 import socket
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,7 @@ from protocols.messages import (CardDrawn, CardUnreadable, DeckInserted, DeckVer
                                 NakCode, ShoeLoaded, ShufflerFault)
 from simulators.standalone import ControlError, EmulatorOptions, StandaloneEmulator, parse_address
 
-from hil_helpers import EmulatorProcess
+from hil_helpers import CLI, EmulatorProcess
 
 FAST = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=400, max_attempts=10, heartbeat_interval_ms=60_000,
                   reconnect_initial_ms=20, reconnect_max_ms=200, reconnect_wait_s=10, read_timeout_ms=50)
@@ -64,6 +66,7 @@ def test_shuffler_over_tcp_handshakes_answers_and_stops_on_sigterm(tmp_path):
 
 def test_shoe_over_a_pty_symlink_logs_frames_and_stops_on_sigint(tmp_path):
     link = tmp_path / "bench" / "shoe"
+    link.parent.mkdir()
     with EmulatorProcess("shoe", "--pty", str(link), "--log-frames", "--log-format", "json",
                          log_path=tmp_path / "shoe.log") as emu:
         assert emu.url == str(link) and link.is_symlink()
@@ -113,6 +116,62 @@ def test_bad_usage_exits_2(tmp_path):
     assert r.exit_code == 2 and "HOST:PORT" in r.output
     r = CliRunner().invoke(main, ["emulate", "shoe", "--tcp", "127.0.0.1:0", "--weak-shuffle"])
     assert r.exit_code == 2 and "shuffler" in r.output
+
+
+def emulate(*args: str) -> subprocess.CompletedProcess:
+    """``tablectl emulate ARGS...`` expected to exit at once (a refusal); a time limit, not a hang, if not."""
+    return subprocess.run([*CLI, "emulate", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_pty_refuses_to_replace_a_file_that_is_not_a_pty_symlink(tmp_path):
+    data = tmp_path / "f"
+    data.write_text("data\n")
+    r = emulate("shoe", "--pty", str(data))
+    assert r.returncode == 2 and str(data) in r.stderr and "not a symlink to a pty" in r.stderr
+    assert data.read_text() == "data\n"
+    elsewhere = tmp_path / "ttyUSB0"  # e.g. a udev name: a symlink, but not to a pty
+    elsewhere.write_text("device\n")
+    named = tmp_path / "shoe"
+    named.symlink_to(elsewhere)
+    r = emulate("shoe", "--pty", str(named))
+    assert r.returncode == 2 and str(named) in r.stderr
+    assert named.is_symlink() and named.read_text() == "device\n"
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    r = emulate("shoe", "--pty", str(folder))
+    assert r.returncode == 2 and folder.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "f", "shoe", "ttyUSB0"]  # no temp link left
+
+
+def test_pty_refuses_a_missing_parent_folder_and_creates_none(tmp_path):
+    link = tmp_path / "a" / "b" / "shoe"
+    r = emulate("shoe", "--pty", str(link))
+    assert r.returncode == 2 and str(tmp_path / "a" / "b") in r.stderr and "no such folder" in r.stderr
+    assert not (tmp_path / "a").exists()
+
+
+def test_pty_port_replaces_a_leftover_pty_symlink_but_not_a_file(tmp_path):
+    from simulators.pty_port import PtyLinkError, PtyPort
+
+    leftover = tmp_path / "shoe"
+    leftover.symlink_to("/dev/pts/999999")  # a previous run's, killed before it could clean up
+    with EmulatorProcess("shoe", "--pty", str(leftover), log_path=tmp_path / "shoe.log") as emu:
+        assert emu.url == str(leftover) and leftover.resolve() != Path("/dev/pts/999999")
+        assert emu.control("status").startswith("ok")
+        assert emu.stop() == 0
+    assert not leftover.is_symlink()
+    data = tmp_path / "f"
+    data.write_text("data\n")
+    with pytest.raises(PtyLinkError, match="not a symlink to a pty"):
+        PtyPort(data)
+    assert data.read_text() == "data\n" and sorted(p.name for p in tmp_path.iterdir()) == ["f", "shoe.log"]
+    port = PtyPort(tmp_path / "made" / "shoe")  # the library still makes its own link folders
+    try:
+        assert (tmp_path / "made" / "shoe").is_symlink()
+    finally:
+        port.close()
+    assert not (tmp_path / "made" / "shoe").is_symlink()
 
 
 def test_control_commands_in_process(tmp_path):
