@@ -26,22 +26,42 @@ def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     return [(deck, [cards[i] for i in sorted(cards)]) for deck, cards in rounds.values()]
 
 
+class BadJournal(click.ClickException):
+    """JOURNAL cannot be read as a journal: exit 2, never 1 (which says the shuffle failed)."""
+
+    exit_code = 2
+
+
 @click.command("shuffle-check")
 @click.argument("journal", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@click.option("--confidence", type=click.FloatRange(0.5, 0.9999), default=0.95, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0.5, 0.9999), default=0.95, show_default=True,
+              help="Fail when p < 1 - CONFIDENCE; a fair shuffle then fails 1 run in 1/(1 - CONFIDENCE).")
 def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> None:
     """Chi-square test of each card's dealt position, per deck, over the rounds in
     JOURNAL (in the style of GLI-29 and COMAR 36.05.02.17 F, 95% confidence).
 
-    Exit status: 0 the shuffle passes; 1 it fails (the report says after how many
-    rounds it was first flagged); 3 too few rounds for a verdict.
+    A test at 95% confidence fails a perfectly fair shuffle about 1 run in 20:
+    a failure is evidence, not proof. Collect more rounds and re-test: a fair
+    shuffle's p-value lands anywhere between 0 and 1 from one record to the
+    next (a re-test on fresh rounds, e.g. a new run's journal, fails again only
+    1 time in 20), while a weak shuffle's p-value falls further with every
+    round added. Condemn a shuffler on a failure that persists, not on one run.
+
+    \b
+    Exit status:
+      0 the shuffle passes
+      1 it fails (the report says after how many rounds it was first flagged)
+      2 the journal cannot be read (not a journal, or unreadable entries)
+      3 too few rounds for a verdict
     """
     try:
         with Journal(journal) as j:
             rounds = dealt_rounds(j)
     except JournalError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadJournal(str(exc)) from None
+    except (KeyError, TypeError, ValueError) as exc:  # a card read without its card, or not a card
+        raise BadJournal(f"{journal}: unreadable card_read entry: {exc!r}") from None
     counts = PositionCounts()
     for deck, cards in rounds:
         counts.add_round(deck, cards)

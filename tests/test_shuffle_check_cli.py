@@ -31,3 +31,27 @@ def test_a_weak_shuffle_is_flagged_and_a_proper_one_passes(tmp_path):
     report = json.loads(proper.stdout)
     assert proper.returncode == 0 and report["verdict"] == "pass", report
     assert report["rounds"] == 160 and set(report["decks"]) == {"A", "B"}
+
+
+def test_a_file_that_is_not_a_journal_is_bad_input_not_a_failed_shuffle(tmp_path):
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    notes = tmp_path / "README.md"
+    notes.write_text("# not a journal\n" * 200)
+    r = CliRunner().invoke(main, ["shuffle-check", str(notes)])
+    assert r.exit_code == 2, r.output  # 1 would say the shuffle failed
+    assert "cannot open journal" in r.output and str(notes) in r.output
+    assert notes.read_text() == "# not a journal\n" * 200
+
+
+def test_the_help_lists_every_exit_status_and_what_a_failure_means():
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    text = " ".join(CliRunner().invoke(main, ["shuffle-check", "--help"]).output.split())
+    for status in ("0 the shuffle passes", "1 it fails", "2 the journal cannot be read", "3 too few rounds"):
+        assert status in text, text
+    assert "1 run in 20" in text and "re-test" in text
