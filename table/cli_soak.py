@@ -14,9 +14,11 @@ import structlog
 @click.option("--rounds", type=click.IntRange(1), default=1000, show_default=True, help="Rounds to play.")
 @click.option("--faults", type=click.Choice(["random", "none"]), default="random", show_default=True,
               help="random: a fault of a random class in --fault-rate of the rounds.")
-@click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.3, show_default=True)
+@click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+              help="Share of the rounds that get a fault (with --faults random), 0 to 1.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the faults and the shuffles.")
-@click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True)
+@click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True,
+              help="Players at the table (each round deals 3 cards a seat and 3 to the dealer).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: int, as_json: bool) -> None:
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
@@ -29,6 +31,16 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     again before the end is pending. Undetected faults and false alarms are
     listed with their rounds. Exit 1 if any fault went undetected or any event
     was lost, duplicated or falsely alarmed on.
+
+    The JSON summary's "outcomes" counts the rounds by how they ended
+    (a kind no round had is left out):
+
+    \b
+      played: dealt and settled as normal
+      held:   held for a supervisor (a custody violation or a fault the
+              controller caught) and resolved as one would: voided with
+              wagers returned, or if already settled, its results stand
+      fault:  a device fault or timeout stopped it; the table recovered
     """
     from .chaos import run_soak
 
@@ -44,11 +56,13 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        for key in ("rounds", "faults_injected", "faults_detected", "lost_events", "duplicated_events",
-                    "false_alarms", "card_events", "faults_withdrawn", "faults_pending_at_end"):
-            click.echo(f"{key:18} {summary[key]}")
+        keys = ("rounds", "faults_injected", "faults_detected", "lost_events", "duplicated_events",
+                "false_alarms", "card_events", "faults_withdrawn", "faults_pending_at_end")
+        width = max(len(k) for k in keys)
+        for key in keys:
+            click.echo(f"{key:{width}} {summary[key]}")
         for kind, n in summary["by_kind"].items():
-            click.echo(f"  {kind:16} injected {n['injected']:5}  detected {n['detected']:5}  "
+            click.echo(f"  {kind:{width - 2}} injected {n['injected']:5}  detected {n['detected']:5}  "
                        f"withdrawn {n['withdrawn']:4}")
         for a in summary["anomalies"]:
             click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")

@@ -94,3 +94,39 @@ def test_a_missing_card_is_detected_by_its_own_deck_count(monkeypatch):
     assert k["injected"] >= 4 and k["detected"] == k["injected"], out
     assert out["faults_injected"] + out["faults_pending_at_end"] + out["faults_withdrawn"] == 6
     assert out["false_alarms"] == 0 and out["anomalies"] == []
+
+
+def _fake_summary(rounds, seed, *, seats=3, fault_rate=0.3, progress=None):
+    return {"rounds": rounds, "faults_injected": 1, "faults_detected": 1, "lost_events": 0, "duplicated_events": 0,
+            "false_alarms": 0, "misread_events": 0, "faults_withdrawn": 0, "faults_pending_at_end": 0,
+            "by_kind": {"jam": {"injected": 1, "detected": 1, "withdrawn": 0}}, "outcomes": {"played": rounds},
+            "card_events": 12 * rounds, "seed": seed, "anomalies": []}
+
+
+def test_soak_text_summary_values_line_up(monkeypatch):
+    """Every row of the text summary, the longest key (faults_pending_at_end) too, has its
+    value in the same column."""
+    from click.testing import CliRunner
+
+    import table.chaos as chaos
+    from table.cli import main
+
+    monkeypatch.setattr(chaos, "run_soak", _fake_summary)
+    r = CliRunner().invoke(main, ["soak", "--rounds", "2"])
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.output.splitlines() if line and not line.startswith(" ")]
+    assert rows[-1].startswith("faults_pending_at_end ")
+    value_columns = {len(line.rstrip("0123456789")) for line in rows}  # where each (numeric) value starts
+    assert len(value_columns) == 1, r.output
+
+
+def test_soak_options_and_outcomes_are_documented():
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    text = " ".join(CliRunner().invoke(main, ["soak", "--help"]).output.split())
+    assert "--fault-rate FLOAT RANGE Share of the rounds" in text, text
+    assert "--seats INTEGER RANGE Players at the table" in text, text
+    for outcome in ("played", "held", "fault"):
+        assert f"{outcome}:" in text, text
