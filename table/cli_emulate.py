@@ -39,7 +39,9 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.option("--serial", "serial_number", metavar="SN", default=None,
               help="Serial number in IdentifyReply (default SHF-SIM-0001 / SHOE-SIM-0001).")
 @click.option("--log-frames", is_flag=True, help="Log every frame (direction, hex, decoded message) on stderr.")
-@click.option("--log-format", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--log-format", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="Logs on stderr: json (one object a line), console (for people), "
+                   "or auto (console on a terminal, else json).")
 @click.option("--weak-shuffle", is_flag=True,
               help="Shuffler: one riffle per shuffle instead of a uniform permutation (to test the randomness check).")
 @click.option("--shuffle-mode", type=click.Choice(SHUFFLE_MODES), default=None, hidden=True)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import click
 import pytest
 
 from devices import CardShoe, Shuffler
@@ -223,3 +224,15 @@ def test_weak_shuffle_option_makes_a_one_riffle_shuffler():
         emu.stop()
     with pytest.raises(ValueError, match="shuffler mode"):
         EmulatorOptions("shoe", tcp=("127.0.0.1", 0), shuffle="riffle1")
+
+
+def test_every_option_of_emulate_has_help():
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    text = " ".join(CliRunner().invoke(main, ["emulate", "--help"]).output.split())
+    assert "--log-format [json|console|auto] Logs on stderr: json (one object a line)" in text, text
+    from table.cli_emulate import emulate_command
+
+    assert all(p.help for p in emulate_command.params if isinstance(p, click.Option) and not p.hidden)
