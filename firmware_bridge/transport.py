@@ -121,7 +121,7 @@ class SerialTransport:
             return data
         except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
-            raise LinkLost(f"{self.url}: read failed: {exc}") from exc
+            raise LinkLost(f"{self.url}: {_failed('read', exc)}") from exc
 
     def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
         fd, abort = self._fast
@@ -162,7 +162,7 @@ class SerialTransport:
         try:
             port.write(data)
         except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
-            raise LinkLost(f"{self.url}: write failed: {exc}") from exc
+            raise LinkLost(f"{self.url}: {_failed('write', exc)}") from exc
 
     def cancel_read(self) -> None:
         """Wake a read blocked in another thread (posix ports); a no-op elsewhere."""
@@ -182,6 +182,14 @@ class SerialTransport:
                 port.close()
             except (serial.SerialException, OSError):
                 pass
+
+
+def _failed(what: str, exc: BaseException) -> str:
+    """``"read failed: <exc>"``, unless pyserial's message already says so (its
+    ``socket://`` read gives "read failed: socket disconnected", its writes
+    "write failed: ..."): the prefix once, not twice."""
+    text = str(exc)
+    return text if text.startswith(f"{what} failed") else f"{what} failed: {text}"
 
 
 def _set_nodelay(port: serial.SerialBase) -> None:

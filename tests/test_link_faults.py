@@ -405,3 +405,25 @@ def test_the_heartbeat_waits_while_a_request_is_in_flight(bench):
     elapsed = time.monotonic() - t0
     assert not t.is_alive()
     assert link.stats.heartbeats_skipped <= elapsed / 0.05 + 3, link.stats
+
+
+def test_a_socket_port_closed_by_the_device_says_read_failed_once():
+    """pyserial's socket:// already says 'read failed: socket disconnected'; the link-down
+    reason must not repeat the prefix."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    url = "socket://127.0.0.1:%d" % server.getsockname()[1]
+    transport = SerialTransport(url, read_timeout_s=0.05)
+    transport.open()
+    try:
+        conn, _ = server.accept()
+        conn.close()
+        deadline = time.monotonic() + 5
+        with pytest.raises(LinkLost) as info:
+            while time.monotonic() < deadline:
+                transport.read()
+        assert str(info.value) == f"{url}: read failed: socket disconnected"
+    finally:
+        transport.close()
+        server.close()
