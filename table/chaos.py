@@ -12,6 +12,7 @@ compare what the controller recorded with the emulators' ground truth.
 
 from __future__ import annotations
 
+import collections
 import queue
 import random
 import tempfile
@@ -209,12 +210,16 @@ class FaultInjector:
     def _missing_card(self) -> None:
         sim = self.t.sim
         rack = sim.dealer.discard_rack  # the deck going to the shuffler next loses a card
-        if rack:
-            gone = rack.pop(self.rng.randrange(len(rack)))
-        else:
-            deck = next(iter(sim.dealer.off_table.values()), None)
-            gone = deck.pop(self.rng.randrange(len(deck))) if deck else None
-        if gone is not None:
+        cards = rack if rack else next(iter(sim.dealer.off_table.values()), None)
+        if not cards:
+            return
+        # One of the deck's own cards: not a foreign card or a clone another fault
+        # slipped in (taking one of those away would leave no card of the deck missing).
+        colour = collections.Counter(c.back_colour for c in cards).most_common(1)[0][0]
+        copies = collections.Counter((c.card, c.back_colour) for c in cards)
+        own = [i for i, c in enumerate(cards) if c.back_colour == colour and copies[(c.card, colour)] == 1]
+        if own:
+            gone = cards.pop(own[self.rng.randrange(len(own))])
             self.missing.append((gone.back_colour, gone.card))
 
     def _drop_going_in(self) -> None:
@@ -528,9 +533,13 @@ DETECTED_BY = {
 #: alarm: a shoe that rebooted or lost its cable mid-deal holds the reads it made
 #: until the host identifies it again; they arrive after the round was voided, as
 #: cards drawn with no round in progress (recorded, none lost).
+#: Likewise a noise burst: a card event whose every resend within the controller's
+#: event timeout was corrupted (the device backs off to 2 s between resends) holds
+#: the round as a timeout; the read gets through after the void.
 AFTERMATH = {
     "reboot_shoe": ("incident:card drawn with no round in progress",),
     "unplug_shoe": ("incident:card drawn with no round in progress",),
+    "corrupt_bytes": ("incident:card drawn with no round in progress",),
 }
 
 
