@@ -233,8 +233,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             if simulate:
                 from simulators.table import SimulatedTable
 
-                sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport,
-                                                        shuffle="riffle1" if weak_shuffle else "random"))
+                from simulators.pty_port import PtyLinkError
+
+                try:
+                    sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport,
+                                                            shuffle="riffle1" if weak_shuffle else "random"))
+                except PtyLinkError as exc:
+                    raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
                 usb_backend = sim.usb_backend
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player

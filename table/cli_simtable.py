@@ -31,7 +31,13 @@ def simulate_table_command(link_dir: str, dealer_socket: str, seed: int | None, 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with SimulatedTable((a, b), seed=seed, link_dir=link_dir) as sim:
+    from simulators.pty_port import PtyLinkError
+
+    try:
+        sim_table = SimulatedTable((a, b), seed=seed, link_dir=link_dir)
+    except PtyLinkError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
+    with sim_table as sim:
         server = DealerServer(sim, dealer_socket)
         click.echo(f"ready shuffler={sim.shuffler_url} shoe={sim.shoe_url} dealer={dealer_socket}", nl=True)
         import sys

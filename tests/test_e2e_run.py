@@ -208,3 +208,14 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
             steps.setdefault(e.round_id, set()).add(e.body.get("step"))
     assert sum("voided" in st for st in steps.values()) == 1
     assert sum("settle" in st for st in steps.values()) == 4
+
+
+def test_a_link_dir_holding_a_file_is_a_usage_error_and_the_file_stays(tmp_path):
+    (tmp_path / "shoe").write_text("not a pty\n")
+    for cmd in (["run", "--simulate", "--rounds", "1", "--link-dir", str(tmp_path)],
+                ["simulate-table", "--link-dir", str(tmp_path), "--dealer-socket", str(tmp_path / "d.sock")]):
+        proc = subprocess.run(tablectl() + cmd, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert "exists and is not a symlink to a pty" in proc.stderr and "Traceback" not in proc.stderr
+        assert (tmp_path / "shoe").read_text() == "not a pty\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["shoe"]
