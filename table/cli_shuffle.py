@@ -56,7 +56,7 @@ def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> Non
       3 too few rounds for a verdict
     """
     try:
-        with Journal(journal) as j:
+        with Journal(journal, read_only=True) as j:
             rounds = dealt_rounds(j)
     except JournalError as exc:
         raise BadJournal(str(exc)) from None

@@ -89,18 +89,25 @@ class Journal:
     """An open journal file. Thread-safe; one writer process at a time.
 
     ``path``: the SQLite file (created with its parent folders if missing).
+    ``read_only``: open an existing journal for reading only (appends fail).
     Raises :class:`JournalError` when it cannot be opened or is not a journal.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         db = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.executescript(SCHEMA)
+            if read_only:  # a reader (shuffle-check, reports): never creates or changes a file
+                if not self.path.is_file():
+                    raise OSError(f"no journal file at {self.path}")
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                                     check_same_thread=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                db.executescript(SCHEMA)
             row = db.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         except (sqlite3.Error, OSError) as exc:
             if db is not None:

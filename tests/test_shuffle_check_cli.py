@@ -55,3 +55,23 @@ def test_the_help_lists_every_exit_status_and_what_a_failure_means():
     for status in ("0 the shuffle passes", "1 it fails", "2 the journal cannot be read", "3 too few rounds"):
         assert status in text, text
     assert "1 run in 20" in text and "re-test" in text
+
+
+def test_shuffle_check_never_writes_to_what_it_reads(tmp_path):
+    """An empty file or another program's SQLite database is bad input, left untouched
+    (no journal tables, no .head file)."""
+    import sqlite3
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    for f in (empty, other):
+        before = f.read_bytes()
+        proc = subprocess.run(tablectl() + ["shuffle-check", str(f)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert f.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "other.db"]
