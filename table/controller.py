@@ -749,7 +749,7 @@ class TableController:
 
     def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
         """Journal the prompt, ask the dealer, wait for the device to confirm."""
-        status = self._device_status(action)
+        status = self._device_status(action, colour)
         if status == "done":  # done before a restart; its event is still on its way
             self._expect(expect, self.timing.event_timeout_s, what)
             return
@@ -763,15 +763,16 @@ class TableController:
         """How long a dealer's action may take before the table gives up on it."""
         return self.timing.event_timeout_s if self.auto_dealer else self.timing.dealer_timeout_s
 
-    def _device_status(self, action: str) -> str:
-        """Whether a device already shows ``action`` done (after a restart)."""
+    def _device_status(self, action: str, colour: BackColour) -> str:
+        """Whether a device already shows ``action`` done (after a restart): for a
+        deck put in, the device must hold a deck of ``colour`` (the previous deck's
+        stub left in the shoe is not the next deck loaded)."""
         try:
             if action == "take_from_shuffler":
                 return "done" if self.shuffler.status().state is DeviceState.IDLE else "todo"
-            if action == "insert_deck":
-                return "done" if self.shuffler.status().state is not DeviceState.IDLE else "todo"
-            if action == "load_shoe":
-                return "done" if self.shoe.status().state is not DeviceState.IDLE else "todo"
+            if action in ("insert_deck", "load_shoe"):
+                st = (self.shuffler if action == "insert_deck" else self.shoe).status()
+                return "done" if st.state is not DeviceState.IDLE and st.back_colour == colour else "todo"
         except LinkError as exc:
             raise DeviceFault(f"cannot read device status: {exc}") from exc
         return "todo"

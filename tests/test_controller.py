@@ -363,3 +363,45 @@ def test_the_table_opens_only_once_the_first_deck_is_verified(tmp_path):
         first_verified = next(e.seq for e in entries if e.kind == "device_event"
                               and e.body["message"]["message"] == "DeckVerified")
         assert first_verified < opened
+
+
+class StubLeftDealer:
+    """A dealer who leaves the shoe's stub in at collect and only clears it, into the
+    discard rack, when prompted to load the next deck."""
+
+    def __init__(self, sim):
+        self._sim = sim
+        self.prompted_loads = 0
+
+    def __getattr__(self, name):
+        return getattr(self._sim.dealer, name)
+
+    def collect(self):
+        d = self._sim.dealer
+        with d._lock:
+            d.discard_rack += d.on_layout
+            d.on_layout = []
+
+    def load_shoe(self, colour):
+        self.prompted_loads += 1
+        d = self._sim.dealer
+        with d._lock:
+            d.discard_rack += self._sim.shoe.unload()
+        d.load_shoe(colour)
+
+
+def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path):
+    """The shoe still holding the red stub is not "the blue deck loaded": the dealer
+    is prompted to load it (a fresh user saw no prompt and a timeout)."""
+    holder = {}
+
+    def make(sim):
+        holder["d"] = StubLeftDealer(sim)
+        return holder["d"]
+
+    with table(tmp_path, dealer=make) as (ctl, sim, console, journal):
+        ctl.prepare()
+        loads_at_open = holder["d"].prompted_loads
+        assert [ctl.play_round().deck_colour for _ in range(2)] == [RED, BLUE]
+        assert holder["d"].prompted_loads == loads_at_open + 1
+        assert [p["colour"] for p in kinds(journal, "prompt") if p["action"] == "load_shoe"][-1] == "blue"
