@@ -24,7 +24,7 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
     injected from every class: dealer errors (foreign card, card read twice, short
     deck, card drawn early, card too many), device faults (unreadable card, jam,
-    reboot, unplug) and link noise. Counts faults injected and detected, card
+    shoe or shuffler rebooted or unplugged) and link noise. Counts faults injected and detected, card
     events lost or duplicated against the emulators' ground truth, and false
     custody alarms. A fault that never struck in its round (the round ended
     first) is withdrawn, not counted; a missing card whose deck was not counted
