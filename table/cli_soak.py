@@ -26,11 +26,22 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     deck, card drawn early, card too many), device faults (unreadable card, jam,
     shoe or shuffler rebooted or unplugged) and link noise. Counts faults injected and detected, card
     events lost or duplicated against the emulators' ground truth, and false
-    custody alarms. A fault that never struck in its round (the round ended
-    first) is withdrawn, not counted; a missing card whose deck was not counted
-    again before the end is pending. Undetected faults and false alarms are
-    listed with their rounds. Exit 1 if any fault went undetected or any event
-    was lost, duplicated or falsely alarmed on.
+    custody alarms (violations or incidents in a round with no fault). Card
+    events are aligned read by read against the shoe's ground truth: lost,
+    duplicated and misread reads are counted apart.
+
+    \b
+    What the summary sets apart, so nothing is hidden in the totals:
+      faults_withdrawn        armed but never struck (its round ended first): not counted
+      faults_pending_at_end   a missing card whose deck was not counted again before the end
+      faults_detected_late    detected one round after the fault (included in faults_detected)
+      extra_alarm_rounds      faulted rounds with an alarm their fault does not explain
+      alarms_excused_as_aftermath  a held-back card read arriving the round after a shoe
+                              reboot, unplug or noise burst (see table.chaos.AFTERMATH)
+      link_notices_without_fault   link notices in rounds with no fault near them
+    Each undetected fault, false alarm, extra alarm and stray notice is listed
+    with its round. Exit 1 if any fault went undetected or any card event was
+    lost, duplicated or misread, or any false alarm.
 
     The JSON summary's "outcomes" counts the rounds by how they ended
     (a kind no round had is left out):
@@ -57,15 +68,18 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
         click.echo(json.dumps(summary))
     else:
         keys = ("rounds", "faults_injected", "faults_detected", "lost_events", "duplicated_events",
-                "false_alarms", "card_events", "faults_withdrawn", "faults_pending_at_end")
+                "false_alarms", "misread_events", "card_events", "faults_detected_late", "faults_withdrawn",
+                "faults_pending_at_end", "extra_alarm_rounds", "alarms_excused_as_aftermath",
+                "link_notices_without_fault")
         width = max(len(k) for k in keys)
         for key in keys:
             click.echo(f"{key:{width}} {summary[key]}")
         for kind, n in summary["by_kind"].items():
-            click.echo(f"  {kind:{width - 2}} injected {n['injected']:5}  detected {n['detected']:5}  "
-                       f"withdrawn {n['withdrawn']:4}")
+            click.echo(f"  {kind:{width - 2}} injected {n['injected']:5}  detected {n['detected']:5} "
+                       f"(late {n['detected_late']:3})  withdrawn {n['withdrawn']:4}")
+        click.echo("outcomes: " + "  ".join(f"{k} {v}" for k, v in summary["outcomes"].items()))
         for a in summary["anomalies"]:
             click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")
     bad = (summary["faults_detected"] < summary["faults_injected"] or summary["lost_events"]
-           or summary["duplicated_events"] or summary["false_alarms"])
+           or summary["duplicated_events"] or summary["false_alarms"] or summary["misread_events"])
     sys.exit(1 if bad else 0)

@@ -99,13 +99,15 @@ def test_a_missing_card_is_detected_by_its_own_deck_count(monkeypatch):
 def _fake_summary(rounds, seed, *, seats=3, fault_rate=0.3, progress=None):
     return {"rounds": rounds, "faults_injected": 1, "faults_detected": 1, "lost_events": 0, "duplicated_events": 0,
             "false_alarms": 0, "misread_events": 0, "faults_withdrawn": 0, "faults_pending_at_end": 0,
-            "by_kind": {"jam": {"injected": 1, "detected": 1, "withdrawn": 0}}, "outcomes": {"played": rounds},
+            "faults_detected_late": 0, "extra_alarm_rounds": 0, "alarms_excused_as_aftermath": 0,
+            "link_notices_without_fault": 0,
+            "by_kind": {"jam": {"injected": 1, "detected": 1, "detected_late": 0, "withdrawn": 0}},
+            "outcomes": {"played": rounds},
             "card_events": 12 * rounds, "seed": seed, "anomalies": []}
 
 
 def test_soak_text_summary_values_line_up(monkeypatch):
-    """Every row of the text summary, the longest key (faults_pending_at_end) too, has its
-    value in the same column."""
+    """Every row of the text summary, the longest key too, has its value in the same column."""
     from click.testing import CliRunner
 
     import table.chaos as chaos
@@ -114,8 +116,9 @@ def test_soak_text_summary_values_line_up(monkeypatch):
     monkeypatch.setattr(chaos, "run_soak", _fake_summary)
     r = CliRunner().invoke(main, ["soak", "--rounds", "2"])
     assert r.exit_code == 0, r.output
-    rows = [line for line in r.output.splitlines() if line and not line.startswith(" ")]
-    assert rows[-1].startswith("faults_pending_at_end ")
+    rows = [line for line in r.output.splitlines() if line and not line.startswith((" ", "outcomes:"))]
+    assert rows[-1].startswith("link_notices_without_fault ") and any(x.startswith("alarms_excused_as_aftermath ")
+                                                                     for x in rows)
     value_columns = {len(line.rstrip("0123456789")) for line in rows}  # where each (numeric) value starts
     assert len(value_columns) == 1, r.output
 
@@ -130,3 +133,16 @@ def test_soak_options_and_outcomes_are_documented():
     assert "--seats INTEGER RANGE Players at the table" in text, text
     for outcome in ("played", "held", "fault"):
         assert f"{outcome}:" in text, text
+
+
+def test_lost_and_duplicated_reads_do_not_cancel_out():
+    from table.chaos import _compare_reads
+
+    t = [(c, "red") for c in ("As", "Kd", "7c", "2h", "9s")]
+    assert _compare_reads(t, list(t)) == (0, 0, 0)
+    assert _compare_reads(t, [t[0], t[1], t[1], t[2], t[3], t[4]]) == (0, 1, 0)  # one journaled twice
+    assert _compare_reads(t, [t[0], t[2], t[3], t[4]]) == (1, 0, 0)  # one never journaled
+    # One lost and another duplicated: the totals match, the reads do not.
+    assert _compare_reads(t, [t[0], t[0], t[1], t[3], t[4]]) == (1, 1, 0)
+    assert _compare_reads(t, [t[0], ("??", "red"), t[2], t[3], t[4]]) == (0, 0, 0)  # unreadable, same back
+    assert _compare_reads(t, [t[0], ("Qs", "red"), t[2], t[3], t[4]]) == (0, 0, 1)
