@@ -330,21 +330,24 @@ class Link:
         self._reader = threading.Thread(target=self._read_loop, args=(gen,), name=f"link-{self.name}-rx", daemon=True)
         self._reader.start()
 
+    def _wake_reader(self) -> None:
+        """Wake whoever reads the line (a blocked read returns empty) and a parked reader."""
+        cancel = getattr(self.transport, "cancel_read", None)
+        if cancel is not None:
+            cancel()
+        with self._park:
+            self._park.notify_all()
+
     def _stop_reader(self) -> None:
         reader, self._reader = self._reader, None
-        cancel = getattr(self.transport, "cancel_read", None)
         if reader is not None and reader is not threading.current_thread():
-            if cancel is not None:
-                cancel()
-            with self._park:
-                self._park.notify_all()
+            self._wake_reader()
             reader.join(timeout=2.0)
         # A requester may still be reading this connection: wake it and take the
         # role, so the port is never closed (and its fd reused) under a read.
         deadline = time.monotonic() + 2.0
         while not (got := self._rx_role.acquire(timeout=0.05)) and time.monotonic() < deadline:
-            if cancel is not None:
-                cancel()
+            self._wake_reader()
         try:
             with self._write_lock:  # nor under a write
                 self.transport.close()
@@ -364,11 +367,7 @@ class Link:
             return
         # Wake whoever reads the line now (the reader, or a heartbeat or Identify
         # reading its own reply) before waiting for the supervisor.
-        cancel = getattr(self.transport, "cancel_read", None)
-        if cancel is not None:
-            cancel()
-        with self._park:
-            self._park.notify_all()
+        self._wake_reader()
         sup, self._supervisor = self._supervisor, None
         if sup is not None and sup is not threading.current_thread():
             sup.join(timeout=5.0)
@@ -506,7 +505,6 @@ class Link:
         """
         cfg = self.config
         linger_s = cfg.burst_linger_ms / 1000
-        read_s = cfg.read_timeout_ms / 1000  # a requester's read, as long as the reader's at most
         # One request at a time, held across a reconnect so a resend keeps its SEQ
         # and the device's reply cache still answers it.
         if internal:
@@ -552,28 +550,9 @@ class Link:
                             raise
                         continue  # wait for the reconnect, then resend the same SEQ
                     sends += 1
-                    deadline = time.monotonic() + timeout_s
-                    role = self._rx_role
-                    while self._reply is None and self._generation == gen:
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        if timed and role.acquire(blocking=False):
-                            # The reader thread is off the line: read the reply here, one
-                            # thread hand-off fewer per round trip (SPEC §7.1).
-                            try:
-                                if self._reply is None and self._generation == gen:
-                                    self._read_once(gen, min(remaining, read_s))
-                                    if self._reply is not None:
-                                        self.stats.replies_read_by_requester += 1
-                            finally:
-                                role.release()
-                        elif not self._signal.acquire(timeout=remaining):
-                            break  # the reader holds the line; it hands over the reply or the role
+                    self._await_reply(gen, time.monotonic() + timeout_s, timed)
                     with self._slot:
                         frame, self._pending_seq = self._reply, None
-                    if timed:
-                        self._burst_until = time.monotonic() + linger_s
                     went_down = frame is None and self._generation != gen
                     if frame is not None:
                         break
@@ -614,6 +593,27 @@ class Link:
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
         return reply
+
+    def _await_reply(self, gen: int, deadline: float, timed: bool) -> None:
+        """Wait until the reply slot is filled, the connection ``gen`` ends or
+        ``deadline`` (monotonic s) passes. With ``timed``, read the line here while
+        the reader thread is off it: one thread hand-off fewer per round trip
+        (SPEC §7.1); else the reader hands the reply over."""
+        role, read_s = self._rx_role, self.config.read_timeout_ms / 1000
+        while self._reply is None and self._generation == gen:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if timed and role.acquire(blocking=False):
+                try:
+                    if self._reply is None and self._generation == gen:
+                        self._read_once(gen, min(remaining, read_s))  # no longer than the reader would
+                        if self._reply is not None:
+                            self.stats.replies_read_by_requester += 1
+                finally:
+                    role.release()
+            elif not self._signal.acquire(timeout=remaining):
+                return  # the reader holds the line; it hands over the reply or the role
 
     def _identify_or_go_down(self) -> None:
         with self._cv:
