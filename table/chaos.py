@@ -600,9 +600,9 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     card it read must reach the journal once, in order.
     """
     rng = random.Random(seed)
-    injected_by_kind: dict[str, int] = {}
-    detected_by_kind: dict[str, int] = {}
-    withdrawn_by_kind: dict[str, int] = {}
+    injected_by_kind: collections.Counter[str] = collections.Counter()
+    detected_by_kind: collections.Counter[str] = collections.Counter()
+    withdrawn_by_kind: collections.Counter[str] = collections.Counter()
     false_alarms = 0
     expected_incomplete = 0
     short_decks: list[tuple[int, BackColour, Card, int]] = []  # (round, colour, card, counts then): not found yet
@@ -610,16 +610,15 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     late_round = 0
     previous: str | None = None
     anomalies: list[dict[str, Any]] = []
-    outcomes: dict[str, int] = {}
-    late_by_kind: dict[str, int] = {}
+    outcomes: collections.Counter[str] = collections.Counter()
+    late_by_kind: collections.Counter[str] = collections.Counter()
     extra_alarm_rounds = 0
     excused = 0
     stray_notices = 0
 
     def credit(kind: str, late: bool = False) -> None:
-        detected_by_kind[kind] = detected_by_kind.get(kind, 0) + 1
-        if late:
-            late_by_kind[kind] = late_by_kind.get(kind, 0) + 1
+        detected_by_kind[kind] += 1
+        late_by_kind[kind] += late
 
     with ChaosTable(seed=seed, seats=seats) as t:
         t.controller.prepare()
@@ -633,15 +632,15 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
             if kind:
                 inj.inject(kind)
             outcome = t.play()
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            outcomes[outcome] += 1
             struck = inj.withdraw_unstruck(kind or "")
             if kind == "missing_card":
                 struck = len(inj.missing) > n_missing  # else there was no card to take
             if kind and not struck:
-                withdrawn_by_kind[kind] = withdrawn_by_kind.get(kind, 0) + 1
+                withdrawn_by_kind[kind] += 1
                 kind = None
             if kind:
-                injected_by_kind[kind] = injected_by_kind.get(kind, 0) + 1
+                injected_by_kind[kind] += 1
             if kind == "missing_card":
                 short_decks.append((n, *inj.missing[-1], n_counts))
             after = t.detections()
@@ -718,22 +717,21 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     lost, duplicated, misread = _compare_reads(truth, recorded)
     return {
         "rounds": rounds,
-        "faults_injected": sum(injected_by_kind.values()),
-        "faults_detected": sum(detected_by_kind.values()),
+        "faults_injected": injected_by_kind.total(),
+        "faults_detected": detected_by_kind.total(),
         "lost_events": lost,
         "duplicated_events": duplicated,
         "false_alarms": false_alarms,
         "misread_events": misread,
-        "faults_detected_late": sum(late_by_kind.values()),
-        "faults_withdrawn": sum(withdrawn_by_kind.values()),
+        "faults_detected_late": late_by_kind.total(),
+        "faults_withdrawn": withdrawn_by_kind.total(),
         "faults_pending_at_end": pending,
         "extra_alarm_rounds": extra_alarm_rounds,
         "alarms_excused_as_aftermath": excused,
         "link_notices_without_fault": stray_notices,
-        "by_kind": {k: {"injected": injected_by_kind.get(k, 0), "detected": detected_by_kind.get(k, 0),
-                        "detected_late": late_by_kind.get(k, 0), "withdrawn": withdrawn_by_kind.get(k, 0)}
-                    for k in FAULT_KINDS},
-        "outcomes": outcomes,
+        "by_kind": {k: {"injected": injected_by_kind[k], "detected": detected_by_kind[k],
+                        "detected_late": late_by_kind[k], "withdrawn": withdrawn_by_kind[k]} for k in FAULT_KINDS},
+        "outcomes": dict(outcomes),
         "card_events": len(recorded),
         "seed": seed,
         "anomalies": anomalies,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -89,6 +90,21 @@ def exchange(link: Link, n: int, start: int = 0) -> None:
         data = i.to_bytes(4, "big") + bytes(12)
         reply = link.request(Echo(data), EchoReply)
         assert reply.data == data
+
+
+def ask_in_background(link: Link, data: bytes) -> tuple[threading.Thread, dict]:
+    """Start an Echo request in its own thread; the dict gets its ``reply`` or ``error``."""
+    result: dict = {}
+
+    def ask() -> None:
+        try:
+            result["reply"] = link.request(Echo(data), EchoReply)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            result["error"] = exc
+
+    t = threading.Thread(target=ask)
+    t.start()
+    return t, result
 
 
 def assert_each_request_once(emu: ShoeEmulator, n: int, start: int = 0) -> None:
@@ -267,20 +283,9 @@ def test_a_disconnect_during_a_heartbeat_does_not_stall_the_reconnect(bench):
 def test_a_request_waiting_through_a_disconnect_does_not_block_the_reconnect(bench):
     """A request retransmitting to a silent device holds the request lock; when the
     cable is pulled, the supervisor must still reconnect while the request waits."""
-    import threading
-
     link, faulty = bench.link(FaultPlan(seed=16))
     faulty.mute(True)
-    result = {}
-
-    def ask():
-        try:
-            result["reply"] = link.request(Echo(b"held"), EchoReply)
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
-            result["error"] = exc
-
-    t = threading.Thread(target=ask)
-    t.start()
+    t, result = ask_in_background(link, b"held")
     time.sleep(FAST.heartbeat_interval_ms / 1000 * 1.5)  # the heartbeat meets the busy lock
     faulty.mute(False)
     bench.emulator.disconnect()
@@ -294,9 +299,8 @@ def test_a_burst_of_requests_reads_its_own_replies_and_still_delivers_events(ben
     the transport's read takes a timeout: the in-memory pair and the pty, not
     pyserial's socket://); device events emitted during the burst still arrive
     once and in order."""
-    import threading
-
     link, _ = bench.link()
+
     def emit_during_the_burst() -> None:
         for i in range(40):
             bench.emulator.emit(CardDrawn(i, Card.from_index(i), BackColour.RED))
@@ -325,22 +329,11 @@ def test_with_burst_linger_off_the_reader_thread_reads_every_reply(bench):
 def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     """A requester waiting on the line for a reply that never comes is woken by
     close() (the port is not closed under its read) and gets LinkLost."""
-    import threading
-
     link, faulty = bench.link(FaultPlan(seed=17), config=dataclasses.replace(
         FAST, retransmit_initial_ms=2000, retransmit_max_ms=2000, max_attempts=3))
     exchange(link, 5)
     faulty.mute(True)
-    result = {}
-
-    def ask():
-        try:
-            result["reply"] = link.request(Echo(b"never"), EchoReply)
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
-            result["error"] = exc
-
-    t = threading.Thread(target=ask)
-    t.start()
+    t, result = ask_in_background(link, b"never")
     time.sleep(0.2)
     t0 = time.monotonic()
     link.close()
@@ -392,18 +385,15 @@ def test_a_request_that_fails_unexpectedly_frees_the_line_for_events(bench, monk
 def test_the_heartbeat_waits_while_a_request_is_in_flight(bench):
     """A request retransmitting to a silent device makes the heartbeat stand aside:
     it looks again once per interval, it does not spin."""
-    import threading
-
     cfg = dataclasses.replace(FAST, heartbeat_interval_ms=50, retransmit_initial_ms=600, retransmit_max_ms=600,
                               max_attempts=2)
     link, faulty = bench.link(FaultPlan(seed=19), config=cfg)
     faulty.mute(True)
-    t = threading.Thread(target=lambda: pytest.raises(LinkTimeout, link.request, Echo(b"x"), EchoReply))
     t0 = time.monotonic()
-    t.start()
+    t, result = ask_in_background(link, b"x")
     t.join(5)
     elapsed = time.monotonic() - t0
-    assert not t.is_alive()
+    assert not t.is_alive() and isinstance(result.get("error"), LinkTimeout), result
     assert link.stats.heartbeats_skipped <= elapsed / 0.05 + 3, link.stats
 
 
