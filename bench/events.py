@@ -36,7 +36,7 @@ import structlog  # noqa: E402
 from simulators import table as sim_table  # noqa: E402
 from table.api import Table  # noqa: E402
 from table.config import DeviceConfig, DevicesConfig, JournalSection, TableConfig, TableSection  # noqa: E402
-from table.event_socket import read_events  # noqa: E402
+from table.interfaces.event_socket import read_events  # noqa: E402
 from table.events import EventLog  # noqa: E402
 
 
@@ -101,7 +101,8 @@ def mqtt(work: Path) -> dict | None:
         import paho.mqtt.client as paho
         from mqtt_broker import Broker, mosquitto_path
 
-        from table.mqtt import MqttPublisher, MqttSettings
+        from table.interfaces.mqtt import MqttPublisher
+        from table.config import MqttSettings
     except ImportError:
         return None
     if mosquitto_path() is None:

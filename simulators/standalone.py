@@ -1,6 +1,6 @@
 """One firmware emulator as a process of its own, for a hardware-in-the-loop bench.
 
-``tablectl emulate shuffler|shoe`` (``table/cli_emulate.py``) is a thin
+``tablectl emulate shuffler|shoe`` (``table/cli/emulate.py``) is a thin
 wrapper around :func:`serve`. The emulator listens on a pty (with a symlink
 the host opens, like ``/dev/threecard/shoe``) or on TCP (the host opens
 ``socket://HOST:PORT``), and prints that address as the first line on stdout.

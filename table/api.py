@@ -39,9 +39,13 @@ from typing import Any, Callable, ClassVar, Union
 
 import structlog
 
-from .config import TableConfig, load_config
-from .controller import Command, Console, Dealer, SeatView, Sealed, TableController, TableError, q64_player
+from .config import MqttSettings, TableConfig, load_config
+from .console import Command, Console
+from .controller import Dealer, SeatView, TableController
+from .errors import Sealed, TableError
 from .events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
+from .front_doors import front_door
+from .rules.strategy import q64_player
 
 log = structlog.get_logger("table.api")
 
@@ -305,7 +309,7 @@ class Table:
     call :meth:`close_bets` and :meth:`confirm_collect`. ``rounds``: stop after
     that many (None: until :meth:`stop`). ``ante_cents``: each seat's ante.
     ``event_socket``: serve the JSON-lines stream there; ``mqtt``: publish to a
-    broker (:class:`~table.mqtt.MqttSettings`).
+    broker (:class:`~table.config.MqttSettings`).
     """
 
     def __init__(self, config: TableConfig | str | Path, *, simulate: bool = False, seed: int | None = None,
@@ -384,13 +388,9 @@ class Table:
             self.events.start()
             self.controller.subscribe(self.events.notify)
             if self.event_socket_path is not None:
-                from .event_socket import EventSocket
-
-                st.callback(EventSocket(self.event_socket_path, self.events).close)
+                st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
             if self.mqtt_settings is not None:
-                from .mqtt import MqttPublisher
-
-                self.mqtt = MqttPublisher(self.events, self.mqtt_settings).start()
+                self.mqtt = front_door("mqtt")(self.events, self.mqtt_settings).start()
                 st.callback(self.mqtt.close)
         except BaseException:
             self._stack.close()
@@ -406,7 +406,7 @@ class Table:
         return self
 
     def _run(self) -> None:
-        from .controller import DeviceFault, DeviceTimeout, RoundHeld as HeldError, RoundVoided as VoidedError
+        from .errors import DeviceFault, DeviceTimeout, RoundHeld as HeldError, RoundVoided as VoidedError
 
         ctl = self.controller
         assert ctl is not None
@@ -549,5 +549,3 @@ class Table:
         """Supervisor: enter a card the shoe could not read (e.g. ``"Qs"``)."""
         return self._command("confirm_card", timeout_s, card=card, supervisor=supervisor)
 
-
-from .mqtt import MqttSettings  # noqa: E402  (re-exported; paho itself is imported only when used)

@@ -297,7 +297,7 @@ class LinkSection:
 
     def table_timing(self) -> Any:
         """A :class:`table.controller.TableTiming` (event and shuffle timeouts, s)."""
-        from .controller import TableTiming
+        from .controller import TableTiming  # the controller's own type; imported late to keep config light
 
         return TableTiming(event_timeout_s=self.event_timeout_s, shuffle_timeout_s=self.shuffle_timeout_s)
 
@@ -327,6 +327,25 @@ class LogSection:
 
 
 @dataclass(frozen=True)
+class MqttSettings:
+    """Where and how to publish. ``host``/``port``: the broker (TCP); ``floor``: the
+    floor's topic segment; ``state_path``: file for the acknowledged seq
+    (created); ``keepalive_s``: MQTT keepalive (s); ``window``: events in
+    flight at most; ``client_id``: default ``threecard-{table_id}``;
+    ``username``/``password``: optional broker credentials."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    floor: str = "floor1"
+    state_path: Path = Path("/var/lib/threecard/mqtt-state.json")
+    keepalive_s: int = 30
+    window: int = 100
+    client_id: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True)
 class MqttSection:
     """``[mqtt]``: floor telemetry to a broker (docs/integration.md). ``host``: the
     broker (unset: no MQTT); ``port``; ``floor``: the topic segment
@@ -339,10 +358,8 @@ class MqttSection:
     keepalive_s: int = _spec(30, range=(5, 3600))
     state_path: Path = _spec(Path("/var/lib/threecard/mqtt-state.json"), check=_abs_path)
 
-    def settings(self) -> Any:
-        """A :class:`table.mqtt.MqttSettings` from these keys."""
-        from .mqtt import MqttSettings
-
+    def settings(self) -> "MqttSettings":
+        """The :class:`MqttSettings` of these keys."""
         return MqttSettings(host=self.host or "127.0.0.1", port=self.port, floor=self.floor,
                             keepalive_s=self.keepalive_s, state_path=self.state_path)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import queue
-import re
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
-from firmware_bridge.link import DeviceEvent, DeviceIdentity, LinkNotice
+from firmware_bridge.link import DeviceEvent, LinkNotice
 from protocols.cards import BackColour, Card
 from protocols.messages import (
     CardDrawn,
@@ -52,13 +51,25 @@ from protocols.messages import (
 )
 from protocols.vectors import message_to_dict
 
+from . import recovery
+from .console import Console
 from .custody import CustodyViolation, Deck, DeckCustody, DeckPlace, Rule
+from .errors import (
+    DeviceFault,
+    DeviceTimeout,
+    RoundHeld,
+    RoundVoided,
+    Sealed,
+    ShufflerStopped,
+    TableError,
+)
 from .journal import Journal
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Decision, SeatSettlement, Tables, Wagers, settle_seat
-from .rules.strategy import plays_q64
+from .rules.strategy import Decide, q64_player
+from .sealing import mask_cards
 
 log = structlog.get_logger("table")
 P = DeckPlace
@@ -79,52 +90,6 @@ class Dealer(Protocol):
     def collect(self) -> None: ...
 
 
-class TableError(Exception):
-    """Base of the controller's errors; the message says what the operator must do."""
-
-
-class DeviceTimeout(TableError, TimeoutError):
-    """A device did not report what the procedure expected in time."""
-
-
-class DeviceFault(TableError):
-    """A device reported a fault (jam, door open, shoe empty) or its link failed."""
-
-
-class ShufflerStopped(DeviceFault):
-    """The shuffler reported a fault (jam, door open) during a shuffle; the deck stays
-    in it unverified and the shuffle is repeated once the shuffler is clear."""
-
-
-class Sealed(TableError):
-    """What was asked is sealed until the wagers it decides are final (58 Pa. Code 816a.1)."""
-
-
-class SupervisorRequired(TableError):
-    """The table waits for a supervisor, and no console is attached to ask one."""
-
-
-_CARD_FACE = re.compile(r"\b[2-9TJQKA][cdhs]\b")
-
-
-def mask_cards(text: str) -> str:
-    """``text`` with every card face replaced by ``??``: what a log line, an event or an
-    error message may say about a round whose hands are still sealed (816a.1)."""
-    return _CARD_FACE.sub("??", text)
-
-
-class RoundHeld(TableError):
-    """The round is held for a supervisor; ``violation`` is the custody rule broken.
-    The message masks card faces (the round's hands are still sealed); the
-    journal keeps the full detail."""
-
-    def __init__(self, round_id: str, violation: CustodyViolation | None, reason: str = "") -> None:
-        super().__init__(f"round {round_id} held for a supervisor: {mask_cards(str(violation or reason))}")
-        self.round_id = round_id
-        self.violation = violation
-        self.reason = reason or str(violation)
-
-
 @dataclass(frozen=True)
 class TableTiming:
     """How long the controller waits (s)."""
@@ -136,115 +101,6 @@ class TableTiming:
     #: this long for the device event confirming a dealer's action (a virtual
     #: dealer is held to ``event_timeout_s``).
     dealer_timeout_s: float = 86_400.0
-
-
-# --- console: dealer and supervisor commands ---------------------------------------
-
-
-@dataclass
-class Command:
-    """One dealer or supervisor command (from the control socket or a key).
-
-    ``action``: ``close_bets``, ``confirm_collect``, ``void`` (args ``reason``,
-    ``supervisor``), ``register_deck`` (``colour``, ``deck_id``, ``supervisor``),
-    ``confirm_card`` (``card``, ``supervisor``), ``status``.
-    ``reply`` is called once with a JSON-ready dict.
-    """
-
-    action: str
-    args: dict[str, Any] = field(default_factory=dict)
-    reply: Callable[[dict[str, Any]], None] | None = None
-
-    def answer(self, **result: Any) -> None:
-        if self.reply is not None:
-            self.reply(result)
-
-
-class Console:
-    """The queue of dealer and supervisor commands, from every source, in order.
-
-    ``attached``: True when some source (a control socket, a terminal) can
-    answer; without one, a step that needs a supervisor raises
-    :class:`SupervisorRequired` instead of waiting for ever.
-    """
-
-    DEALER_ACTIONS = ("close_bets", "confirm_collect", "decide")
-    SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card")
-
-    def __init__(self) -> None:
-        self._q: queue.Queue[Command] = queue.Queue()
-        self._voids: list[Command] = []  # a void waits for the round's next step boundary
-        self._voids_lock = threading.Lock()
-        self.attached = False
-        self.status: Callable[[], dict[str, Any]] = lambda: {}
-
-    def submit(self, cmd: Command) -> None:
-        """Queue a command (thread-safe); ``status`` is answered at once."""
-        if cmd.action == "status":
-            cmd.answer(ok=True, **self.status())
-            return
-        if cmd.action not in self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS:
-            cmd.answer(ok=False, error=f"unknown action {cmd.action!r}; allowed: status, "
-                                       + ", ".join(self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS))
-            return
-        self._q.put(cmd)
-
-    def take_void(self) -> Command | None:
-        """A void the supervisor sent while the round was running, if any (non-blocking)."""
-        while True:
-            try:
-                cmd = self._q.get_nowait()
-            except queue.Empty:
-                break
-            if cmd.action == "void":
-                with self._voids_lock:
-                    self._voids.append(cmd)
-            else:
-                self._q.put(cmd)  # not ours to answer now; put back for the step that waits
-                break
-        with self._voids_lock:
-            return self._voids.pop(0) if self._voids else None
-
-    def refuse_voids(self, why: str) -> None:
-        """Answer every void still pending (sent when no round could take it)."""
-        while True:
-            cmd = self.take_void()
-            if cmd is None:
-                return
-            cmd.answer(ok=False, error=why)
-
-    def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
-        """The next command among ``actions``; others are answered as not expected now
-        (a ``void`` is kept for the round's next step, where it is honoured)."""
-        if not self.attached:
-            raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
-        if "void" in actions:
-            with self._voids_lock:
-                if self._voids:
-                    return self._voids.pop(0)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                cmd = self._q.get(timeout=remaining)
-            except queue.Empty:
-                raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s") from None
-            if cmd.action in actions:
-                return cmd
-            if cmd.action == "void":
-                with self._voids_lock:
-                    self._voids.append(cmd)
-                continue
-            cmd.answer(ok=False, error=f"{cmd.action} is not expected now; the table waits for {what}")
-
-
-class RoundVoided(TableError):
-    """A supervisor voided the round before settlement; every wager was returned."""
-
-    def __init__(self, round_id: str, reason: str) -> None:
-        super().__init__(f"round {round_id} voided by a supervisor: {reason}; wagers returned")
-        self.round_id = round_id
-        self.reason = reason
 
 
 # --- results and views ------------------------------------------------------------
@@ -333,36 +189,6 @@ class TableEvent:
     round_id: str | None
     data: dict[str, Any]
     audience: str = "table"
-
-
-Decide = Callable[[int, list[Card]], Decision]
-
-
-def q64_player(seat: int, cards: list[Card]) -> Decision:
-    """The simulated player: play with Q-6-4 or better, else fold."""
-    return Decision.PLAY if plays_q64(cards) else Decision.FOLD
-
-
-def console_decisions(console: "Console") -> Decide:
-    """Players' decisions at a real table, as the dealer enters them on the console:
-    ``{"action": "decide", "seat": 2, "decision": "fold"}`` (or the key ``p 2`` / ``f 2``).
-    The dealer asks each seat in turn (649a.11), so the table waits for that seat."""
-
-    def decide(seat: int, cards: list[Card]) -> Decision:
-        while True:
-            cmd = console.wait(("decide",), f"seat {seat}'s decision (play or fold)")
-            if cmd.args.get("seat") != seat:
-                cmd.answer(ok=False, error=f"the table waits for seat {seat}'s decision")
-                continue
-            try:
-                decision = Decision.parse(cmd.args.get("decision", ""))
-            except ValueError as exc:
-                cmd.answer(ok=False, error=str(exc))
-                continue
-            cmd.answer(ok=True, seat=seat, decision=decision.value)
-            return decision
-
-    return decide
 
 
 class TableController:
@@ -576,79 +402,29 @@ class TableController:
 
     # -- start-up and recovery -------------------------------------------------------------
 
-    @staticmethod
-    def resume_hook(journal: Journal | None) -> Callable[[DeviceIdentity], int | None]:
-        """For ``DeviceDriver.open(resume=...)``: the SEQ of the last event journaled
-        for a device identity in its current boot, so its resend is not new."""
-
-        def resume(ident: DeviceIdentity) -> int | None:
-            if journal is None:
-                return None
-            for e in reversed(list(journal.entries("device_event"))):
-                if e.body.get("serial") == ident.serial_number:
-                    return e.body["seq"] if e.body.get("boot_id") == ident.boot_id else None
-            return None
-
-        return resume
+    resume_hook = staticmethod(recovery.resume_hook)
 
     def recover(self) -> None:
-        """Restore custody and counts from the journal; hold a round found in progress."""
+        """Restore custody and counts from the journal (:mod:`table.recovery`); hold a
+        round found in progress for a supervisor, never resume it silently."""
         j = self.journal
         if j is None or j.last_seq == 0:
             if j is not None:
                 self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
             return
-        last = j.last("round")
-        self._open_round_id = last.round_id if last is not None and last.body.get("step") != "closed" else None
-        snap = max((e for e in (j.last("custody"), j.last("card_read")) if e is not None and "snapshot" in e.body),
-                   key=lambda e: e.seq, default=None)
-        if snap is not None:
-            self.custody = DeckCustody.restore(snap.body["snapshot"])
-            for e in j.entries("device_event", since=snap.seq):
-                self._replay(e.body["message"])
-        rounds = list(j.entries("round"))
-        self.rounds_played = sum(1 for e in rounds if e.body.get("step") == "closed" and not e.body.get("voided"))
-        self.rounds_opened = sum(1 for e in rounds if e.body.get("step") == "open")
-        self.cards_read = sum(1 for _ in j.entries("card_read"))
-        if last is not None and last.body.get("step") != "closed":
-            steps = {e.body.get("step") for e in rounds if e.round_id == last.round_id}
-            settled = "settle" in steps  # results recorded and posted: they stand (816a.1)
-            self.held = {"round_id": last.round_id, "deck_id": last.deck_id, "settled": settled,
-                         "reason": "the controller restarted during the round", "number": last.body.get("number")}
-            j.append("round", round_id=last.round_id, deck_id=last.deck_id, step="held",
-                     reason=self.held["reason"], settled=settled)
-            log.error("round_held", round_id=last.round_id, reason=self.held["reason"], settled=settled)
+        restored = recovery.restore(j, self.custody, self._record)
+        self.custody = restored.custody
+        self._open_round_id = restored.open_round_id
+        self.rounds_played, self.rounds_opened = restored.rounds_played, restored.rounds_opened
+        self.cards_read = restored.cards_read
+        if restored.held is not None:
+            self.held = h = restored.held
+            j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
+                     settled=h["settled"])
+            log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
         self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
         log.info("recovered", places=self.custody.places(), rounds_played=self.rounds_played,
                  held=self.held is not None)
-
-    def _replay(self, message: dict[str, Any]) -> None:
-        """Re-apply a journaled device event that had not reached custody before a crash."""
-        name = message["message"]
-        colour = BackColour.parse(message["back_colour"]) if "back_colour" in message else None
-        c = self.custody
-        try:
-            if name == "DeckInserted":
-                c.on_deck_inserted(colour)
-            elif name == "DeckVerified":
-                c.on_deck_verified(DeckVerified(colour, message["card_count"], message["foreign_count"],
-                                                frozenset(message["present"]), frozenset(message["duplicates"])))
-            elif name == "DeckDelivered":
-                c.on_deck_delivered(colour)
-            elif name == "ShoeLoaded":
-                c.on_shoe_loaded(colour)
-            elif name == "CardDrawn" and c.in_play is not None:
-                c.on_card_read(Card.parse(message["card"]), colour)
-                self._record("card_read", round_id=self._open_round_id, card=message["card"],
-                             back_colour=str(colour), draw_index=message["draw_index"], to=None, replayed=True,
-                             snapshot=c.snapshot())
-                return
-            else:
-                return
-        except CustodyViolation as v:
-            self._violation(v)
-            return
-        self._record_custody(f"replay {name}")
 
     def prepare(self) -> None:
         """Open the table: restore from the journal, take in what the devices held,

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import sqlite3
 import threading
 from array import array
@@ -67,6 +66,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import structlog
+
+from .sealing import mask_cards as mask
 
 log = structlog.get_logger("table.events")
 
@@ -110,15 +111,6 @@ class EventStreamError(Exception):
 def is_public(kind: str, step: str | None) -> bool:
     """Whether a journal entry of ``kind`` (and ``round`` ``step``) yields a public event."""
     return kind in KINDS or (kind == "round" and step in ROUND_STEPS)
-
-
-_CARD_FACE = re.compile(r"\b[2-9TJQKA][cdhs]\b")
-
-
-def mask(text: Any) -> str:
-    """Free text (a hold or void reason, an incident) with every card face replaced by
-    ``??``: a reason may name a sealed card (816a.1); the journal keeps it whole."""
-    return _CARD_FACE.sub("??", str(text or ""))
 
 
 def _to(target: Any) -> str | None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import firmware_bridge.usb as fusb
 from protocols.messages import DeviceKind
 from simulators.usb_backend import EmulatedUsbDevice, EmulatorUsbBackend
-from table import cli_devices
+from table.cli import devices as cli_devices
 from table.cli import main
 
 

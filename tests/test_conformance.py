@@ -13,7 +13,7 @@ from devices.conformance.suite import CHECKS, FAIL, PASS, SKIP, Target, checks_f
 # The suite's own pytest module, collected here too: by default it runs on in-process emulators.
 from devices.conformance.test_conformance import (test_device_conforms, test_shoe_fixture_is_connected,  # noqa: F401
                                                   test_shuffler_fixture_is_connected)
-from table.hil import InProcessBench
+from table.hil.conformance import InProcessBench
 
 from hil_helpers import CLI, EmulatorProcess
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from table.control import ControlSocket, parse_key_line, send
-from table.controller import Command, Console
+from table.interfaces.control_socket import ControlSocket, send
+from table.interfaces.terminal import parse_key_line
+from table.console import Command, Console
 
 
 def test_socket_commands_reach_the_console_and_get_answers(tmp_path):

@@ -18,15 +18,9 @@ from devices import CardShoe, Shuffler
 from protocols.cards import BackColour, Card
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
-from table.controller import (
-    Command,
-    Console,
-    RoundHeld,
-    Sealed,
-    SupervisorRequired,
-    TableController,
-    TableTiming,
-)
+from table.console import Command, Console
+from table.errors import RoundHeld, Sealed, SupervisorRequired
+from table.controller import TableController, TableTiming
 from table.custody import DeckCustody, DeckPlace, Rule
 from table.journal import Journal, verify
 from table.logs import configure_logging
@@ -279,8 +273,8 @@ def test_the_dealer_hand_is_sealed_on_every_public_path(tmp_path):
 def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_control_socket(tmp_path):
     """auto_dealer=False, as at a real table: bets closed, each seat's decision and the
     collect come in over the documented control socket (docs/console.md)."""
-    from table.control import ControlSocket, send
-    from table.controller import console_decisions
+    from table.interfaces.control_socket import ControlSocket, send
+    from table.console import console_decisions
 
     with table(tmp_path, auto_dealer=False, seats=2) as (ctl, sim, console, journal):
         ctl.decide = console_decisions(console)
@@ -318,7 +312,7 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
 def test_a_supervisor_voids_a_running_round_and_every_wager_is_returned(tmp_path, at_draw):
     """A void may come at any point before settle (issue 5): before the deal, mid-deal,
     after the decisions. The round closes voided with each seat's stake returned."""
-    from table.controller import RoundVoided
+    from table.errors import RoundVoided
 
     def void_now(sim):
         void(console_ref[0], "dealer exposed a card")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from table.control import send
+from table.interfaces.control_socket import send
 from table.custody import DeckCustody
 from table.journal import Journal, verify
 

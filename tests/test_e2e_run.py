@@ -174,7 +174,7 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     import threading
     import time
 
-    from table.control import send
+    from table.interfaces.control_socket import send
     from table.journal import Journal
 
     control, journal = tmp_path / "control.sock", tmp_path / "journal.sqlite3"

@@ -233,6 +233,6 @@ def test_every_option_of_emulate_has_help():
 
     text = " ".join(CliRunner().invoke(main, ["emulate", "--help"]).output.split())
     assert "--log-format [json|console|auto] Logs on stderr: json (one object a line)" in text, text
-    from table.cli_emulate import emulate_command
+    from table.cli.emulate import emulate_command
 
     assert all(p.help for p in emulate_command.params if isinstance(p, click.Option) and not p.hidden)

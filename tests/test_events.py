@@ -18,7 +18,7 @@ from hil_helpers import CLI
 
 from table.api import CardDealt, CommandRefused, DealerRevealed, Event, Sealed, Table, event_from_dict
 from table.config import DevicesConfig, DeviceConfig, JournalSection, TableConfig, TableSection
-from table.event_socket import read_events
+from table.interfaces.event_socket import read_events
 from table.events import EventLog, EventStreamError
 
 

@@ -25,7 +25,8 @@ from test_events import config
 from table.api import Table
 from table.events import EventLog
 from table.journal import Journal
-from table.mqtt import MqttPublisher, MqttSettings, topics
+from table.interfaces.mqtt import MqttPublisher, topics
+from table.config import MqttSettings
 
 pytestmark = pytest.mark.skipif(mosquitto_path() is None,
                                 reason="mosquitto not installed (.ci/run installs it)")
@@ -158,7 +159,7 @@ def test_last_will_marks_table_offline(tmp_path, broker):
     code = textwrap.dedent(f"""
         import sys, time
         from table.events import EventLog
-        from table.mqtt import MqttPublisher, MqttSettings
+        from table.interfaces.mqtt import MqttPublisher; from table.config import MqttSettings
         log = EventLog({str(path)!r}, "t-lwt").start()
         pub = MqttPublisher(log, MqttSettings(port={broker.port}, floor="f1", keepalive_s=5,
                                               state_path=__import__("pathlib").Path({str(tmp_path / 's.json')!r}))).start()

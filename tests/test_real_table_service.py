@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from table.control import send
+from table.interfaces.control_socket import send
 from table.journal import Journal, verify
 from tests.test_crash import tablectl
 

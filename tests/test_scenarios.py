@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from table.chaos import (
+from table.hil.chaos import (
     STEP_KINDS,
     STEPS,
     ChaosTable,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from table.sdnotify import NotifyError, SystemdNotifier, Watchdog, watchdog_interval_s
+from table.service.sdnotify import NotifyError, SystemdNotifier, Watchdog, watchdog_interval_s
 
 
 @pytest.fixture(params=["path", "abstract"])

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from table.chaos import FAULT_KINDS, ChaosTable, FaultInjector, run_soak
+from table.hil.chaos import FAULT_KINDS, ChaosTable, FaultInjector, run_soak
 from tests.test_e2e_run import tablectl
 
 
@@ -24,7 +24,7 @@ def test_each_fault_class_is_detected_without_losing_a_card(kind):
         t.play()  # consequences (a wrong deck found at its next count) and recovery
         after = t.detections()
         new = {k for k in after if after[k] > before.get(k, 0)}
-        from table.chaos import DETECTED_BY
+        from table.hil.chaos import DETECTED_BY
 
         assert new & set(DETECTED_BY[kind]), (kind, new)
         assert t.truth_reads()[: len(t.device_reads())] == [
@@ -55,7 +55,7 @@ def test_an_undetected_fault_is_reported_with_its_round(monkeypatch):
     """The summary names the round of every fault that went undetected, so a rare miss
     in a long soak can be traced: here a jam whose alarm the soak is told not to
     recognise."""
-    import table.chaos as chaos
+    import table.hil.chaos as chaos
 
     monkeypatch.setattr(chaos, "FAULT_KINDS", ("jam",))
     monkeypatch.setitem(chaos.DETECTED_BY, "jam", ("incident:nothing of the sort",))
@@ -72,7 +72,7 @@ def test_an_undetected_fault_is_reported_with_its_round(monkeypatch):
 def test_a_fault_that_never_strikes_is_withdrawn_not_left_for_a_later_round(monkeypatch):
     """An extra card armed for a draw its round never reaches must not strike in a later
     round (where it would be taken for that round's fault or a false alarm)."""
-    import table.chaos as chaos
+    import table.hil.chaos as chaos
 
     monkeypatch.setattr(chaos, "FAULT_KINDS", ("extra_card",))
     monkeypatch.setattr(chaos.FaultInjector, "_extra_card",
@@ -86,7 +86,7 @@ def test_a_fault_that_never_strikes_is_withdrawn_not_left_for_a_later_round(monk
 
 def test_a_missing_card_is_detected_by_its_own_deck_count(monkeypatch):
     """Each missing card is credited only when its deck's count reports that card."""
-    import table.chaos as chaos
+    import table.hil.chaos as chaos
 
     monkeypatch.setattr(chaos, "FAULT_KINDS", ("missing_card",))
     out = run_soak(6, 8, fault_rate=1.0)
@@ -110,7 +110,7 @@ def test_soak_text_summary_values_line_up(monkeypatch):
     """Every row of the text summary, the longest key too, has its value in the same column."""
     from click.testing import CliRunner
 
-    import table.chaos as chaos
+    import table.hil.chaos as chaos
     from table.cli import main
 
     monkeypatch.setattr(chaos, "run_soak", _fake_summary)
@@ -136,7 +136,7 @@ def test_soak_options_and_outcomes_are_documented():
 
 
 def test_lost_and_duplicated_reads_do_not_cancel_out():
-    from table.chaos import _compare_reads
+    from table.hil.chaos import _compare_reads
 
     t = [(c, "red") for c in ("As", "Kd", "7c", "2h", "9s")]
     assert _compare_reads(t, list(t)) == (0, 0, 0)

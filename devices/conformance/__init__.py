@@ -2,7 +2,7 @@
 
 :mod:`devices.conformance.suite` holds the checks; ``tablectl conformance``
 runs them outside pytest, and ``devices/conformance/test_conformance.py``
-runs them under pytest with the ``threecard`` plugin (``table.pytest_plugin``)::
+runs them under pytest with the ``threecard`` plugin (``table.hil.pytest_plugin``)::
 
     pytest --pyargs devices.conformance.test_conformance                      # in-process emulators
     pytest --pyargs devices.conformance.test_conformance --shoe-url /dev/ttyUSB0 --operator-prompt -s

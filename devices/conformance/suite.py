@@ -1,7 +1,7 @@
 """Device conformance suite: does a shuffler or shoe speak protocols/SPEC.md?
 
 The same checks run under pytest (``devices/conformance/test_conformance.py``
-with the ``table.pytest_plugin`` fixtures) and outside it (``tablectl
+with the ``table.hil.pytest_plugin`` fixtures) and outside it (``tablectl
 conformance``), against in-process emulators, a standalone emulator
 (``tablectl emulate``) or a real device. Each check opens its own
 connection to the device and closes it, so checks are independent and a

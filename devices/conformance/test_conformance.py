@@ -1,4 +1,4 @@
-"""The device conformance suite under pytest (fixtures from the ``threecard`` plugin, table/pytest_plugin.py).
+"""The device conformance suite under pytest (fixtures from the ``threecard`` plugin, table/hil/pytest_plugin.py).
 
 Against in-process emulators by default; against real devices or standalone
 emulators with ``--shuffler-url``/``--shoe-url`` (or ``--shuffler-usb``/``--shoe-usb``),

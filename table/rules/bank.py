@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .settlement import SeatSettlement, SettlementError
+from .wagers import SeatSettlement, SettlementError
 
 
 class BankError(SettlementError):

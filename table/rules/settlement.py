@@ -25,7 +25,6 @@ Every amount is an ``int`` number of cents; nothing here uses floats.
 
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,73 +32,12 @@ from typing import Any, Mapping, Sequence
 
 from protocols.cards import Card
 
-from .hands import HandValue, SixCardHand, dealer_qualifies, evaluate, six_card_hand
+from .bank import settle_bank
+from .hands import dealer_qualifies, evaluate, six_card_hand
 from .paytables import Paytable, PaytableError, load_paytable
 from .profiles import PENNSYLVANIA, RulesProfile, get_profile
-
-
-class SettlementError(ValueError):
-    """A round or seat that cannot be settled: bad wagers, a missing paytable,
-    a card dealt twice, a play wager without an ante, a malformed round file."""
-
-
-class Decision(enum.Enum):
-    """The player's one decision (649a.11): make the play wager or fold."""
-
-    PLAY = "play"
-    FOLD = "fold"
-
-    @classmethod
-    def parse(cls, value: "str | Decision") -> "Decision":
-        """``"play"``/``"fold"`` (any case) to a :class:`Decision`; raises :class:`SettlementError`."""
-        if isinstance(value, Decision):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise SettlementError(f"decision must be 'play' or 'fold', got {value!r}") from None
-
-
-class Outcome(str, enum.Enum):
-    """How one wager ended: ``win``, ``lose``, ``push`` (returned after a
-    decided contest: a tie, or the play wager when the dealer does not qualify)
-    or ``returned`` (handed back with no action, e.g. not covered by a
-    California player-dealer's bank)."""
-
-    WIN = "win"
-    LOSE = "lose"
-    PUSH = "push"
-    RETURNED = "returned"
-
-
-def _cents(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SettlementError(f"{name} must be a whole number of cents, got {value!r}")
-    if value < 0:
-        raise SettlementError(f"{name} must not be negative, got {value}")
-    return value
-
-
-@dataclass(frozen=True)
-class Wagers:
-    """One seat's wagers in cents (ints): ``ante``, ``pair_plus``, ``six_card``
-    (Six Card Bonus), ``progressive``. The play wager is not listed: it equals
-    the ante when the player plays (649a.11). Raises :class:`SettlementError`
-    for negative or non-integer amounts."""
-
-    ante: int
-    pair_plus: int = 0
-    six_card: int = 0
-    progressive: int = 0
-
-    def __post_init__(self) -> None:
-        for k in ("ante", "pair_plus", "six_card", "progressive"):
-            _cents(k, getattr(self, k))
-
-    @property
-    def total(self) -> int:
-        """Cents placed before the deal (play wager excluded)."""
-        return self.ante + self.pair_plus + self.six_card + self.progressive
+from .wagers import (Decision, Outcome, SeatSettlement, SettlementError, WagerResult, Wagers, _cents,  # noqa: F401
+                     hand_to_dict)
 
 
 @dataclass(frozen=True)
@@ -150,83 +88,6 @@ class Tables:
             return None if x is None else load_paytable(x, base_dir=base_dir)
 
         return cls(ld(ante_bonus), ld(pair_plus), ld(six_card_bonus), ld(progressive), progressive_meter_cents)
-
-
-@dataclass(frozen=True)
-class WagerResult:
-    """The settlement of one wager.
-
-    ``wager``: ``"ante"``, ``"play"``, ``"ante_bonus"`` (listed only when a line
-    pays), ``"pair_plus"``, ``"six_card"`` or ``"progressive"``; ``stake``:
-    cents at risk; ``outcome``: :class:`Outcome`; ``amount``: the seat's net on
-    it in cents (positive won, negative lost, 0 push/returned); ``line`` and
-    ``payout``: the paytable line and its odds when a paytable paid;
-    ``rule``: the section applied.
-    """
-
-    wager: str
-    stake: int
-    outcome: Outcome
-    amount: int
-    rule: str
-    line: str | None = None
-    payout: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        d = {"wager": self.wager, "stake": self.stake, "outcome": self.outcome.value, "amount": self.amount}
-        if self.line:
-            d["line"] = self.line
-            d["payout"] = self.payout
-        d["rule"] = self.rule
-        return d
-
-
-@dataclass(frozen=True)
-class SeatSettlement:
-    """One seat's settled round: ``results`` (one :class:`WagerResult` per wager),
-    ``decision``, the hands, whether the dealer qualified, and :attr:`net`."""
-
-    decision: Decision
-    player_hand: HandValue
-    dealer_hand: HandValue
-    dealer_qualifies: bool
-    results: tuple[WagerResult, ...]
-    six_card_hand: SixCardHand | None = None
-
-    @property
-    def net(self) -> int:
-        """The seat's net win (+) or loss (-) for the round, in cents."""
-        return sum(r.amount for r in self.results)
-
-    def result(self, wager: str) -> WagerResult | None:
-        """The result for ``wager`` (e.g. ``"pair_plus"``), or ``None`` if not placed/paid."""
-        for r in self.results:
-            if r.wager == wager:
-                return r
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        d: dict[str, Any] = {
-            "decision": self.decision.value,
-            "hand": hand_to_dict(self.player_hand),
-            "wagers": [r.to_dict() for r in self.results],
-            "net": self.net,
-        }
-        if self.six_card_hand is not None:
-            d["six_card_hand"] = self.six_card_hand.category.label
-        return d
-
-
-def hand_to_dict(v: HandValue) -> dict[str, Any]:
-    """JSON-ready form of a hand: cards, category, description and ranking key."""
-    return {
-        "cards": [str(c) for c in v.cards],
-        "category": v.category.label,
-        "text": v.describe(),
-        "key": [int(x) for x in v.key],
-    }
 
 
 def _cards(cards: Sequence[Card | str], who: str) -> list[Card]:
@@ -504,8 +365,6 @@ def settle_round(rnd: Round) -> dict[str, Any]:
     if t.progressive_meter_cents is not None:
         out["progressive_meter_cents"] = t.progressive_meter_cents
     if rnd.profile.player_dealer_bank:
-        from .bank import settle_bank
-
         if rnd.player_dealer_seat is None or rnd.bank_cents is None:
             raise SettlementError(
                 f"profile {rnd.profile.name}: a player-dealer banks the game; give "

@@ -16,7 +16,7 @@ from simulators.devices import SHUFFLE_MODES
 from simulators.pty_port import PtyLinkError, check_link_path
 from simulators.standalone import EmulatorOptions, parse_address, serve
 
-from .logs import FORMATS, configure_logging
+from table.logs import FORMATS, configure_logging
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:

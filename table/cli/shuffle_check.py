@@ -9,8 +9,8 @@ import click
 
 from protocols.cards import Card
 
-from .journal import Journal, JournalError
-from .shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
+from table.journal import Journal, JournalError
+from table.shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
 
 
 def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:

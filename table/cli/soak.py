@@ -37,7 +37,7 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
       faults_detected_late    detected one round after the fault (included in faults_detected)
       extra_alarm_rounds      faulted rounds with an alarm their fault does not explain
       alarms_excused_as_aftermath  a held-back card read arriving the round after a shoe
-                              reboot, unplug or noise burst (see table.chaos.AFTERMATH)
+                              reboot, unplug or noise burst (see table.hil.chaos.AFTERMATH)
       link_notices_without_fault   link notices in rounds with no fault near them
     Each undetected fault, false alarm, extra alarm and stray notice is listed
     with its round. Exit 1 if any fault went undetected or any card event was
@@ -53,7 +53,7 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
               wagers returned, or if already settled, its results stand
       fault:  a device fault or timeout stopped it; the table recovered
     """
-    from .chaos import run_soak
+    from table.hil.chaos import run_soak
 
     logging.getLogger().handlers.clear()
     logging.basicConfig(level=logging.CRITICAL, stream=sys.stderr)

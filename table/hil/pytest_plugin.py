@@ -70,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if url and usb:
             raise pytest.UsageError(f"give --{device}-url or --{device}-usb, not both")
         if usb:
-            from table.hil import usb_url
+            from table.hil.conformance import usb_url
 
             try:
                 usb_url(usb)
@@ -119,12 +119,12 @@ def threecard_target(request: pytest.FixtureRequest) -> Iterator[object]:
     """The devices under test: in-process emulators by default, else those named on the command line."""
     config = request.config
     if not hil_mode(config):
-        from table.hil import InProcessBench
+        from table.hil.conformance import InProcessBench
 
         with InProcessBench(transport=config.getoption("threecard_transport")) as bench:
             yield bench.target
         return
-    from table.hil import hil_target
+    from table.hil.conformance import hil_target
 
     ask = None
     if config.getoption("operator_prompt"):

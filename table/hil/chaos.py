@@ -29,21 +29,16 @@ from firmware_bridge.faults import FaultPlan, FaultyTransport
 from firmware_bridge.link import Link, LinkConfig
 from firmware_bridge.transport import SerialTransport
 from protocols.cards import BackColour, Card
+import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
-from .controller import (
-    Command,
-    Console,
-    DeviceFault,
-    DeviceTimeout,
-    RoundHeld,
-    TableController,
-    TableTiming,
-)
-from .custody import DeckCustody
-from .journal import Journal
-from .rules.settlement import Tables
+from table.console import Command, Console
+from table.errors import DeviceFault, DeviceTimeout, RoundHeld
+from table.controller import TableController, TableTiming
+from table.custody import DeckCustody
+from table.journal import Journal
+from table.rules.settlement import Tables
 
 log = structlog.get_logger("table.chaos")
 
@@ -740,7 +735,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
 
 # --- scenarios -----------------------------------------------------------------------
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "simulators" / "scenarios"
+SCENARIO_DIR = Path(simulators.__file__).resolve().parent / "scenarios"
 _EXPECT_KEYS = {"rounds_played": int, "held_rounds": int, "voided_rounds": int,
                 "incidents": list, "violations": list, "supervisor": list, "link": list}
 

@@ -35,13 +35,13 @@ import datetime as _dt
 import json
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from .events import EventLog
+from table.config import MqttSettings
+from table.events import EventLog
 
 log = structlog.get_logger("table.mqtt")
 
@@ -50,25 +50,6 @@ STATUS_SCHEMA = "threecard.status/1"
 
 class MqttUnavailable(RuntimeError):
     """paho-mqtt is not installed: ``pip install 'threecard-table[mqtt]'``."""
-
-
-@dataclass(frozen=True)
-class MqttSettings:
-    """Where and how to publish. ``host``/``port``: the broker (TCP); ``floor``: the
-    floor's topic segment; ``state_path``: file for the acknowledged seq
-    (created); ``keepalive_s``: MQTT keepalive (s); ``window``: events in
-    flight at most; ``client_id``: default ``threecard-{table_id}``;
-    ``username``/``password``: optional broker credentials."""
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    floor: str = "floor1"
-    state_path: Path = Path("/var/lib/threecard/mqtt-state.json")
-    keepalive_s: int = 30
-    window: int = 100
-    client_id: str | None = None
-    username: str | None = None
-    password: str | None = None
 
 
 def topics(floor: str, table_id: str) -> tuple[str, str]:

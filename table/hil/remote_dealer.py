@@ -11,7 +11,7 @@ from typing import Any
 
 from protocols.cards import BackColour
 
-from .controller import DeviceFault
+from table.errors import DeviceFault
 
 
 class RemoteDealer:

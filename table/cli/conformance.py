@@ -20,8 +20,8 @@ from devices.conformance.suite import FAIL, PASS, SKIP, CheckResult, Target, run
 from protocols.messages import PROTOCOL_MAJOR, PROTOCOL_MINOR
 from simulators.standalone import parse_address
 
-from .hil import InProcessBench, hil_target, usb_url
-from .logs import configure_logging
+from table.hil.conformance import InProcessBench, hil_target, usb_url
+from table.logs import configure_logging
 
 EXIT_FAILED = 1
 EXIT_INCOMPLETE = 3

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import socket
 import threading
 from pathlib import Path
-from typing import IO
 
 import structlog
 
-from .controller import Command, Console
+from table.console import Command, Console
 
 log = structlog.get_logger("table.control")
 
@@ -148,57 +146,3 @@ def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
     if not line:
         raise ConnectionError(f"{path}: the controller closed the connection without a reply")
     return json.loads(line)
-
-
-KEYS_HELP = """console commands (type a line, then Enter):
-  s                      status
-  c                      close bets (dealer)
-  k                      confirm the collect (dealer)
-  p SEAT / f SEAT        seat SEAT plays / folds (dealer)
-  v REASON...            void the round (supervisor)
-  r DECK_ID              register a replacement deck (supervisor)
-  m CARD                 enter an unreadable card, e.g. m Qs (supervisor)"""
-
-
-def parse_key_line(line: str, supervisor: str) -> Command | None:
-    """One terminal line to a command (see :data:`KEYS_HELP`); None for a blank or unknown line."""
-    parts = shlex.split(line.strip())
-    if not parts:
-        return None
-    key, rest = parts[0].lower(), parts[1:]
-    if key == "s":
-        return Command("status")
-    if key == "c":
-        return Command("close_bets")
-    if key == "k":
-        return Command("confirm_collect")
-    if key in ("p", "f") and rest and rest[0].isdigit():
-        return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"})
-    if key == "v" and rest:
-        return Command("void", {"reason": " ".join(rest), "supervisor": supervisor})
-    if key == "r" and rest:
-        return Command("register_deck", {"deck_id": rest[0], "supervisor": supervisor})
-    if key == "m" and rest:
-        return Command("confirm_card", {"card": rest[0], "supervisor": supervisor})
-    return None
-
-
-class KeyConsole:
-    """Reads console lines from a terminal in a thread and answers on ``out``."""
-
-    def __init__(self, console: Console, supervisor: str, inp: IO[str], out: IO[str]) -> None:
-        self.console, self.supervisor, self.inp, self.out = console, supervisor, inp, out
-        console.attached = True
-        print(KEYS_HELP, file=out, flush=True)
-        self._thread = threading.Thread(target=self._run, name="console-keys", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        for line in self.inp:
-            cmd = parse_key_line(line, self.supervisor)
-            if cmd is None:
-                if line.strip():
-                    print(KEYS_HELP, file=self.out, flush=True)
-                continue
-            cmd.reply = lambda result: print(f"<<< {json.dumps(result)}", file=self.out, flush=True)
-            self.console.submit(cmd)

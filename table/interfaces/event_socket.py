@@ -37,8 +37,8 @@ from typing import Any, Iterator
 
 import structlog
 
-from .control import unix_listener
-from .events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
+from table.interfaces.control_socket import unix_listener
+from table.events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
 
 log = structlog.get_logger("table.event_socket")
 
@@ -236,7 +236,7 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
         stack.callback(EventSocket(socket_path, events).close)
     mqtt_cfg = getattr(config, "mqtt", None) if config is not None else None
     if mqtt_cfg is not None and mqtt_cfg.host:
-        from .mqtt import MqttPublisher
+        from table.interfaces.mqtt import MqttPublisher
 
         stack.callback(MqttPublisher(events, mqtt_cfg.settings()).start().close)
     return events

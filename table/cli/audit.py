@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .journal import JournalError, verify
+from table.journal import JournalError, verify
 
 
 @click.group("audit")

@@ -1,6 +1,6 @@
 """Conformance targets: in-process emulators, or devices named by URL (hardware in the loop).
 
-Shared by the pytest plugin (:mod:`table.pytest_plugin`) and ``tablectl
+Shared by the pytest plugin (:mod:`table.hil.pytest_plugin`) and ``tablectl
 conformance``. This lives in ``table/`` because it joins both ends: the
 device emulators (``simulators``, which must never import the host side)
 and the host's drivers (``devices``, which must not depend on emulators).

@@ -8,8 +8,8 @@ import time
 
 import click
 
-from .event_socket import read_events
-from .events import EventLog, EventStreamError
+from table.interfaces.event_socket import read_events
+from table.events import EventLog, EventStreamError
 
 
 @click.group("events")

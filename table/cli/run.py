@@ -18,27 +18,20 @@ from firmware_bridge.errors import LinkError
 from protocols.cards import BackColour
 from protocols.errors import CardError
 
-from .control import ControlSocket, KeyConsole
-from .controller import (
-    Console,
-    DeviceFault,
-    DeviceTimeout,
-    RoundHeld,
-    RoundResult,
-    RoundVoided,
-    SupervisorRequired,
-    TableController,
-    TableError,
-    console_decisions,
-    q64_player,
-)
-from .journal import Journal, JournalError
-from .custody import CustodyViolation, DeckCustody
-from .logs import configure_logging
-from .rules.paytables import PaytableError
-from .rules.profiles import get_profile
-from .rules.settlement import SettlementError, Tables
-from .service import ServiceRun, given_on_command_line, merge_config
+from table.interfaces.control_socket import ControlSocket
+from table.interfaces.terminal import KeyConsole
+from table.console import Console, console_decisions
+from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
+from table.controller import RoundResult, TableController
+from table.rules.strategy import q64_player
+from table.journal import Journal, JournalError
+from table.custody import CustodyViolation, DeckCustody
+from table.logs import configure_logging
+from table.rules.paytables import PaytableError
+from table.rules.profiles import get_profile
+from table.rules.settlement import SettlementError, Tables
+from table.service.run import ServiceRun
+from table.cli.settings import given_on_command_line, merge_config
 
 EXIT_CUSTODY = 3
 EXIT_DEVICE = 4
@@ -179,7 +172,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         "seats", "deck_colours", "ante_bonus", "shuffler_url", "shoe_url", "log_level", "log_format"))
     if service and as_json:
         raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
-    svc = ServiceRun(service, settings)
+    svc = ServiceRun(service, settings.config.table.id if settings.config is not None else None)
     colours = _colours(deck_colours)
     if transport == "usb" and link_dir:
         raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
@@ -244,14 +237,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player
             elif dealer_socket:
-                from .remote_dealer import RemoteDealer
+                from table.hil.remote_dealer import RemoteDealer
 
                 dealer = RemoteDealer(dealer_socket)
                 stack.callback(dealer.close)
                 decide = q64_player
                 usb_backend = None
             else:
-                from .console_dealer import ConsoleDealer
+                from table.interfaces.terminal import ConsoleDealer
 
                 dealer = ConsoleDealer()  # prompts only; nothing reads stdin here
                 decide = console_decisions(console)  # decisions come in on the console
@@ -271,7 +264,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents))
             if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
-                from .event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
+                from table.interfaces.event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
 
                 serve_for(stack, controller, journal_path, event_socket, settings.config)
             controller.prepare()
@@ -337,7 +330,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
 def _run_scenario(path: str, simulate: bool, as_json: bool, journal_path: str | None) -> None:
     """``--scenario``: play it on a simulated table and compare with its [expect].
     The scenario file sets the rounds, seats and seed; ``--journal`` keeps the run's journal."""
-    from .chaos import ScenarioError, run_scenario
+    from table.hil.chaos import ScenarioError, run_scenario
 
     if not simulate:
         raise click.UsageError("--scenario runs on a simulated table: add --simulate")

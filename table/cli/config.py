@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .config import DEFAULT_PATH, ConfigError, load_config
+from table.config import DEFAULT_PATH, ConfigError, load_config
 
 EXIT_INVALID = 1
 
@@ -51,7 +51,3 @@ def show_command(file: str, as_json: bool) -> None:
     else:
         click.echo(f"# effective config of {file}\n" + cfg.to_toml(), nl=False)
 
-
-def register(main: click.Group) -> None:
-    """Add ``config`` to the ``tablectl`` group."""
-    main.add_command(config_group)

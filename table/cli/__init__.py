@@ -1,0 +1,89 @@
+"""``tablectl``: the table controller's command line (one module per subcommand).
+
+The group imports a subcommand's module only when that subcommand runs, so
+``tablectl --help`` and a quick ``tablectl hand`` do not pay for the device
+stack. :data:`COMMANDS` names each subcommand's module and the one line the
+group's help shows for it (a test holds that line to the command's own help).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+#: subcommand -> ("module:attribute", the short help shown by ``tablectl --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    'audit': ('table.cli.audit:audit_group',
+        "Audit the table's journal."),
+    'config': ('table.cli.config:config_group',
+        'Validate and show the table config (default /etc/threecard/table.toml).'),
+    'conformance': ('table.cli.conformance:conformance_command',
+        'Check a shuffler and/or a shoe against the link protocol (protocols/SPEC.md).'),
+    'devices': ('table.cli.devices:devices_command',
+        "List serial ports and the table's USB devices, with serial numbers and udev symlinks."),
+    'emulate': ('table.cli.emulate:emulate_command',
+        'Run a shuffler or shoe emulator until SIGTERM or SIGINT (exit 0).'),
+    'events': ('table.cli.events:events_group',
+        "The table's public event stream (docs/integration.md)."),
+    'hand': ('table.cli.hand:hand_cmd',
+        "Print a hand's category and ranking key; with --vs, which of two hands wins."),
+    'paytable': ('table.cli.paytable:paytable_group',
+        'List the shipped paytables or report their exact return.'),
+    'run': ('table.cli.run:run_command',
+        'Deal ROUNDS of Three Card Poker through the shuffler and the shoe.'),
+    'settle': ('table.cli.settle:settle_cmd',
+        "Recompute one round's settlement from ROUND.json; print it as JSON."),
+    'shuffle-check': ('table.cli.shuffle_check:shuffle_check_command',
+        "Chi-square test of each card's dealt position, per deck, over the rounds in JOURNAL (in "
+        'the style of GLI-29 and COMAR 36.05.02.17 F, 95% confidence).'),
+    'simulate-table': ('table.cli.simulate_table:simulate_table_command',
+        'Run both emulators and the virtual dealer until SIGTERM or SIGINT.'),
+    'soak': ('table.cli.soak:soak_command',
+        'Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults injected '
+        'from every class: dealer errors (foreign card, card read twice, short deck, card drawn '
+        'early, card too many), device faults (unreadable card, jam, shoe or shuffler rebooted or '
+        'unplugged) and link noise. Counts faults injected and detected, card events lost or '
+        "duplicated against the emulators' ground truth, and false custody alarms (violations or "
+        'incidents in a round with no fault). Card events are aligned read by read against the '
+        "shoe's ground truth: lost, duplicated and misread reads are counted apart."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands (``lazy``: name -> (``"module:attr"``, short
+    help)) are imported on first use. Raises ``ImportError``/``AttributeError``
+    only for a broken entry of :data:`COMMANDS`."""
+
+    def __init__(self, *args, lazy: dict[str, tuple[str, str]], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, attr = self.lazy[cmd_name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.commands:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+            else:
+                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="threecard-table")
+def main() -> None:
+    """Three Card Poker table controller: shuffler, shoe, deck custody, settlement."""

@@ -1,0 +1,31 @@
+"""``tablectl settle ROUND.json [--profile NAME]``: recompute a round's settlement with the
+table's own code (docs/settlement.md); JSON on stdout. Errors in the input exit 1
+with a one-line message naming the problem."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from table.rules.paytables import PaytableError
+from table.rules.settlement import Round, SettlementError, settle_round
+
+from .options import profile_option as _profile_option
+
+
+@click.command("settle")
+@click.argument("round_file", type=click.Path(dir_okay=False))
+@_profile_option
+def settle_cmd(round_file: str, profile_name: str | None) -> None:
+    """Recompute one round's settlement from ROUND.json; print it as JSON.
+
+    The input format is in docs/settlement.md (examples in docs/examples/).
+    Amounts are in cents.
+    """
+    try:
+        rnd = Round.from_file(round_file, profile=profile_name)
+        out = settle_round(rnd)
+    except (SettlementError, PaytableError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(json.dumps(out, indent=2))

@@ -1,0 +1,182 @@
+"""The layer rule of docs/architecture.md, read from the code's imports with ``ast``.
+
+Imports point down only: ``protocols`` imports nothing of the project;
+``simulators`` imports ``protocols``; ``firmware_bridge`` imports
+``protocols``; ``devices`` imports ``firmware_bridge`` and ``protocols``;
+nothing below ``table`` imports ``table``. Inside ``table`` the rooms stand
+cli > (service, hil) > interfaces > core: the core (``table/*.py`` and
+``table/rules/``) never imports a room above it. No module takes part in an
+import circle. Every import counts, at module level or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocols", "firmware_bridge", "devices", "simulators", "table")
+ROOMS = ("cli", "interfaces", "service", "hil")
+
+#: what each layer may import, besides itself
+LAYER_MAY_IMPORT = {
+    "protocols": set(),
+    "simulators": {"protocols"},
+    "firmware_bridge": {"protocols"},
+    "devices": {"firmware_bridge", "protocols"},
+    "table": {"protocols", "firmware_bridge", "devices", "simulators"},
+}
+#: which rooms inside ``table`` each room may import ("core" = table's top and rules/)
+ROOM_MAY_IMPORT = {
+    "core": {"core"},
+    "interfaces": {"core", "interfaces"},
+    "service": {"core", "interfaces", "service"},
+    "hil": {"core", "interfaces", "hil"},
+    "cli": {"core", "interfaces", "service", "hil", "cli"},
+}
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` of the project's packages under ``root``."""
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules ``name`` (at ``path``) imports, resolved to module names."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_pkg = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # "table.rules.settlement.Tables" -> the module it names
+                t = t.rpartition(".")[0]
+            if t and t.split(".")[0] in PACKAGES and t != name:
+                found.add(t)
+    return found
+
+
+def room(module: str) -> str:
+    """The room of a ``table`` module: ``cli``, ``interfaces``, ``service``, ``hil`` or ``core``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "core"
+
+
+def violations(root: Path) -> list[str]:
+    """Every import that breaks the layer rule or the room rule, as readable lines."""
+    mods = modules(root)
+    known = set(mods)
+    out = []
+    for name, path in mods.items():
+        layer = name.split(".")[0]
+        for target in sorted(imports(name, path, known)):
+            tlayer = target.split(".")[0]
+            if tlayer != layer and tlayer not in LAYER_MAY_IMPORT[layer]:
+                out.append(f"{name} imports {target}: {layer} may import only {sorted(LAYER_MAY_IMPORT[layer])}")
+            elif layer == tlayer == "table" and room(target) not in ROOM_MAY_IMPORT[room(name)]:
+                out.append(f"{name} ({room(name)}) imports {target} ({room(target)}): "
+                           f"{room(name)} may import only {sorted(ROOM_MAY_IMPORT[room(name)])}")
+    return out
+
+
+def circles(root: Path) -> list[list[str]]:
+    """The import circles (strongly connected components of more than one module)."""
+    mods = modules(root)
+    known = set(mods)
+    graph = {n: imports(n, p, known) for n, p in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan, iterative enough for this tree's depth
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_imports_point_down_only():
+    assert violations(REPO) == []
+
+
+def test_no_import_circle():
+    assert circles(REPO) == []
+
+
+def test_no_cli_module_in_the_core():
+    assert not [p.name for p in (REPO / "table").glob("cli_*.py")]
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
+        (tmp_path / pkg / "__init__.py").write_text("")
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"protocols/frame.py": "import table.journal\n", "table/journal.py": ""}, "protocols.frame imports table.journal"),
+    ({"simulators/emu.py": "from devices.drivers import Shuffler\n", "devices/drivers.py": ""},
+     "simulators.emu imports devices.drivers"),
+    ({"table/controller.py": "def f():\n    from .interfaces.mqtt import X\n", "table/interfaces/__init__.py": "",
+      "table/interfaces/mqtt.py": ""}, "table.controller (core) imports table.interfaces.mqtt"),
+    ({"table/interfaces/web.py": "from table.cli.run import run_command\n", "table/interfaces/__init__.py": "",
+      "table/cli/__init__.py": "", "table/cli/run.py": ""}, "table.interfaces.web (interfaces) imports table.cli.run"),
+])
+def test_the_checker_catches_a_planted_violation(tmp_path, files, expected):
+    found = violations(_plant(tmp_path, files))
+    assert any(line.startswith(expected) for line in found), found
+
+
+def test_the_checker_catches_a_planted_circle(tmp_path):
+    root = _plant(tmp_path, {"table/rules/__init__.py": "", "table/rules/bank.py": "from .settlement import A\n",
+                             "table/rules/settlement.py": "from .bank import B\n"})
+    assert circles(root) == [["table.rules.bank", "table.rules.settlement"]]
