@@ -18,6 +18,7 @@ from typing import Any, Callable
 from protocols.cards import Card
 
 from .errors import SupervisorRequired
+from .roles import Actor
 from .rules.settlement import Decision
 from .rules.strategy import Decide
 
@@ -35,6 +36,10 @@ class Command:
     action: str
     args: dict[str, Any] = field(default_factory=dict)
     reply: Callable[[dict[str, Any]], None] | None = None
+    #: who gave it (:mod:`table.roles`); None for an in-process caller holding the controller
+    actor: Actor | None = None
+    #: the front door's request id, echoed in the reply
+    request_id: str | int | None = None
 
     def answer(self, **result: Any) -> None:
         if self.reply is not None:
