@@ -65,6 +65,7 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    ``history``: how many requests acted on :attr:`executed` keeps (the oldest drop out).
     """
 
     KIND: DeviceKind
@@ -81,6 +82,7 @@ class FirmwareEmulator:
         frame_gap_ms: int = 50,
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
+        history: int = 1024,
     ) -> None:
         self.port = port
         self.serial_number = serial_number
@@ -102,7 +104,9 @@ class FirmwareEmulator:
         self._host_session: int | None = None
         self.boot_id = secrets.randbits(32) if boot_id is None else boot_id
         self.boots = 1
-        self.executed: list[tuple[int, Message]] = []  # (host SEQ, request) acted on, for tests
+        #: (host SEQ, request) acted on, the last ``history`` of them (for tests and benches);
+        #: bounded, like the reply cache (SPEC §6.2), so a device running for days stays flat.
+        self.executed: collections.deque[tuple[int, Message]] = collections.deque(maxlen=history)
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
