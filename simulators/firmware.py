@@ -53,6 +53,15 @@ class DevicePort(Protocol):
     def close(self) -> None: ...
 
 
+class _RawEvent:
+    """An event frame queued as raw bytes (:meth:`FirmwareEmulator.emit_raw`)."""
+
+    __slots__ = ("msg_type", "payload")
+
+    def __init__(self, msg_type: int, payload: bytes) -> None:
+        self.msg_type, self.payload = msg_type, payload
+
+
 class FirmwareEmulator:
     """Base firmware: identify, duplicate suppression, event ARQ with retransmit.
 
@@ -150,6 +159,16 @@ class FirmwareEmulator:
             self._outbox.append(event)
         self._wake()
 
+    def emit_raw(self, msg_type: int, payload: bytes) -> None:
+        """Queue an event frame with any type and payload bytes, as faulty firmware
+        would send it (a rank code no card has, a type not in the catalogue, another
+        device kind's event): fault injection for tests and benches (thread-safe)."""
+        if not 0x40 <= msg_type <= 0x7F:
+            raise ValueError(f"type 0x{msg_type:02X} is not in the event range 0x40..0x7F")
+        with self.lock:
+            self._outbox.append(_RawEvent(msg_type, bytes(payload)))
+        self._wake()
+
     @property
     def idle(self) -> bool:
         """True when every emitted event has been ACKed by the host."""
@@ -244,7 +263,7 @@ class FirmwareEmulator:
                     return
             elif self._outbox and self._identified:
                 event = self._outbox.popleft()
-                t, p = encode_message(event)
+                t, p = (event.msg_type, event.payload) if isinstance(event, _RawEvent) else encode_message(event)
                 seq = self._event_seq
                 self._event_seq = (seq + 1) % 256
                 wire = encode_frame(seq, t, p)

@@ -209,7 +209,27 @@ _SQLITE_REASONS = {
 }
 
 
-def _write_error(exc: BaseException, what: str) -> JournalWriteError:
+def _past_size_limit(path: Path | None) -> bool:
+    """True when a write failed because a journal file reached the process's file size
+    limit (RLIMIT_FSIZE): SQLite reports that as a plain I/O error."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return False
+    if path is None or soft == resource.RLIM_INFINITY:
+        return False
+    sizes = []
+    for suffix in ("", "-wal"):
+        try:
+            sizes.append(os.stat(f"{path}{suffix}").st_size)
+        except OSError:
+            pass
+    return any(size + 65536 >= soft for size in sizes)
+
+
+def _write_error(exc: BaseException, what: str, path: Path | None = None) -> JournalWriteError:
     if isinstance(exc, sqlite3.Error):
         name = getattr(exc, "sqlite_errorname", "") or ""
         reason = next((r for k, r in _SQLITE_REASONS.items() if name.startswith(k)), None)
@@ -221,6 +241,8 @@ def _write_error(exc: BaseException, what: str) -> JournalWriteError:
         e = getattr(exc, "errno", None)
         reason = {errno.ENOSPC: "disk full", errno.EFBIG: "file size limit", errno.EROFS: "read-only",
                   errno.EDQUOT: "disk full"}.get(e, "I/O error")
+    if reason == "I/O error" and _past_size_limit(path):
+        reason = "file size limit"
     return JournalWriteError(f"cannot write {what}: {reason} ({exc})", reason)
 
 
@@ -353,7 +375,7 @@ class Journal:
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
-                    raise _write_error(exc, f"journal {self.path}") from exc
+                    raise _write_error(exc, f"journal {self.path}", self.path) from exc
                 self._batch_state = (self._seq, self._mac, self._chain, list(self._digests), self._covered)
             self._batch_depth += 1
             try:
@@ -369,7 +391,7 @@ class Journal:
                     self._db.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._rollback()
-                    raise _write_error(exc, f"journal {self.path}") from exc
+                    raise _write_error(exc, f"journal {self.path}", self.path) from exc
                 self._batch_state = None
                 if self._pending_head is not None:
                     signed, self._pending_head = self._pending_head, None
@@ -409,7 +431,7 @@ class Journal:
                 self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
                                  "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
             except sqlite3.Error as exc:
-                raise _write_error(exc, f"journal entry {seq} to {self.path}") from exc
+                raise _write_error(exc, f"journal entry {seq} to {self.path}", self.path) from exc
             assert self._chain is not None
             self._chain = hashlib.sha256(self._chain + material).digest()
             self._digests.append(self._chain[:8])
