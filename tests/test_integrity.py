@@ -13,7 +13,6 @@ import resource
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import tracemalloc
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ from simulators.devices import ShoeEmulator
 from simulators.table import SimulatedTable
 from table.audit import check_stream
 from table.cli import main
-from table.console import Command, Console
+from table.console import Console
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody, DeckPlace, Rule
 from table.errors import RoundHeld, SupervisorRequired
