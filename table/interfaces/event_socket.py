@@ -286,23 +286,37 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
 
 
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
-              config: Any = None) -> EventLog:
+              config: Any = None, *, front: FrontDoorLoop | None = None, dispatcher: Dispatcher | None = None,
+              roles: LocalRoles | None = None, table_key: Any = None) -> EventLog:
     """``tablectl run``'s wiring: follow the controller's journal, serve it on
-    ``socket_path`` (if given), and publish to MQTT when ``config`` (a
-    :class:`~table.config.TableConfig`) has an ``[mqtt]`` section with a host.
-    Everything is closed by ``stack`` (an ``ExitStack``). Table id: the
-    config's ``table.id``, else ``"table"``. Raises ``OSError`` if the socket
-    cannot be bound, ``EventStreamError`` if the journal cannot be read."""
+    ``socket_path`` (if given) and to ``dispatcher``'s subscribers, and publish to
+    MQTT when ``config`` (a :class:`~table.config.TableConfig`) has an ``[mqtt]``
+    section with a host, signed with ``table_key`` (a :class:`~table.keys.TableKey`).
+    Everything is closed by ``stack`` (an ``ExitStack``). Table id: the config's
+    ``table.id``, else ``"table"``. Raises ``OSError`` if the socket cannot be bound,
+    ``EventStreamError`` if the journal cannot be read,
+    :class:`~table.interfaces.mqtt.MqttSetupError` for unusable MQTT settings."""
     table_id = config.table.id if config is not None else "table"
     events = EventLog(journal_path, table_id)
     stack.callback(events.close)
     events.start()
     controller.subscribe(events.notify)
+    if front is None:
+        front = FrontDoorLoop("event-stream")
+        stack.callback(front.close)
+    hub = EventHub(events, front)
+    stack.callback(hub.close)
+    if dispatcher is not None:
+        dispatcher.hub = hub
+        dispatcher.table_id = table_id
     if socket_path:
-        stack.callback(EventSocket(socket_path, events).close)
+        console = getattr(config, "console", None)
+        stack.callback(EventSocket(socket_path, events, front=front, hub=hub, roles=roles,
+                                   socket_group=getattr(console, "socket_group", None),
+                                   max_connections=getattr(console, "max_connections", 256)).close)
     mqtt_cfg = getattr(config, "mqtt", None) if config is not None else None
     if mqtt_cfg is not None and mqtt_cfg.host:
         from table.interfaces.mqtt import MqttPublisher
 
-        stack.callback(MqttPublisher(events, mqtt_cfg.settings()).start().close)
+        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key)).start().close)
     return events
