@@ -301,8 +301,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          journal=journal, console=console, profile=get_profile(profile_name),
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents))
-            if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
-                from table.interfaces.event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
+            if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+                from table.interfaces.event_socket import serve_for
 
                 from table.interfaces.mqtt import MqttSetupError
 

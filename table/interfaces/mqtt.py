@@ -111,8 +111,13 @@ def sign_message(key: TableKey, topic: str, message: dict[str, Any]) -> str:
 def verify_message(raw: bytes | str, topic: str,
                    keys: Ed25519PublicKey | Mapping[str, Ed25519PublicKey]) -> dict[str, Any]:
     """The message inside the signed envelope ``raw`` received on ``topic``, after checking
-    its signature against ``keys`` (one public key, or key id -> key for a floor of
-    tables) and that its ``table_id`` is the topic's table. Raises :class:`ForgedMessage`."""
+    it was signed by the key of the topic's table: ``keys`` is that table's public key,
+    or table id -> public key for a floor of tables (a table's key is good for its own
+    topics only). Raises :class:`ForgedMessage` saying why."""
+    parts = topic.split("/")
+    if len(parts) != 4 or parts[0] != "threecard":
+        raise ForgedMessage("not a table topic (threecard/FLOOR/TABLE/KIND)")
+    table = parts[2]
     try:
         env = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -123,11 +128,11 @@ def verify_message(raw: bytes | str, topic: str,
     kid, payload, sig = env["key_id"], env["payload"], env["sig"]
     if not (isinstance(kid, str) and isinstance(payload, str) and isinstance(sig, str)):
         raise ForgedMessage("envelope members of the wrong type")
-    if isinstance(keys, Ed25519PublicKey):
-        keys = {key_id_of(keys): keys}
-    public = keys.get(kid)
+    public = keys if isinstance(keys, Ed25519PublicKey) else keys.get(table)
     if public is None:
-        raise ForgedMessage(f"signed with key {kid[:16]!r}, which is not a table key this subscriber trusts")
+        raise ForgedMessage(f"no public key for table {table[:32]!r}: this subscriber does not know it")
+    if kid != key_id_of(public):
+        raise ForgedMessage(f"signed with key {kid[:16]!r}, not table {table[:32]}'s key")
     try:
         signature = base64.b64decode(sig, validate=True)
     except (binascii.Error, ValueError):
@@ -136,8 +141,7 @@ def verify_message(raw: bytes | str, topic: str,
         raise ForgedMessage("bad signature: the message did not come from the table (or was changed, or moved "
                             "from another topic)")
     message = json.loads(payload)
-    parts = topic.split("/")
-    if not isinstance(message, dict) or len(parts) != 4 or message.get("table_id") != parts[2]:
+    if not isinstance(message, dict) or message.get("table_id") != table:
         raise ForgedMessage("the message's table_id is not the topic's table")
     return message
 
