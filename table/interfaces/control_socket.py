@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,9 +236,19 @@ def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
     connection without a reply, ``OSError`` when it cannot be reached, ``TimeoutError``."""
     req = dict(request)
     rid = req.setdefault("id", f"py-{os.getpid()}-{next(_ids)}")
+    deadline = time.monotonic() + timeout_s
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
-        s.connect(str(path))
+        backoff = 0.005
+        while True:
+            try:
+                s.connect(str(path))
+                break
+            except BlockingIOError:  # the listener's backlog is full (a flood): wait for room, to the deadline
+                if time.monotonic() + backoff > deadline:
+                    raise TimeoutError(f"{path}: the controller's backlog stayed full for {timeout_s:g} s") from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.1)
         with s.makefile("rwb") as f:
             f.write(_line(req))
             f.flush()

@@ -23,6 +23,7 @@ The person recorded with a command is the account's name (``uid:N`` without one)
 from __future__ import annotations
 
 import array
+import functools
 import grp
 import os
 import pwd
@@ -34,6 +35,22 @@ from table.roles import Actor, Role
 
 #: SO_PEERGROUPS (Linux 4.13+; Python's socket module does not name it): the peer's groups at connect
 SO_PEERGROUPS = 59
+
+@functools.lru_cache(maxsize=4096)
+def _group_name(gid: int) -> str | None:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
 
 #: strongest first: a peer in several groups gets the first role it has
 PRECEDENCE = (Role.SUPERVISOR, Role.DEALER, Role.AUDITOR, Role.PIT, Role.SEAT)
@@ -57,24 +74,16 @@ class PeerCredentials:
         return self.user or f"uid:{self.uid}"
 
     def group_names(self) -> frozenset[str]:
-        """The names of the peer's groups (gids without a name are left out)."""
-        names = set()
-        for g in self.groups:
-            try:
-                names.add(grp.getgrgid(g).gr_name)
-            except KeyError:
-                continue
-        return frozenset(names)
+        """The names of the peer's groups (gids without a name are left out; names are
+        cached for the process's life, so a renamed group needs a restart)."""
+        return frozenset(n for n in map(_group_name, self.groups) if n is not None)
 
 
 def peer_credentials(sock: socket.socket) -> PeerCredentials:
     """The credentials of the peer of connected Unix socket ``sock``. Raises ``OSError``."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     pid, uid, gid = array.array("i", raw).tolist()
-    try:
-        user: str | None = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = None
+    user = _user_name(uid)
     try:
         buf = sock.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 4 * 256)
         groups = set(array.array("I", buf[: len(buf) - len(buf) % 4]).tolist())

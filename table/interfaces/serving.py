@@ -278,7 +278,7 @@ class ConnectionGuard:
 # -- listening -----------------------------------------------------------------------------------
 
 
-def unix_listener(path: Path, *, backlog: int = 128, mode: int = 0o660, group: str | None = None) -> socket.socket:
+def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: str | None = None) -> socket.socket:
     """A listening, non-blocking Unix stream socket at ``path`` with ``mode`` (and
     ``group``, a group name, when given). A stale socket file a killed process left is
     replaced; any other file there is refused. Raises ``OSError`` (``FileExistsError``
@@ -315,7 +315,7 @@ def unix_listener(path: Path, *, backlog: int = 128, mode: int = 0o660, group: s
     return server
 
 
-def tcp_listener(host: str, port: int, *, backlog: int = 128) -> socket.socket:
+def tcp_listener(host: str, port: int, *, backlog: int = 1024) -> socket.socket:
     """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one).
     Raises ``OSError`` (address in use, unknown host)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
