@@ -421,7 +421,6 @@ class Table:
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor)
-            st.callback(self._close_controller)
             self.events = EventLog(self.journal_path, self.table_id, key=key)
             st.callback(self.events.close)
             self.events.start()
@@ -429,8 +428,13 @@ class Table:
             if self.event_socket_path is not None:
                 st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
             if self.mqtt_settings is not None:
-                self.mqtt = front_door("mqtt")(self.events, self.mqtt_settings).start()
+                settings = self.mqtt_settings
+                if settings.table_key is None:  # the journal's own table key signs what the table publishes
+                    settings = dataclasses.replace(settings, table_key=key)
+                self.mqtt = front_door("mqtt")(self.events, settings).start()
                 st.callback(self.mqtt.close)
+            # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
+            st.callback(self._close_controller)
         except BaseException:
             self._stack.close()
             raise

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "The table's public event stream (docs/integration.md)."),
     'hand': ('table.cli.hand:hand_cmd',
         "Print a hand's category and ranking key; with --vs, which of two hands wins."),
+    'people': ('table.cli.people:people_group',
+        'Who may sign in over HTTP/WebSocket: add, list or remove a person (PINs hashed with Argon2id).'),
     'paytable': ('table.cli.paytable:paytable_group',
         'List the shipped paytables or report their exact return.'),
     'run': ('table.cli.run:run_command',
