@@ -81,7 +81,8 @@ class FirmwareEmulator:
     (Ed25519 public keys, objects or 32 raw bytes; none: every update is refused
     UNKNOWN_KEY) are this device's own; ``slot_size`` bytes per slot;
     ``watchdog_ms``: how long a hung image runs before the watchdog resets the
-    device. ``boot_id``: the first boot's id; later boots count up from it (for
+    device; ``fail_boot``: every new image activated hangs at boot (the emulator
+    option behind a roll-back test; also ``bootloader.faults.fail_boot``). ``boot_id``: the first boot's id; later boots count up from it (for
     reproducible golden vectors); None draws each at random.
     """
 
@@ -105,12 +106,14 @@ class FirmwareEmulator:
         vendor_keys: Iterable[object] = (),
         slot_size: int = DEFAULT_SLOT_SIZE,
         watchdog_ms: int = 2000,
+        fail_boot: bool = False,
     ) -> None:
         self.port = port
         self.serial_number = serial_number
         self.bootloader = Bootloader(self.KIND, model=model or self.MODEL, firmware=firmware,
                                      security_version=security_version, vendor_keys=vendor_keys,  # type: ignore[arg-type]
                                      slot_size=slot_size)
+        self.bootloader.faults.fail_boot = fail_boot
         self.watchdog_ms = watchdog_ms
         self._watchdog_at: float | None = None  # a hung image: when the watchdog resets the device
         self._hung = False

@@ -382,7 +382,7 @@ def update_firmware(
                                          by="device", code=code), ident, info, header) from None
         except (LinkError, UpdateProtocolError) as exc:
             held = (transfer.resumed_from or 0) + transfer.bytes_sent
-            record("failed", outcome="interrupted", step=step, detail=str(exc), device=_device_fields(url, ident, info),
+            record("failed", outcome="interrupted", during=step, detail=str(exc), device=_device_fields(url, ident, info),
                    image=_image_fields(header), firmware_before=before)
             raise FirmwareUpdateFailed("interrupted", (
                 f"the {step} was interrupted ({exc}); the device still runs {before} from slot {info.slot_name}: "

@@ -33,6 +33,7 @@ from table.files import UnsafeFile, read_regular, write_atomic
 from table.firmware import FirmwareRefused, FirmwareUpdateFailed, update_firmware, verify_image
 from table.journal import Journal, JournalError
 from table.keys import KeyFileError, generate, key_id, load_private_key, load_public_key, save
+from table.logs import configure_logging
 from table.roles import InvalidArgument, person_name
 
 EXIT_REFUSED = 3
@@ -181,8 +182,11 @@ def inspect_command(image_path: str, key_paths: tuple[str, ...], config_path: st
               help="The table's journal (default: the config's journal.path). It must exist: a round in progress "
                    "is read from it, and the attempt is recorded in it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object on stdout.")
-def update_command(url: str, image_path: str, supervisor: str, config_path: str | None, journal_path: str | None,
-                   as_json: bool) -> None:
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="Logs go to stderr (JSON lines unless on a terminal).")
+@click.pass_context
+def update_command(ctx: click.Context, url: str, image_path: str, supervisor: str, config_path: str | None,
+                   journal_path: str | None, as_json: bool, log_level: str = "warning") -> None:
     """Update the device at URL (a serial port, socket://, or usb://VID:PID/SERIAL) with IMAGE.
 
     Run it with the controller stopped. The image is refused before anything is
@@ -190,6 +194,7 @@ def update_command(url: str, image_path: str, supervisor: str, config_path: str 
     for another device kind or model, or a downgrade; or if a round is in
     progress or a deck is in the device. The device checks everything again.
     """
+    configure_logging(stream=sys.stderr, fmt="auto", level=log_level)
     try:
         supervisor = person_name(supervisor, "supervisor")
     except InvalidArgument as exc:
@@ -210,9 +215,17 @@ def update_command(url: str, image_path: str, supervisor: str, config_path: str 
         raise click.BadParameter(str(exc), param_hint="--journal") from None
     bar: Any = None
     shown = 0
+    tenths = -1
 
     def progress(held: int, total: int) -> None:
-        nonlocal bar, shown
+        """A progress bar on a terminal; elsewhere (a log, a pipe) a line every 10 %."""
+        nonlocal bar, shown, tenths
+        if not sys.stderr.isatty():
+            step = held * 10 // total
+            if step > tenths:
+                tenths = step
+                click.echo(f"tablectl firmware: sent {held * 100 // total}% ({held} of {total} bytes)", err=True)
+            return
         if bar is None:
             bar = click.progressbar(length=total, label="sending", file=sys.stderr, show_percent=True, show_pos=True)
             bar.__enter__()
@@ -231,8 +244,10 @@ def update_command(url: str, image_path: str, supervisor: str, config_path: str 
             click.echo(f"tablectl firmware: {text}", err=True)
 
     code = 0
+    backend = (ctx.obj or {}).get("usb_backend") if isinstance(ctx.obj, dict) else None  # tests: emulated USB
     try:
         outcome = update_firmware(url, data, accepted_keys=keys, journal=journal, supervisor=supervisor,
+                                  usb_backend=backend,
                                   link_config=config.link.link_config(), progress=progress, on_phase=phase,
                                   activation_timeout_s=config.firmware.activation_timeout_s)
     except FirmwareRefused as exc:
