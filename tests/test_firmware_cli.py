@@ -236,3 +236,27 @@ def test_a_vendor_key_file_others_may_replace_is_refused(tmp_path, vendor):
 def test_no_firmware_section_accepts_no_vendor_key():
     cfg = parse_config(MINIMAL)
     assert cfg.vendor_keys() == {} and cfg.firmware.activation_timeout_s == 60.0
+
+
+# -- a lab's dry run: `tablectl emulate` as its own process ------------------------------------------
+
+
+def test_a_standalone_emulator_takes_a_signed_update_and_rolls_back_one_that_fails_to_boot(tmp_path, vendor):
+    from hil_helpers import EmulatorProcess
+
+    pub = str(vendor[0]) + ".pub"
+    cfg = table_config(tmp_path, pub)
+    img = tmp_path / "shoe.img"
+    sign(vendor, img)
+    with EmulatorProcess("shoe", "--pty", str(tmp_path / "shoe"), "--vendor-key", pub, "--security-version", "1",
+                         log_path=tmp_path / "emu.log") as emu:
+        r = tablectl("firmware", "update", emu.url, str(img), "--supervisor", "S-17", "--config", cfg)
+        assert r.exit_code == 0, r.stderr
+        status = emu.control("status")
+        assert "firmware=1.1.0" in status and "slot=B" in status and "security_version=2" in status
+        assert emu.control("fail-boot on") == "ok fail-boot on"
+        nxt = tmp_path / "next.img"
+        sign(vendor, nxt, version="1.2.0")
+        r = tablectl("firmware", "update", emu.url, str(nxt), "--supervisor", "S-17", "--config", cfg)
+        assert r.exit_code == 5, r.stderr
+        assert "firmware=1.1.0" in emu.control("status")
