@@ -91,3 +91,15 @@ def test_an_update_chunk_cannot_be_built_empty_or_too_long():
     for data in (b"", bytes(252)):
         with pytest.raises(MessageError):
             encode_message(UpdateChunk(73, data))
+
+
+def test_the_spec_tables_list_every_message_and_every_nak_code():
+    """protocols/SPEC.md §4 names each message with its type byte and direction, §5 each NAK code."""
+    import re
+    from pathlib import Path
+
+    spec = (Path(__file__).resolve().parent.parent / "protocols" / "SPEC.md").read_text()
+    rows = dict(re.findall(r"^\| 0x([0-9A-F]{2}) \| (\w+) \|", spec, re.M))
+    assert {int(t, 16): name for t, name in rows.items()} == {t: c.__name__ for t, c in catalogue().items()}
+    naks = dict(re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", spec, re.M))
+    assert {int(n): name for n, name in naks.items()} == {c.value: c.name for c in NakCode}
