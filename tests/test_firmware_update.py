@@ -442,3 +442,14 @@ def test_a_config_without_an_allowlist_needs_no_approval(rig, tmp_path):
 def test_await_device_gives_up_at_its_deadline(tmp_path):
     with pytest.raises(LinkTimeout):
         await_device(str(tmp_path / "nothing-here"), deadline_s=0.3, config=FAST)
+
+
+def test_tablectl_run_opens_its_devices_with_the_journals_approvals(rig, tmp_path):
+    """The hook in `tablectl run`: RunSettings.link_config(device, journal)."""
+    from table.cli.settings import RunSettings
+
+    rig.update(GOOD)
+    settings = RunSettings(_config(tmp_path))
+    assert settings.link_config("shoe", rig.journal).firmware_approved == ((SERIAL, "1.1.0"),)
+    assert settings.link_config("shuffler", rig.journal).firmware_approved == ()  # allowlist unset there
+    assert settings.link_config("shoe").firmware_approved == ()  # no journal, no approval
