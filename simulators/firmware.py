@@ -82,7 +82,8 @@ class FirmwareEmulator:
     UNKNOWN_KEY) are this device's own; ``slot_size`` bytes per slot;
     ``watchdog_ms``: how long a hung image runs before the watchdog resets the
     device; ``fail_boot``: every new image activated hangs at boot (the emulator
-    option behind a roll-back test; also ``bootloader.faults.fail_boot``). ``boot_id``: the first boot's id; later boots count up from it (for
+    option behind a roll-back test; also ``bootloader.faults.fail_boot``).
+    ``boot_id``: the first boot's id; later boots count up from it (for
     reproducible golden vectors); None draws each at random.
     """
 

@@ -308,7 +308,8 @@ def update_firmware(
     who = {"supervisor": supervisor, "os_user": f"uid:{os.getuid()}"}
 
     def record(step: str, **body: Any) -> int:
-        return journal.append(JOURNAL_KIND, step=step, image_sha256=sha, **who, **body).seq
+        entry = journal.append(JOURNAL_KIND, step=step, image_sha256=sha, **who, **body)
+        return int(getattr(entry, "seq", 0) or 0)
 
     def refuse(exc: FirmwareRefused, ident: DeviceIdentity | None = None, info: FirmwareInfo | None = None,
                header: ImageHeader | None = None) -> FirmwareRefused:
