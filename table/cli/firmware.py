@@ -193,6 +193,10 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
     sent if it is unsigned, altered, signed by a key the config does not list,
     for another device kind or model, or a downgrade; or if a round is in
     progress or a deck is in the device. The device checks everything again.
+
+    Exit status: 0 updated (the new image runs); 2 bad usage; 3 refused (nothing
+    changed); 4 unreachable or interrupted (the device runs its previous image; the
+    same command resumes); 5 the new image did not boot and was rolled back.
     """
     configure_logging(stream=sys.stderr, fmt="auto", level=log_level)
     try:
@@ -229,8 +233,9 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
         if bar is None:
             bar = click.progressbar(length=total, label="sending", file=sys.stderr, show_percent=True, show_pos=True)
             bar.__enter__()
-        bar.update(held - shown)
-        shown = held
+        if (held - shown) * 200 >= total or held == total:  # redraw at each half percent, not every chunk
+            bar.update(held - shown)
+            shown = held
 
     def phase(name: str) -> None:
         nonlocal bar
