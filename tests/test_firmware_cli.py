@@ -45,8 +45,8 @@ def table_config(tmp_path, vendor_pub) -> str:
     cfg = tmp_path / "table.toml"
     cfg.write_text(f'[table]\nid = "t1"\nseats = 3\n[devices.shuffler]\nurl = "/dev/threecard/shuffler"\n'
                    f'[devices.shoe]\nurl = "/dev/threecard/shoe"\n[journal]\npath = "{tmp_path / "journal.sqlite3"}"\n'
-                   f'[link]\nretransmit_initial_ms = 25\nmax_attempts = 5\nreconnect_initial_ms = 20\n'
-                   f'reconnect_max_ms = 200\n'
+                   f'[link]\nretransmit_initial_ms = 25\nretransmit_max_ms = 1000\nmax_attempts = 8\n'
+                   f'reconnect_initial_ms = 20\nreconnect_max_ms = 200\n'
                    f'[firmware]\nvendor_keys = ["{vendor_pub}"]\nactivation_timeout_s = 20\n')
     Journal(tmp_path / "journal.sqlite3").close()  # the table's journal exists
     return str(cfg)

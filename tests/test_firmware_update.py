@@ -41,9 +41,10 @@ VENDOR = generate()
 FOREIGN = generate()
 KEYS = {VENDOR.key_id: VENDOR.public}
 SERIAL = "SHOE-SIM-0001"
-#: quick retransmits and reconnects: a restarting or hung device is waited for in
-#: fractions of a second, not the production defaults' seconds
-FAST = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=400, max_attempts=5, reconnect_initial_ms=20,
+#: quick first retransmits and reconnects, so a restarting or hung device is found again
+#: within a fraction of a second; still 3.5 s of retransmits before a request fails, so a
+#: loaded machine's slow reply is not taken for a dead device
+FAST = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=1000, max_attempts=8, reconnect_initial_ms=20,
                   reconnect_max_ms=200, reconnect_wait_s=10)
 
 
