@@ -389,6 +389,7 @@ class Table:
         from devices import CardShoe, Shuffler
 
         from .custody import DeckCustody
+        from .firmware import link_config_for
         from .journal import Journal
         from .keys import table_key_for
         from .recovery import device_cursor
@@ -411,10 +412,10 @@ class Table:
             resume = cursor.resume
             shuffler = st.enter_context(Shuffler.open(
                 shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shuffler)))
+                config=link_config_for(self.config, "shuffler", journal)))
             shoe = st.enter_context(CardShoe.open(
                 shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shoe)))
+                config=link_config_for(self.config, "shoe", journal)))
             d = self.config.decks
             custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
             self.controller = TableController(

@@ -30,6 +30,10 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [journal]
     path = "/var/lib/threecard/journal.sqlite3"
 
+    [firmware]                      # signed firmware updates (docs/firmware.md)
+    vendor_keys = ["/etc/threecard/vendor-acme.pub"]  # vendors' public keys accepted
+    activation_timeout_s = 60
+
     [log]
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error
@@ -182,6 +186,15 @@ def _serial(v: str) -> str:
     if not v or len(v) > 64 or not v.isprintable():
         raise ValueError(f"{v!r} is not a serial number; allowed: 1-64 printable characters")
     return v
+
+
+def _key_paths(v: list) -> tuple[str, ...]:
+    if not all(isinstance(p, str) and p and "\0" not in p and p.isprintable() for p in v):
+        raise ValueError(f"{v!r} is not a list of key file paths; allowed: strings such as "
+                         "\"/etc/threecard/vendor-acme.pub\"")
+    if len(v) > 16:
+        raise ValueError(f"{len(v)} vendor keys; allowed: at most 16")
+    return tuple(v)
 
 
 class _KeyedError(ValueError):
@@ -346,6 +359,39 @@ def _listen(v: str) -> str:
 
 
 _GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class FirmwareSection:
+    """``[firmware]``: signed firmware updates (docs/firmware.md). ``vendor_keys``: files
+    holding the *public* halves of the vendor signing keys this table accepts (PEM or
+    64 hex digits; a relative path is read from the config file's folder); none: the
+    table refuses every update. Each file must be safe from other users (not
+    writable by them, nor its folders): a replaced key file would let anyone sign
+    firmware for this table. ``activation_timeout_s``: how long ``tablectl firmware
+    update`` waits for the device to come back after an activation (s)."""
+
+    vendor_keys: tuple = _spec((), check=_key_paths)
+    activation_timeout_s: float = _spec(60.0, range=(1, 3600))
+
+    def key_paths(self, base_dir: Path | None = None) -> list[Path]:
+        """The key files, relative ones resolved against ``base_dir``."""
+        return [Path(p) if Path(p).is_absolute() or base_dir is None else base_dir / p for p in self.vendor_keys]
+
+    def accepted_keys(self, base_dir: Path | None = None) -> dict[str, Any]:
+        """Key id -> Ed25519 public key, for every vendor key listed. Raises
+        ``table.keys.KeyFileError`` for a missing, unreadable, unsafe or non-Ed25519 file."""
+        from .files import unsafe_permissions
+        from .keys import KeyFileError, key_id, load_public_key
+
+        out: dict[str, Any] = {}
+        for path in self.key_paths(base_dir):
+            why = unsafe_permissions(path)
+            if why is not None:
+                raise KeyFileError(f"vendor key {path} cannot be trusted: {why}")
+            key = load_public_key(path)
+            out[key_id(key)] = key
+        return out
 
 
 @dataclass(frozen=True)
@@ -530,12 +576,18 @@ class TableConfig:
     auth: AuthSection = field(default_factory=AuthSection)
     log: LogSection = field(default_factory=LogSection)
     mqtt: MqttSection = field(default_factory=MqttSection)
+    firmware: FirmwareSection = field(default_factory=FirmwareSection)
     source: Path | None = field(default=None, compare=False, metadata={"internal": True})
 
     @property
     def base_dir(self) -> Path | None:
         """Directory relative paytable paths are resolved against."""
         return self.source.parent if self.source else None
+
+    def vendor_keys(self) -> dict[str, Any]:
+        """The vendor public keys this table accepts for firmware, by key id
+        (:meth:`FirmwareSection.accepted_keys`). Raises ``KeyFileError``."""
+        return self.firmware.accepted_keys(self.base_dir)
 
     def deck_colours(self) -> tuple[BackColour, BackColour]:
         """The two decks' back colours, in file order."""
@@ -768,9 +820,26 @@ def _check_link(link: LinkSection, path: tuple, errs: _Collector) -> None:
         errs.add(path + ((m.group(1),) if m else ()), str(exc))
 
 
+def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> None:
+    """Each vendor key file loads as an Ed25519 public key and is safe from other users."""
+    from .files import unsafe_permissions
+    from .keys import KeyFileError, load_public_key
+
+    for i, key_path in enumerate(fw.key_paths(errs.base_dir)):
+        why = unsafe_permissions(key_path)
+        try:
+            if why is not None:
+                raise KeyFileError(f"it cannot be trusted: {why}")
+            load_public_key(key_path)
+        except KeyFileError as exc:
+            errs.add(path + ("vendor_keys",), f"vendor key {i + 1} ({key_path}): {exc}; allowed: the public half "
+                                              "of a vendor signing key (`tablectl firmware keygen` writes FILE.pub)")
+
+
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
+    FirmwareSection: _check_vendor_keys,
 }
 
 

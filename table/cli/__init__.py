@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'Run a shuffler or shoe emulator until SIGTERM or SIGINT (exit 0).'),
     'events': ('table.cli.events:events_group',
         "The table's public event stream (docs/integration.md)."),
+    'firmware': ('table.cli.firmware:firmware_group',
+        'Signed firmware images: make a vendor key, sign, inspect, update a device.'),
     'hand': ('table.cli.hand:hand_cmd',
         "Print a hand's category and ranking key; with --vs, which of two hands wins."),
     'people': ('table.cli.people:people_group',

@@ -315,10 +315,10 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 decide = console_decisions(console)  # decisions come in on the console
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler"),
+                                                         config=settings.link_config("shuffler", journal),
                                                          ack_on_delivery=journal is None, resume=resume))
             shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe"),
+                                                     config=settings.link_config("shoe", journal),
                                                      ack_on_delivery=journal is None, resume=resume))
             svc.devices_up(stack, shuffler, shoe)
             deck_ids = settings.deck_ids()
