@@ -28,6 +28,7 @@ from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
+from table.sealing import mask_cards
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
 from table.keys import KeyFileError, table_key_for
 from table.recovery import DeviceCursor, device_cursor
@@ -282,8 +283,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 console.attached = True
         except OSError as exc:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
+        key_console = None
         if sys.stdin.isatty() and not as_json and not service:
-            KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
+            key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
         resume = cursor.resume
         try:
@@ -330,6 +332,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents),
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
+            if key_console is not None:
+                key_console.follow(controller)  # payouts before the collect, holds and voids
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
                 from table.interfaces.event_socket import serve_for
 
@@ -354,8 +358,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
                     if not console.attached:
                         raise
-                    click.echo(f"tablectl run: {exc}; waiting for a supervisor", err=True)
-                    controller.resolve_held()
+                    # The next play_round() first waits for the supervisors to void or release it.
+                    click.echo(f"tablectl run: {mask_cards(str(exc))}; waiting for a supervisor", err=True)
                     continue
                 dealt += 1
                 if service:
