@@ -233,7 +233,7 @@ class Link:
     device's events in arrival order); items are :class:`DeviceEvent`.
     ``auto_reconnect``: reopen the transport after it fails (default True).
     ``frame_trace``: called as ``frame_trace(direction, wire)`` with ``"tx"`` or
-    ``"rx"`` and each whole frame's bytes as it is written or parsed (a trace
+    ``"rx"`` and each whole frame's bytes just before it is written or as it is parsed (a trace
     file: table.frame_trace); it must not raise or block.
     """
 
@@ -762,14 +762,14 @@ class Link:
     # -- reader side ---------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        if self.frame_trace is not None:  # before the write: the reply may be parsed before it returns
+            self.frame_trace("tx", data)
         try:
             with self._write_lock:
                 self.transport.write(data)
         except LinkLost as exc:
             self._go_down(str(exc))
             raise
-        if self.frame_trace is not None:
-            self.frame_trace("tx", data)
 
     def _reply_to(self, seq: int, msg: Message) -> None:
         t, p = encode_message(msg)

@@ -8,21 +8,25 @@ import click
 
 from table.journal import JournalError, verify
 
+from .exits import exit_codes
 
+
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("audit")
 def audit_group() -> None:
     """Audit the table's journal."""
 
 
+@exit_codes({
+    0: "the hash chain holds",
+    1: "the chain is broken: the first edited, deleted or reordered entry is named",
+    2: "JOURNAL is missing or not a journal, or bad usage",
+})
 @audit_group.command("verify")
 @click.argument("journal", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def verify_command(journal: str, as_json: bool) -> None:
-    """Check that no entry of JOURNAL was edited, deleted or reordered.
-
-    Exit status: 0 the chain holds; 1 it is broken (the first bad entry is
-    named); 2 the file is missing or not a journal.
-    """
+    """Check that no entry of JOURNAL was edited, deleted or reordered."""
     try:
         result = verify(journal)
     except JournalError as exc:

@@ -12,6 +12,8 @@ from protocols.cards import Card
 from table.journal import Journal, JournalError
 from table.shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
 
+from .exits import exit_codes
+
 
 def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     """Per round, in order: the deck it was dealt from and the card indices in dealt
@@ -32,6 +34,12 @@ class BadJournal(click.ClickException):
     exit_code = 2
 
 
+@exit_codes({
+    0: "the shuffle passes",
+    1: "it fails (the report says after how many rounds it was first flagged)",
+    2: "the journal cannot be read (missing, not a journal, unreadable entries), or bad usage",
+    3: "too few rounds for a verdict (the report says how many more it needs)",
+})
 @click.command("shuffle-check")
 @click.argument("journal", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
@@ -47,13 +55,6 @@ def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> Non
     next (a re-test on fresh rounds, e.g. a new run's journal, fails again only
     1 time in 20), while a weak shuffle's p-value falls further with every
     round added. Condemn a shuffler on a failure that persists, not on one run.
-
-    \b
-    Exit status:
-      0 the shuffle passes
-      1 it fails (the report says after how many rounds it was first flagged)
-      2 the journal cannot be read (not a journal, or unreadable entries)
-      3 too few rounds for a verdict
     """
     try:
         with Journal(journal, read_only=True) as j:
