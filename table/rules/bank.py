@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .wagers import SeatSettlement, SettlementError
+from .wagers import SeatSettlement, SettlementError, show
 
 
 class BankError(SettlementError):
@@ -138,11 +138,14 @@ def settle_bank(
     while its stake lasts; covered losers are collected and covered winners paid,
     uncovered seats' wagers are returned (California standards of play: the
     player-dealer pays and collects only to the extent of the wagers it covers).
-    Raises :class:`BankError` for a negative bank or the player-dealer listed
-    as a playing seat.
+    Raises :class:`BankError` for a negative bank, a seat number that is not a
+    whole number from 1, or the player-dealer listed as a playing seat.
     """
     if isinstance(bank_cents, bool) or not isinstance(bank_cents, int) or bank_cents < 0:
-        raise BankError(f"bank must be a non-negative number of cents, got {bank_cents!r}")
+        raise BankError(f"bank must be a non-negative number of cents, got {show(bank_cents)}")
+    for num in [player_dealer_seat] + [n for n, _ in seats]:
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise BankError(f"seat numbers are whole numbers from 1, got {show(num)}")
     owed: dict[int, int] = {}
     at_risk: dict[int, int] = {}
     for num, st in seats:

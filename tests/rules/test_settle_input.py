@@ -331,3 +331,13 @@ def test_from_dict_raises_only_settlement_errors():
         with pytest.raises(SettlementError):
             Round.from_dict(bad)
     assert settle_round(Round.from_dict(PA))["seats"][0]["decision"] == "play"
+
+
+@pytest.mark.parametrize("seat", ["8", [8], 1.5, True, 0])
+def test_settle_bank_refuses_what_is_not_a_seat(seat):
+    from table.rules.bank import BankError
+
+    with pytest.raises(BankError):
+        settle_bank(seat, 1000, [(1, 500)])
+    with pytest.raises(BankError):
+        settle_bank(8, 1000, [(seat, 500)])
