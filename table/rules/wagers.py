@@ -62,7 +62,7 @@ def show(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters, for one-line error messages
     about input that may be huge (a hostile file)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** limit:
-        return f"an integer of {len(str(abs(value)))} digits"
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"  # str() may refuse it
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

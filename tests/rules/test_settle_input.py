@@ -341,3 +341,8 @@ def test_settle_bank_refuses_what_is_not_a_seat(seat):
         settle_bank(seat, 1000, [(1, 500)])
     with pytest.raises(BankError):
         settle_bank(8, 1000, [(seat, 500)])
+
+
+def test_wagers_from_code_with_a_huge_integer():
+    with pytest.raises(SettlementError, match="digits"):
+        Wagers(ante=10 ** 5000)
