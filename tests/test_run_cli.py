@@ -251,3 +251,13 @@ def test_run_trace_frames_masks_cards_and_unmasking_is_for_simulation_only(tmp_p
     assert set(shown) == dealt
 
 
+
+
+def test_amounts_beyond_the_rules_limits_are_usage_errors_not_crashes():
+    """An ante above the settlement's limit used to end the first round in an internal
+    error; a meter that would pay a meter line less than its wager too."""
+    r = CliRunner().invoke(main, ["run", "--simulate", "--rounds", "1", "--ante-cents", "1000000000"])
+    assert r.exit_code == 2 and "--ante-cents" in r.stderr
+    r = CliRunner().invoke(main, ["run", "--simulate", "--rounds", "1", "--progressive", "example-prog-649a12e",
+                                  "--meter-cents", "50"])
+    assert r.exit_code == 2 and "--meter-cents" in r.stderr and "less than the 100-cent progressive wager" in r.stderr

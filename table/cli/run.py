@@ -34,6 +34,7 @@ from table.logs import configure_logging
 from table.rules.paytables import PaytableError, load_paytable
 from table.rules.profiles import get_profile
 from table.rules.settlement import SettlementError, Tables
+from table.rules.wagers import MAX_AMOUNT_CENTS, MAX_WAGER_CENTS
 from table.sealing import mask_cards
 from table.service.run import ServiceRun
 from table.cli.settings import given_on_command_line, merge_config
@@ -70,7 +71,7 @@ log = structlog.get_logger("tablectl")
 @click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True, help="Player seats (1-7).")
 @click.option("--seed", type=int, default=None, help="Seed the simulated shuffles for a reproducible run (default: secrets.SystemRandom).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
-@click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
+@click.option("--ante-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
 @click.option("--profile", "profile_name", type=click.Choice(["pennsylvania", "california", "california-literal"]),
               default="pennsylvania", show_default=True,
@@ -83,12 +84,12 @@ log = structlog.get_logger("tablectl")
 @click.option("--pair-plus", "pair_plus", default=None, help="Pair Plus paytable name or file; simulated seats then wager it.")
 @click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
 @click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
-@click.option("--side-cents", type=click.IntRange(1), default=500, show_default=True,
+@click.option("--side-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=500, show_default=True,
               help="Each simulated seat's Pair Plus and Six Card Bonus wager in cents, when those tables are set.")
-@click.option("--progressive-cents", type=click.IntRange(1), default=100, show_default=True,
+@click.option("--progressive-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=100, show_default=True,
               help="Each simulated seat's progressive wager in cents, when a progressive table is set.")
-@click.option("--meter-cents", type=click.IntRange(0), default=10_000_000, show_default=True,
-              help="The progressive meter (cents) paid by a meter line.")
+@click.option("--meter-cents", type=click.IntRange(0, MAX_AMOUNT_CENTS), default=10_000_000, show_default=True,
+              help="The progressive meter (cents) paid by a meter line; it must pay at least the progressive wager.")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
 @click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port) or USB selector usb://VID:PID[/SERIAL].")
 @click.option("--shoe-url", default=None, help="Shoe port URL for a real table.")
@@ -174,6 +175,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
     _configure_run_logging(ctx, log_file, service, log_level, log_format)
     tables = _load_tables(settings, ante_bonus, pair_plus, six_card, progressive, meter_cents)
+    _check_meter(tables, meter_cents, progressive_cents)
 
     if journal_path is None and service and settings.config is not None and not simulate:
         journal_path = str(settings.config.journal.path)
@@ -451,6 +453,23 @@ def _load_tables(settings, ante_bonus: str, pair_plus: str | None, six_card: str
                       loaded.get("progressive"), meter_cents)
     except SettlementError as exc:
         raise click.BadParameter(str(exc), param_hint="--meter-cents") from None
+
+
+def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> None:
+    """A usage error when a meter line of the progressive table would pay less than the
+    progressive wager at this meter (the settlement refuses such a hit, mid-run)."""
+    if tables.progressive is None:
+        return
+    for line, payout in tables.progressive.lines.items():
+        try:
+            net = payout.net_cents(progressive_cents, meter_cents)
+        except PaytableError:
+            continue
+        if payout.form == "meter" and net < 0:
+            raise click.BadParameter(
+                f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
+                f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
+                "reset amount, above the wager", param_hint="--meter-cents")
 
 
 def _check_folder(path: str, option: str) -> None:
