@@ -9,6 +9,7 @@ way to unmask it: a probe may meet a real shoe and a real deck.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from typing import Callable
@@ -27,11 +28,11 @@ EXIT_REFUSED = 1
 EXIT_UNREACHABLE = 4
 
 STEPS_HELP = """\
-identify         Identify (SEQ 0, a new host session): the device's kind, serial, firmware, protocol
-status           GetStatus: state, the deck's back colour, cards held, fault
-echo [TEXT]      Echo TEXT (up to 64 bytes; hex:0a0b.. for raw bytes): the device sends it back
-help             this list
-quit             end (also end of input)"""
+identify     Identify (SEQ 0, a new host session): kind, serial, firmware, protocol
+status       GetStatus: state, the deck's back colour, cards held, fault
+echo [TEXT]  Echo TEXT (at most 64 bytes; hex:00ff for raw bytes), sent back
+help         this list
+quit         end (so does the end of input)"""
 
 
 class StepError(ValueError):
@@ -188,4 +189,5 @@ def _stdin_steps(interactive: bool):
             click.echo(f"error: {exc}", err=True)
 
 
-probe_command.help = (probe_command.help or "") + "\n".join("  " + line for line in STEPS_HELP.splitlines())
+probe_command.help = inspect.cleandoc(probe_command.help or "") + "\n" + "\n".join(
+    "  " + line for line in STEPS_HELP.splitlines())

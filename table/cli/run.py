@@ -99,9 +99,11 @@ log = structlog.get_logger("tablectl")
                    "A real table's transport follows its URLs (usb://VID:PID[/SERIAL] for USB).")
 @click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
-              help="Default: info, or warning when logs would go to a terminal.")
+              help="Default: warning when the logs go to a terminal (a person reads them); else the config's "
+                   "[log] level, else info.")
 @click.option("--log-format", type=click.Choice(["json", "console", "auto"]), default=None,
-              help="Logs as JSON lines or for people; default: the config's, else console on a terminal, JSON elsewhere.")
+              help="Logs as JSON lines or for people; default: console on a terminal (JSON there only when asked "
+                   "here), else the config's [log] format, else JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config TOML (`tablectl config check`); options given here override it. "
                    "Default with --service: /etc/threecard/table.toml.")
