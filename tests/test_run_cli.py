@@ -133,9 +133,9 @@ def test_the_round_line_names_each_hand_and_each_wagers_outcome_in_dollars():
     lines = round_lines(r)
     assert lines[0] == "round   12  deck B (blue)  dealer Kc 7d 2h  high card, qualifies"
     s2 = next(line for line in lines if line.startswith("  s2 "))
-    assert re.search(r"s2 9h Th Jc\s+straight\s+ante \+\$10, play \+\$10, bonus \+\$10\s+net \+\$30$", s2), s2
+    assert re.search(r"s2 9h Th Jc\s+straight:\s+ante \+\$10, play \+\$10, bonus \+\$10\s+net \+\$30$", s2), s2
     s3 = next(line for line in lines if line.startswith("  s3 "))
-    assert re.search(r"high card\s+fold: ante -\$10\s+net -\$10$", s3), s3
+    assert re.search(r"high card:\s+fold, ante -\$10\s+net -\$10$", s3), s3
     s5 = next(line for line in lines if line.startswith("  s5 "))
     assert "ante push, play push" in s5 and s5.endswith("net $0")
     assert money(-250) == "-$2.50" and money(125_000) == "+$1,250" and money(0) == "$0"

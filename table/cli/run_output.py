@@ -68,8 +68,8 @@ def round_lines(r: RoundResult, profile: RulesProfile | None = None, width: int 
     and whether it qualifies) and a line per seat::
 
         round    2  deck B (blue)  dealer Qc 6d 2c  high card, qualifies
-          s1 Td 5c 4c  high card       fold: ante -$10                         net -$10
-          s3 Qd 7d 7h  pair            ante +$10, play +$10                    net +$20
+          s1 Td 5c 4c  high card:      fold, ante -$10                         net -$10
+          s3 Qd 7d 7h  pair:           ante +$10, play +$10                    net +$20
 
     ``profile``: the rules profile that ranked the hands (default Pennsylvania's).
     Every line fits in ``width`` columns; a seat whose wagers do not fit on one line
@@ -86,12 +86,13 @@ def round_lines(r: RoundResult, profile: RulesProfile | None = None, width: int 
 
 def seat_lines(seat: int, cards, decision: str | None, wagers: Iterable[Mapping[str, Any]], net: int,
                profile: RulesProfile | None = None, width: int = WIDTH) -> list[str]:
-    """One seat's line(s): ``  s3 Qd 7d 7h  pair   ante +$10, play +$10   net +$20``;
-    a fold says so before the wagers it lost. Wrapped to ``width`` columns."""
-    head = f"  s{seat} {' '.join(map(str, cards))}  {_hand_label(cards, profile):<16}"
+    """One seat's line(s): ``  s3 Qd 7d 7h  pair:  ante +$10, play +$10   net +$20`` (the
+    hand, then each wager's outcome); a fold says so before the wagers it lost.
+    Wrapped to ``width`` columns."""
+    head = f"  s{seat} {' '.join(map(str, cards))}  {_hand_label(cards, profile) + ':':<17}"
     items = [wager_text(w) for w in wagers] or ["no wager"]
     if decision == "fold":
-        items[0] = "fold: " + items[0]
+        items.insert(0, "fold")
     tail = f"net {money(net)}"
     indent = " " * 5  # a continuation line starts under the cards, leaving it most of the width
     rows: list[str] = [head]
