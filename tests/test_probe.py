@@ -154,3 +154,14 @@ def test_no_reply_by_the_deadline_exits_4_and_bad_steps_2():
     assert r.exit_code == 2 and "at most 64 bytes" in r.stderr
     r = CliRunner().invoke(main, ["probe", "/no/such/port", "identify"])
     assert r.exit_code == 4 and "cannot open" in r.stderr and "Traceback" not in r.output
+
+
+def test_with_no_step_at_all_probe_runs_identify_status_and_echo(tmp_path):
+    emu = emulator(tmp_path)
+    try:
+        r = CliRunner().invoke(main, ["probe", emu.url], input="")
+    finally:
+        emu.stop()
+    assert r.exit_code == 0, r.output
+    assert [line.split()[1] for line in r.stdout.splitlines() if line.startswith("< ")] == [
+        "IdentifyReply", "StatusReply", "EchoReply"]

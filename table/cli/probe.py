@@ -130,7 +130,8 @@ def probe_command(url: str, steps: tuple[str, ...], timeout_s: float, as_json: b
     URL is a port as `tablectl run` takes it (/dev/..., socket://HOST:PORT,
     usb://VID:PID[/SERIAL]). STEPS run in order (quote a step with a space:
     'echo hello'); without STEPS they are read one a line from stdin, with a
-    prompt on a terminal. The port is opened exclusively: a port the
+    prompt on a terminal, and input that ends with no step at all runs
+    identify, status and 'echo probe'. The port is opened exclusively: a port the
     controller holds is refused, not shared. Device events that arrive are
     shown but not acknowledged, so they still reach the controller; a
     CardDrawn's card is always masked (??).
@@ -171,16 +172,26 @@ def probe_command(url: str, steps: tuple[str, ...], timeout_s: float, as_json: b
     sys.exit(code)
 
 
+#: What ``tablectl probe URL`` does when no step is given at all (none on the command
+#: line, none on stdin): the quick check of a device.
+DEFAULT_STEPS = ("identify", "status", "echo probe")
+
+
 def _stdin_steps(interactive: bool):
-    """Steps read from stdin; a bad line is reported and skipped (not fatal) on a terminal."""
+    """Steps read from stdin; a bad line is reported and skipped (not fatal) on a terminal.
+    Input that ends before any step (not a terminal) runs :data:`DEFAULT_STEPS`."""
+    given = False
     while True:
         if interactive:
             click.echo("probe> ", nl=False, err=True)
         line = sys.stdin.readline()
         if not line:
+            if not given and not interactive:
+                yield from (parse_step(step) for step in DEFAULT_STEPS)
             return
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        given = True
         try:
             yield parse_step(line)
         except StepError as exc:
