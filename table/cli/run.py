@@ -179,10 +179,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     tables = _load_tables(settings, ante_bonus, pair_plus, six_card, progressive, meter_cents)
     _check_meter(tables, meter_cents, progressive_cents)
 
+    journal_hint = "--journal"
     if journal_path is None and service and settings.config is not None and not simulate:
-        journal_path = str(settings.config.journal.path)
+        journal_path, journal_hint = str(settings.config.journal.path), "the config's journal.path"
     if journal_path:
-        _check_folder(journal_path, "--journal")
+        _check_folder(journal_path, journal_hint)
     if trace_frames:
         _check_folder(trace_frames, "--trace-frames")
         if os.path.lexists(trace_frames):  # checked again, atomically, when it is created
@@ -191,7 +192,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     try:
         journal = Journal(journal_path) if journal_path else None
     except JournalError as exc:
-        raise click.BadParameter(str(exc), param_hint="--journal") from None
+        raise click.BadParameter(str(exc), param_hint=journal_hint) from None
     if journal is not None and simulate and journal.last_seq:
         journal.close()
         raise click.BadParameter(
