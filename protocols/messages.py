@@ -511,6 +511,15 @@ class ShoeEmpty(Message):
         return cls(payload[0])
 
 
+#: The events each device kind sends (SPEC §4.2, §4.3, "Events by device kind"). A host
+#: refuses any other event from a device of that kind: a shoe's card event on the
+#: shuffler's link deals no card, a shuffler's count on the shoe's link verifies no deck.
+EVENTS_BY_KIND: dict[DeviceKind, frozenset[int]] = {
+    DeviceKind.SHUFFLER: frozenset({DeckInserted.TYPE, DeckVerified.TYPE, DeckDelivered.TYPE, ShufflerFault.TYPE}),
+    DeviceKind.SHOE: frozenset({ShoeLoaded.TYPE, CardDrawn.TYPE, CardUnreadable.TYPE, ShoeEmpty.TYPE}),
+}
+
+
 def catalogue() -> dict[int, type[Message]]:
     """Type byte → message class, for every message in SPEC §4."""
     return dict(_CATALOGUE)

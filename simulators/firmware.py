@@ -53,6 +53,15 @@ class DevicePort(Protocol):
     def close(self) -> None: ...
 
 
+class _RawEvent:
+    """An event frame queued as raw bytes (:meth:`FirmwareEmulator.emit_raw`)."""
+
+    __slots__ = ("msg_type", "payload")
+
+    def __init__(self, msg_type: int, payload: bytes) -> None:
+        self.msg_type, self.payload = msg_type, payload
+
+
 class FirmwareEmulator:
     """Base firmware: identify, duplicate suppression, event ARQ with retransmit.
 
@@ -65,6 +74,7 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    ``history``: how many requests acted on :attr:`executed` keeps (the oldest drop out).
     """
 
     KIND: DeviceKind
@@ -81,6 +91,7 @@ class FirmwareEmulator:
         frame_gap_ms: int = 50,
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
+        history: int = 1024,
     ) -> None:
         self.port = port
         self.serial_number = serial_number
@@ -102,7 +113,9 @@ class FirmwareEmulator:
         self._host_session: int | None = None
         self.boot_id = secrets.randbits(32) if boot_id is None else boot_id
         self.boots = 1
-        self.executed: list[tuple[int, Message]] = []  # (host SEQ, request) acted on, for tests
+        #: (host SEQ, request) acted on, the last ``history`` of them (for tests and benches);
+        #: bounded, like the reply cache (SPEC §6.2), so a device running for days stays flat.
+        self.executed: collections.deque[tuple[int, Message]] = collections.deque(maxlen=history)
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -144,6 +157,16 @@ class FirmwareEmulator:
             raise ValueError(f"{type(event).__name__} is not an event")
         with self.lock:
             self._outbox.append(event)
+        self._wake()
+
+    def emit_raw(self, msg_type: int, payload: bytes) -> None:
+        """Queue an event frame with any type and payload bytes, as faulty firmware
+        would send it (a rank code no card has, a type not in the catalogue, another
+        device kind's event): fault injection for tests and benches (thread-safe)."""
+        if not 0x40 <= msg_type <= 0x7F:
+            raise ValueError(f"type 0x{msg_type:02X} is not in the event range 0x40..0x7F")
+        with self.lock:
+            self._outbox.append(_RawEvent(msg_type, bytes(payload)))
         self._wake()
 
     @property
@@ -240,7 +263,7 @@ class FirmwareEmulator:
                     return
             elif self._outbox and self._identified:
                 event = self._outbox.popleft()
-                t, p = encode_message(event)
+                t, p = (event.msg_type, event.payload) if isinstance(event, _RawEvent) else encode_message(event)
                 seq = self._event_seq
                 self._event_seq = (seq + 1) % 256
                 wire = encode_frame(seq, t, p)

@@ -152,6 +152,12 @@ def check_device_url(v: str) -> str:
     return v
 
 
+def _group_name(v: str) -> str:
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+        raise ValueError(f"{v!r} is not a group name; allowed: a POSIX group name such as threecard-audit")
+    return v
+
+
 def _abs_path(v: str) -> Path:
     p = Path(v)
     if not p.is_absolute():
@@ -305,9 +311,17 @@ class LinkSection:
 
 @dataclass(frozen=True)
 class JournalSection:
-    """``[journal]``: ``path`` of the SQLite journal (absolute)."""
+    """``[journal]``: ``path`` of the SQLite journal (absolute); ``key_file``: the table
+    key (PEM, 0600) when it is not in systemd credentials (``threecard-table-key``);
+    ``anchors``: a file of signed checkpoints saved off the table (JSON lines, as a
+    floor subscriber saves them): a journal behind one is not resumed until a
+    supervisor acknowledges it (docs/journal.md); ``audit_group``: a group given read
+    access to the journal files (mode 0640; else they are 0600)."""
 
     path: Path = _spec(DEFAULT_JOURNAL, check=_abs_path)
+    key_file: Path | None = _spec(None, check=_abs_path)
+    anchors: Path | None = _spec(None, check=_abs_path)
+    audit_group: str | None = _spec(None, check=lambda v: _group_name(v))
 
 
 @dataclass(frozen=True)
@@ -396,6 +410,23 @@ class TableConfig:
     def deck_colours(self) -> tuple[BackColour, BackColour]:
         """The two decks' back colours, in file order."""
         return (self.decks[0].back_colour, self.decks[1].back_colour)
+
+    def unsafe_files(self) -> list[str]:
+        """Why this config, a paytable file it names or its table key could be replaced or
+        edited by anyone on the machine (a world-writable file, or a folder above it
+        anyone may write): one line each, empty when none. ``config check`` warns of
+        them; the service refuses to start on them (docs/journal.md)."""
+        from .files import unsafe_permissions
+
+        paths: list[Path] = [self.source] if self.source else []
+        for name in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
+            v = getattr(self.paytables, name)
+            if v and (v.endswith(".toml") or "/" in v):
+                p = Path(v)
+                paths.append(p if p.is_absolute() or self.base_dir is None else self.base_dir / p)
+        if self.journal.key_file is not None:
+            paths.append(self.journal.key_file)
+        return [why for why in (unsafe_permissions(p) for p in paths) if why]
 
     def load_tables(self) -> Any:
         """The :class:`table.rules.settlement.Tables` the file names. Raises

@@ -26,9 +26,11 @@ from table.interfaces.control_socket import ControlSocket
 from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
-from table.controller import RoundResult, TableController
+from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
-from table.journal import Journal, JournalError
+from table.journal import Journal, JournalError, JournalWriteError, load_anchors
+from table.keys import KeyFileError, table_key_for
+from table.recovery import DeviceCursor, device_cursor
 from table.custody import CustodyViolation, DeckCustody
 from table.logs import configure_logging
 from table.rules.paytables import PaytableError, load_paytable
@@ -46,6 +48,9 @@ from .run_output import round_lines, round_to_json, summary_lines, voided_line  
 EXIT_SCENARIO_FAILED = 1
 EXIT_CUSTODY = 3
 EXIT_DEVICE = 4
+#: the journal cannot be written (disk full, file size limit, I/O error, read-only): the
+#: service unit does not restart on it (RestartPreventExitStatus=5, docs/journal.md)
+EXIT_JOURNAL = 5
 
 #: Paytable kinds in words, with their article.
 _KIND_TEXT = {"ante_bonus": "an ante bonus", "pair_plus": "a Pair Plus", "six_card_bonus": "a Six Card Bonus",
@@ -63,6 +68,7 @@ log = structlog.get_logger("tablectl")
     EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
     EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked",
     EXIT_DEVICE: "a device failed or stopped answering",
+    EXIT_JOURNAL: "the journal cannot be written (disk full, file size limit, I/O error, read-only: docs/journal.md)",
     EXIT_INTERRUPTED: "stopped: Ctrl-C, or SIGTERM (a routine `systemctl stop`, which the unit counts as success)",
 })
 @click.command("run")
@@ -111,6 +117,14 @@ log = structlog.get_logger("tablectl")
               help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
                    "restored from it and a round in progress is held. Default with --service: the config's "
                    "journal.path. Without it no record is kept.")
+@click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
+              help="The table's Ed25519 key (PEM, mode 0600; `tablectl audit keygen`) that signs the journal's "
+                   "checkpoints and seals card faces. Default: the config's journal.key_file, else the systemd "
+                   "credential threecard-table-key; outside --service, JOURNAL.key beside the journal (made on first use).")
+@click.option("--anchors", "anchors_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Signed checkpoints saved off the table (JSON lines, e.g. a floor subscriber's copy of the "
+                   "checkpoint events): a journal behind one is not resumed until a supervisor acknowledges it. "
+                   "Default: the config's journal.anchors.")
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket for dealer and supervisor commands (docs/console.md).")
 @click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
@@ -133,7 +147,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
                 meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
-                profile_name="pennsylvania", trace_frames=None, trace_card_faces=False) -> None:
+                profile_name="pennsylvania", table_key=None, anchors_file=None, trace_frames=None,
+                trace_card_faces=False) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -189,10 +204,28 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         if os.path.lexists(trace_frames):  # checked again, atomically, when it is created
             raise click.BadParameter(f"{trace_frames} already exists; a trace is always a new file (choose another "
                                      "name)", param_hint="--trace-frames")
-    try:
-        journal = Journal(journal_path) if journal_path else None
-    except JournalError as exc:
-        raise click.BadParameter(str(exc), param_hint=journal_hint) from None
+    journal = None
+    anchors: list = []
+    if journal_path:
+        cfg_key = settings.config.journal.key_file if settings.config is not None else None
+        try:
+            key, made = table_key_for(journal_path, table_key or cfg_key, service=service)
+        except KeyFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="--table-key") from None
+        if made:
+            click.echo(f"tablectl run: made a table key {key.source} (key id {key.key_id}) beside the journal; "
+                       "a real table keeps its key in systemd credentials (docs/journal.md)", err=True)
+        table_id = settings.config.table.id if settings.config is not None else "table"
+        try:
+            journal = Journal(journal_path, key=key, table_id=table_id)
+        except JournalError as exc:
+            raise click.BadParameter(str(exc), param_hint=journal_hint) from None
+        anchors_path = anchors_file or (settings.config.journal.anchors if settings.config is not None else None)
+        try:
+            anchors = load_anchors(anchors_path) if anchors_path and Path(anchors_path).exists() else []
+        except JournalError as exc:
+            journal.close()
+            raise click.BadParameter(str(exc), param_hint="--anchors") from None
     if journal is not None and simulate and journal.last_seq:
         journal.close()
         raise click.BadParameter(
@@ -202,6 +235,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     if event_socket and journal is None:
         raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
     signal.signal(signal.SIGTERM, _raise_exit)
+    # Past a file size limit the kernel's default kills the process mid-write; ignored,
+    # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     results: list[RoundResult] = []
     voided: list[dict[str, str]] = []
     error: str | None = None
@@ -226,7 +262,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             stack.callback(ControlSocket(control_socket, console).close)
         if sys.stdin.isatty() and not as_json and not service:
             KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
-        resume = TableController.resume_hook(journal)
+        cursor = device_cursor(journal) if journal is not None else DeviceCursor()
+        resume = cursor.resume
         try:
             events: queue.Queue = queue.Queue(maxsize=1024)
             if simulate:
@@ -270,11 +307,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
                                          journal=journal, console=console, profile=profile,
                                          auto_dealer=bool(simulate or dealer_socket),
-                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents))
+                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents),
+                                         cursor=cursor, anchors=anchors)
+            stack.callback(_close_quietly, controller)
             if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
                 from table.interfaces.event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
 
-                serve_for(stack, controller, journal_path, event_socket, settings.config)
+                serve_for(stack, controller, journal_path, event_socket, settings.config, key=journal.key)
             controller.prepare()
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
@@ -310,6 +349,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 if not as_json:
                     for line in round_lines(r, profile):
                         click.echo(line)
+        except JournalWriteError as exc:
+            # Nothing more can be recorded, so nothing more is done: the devices keep their
+            # unacknowledged events and a restart holds the round (docs/journal.md).
+            error, code = (f"journal unwritable ({exc.reason}): the round is held and the table stops; "
+                           f"free the disk or fix the journal, then restart ({exc})"), EXIT_JOURNAL
+            svc.stopping(f"journal unwritable: {exc.reason}")
+        except JournalTampered as exc:
+            error, code = str(exc), EXIT_CUSTODY
         except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
             error, code = str(exc), EXIT_CUSTODY
         except (TableError, LinkError) as exc:
@@ -384,6 +431,15 @@ def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dic
     if tables.progressive is not None:
         out["progressive"] = progressive_cents
     return out
+
+
+def _close_quietly(controller: TableController) -> None:
+    """At exit: sign the journal's tail (a clean stop leaves nothing unsigned); a journal
+    that can no longer be written was already reported."""
+    try:
+        controller.close()
+    except JournalError as exc:
+        log.error("shutdown_checkpoint_failed", error=str(exc))
 
 
 class _Terminated(KeyboardInterrupt):

@@ -77,6 +77,10 @@ def merge_config(ctx: click.Context, config_path: str | None, service: bool) -> 
         cfg = load_config(path)
     except ConfigError as exc:
         raise click.UsageError(f"invalid config:\n{exc}") from None
+    if service:
+        unsafe = cfg.unsafe_files()
+        if unsafe:  # anyone could rewrite the paytables or the key the table runs on
+            raise click.UsageError("refusing to run the service on files anyone may change:\n" + "\n".join(unsafe))
     for name, read in _FROM_CONFIG.items():
         if name in options and not given_on_command_line(ctx, name):
             options[name] = read(cfg)

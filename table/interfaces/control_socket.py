@@ -22,6 +22,7 @@ one reply object per line (``{"ok": true, ...}`` or ``{"ok": false, "error": ...
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -35,19 +36,46 @@ from table.console import Command, Console
 log = structlog.get_logger("table.control")
 
 
+class SocketInUse(OSError):
+    """Another live process serves the socket path; it is not taken over."""
+
+
 def unix_listener(path: Path, backlog: int) -> socket.socket:
-    """A listening Unix stream socket at ``path`` (mode 0660, for the service's
-    group), replacing a stale socket file a killed process left. Raises ``OSError``."""
+    """A listening Unix stream socket at ``path`` (mode 0660, for the service's group).
+
+    A socket file a killed process left (nobody answers on it) is replaced; a path
+    another live process serves is refused (:class:`SocketInUse`), and so is a path
+    that is not a socket (nothing else is deleted). The socket is bound under a
+    temporary name, given its mode, then renamed into place, so it never exists at
+    ``path`` with a wider mode. Raises ``OSError``."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_socket()):
+        raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
     if path.is_socket():
-        path.unlink()
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)  # stale: its process is gone
+        except OSError as exc:
+            raise SocketInUse(f"cannot tell whether {path} is in use ({exc}); refusing to replace it") from None
+        else:
+            raise SocketInUse(f"{path} is served by another live process; refusing to take it over")
+        finally:
+            probe.close()
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident() % 10_000}")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        server.bind(str(path))
-        os.chmod(path, 0o660)
+        server.bind(str(tmp))
+        os.chmod(tmp, 0o660)
+        os.rename(tmp, path)
         server.listen(backlog)
     except OSError:
         server.close()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise
     return server
 

@@ -220,15 +220,16 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
 
 
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
-              config: Any = None) -> EventLog:
+              config: Any = None, key: Any = None) -> EventLog:
     """``tablectl run``'s wiring: follow the controller's journal, serve it on
     ``socket_path`` (if given), and publish to MQTT when ``config`` (a
     :class:`~table.config.TableConfig`) has an ``[mqtt]`` section with a host.
     Everything is closed by ``stack`` (an ``ExitStack``). Table id: the
     config's ``table.id``, else ``"table"``. Raises ``OSError`` if the socket
-    cannot be bound, ``EventStreamError`` if the journal cannot be read."""
+    cannot be bound, ``EventStreamError`` if the journal cannot be read. ``key``: the
+    table key, so a seat's channel can carry that seat's own (sealed) cards."""
     table_id = config.table.id if config is not None else "table"
-    events = EventLog(journal_path, table_id)
+    events = EventLog(journal_path, table_id, key=key)
     stack.callback(events.close)
     events.start()
     controller.subscribe(events.notify)

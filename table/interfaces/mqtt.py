@@ -4,6 +4,7 @@ Topics (``{floor}`` and ``{table}`` are the config's ``mqtt.floor`` and ``table.
 
     threecard/{floor}/{table}/events   every public event (table.events), QoS 1, not retained
     threecard/{floor}/{table}/status   the table's status, QoS 1, retained
+    threecard/{floor}/{table}/checkpoint  the latest signed journal checkpoint, QoS 1, retained (an anchor)
 
 Status payload (``docs/schemas/status-v1.schema.json``)::
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ import structlog
 
 from table.config import MqttSettings
 from table.events import EventLog
+from table.files import write_atomic
 
 log = structlog.get_logger("table.mqtt")
 
@@ -50,6 +51,11 @@ STATUS_SCHEMA = "threecard.status/1"
 
 class MqttUnavailable(RuntimeError):
     """paho-mqtt is not installed: ``pip install 'threecard-table[mqtt]'``."""
+
+
+def checkpoint_topic(floor: str, table_id: str) -> str:
+    """The retained topic holding a table's latest signed journal checkpoint (docs/journal.md)."""
+    return f"threecard/{floor}/{table_id}/checkpoint"
 
 
 def topics(floor: str, table_id: str) -> tuple[str, str]:
@@ -82,6 +88,7 @@ class MqttPublisher:
         self.settings = settings
         self.table_id = events.table_id
         self.events_topic, self.status_topic = topics(settings.floor, self.table_id)
+        self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -127,10 +134,8 @@ class MqttPublisher:
                 return
             data = {"table_id": self.table_id, "acked_seq": self.acked_seq}
             self._dirty = False
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(self.state_path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.state_path)
+        # 0600, through an O_EXCL|O_NOFOLLOW temporary: a symlink planted beside it is refused.
+        write_atomic(self.state_path, json.dumps(data).encode(), mode=0o600)
 
     def _status(self, online: bool) -> str:
         return json.dumps({"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
@@ -210,6 +215,9 @@ class MqttPublisher:
                 if self._stop.is_set() or not self.connected:
                     break
                 payload = json.dumps(ev, separators=(",", ":"))
+                if ev["type"] == "checkpoint":  # the table's latest signed checkpoint: an anchor the floor keeps
+                    self._client.publish(self.checkpoint_topic, json.dumps(ev["data"], separators=(",", ":")),
+                                         qos=1, retain=True)
                 # Not under self._cv: paho calls on_publish holding its own message lock.
                 info = self._client.publish(self.events_topic, payload, qos=1)
                 if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
