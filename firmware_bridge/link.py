@@ -118,7 +118,10 @@ class LinkConfig:
     line this long, so the requesters of a burst read their own replies
     (SPEC §7.1); an event arriving meanwhile waits at most this long. 0 turns
     it off. ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
-    allows any. ``pinned_serial``: the serial number this link must find.
+    allows any. ``firmware_approved``: ``(serial, version)`` pairs also allowed
+    when the allowlist is set: a firmware update the table journaled approves the
+    version it installed on that device (``table/firmware.py``, docs/firmware.md).
+    ``pinned_serial``: the serial number this link must find.
     Raises ``ValueError`` naming the field on a bad value.
     """
 
@@ -135,6 +138,7 @@ class LinkConfig:
     read_timeout_ms: int = 250
     burst_linger_ms: int = 2
     firmware_allowlist: tuple[str, ...] = ()
+    firmware_approved: tuple[tuple[str, str], ...] = ()
     pinned_serial: str | None = None
 
     def __post_init__(self) -> None:
@@ -469,7 +473,8 @@ class Link:
             raise WrongDevice(f"{self.name}: expected a {self.expected_kind} but the device at {url} "
                               f"is a {ident.kind} (serial {ident.serial_number})")
         allow = self.config.firmware_allowlist
-        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow):
+        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow) and (
+                ident.serial_number, ident.firmware_version) not in self.config.firmware_approved:
             raise FirmwareNotAllowed(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} "
                                      f"is not in the allowlist {list(allow)}")
         pinned = self.config.pinned_serial

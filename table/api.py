@@ -389,6 +389,7 @@ class Table:
         from devices import CardShoe, Shuffler
 
         from .custody import DeckCustody
+        from .firmware import link_config_for
         from .journal import Journal
         from .keys import table_key_for
         from .recovery import device_cursor
@@ -411,17 +412,16 @@ class Table:
             resume = cursor.resume
             shuffler = st.enter_context(Shuffler.open(
                 shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shuffler)))
+                config=link_config_for(self.config, "shuffler", journal)))
             shoe = st.enter_context(CardShoe.open(
                 shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shoe)))
+                config=link_config_for(self.config, "shoe", journal)))
             d = self.config.decks
             custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
             self.controller = TableController(
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor)
-            st.callback(self._close_controller)
             self.events = EventLog(self.journal_path, self.table_id, key=key)
             st.callback(self.events.close)
             self.events.start()
@@ -429,8 +429,13 @@ class Table:
             if self.event_socket_path is not None:
                 st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
             if self.mqtt_settings is not None:
-                self.mqtt = front_door("mqtt")(self.events, self.mqtt_settings).start()
+                settings = self.mqtt_settings
+                if settings.table_key is None:  # the journal's own table key signs what the table publishes
+                    settings = dataclasses.replace(settings, table_key=key)
+                self.mqtt = front_door("mqtt")(self.events, settings).start()
                 st.callback(self.mqtt.close)
+            # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
+            st.callback(self._close_controller)
         except BaseException:
             self._stack.close()
             raise

@@ -436,7 +436,7 @@ class TableController:
 
     def _on_refused(self, ev: DeviceEvent, msg: RefusedEvent) -> None:
         """A device event the link refused (undecodable, or not from this kind of device,
-        SPEC §4.4, §6.3): journaled as an incident, then NAKed. A card the shoe could
+        SPEC §4.5, §6.3): journaled as an incident, then NAKed. A card the shoe could
         not report leaves a card unaccounted for: the round is held (never a shifted
         deal); an unreadable count puts the deck being shuffled out of service."""
         what = f"{ev.source} sent {msg.name}, refused: {msg.reason.replace('_', ' ')}"

@@ -98,7 +98,7 @@ CITATIONS = {
     Rule.WRONG_CARD_COUNT: "58 Pa. Code 649a.11 (three cards to each player and the dealer): misdeal",
     Rule.CARD_UNACCOUNTED: "58 Pa. Code 649a.3 (one 52-card deck in play: every card accounted for); 816a.1 "
                            "(results verified before they are posted)",
-    Rule.EVENT_FROM_WRONG_DEVICE: "protocols/SPEC.md 4.4 (events by device kind): a shuffler deals no card, "
+    Rule.EVENT_FROM_WRONG_DEVICE: "protocols/SPEC.md 4.5 (events by device kind): a shuffler deals no card, "
                                   "a shoe verifies no deck",
     Rule.OUT_OF_ORDER: "deck custody procedure (DESIGN.md)",
 }

@@ -23,6 +23,9 @@ from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
 
 from table.interfaces.control_socket import ControlSocket
+from table.interfaces.dispatch import Dispatcher
+from table.interfaces.peers import LocalRoles
+from table.interfaces.serving import FrontDoorLoop
 from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
@@ -130,6 +133,12 @@ log = structlog.get_logger("tablectl")
 @click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket serving the public event stream as JSON lines, resumable (docs/integration.md); "
                    "needs --journal.")
+@click.option("--web", "web", default=None, metavar="HOST:PORT",
+              help="Serve the table API over HTTP + WebSocket here (docs/console.md); default: the config's "
+                   "[web] listen, else none. People sign in with an id and PIN (tablectl people add).")
+@click.option("--people-file", "people_file", type=click.Path(dir_okay=False), default=None,
+              help="Who may sign in over HTTP (tablectl people add); default: the config's [auth] people_file, "
+                   "else /etc/threecard/people.toml.")
 @click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
               help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
@@ -147,8 +156,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
                 meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
-                profile_name="pennsylvania", table_key=None, anchors_file=None, trace_frames=None,
-                trace_card_faces=False) -> None:
+                profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None,
+                trace_frames=None, trace_card_faces=False) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -232,8 +241,15 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             f"{journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate starts "
             "a fresh simulated table; give a new journal path", param_hint="--journal")
 
+    cfg = settings.config
+    if event_socket is None and cfg is not None and cfg.console.event_socket is not None:
+        event_socket = str(cfg.console.event_socket)
     if event_socket and journal is None:
         raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
+    web_listen = web or (cfg.web.listen if cfg is not None else None)
+    web_host_port = _host_port(web_listen) if web_listen else None
+    # The journal's own table key signs the MQTT messages and opens a seat's sealed cards.
+    signing_key = journal.key if journal is not None else None
     signal.signal(signal.SIGTERM, _raise_exit)
     # Past a file size limit the kernel's default kills the process mid-write; ignored,
     # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
@@ -258,8 +274,21 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         console = Console()
         if control_socket is None and service and settings.config is not None:
             control_socket = str(settings.config.console.control_socket)
-        if control_socket:
-            stack.callback(ControlSocket(control_socket, console).close)
+        front = FrontDoorLoop()
+        stack.callback(front.close)
+        roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        try:
+            if control_socket:
+                stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
+                                             socket_group=cfg.console.socket_group if cfg else None,
+                                             max_connections=cfg.console.max_connections if cfg else 256,
+                                             idle_timeout_s=cfg.console.idle_timeout_s if cfg else 300.0).close)
+            if web_host_port is not None:
+                stack.callback(_open_web(web_host_port, dispatcher, front, cfg, people_file).close)
+                console.attached = True
+        except OSError as exc:
+            raise click.UsageError(f"cannot open a front door: {exc}") from None
         if sys.stdin.isatty() and not as_json and not service:
             KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
@@ -293,11 +322,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 decide = console_decisions(console)  # decisions come in on the console
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler"),
+                                                         config=settings.link_config("shuffler", journal),
                                                          ack_on_delivery=journal is None, resume=resume,
                                                          frame_trace=trace.hook("shuffler") if trace else None))
             shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe"),
+                                                     config=settings.link_config("shoe", journal),
                                                      ack_on_delivery=journal is None, resume=resume,
                                                      frame_trace=trace.hook("shoe") if trace else None))
             svc.devices_up(stack, shuffler, shoe)
@@ -310,10 +339,16 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents),
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
-            if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
-                from table.interfaces.event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
+            if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+                from table.interfaces.event_socket import serve_for
 
-                serve_for(stack, controller, journal_path, event_socket, settings.config, key=journal.key)
+                from table.interfaces.mqtt import MqttSetupError
+
+                try:
+                    serve_for(stack, controller, journal_path, event_socket, settings.config, front=front,
+                              dispatcher=dispatcher, roles=roles, table_key=signing_key)
+                except (MqttSetupError, OSError) as exc:
+                    raise click.UsageError(f"cannot serve the event stream: {exc}") from None
             controller.prepare()
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
@@ -419,6 +454,47 @@ def _run_scenario(path: str, simulate: bool, as_json: bool, journal_path: str | 
                 if key in result["differences"] else ""
             click.echo(f"  {key:14} {json.dumps(value)}{mark}")
     sys.exit(0 if result["passed"] else 1)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) to (host, port). Raises ``click.BadParameter``."""
+    from table.config import _listen
+
+    try:
+        _listen(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--web") from None
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
+    """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
+    from table.interfaces.auth import DEFAULT_PEOPLE_FILE, Authenticator, PeopleFileError
+    from table.interfaces.web import WebFrontDoor
+
+    try:
+        if cfg is not None:
+            auth = Authenticator.from_config(cfg.auth) if people_file is None else \
+                Authenticator(people_file, session_ttl_s=cfg.auth.session_ttl_s,
+                              session_idle_s=cfg.auth.session_idle_s, max_failures=cfg.auth.max_failures,
+                              lockout_s=cfg.auth.lockout_s)
+        else:
+            auth = Authenticator(people_file or DEFAULT_PEOPLE_FILE)
+    except PeopleFileError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not auth.people():
+        log.warning("web_nobody_can_sign_in", people_file=str(auth.people_file),
+                    advice="add people with `tablectl people add ID --role ROLE`")
+    w = cfg.web if cfg is not None else None
+    try:
+        return WebFrontDoor(host_port[0], host_port[1], dispatcher, auth, front,
+                            tls_certfile=w.tls_certfile if w else None, tls_keyfile=w.tls_keyfile if w else None,
+                            max_connections=w.max_connections if w else 256,
+                            idle_timeout_s=w.idle_timeout_s if w else 10.0,
+                            max_websockets=w.max_websockets if w else 64)
+    except OSError as exc:
+        raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
