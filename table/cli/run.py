@@ -235,6 +235,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         except JournalError as exc:
             journal.close()
             raise click.BadParameter(str(exc), param_hint="--anchors") from None
+        if settings.config is not None and settings.config.mqtt.host and not simulate:
+            # The floor's broker keeps the table's latest signed checkpoint: an anchor no one
+            # at the table can take back (docs/journal.md).
+            from table.interfaces.mqtt import fetch_checkpoint
+
+            cp = fetch_checkpoint(settings.config.mqtt.settings(key), table_id, key.public)
+            if cp is not None:
+                anchors.append(cp)
     if journal is not None and simulate and journal.last_seq:
         journal.close()
         raise click.BadParameter(
