@@ -23,6 +23,7 @@ from table.interfaces.control_socket import ControlSocket
 from table.interfaces.dispatch import Dispatcher
 from table.interfaces.peers import LocalRoles
 from table.interfaces.serving import FrontDoorLoop
+from table.interfaces.status_view import table_status
 from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
@@ -271,6 +272,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         stack.callback(front.close)
         roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
         dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        if journal is not None:  # the shuffle check and the audit status, read from the journal file
+            from table.interfaces.audit_view import AuditQueries
+
+            dispatcher.queries.update(AuditQueries(journal_path, public_keys=(journal.key.public,),
+                                                   anchors=lambda: anchors).handlers())
         try:
             if control_socket:
                 stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
@@ -330,6 +336,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents),
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
+            # The screens' status (issue 16): the core's, with what it does not say yet filled in.
+            console.status = lambda: table_status(controller)
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
                 from table.interfaces.event_socket import serve_for
 
