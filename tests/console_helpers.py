@@ -179,6 +179,9 @@ class Hands:
     def do(self, action: str, colour: str | None) -> None:
         b = self.bench
         if action == "insert_deck":
+            held = re.search(r"cards=(\d+)", b.shuffler.do("status"))
+            if held and int(held.group(1)) > 0:  # a deck taken out of service is still inside: out it comes
+                b.shuffler.do("take")
             b.shuffler.do(f"insert {colour} {self.insert_args.pop(colour, '')}".strip())
         elif action == "take_from_shuffler":
             b.shuffler.do("take")
