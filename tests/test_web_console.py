@@ -33,6 +33,13 @@ def card_forms(card: str) -> set[str]:
     return {card, f"{shown}{SUITS[suit]}", f"{RANKS.get(rank, shown)} of {WORDS[suit]}"}
 
 
+@pytest.fixture(autouse=True)
+def no_leaks(no_leaks_but):
+    """conftest's leak check, but for the threads of Playwright's own pool (``asyncio_N``,
+    started on demand as the browser is driven): the table runs in other processes here."""
+    yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
+
+
 @pytest.fixture(scope="module")
 def chromium():
     from playwright.sync_api import sync_playwright
