@@ -63,3 +63,10 @@ def sim():
 
     with SimulatedTable(seed=1234) as table:
         yield table
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say where the browser tests saved their screenshots (a CI artefact)."""
+    folder = os.environ.get("THREECARD_SCREENSHOTS") or os.path.join(os.getcwd(), "test-artifacts", "screenshots")
+    if os.path.isdir(folder) and any(name.endswith(".png") for name in os.listdir(folder)):
+        terminalreporter.write_line(f"browser screenshots (final pages): {folder}")

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import argon2
 
 from table.interfaces.auth import PeopleFile, PinHasher
+from table.keys import generate, save
 from table.roles import Role
 
 #: cheap hashes for tests: verifying one costs milliseconds (the parameters are in the hash)
@@ -97,6 +98,11 @@ class Emulator:
             raise AssertionError(f"{self.kind} {command!r}: {reply}")
         return reply
 
+    def kill(self) -> None:
+        """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
+        self.proc.kill()
+        self.proc.wait(10)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -125,6 +131,7 @@ class BenchTable:
         self.shoe = Emulator("shoe", folder, seed + 1)
         self.port = free_port()
         self.journal = folder / "journal.sqlite3"
+        self.key_file, self.public_key_file = save(generate(), folder / "table.key")
         self.table_id = table_id
         deck_toml = "".join(f'[[decks]]\nid = "{i}"\nback_colour = "{c}"\n' for i, c in decks)
         self.config = folder / "table.toml"
@@ -133,7 +140,8 @@ class BenchTable:
                                f'[devices.shoe]\nurl = "{self.shoe.url}"\n{extra}')
         self.log = open(folder / "run.log", "wb")
         self.proc = subprocess.Popen(tablectl() + ["run", "--config", str(self.config), "--journal",
-                                                   str(self.journal), "--web", f"127.0.0.1:{self.port}",
+                                                   str(self.journal), "--table-key", str(self.key_file),
+                                                   "--web", f"127.0.0.1:{self.port}",
                                                    "--people-file", str(self.people), "--rounds", str(rounds),
                                                    "--log-format", "json"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
@@ -149,6 +157,11 @@ class BenchTable:
                 return True
         except OSError:
             return False
+
+    def kill(self) -> None:
+        """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
+        self.proc.kill()
+        self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
