@@ -245,3 +245,78 @@ class PageTraffic:
 def cards_in(text: str) -> set[str]:
     """Every card name written in ``text`` as a token ("Qs", "10h"), not inside a hex digest."""
     return {("T" + m[2:]) if m.startswith("10") else m for m in CARD_RE.findall(text)}
+
+
+class ApiDealer:
+    """A dealer at full speed for benches: the table API over one WebSocket (signed in as
+    ``person``) for the screen's steps, :class:`Hands` for the devices'. Reads what the
+    table waits for from the status, never more than the deal's cards."""
+
+    def __init__(self, bench: BenchTable, person: str = "D-4", decide: Callable[[int], str] = lambda seat: "play"):
+        import urllib.request
+
+        from websockets.sync.client import connect
+
+        req = urllib.request.Request(bench.url + "/api/v1/session", method="POST",
+                                     data=json.dumps({"person": person, "pin": PEOPLE[person][1]}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            token = json.loads(resp.read())["token"]
+        self.ws = connect(bench.url.replace("http", "ws", 1) + "/api/v1/ws",
+                          additional_headers={"authorization": f"Bearer {token}"})
+        self.hands = Hands(bench)
+        self.decide = decide
+        self.n = 0
+
+    def request(self, req: dict) -> dict:
+        self.n += 1
+        self.ws.send(json.dumps({**req, "id": self.n}))
+        while True:
+            reply = json.loads(self.ws.recv(30))
+            if reply.get("id") == self.n:
+                return reply
+
+    def deal(self, rounds: int, timeout_s: float = 3600.0) -> None:
+        """Deal until ``rounds`` rounds have been played."""
+        end = time.monotonic() + timeout_s
+        draws, last = 0, None
+        while True:
+            st = self.request({"action": "status"})
+            if st.get("rounds_played", 0) >= rounds:
+                return
+            if time.monotonic() > end:
+                raise TimeoutError(f"dealt {st.get('rounds_played')} of {rounds} rounds")
+            w = st.get("waiting_for") or {}
+            action, state = w.get("action"), (st.get("round") or {}).get("state")
+            key = (action, state, st.get("rounds_played"), json.dumps(st.get("decks")))
+            if action == "draw_card":
+                if draws < self.deal_size:
+                    self.hands.do(action, None)
+                    draws += 1
+                else:
+                    time.sleep(0.002)
+            elif action in DEVICE_STEPS:
+                if key != last:
+                    self.hands.do(action, w.get("colour"))
+                else:
+                    time.sleep(0.002)
+            elif action == "close_bets":
+                draws = 0
+                self.request({"action": "close_bets"})
+            elif action == "decide":
+                for seat in range(1, self.seats + 1):
+                    self.request({"action": "decide", "seat": seat, "decision": self.decide(seat)})
+            elif action == "confirm_collect":
+                self.request({"action": "confirm_collect"})
+            else:
+                time.sleep(0.002)
+            last = key
+
+    seats = 3
+
+    @property
+    def deal_size(self) -> int:
+        return 3 * (self.seats + 1)
+
+    def close(self) -> None:
+        self.ws.close()
