@@ -267,6 +267,7 @@ class ApiDealer:
         self.hands = Hands(bench)
         self.decide = decide
         self.n = 0
+        self.sent: set[tuple] = set()
 
     def request(self, req: dict) -> dict:
         self.n += 1
@@ -300,14 +301,24 @@ class ApiDealer:
                     self.hands.do(action, w.get("colour"))
                 else:
                     time.sleep(0.002)
-            elif action == "close_bets":
-                draws = 0
-                self.request({"action": "close_bets"})
-            elif action == "decide":
-                for seat in range(1, self.seats + 1):
-                    self.request({"action": "decide", "seat": seat, "decision": self.decide(seat)})
-            elif action == "confirm_collect":
-                self.request({"action": "confirm_collect"})
+            elif action in ("close_bets", "decide", "confirm_collect"):
+                # Once per round and step: a status a moment old still shows a step already done,
+                # and a command the table is not waiting for is answered only at its next step.
+                done = ((st.get("round") or {}).get("round_id"), action)
+                if done in self.sent:
+                    time.sleep(0.002)
+                    continue
+                self.sent.add(done)
+                if len(self.sent) > 64:
+                    self.sent = {done}
+                if action == "close_bets":
+                    draws = 0
+                    self.request({"action": "close_bets"})
+                elif action == "decide":
+                    for seat in range(1, self.seats + 1):
+                        self.request({"action": "decide", "seat": seat, "decision": self.decide(seat)})
+                else:
+                    self.request({"action": "confirm_collect"})
             else:
                 time.sleep(0.002)
             last = key

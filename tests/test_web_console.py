@@ -126,7 +126,7 @@ def events_of(bench, type_: str) -> list[dict]:
     return [e for e in page["events"] if e["type"] == type_]
 
 
-def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=True, deadline_s=120.0):
+def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=True, deadline_s=120.0, keyboard=False):
     """Be the dealer: read what the dealer's screen waits for and do it, by clicking or with
     the hands at the devices, until ``until(page)`` holds. ``decisions``: seat -> play/fold;
     ``on_draw(n)``: called before the n-th draw of the deal (0-based)."""
@@ -159,7 +159,16 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                 wait_action_not(page, action)
         elif action == "close_bets":
             draws_this_round = 0
-            page.click("#do-now")
+            if keyboard:  # Tab to the one button and press Enter: no pointer
+                for _ in range(30):
+                    page.keyboard.press("Tab")
+                    if page.evaluate("() => document.activeElement && document.activeElement.id") == "do-now":
+                        break
+                else:
+                    raise AssertionError("Tab never reaches the close-bets button")
+                page.keyboard.press("Enter")
+            else:
+                page.click("#do-now")
             wait_action_not(page, action)
         elif action == "decide":
             for seat in sorted(page.locator("section.seat[data-seat]").evaluate_all(
@@ -181,6 +190,14 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                                    timeout=STEP_S * 1000)
 
 
+def unnamed_controls(page) -> list[str]:
+    """Controls without an accessible name (aria-label, text, or a label for the field)."""
+    return page.evaluate("""() => [...document.querySelectorAll('button, a, input, textarea, select')]
+        .filter(e => !((e.getAttribute('aria-label') || '').trim() || (e.textContent || '').trim()
+                       || (e.id && document.querySelector(`label[for="${e.id}"]`))))
+        .map(e => e.outerHTML.slice(0, 120))""")
+
+
 def settled_on_screen(page) -> bool:
     return page.locator("#round .outcome[data-net-cents]").count() > 0
 
@@ -188,8 +205,10 @@ def settled_on_screen(page) -> bool:
 def test_a_full_round_dealt_by_clicking_only_shows_the_settlement(chromium, bench):
     page, _ = open_screen(chromium, bench, "D-4")
     hands = Hands(bench)
-    drive(page, hands, until=settled_on_screen, decisions={1: "play", 2: "fold", 3: "play"}, confirm_collect=False)
+    drive(page, hands, until=settled_on_screen, decisions={1: "play", 2: "fold", 3: "play"}, confirm_collect=False,
+          keyboard=True)
     assert waiting(page) == "confirm_collect"
+    assert unnamed_controls(page) == []
     settled = events_of(bench, "round_settled")
     assert len(settled) == 1
     results = settled[0]["data"]["results"]
@@ -277,6 +296,7 @@ def test_a_foreign_card_holds_the_round_a_supervisor_voids_it_the_dealer_cannot(
     sup, _ = open_screen(chromium, bench, "S-17")
     assert sup.url.endswith("/supervisor.html")
     sup.wait_for_selector("#held-round", timeout=STEP_S * 1000)
+    assert unnamed_controls(sup) == []
     sup.click("#void-button")  # no reason yet: the form refuses to send it
     assert not events_of(bench, "round_voided")
     sup.fill("#void-reason", "foreign card in the shoe: misdeal")
