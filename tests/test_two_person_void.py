@@ -119,6 +119,7 @@ def test_the_terminal_acts_as_a_second_supervisor_only_with_their_pin(tmp_path):
     # The bare key is the terminal's own person: the core refuses it as the one who asked.
     assert parse_key_line("x S-2", "S-1").person == "S-1"
     people = PeopleFile(tmp_path / "people.toml")
+    people.add("S-1", Role.SUPERVISOR, "590317")  # the terminal's own supervisor proves who asks, too
     people.add("S-2", Role.SUPERVISOR, "731904")
     people.add("D-4", Role.DEALER, "482913")
     auth = Authenticator(tmp_path / "people.toml")
@@ -133,7 +134,7 @@ def test_the_terminal_acts_as_a_second_supervisor_only_with_their_pin(tmp_path):
         with os.fdopen(read_fd, "r") as keys_in, os.fdopen(write_fd, "w") as keys:
             keys_console = KeyConsole(console, "S-1", keys_in, out, pin_check=pin_checker(auth))
             try:
-                keys.write("v card beyond the deal: misdeal\n")
+                keys.write("v card beyond the deal: misdeal\n590317\n")
                 keys.flush()
                 assert asked.wait(10), out.getvalue()
                 for line in ("x S-2\n", "000000\n",      # S-2's name, a wrong PIN
@@ -150,7 +151,7 @@ def test_the_terminal_acts_as_a_second_supervisor_only_with_their_pin(tmp_path):
         said = out.getvalue()
         assert "confirm void refused: unknown person or wrong PIN" in said
         assert "confirm void refused: D-4 is not a supervisor" in said
-        assert "731904" not in said and "482913" not in said  # PINs are never echoed or logged
+        assert "731904" not in said and "482913" not in said and "590317" not in said  # PINs are never echoed or logged
         voided = [b for b in kinds(journal, "round") if b["step"] == "voided"][-1]
         assert voided["supervisor"] == "S-1" and voided["second_supervisor"] == "S-2"
         assert auth.session_count == 0  # the check leaves no session behind

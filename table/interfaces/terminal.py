@@ -260,6 +260,30 @@ class KeyConsole:
             return None
         return Command("confirm_void", {"supervisor": actor.person}, actor=actor)
 
+    def _proven_void(self, cmd: Command) -> Command | None:
+        """``v REASON``: the void asked by the terminal's supervisor, proved by their PIN
+        when the people file can (the two-person rule: a void after the decisions is
+        asked by one supervisor and confirmed by another, and a name typed at
+        ``tablectl run --supervisor`` proves nobody, so ``x`` with one's own PIN would
+        otherwise confirm one's own void). Without a people file the terminal cannot
+        tell who types: a void that needs a second supervisor is refused here."""
+        if self.pin_check is None:
+            if self.console.void_policy.needs_second:
+                self._say("<<< void refused: the decisions are final, so the void needs two supervisors each "
+                          "proved, and this terminal cannot tell who types (no people file); ask on a signed-in "
+                          "screen or control-socket account")
+                return None
+            return cmd
+        try:
+            actor = self.pin_check(self.supervisor, self.read_pin(f"PIN for {self.supervisor}: "))
+        except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
+            self._say(f"<<< void refused: {exc}")
+            return None
+        if actor.role is not Role.SUPERVISOR:
+            self._say(f"<<< void refused: {self.supervisor} is not a supervisor")
+            return None
+        return Command("void", {**cmd.args, "supervisor": actor.person}, actor=actor)
+
     def _run(self) -> None:
         for line in self.inp:
             if line.strip()[:1].lower() == "x" and line.strip()[1:2] in ("", " ", "\t"):
@@ -274,6 +298,10 @@ class KeyConsole:
                 if line.strip():
                     self._say(KEYS_HELP)
                 continue
+            if cmd.action == "void":
+                cmd = self._proven_void(cmd)
+                if cmd is None:
+                    continue
             cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
             cmd.done = lambda result, a=cmd.action: self._reply(a, result)
             self.console.submit(cmd)
