@@ -27,7 +27,9 @@ or write it, when it is a symlink, or when its folder is world-writable
 a known one (no timing oracle). After ``max_failures`` failed sign-ins a
 person is locked out for ``lockout_s``, doubling with each further failure
 (at most an hour); an address that fails often is locked out the same way,
-so a PIN cannot be guessed by trying every person. At most two hashes run at
+so a PIN cannot be guessed by trying every person. Guesses still being
+checked count against the limit, so a burst sent at once gets no more tries
+than ``max_failures``. At most two hashes run at
 once (each takes 64 MiB), in the front doors' worker pool, never on the loop.
 
 **Sessions**: a random 256-bit token (``secrets``), kept only as its SHA-256;
@@ -340,6 +342,8 @@ class Authenticator:
         self._sessions: dict[str, Session] = {}
         self._person_failures: dict[str, _Failures] = {}
         self._address_failures: dict[str, _Failures] = {}
+        #: sign-ins being checked now, per person id and per address (a burst is bounded)
+        self._in_flight: dict[tuple[int, str], int] = {}
         self._hashing = threading.BoundedSemaphore(2)
         self.people()  # a broken file is reported at start, not at the first sign-in
 
@@ -385,18 +389,35 @@ class Authenticator:
         person or a wrong PIN (one message for both), :class:`PeopleFileError`.
         Blocking (an Argon2 hash): call it from a worker thread."""
         now = self.clock()
+        keys = [(self._person_failures, person_id, self.max_failures), (self._address_failures, address,
+                                                                          MAX_ADDRESS_FAILURES)]
         with self._lock:
             wait = max(self._locked_for(self._person_failures, person_id, now),
                        self._locked_for(self._address_failures, address, now))
-        if wait > 0:
-            raise SignInLocked(wait)
-        person = self.people().get(person_id) if isinstance(person_id, str) else None
-        if not self._hashing.acquire(timeout=30):
-            raise SignInLocked(1.0)
+            if wait > 0:
+                raise SignInLocked(wait)
+            # Guesses in flight count as failures until answered: a burst sent at once
+            # gets no more tries than the lock-out allows (after a lock-out, one at a time).
+            for table, key, limit in keys:
+                f = table.get(key)
+                if self._in_flight.get((id(table), key), 0) >= max(1, limit - (f.count if f else 0)):
+                    raise SignInLocked(1.0)
+            for table, key, _ in keys:
+                self._in_flight[(id(table), key)] = self._in_flight.get((id(table), key), 0) + 1
         try:
-            good = self.hasher.verify(person.pin if person else None, pin if isinstance(pin, str) else "")
+            person = self.people().get(person_id) if isinstance(person_id, str) else None
+            if not self._hashing.acquire(timeout=30):
+                raise SignInLocked(1.0)
+            try:
+                good = self.hasher.verify(person.pin if person else None, pin if isinstance(pin, str) else "")
+            finally:
+                self._hashing.release()
         finally:
-            self._hashing.release()
+            with self._lock:
+                for table, key, _ in keys:
+                    n = self._in_flight.pop((id(table), key), 1) - 1
+                    if n > 0:
+                        self._in_flight[(id(table), key)] = n
         now = self.clock()
         with self._lock:
             if not good:
