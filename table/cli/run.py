@@ -6,11 +6,13 @@ The loop hands each settled round to the printers of :mod:`table.cli.run_output`
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import queue
 import signal
+import stat
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -66,6 +68,29 @@ _REAL_TABLE_OPTIONS = (("shuffler_url", "--shuffler-url"), ("shoe_url", "--shoe-
 log = structlog.get_logger("tablectl")
 
 
+class _LogFile(click.ParamType):
+    """``--log-file``: opened for appending with ``O_NOFOLLOW``, made mode 0600, and a
+    regular file only. Another account that may write the log's folder could
+    otherwise plant a symlink there and have the table append to any file it may
+    write, or read a log made world-readable (DESIGN.md: files created safely)."""
+
+    name = "filename"
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(value, flags, 0o600)
+        except OSError as exc:
+            why = "it is a symlink" if exc.errno == errno.ELOOP else exc.strerror
+            self.fail(f"cannot open log file {value!r}: {why}", param, ctx)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            self.fail(f"log file {value!r} is not a regular file", param, ctx)
+        return os.fdopen(fd, "a", encoding="utf-8")
+
+
 @exit_codes({
     0: "every round dealt (a voided round does not count: --rounds N deals N rounds)",
     EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
@@ -106,7 +131,8 @@ log = structlog.get_logger("tablectl")
 @click.option("--transport", type=click.Choice(["serial", "usb"]), default="serial", show_default=True,
               help="With --simulate: emulators on ptys (serial) or as USB devices behind a pure-Python pyusb backend (usb). "
                    "A real table's transport follows its URLs (usb://VID:PID[/SERIAL] for USB).")
-@click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
+@click.option("--log-file", type=_LogFile(), default=None,
+              help="Write JSON-line logs here instead of stderr (appended; made mode 0600; never through a symlink).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
               help="Default: warning when the logs go to a terminal (a person reads them); else the config's "
                    "[log] level, else info.")
