@@ -100,6 +100,24 @@ def read_regular(path: str | Path, *, max_bytes: int = 1 << 20) -> bytes:
     return data
 
 
+def open_append_private(path: str | Path) -> int:
+    """Open (or create, mode 0600) the regular file at ``path`` for appending, without
+    following a symlink at its last component: a log another account cannot point
+    elsewhere or read. Returns the file descriptor. Raises :class:`UnsafeFile` (a
+    symlink, not a regular file) or ``OSError``."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, f"{path} is a symlink; refusing to follow it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeFile(errno.EINVAL, f"{path} is not a regular file")
+    return fd
+
+
 def unsafe_permissions(path: str | Path) -> str | None:
     """Why ``path`` could be replaced or edited by anyone on the machine, or None.
 

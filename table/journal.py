@@ -818,7 +818,13 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         return min(failures, key=lambda r: r.first_bad if r.first_bad is not None else 1 << 62)
     if head_cp is None and n_cp:
         notes.append(f"no head file beside the journal ({head.name})")
-    if n_cp and not keys:
+    if not keys and anchored:
+        # Unsigned, a head file or an anchor vouches for nothing: whoever can write the
+        # journal's folder can rewrite entries, re-chain them and write a matching head.
+        anchored = False
+        notes.append("no public key given: the head file and anchors match, but their signatures were not "
+                     "checked, so they vouch for nothing (give --public-key)")
+    elif n_cp and not keys:
         notes.append("no public key given: checkpoint signatures were not checked")
     tail = count - last_cp
     if tail and n_cp:

@@ -56,7 +56,7 @@ def keygen_command(key_file: str, force: bool) -> None:
     0: "the journal holds and is anchored",
     1: "it was tampered with (the first bad entry, or the checkpoint or anchor it disagrees with, is named)",
     EXIT_UNREADABLE: "missing, unreadable or not a journal, or bad usage",
-    3: "it holds, but no head file and no anchor vouch for its end (unanchored)",
+    3: "it holds, but no head file and no anchor vouch for its end, or no --public-key checked them (unanchored)",
 })
 @audit_group.command("verify")
 @click.argument("journal", type=click.Path(dir_okay=False))

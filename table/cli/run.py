@@ -6,13 +6,11 @@ The loop hands each settled round to the printers of :mod:`table.cli.run_output`
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
 import queue
 import signal
-import stat
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -79,15 +77,14 @@ class _LogFile(click.ParamType):
     def convert(self, value, param, ctx):
         if not isinstance(value, str):
             return value
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        if value == "-":
+            return click.get_text_stream("stdout")
+        from table.files import open_append_private
+
         try:
-            fd = os.open(value, flags, 0o600)
+            fd = open_append_private(value)
         except OSError as exc:
-            why = "it is a symlink" if exc.errno == errno.ELOOP else exc.strerror
-            self.fail(f"cannot open log file {value!r}: {why}", param, ctx)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            self.fail(f"log file {value!r} is not a regular file", param, ctx)
+            self.fail(f"cannot open log file {value!r}: {exc.strerror or exc}", param, ctx)
         return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -132,7 +129,7 @@ class _LogFile(click.ParamType):
               help="With --simulate: emulators on ptys (serial) or as USB devices behind a pure-Python pyusb backend (usb). "
                    "A real table's transport follows its URLs (usb://VID:PID[/SERIAL] for USB).")
 @click.option("--log-file", type=_LogFile(), default=None,
-              help="Write JSON-line logs here instead of stderr (appended; made mode 0600; never through a symlink).")
+              help="Write JSON-line logs here instead of stderr (appended; made mode 0600; never through a symlink; - for stdout).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
               help="Default: warning when the logs go to a terminal (a person reads them); else the config's "
                    "[log] level, else info.")
