@@ -175,10 +175,13 @@ class SerialTransport:
                 pass
 
     def close(self) -> None:
-        """Close the port; safe to call twice."""
+        """Close the port; safe to call twice. A ``socket://`` port closes at once
+        (see :func:`_close_socket_port`)."""
         port, self._port = self._port, None
         if port is not None:
             try:
+                if self.url.startswith("socket://"):
+                    _close_socket_port(port)
                 port.close()
             except (serial.SerialException, OSError):
                 pass
@@ -197,6 +200,29 @@ def _set_nodelay(port: serial.SerialBase) -> None:
     sock = getattr(port, "_socket", None)
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _close_socket_port(port: serial.SerialBase) -> None:
+    """Close a pyserial ``socket://`` port's socket and mark the port closed, so
+    its own ``close()`` has nothing left to do.
+
+    pyserial's ``close()`` does the same (shutdown, close) and then sleeps 0.3 s
+    "in case of quick reconnects" to a server that takes one connection at a
+    time (DESIGN.md pitfalls). The device servers here listen with a backlog,
+    so the pause only delayed every reconnect, and every conformance check,
+    by 0.3 s; the bytes on the wire and the way the connection ends are the
+    same. A pyserial without the attributes relied on falls back to its close.
+    """
+    sock = getattr(port, "_socket", None)
+    if sock is None or not getattr(port, "is_open", False):
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already reset by the far end
+    sock.close()
+    port._socket = None
+    port.is_open = False
 
 
 class SocketTransport:

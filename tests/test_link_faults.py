@@ -417,3 +417,34 @@ def test_a_socket_port_closed_by_the_device_says_read_failed_once():
     finally:
         transport.close()
         server.close()
+
+
+def test_a_socket_port_closes_without_pyserials_pause_and_the_far_end_sees_it(monkeypatch):
+    """pyserial's socket:// close() sleeps 0.3 s after closing; the host closes the
+    socket itself (the same shutdown and close), so nothing sleeps, the server sees
+    the end of the connection, and the next open connects again at once."""
+    import socket as socketlib
+
+    import serial.urlhandler.protocol_socket as protocol_socket
+
+    from firmware_bridge.transport import SerialTransport
+
+    def no_pause(seconds):
+        raise AssertionError(f"close slept {seconds} s")
+
+    monkeypatch.setattr(protocol_socket.time, "sleep", no_pause)
+    server = socketlib.create_server(("127.0.0.1", 0))
+    try:
+        t = SerialTransport("socket://127.0.0.1:%d" % server.getsockname()[1])
+        for _ in range(2):
+            t.open()
+            peer, _ = server.accept()
+            t.write(b"\x01\x02")
+            assert peer.recv(2) == b"\x01\x02"
+            t.close()
+            assert not t.is_open
+            assert peer.recv(1) == b"", "the far end did not see the connection end"
+            peer.close()
+        t.close()  # twice is safe
+    finally:
+        server.close()
