@@ -31,8 +31,11 @@ class Transport(Protocol):
         ``cancel_read`` woke it). Raises LinkLost.
 
         A transport whose ``timed_read`` is true also takes ``timeout_s`` (s),
-        a bound for this one read; the link then lets a requester read its own
-        reply (SPEC §7.1).
+        a bound for this one read (0: only what has arrived), and has
+        ``wait_readable(timeout_s) -> bool``: block until bytes can be read
+        (True) or the timeout passes or ``cancel_read`` woke it (False),
+        reading nothing. The link then lets a requester read its own reply
+        (SPEC §7.1).
         """
 
     def write(self, data: bytes) -> None:
@@ -122,6 +125,24 @@ class SerialTransport:
         except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
             raise LinkLost(f"{self.url}: {_failed('read', exc)}") from exc
+
+    def wait_readable(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` (s) until the port has bytes to read; False on
+        timeout or when :meth:`cancel_read` woke it. Reads nothing (posix ports,
+        see :attr:`timed_read`). Raises :class:`LinkLost`."""
+        if self._port is None or self._fast is None:
+            raise LinkLost(f"{self.url} is closed")
+        fd, abort = self._fast
+        try:
+            ready, _, _ = select.select([fd, abort], [], [], timeout_s)
+            if abort in ready:
+                os.read(abort, 1000)
+                return False
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError) as exc:
+            raise LinkLost(f"{self.url}: read failed: {exc}") from exc
+        return bool(ready)
 
     def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
         fd, abort = self._fast
@@ -279,6 +300,21 @@ class SocketTransport:
         if not data:
             raise LinkLost(f"{self.name}: the device closed the connection")
         return data
+
+    def wait_readable(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` (s) until the socket has bytes (or EOF) to
+        read; False on timeout or when :meth:`cancel_read` woke it. Reads nothing."""
+        sock = self._sock
+        if sock is None:
+            raise LinkLost(f"{self.name} is closed")
+        try:
+            ready, _, _ = select.select([sock, self._wake_r], [], [], timeout_s)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 64)
+                return False
+        except (OSError, ValueError) as exc:
+            raise LinkLost(f"{self.name}: read failed: {exc}") from exc
+        return bool(ready)
 
     def write(self, data: bytes) -> None:
         sock = self._sock

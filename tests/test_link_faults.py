@@ -318,8 +318,8 @@ def test_a_burst_of_requests_reads_its_own_replies_and_still_delivers_events(ben
         assert link.stats.replies_read_by_requester > 150, link.stats
 
 
-def test_with_burst_linger_off_the_reader_thread_reads_every_reply(bench):
-    link, _ = bench.link(config=dataclasses.replace(FAST, burst_linger_ms=0))
+def test_with_requester_reads_off_the_reader_thread_reads_every_reply(bench):
+    link, _ = bench.link(config=dataclasses.replace(FAST, requester_reads=False))
     emit_cards(bench.emulator, 10)
     exchange(link, 50)
     assert collect_cards(link, 10) == list(range(10))
