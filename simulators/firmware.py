@@ -15,9 +15,9 @@ import os
 import secrets
 import select
 import threading
-import time
 from typing import Callable, Protocol
 
+from protocols.clock import REAL_CLOCK, Clock
 from protocols.errors import MessageError, UnknownMessageType
 from protocols.frame import FrameParser, encode_frame
 from protocols.messages import (
@@ -65,6 +65,9 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    ``clock``: what the firmware's own waits (event resends, the inter-frame gap)
+    run on (:class:`protocols.clock.Clock`; a soak passes a faster
+    :class:`~protocols.clock.VirtualClock`); real time by default.
     """
 
     KIND: DeviceKind
@@ -81,8 +84,10 @@ class FirmwareEmulator:
         frame_gap_ms: int = 50,
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self.port = port
+        self.clock = clock
         self.serial_number = serial_number
         self.firmware = firmware
         self.protocol = protocol
@@ -194,17 +199,17 @@ class FirmwareEmulator:
             if self._pending is not None:
                 with self.lock:
                     if self._pending is not None:
-                        timeout = max(0.0, self._pending_deadline - time.monotonic())
+                        timeout = max(0.0, self._pending_deadline - self.clock.monotonic())
             if self._parser.pending:
                 # A partial frame: if the line stays idle past the gap it can never
                 # complete (SPEC §2.1 step 5); drop it and rescan.
-                gap = self._last_rx + self.frame_gap_ms / 1000 - time.monotonic()
+                gap = self._last_rx + self.frame_gap_ms / 1000 - self.clock.monotonic()
                 if gap <= 0:
                     for frame in self._parser.expire():
                         self._on_frame(frame)
                     continue
                 timeout = gap if timeout is None else min(timeout, gap)
-            for ready_fd, _ in poller.poll(None if timeout is None else timeout * 1000):
+            for ready_fd, _ in poller.poll(None if timeout is None else self.clock.real_s(timeout) * 1000):
                 if ready_fd == wake_r:
                     try:
                         os.read(wake_r, 512)
@@ -216,7 +221,7 @@ class FirmwareEmulator:
                 except OSError:
                     data = b""
                 if data:
-                    self._last_rx = time.monotonic()
+                    self._last_rx = self.clock.monotonic()
                     for frame in self._parser.feed(data):
                         self._on_frame(frame)
                 elif self._parser.pending:
@@ -230,7 +235,7 @@ class FirmwareEmulator:
         if self._pending is None and not (self._outbox and self._identified):
             return  # nothing to send (read without the lock: a hint, rechecked below)
         with self.lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self._pending is not None:
                 if now >= self._pending_deadline:
                     self._pending_timeout_s = min(self._pending_timeout_s * 2, self.retransmit_max_ms / 1000)
@@ -283,7 +288,7 @@ class FirmwareEmulator:
                 self._identified = True
                 if self._pending is not None:  # a host (re)connected: resend what it lacks soon
                     self._pending_timeout_s = self.retransmit_initial_ms / 1000
-                    self._pending_deadline = time.monotonic() + self._pending_timeout_s
+                    self._pending_deadline = self.clock.monotonic() + self._pending_timeout_s
             self._reply(frame.seq, self.identify_reply(), cache=False)
             self._pump()
             return

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from protocols.cards import BackColour
+from protocols.clock import REAL_CLOCK, Clock
 
 from protocols.messages import DeviceKind
 
@@ -102,7 +103,9 @@ class SimulatedTable:
     Attributes ``shuffler_url`` and ``shoe_url`` are what a host opens: pty
     paths, or USB selectors ``usb://1209:0001/SHF-SIM-0001`` to be opened with
     ``usb_backend`` (None for serial). Raises ``ValueError`` for an unknown
-    transport, ``OSError`` if a pty or socket cannot be made.
+    transport, ``OSError`` if a pty or socket cannot be made. ``clock``: what
+    the emulators' own waits and an unplug's duration run on
+    (:class:`protocols.clock.VirtualClock` to compress them; real time by default).
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class SimulatedTable:
         link_dir: str | Path | None = None,
         transport: str = "serial",
         shuffle: str = "random",
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
@@ -133,16 +137,18 @@ class SimulatedTable:
             self.shoe_url = _selector(DeviceKind.SHOE, SHOE_SERIAL)
         else:
             link_dir = Path(link_dir) if link_dir else None
-            shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None)
+            shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None, clock=clock)
             try:
-                shoe_port = PtyPort(link_dir / "shoe" if link_dir else None)
+                shoe_port = PtyPort(link_dir / "shoe" if link_dir else None, clock=clock)
             except OSError:
                 shuffler_port.close()
                 raise
             self.shuffler_url = shuffler_port.name
             self.shoe_url = shoe_port.name
-        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle)
-        self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL)
+        self.clock = clock
+        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle,
+                                         clock=clock)
+        self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL, clock=clock)
         self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
 
     def start(self) -> "SimulatedTable":

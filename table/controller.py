@@ -37,6 +37,7 @@ from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
 from firmware_bridge.link import DeviceEvent, LinkNotice
 from protocols.cards import BackColour, Card
+from protocols.clock import REAL_CLOCK, Clock
 from protocols.messages import (
     CardDrawn,
     CardUnreadable,
@@ -101,6 +102,9 @@ class TableTiming:
     #: this long for the device event confirming a dealer's action (a virtual
     #: dealer is held to ``event_timeout_s``).
     dealer_timeout_s: float = 86_400.0
+    #: The clock the event waits run on (protocols/clock.py): a soak passes a faster
+    #: VirtualClock, so its devices' and the controller's waits compress alike.
+    clock: Clock = REAL_CLOCK
 
 
 # --- results and views ------------------------------------------------------------
@@ -319,11 +323,12 @@ class TableController:
 
     def _next_event(self, timeout_s: float, what: str) -> DeviceEvent:
         """The next device event, journaled then ACKed. Link notices are handled here."""
-        deadline = time.monotonic() + timeout_s
+        clock = self.timing.clock
+        deadline = clock.monotonic() + timeout_s
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - clock.monotonic()
             try:
-                ev = self.events.get(timeout=remaining) if remaining > 0 else self.events.get_nowait()
+                ev = self.events.get(timeout=clock.real_s(remaining)) if remaining > 0 else self.events.get_nowait()
             except queue.Empty:
                 for link in self._links.values():
                     if not link.alive:
