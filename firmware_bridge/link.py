@@ -342,8 +342,13 @@ class Link:
     def _stop_reader(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None and reader is not threading.current_thread():
-            self._wake_reader()
-            reader.join(timeout=2.0)
+            # The reader waits for bytes without the read role (SPEC §7.1), so the role
+            # alone does not keep it off the port: wake it until it has gone (a
+            # requester reading at the same moment may take one wake-up for itself).
+            deadline = time.monotonic() + 2.0
+            while reader.is_alive() and time.monotonic() < deadline:
+                self._wake_reader()
+                reader.join(timeout=0.05)
         # A requester may still be reading this connection: wake it and take the
         # role, so the port is never closed (and its fd reused) under a read.
         deadline = time.monotonic() + 2.0

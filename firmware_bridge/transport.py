@@ -8,6 +8,7 @@ a second process cannot interleave bytes on the same device.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -136,7 +137,7 @@ class SerialTransport:
         try:
             ready, _, _ = select.select([fd, abort], [], [], timeout_s)
             if abort in ready:
-                os.read(abort, 1000)
+                os.read(abort, 1000)  # pyserial's abort pipe is non-blocking
                 return False
         except BlockingIOError:
             return False
@@ -271,6 +272,9 @@ class SocketTransport:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._wake_r, self._wake_w = os.pipe()
+        # Non-blocking: the reader thread and a requester may both see one wake-up
+        # byte (both wait on the pipe); the second finds it gone, not a blocked read.
+        os.set_blocking(self._wake_r, False)
         self._sock = sock
 
     @property
@@ -290,7 +294,8 @@ class SocketTransport:
             ready, _, _ = select.select([sock, self._wake_r], [], [],
                                         self.read_timeout_s if timeout_s is None else timeout_s)
             if self._wake_r in ready:
-                os.read(self._wake_r, 64)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 64)
                 return b""
             if not ready:
                 return b""
@@ -310,7 +315,8 @@ class SocketTransport:
         try:
             ready, _, _ = select.select([sock, self._wake_r], [], [], timeout_s)
             if self._wake_r in ready:
-                os.read(self._wake_r, 64)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 64)
                 return False
         except (OSError, ValueError) as exc:
             raise LinkLost(f"{self.name}: read failed: {exc}") from exc

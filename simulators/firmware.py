@@ -65,6 +65,8 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    ``executed``: the last ``executed_kept`` requests acted on, ``(host SEQ,
+    request)``, for tests and benches (bounded: a long run stays flat).
     ``clock``: what the firmware's own waits (event resends, the inter-frame gap)
     run on (:class:`protocols.clock.Clock`; a soak passes a faster
     :class:`~protocols.clock.VirtualClock`); real time by default.
@@ -85,6 +87,7 @@ class FirmwareEmulator:
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
         clock: Clock = REAL_CLOCK,
+        executed_kept: int = 4096,
     ) -> None:
         self.port = port
         self.clock = clock
@@ -107,7 +110,7 @@ class FirmwareEmulator:
         self._host_session: int | None = None
         self.boot_id = secrets.randbits(32) if boot_id is None else boot_id
         self.boots = 1
-        self.executed: list[tuple[int, Message]] = []  # (host SEQ, request) acted on, for tests
+        self.executed: collections.deque[tuple[int, Message]] = collections.deque(maxlen=executed_kept)
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)

@@ -11,6 +11,7 @@ backend (:mod:`simulators.usb_backend`).
 
 from __future__ import annotations
 
+import collections
 import random
 import secrets
 import threading
@@ -28,6 +29,10 @@ from .usb_backend import EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDe
 TRANSPORTS = ("serial", "usb")
 SHUFFLER_SERIAL = "SHF-SIM-0001"
 SHOE_SERIAL = "SHOE-SIM-0001"
+#: Cards drawn the virtual dealer remembers by default (its ground truth), so a
+#: long simulated run stays flat in memory; a bench that checks every read
+#: (the soak, ``tablectl simulate-table``) keeps them all (``history=None``).
+DRAWN_KEPT = 4096
 
 
 class VirtualDealer:
@@ -35,17 +40,20 @@ class VirtualDealer:
 
     Each method is one physical action; the devices report what their sensors
     see. Raises :class:`DeviceRefused` for an action the table cannot allow
-    physically (e.g. taking a deck from an empty shuffler).
+    physically (e.g. taking a deck from an empty shuffler). ``drawn`` is the
+    ground truth, every card drawn in draw order: the last ``history`` of
+    them (None: all).
     """
 
-    def __init__(self, shuffler: ShufflerEmulator, shoe: ShoeEmulator, colours: tuple[BackColour, BackColour]) -> None:
+    def __init__(self, shuffler: ShufflerEmulator, shoe: ShoeEmulator, colours: tuple[BackColour, BackColour],
+                 history: int | None = DRAWN_KEPT) -> None:
         self.shuffler = shuffler
         self.shoe = shoe
         self.off_table: dict[BackColour, list[SimCard]] = {c: new_deck(c) for c in colours}
         self.in_hand: list[SimCard] = []
         self.on_layout: list[SimCard] = []
         self.discard_rack: list[SimCard] = []
-        self.drawn: list[SimCard] = []  # ground truth, in draw order
+        self.drawn: collections.deque[SimCard] = collections.deque(maxlen=history)  # ground truth, in draw order
         self._lock = threading.Lock()
 
     def insert_deck(self, colour: BackColour) -> None:
@@ -106,6 +114,7 @@ class SimulatedTable:
     transport, ``OSError`` if a pty or socket cannot be made. ``clock``: what
     the emulators' own waits and an unplug's duration run on
     (:class:`protocols.clock.VirtualClock` to compress them; real time by default).
+    ``history``: how many drawn cards the dealer's ground truth keeps (None: all).
     """
 
     def __init__(
@@ -117,6 +126,7 @@ class SimulatedTable:
         transport: str = "serial",
         shuffle: str = "random",
         clock: Clock = REAL_CLOCK,
+        history: int | None = DRAWN_KEPT,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
@@ -149,7 +159,7 @@ class SimulatedTable:
         self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle,
                                          clock=clock)
         self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL, clock=clock)
-        self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
+        self.dealer = VirtualDealer(self.shuffler, self.shoe, colours, history)
 
     def start(self) -> "SimulatedTable":
         self.shuffler.start()

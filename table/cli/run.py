@@ -8,7 +8,7 @@ import queue
 import signal
 import sys
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, TextIO
 
 import click
 import structlog
@@ -86,6 +86,44 @@ def _round_line(r: RoundResult) -> str:
     )
     q = "qualifies" if r.dealer_qualifies else "no qualify"
     return f"round {r.number:4d}  deck {r.deck_id} ({r.deck_colour})  dealer {' '.join(map(str, r.dealer_hand))} {q:10} | {seats}"
+
+
+class RunResults:
+    """What ``tablectl run`` keeps of the rounds dealt: counts and each seat's net,
+    never the rounds themselves, so a long run stays flat in memory (issue 18).
+
+    With ``as_json`` each round is written to ``out`` as it is dealt, inside the
+    one JSON object documented in the README (``{"rounds": [...], ...}``, the
+    same bytes as building it whole); :meth:`finish` writes the rest. Otherwise
+    each round is one line (``_round_line``). ``out`` is a text stream.
+    """
+
+    def __init__(self, seats: int, as_json: bool, out: TextIO) -> None:
+        self.count = 0
+        self.net_by_seat = {str(s): 0 for s in range(1, seats + 1)}
+        self._json = as_json
+        self._out = out
+
+    def add(self, r: RoundResult) -> None:
+        """Count round ``r`` and write it out."""
+        self.count += 1
+        for s in r.seats:
+            self.net_by_seat[str(s.seat)] += s.net_cents
+        if not self._json:
+            click.echo(_round_line(r), file=self._out)
+            return
+        self._out.write(('{"rounds": [' if self.count == 1 else ", ") + json.dumps(round_to_json(r)))
+        self._out.flush()
+
+    def finish(self, rest: dict[str, Any]) -> None:
+        """With ``as_json``: close the ``rounds`` list and write ``rest`` (the summary
+        keys, in order) to end the object and its line."""
+        if self._json:
+            tail = json.dumps(rest)  # '{"cards_read": ...}'
+            head = '{"rounds": [' if self.count == 0 else ""
+            sep = ", " if len(tail) > 2 else ""
+            self._out.write(head + "]" + sep + tail[1:] + "\n")
+            self._out.flush()
 
 
 @click.command("run")
@@ -206,7 +244,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     if event_socket and journal is None:
         raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
     signal.signal(signal.SIGTERM, _raise_exit)
-    results: list[RoundResult] = []
+    results = RunResults(seats, as_json and not service, click.get_text_stream("stdout"))
     error: str | None = None
     code = 0
     with ExitStack() as stack:
@@ -288,9 +326,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 if service:
                     svc.round_done(r, round_to_json(r))
                     continue
-                results.append(r)
-                if not as_json:
-                    click.echo(_round_line(r))
+                results.add(r)
         except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
             error, code = str(exc), EXIT_CUSTODY
         except (TableError, LinkError) as exc:
@@ -301,12 +337,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         violations = len(controller.custody.violations) if controller else 0
         cards_read = controller.cards_read if controller else 0
 
-    net_by_seat = {str(s): sum(r.seats[s - 1].net_cents for r in results) for s in range(1, seats + 1)}
+    net_by_seat = results.net_by_seat
     if service:
         svc.summary(cards_read, violations, error)
     elif as_json:
         out: dict[str, Any] = {
-            "rounds": [round_to_json(r) for r in results],
             "cards_read": cards_read,
             "custody_violations": violations,
             "net_by_seat": net_by_seat,
@@ -317,9 +352,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         }
         if error:
             out["error"] = error
-        click.echo(json.dumps(out))
+        results.finish(out)
     else:
-        click.echo(f"rounds {len(results)}  cards read {cards_read}  custody violations {violations}")
+        click.echo(f"rounds {results.count}  cards read {cards_read}  custody violations {violations}")
         click.echo("net by seat: " + "  ".join(f"seat{s} {_money(v)}" for s, v in net_by_seat.items())
                    + f"   house {_money(-sum(net_by_seat.values()))}")
     if error:

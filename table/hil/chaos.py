@@ -425,7 +425,7 @@ class ChaosTable:
         self.link_dir = tmp
         self.clock = REAL_CLOCK if speed == 1 else VirtualClock(speed)
         self.sim = self._stack.enter_context(SimulatedTable((RED, BLUE), seed=seed, link_dir=self.link_dir,
-                                                            clock=self.clock))
+                                                            clock=self.clock, history=None))  # every read: the truth
         self.journal = Journal(journal_path)
         self._stack.callback(self.journal.close)
         self.events: queue.Queue = queue.Queue(maxsize=1024)
