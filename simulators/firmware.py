@@ -87,7 +87,7 @@ class FirmwareEmulator:
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
         clock: Clock = REAL_CLOCK,
-        executed_kept: int = 4096,
+        executed_kept: int = 1024,
     ) -> None:
         self.port = port
         self.clock = clock

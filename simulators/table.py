@@ -32,7 +32,7 @@ SHOE_SERIAL = "SHOE-SIM-0001"
 #: Cards drawn the virtual dealer remembers by default (its ground truth), so a
 #: long simulated run stays flat in memory; a bench that checks every read
 #: (the soak, ``tablectl simulate-table``) keeps them all (``history=None``).
-DRAWN_KEPT = 4096
+DRAWN_KEPT = 1024
 
 
 class VirtualDealer:

@@ -263,6 +263,7 @@ def _wait_state(link, state, within_s):
     return link.state is state
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_a_disconnect_during_a_heartbeat_does_not_stall_the_reconnect(bench):
     """The supervisor sends heartbeats and also reconnects: a heartbeat in flight when
     the cable is pulled must give up at once rather than wait for itself."""
@@ -326,6 +327,7 @@ def test_with_requester_reads_off_the_reader_thread_reads_every_reply(bench):
     assert link.stats.replies_read_by_requester == 0
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     """A requester waiting on the line for a reply that never comes is woken by
     close() (the port is not closed under its read) and gets LinkLost."""
@@ -343,6 +345,7 @@ def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     assert isinstance(result.get("error"), LinkLost), result
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_close_is_not_held_up_by_a_heartbeat_reading_its_own_reply(bench):
     """A heartbeat waiting on the line for an answer from a silent device is woken by
     close(), which does not wait out the heartbeat timeout."""
@@ -382,6 +385,7 @@ def test_a_request_that_fails_unexpectedly_frees_the_line_for_events(bench, monk
     assert collect_cards(link, 3, timeout_s=3) == [0, 1, 2]
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_the_heartbeat_waits_while_a_request_is_in_flight(bench):
     """A request retransmitting to a silent device makes the heartbeat stand aside:
     it looks again once per interval, it does not spin."""

@@ -32,6 +32,7 @@ def test_each_fault_class_is_detected_without_losing_a_card(kind):
         assert len(t.truth_reads()) == len(t.device_reads())
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_soak_cli_json_summary():
     proc = subprocess.run(tablectl() + ["soak", "--rounds", "120", "--seed", "7", "--fault-rate", "0.4", "--json"],
@@ -148,6 +149,7 @@ def test_lost_and_duplicated_reads_do_not_cancel_out():
     assert _compare_reads(t, [t[0], ("Qs", "red"), t[2], t[3], t[4]]) == (0, 0, 1)
 
 
+@pytest.mark.long
 def test_a_compressed_clock_injects_the_same_faults_with_the_same_counting():
     """The soak's clock only changes how long the waits take: the same seed injects
     the same faults of the same classes, and both runs count 0 lost, 0 duplicated,
