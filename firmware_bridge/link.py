@@ -324,7 +324,7 @@ class Link:
         self._parser.reset()
         self._last_rx = time.monotonic()
         self._timed = (self.config.requester_reads and bool(getattr(self.transport, "timed_read", False))
-                       and hasattr(self.transport, "wait_readable"))
+                       and hasattr(self.transport, "wait_readable") and hasattr(self.transport, "cancel_read"))
         with self._cv:
             self._generation += 1
             gen = self._generation
