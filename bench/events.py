@@ -135,8 +135,10 @@ def mqtt(work: Path) -> dict | None:
             sub.loop_start()
             subscribed.wait(10)
             t0 = time.perf_counter()
-            pub = MqttPublisher(log, MqttSettings(port=broker.port, floor="bench",
-                                                  state_path=work / "mqtt-state.json")).start()
+            from table.keys import generate
+
+            pub = MqttPublisher(log, MqttSettings(port=broker.port, floor="bench", state_path=work / "mqtt-state.json",
+                                                  table_key=generate())).start()  # every message signed
             acked = pub.wait_acked(head, 300)
             t_acked = time.perf_counter() - t0
             done.wait(300)

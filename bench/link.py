@@ -176,8 +176,7 @@ def soak(exchanges: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "shoe"
         port = PtyPort(path)
-        emu = ShoeEmulator(port, retransmit_initial_ms=25, retransmit_max_ms=200,
-                           executed_kept=2 * exchanges + 100).start()  # every exchange and its repeats
+        emu = ShoeEmulator(port, retransmit_initial_ms=25, retransmit_max_ms=200, history=exchanges + 64).start()
         plan = FaultPlan(seed=2026, bit_flip=0.01)
         faulty = FaultyTransport(SerialTransport(str(path), read_timeout_s=0.05), plan)
         cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=20,

@@ -61,6 +61,7 @@ from protocols.messages import (
     Nak,
     NakCode,
     StatusReply,
+    EVENTS_BY_KIND,
     catalogue,
     decode_message,
     direction_of,
@@ -116,7 +117,10 @@ class LinkConfig:
     ``requester_reads``: a requester reads its own reply off the line where
     the transport allows it (SPEC §7.1); False: the reader thread reads
     every reply and hands it over. ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
-    allows any. ``pinned_serial``: the serial number this link must find.
+    allows any. ``firmware_approved``: ``(serial, version)`` pairs also allowed
+    when the allowlist is set: a firmware update the table journaled approves the
+    version it installed on that device (``table/firmware.py``, docs/firmware.md).
+    ``pinned_serial``: the serial number this link must find.
     Raises ``ValueError`` naming the field on a bad value.
     """
 
@@ -133,6 +137,7 @@ class LinkConfig:
     read_timeout_ms: int = 250
     requester_reads: bool = True
     firmware_allowlist: tuple[str, ...] = ()
+    firmware_approved: tuple[tuple[str, str], ...] = ()
     pinned_serial: str | None = None
 
     def __post_init__(self) -> None:
@@ -179,13 +184,39 @@ class LinkNotice:
 
 
 @dataclass(frozen=True)
+class RefusedEvent:
+    """A device event the host refused (SPEC §6.3), delivered in the event queue like an
+    event, with the device's SEQ, so its consumer records the refusal before the
+    host answers ``Nak(nak)`` (:meth:`Link.acknowledge`): a host killed in between
+    gets the event again.
+
+    ``type``: the frame's type byte; ``reason``: ``"undecodable"`` (a payload that
+    does not fit, a type not in the catalogue) or ``"wrong_device"`` (an event this
+    link's device kind does not send, ``EVENTS_BY_KIND``); ``detail``: why;
+    ``payload``: the raw bytes. A card event's payload can name a card: never log
+    ``detail`` or ``payload``, keep them sealed."""
+
+    type: int
+    reason: str
+    nak: NakCode
+    detail: str = ""
+    payload: bytes = b""
+
+    @property
+    def name(self) -> str:
+        """The message's name, or its type byte when it is not in the catalogue."""
+        cls = catalogue().get(self.type)
+        return cls.__name__ if cls else f"type 0x{self.type:02X}"
+
+
+@dataclass(frozen=True)
 class DeviceEvent:
     """An event from a device (a protocol message) or from the link itself (a
     :class:`LinkNotice`), in arrival order. ``source`` is the link's name and
     ``received_at`` a ``time.monotonic()`` stamp (s)."""
 
     source: str
-    message: Message | LinkNotice
+    message: Message | LinkNotice | RefusedEvent
     received_at: float
     seq: int = -1
     boot_id: int = 0
@@ -215,6 +246,7 @@ class LinkStats:
     #: Replies the requester read off the line itself (SPEC §7.1), not handed over.
     replies_read_by_requester: int = 0
     bad_payloads: int = 0
+    wrong_device_events: int = 0
     backpressure: int = 0
     heartbeats: int = 0
     heartbeat_misses: int = 0
@@ -256,7 +288,8 @@ class Link:
         #: does not take the device's resend of it as new.
         self.resume: Callable[[DeviceIdentity], int | None] | None = None
         self._last_acked = True
-        self._ev_lock = threading.Lock()  # guards _last_event_seq/_last_acked
+        self._last_answer: Message = Ack()  # what the last delivered event is answered with
+        self._ev_lock = threading.Lock()  # guards _last_event_seq/_last_acked/_last_answer
         self.stats = LinkStats()
         self.identity: DeviceIdentity | None = None
         self.expected_kind: DeviceKind | None = None
@@ -441,7 +474,8 @@ class Link:
             raise WrongDevice(f"{self.name}: expected a {self.expected_kind} but the device at {url} "
                               f"is a {ident.kind} (serial {ident.serial_number})")
         allow = self.config.firmware_allowlist
-        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow):
+        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow) and (
+                ident.serial_number, ident.firmware_version) not in self.config.firmware_approved:
             raise FirmwareNotAllowed(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} "
                                      f"is not in the allowlist {list(allow)}")
         pinned = self.config.pinned_serial
@@ -861,47 +895,61 @@ class Link:
         if kind is Direction.REQUEST:
             self._reply_to(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
             return
+        msg: Message | RefusedEvent
         try:
             msg = decode_message(frame.type, frame.payload)
         except MessageError as exc:
             self.stats.bad_payloads += 1
-            self._log.error("bad_event_payload", seq=frame.seq, type=frame.type, error=str(exc))
+            # Not the error text: it can name a rank or a suit of the card it failed on.
+            self._log.error("bad_event_payload", seq=frame.seq, type=frame.type, length=len(frame.payload))
             code = NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE
-            self._reply_to(frame.seq, Nak(code))
-            return
+            msg = RefusedEvent(frame.type, "undecodable", code, str(exc), bytes(frame.payload))
+        else:
+            allowed = EVENTS_BY_KIND.get(self.expected_kind) if self.expected_kind is not None else None
+            if allowed is not None and frame.type not in allowed:
+                self.stats.wrong_device_events += 1
+                self._log.error("event_from_wrong_device", seq=frame.seq, message=type(msg).__name__,
+                                expected=str(self.expected_kind))
+                msg = RefusedEvent(frame.type, "wrong_device", NakCode.UNKNOWN_MESSAGE,
+                                   f"{type(msg).__name__} is not an event a {self.expected_kind} sends",
+                                   bytes(frame.payload))
         if self._state is not LinkState.UP:
             return  # not before the handshake is done: unacknowledged, the device resends it
         with self._ev_lock:
             duplicate, acked = frame.seq == self._last_event_seq, self._last_acked
+            answer = self._last_answer
         if duplicate:
             self.stats.duplicate_events += 1
             if acked:
-                self._reply_to(frame.seq, Ack())
-            return  # else the consumer has not recorded it yet: its ACK will come
+                self._reply_to(frame.seq, answer)
+            return  # else the consumer has not recorded it yet: its answer will come
         ident = self.identity
+        answer = Nak(msg.nak) if isinstance(msg, RefusedEvent) else Ack()
         with self._ev_lock:
-            # Mark it delivered-but-unacknowledged before the consumer can see it, so
-            # an acknowledge() racing the reader always finds it (then ACKs it).
-            previous = (self._last_event_seq, self._last_acked)
-            self._last_event_seq, self._last_acked = frame.seq, self.ack_on_delivery
+            # Mark it delivered-but-unanswered before the consumer can see it, so an
+            # acknowledge() racing the reader always finds it (then answers it).
+            previous = (self._last_event_seq, self._last_acked, self._last_answer)
+            self._last_event_seq, self._last_acked, self._last_answer = frame.seq, self.ack_on_delivery, answer
             try:
                 self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
                                                    ident.boot_id if ident else 0))
             except queue.Full:
-                self._last_event_seq, self._last_acked = previous
-                self.stats.backpressure += 1  # no ACK: the device sends it again later
+                self._last_event_seq, self._last_acked, self._last_answer = previous
+                self.stats.backpressure += 1  # no answer: the device sends it again later
                 return
         self.stats.events += 1
         if self.ack_on_delivery:
-            self._reply_to(frame.seq, Ack())
+            self._reply_to(frame.seq, answer)
 
     def acknowledge(self, event: DeviceEvent) -> None:
-        """ACK a device event once it is recorded (``ack_on_delivery=False``): until
-        then the device keeps it and resends it, so a host that dies between
-        delivery and record gets it again after restart (SPEC §6.3)."""
+        """Answer a device event once it is recorded (``ack_on_delivery=False``): ``Ack``,
+        or ``Nak`` for a :class:`RefusedEvent`. Until then the device keeps it and
+        resends it, so a host that dies between delivery and record gets it again
+        after restart (SPEC §6.3)."""
         with self._ev_lock:
             due = event.source == self.name and event.seq == self._last_event_seq and not self._last_acked
             if due:
                 self._last_acked = True
+            answer = self._last_answer
         if due:
-            self._reply_to(event.seq, Ack())
+            self._reply_to(event.seq, answer)

@@ -8,7 +8,8 @@ subclass) and nothing else.
 
 Type byte ranges:
 
-* ``0x01..0x3F`` host requests (need a reply);
+* ``0x01..0x3F`` host requests (need a reply); ``0x20..0x2F`` are the
+  firmware update requests (SPEC §9), which both device kinds answer;
 * ``0x40..0x7F`` device events (need an ``Ack`` from the host);
 * ``0x80..0xFF`` replies; a reply frame carries the SEQ of the frame it answers.
 
@@ -52,6 +53,21 @@ class NakCode(enum.IntEnum):
     JAMMED = 6
     NOT_SUPPORTED = 7
     NOT_IDENTIFIED = 8
+    # firmware update refusals (SPEC §9.4)
+    BAD_IMAGE = 9
+    WRONG_KIND = 10
+    WRONG_MODEL = 11
+    DOWNGRADE = 12
+    UNKNOWN_KEY = 13
+    UNSIGNED = 14
+    BAD_SIGNATURE = 15
+    BAD_HASH = 16
+    TOO_LARGE = 17
+    NO_UPDATE = 18
+    BAD_OFFSET = 19
+    INCOMPLETE = 20
+    NOT_COMMITTED = 21
+    DECK_PRESENT = 22
 
 
 class ShufflerFaultCode(enum.IntEnum):
@@ -69,6 +85,22 @@ class DeviceState(enum.IntEnum):
     SHUFFLING = 2
     READY = 3
     FAULT = 4
+
+
+class UpdateState(enum.IntEnum):
+    """Where a firmware transfer stands on the device (:class:`FirmwareInfo`, SPEC §9)."""
+
+    IDLE = 0
+    RECEIVING = 1
+    COMMITTED = 2
+
+
+class UpdateResult(enum.IntEnum):
+    """What became of the last image activated (:class:`FirmwareInfo`, SPEC §9.3)."""
+
+    NONE = 0
+    UPDATED = 1
+    ROLLED_BACK = 2
 
 
 class Direction(enum.Enum):
@@ -509,6 +541,189 @@ class ShoeEmpty(Message):
     def decode(cls, payload: bytes) -> "ShoeEmpty":
         _expect_len(cls, payload, 1)
         return cls(payload[0])
+
+
+#: The events each device kind sends (SPEC §4.2, §4.3, §4.5 "Events by device kind"). A host
+#: refuses any other event from a device of that kind: a shoe's card event on the
+#: shuffler's link deals no card, a shuffler's count on the shoe's link verifies no deck.
+EVENTS_BY_KIND: dict[DeviceKind, frozenset[int]] = {
+    DeviceKind.SHUFFLER: frozenset({DeckInserted.TYPE, DeckVerified.TYPE, DeckDelivered.TYPE, ShufflerFault.TYPE}),
+    DeviceKind.SHOE: frozenset({ShoeLoaded.TYPE, CardDrawn.TYPE, CardUnreadable.TYPE, ShoeEmpty.TYPE}),
+}
+# --- firmware update (SPEC §9), both device kinds ------------------------------
+
+#: bytes of image data one ``UpdateChunk`` can carry (a 255-byte payload less the offset)
+MAX_CHUNK_DATA = 251
+#: the image header ``UpdateBegin`` carries (protocols.firmware_image.HEADER_SIZE)
+UPDATE_HEADER_SIZE = 73
+
+
+def _version3(payload: bytes) -> tuple[int, int, int]:
+    return (payload[0], payload[1], payload[2])
+
+
+@_register
+@dataclass(frozen=True)
+class GetFirmwareInfo(Message):
+    """Host → device: report the bootloader's state. Answered by :class:`FirmwareInfo`,
+    or ``NAK NOT_SUPPORTED`` by a device that takes no signed updates."""
+
+    TYPE: ClassVar[int] = 0x20
+
+
+@_register
+@dataclass(frozen=True)
+class FirmwareInfo(Message):
+    """Reply to :class:`GetFirmwareInfo` (SPEC §9.2).
+
+    Payload (19 + n bytes): ``security_version`` u32 (the device's anti-rollback
+    counter), ``running_slot`` u8 (0 = A, 1 = B), ``running`` 3 × u8 (the version
+    running), ``other`` 3 × u8 (the version in the other slot, 0.0.0 if none),
+    ``update_state`` u8 (:class:`UpdateState`), ``last_result`` u8
+    (:class:`UpdateResult`), ``received`` u32 (bytes of the image being received,
+    header included), ``max_chunk`` u8 (most data bytes per ``UpdateChunk``,
+    1..251), model length n u8 (1..16), model n bytes printable ASCII.
+    """
+
+    TYPE: ClassVar[int] = 0x90
+    model: str
+    security_version: int
+    running_slot: int
+    running: tuple[int, int, int]
+    other: tuple[int, int, int] = (0, 0, 0)
+    update_state: UpdateState = UpdateState.IDLE
+    last_result: UpdateResult = UpdateResult.NONE
+    received: int = 0
+    max_chunk: int = MAX_CHUNK_DATA
+
+    def encode(self) -> bytes:
+        model = self.model.encode("ascii")
+        if not 1 <= len(model) <= 16:
+            raise MessageError("model must be 1..16 ASCII characters")
+        if not 1 <= self.max_chunk <= MAX_CHUNK_DATA:
+            raise MessageError(f"max_chunk must be 1..{MAX_CHUNK_DATA}")
+        return (self.security_version.to_bytes(4, "big") + bytes((self.running_slot, *self.running, *self.other,
+                                                                  self.update_state, self.last_result))
+                + self.received.to_bytes(4, "big") + bytes((self.max_chunk, len(model))) + model)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "FirmwareInfo":
+        if len(payload) < 20:
+            raise MessageError(f"FirmwareInfo payload is {len(payload)} bytes, at least 20 needed")
+        n = payload[18]
+        if len(payload) != 19 + n or not 1 <= n <= 16:
+            raise MessageError(f"FirmwareInfo model length {n} does not match the payload")
+        try:
+            model = payload[19:].decode("ascii")
+            state, result = UpdateState(payload[11]), UpdateResult(payload[12])
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MessageError(f"bad FirmwareInfo: {exc}") from None
+        if not model.isprintable():
+            raise MessageError("FirmwareInfo model is not printable ASCII")
+        slot, max_chunk = payload[4], payload[17]
+        if slot > 1 or not 1 <= max_chunk <= MAX_CHUNK_DATA:
+            raise MessageError(f"FirmwareInfo slot {slot} or max_chunk {max_chunk} out of range")
+        return cls(model, int.from_bytes(payload[:4], "big"), slot, _version3(payload[5:8]), _version3(payload[8:11]),
+                   state, result, int.from_bytes(payload[13:17], "big"), max_chunk)
+
+    @property
+    def running_version(self) -> str:
+        """The running firmware version as ``"major.minor.patch"``."""
+        return ".".join(map(str, self.running))
+
+    @property
+    def slot_name(self) -> str:
+        """``"A"`` or ``"B"``: the slot the device runs."""
+        return "AB"[self.running_slot]
+
+
+@_register
+@dataclass(frozen=True)
+class UpdateBegin(Message):
+    """Host → device: start (or resume) receiving an image; ``header`` is its 73-byte
+    header (``protocols.firmware_image``). Answered by :class:`UpdateOffset` (how many
+    bytes of that image the device already holds: 73 for a new transfer, more when
+    it resumes one with the same header) or ``Nak`` (SPEC §9.4). The payload is
+    parsed by the device, not here, so a malformed header is refused BAD_IMAGE."""
+
+    TYPE: ClassVar[int] = 0x21
+    header: bytes
+
+    def encode(self) -> bytes:
+        if len(self.header) != UPDATE_HEADER_SIZE:
+            raise MessageError(f"UpdateBegin carries the {UPDATE_HEADER_SIZE}-byte image header")
+        return bytes(self.header)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "UpdateBegin":
+        _expect_len(cls, payload, UPDATE_HEADER_SIZE)
+        return cls(bytes(payload))
+
+
+@_register
+@dataclass(frozen=True)
+class UpdateChunk(Message):
+    """Host → device: image bytes ``data`` (1..251) at image offset ``offset`` u32.
+    Answered by :class:`UpdateOffset` (the bytes held after it) or ``Nak``."""
+
+    TYPE: ClassVar[int] = 0x22
+    offset: int
+    data: bytes
+
+    def encode(self) -> bytes:
+        if not 1 <= len(self.data) <= MAX_CHUNK_DATA:
+            raise MessageError(f"UpdateChunk data must be 1..{MAX_CHUNK_DATA} bytes")
+        if not 0 <= self.offset <= 0xFFFFFFFF:
+            raise MessageError("UpdateChunk offset must fit in 32 bits")
+        return self.offset.to_bytes(4, "big") + bytes(self.data)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "UpdateChunk":
+        if not 5 <= len(payload) <= 4 + MAX_CHUNK_DATA:
+            raise MessageError(f"UpdateChunk payload is {len(payload)} bytes; 5..{4 + MAX_CHUNK_DATA}")
+        return cls(int.from_bytes(payload[:4], "big"), bytes(payload[4:]))
+
+
+@_register
+@dataclass(frozen=True)
+class UpdateCommit(Message):
+    """Host → device: every byte is sent; verify the whole image (hash, signature,
+    kind, model, security version). Answered ``Ack`` or ``Nak`` (SPEC §9.4)."""
+
+    TYPE: ClassVar[int] = 0x23
+
+
+@_register
+@dataclass(frozen=True)
+class UpdateActivate(Message):
+    """Host → device: boot the committed image once. Answered ``Ack``, after which the
+    device restarts into it (SPEC §9.3), or ``Nak`` NOT_COMMITTED / DECK_PRESENT."""
+
+    TYPE: ClassVar[int] = 0x24
+
+
+@_register
+@dataclass(frozen=True)
+class UpdateOffset(Message):
+    """Reply to :class:`UpdateBegin` and :class:`UpdateChunk`: ``offset`` u32, the bytes of
+    the image the device holds, contiguous from 0 (the next offset it expects)."""
+
+    TYPE: ClassVar[int] = 0x91
+    offset: int
+
+    def encode(self) -> bytes:
+        if not 0 <= self.offset <= 0xFFFFFFFF:
+            raise MessageError("UpdateOffset offset must fit in 32 bits")
+        return self.offset.to_bytes(4, "big")
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "UpdateOffset":
+        _expect_len(cls, payload, 4)
+        return cls(int.from_bytes(payload, "big"))
+
+
+#: the firmware update requests (SPEC §9), for devices and hosts that route them
+UPDATE_REQUESTS: tuple[type[Message], ...] = (GetFirmwareInfo, UpdateBegin, UpdateChunk, UpdateCommit, UpdateActivate)
 
 
 def catalogue() -> dict[int, type[Message]]:

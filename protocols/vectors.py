@@ -2,7 +2,8 @@
 
 ``protocols/golden_vectors.json`` is the reference a vendor writing firmware
 tests against: CRC check values, whole frames, every catalogue message's
-payload, and request → reply exchanges a conforming device must produce.
+payload, and request → reply exchanges a conforming device must produce,
+among them a whole signed firmware update (``firmware_update``, SPEC §9.6).
 The codec tests and the emulator tests both replay it. Regenerate it only on
 a deliberate protocol change: ``python -m protocols.vectors --write``.
 """
@@ -17,11 +18,13 @@ from importlib import resources
 from typing import Any
 
 from .cards import BackColour, Card
+from .firmware_image import HEADER_SIZE, FirmwareImage, ImageHeader, build_header, key_id_of
 from .frame import crc16, encode_frame
 from .messages import (
     Ack, CardDrawn, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, DeviceKind, DeviceState, Echo,
-    EchoReply, GetStatus, Identify, IdentifyReply, Message, Nak, NakCode, ShoeEmpty, ShoeLoaded, Shuffle,
-    ShufflerFault, ShufflerFaultCode, StatusReply, encode_message,
+    EchoReply, FirmwareInfo, GetFirmwareInfo, GetStatus, Identify, IdentifyReply, Message, Nak, NakCode, ShoeEmpty,
+    ShoeLoaded, Shuffle, ShufflerFault, ShufflerFaultCode, StatusReply, UpdateActivate, UpdateBegin, UpdateChunk,
+    UpdateCommit, UpdateOffset, UpdateResult, UpdateState, encode_message,
 )
 
 VECTORS_FILE = "golden_vectors.json"
@@ -29,6 +32,14 @@ VECTORS_FILE = "golden_vectors.json"
 #: Identity the emulators take when built for the golden exchanges.
 GOLDEN_BOOT_ID = 0x12345678
 GOLDEN_SESSION = 0x0BADCAFE
+
+#: Seeds of the golden firmware vectors' Ed25519 keys (SPEC §9.6). Published test keys:
+#: never provision a shipped device with them.
+GOLDEN_VENDOR_SEED = b"threecard golden vendor key, test only".ljust(32, b".")[:32]
+GOLDEN_FOREIGN_SEED = b"threecard golden FOREIGN key, test".ljust(32, b".")[:32]
+#: The golden shoe's bootloader: its model and security version (firmware 1.0.0 in slot A).
+GOLDEN_MODEL = "SIM-SHOE"
+GOLDEN_SECURITY_VERSION = 1
 
 
 def message_to_dict(msg: Message) -> dict[str, Any]:
@@ -55,7 +66,7 @@ def _examples() -> list[Message]:
     red = BackColour.RED
     return [
         Identify(GOLDEN_SESSION), GetStatus(), Echo(bytes(range(16))), Shuffle(),
-        Ack(), *(Nak(code) for code in NakCode), EchoReply(b"ok"),
+        Ack(), *(Nak(code) for code in NakCode if code <= NakCode.NOT_IDENTIFIED), EchoReply(b"ok"),
         IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID),
         StatusReply(DeviceState.READY, red, 52, 0),
         DeckInserted(red), DeckDelivered(BackColour.BLUE),
@@ -65,7 +76,176 @@ def _examples() -> list[Message]:
         DeckVerified(red, 52, 1, frozenset(range(52)) - {Card.parse("As").index}, frozenset({Card.parse("2c").index})),
         ShoeLoaded(red), CardDrawn(0, Card.parse("As"), red), CardDrawn(17, Card.parse("Td"), BackColour.BLUE),
         CardUnreadable(5, BackColour.NONE), ShoeEmpty(52),
+        # firmware update (SPEC §9), after every message of protocol 1.0's first catalogue
+        *(Nak(code) for code in NakCode if code > NakCode.NOT_IDENTIFIED),
+        GetFirmwareInfo(), FirmwareInfo(GOLDEN_MODEL, GOLDEN_SECURITY_VERSION, 0, (1, 0, 0)),
+        FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 0, 0), UpdateState.RECEIVING, UpdateResult.UPDATED, 173, 200),
+        UpdateBegin(_golden_images()["good"][:HEADER_SIZE]), UpdateChunk(73, bytes(range(16))),
+        UpdateCommit(), UpdateActivate(), UpdateOffset(173),
     ]
+
+
+def _keys() -> tuple[Any, Any]:
+    """The golden vendor and foreign signing keys (deterministic, from their seeds)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return (Ed25519PrivateKey.from_private_bytes(GOLDEN_VENDOR_SEED),
+            Ed25519PrivateKey.from_private_bytes(GOLDEN_FOREIGN_SEED))
+
+
+def _raw_public(private: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _golden_images() -> dict[str, bytes]:
+    """The images of the golden update exchanges, each as its file's bytes. Ed25519
+    signatures are deterministic (RFC 8032), so these are the same on every run."""
+    vendor, foreign = _keys()
+    vid, fid = key_id_of(_raw_public(vendor)), key_id_of(_raw_public(foreign))
+    body, body2 = bytes(range(100)), bytes(range(100, 200))
+    shoe = DeviceKind.SHOE
+
+    def signed(header: ImageHeader, payload: bytes, key: Any = vendor) -> bytes:
+        data = header.encode() + payload
+        return data + key.sign(data)
+
+    good_h = build_header(shoe, GOLDEN_MODEL, (1, 1, 0), 2, body, vid)
+    good = signed(good_h, body)
+    flipped_header = bytearray(good)
+    flipped_header[24] ^= 0x01  # the version's patch byte: 1.1.0 -> 1.1.1, not what was signed
+    flipped_body = bytearray(good)
+    flipped_body[HEADER_SIZE + 10] ^= 0x01
+    bad_magic = b"XXFW" + good[4:]
+    large = ImageHeader(shoe, GOLDEN_MODEL, (1, 1, 0), 2, 8 * 1024 * 1024, bytes(32), vid)  # 8 MiB: the slot holds 4
+    return {
+        "good": good,
+        "unsigned": good[: HEADER_SIZE + len(body)],
+        "flipped_header": bytes(flipped_header),
+        "flipped_body": bytes(flipped_body),
+        "wrong_kind": signed(build_header(DeviceKind.SHUFFLER, "SIM-SHUFFLER", (1, 1, 0), 2, body, vid), body),
+        "wrong_model": signed(build_header(shoe, "OTHER-SHOE", (1, 1, 0), 2, body, vid), body),
+        "downgrade": signed(build_header(shoe, GOLDEN_MODEL, (1, 1, 0), 0, body, vid), body),
+        "foreign_key": signed(build_header(shoe, GOLDEN_MODEL, (1, 1, 0), 2, body, fid), body, foreign),
+        "bad_magic": bad_magic,
+        "too_large": large.encode(),
+        "next": signed(build_header(shoe, GOLDEN_MODEL, (1, 2, 0), 2, body2, vid), body2),
+        "older_after_update": signed(build_header(shoe, GOLDEN_MODEL, (1, 0, 5), 1, body2, vid), body2),
+    }
+
+
+def _update_exchanges() -> list[dict[str, Any]]:
+    """A signed update of the golden shoe from power-up, every refusal, a power cut
+    mid-transfer, activation, and a power cut during the trial boot (a roll-back)."""
+    im = _golden_images()
+    good, nxt = im["good"], im["next"]
+    hdr = {name: data[:HEADER_SIZE] for name, data in im.items()}
+    out: list[dict[str, Any]] = []
+    seq = [0]
+
+    def ex(name: str, msg: Message | None, reply: Message, *, action: str | None = None, wire: str | None = None,
+           same_seq: bool = False) -> None:
+        if not same_seq and not isinstance(msg, Identify):
+            seq[0] = seq[0] % 255 + 1
+        s = 0 if isinstance(msg, Identify) else seq[0]
+        item: dict[str, Any] = {"name": name}
+        if action:
+            item["action"] = action
+        item["request"] = wire if wire is not None else _wire(s, msg)
+        item["reply"] = _wire(s, reply)
+        out.append(item)
+
+    def begin(name: str, which: str, reply: Message, **kw: Any) -> None:
+        ex(name, UpdateBegin(hdr[which]), reply, **kw)
+
+    def chunk(name: str, image: bytes, start: int, end: int, reply: Message) -> None:
+        ex(name, UpdateChunk(start, image[start:end]), reply)
+
+    ident = Identify(GOLDEN_SESSION)
+    ex("identify the shoe", ident, IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID))
+    ex("firmware info at power-up", GetFirmwareInfo(), FirmwareInfo(GOLDEN_MODEL, GOLDEN_SECURITY_VERSION, 0, (1, 0, 0)))
+    ex("a chunk before any begin", UpdateChunk(73, b"x"), Nak(NakCode.NO_UPDATE))
+    ex("a commit before any begin", UpdateCommit(), Nak(NakCode.NO_UPDATE))
+    ex("activate with nothing committed", UpdateActivate(), Nak(NakCode.NOT_COMMITTED))
+    begin("not an image (bad magic)", "bad_magic", Nak(NakCode.BAD_IMAGE))
+    begin("an image for the other device kind", "wrong_kind", Nak(NakCode.WRONG_KIND))
+    begin("an image for another model", "wrong_model", Nak(NakCode.WRONG_MODEL))
+    begin("a security version below the device's", "downgrade", Nak(NakCode.DOWNGRADE))
+    begin("signed by a key the device does not hold", "foreign_key", Nak(NakCode.UNKNOWN_KEY))
+    begin("larger than a slot", "too_large", Nak(NakCode.TOO_LARGE))
+    begin("an update while a deck is in the shoe", "good", Nak(NakCode.DECK_PRESENT), action="load red")
+    begin("begin the good image (the stub taken out)", "good", UpdateOffset(73), action="unload")
+    chunk("its body", good, 73, 173, UpdateOffset(173))
+    ex("commit with no signature sent: unsigned", UpdateCommit(), Nak(NakCode.UNSIGNED))
+    chunk("a refused commit erased the transfer", good, 173, 237, Nak(NakCode.NO_UPDATE))
+    f = im["flipped_header"]
+    begin("begin an image whose header was altered after signing", "flipped_header", UpdateOffset(73))
+    chunk("its body", f, 73, 173, UpdateOffset(173))
+    chunk("its signature", f, 173, 237, UpdateOffset(237))
+    ex("commit: the signature does not cover this header", UpdateCommit(), Nak(NakCode.BAD_SIGNATURE))
+    f = im["flipped_body"]
+    begin("begin the good header again: a new transfer", "good", UpdateOffset(73))
+    chunk("a body with one bit flipped", f, 73, 173, UpdateOffset(173))
+    chunk("the signature", f, 173, 237, UpdateOffset(237))
+    ex("commit: the body does not match the header's SHA-256", UpdateCommit(), Nak(NakCode.BAD_HASH))
+    begin("begin the good image", "good", UpdateOffset(73))
+    ex("a chunk past the bytes held", UpdateChunk(200, good[200:210]), Nak(NakCode.BAD_OFFSET))
+    chunk("the body", good, 73, 173, UpdateOffset(173))
+    chunk("the first 10 bytes of the signature", good, 173, 183, UpdateOffset(183))
+    ex("commit before the last byte: incomplete", UpdateCommit(), Nak(NakCode.INCOMPLETE))
+    ex("after a power cut the device is not identified", GetStatus(), Nak(NakCode.NOT_IDENTIFIED),
+       action="power cycle")
+    ex("identify after the power cut: the old image, a new boot id", ident,
+       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 1))
+    chunk("a chunk without a begin in this boot", good, 183, 237, Nak(NakCode.NO_UPDATE))
+    begin("begin the same image: the device resumes from flash", "good", UpdateOffset(183))
+    chunk("a chunk overlapping what is held: only the new bytes are written", good, 173, 237, UpdateOffset(237))
+    ex("commit: hash, signature, kind, model and security version verified", UpdateCommit(), Ack())
+    ex("firmware info: committed, the new image in slot B", GetFirmwareInfo(),
+       FirmwareInfo(GOLDEN_MODEL, GOLDEN_SECURITY_VERSION, 0, (1, 0, 0), (1, 1, 0), UpdateState.COMMITTED,
+                    UpdateResult.NONE, 237))
+    ex("activate while a deck is in the shoe", UpdateActivate(), Nak(NakCode.DECK_PRESENT), action="load red")
+    ex("activate: the device restarts into slot B once", UpdateActivate(), Ack(), action="unload")
+    ex("the restarted device is not identified", GetStatus(), Nak(NakCode.NOT_IDENTIFIED))
+    ex("identify: the new image reaches a handshake, which confirms it", ident,
+       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 2))
+    ex("firmware info: updated, security version raised to the image's", GetFirmwareInfo(),
+       FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 0, 0), UpdateState.IDLE, UpdateResult.UPDATED))
+    begin("an image the device took before is now a downgrade", "older_after_update", Nak(NakCode.DOWNGRADE))
+    begin("begin the next image", "next", UpdateOffset(73))
+    chunk("its body", nxt, 73, 173, UpdateOffset(173))
+    chunk("its signature", nxt, 173, 237, UpdateOffset(237))
+    ex("commit it", UpdateCommit(), Ack())
+    ex("activate it", UpdateActivate(), Ack())
+    ex("a power cut before its first handshake", GetStatus(), Nak(NakCode.NOT_IDENTIFIED), action="power cycle")
+    ex("identify: the device rolled back to the confirmed image", ident,
+       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 4))
+    ex("firmware info: rolled back, the security version unchanged", GetFirmwareInfo(),
+       FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 2, 0), UpdateState.IDLE, UpdateResult.ROLLED_BACK))
+    return out
+
+
+def _firmware_update_vectors() -> dict[str, Any]:
+    vendor, foreign = _keys()
+    images = _golden_images()
+    headers = []
+    for name in ("good", "wrong_kind", "downgrade", "foreign_key"):
+        h = FirmwareImage.decode(images[name]).header
+        headers.append({"image": name, "header": images[name][:HEADER_SIZE].hex(), "decoded": {
+            "kind": str(h.kind), "model": h.model, "version": h.version_text, "security_version": h.security_version,
+            "body_size": h.body_size, "body_sha256": h.body_sha256.hex(), "key_id": h.key_id.hex()}})
+    return {
+        "vendor_public_key": _raw_public(vendor).hex(),
+        "vendor_key_id": key_id_of(_raw_public(vendor)).hex(),
+        "foreign_public_key": _raw_public(foreign).hex(),
+        "device": {"kind": "shoe", "serial": "SHOE-SIM-0001", "model": GOLDEN_MODEL, "firmware": "1.0.0",
+                   "security_version": GOLDEN_SECURITY_VERSION, "boot_id": GOLDEN_BOOT_ID,
+                   "slot_size": 4 * 1024 * 1024, "max_chunk": 251},
+        "images": {name: data.hex() for name, data in images.items()},
+        "headers": headers,
+        "exchanges": _update_exchanges(),
+    }
 
 
 def _wire(seq: int, msg: Message) -> str:
@@ -131,6 +311,8 @@ def build_vectors() -> dict[str, Any]:
             {"name": "the shoe reads the first card", "device": "shoe", "action": "draw",
              "event": _wire(1, CardDrawn(0, Card.from_index(0), BackColour.RED)), "ack": _wire(1, Ack())},
         ],
+        # A signed firmware update of the shoe, from power-up (SPEC §9.6).
+        "firmware_update": _firmware_update_vectors(),
     }
 
 

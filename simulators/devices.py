@@ -107,6 +107,7 @@ class ShufflerEmulator(FirmwareEmulator):
     """
 
     KIND = DeviceKind.SHUFFLER
+    MODEL = "SIM-SHUFFLER"
 
     def __init__(self, port, *, rng: random.Random, serial_number: str = "SHF-SIM-0001", shuffle: str = "random",
                  **kw) -> None:
@@ -142,6 +143,10 @@ class ShufflerEmulator(FirmwareEmulator):
             colour, self.colour, self.verified = self.colour, BackColour.NONE, False
         self.emit(DeckDelivered(colour))
         return cards
+
+    def holds_cards(self) -> bool:
+        """A deck is inside (SPEC §9.4: no update while the shuffler holds one)."""
+        return self.cards is not None
 
     # host side
     def handle_request(self, msg: Message) -> Message:
@@ -197,6 +202,7 @@ class ShoeEmulator(FirmwareEmulator):
     """
 
     KIND = DeviceKind.SHOE
+    MODEL = "SIM-SHOE"
 
     def __init__(self, port, *, serial_number: str = "SHOE-SIM-0001", **kw) -> None:
         super().__init__(port, serial_number=serial_number, **kw)
@@ -238,6 +244,10 @@ class ShoeEmulator(FirmwareEmulator):
             stub, self.cards = self.cards, []
             self.colour = BackColour.NONE
             return stub
+
+    def holds_cards(self) -> bool:
+        """Cards are in the shoe (SPEC §9.4: no update while a deck is in the shoe)."""
+        return bool(self.cards)
 
     def handle_request(self, msg: Message) -> Message:
         if isinstance(msg, GetStatus):

@@ -6,6 +6,13 @@ so one bug cannot hide on both ends (DESIGN.md, "Layers").
 Each emulator runs one thread that blocks in ``poll`` on its port and a
 wake-up pipe; with nothing to send and nothing arriving it sleeps with no
 timeout, so an idle emulator costs no CPU.
+
+Every emulator has a bootloader (:mod:`simulators.bootloader`, SPEC §9): it
+answers the firmware update requests, runs the image of its A or B slot,
+and after an ``UpdateActivate`` resets into the new image once. A new image
+that "fails to boot" (``bootloader.faults.fail_boot``) hangs: it answers
+nothing until the watchdog (``watchdog_ms``) resets the device, which then
+boots the previous slot.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import os
 import secrets
 import select
 import threading
-from typing import Callable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from protocols.clock import REAL_CLOCK, Clock
 from protocols.errors import MessageError, UnknownMessageType
@@ -30,6 +37,7 @@ from protocols.messages import (
     EchoReply,
     Identify,
     IdentifyReply,
+    UPDATE_REQUESTS,
     Message,
     Nak,
     NakCode,
@@ -37,6 +45,8 @@ from protocols.messages import (
     direction_of,
     encode_message,
 )
+
+from .bootloader import DEFAULT_SLOT_SIZE, Bootloader
 
 
 class DevicePort(Protocol):
@@ -53,6 +63,15 @@ class DevicePort(Protocol):
     def close(self) -> None: ...
 
 
+class _RawEvent:
+    """An event frame queued as raw bytes (:meth:`FirmwareEmulator.emit_raw`)."""
+
+    __slots__ = ("msg_type", "payload")
+
+    def __init__(self, msg_type: int, payload: bytes) -> None:
+        self.msg_type, self.payload = msg_type, payload
+
+
 class FirmwareEmulator:
     """Base firmware: identify, duplicate suppression, event ARQ with retransmit.
 
@@ -65,14 +84,24 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
-    ``executed``: the last ``executed_kept`` requests acted on, ``(host SEQ,
-    request)``, for tests and benches (bounded: a long run stays flat).
-    ``clock``: what the firmware's own waits (event resends, the inter-frame gap)
+    ``clock``: what the firmware's own waits (event resends, the inter-frame gap, the watchdog)
     run on (:class:`protocols.clock.Clock`; a soak passes a faster
     :class:`~protocols.clock.VirtualClock`); real time by default.
+    ``history``: how many requests acted on :attr:`executed` keeps (the oldest drop out).
+
+    Bootloader (SPEC §9): ``firmware`` is the factory image's version in slot A;
+    ``model`` (default :attr:`MODEL`), ``security_version`` and ``vendor_keys``
+    (Ed25519 public keys, objects or 32 raw bytes; none: every update is refused
+    UNKNOWN_KEY) are this device's own; ``slot_size`` bytes per slot;
+    ``watchdog_ms``: how long a hung image runs before the watchdog resets the
+    device; ``fail_boot``: every new image activated hangs at boot (the emulator
+    option behind a roll-back test; also ``bootloader.faults.fail_boot``).
+    ``boot_id``: the first boot's id; later boots count up from it (for
+    reproducible golden vectors); None draws each at random.
     """
 
     KIND: DeviceKind
+    MODEL = "SIM"
 
     def __init__(
         self,
@@ -87,12 +116,24 @@ class FirmwareEmulator:
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
         clock: Clock = REAL_CLOCK,
-        executed_kept: int = 1024,
+        history: int = 1024,
+        model: str | None = None,
+        security_version: int = 0,
+        vendor_keys: Iterable[object] = (),
+        slot_size: int = DEFAULT_SLOT_SIZE,
+        watchdog_ms: int = 2000,
+        fail_boot: bool = False,
     ) -> None:
         self.port = port
         self.clock = clock
         self.serial_number = serial_number
-        self.firmware = firmware
+        self.bootloader = Bootloader(self.KIND, model=model or self.MODEL, firmware=firmware,
+                                     security_version=security_version, vendor_keys=vendor_keys,  # type: ignore[arg-type]
+                                     slot_size=slot_size)
+        self.bootloader.faults.fail_boot = fail_boot
+        self.watchdog_ms = watchdog_ms
+        self._watchdog_at: float | None = None  # a hung image: when the watchdog resets the device
+        self._hung = False
         self.protocol = protocol
         self.retransmit_initial_ms = retransmit_initial_ms
         self.retransmit_max_ms = retransmit_max_ms
@@ -108,9 +149,12 @@ class FirmwareEmulator:
         self._identified = False
         self._reply_cache: tuple[int, bytes] | None = None
         self._host_session: int | None = None
+        self._boot_id_base = boot_id
         self.boot_id = secrets.randbits(32) if boot_id is None else boot_id
         self.boots = 1
-        self.executed: collections.deque[tuple[int, Message]] = collections.deque(maxlen=executed_kept)
+        #: (host SEQ, request) acted on, the last ``history`` of them (for tests and benches);
+        #: bounded, like the reply cache (SPEC §6.2), so a device running for days stays flat.
+        self.executed: collections.deque[tuple[int, Message]] = collections.deque(maxlen=history)
         self._parser = FrameParser()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -121,6 +165,21 @@ class FirmwareEmulator:
         self.events_sent = 0
         self.events_lost_in_reboots = 0
         self.events_acked = 0
+
+    @property
+    def firmware(self) -> tuple[int, int, int]:
+        """The version of the image running (from its slot)."""
+        return self.bootloader.firmware
+
+    @property
+    def hung(self) -> bool:
+        """True while a new image that fails to boot hangs (until the watchdog resets)."""
+        return self._hung
+
+    def holds_cards(self) -> bool:
+        """Whether the device holds a deck now; an update is refused DECK_PRESENT while
+        it does (SPEC §9.4). Subclasses with cards say so."""
+        return False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -152,6 +211,16 @@ class FirmwareEmulator:
             raise ValueError(f"{type(event).__name__} is not an event")
         with self.lock:
             self._outbox.append(event)
+        self._wake()
+
+    def emit_raw(self, msg_type: int, payload: bytes) -> None:
+        """Queue an event frame with any type and payload bytes, as faulty firmware
+        would send it (a rank code no card has, a type not in the catalogue, another
+        device kind's event): fault injection for tests and benches (thread-safe)."""
+        if not 0x40 <= msg_type <= 0x7F:
+            raise ValueError(f"type 0x{msg_type:02X} is not in the event range 0x40..0x7F")
+        with self.lock:
+            self._outbox.append(_RawEvent(msg_type, bytes(payload)))
         self._wake()
 
     @property
@@ -199,10 +268,17 @@ class FirmwareEmulator:
                 if fd >= 0:
                     poller.register(fd, select.POLLIN)
             timeout = None
-            if self._pending is not None:
+            if self._watchdog_at is not None:
+                left = self._watchdog_at - self.clock.monotonic()
+                if left <= 0:
+                    self.reboot()  # the watchdog resets a hung image: the bootloader rolls back
+                    continue
+                timeout = left
+            if self._pending is not None and not self._hung:
                 with self.lock:
                     if self._pending is not None:
-                        timeout = max(0.0, self._pending_deadline - self.clock.monotonic())
+                        left = max(0.0, self._pending_deadline - self.clock.monotonic())
+                        timeout = left if timeout is None else min(timeout, left)
             if self._parser.pending:
                 # A partial frame: if the line stays idle past the gap it can never
                 # complete (SPEC §2.1 step 5); drop it and rescan.
@@ -235,6 +311,8 @@ class FirmwareEmulator:
 
     def _pump(self) -> None:
         """Send the next event, or resend the unacknowledged one when its time is up."""
+        if self._hung:
+            return  # a hung image sends nothing
         if self._pending is None and not (self._outbox and self._identified):
             return  # nothing to send (read without the lock: a hint, rechecked below)
         with self.lock:
@@ -248,7 +326,7 @@ class FirmwareEmulator:
                     return
             elif self._outbox and self._identified:
                 event = self._outbox.popleft()
-                t, p = encode_message(event)
+                t, p = (event.msg_type, event.payload) if isinstance(event, _RawEvent) else encode_message(event)
                 seq = self._event_seq
                 self._event_seq = (seq + 1) % 256
                 wire = encode_frame(seq, t, p)
@@ -263,6 +341,8 @@ class FirmwareEmulator:
     def _on_frame(self, frame) -> None:
         if self.on_frame:
             self.on_frame("rx", frame.encode())
+        if self._hung:
+            return  # an image that failed to boot answers nothing
         kind = direction_of(frame.type)
         if kind is Direction.REPLY:
             with self.lock:
@@ -289,12 +369,14 @@ class FirmwareEmulator:
                     self._reply_cache = None  # a new host: its SEQs start afresh
                 self._host_session = msg.host_session
                 self._identified = True
+                self.bootloader.confirm()  # a new image on trial reached a handshake (SPEC §9.3)
                 if self._pending is not None:  # a host (re)connected: resend what it lacks soon
                     self._pending_timeout_s = self.retransmit_initial_ms / 1000
                     self._pending_deadline = self.clock.monotonic() + self._pending_timeout_s
             self._reply(frame.seq, self.identify_reply(), cache=False)
             self._pump()
             return
+        restart = False
         with self.lock:
             wire = None
             if self._identified:
@@ -303,13 +385,20 @@ class FirmwareEmulator:
                     wire = cached[1]  # a retransmitted request: answer again, act once
                 else:
                     self.executed.append((frame.seq, msg))
-                    reply = EchoReply(msg.data) if isinstance(msg, Echo) else self.handle_request(msg)
+                    if isinstance(msg, Echo):
+                        reply = EchoReply(msg.data)
+                    elif isinstance(msg, UPDATE_REQUESTS):
+                        reply, restart = self.bootloader.handle(msg, holds_cards=self.holds_cards())
+                    else:
+                        reply = self.handle_request(msg)
                     wire = encode_frame(frame.seq, *encode_message(reply))
                     self._reply_cache = (frame.seq, wire)
         if wire is None:
             self._reply(frame.seq, Nak(NakCode.NOT_IDENTIFIED), cache=False)
         else:
             self._send(wire)
+        if restart:
+            self.reboot()  # UpdateActivate: reset into the new image, once the Ack is out
 
     def identify_reply(self) -> IdentifyReply:
         """This device's identity (SPEC §4.1)."""
@@ -333,10 +422,16 @@ class FirmwareEmulator:
         the host session and every event not yet ACKed are lost (RAM). The host
         learns of the reboot at its next request (``NOT_IDENTIFIED``) or
         handshake (new ``boot_id``) and must treat what the device was doing as
-        unknown (SPEC §6.5)."""
+        unknown (SPEC §6.5). Flash survives: the bootloader then picks the slot to
+        run (SPEC §9.3), so a power cut at any point of an update leaves the device
+        on a bootable image."""
         with self.lock:
-            self.boot_id = secrets.randbits(32)
             self.boots += 1
+            base = self._boot_id_base
+            self.boot_id = secrets.randbits(32) if base is None else (base + self.boots - 1) & 0xFFFFFFFF
+            trial = self.bootloader.boot()
+            self._hung = trial and self.bootloader.faults.fail_boot
+            self._watchdog_at = self.clock.monotonic() + self.watchdog_ms / 1000 if self._hung else None
             self._identified = False
             self._reply_cache = None
             self._host_session = None

@@ -143,3 +143,65 @@ class SocketPairPort(_SocketPort):
                 os.close(fd)
             except OSError:
                 pass
+
+
+class LineRatePort:
+    """A device port as slow as a UART: bytes move no faster than ``baud`` bit/s at
+    ``bits_per_byte`` (10 for 8N1). Wraps another :class:`~simulators.firmware.DevicePort`
+    (a pty, which itself moves bytes at memory speed whatever baud rate is set).
+
+    A read of n bytes returns once those n bytes could have arrived over the line
+    (n × bits_per_byte / baud after the line was last free); a write of n bytes is
+    handed on once they could have left. The wait models the wire's time for a
+    benchmark (``bench/firmware.py``); it decides nothing. Raises ``ValueError`` for a
+    baud rate outside 300..4,000,000.
+    """
+
+    def __init__(self, port, *, baud: int = 115200, bits_per_byte: int = 10) -> None:
+        if not 300 <= baud <= 4_000_000:
+            raise ValueError(f"baud rate {baud}: allowed 300..4000000")
+        self.port = port
+        self.byte_s = bits_per_byte / baud
+        self._rx_free = 0.0
+        self._tx_free = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.port.name
+
+    @property
+    def on_change(self):
+        return getattr(self.port, "on_change", None)
+
+    @on_change.setter
+    def on_change(self, callback) -> None:
+        if hasattr(self.port, "on_change"):
+            self.port.on_change = callback
+
+    def fileno(self) -> int:
+        return self.port.fileno()
+
+    def _line(self, free_at: float, n: int) -> float:
+        import time
+
+        now = time.monotonic()
+        done = max(now, free_at) + n * self.byte_s
+        if done > now:
+            time.sleep(done - now)
+        return done
+
+    def read(self, max_bytes: int = 4096) -> bytes:
+        data = self.port.read(max_bytes)
+        if data:
+            self._rx_free = self._line(self._rx_free, len(data))
+        return data
+
+    def write(self, data: bytes) -> None:
+        self._tx_free = self._line(self._tx_free, len(data))
+        self.port.write(data)
+
+    def disconnect(self, *args) -> None:
+        self.port.disconnect(*args)
+
+    def close(self) -> None:
+        self.port.close()

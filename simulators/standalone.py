@@ -48,7 +48,9 @@ HELP = {
     "any": [
         "help                      list the commands",
         "status                    what the device holds (one line)",
-        "reboot                    power-cycle the firmware (new boot id; unacked events lost)",
+        "reboot                    power-cycle the firmware (new boot id; unacked events lost; an image on "
+        "trial not yet confirmed is rolled back)",
+        "fail-boot on|off          on: the next image activated hangs at boot (the watchdog rolls it back)",
         "disconnect                pull the cable (pty: a new pty behind the symlink; tcp: drop the host)",
         "quit                      stop the emulator and exit 0 (as SIGTERM)",
     ],
@@ -107,7 +109,10 @@ class EmulatorOptions:
     ``protocol_major``: the major version the device claims (another than
     the host's makes a deliberately non-conforming device). ``control``:
     optional ``(host, port)`` for the control socket. ``log_frames``: log
-    each frame with structlog.
+    each frame with structlog. The bootloader (SPEC §9): ``vendor_keys`` (raw
+    32-byte Ed25519 public keys; none: every update is refused),
+    ``security_version``, ``model`` (default the emulator's), ``firmware`` (the
+    factory image's version), ``fail_boot`` (new images hang at boot).
     """
 
     kind: str
@@ -120,6 +125,11 @@ class EmulatorOptions:
     control: tuple[str, int] | None = None
     log_frames: bool = False
     retransmit_initial_ms: int = 50
+    vendor_keys: tuple[bytes, ...] = ()
+    security_version: int = 0
+    model: str | None = None
+    firmware: tuple[int, int, int] = (1, 0, 0)
+    fail_boot: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -132,6 +142,11 @@ class EmulatorOptions:
             raise ValueError("a weak shuffle is a shuffler mode")
         if not 0 <= self.protocol_major <= 255:
             raise ValueError("protocol major must be 0..255")
+        if not 0 <= self.security_version <= 0xFFFFFFFF:
+            raise ValueError("security version must be 0..4294967295")
+        if self.model is not None and not (1 <= len(self.model) <= 16 and self.model.isascii()
+                                           and self.model.isprintable()):
+            raise ValueError("model must be 1..16 printable ASCII characters")
 
 
 class StandaloneEmulator:
@@ -155,7 +170,9 @@ class StandaloneEmulator:
         on_frame = self._log_frame if options.log_frames else None
         common = dict(serial_number=options.serial_number or DEFAULT_SERIALS[options.kind],
                       protocol=(options.protocol_major, PROTOCOL_MINOR), on_frame=on_frame,
-                      retransmit_initial_ms=options.retransmit_initial_ms)
+                      retransmit_initial_ms=options.retransmit_initial_ms, vendor_keys=options.vendor_keys,
+                      security_version=options.security_version, model=options.model, firmware=options.firmware,
+                      fail_boot=options.fail_boot)
         try:
             if options.kind == "shuffler":
                 self.device: FirmwareEmulator = ShufflerEmulator(self.port, rng=self.rng, shuffle=options.shuffle,
@@ -194,7 +211,7 @@ class StandaloneEmulator:
             raise ControlError("empty command")
         verb, args = words[0].lower(), words[1:]
         try:
-            handler: Callable[[list[str]], str] = getattr(self, f"_cmd_{verb}")
+            handler: Callable[[list[str]], str] = getattr(self, f"_cmd_{verb.replace('-', '_')}")
         except AttributeError:
             raise ControlError(f"unknown command {verb!r}; try 'help'") from None
         if verb in _KIND_OF and _KIND_OF[verb] != self.options.kind:
@@ -213,7 +230,10 @@ class StandaloneEmulator:
 
     def _cmd_status(self, args: list[str]) -> str:
         d = self.device
-        parts = [f"boot_id={d.boot_id:08x}", f"events_pending={'no' if d.idle else 'yes'}"]
+        info = d.bootloader.info()
+        parts = [f"boot_id={d.boot_id:08x}", f"events_pending={'no' if d.idle else 'yes'}",
+                 f"firmware={info.running_version}", f"slot={info.slot_name}",
+                 f"security_version={info.security_version}", f"update={info.update_state.name.lower()}"]
         if isinstance(d, ShufflerEmulator):
             parts += [f"cards={len(d.cards or ())}", f"colour={d.colour}", f"verified={d.verified}",
                       f"shuffles={d.shuffles}", f"jam_next={d.faults.jam_next_shuffle}",
@@ -227,6 +247,12 @@ class StandaloneEmulator:
     def _cmd_reboot(self, args: list[str]) -> str:
         self.device.reboot()
         return f"rebooted boot_id={self.device.boot_id:08x}"
+
+    def _cmd_fail_boot(self, args: list[str]) -> str:
+        if args not in (["on"], ["off"]):
+            raise ControlError("fail-boot on|off")
+        self.device.bootloader.faults.fail_boot = args[0] == "on"
+        return f"fail-boot {args[0]}"
 
     def _cmd_disconnect(self, args: list[str]) -> str:
         self.device.disconnect()

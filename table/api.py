@@ -136,6 +136,8 @@ class CardDealt(Event):
     seat: int | None = None
     card: str | None = None
     after_restart: bool = False
+    #: SHA-256 commitment to the card (``table.sealing.commitment``), opened at the reveal (schema 1.1)
+    commitment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,8 @@ class DealerRevealed(Event):
     number: int | None = None
     dealer_hand: list[str] = field(default_factory=list)
     dealer_qualifies: bool = False
+    #: every card of the round with the nonce its commitment hid (schema 1.1)
+    openings: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,8 @@ class RoundVoided(Event):
     supervisor: str | None = None
     wagers: str = "returned"
     returned_cents: dict[str, int] = field(default_factory=dict)
+    #: the openings of the cards dealt before the void (schema 1.1)
+    openings: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -229,10 +235,25 @@ class SupervisorAction(Event):
     draw_index: int | None = None
 
 
+@dataclass(frozen=True)
+class Checkpoint(Event):
+    """A signed checkpoint of the journal (schema 1.1): ``seq`` (the last journal entry
+    it covers, ``covers``), ``head`` (the chain hash there), ``sig`` (Ed25519, by
+    ``key_id``). Saved off the table, it is an anchor: ``tablectl audit verify
+    --anchors`` tells a journal cut short or rolled back from the one signed."""
+
+    TYPE: ClassVar[str] = "checkpoint"
+    signed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def covers(self) -> int | None:
+        return self.signed.get("seq")
+
+
 #: event type string -> dataclass
 EVENT_CLASSES: dict[str, type[Event]] = {c.TYPE: c for c in (
     TableOpened, TableRestarted, RoundOpened, BetsClosed, CardDealt, DecisionsFinal, DealerRevealed,
-    RoundSettled, RoundClosed, RoundHeld, RoundVoided, CustodyViolation, Incident, SupervisorAction)}
+    RoundSettled, RoundClosed, RoundHeld, RoundVoided, CustodyViolation, Incident, SupervisorAction, Checkpoint)}
 
 
 def event_from_dict(d: dict[str, Any]) -> Event:
@@ -240,8 +261,11 @@ def event_from_dict(d: dict[str, Any]) -> Event:
     Data keys unknown to this version are ignored (a newer minor schema).
     Raises ``KeyError`` for an unknown event type."""
     cls = EVENT_CLASSES[d["type"]]
-    names = {f.name for f in dataclasses.fields(cls)}
-    data = {k: v for k, v in d["data"].items() if k in names}
+    if cls is Checkpoint:
+        data = {"signed": dict(d["data"])}
+    else:
+        names = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in d["data"].items() if k in names}
     return cls(seq=d["seq"], journal_seq=d["journal_seq"], table_id=d["table_id"], round_id=d["round_id"],
                ts=_dt.datetime.fromisoformat(d["ts"]), **data)
 
@@ -272,6 +296,16 @@ class EventSubscription:
     def last_seq(self) -> int:
         """The seq of the last event handled (resume a later subscription from it)."""
         return self._sub.last_seq
+
+    def _close_controller(self) -> None:
+        """Sign the journal's tail at shutdown (nothing left unsigned after a clean stop)."""
+        from .journal import JournalError
+
+        if self.controller is not None:
+            try:
+                self.controller.close()
+            except JournalError as exc:
+                log.error("shutdown_checkpoint_failed", error=str(exc))
 
     def _run(self) -> None:
         try:
@@ -355,11 +389,15 @@ class Table:
         from devices import CardShoe, Shuffler
 
         from .custody import DeckCustody
+        from .firmware import link_config_for
         from .journal import Journal
+        from .keys import table_key_for
+        from .recovery import device_cursor
 
         st = self._stack
         try:
-            journal = Journal(self.journal_path)
+            key, _ = table_key_for(self.journal_path, self.config.journal.key_file)
+            journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
             if self.simulate:
                 from simulators.table import SimulatedTable
@@ -370,28 +408,34 @@ class Table:
                 shuffler_url, shoe_url = self.config.devices.shuffler.url, self.config.devices.shoe.url
                 dealer = self.dealer
             evq: queue.Queue = queue.Queue(maxsize=1024)
-            resume = TableController.resume_hook(journal)
+            cursor = device_cursor(journal)
+            resume = cursor.resume
             shuffler = st.enter_context(Shuffler.open(
                 shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shuffler)))
+                config=link_config_for(self.config, "shuffler", journal)))
             shoe = st.enter_context(CardShoe.open(
                 shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
-                config=self.config.link.link_config(self.config.devices.shoe)))
+                config=link_config_for(self.config, "shoe", journal)))
             d = self.config.decks
             custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
             self.controller = TableController(
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
-                journal=journal, console=self.console, auto_dealer=self.auto_dealer)
-            self.events = EventLog(self.journal_path, self.table_id)
+                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor)
+            self.events = EventLog(self.journal_path, self.table_id, key=key)
             st.callback(self.events.close)
             self.events.start()
             self.controller.subscribe(self.events.notify)
             if self.event_socket_path is not None:
                 st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
             if self.mqtt_settings is not None:
-                self.mqtt = front_door("mqtt")(self.events, self.mqtt_settings).start()
+                settings = self.mqtt_settings
+                if settings.table_key is None:  # the journal's own table key signs what the table publishes
+                    settings = dataclasses.replace(settings, table_key=key)
+                self.mqtt = front_door("mqtt")(self.events, settings).start()
                 st.callback(self.mqtt.close)
+            # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
+            st.callback(self._close_controller)
         except BaseException:
             self._stack.close()
             raise
@@ -404,6 +448,16 @@ class Table:
             self.stop()
             raise err
         return self
+
+    def _close_controller(self) -> None:
+        """Sign the journal's tail at shutdown (nothing left unsigned after a clean stop)."""
+        from .journal import JournalError
+
+        if self.controller is not None:
+            try:
+                self.controller.close()
+            except JournalError as exc:
+                log.error("shutdown_checkpoint_failed", error=str(exc))
 
     def _run(self) -> None:
         from .errors import DeviceFault, DeviceTimeout, RoundHeld as HeldError, RoundVoided as VoidedError

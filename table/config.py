@@ -30,6 +30,10 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [journal]
     path = "/var/lib/threecard/journal.sqlite3"
 
+    [firmware]                      # signed firmware updates (docs/firmware.md)
+    vendor_keys = ["/etc/threecard/vendor-acme.pub"]  # vendors' public keys accepted
+    activation_timeout_s = 60
+
     [log]
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error
@@ -151,6 +155,12 @@ def check_device_url(v: str) -> str:
     return v
 
 
+def _group_name(v: str) -> str:
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+        raise ValueError(f"{v!r} is not a group name; allowed: a POSIX group name such as threecard-audit")
+    return v
+
+
 def _abs_path(v: str) -> Path:
     p = Path(v)
     if not p.is_absolute():
@@ -176,6 +186,15 @@ def _serial(v: str) -> str:
     if not v or len(v) > 64 or not v.isprintable():
         raise ValueError(f"{v!r} is not a serial number; allowed: 1-64 printable characters")
     return v
+
+
+def _key_paths(v: list) -> tuple[str, ...]:
+    if not all(isinstance(p, str) and p and "\0" not in p and p.isprintable() for p in v):
+        raise ValueError(f"{v!r} is not a list of key file paths; allowed: strings such as "
+                         "\"/etc/threecard/vendor-acme.pub\"")
+    if len(v) > 16:
+        raise ValueError(f"{len(v)} vendor keys; allowed: at most 16")
+    return tuple(v)
 
 
 class _KeyedError(ValueError):
@@ -306,18 +325,145 @@ class LinkSection:
 
 @dataclass(frozen=True)
 class JournalSection:
-    """``[journal]``: ``path`` of the SQLite journal (absolute)."""
+    """``[journal]``: ``path`` of the SQLite journal (absolute); ``key_file``: the table
+    key (PEM, 0600) when it is not in systemd credentials (``threecard-table-key``);
+    ``anchors``: a file of signed checkpoints saved off the table (JSON lines, as a
+    floor subscriber saves them): a journal behind one is not resumed until a
+    supervisor acknowledges it (docs/journal.md); ``audit_group``: a group given read
+    access to the journal files (mode 0640; else they are 0600)."""
 
     path: Path = _spec(DEFAULT_JOURNAL, check=_abs_path)
+    key_file: Path | None = _spec(None, check=_abs_path)
+    anchors: Path | None = _spec(None, check=_abs_path)
+    audit_group: str | None = _spec(None, check=lambda v: _group_name(v))
+
+
+def _groups(v: list) -> tuple[str, ...]:
+    if not all(isinstance(g, str) and _GROUP_RE.match(g) for g in v):
+        raise ValueError(f"{v!r} is not a list of group names; allowed: names such as \"threecard-dealer\" "
+                         "(letters, digits, '.', '_', '-'; at most 32)")
+    return tuple(v)
+
+
+def _seat_groups(v: list) -> tuple[str, ...]:
+    if len(v) > 7 or not all(isinstance(g, str) and (g == "" or _GROUP_RE.match(g)) for g in v):
+        raise ValueError(f"{v!r} is not a list of at most 7 group names (seat 1's first; \"\" for a seat "
+                         "without a terminal)")
+    return tuple(v)
+
+
+def _listen(v: str) -> str:
+    m = _HOSTPORT_RE.match(v)
+    if not m or "?" in v or not 0 <= int(m.group("port")) <= 65535:
+        raise ValueError(f"{v!r} is not an address to listen on; allowed: HOST:PORT such as 127.0.0.1:8080 "
+                         "or [::1]:8080 (port 0: any free port)")
+    return v
+
+
+_GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class FirmwareSection:
+    """``[firmware]``: signed firmware updates (docs/firmware.md). ``vendor_keys``: files
+    holding the *public* halves of the vendor signing keys this table accepts (PEM or
+    64 hex digits; a relative path is read from the config file's folder); none: the
+    table refuses every update. Each file must be safe from other users (not
+    writable by them, nor its folders): a replaced key file would let anyone sign
+    firmware for this table. ``activation_timeout_s``: how long ``tablectl firmware
+    update`` waits for the device to come back after an activation (s)."""
+
+    vendor_keys: tuple = _spec((), check=_key_paths)
+    activation_timeout_s: float = _spec(60.0, range=(1, 3600))
+
+    def key_paths(self, base_dir: Path | None = None) -> list[Path]:
+        """The key files, relative ones resolved against ``base_dir``."""
+        return [Path(p) if Path(p).is_absolute() or base_dir is None else base_dir / p for p in self.vendor_keys]
+
+    def accepted_keys(self, base_dir: Path | None = None) -> dict[str, Any]:
+        """Key id -> Ed25519 public key, for every vendor key listed. Raises
+        ``table.keys.KeyFileError`` for a missing, unreadable, unsafe or non-Ed25519 file."""
+        from .files import unsafe_permissions
+        from .keys import KeyFileError, key_id, load_public_key
+
+        out: dict[str, Any] = {}
+        for path in self.key_paths(base_dir):
+            why = unsafe_permissions(path)
+            if why is not None:
+                raise KeyFileError(f"vendor key {path} cannot be trusted: {why}")
+            key = load_public_key(path)
+            out[key_id(key)] = key
+        return out
 
 
 @dataclass(frozen=True)
 class ConsoleSection:
     """``[console]``: ``control_socket``, the Unix socket for dealer and supervisor
     commands (docs/console.md; absolute). A table run as a service needs one: the
-    dealer confirms bets closed, decisions and the collect there."""
+    dealer confirms bets closed, decisions and the collect there. ``event_socket``:
+    the event stream's socket (optional). ``socket_group``: the group both sockets
+    are given (mode 0660), so the accounts of ``[roles]`` can connect;
+    ``max_connections`` per socket; ``idle_timeout_s``: a control connection with
+    no request for this long is closed."""
 
     control_socket: Path = _spec(Path("/run/threecard/control.sock"), check=_abs_path)
+    event_socket: Path | None = _spec(None, check=_abs_path)
+    socket_group: str | None = _spec(None, check=lambda v: _groups([v])[0])
+    max_connections: int = _spec(256, range=(1, 10_000))
+    idle_timeout_s: float = _spec(300.0, range=(1, 86_400))
+
+
+@dataclass(frozen=True)
+class RolesSection:
+    """``[roles]``: the role of a local account on the Unix sockets (``SO_PEERCRED``), by
+    its groups: ``dealer``, ``supervisor``, ``pit``, ``auditor`` (lists of group
+    names); ``seats``: the group of each seat's terminal, seat 1's first (``""``:
+    none); ``owner``: the role of root and of the service's own account
+    (``none``: no role of their own). The strongest role wins (supervisor, dealer,
+    auditor, pit, seat); an account in no group has no role and is refused."""
+
+    dealer: tuple = _spec((), check=_groups)
+    supervisor: tuple = _spec((), check=_groups)
+    pit: tuple = _spec((), check=_groups)
+    auditor: tuple = _spec((), check=_groups)
+    seats: tuple = _spec((), check=_seat_groups)
+    owner: str = _spec("supervisor", choices=("supervisor", "dealer", "auditor", "pit", "none"))
+
+
+@dataclass(frozen=True)
+class WebSection:
+    """``[web]``: the HTTP + WebSocket API (docs/console.md). ``listen``: HOST:PORT
+    (unset: no HTTP); ``tls_certfile``/``tls_keyfile``: serve HTTPS (PEM; both or
+    neither); ``max_connections``; ``idle_timeout_s``: a connection with no
+    request for this long is closed; ``max_websockets``: WebSocket connections
+    at most."""
+
+    listen: str | None = _spec(None, check=_listen)
+    tls_certfile: Path | None = _spec(None, check=_abs_path)
+    tls_keyfile: Path | None = _spec(None, check=_abs_path)
+    max_connections: int = _spec(256, range=(1, 10_000))
+    idle_timeout_s: float = _spec(10.0, range=(1, 3600))
+    max_websockets: int = _spec(64, range=(1, 10_000))
+
+    def __post_init__(self) -> None:
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise _KeyedError("tls_keyfile" if self.tls_keyfile is None else "tls_certfile",
+                              "give both tls_certfile and tls_keyfile, or neither")
+
+
+@dataclass(frozen=True)
+class AuthSection:
+    """``[auth]``: signing in over HTTP/WebSocket. ``people_file``: who may sign in,
+    their role and PIN hash (``tablectl people add``; absolute); ``session_ttl_s``:
+    a session ends this long after sign-in; ``session_idle_s``: or after this long
+    unused; ``max_failures``: failed sign-ins of one person before a lock-out of
+    ``lockout_s`` (doubling with each further failure, at most an hour)."""
+
+    people_file: Path = _spec(Path("/etc/threecard/people.toml"), check=_abs_path)
+    session_ttl_s: float = _spec(8 * 3600.0, range=(60, 7 * 86_400))
+    session_idle_s: float = _spec(900.0, range=(30, 86_400))
+    max_failures: int = _spec(5, range=(1, 100))
+    lockout_s: float = _spec(30.0, range=(1, 3600))
 
 
 @dataclass(frozen=True)
@@ -334,7 +480,12 @@ class MqttSettings:
     floor's topic segment; ``state_path``: file for the acknowledged seq
     (created); ``keepalive_s``: MQTT keepalive (s); ``window``: events in
     flight at most; ``client_id``: default ``threecard-{table_id}``;
-    ``username``/``password``: optional broker credentials."""
+    ``username``/``password`` (or ``password_file``): broker credentials;
+    ``tls``: connect with TLS, verifying the broker against ``ca_file`` (default: the
+    system's CAs), with a client certificate ``cert_file``/``key_file`` when given;
+    ``status_interval_s``: the retained status is published again this often, so
+    a subscriber can tell a fresh status from a replayed one; ``table_key``: the
+    :class:`~table.keys.TableKey` every message is signed with (required to publish)."""
 
     host: str = "127.0.0.1"
     port: int = 1883
@@ -345,6 +496,13 @@ class MqttSettings:
     client_id: str | None = None
     username: str | None = None
     password: str | None = None
+    password_file: Path | None = None
+    tls: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    status_interval_s: float = 30.0
+    table_key: Any = None
 
 
 @dataclass(frozen=True)
@@ -352,18 +510,48 @@ class MqttSection:
     """``[mqtt]``: floor telemetry to a broker (docs/integration.md). ``host``: the
     broker (unset: no MQTT); ``port``; ``floor``: the topic segment
     ``threecard/{floor}/{table.id}/...``; ``keepalive_s``; ``state_path``: where
-    the last seq the broker acknowledged is kept (absolute)."""
+    the last seq the broker acknowledged is kept (absolute); ``username`` and
+    ``password_file`` (a file only the service may read, holding the password);
+    ``tls`` with ``ca_file`` (the broker's CA; default the system's) and an
+    optional client certificate ``cert_file``/``key_file``; ``status_interval_s``:
+    how often the retained status is refreshed. Every message is signed with the
+    table key (``tablectl run --table-key``, or the systemd credential)."""
 
     host: str | None = None
     port: int = _spec(1883, range=(1, 65535))
     floor: str = _spec("floor1", check=_table_id)
     keepalive_s: int = _spec(30, range=(5, 3600))
     state_path: Path = _spec(Path("/var/lib/threecard/mqtt-state.json"), check=_abs_path)
+    username: str | None = _spec(None, check=lambda v: _mqtt_user(v))
+    password_file: Path | None = _spec(None, check=_abs_path)
+    tls: bool = False
+    ca_file: Path | None = _spec(None, check=_abs_path)
+    cert_file: Path | None = _spec(None, check=_abs_path)
+    key_file: Path | None = _spec(None, check=_abs_path)
+    status_interval_s: int = _spec(30, range=(5, 3600))
 
-    def settings(self) -> "MqttSettings":
-        """The :class:`MqttSettings` of these keys."""
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise _KeyedError("key_file" if self.key_file is None else "cert_file",
+                              "give both cert_file and key_file (the client certificate), or neither")
+        if self.password_file is not None and self.username is None:
+            raise _KeyedError("username", "password_file is given without a username")
+        if not self.tls and (self.ca_file or self.cert_file):
+            raise _KeyedError("tls", "ca_file/cert_file are given but tls is false; set tls = true")
+
+    def settings(self, table_key: Any = None) -> "MqttSettings":
+        """The :class:`MqttSettings` of these keys, signing with ``table_key``."""
         return MqttSettings(host=self.host or "127.0.0.1", port=self.port, floor=self.floor,
-                            keepalive_s=self.keepalive_s, state_path=self.state_path)
+                            keepalive_s=self.keepalive_s, state_path=self.state_path, username=self.username,
+                            password_file=self.password_file, tls=self.tls, ca_file=self.ca_file,
+                            cert_file=self.cert_file, key_file=self.key_file,
+                            status_interval_s=float(self.status_interval_s), table_key=table_key)
+
+
+def _mqtt_user(v: str) -> str:
+    if not 1 <= len(v) <= 64 or not v.isprintable() or " " in v:
+        raise ValueError(f"{v!r} is not an MQTT username; allowed: 1-64 printable characters without spaces")
+    return v
 
 
 def _default_decks() -> tuple[DeckConfig, DeckConfig]:
@@ -385,8 +573,12 @@ class TableConfig:
     link: LinkSection = field(default_factory=LinkSection)
     journal: JournalSection = field(default_factory=JournalSection)
     console: ConsoleSection = field(default_factory=ConsoleSection)
+    roles: RolesSection = field(default_factory=RolesSection)
+    web: WebSection = field(default_factory=WebSection)
+    auth: AuthSection = field(default_factory=AuthSection)
     log: LogSection = field(default_factory=LogSection)
     mqtt: MqttSection = field(default_factory=MqttSection)
+    firmware: FirmwareSection = field(default_factory=FirmwareSection)
     source: Path | None = field(default=None, compare=False, metadata={"internal": True})
 
     @property
@@ -394,9 +586,31 @@ class TableConfig:
         """Directory relative paytable paths are resolved against."""
         return self.source.parent if self.source else None
 
+    def vendor_keys(self) -> dict[str, Any]:
+        """The vendor public keys this table accepts for firmware, by key id
+        (:meth:`FirmwareSection.accepted_keys`). Raises ``KeyFileError``."""
+        return self.firmware.accepted_keys(self.base_dir)
+
     def deck_colours(self) -> tuple[BackColour, BackColour]:
         """The two decks' back colours, in file order."""
         return (self.decks[0].back_colour, self.decks[1].back_colour)
+
+    def unsafe_files(self) -> list[str]:
+        """Why this config, a paytable file it names or its table key could be replaced or
+        edited by anyone on the machine (a world-writable file, or a folder above it
+        anyone may write): one line each, empty when none. ``config check`` warns of
+        them; the service refuses to start on them (docs/journal.md)."""
+        from .files import unsafe_permissions
+
+        paths: list[Path] = [self.source] if self.source else []
+        for name in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
+            v = getattr(self.paytables, name)
+            if v and (v.endswith(".toml") or "/" in v):
+                p = Path(v)
+                paths.append(p if p.is_absolute() or self.base_dir is None else self.base_dir / p)
+        if self.journal.key_file is not None:
+            paths.append(self.journal.key_file)
+        return [why for why in (unsafe_permissions(p) for p in paths) if why]
 
     def load_tables(self) -> Any:
         """The :class:`table.rules.settlement.Tables` the file names. Raises
@@ -608,9 +822,26 @@ def _check_link(link: LinkSection, path: tuple, errs: _Collector) -> None:
         errs.add(path + ((m.group(1),) if m else ()), str(exc))
 
 
+def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> None:
+    """Each vendor key file loads as an Ed25519 public key and is safe from other users."""
+    from .files import unsafe_permissions
+    from .keys import KeyFileError, load_public_key
+
+    for i, key_path in enumerate(fw.key_paths(errs.base_dir)):
+        why = unsafe_permissions(key_path)
+        try:
+            if why is not None:
+                raise KeyFileError(f"it cannot be trusted: {why}")
+            load_public_key(key_path)
+        except KeyFileError as exc:
+            errs.add(path + ("vendor_keys",), f"vendor key {i + 1} ({key_path}): {exc}; allowed: the public half "
+                                              "of a vendor signing key (`tablectl firmware keygen` writes FILE.pub)")
+
+
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
+    FirmwareSection: _check_vendor_keys,
 }
 
 

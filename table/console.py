@@ -55,7 +55,7 @@ class Console:
     """
 
     DEALER_ACTIONS = ("close_bets", "confirm_collect", "decide")
-    SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card")
+    SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card", "acknowledge_incident")
 
     def __init__(self) -> None:
         self._q: queue.Queue[Command] = queue.Queue()

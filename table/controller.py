@@ -19,11 +19,19 @@ rack into the shuffler to be shuffled and verified.
 
 On restart, custody is restored from the journal; a round that was in
 progress is held for a supervisor, never silently resumed (issue 5).
+
+Every card accounted for (issue 14): per shoe load the draw index runs 0, 1,
+2 ... with no gap; a gap, a card event the host had to refuse, or a shoe that
+lets out more cards than it reported holds the round: a card is never shifted
+onto the next seat. Card faces are sealed in the journal until the reveal,
+and each card dealt is committed to on the public stream.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import queue
 import threading
 import time
@@ -35,7 +43,7 @@ import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
-from firmware_bridge.link import DeviceEvent, LinkNotice
+from firmware_bridge.link import DeviceEvent, DeviceIdentity, LinkNotice, RefusedEvent
 from protocols.cards import BackColour, Card
 from protocols.clock import REAL_CLOCK, Clock
 from protocols.messages import (
@@ -64,13 +72,14 @@ from .errors import (
     ShufflerStopped,
     TableError,
 )
-from .journal import Journal
+from .files import read_regular
+from .journal import Journal, check_signed, head_path
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Decision, SeatSettlement, Tables, Wagers, settle_seat
 from .rules.strategy import Decide, q64_player
-from .sealing import mask_cards
+from .sealing import CARD_FACE, commitment, fresh_nonce, mask_cards
 
 log = structlog.get_logger("table")
 P = DeckPlace
@@ -97,7 +106,9 @@ class TableTiming:
 
     event_timeout_s: float = 10.0
     shuffle_timeout_s: float = 180.0
-    settle_s: float = 0.5  # at start-up, for events the devices still hold for us
+    #: no longer waited: start-up takes what the devices already delivered and lets each
+    #: step wait for its own event (issue 18); kept so existing callers keep working
+    settle_s: float = 0.0
     #: A person at a real table moves decks and draws cards at a person's pace; wait
     #: this long for the device event confirming a dealer's action (a virtual
     #: dealer is held to ``event_timeout_s``).
@@ -202,12 +213,21 @@ class TableController:
     ``ack_on_delivery=False`` when a journal is kept). ``seats``: 1..7 player
     positions. ``wagers``: each seat's stake per round (the play wager equals
     the ante). ``tables``: the filed paytables. ``journal``: where every
-    transition is written before it is acted on (None: keep no record).
-    ``console``: dealer/supervisor commands; ``auto_dealer``: the dealer's own
-    confirmations (close bets, collect) need no command (a simulated table).
-    Raises :class:`RoundHeld`, :class:`DeviceTimeout`, :class:`DeviceFault`,
-    :class:`SupervisorRequired`.
+    transition is written before it is acted on, opened with the table key
+    (None: keep no record). ``console``: dealer/supervisor commands;
+    ``auto_dealer``: the dealer's own confirmations (close bets, collect) need
+    no command (a simulated table). ``cursor``: the devices' last journaled
+    events (:func:`table.recovery.device_cursor`; the same object the links'
+    ``resume`` hook reads). ``anchors``: signed checkpoints seen off the journal's
+    own files (the head file is added): a journal behind one is not resumed until a
+    supervisor acknowledges it. Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    :class:`DeviceFault`, :class:`SupervisorRequired`, and
+    :class:`~table.journal.JournalWriteError` when the journal cannot be
+    written (nothing is then acted on or acknowledged).
     """
+
+    #: cards in a verified deck: what the shoe holds when it is loaded (SPEC §4.2)
+    DECK_SIZE = 52
 
     def __init__(
         self,
@@ -227,11 +247,15 @@ class TableController:
         console: Console | None = None,
         auto_dealer: bool = True,
         side_wagers: dict[str, int] | None = None,
+        cursor: recovery.DeviceCursor | None = None,
+        anchors: list[dict[str, Any]] | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
         if ante_cents <= 0:
             raise ValueError("ante_cents must be positive")
+        if journal is not None and journal.key is None:
+            raise ValueError("the controller's journal needs the table key (it seals cards and signs checkpoints)")
         self.shuffler = shuffler
         self.shoe = shoe
         self.events = events
@@ -245,18 +269,24 @@ class TableController:
         self.decide = decide
         self.timing = timing or TableTiming()
         self.journal = journal
+        self.table_id = journal.table_id if journal is not None else "table"
         self.console = console or Console()
         self.console.status = self.status
         self.auto_dealer = auto_dealer
+        self.cursor = cursor or recovery.DeviceCursor()
+        #: signed checkpoints seen off the journal's own files (the floor's anchors, MQTT)
+        self.anchors = list(anchors or [])
         self.rounds_played = 0
         self.rounds_opened = 0
         self.cards_read = 0
         self.held: dict[str, Any] | None = None
-        self._open_round_id: str | None = None
+        self._next_draw = 0  # the draw index the shoe's next card must carry (SPEC §4.3)
         self._round: _Round | None = None
         self._subscribers: list[Callable[[TableEvent], None]] = []
         self._lock = threading.Lock()
         self._links = {shuffler.link.name: shuffler.link, shoe.link.name: shoe.link}
+        self._shoe_name = shoe.link.name
+        self._shuffler_name = shuffler.link.name
 
     # -- public API --------------------------------------------------------------------
 
@@ -309,20 +339,68 @@ class TableController:
             except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the table
                 log.exception("subscriber_failed", kind=kind)
 
-    def _record(self, kind: str, **body: Any) -> None:
+    def _record(self, kind: str, *, sealed: dict[str, Any] | None = None, **body: Any) -> None:
+        """Journal one entry in the current round's context (journal before act)."""
         if self.journal is not None:
             r = self._round
-            self.journal.append(kind, round_id=r.round_id if r else body.pop("round_id", None),
-                                deck_id=r.deck.deck_id if r else None, **body)
+            rid = r.round_id if r else body.pop("round_id", None)
+            did = r.deck.deck_id if r else body.pop("deck_id", None)
+            body.pop("round_id", None)
+            body.pop("deck_id", None)
+            self.journal.append(kind, round_id=rid, deck_id=did, sealed=sealed, **body)
 
-    def _record_custody(self, trigger: str) -> None:
-        self._record("custody", trigger=trigger, snapshot=self.custody.snapshot())
+    def _op(self, op: str, **args: Any) -> None:
+        """Journal a custody step the controller takes itself (replayed by
+        :func:`table.recovery.apply`)."""
+        self._record("custody", op=op, **args)
 
     def _violation(self, v: CustodyViolation) -> None:
-        self._record("violation", rule=v.rule.value, detail=v.detail, citation=v.citation)
+        """Journal a broken rule: its detail can name a sealed card, so it is kept sealed
+        and only its masked form is in the clear (816a.1)."""
+        sealed = {"detail": v.detail} if self.journal is not None and CARD_FACE.search(v.detail) else None
+        self._record("violation", rule=v.rule.value, detail=mask_cards(v.detail), citation=v.citation,
+                     sealed=sealed)
+
+    def _answer(self, ev: DeviceEvent) -> None:
+        """ACK (or NAK, for a refused event) a device event once it is journaled."""
+        if self.journal is not None and self.journal.in_batch:
+            raise RuntimeError("a device event is answered only once its entry is durable, never inside a batch")
+        link = self._links.get(ev.source)
+        if link is not None:
+            link.acknowledge(ev)
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """Sign the journal's head now (round boundaries, the table's opening, shutdown);
+        returns the signed checkpoint, None without a journal."""
+        if self.journal is None:
+            return None
+        state = recovery.checkpoint_state(self.custody, rounds_played=self.rounds_played,
+                                          rounds_opened=self.rounds_opened, cards_read=self.cards_read,
+                                          next_draw=self._next_draw, cursor=self.cursor, held=self.held)
+        signed = self.journal.checkpoint(**state)
+        self._publish("checkpoint", **{k: v for k, v in signed.items() if k != "digests"})
+        return signed
+
+    def close(self) -> None:
+        """At shutdown: sign what the journal holds (a clean stop leaves no unsigned tail)."""
+        if self.journal is not None and self.journal.last_seq:
+            last = self.journal.last("checkpoint")
+            if last is None or last.seq != self.journal.last_seq:
+                self.checkpoint()
+
+    def _identify(self, source: str) -> None:
+        """Journal which device a link speaks to (its boot id: the cursor's key)."""
+        ident = self._links[source].identity
+        if ident is None:
+            return
+        self.cursor.identified(source, ident.serial_number, ident.boot_id)
+        self._record("device", source=source, serial=ident.serial_number, boot_id=ident.boot_id,
+                     firmware=ident.firmware_version)
 
     def _next_event(self, timeout_s: float, what: str) -> DeviceEvent:
-        """The next device event, journaled then ACKed. Link notices are handled here."""
+        """The next device event, journaled then answered; link notices and refused
+        events are handled here. A ``CardDrawn`` is returned unjournaled: the caller
+        journals it where it goes (:meth:`_card_entry`), then answers it."""
         clock = self.timing.clock
         deadline = clock.monotonic() + timeout_s
         while True:
@@ -336,66 +414,129 @@ class TableController:
                 raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from None
             msg = ev.message
             if isinstance(msg, LinkNotice):
-                self._record("link", source=ev.source, notice=msg.kind, detail=msg.detail)
-                if msg.kind in ("identity_changed", "handshake_refused"):
-                    raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
-                if msg.kind == "device_rebooted" and self._round is not None and ev.source == "shoe":
-                    raise DeviceFault("the shoe rebooted during the round: card reads may be missing")
-                log.warning("link_notice", source=ev.source, notice=msg.kind, detail=msg.detail)
+                self._on_notice(ev, msg)
                 continue
-            link = self._links.get(ev.source)
-            ident = link.identity if link else None
-            self._record("device_event", source=ev.source, serial=ident.serial_number if ident else None,
-                         boot_id=ev.boot_id, seq=ev.seq, message=message_to_dict(msg))
-            if link is not None:
-                link.acknowledge(ev)
+            if isinstance(msg, RefusedEvent):
+                self._on_refused(ev, msg)
+                continue
+            if isinstance(msg, CardDrawn):
+                return ev
+            self._record("device_event", source=ev.source, dseq=ev.seq, message=message_to_dict(msg))
+            self.cursor.journaled(ev.source, ev.seq)
+            self._answer(ev)
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
+            if isinstance(msg, ShoeLoaded) and ev.source == self._shoe_name:
+                self._next_draw = 0
             return ev
 
+    def _on_notice(self, ev: DeviceEvent, msg: LinkNotice) -> None:
+        self._record("link", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+        if msg.kind in ("link_up", "device_rebooted"):
+            self._identify(ev.source)
+        if msg.kind in ("identity_changed", "handshake_refused"):
+            raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
+        if msg.kind == "device_rebooted" and self._round is not None and ev.source == self._shoe_name:
+            raise DeviceFault("the shoe rebooted during the round: card reads may be missing")
+        log.warning("link_notice", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+
+    def _on_refused(self, ev: DeviceEvent, msg: RefusedEvent) -> None:
+        """A device event the link refused (undecodable, or not from this kind of device,
+        SPEC §4.5, §6.3): journaled as an incident, then NAKed. A card the shoe could
+        not report leaves a card unaccounted for: the round is held (never a shifted
+        deal); an unreadable count puts the deck being shuffled out of service."""
+        what = f"{ev.source} sent {msg.name}, refused: {msg.reason.replace('_', ' ')}"
+        sealed = {"detail": msg.detail, "payload": msg.payload.hex()} if self.journal is not None else None
+        self._record("incident", what=what, source=ev.source, dseq=ev.seq, type=msg.type, sealed=sealed)
+        self.cursor.journaled(ev.source, ev.seq)
+        self._answer(ev)
+        log.error("event_refused", source=ev.source, message=msg.name, reason=msg.reason)
+        if msg.reason == "undecodable" and msg.type == DeckVerified.TYPE and ev.source == self._shuffler_name:
+            deck = self._in(P.SHUFFLING, P.IN_SHUFFLER)
+            if deck is not None:
+                with self._batch():
+                    self._op("fail_verification", colour=str(deck.back_colour))
+                    self.custody.take_out_of_service(deck.back_colour)
+                v = CustodyViolation(Rule.DECK_INCOMPLETE, f"the shuffler's count of deck {deck.deck_id} "
+                                     f"({deck.back_colour}) could not be read: out of service")
+                self._violation(v)
+                raise v
+        if self._round is None:
+            if msg.type in (CardDrawn.TYPE, CardUnreadable.TYPE) and ev.source == self._shoe_name:
+                raise DeviceFault(f"{what}: a card left the shoe with no round in progress")
+            return
+        if msg.reason == "wrong_device":
+            raise CustodyViolation(Rule.EVENT_FROM_WRONG_DEVICE, f"{msg.name} arrived on the {ev.source}'s link")
+        raise CustodyViolation(Rule.CARD_UNACCOUNTED if ev.source == self._shoe_name else Rule.EVENT_FROM_WRONG_DEVICE,
+                               f"the {ev.source} sent {msg.name} that could not be decoded: "
+                               f"a card may have left the shoe unrecorded")
+
+    def _card_entry(self, ev: DeviceEvent, card: Card, to: int | None, **flags: Any) -> None:
+        """Journal one card the shoe read (sealed until the reveal, with a commitment
+        to it, issue 14), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
+        None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
+        ``extra``, ``refused`` with the rule, ``gap``)."""
+        msg = ev.message
+        r = self._round
+        rid = r.round_id if r is not None else (self.held or {}).get("round_id")
+        nonce = fresh_nonce()
+        body: dict[str, Any] = {"source": ev.source, "dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
+                                "back_colour": str(msg.back_colour), **flags}
+        body["commit"] = commitment(self.table_id, rid, msg.draw_index, str(card), nonce)
+        self._record("card_read", round_id=rid, sealed={"card": str(card), "nonce": nonce}, **body)
+        self.cursor.journaled(ev.source, ev.seq)
+        self._answer(ev)
+        if ev.source == self._shoe_name:
+            self._next_draw = msg.draw_index + 1
+
+    def _check_draw(self, ev: DeviceEvent) -> CustodyViolation | None:
+        """Every card accounted for: per shoe load the draw index runs 0, 1, 2 ... with
+        no gap (SPEC §4.3); a gap means a card left the shoe unreported."""
+        index = ev.message.draw_index
+        expected = self._next_draw % 256
+        if ev.source == self._shoe_name and index != expected:
+            return CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe's draw {index} follows draw {expected - 1}: "
+                                    f"{(index - expected) % 256} card(s) left the shoe unrecorded")
+        return None
+
     def _apply(self, msg: Message) -> Deck | None:
-        """Feed one non-card device event to custody; journal the new custody."""
+        """Feed one non-card device event to custody (already journaled: the replay of
+        :func:`table.recovery.apply` does the same)."""
         c = self.custody
         if isinstance(msg, DeckInserted):
-            deck = c.on_deck_inserted(msg.back_colour)
-        elif isinstance(msg, DeckVerified):
+            return c.on_deck_inserted(msg.back_colour)
+        if isinstance(msg, DeckVerified):
             try:
-                deck = c.on_deck_verified(msg)
+                return c.on_deck_verified(msg)
             except CustodyViolation as v:
                 self._violation(v)
-                self._record_custody("fail_verification")
                 raise
-        elif isinstance(msg, DeckDelivered):
-            deck = c.on_deck_delivered(msg.back_colour)
-        elif isinstance(msg, ShoeLoaded):
-            deck = c.on_shoe_loaded(msg.back_colour)
-        elif isinstance(msg, ShufflerFault):
+        if isinstance(msg, DeckDelivered):
+            return c.on_deck_delivered(msg.back_colour)
+        if isinstance(msg, ShoeLoaded):
+            return c.on_shoe_loaded(msg.back_colour)
+        if isinstance(msg, ShufflerFault):
             shuffling = [d for d in c.decks.values() if d.place is P.SHUFFLING]
             if shuffling:
                 c.on_shuffle_fault(shuffling[0].back_colour)
-                self._record_custody("shuffle_fault")
             self._record("incident", what=f"shuffler fault: {msg.code.name.lower()}")
             raise ShufflerStopped(f"shuffler fault: {msg.code.name.lower()}; clear it, then the shuffle is repeated")
-        elif isinstance(msg, ShoeEmpty):
+        if isinstance(msg, ShoeEmpty):
             raise DeviceFault(f"the shoe is empty after {msg.draws} draws")
-        else:
-            return None
-        self._record_custody(type(msg).__name__)
-        return deck
+        return None
 
-    def _expect(self, kind: type[Message], timeout_s: float, what: str) -> Message:
-        """Consume events (applying each to custody) until one of ``kind`` arrives."""
+    def _expect(self, kind: type[Message], timeout_s: float, what: str, *, cards: bool = False) -> Any:
+        """Consume events (applying each to custody) until one of ``kind`` arrives.
+        ``cards``: return card events (the deal); otherwise a card is a stray, handled
+        by :meth:`_stray_card`. Returns the :class:`DeviceEvent` for a card, else the
+        message."""
         while True:
             ev = self._next_event(timeout_s, what)
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
-                if self._round is None:
-                    if self.held is not None and isinstance(msg, CardDrawn):
-                        self._late_card(msg)  # drawn for the held round before a restart
-                        continue
-                    self._record("incident", what="card drawn with no round in progress",
-                                 message=message_to_dict(msg))
-                    raise DeviceFault("a card was drawn with no round in progress: incident recorded")
-                return msg
+                if cards and self._round is not None:
+                    return ev
+                self._stray_card(ev)
+                continue
             try:
                 self._apply(msg)
             except CustodyViolation as v:
@@ -405,79 +546,174 @@ class TableController:
             if isinstance(msg, kind):
                 return msg
 
+    def _stray_card(self, ev: DeviceEvent) -> None:
+        """A card event when no card is being dealt: read after a restart for the held
+        round (taken into its custody), or drawn with no round (an incident), or
+        drawn while the round is past its deal (one too many: a misdeal)."""
+        msg = ev.message
+        if self._round is not None:  # past the deal: a card beyond it
+            if isinstance(msg, CardDrawn):
+                self._card_entry(ev, msg.card, None, extra=True)
+            self._record("incident", what="card drawn beyond the deal", draw_index=msg.draw_index)
+            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"draw {msg.draw_index} beyond the 3 cards to each seat "
+                                   "and the dealer: misdeal")
+        if self.held is not None and isinstance(msg, CardDrawn):
+            self._late_card(ev)  # drawn for the held round before a restart
+            return
+        if isinstance(msg, CardDrawn):
+            self._card_entry(ev, msg.card, None, stray=True)
+        self._record("incident", what="card drawn with no round in progress", draw_index=msg.draw_index)
+        raise DeviceFault("a card was drawn with no round in progress: incident recorded")
+
     # -- start-up and recovery -------------------------------------------------------------
 
-    resume_hook = staticmethod(recovery.resume_hook)
+    @staticmethod
+    def resume_hook(journal: Journal | None) -> Callable[[DeviceIdentity], int | None]:
+        """For ``DeviceDriver.open(resume=...)``: the SEQ of the last event journaled for a
+        device identity in its current boot (:class:`table.recovery.DeviceCursor`). Pass
+        the same cursor to the controller: ``TableController(..., cursor=hook.cursor)``."""
+        cursor = recovery.device_cursor(journal) if journal is not None else recovery.DeviceCursor()
+        hook = cursor.resume
+        return hook
 
     def recover(self) -> None:
         """Restore custody and counts from the journal (:mod:`table.recovery`); hold a
-        round found in progress for a supervisor, never resume it silently."""
+        round found in progress for a supervisor, never resume it silently. Entries
+        after the last signed checkpoint must carry valid MACs (nobody edited them
+        while the controller was down): otherwise :class:`JournalTampered`."""
         j = self.journal
-        if j is None or j.last_seq == 0:
-            if j is not None:
-                self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
+        if j is None:
             return
-        restored = recovery.restore(j, self.custody, self._record)
+        for source in self._links:
+            self.cursor.identified(source, *self._ident(source))
+        if j.last_seq == 0:
+            with self._batch():
+                self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
+                for source in self._links:
+                    self._identify(source)
+            return
+        bad = j.check_tail()
+        if bad is not None:
+            raise JournalTampered(f"journal entry {bad} was changed after it was written (its MAC does not hold); "
+                                  "a supervisor must examine the journal (tablectl audit verify)")
+        restored = recovery.restore(j, self.custody)
         self.custody = restored.custody
-        self._open_round_id = restored.open_round_id
         self.rounds_played, self.rounds_opened = restored.rounds_played, restored.rounds_opened
+        self._check_anchors()
         self.cards_read = restored.cards_read
-        if restored.held is not None:
-            self.held = h = restored.held
-            j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
-                     settled=h["settled"])
-            log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
-        self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
+        self._next_draw = restored.next_draw
+        with self._batch():
+            if restored.held is not None:
+                self.held = h = restored.held
+                j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
+                         settled=h["settled"], number=h["number"])
+                log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
+            self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
+            for source in self._links:
+                self._identify(source)
         log.info("recovered", places=self.custody.places(), rounds_played=self.rounds_played,
                  held=self.held is not None)
 
+    def _check_anchors(self) -> None:
+        """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
+        swapped in) is not resumed until a supervisor acknowledges it; the incident and
+        the acknowledgement are journaled, and round numbers go on past the anchor's so
+        none is used twice (issue 14)."""
+        j = self.journal
+        assert j is not None
+        seen = list(self.anchors)
+        try:
+            seen.append(json.loads(read_regular(head_path(j.path), max_bytes=1 << 20)))
+        except (OSError, ValueError):
+            pass
+        keys = {j.key.key_id: j.key.public}
+        behind = []
+        for cp in seen:
+            if not isinstance(cp, dict) or cp.get("table_id") != j.table_id or check_signed(cp, keys) is not None:
+                continue  # an anchor that is not this table's own signature proves nothing
+            seq = cp.get("seq")
+            if not isinstance(seq, int):
+                continue
+            mine = next(iter(j.entries("checkpoint", since=seq, upto=seq + 1)), None)
+            if mine is None or mine.body.get("checkpoint", {}).get("head") != cp.get("head"):
+                behind.append(cp)
+        if not behind:
+            return
+        cp = max(behind, key=lambda c: c["seq"])
+        what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
+                f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
+        self._record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
+        log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
+        self._publish("incident", what=what)
+        while True:
+            cmd = self.console.wait(("acknowledge_incident",),
+                                    f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}")
+            supervisor = cmd.args.get("supervisor")
+            if not supervisor:
+                cmd.answer(ok=False, error="acknowledge_incident needs a supervisor")
+                continue
+            break
+        self._record("supervisor", action="acknowledge_incident", supervisor=supervisor, anchor_seq=cp["seq"])
+        self.rounds_opened = max(self.rounds_opened, int(cp.get("rounds_opened") or 0))
+        cmd.answer(ok=True, acknowledged=cp["seq"])
+
+    def _ident(self, source: str) -> tuple[str, int]:
+        ident = self._links[source].identity
+        return (ident.serial_number, ident.boot_id) if ident is not None else ("?", 0)
+
     def prepare(self) -> None:
         """Open the table: restore from the journal, take in what the devices held,
-        resolve a held round (a supervisor), move the decks until ready."""
+        resolve a held round (a supervisor), move the decks until ready; sign a
+        checkpoint."""
         self.recover()
         self.settle_devices()
         if self.held is not None:
             self.resolve_held()
         self.advance()
-        if self.journal is not None and self.journal.last("table_open") is None:
-            # The table opens only now: the first deck is verified and in the shoe (issue 5).
-            self._record("table_open", places=self.custody.places())
+        if self.journal is not None:
+            if self.journal.last("table_open") is None:
+                # The table opens only now: the first deck is verified and in the shoe (issue 5).
+                self._record("table_open", places=self.custody.places())
+            self.checkpoint()
 
     def settle_devices(self) -> None:
-        """At start-up: take in the events the devices still hold for us (sent but
-        never journaled and ACKed before a restart), then check their status."""
-        deadline = time.monotonic() + self.timing.settle_s
+        """At start-up: take in the events the devices have already delivered (sent but
+        never journaled and ACKed before a restart). Nothing waits here: an event
+        still on its way is taken by the step that waits for it (issue 18)."""
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
             try:
-                ev = self._next_event(remaining, "events held by the devices")
+                ev = self._next_event(0, "events held by the devices")
             except DeviceTimeout:
-                break
+                return
             msg = ev.message
             if isinstance(msg, CardDrawn):
-                self._late_card(msg)
+                if self.held is not None:
+                    self._late_card(ev)
+                else:
+                    self._card_entry(ev, msg.card, None, stray=True)
+                    self._record("incident", what="card read after a restart with no round in progress",
+                                 draw_index=msg.draw_index)
             elif isinstance(msg, CardUnreadable):
-                self._record("incident", what="card unreadable after a restart", message=message_to_dict(msg))
+                self._record("incident", what="card unreadable after a restart", draw_index=msg.draw_index)
             else:
                 try:
                     self._apply(msg)
                 except CustodyViolation as v:
-                    self._violation(v)
+                    if v.rule is not Rule.DECK_INCOMPLETE:
+                        self._violation(v)
                     raise
 
-    def _late_card(self, msg: CardDrawn) -> None:
+    def _late_card(self, ev: DeviceEvent) -> None:
         """A card read that arrived after a restart, for the round now held."""
+        msg = ev.message
         try:
             self.custody.on_card_read(msg.card, msg.back_colour)
         except CustodyViolation as v:
+            self._card_entry(ev, msg.card, None, late=True, refused=v.rule.value)
             self._violation(v)
             return
         self.cards_read += 1
-        self._record("card_read", round_id=(self.held or {}).get("round_id"), card=str(msg.card),
-                     back_colour=str(msg.back_colour), draw_index=msg.draw_index, to=None, late=True,
-                     snapshot=self.custody.snapshot())
+        self._card_entry(ev, msg.card, None, late=True)
 
     # -- deck movements ----------------------------------------------------------------------
 
@@ -559,9 +795,9 @@ class TableController:
         return "todo"
 
     def _shuffle(self, deck: Deck) -> None:
+        # The command entry is the custody step (start_shuffle) too: journal, then act.
         self._record("command", command="shuffle", colour=str(deck.back_colour))
         self.custody.on_shuffle_started(deck.back_colour)
-        self._record_custody("start_shuffle")
         self.shuffler.shuffle()
         self._await_verification(deck, after_restart=False)
 
@@ -582,7 +818,7 @@ class TableController:
         except CustodyViolation as v:
             if v.rule is not Rule.DECK_INCOMPLETE:
                 raise
-            log.error("deck_failed_verification", deck_id=deck.deck_id, detail=v.detail)
+            log.error("deck_failed_verification", deck_id=deck.deck_id, detail=mask_cards(v.detail))
             return  # out of service now: advance() asks a supervisor for a replacement
         log.info("deck_verified", deck_id=deck.deck_id, places=self.custody.places())
 
@@ -603,7 +839,6 @@ class TableController:
             return
         self._record("supervisor", action="register_deck", supervisor=supervisor, new_deck_id=deck_id,
                      replaces=out.deck_id, colour=str(out.back_colour))
-        self._record_custody("register_deck")
         cmd.answer(ok=True, deck_id=new.deck_id)
 
     # -- rounds ------------------------------------------------------------------------------
@@ -622,42 +857,30 @@ class TableController:
         if held.get("settled"):
             if not self.auto_dealer:
                 self.console.wait(("confirm_collect",), f"the dealer to collect settled round {rid}").answer(ok=True)
-            self._collect_after_void(rid)
-            j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                           number=held.get("number"), completed_after_restart=True)
-            self.held = None
+            self._collect_after_void(rid, held.get("deck_id"))
+            with self._batch():
+                j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                               number=held.get("number"), completed_after_restart=True)
+                self.held = None
+                self.checkpoint()
             return
         cmd = self.console.wait(("void",), f"a supervisor to void held round {rid}")
         reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
         if not reason or not supervisor:
             cmd.answer(ok=False, error="void needs a reason and a supervisor")
             return self.resolve_held()
-        j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=reason,
-                       supervisor=supervisor, wagers="returned", returned_cents=self._placed(rid))
-        self._collect_after_void(rid)
-        j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                       number=held.get("number"), voided=True)
-        self.held = None
+        if j is not None:
+            j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
+                     supervisor=supervisor, wagers="returned", returned_cents=held.get("placed", {}),
+                     seal_key=j.seal_key(rid).hex())
+        self._collect_after_void(rid, held.get("deck_id"))
+        with self._batch():
+            j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                           number=held.get("number"), voided=True)
+            self.held = None
+            self.checkpoint()
         cmd.answer(ok=True, round_id=rid, voided=True)
-        self._publish("round_voided", round_id=rid, reason=reason)
-
-    def _placed(self, round_id: str) -> dict[str, int]:
-        """Cents each seat had placed in ``round_id`` (ante, side wagers, and the play
-        wager once decided), from the journal: what a void returns."""
-        if self.journal is None:
-            return {}
-        placed: dict[str, int] = {}
-        for e in self.journal.entries("round"):
-            if e.round_id != round_id:
-                continue
-            if e.body.get("step") == "open":
-                placed = {s: sum(w.values()) for s, w in e.body["wagers"].items()}
-                antes = {s: w["ante"] for s, w in e.body["wagers"].items()}
-            elif e.body.get("step") == "decisions_done":
-                for s, d in e.body.get("decisions", {}).items():
-                    if d == "play":
-                        placed[s] += antes[s]
-        return placed
+        self._publish("round_voided", round_id=rid, reason=mask_cards(reason))
 
     def _check_void(self, r: _Round) -> None:
         """Honour a supervisor's void sent while the round runs (any time before settle)."""
@@ -668,17 +891,26 @@ class TableController:
         if not reason or not supervisor:
             cmd.answer(ok=False, error="void needs a reason and a supervisor")
             return
-        self._record("round", step="voided", number=r.number, reason=reason, supervisor=supervisor,
-                     wagers="returned", returned_cents=self._placed(r.round_id))
+        self._record("round", step="voided", number=r.number, reason=mask_cards(reason), supervisor=supervisor,
+                     wagers="returned", returned_cents=self._placed(r),
+                     seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None)
         r.machine.void_by_supervisor(reason)
-        self._collect_after_void(r.round_id)
-        r.machine.step("close")
-        self._record("round", step="closed", number=r.number, voided=True)
+        self._collect_after_void(r.round_id, r.deck.deck_id)
+        with self._batch():
+            r.machine.step("close")
+            self._record("round", step="closed", number=r.number, voided=True)
+            self.checkpoint()
         cmd.answer(ok=True, round_id=r.round_id, voided=True)
-        self._publish("round_voided", reason=reason)
+        self._publish("round_voided", reason=mask_cards(reason))
         raise RoundVoided(r.round_id, reason)
 
-    def _collect_after_void(self, round_id: str) -> None:
+    def _placed(self, r: _Round) -> dict[str, int]:
+        """Cents each seat placed in round ``r`` (ante, side wagers, and the play wager once
+        decided): what a void returns. Kept with the round, so a void costs the same
+        in round 10 as in round 100,000 (issue 18)."""
+        return recovery.placed(_wager_dict(r.wagers), {str(s): d.value for s, d in r.decisions.items()})
+
+    def _collect_after_void(self, round_id: str, deck_id: str | None) -> None:
         """The void's cards (and the shoe's stub) go to the discard rack. The dealer is
         asked to collect even when custody already shows it done: a restart may have
         come between the record and the dealer's action, and an empty layout costs
@@ -692,8 +924,13 @@ class TableController:
             except CustodyViolation as v:
                 self._violation(v)
                 raise
-            self._record_custody("collect after void")
+            self._record("custody", op="collect", round_id=round_id, deck_id=deck_id)
         self.dealer.collect()
+
+    def _batch(self) -> Any:
+        """The entries one step of the procedure produces commit together (issue 18).
+        Never wait for a device inside one: an event is answered only once durable."""
+        return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
 
     def play_round(self) -> RoundResult:
         """Deal, decide, reveal, settle and collect one round. Raises :class:`RoundHeld`
@@ -703,16 +940,19 @@ class TableController:
             self.resolve_held()
         self.advance()
         number = self.rounds_opened + 1
-        self.rounds_opened = number
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
         deck = self.custody.start_round()
         wagers = {s: Wagers(ante=self.ante_cents, **self.side_wagers) for s in range(1, self.seats + 1)}
         r = _Round(number, round_id, deck, RoundMachine(round_id), wagers, hands={s: [] for s in wagers})
         with self._lock:
             self._round = r
-        self._record_custody("start_round")
         structlog.contextvars.bind_contextvars(round_id=round_id, deck_id=deck.deck_id)
         try:
+            self.console.refuse_voids("no round was in progress when the void was sent")
+            with self._batch():
+                self._op("start_round")
+                self._record("round", step="open", number=number, wagers=_wager_dict(wagers))
+            self.rounds_opened = number
             return self._play(r)
         except CustodyViolation as v:
             self._hold(r, str(v))
@@ -731,13 +971,13 @@ class TableController:
     def _hold(self, r: _Round, reason: str) -> None:
         if r.machine.state in ("closed", "held", "voided"):
             return
-        self._record("round", step="held", reason=reason, number=r.number,
-                     settled=r.machine.state in ("settle", "collect"))
-        r.machine.hold_for_supervisor(reason)
         settled = r.machine.state in ("settle", "collect")
+        sealed = {"reason": reason} if self.journal is not None and CARD_FACE.search(reason) else None
+        self._record("round", step="held", reason=mask_cards(reason), number=r.number, settled=settled, sealed=sealed)
+        r.machine.hold_for_supervisor(reason)
         self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
-                     "number": r.number, "settled": settled}
-        log.error("round_held", reason=mask_cards(reason))  # the journal has the faces
+                     "number": r.number, "settled": settled, "placed": self._placed(r)}
+        log.error("round_held", reason=mask_cards(reason))  # the journal has the faces, sealed
         self._publish("round_held", reason=mask_cards(reason))
 
     def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
@@ -747,24 +987,21 @@ class TableController:
 
     def _play(self, r: _Round) -> RoundResult:
         log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.seats)
-        self.console.refuse_voids("no round was in progress when the void was sent")
-        self._record("round", step="open", number=r.number,
-                     wagers={str(s): dataclasses.asdict(w) for s, w in r.wagers.items()})
         self._publish("round_opened", number=r.number, seats=self.seats, back_colour=str(r.deck.back_colour))
         if not self.auto_dealer:
             self.console.wait(("close_bets",), "the dealer to close bets").answer(ok=True)
         self._no_early_cards(r)
         self._check_void(r)
-        self._step_round(r, "close_bets")
-        self._step_round(r, "start_dealing")
+        with self._batch():
+            self._step_round(r, "close_bets")
+            self._step_round(r, "start_dealing")
         order = list(r.wagers) + [0]  # seats 1..K, then the dealer (0), three times
         for _ in range(3):
             for target in order:
                 self._check_void(r)
-                self._record("prompt", action="draw_card", to=target)
                 self.dealer.draw_card()
                 self._take_card(r, target)
-        self._no_extra_cards()
+        self._deal_complete()
         counts = {s: len(h) for s, h in r.hands.items()}
         if any(n != 3 for n in counts.values()) or len(r.dealer) != 3:
             raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"cards per seat {counts}, dealer {len(r.dealer)}: misdeal")
@@ -772,12 +1009,19 @@ class TableController:
         self._check_void(r)
         for s in r.wagers:
             r.decisions[s] = self.decide(s, list(r.hands[s]))
-        self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()})
+        self._check_void(r)
+        self._deal_complete()  # a card drawn while the seats decided is still one too many
+        # Every seat's cards are published now: no wager depends on them any more (816a.1).
+        self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()},
+                         hands={str(s): [str(c) for c in h] for s, h in r.hands.items()})
         self._check_void(r)
         value = evaluate(r.dealer, self.profile)
         qualifies = dealer_qualifies(value)
+        # The reveal discloses the round's seal key: every card sealed in the journal, and the
+        # opening of every commitment published at deal time, can be checked by anyone now.
         self._record("round", step="dealer_reveal", number=r.number, dealer_hand=[str(c) for c in r.dealer],
-                     dealer_qualifies=qualifies)
+                     dealer_qualifies=qualifies,
+                     seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None)
         log.info("dealer_reveal", dealer_hand=[str(c) for c in r.dealer], dealer_value=value.describe(),
                  dealer_qualifies=qualifies)
         self._publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies,
@@ -792,41 +1036,74 @@ class TableController:
         self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()})
         if not self.auto_dealer:
             self.console.wait(("confirm_collect",), "the dealer to confirm the collect").answer(ok=True)
-        self._step_round(r, "collect")
         self._collect(r)
-        self._step_round(r, "close")
-        self._record("round", step="closed", number=r.number)
+        with self._batch():
+            self._step_round(r, "close")
+            self._record("round", step="closed", number=r.number)
+            self.rounds_played += 1
+            self.checkpoint()
         self.console.refuse_voids(f"round {r.round_id} is settled: its results stand (58 Pa. Code 816a.1)")
-        self.rounds_played += 1
         seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
         return RoundResult(r.number, r.round_id, r.deck.deck_id, r.deck.back_colour, list(r.dealer), qualifies,
                            seats, list(r.reads))
 
-    def _no_early_cards(self, r: _Round) -> None:
-        """A card drawn while bets are still open is an incident that holds the round."""
+    def _drain(self, early: bool = False) -> None:
+        """Take every device event already delivered, without waiting. A card event
+        here is out of turn: drawn before betting closed (``early``), or beyond the
+        deal. Either holds the round."""
         while True:
             try:
-                ev = self._next_event(0, "cards drawn early")
+                ev = self._next_event(0, "cards out of turn")
             except DeviceTimeout:
                 return
-            if isinstance(ev.message, (CardDrawn, CardUnreadable)):
-                self._record("incident", what="card drawn before betting closed",
-                             message=message_to_dict(ev.message))
-                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"draw {ev.message.draw_index} before betting closed")
-            self._apply(ev.message)
+            msg = ev.message
+            if isinstance(msg, (CardDrawn, CardUnreadable)):
+                if not early:
+                    self._stray_card(ev)  # raises: a card beyond the deal
+                if isinstance(msg, CardDrawn):
+                    self._card_entry(ev, msg.card, None, early=True)
+                self._record("incident", what="card drawn before betting closed", draw_index=msg.draw_index)
+                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"draw {msg.draw_index} before betting closed")
+            self._apply(msg)
 
-    def _no_extra_cards(self) -> None:
-        """A card drawn beyond the deal (a seat given a wrong number of cards) is a misdeal."""
-        while True:
-            try:  # device events come one at a time: give a straggler a moment to arrive
-                ev = self._next_event(min(0.05, self.timing.event_timeout_s), "extra cards")
+    def _no_early_cards(self, r: _Round) -> None:
+        """A card drawn while bets are still open is an incident that holds the round."""
+        self._drain(early=True)
+
+    def _deal_complete(self) -> None:
+        """The deal is complete when its cards are read; a card beyond it is a misdeal,
+        found without waiting on a timer (issue 18): by a card event already here, or
+        by the shoe's own count, which says how many cards left it (SPEC §4.3). The
+        events of cards the shoe let out are then waited for (the shoe sends them)
+        and journaled, so none is left to surface in a later round."""
+        self._drain()
+        try:
+            held = self.shoe.status().cards
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
+        out = self.DECK_SIZE - held
+        if out <= self._next_draw:
+            return
+        self._record("incident", what="card drawn beyond the deal", shoe_holds=held, reads=self._next_draw)
+        reads = self._next_draw
+        deadline = self.timing.clock.monotonic() + self.timing.event_timeout_s
+        while self._next_draw < out:
+            remaining = deadline - self.timing.clock.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                ev = self._next_event(remaining, "the events of the cards the shoe let out")
             except DeviceTimeout:
-                return
-            if isinstance(ev.message, (CardDrawn, CardUnreadable)):
-                self._record("incident", what="card drawn beyond the deal", message=message_to_dict(ev.message))
-                raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"draw {ev.message.draw_index} beyond the 3 cards "
-                                       "to each seat and the dealer: misdeal")
-            self._apply(ev.message)
+                break
+            msg = ev.message
+            if isinstance(msg, CardDrawn):
+                self._card_entry(ev, msg.card, None, extra=True)
+            elif isinstance(msg, CardUnreadable):
+                self._next_draw = msg.draw_index + 1
+            else:
+                self._apply(msg)
+        raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"the shoe holds {held} cards: {out} left it but "
+                               f"{reads} were read in the deal: a card beyond the deal, misdeal")
 
     def _collect(self, r: _Round) -> None:
         """Collect into the discard rack; refused while the other deck's cards are
@@ -841,24 +1118,36 @@ class TableController:
                 self._violation(v)
                 log.warning("collect_refused", detail=mask_cards(v.detail))
                 self._expect(DeckInserted, self.timing.event_timeout_s, "the other deck loaded into the shuffler")
-        self._record_custody("collect")
+        with self._batch():
+            self._step_round(r, "collect")
+            self._op("collect")
         self.dealer.collect()
         log.info("collected", places=self.custody.places())
 
     def _take_card(self, r: _Round, target: int) -> None:
-        ev = self._expect(CardDrawn, self._dealer_wait_s, "a card from the shoe")
-        if isinstance(ev, CardUnreadable):
-            card, colour, manual = self._manual_card(r, ev), ev.back_colour, True
-            index = ev.draw_index
+        ev = self._expect(CardDrawn, self._dealer_wait_s, "a card from the shoe", cards=True)
+        msg = ev.message
+        gap = self._check_draw(ev)
+        if gap is not None:  # never a shifted deal: the card goes to nobody, the round is held
+            if isinstance(msg, CardDrawn):
+                self._card_entry(ev, msg.card, None, gap=True)
+            else:
+                self._next_draw = msg.draw_index + 1
+            self._violation(gap)
+            raise gap
+        if isinstance(msg, CardUnreadable):
+            card, manual = self._manual_card(r, msg), True
+            self._next_draw = msg.draw_index + 1
         else:
-            card, colour, manual, index = ev.card, ev.back_colour, False, ev.draw_index
+            card, manual = msg.card, False
+        colour = msg.back_colour
         try:
             self.custody.on_card_read(card, colour)
         except CustodyViolation as v:
+            self._card_entry(ev, card, None, refused=v.rule.value, **({"manual": True} if manual else {}))
             self._violation(v)
-            self._record_custody("card_read refused")
             raise
-        read = CardRead(index, card, colour, manual)
+        read = CardRead(msg.draw_index, card, colour, manual)
         with self._lock:
             r.reads.append(read)
             if target == 0:
@@ -866,23 +1155,23 @@ class TableController:
             else:
                 r.hands[target].append(card)
         self.cards_read += 1
-        # One entry for the read and the custody it leaves: a crash cannot split them.
-        self._record("card_read", card=str(card), back_colour=str(colour), draw_index=index,
-                     to=target, manual=manual, snapshot=self.custody.snapshot())
+        self._card_entry(ev, card, target, **({"manual": True} if manual else {}))
+        # Sealed (816a.1): no card face in any log line or public event before the reveal.
         if target == 0:
-            log.info("card_read", to="dealer", draw_index=index)  # sealed: no face (816a.1)
-            self._publish("card_dealt", to="dealer", draw_index=index)  # no face either
+            log.info("card_read", to="dealer", draw_index=msg.draw_index)
+            self._publish("card_dealt", to="dealer", draw_index=msg.draw_index)
         else:
-            log.info("card_read", to=f"seat{target}", draw_index=index, card=str(card))
-            self._publish("card_dealt", to=f"seat{target}", seat=target, draw_index=index)  # no face
-            self._publish("seat_card", audience=f"seat:{target}", seat=target, draw_index=index, card=str(card))
+            log.info("card_read", to=f"seat{target}", draw_index=msg.draw_index)
+            self._publish("card_dealt", to=f"seat{target}", seat=target, draw_index=msg.draw_index)
+            self._publish("seat_card", audience=f"seat:{target}", seat=target, draw_index=msg.draw_index,
+                          card=str(card))
 
-    def _manual_card(self, r: _Round, ev: CardUnreadable) -> Card:
+    def _manual_card(self, r: _Round, msg: CardUnreadable) -> Card:
         """The shoe could not read a card: a supervisor enters it (issue 5)."""
-        self._record("incident", what="card unreadable", draw_index=ev.draw_index)
-        log.warning("card_unreadable", draw_index=ev.draw_index)
+        self._record("incident", what="card unreadable", draw_index=msg.draw_index)
+        log.warning("card_unreadable", draw_index=msg.draw_index)
         while True:
-            cmd = self.console.wait(("confirm_card",), f"a supervisor to enter unreadable card {ev.draw_index}")
+            cmd = self.console.wait(("confirm_card",), f"a supervisor to enter unreadable card {msg.draw_index}")
             try:
                 card = Card.parse(str(cmd.args.get("card", "")))
             except ValueError as exc:
@@ -891,7 +1180,18 @@ class TableController:
             if not cmd.args.get("supervisor"):
                 cmd.answer(ok=False, error="confirm_card needs a supervisor")
                 continue
+            # The card may be the dealer's: its face is sealed until the reveal (816a.1).
             self._record("supervisor", action="confirm_card", supervisor=cmd.args["supervisor"],
-                         card=str(card), draw_index=ev.draw_index)
+                         draw_index=msg.draw_index, sealed={"card": str(card)} if self.journal else None)
             cmd.answer(ok=True, card=str(card))
             return card
+
+
+def _wager_dict(wagers: dict[int, Wagers]) -> dict[str, dict[str, int]]:
+    """Each seat's wagers as journaled: only the wagers placed (zero amounts left out)."""
+    return {str(s): {k: v for k, v in dataclasses.asdict(w).items() if v} for s, w in wagers.items()}
+
+
+class JournalTampered(TableError):
+    """Entries after the last signed checkpoint were changed while the controller was
+    down (their MACs do not hold): the controller refuses to resume and sign over them."""

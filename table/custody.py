@@ -77,6 +77,8 @@ class Rule(str, enum.Enum):
     NO_DECK_IN_PLAY = "no_deck_in_play"
     CARD_DRAWN_EARLY = "card_drawn_before_bets_closed"
     WRONG_CARD_COUNT = "wrong_card_count"
+    CARD_UNACCOUNTED = "card_unaccounted"
+    EVENT_FROM_WRONG_DEVICE = "event_from_wrong_device"
     OUT_OF_ORDER = "out_of_order"
 
 
@@ -94,6 +96,10 @@ CITATIONS = {
     Rule.NO_DECK_IN_PLAY: "58 Pa. Code 649a.3(b) (one deck in play per round)",
     Rule.CARD_DRAWN_EARLY: "58 Pa. Code 649a.11 (cards dealt after wagers are placed): incident",
     Rule.WRONG_CARD_COUNT: "58 Pa. Code 649a.11 (three cards to each player and the dealer): misdeal",
+    Rule.CARD_UNACCOUNTED: "58 Pa. Code 649a.3 (one 52-card deck in play: every card accounted for); 816a.1 "
+                           "(results verified before they are posted)",
+    Rule.EVENT_FROM_WRONG_DEVICE: "protocols/SPEC.md 4.5 (events by device kind): a shuffler deals no card, "
+                                  "a shoe verifies no deck",
     Rule.OUT_OF_ORDER: "deck custody procedure (DESIGN.md)",
 }
 

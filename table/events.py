@@ -63,18 +63,22 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
 
+from .journal import Entry, JournalError, seal_key, ts_text, unseal
 from .sealing import mask_cards as mask
+
+if TYPE_CHECKING:
+    from .keys import TableKey
 
 log = structlog.get_logger("table.events")
 
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -95,11 +99,12 @@ KINDS = {
     "violation": "custody_violation",
     "incident": "incident",
     "supervisor": "supervisor_action",
+    "checkpoint": "checkpoint",
 }
 #: every public event type, in the order a round produces them.
 EVENT_TYPES = ("table_opened", "table_restarted", "round_opened", "bets_closed", "card_dealt",
                "decisions_final", "dealer_revealed", "round_settled", "round_closed", "round_held",
-               "round_voided", "custody_violation", "incident", "supervisor_action")
+               "round_voided", "custody_violation", "incident", "supervisor_action", "checkpoint")
 
 _KIND_SQL = "kind IN ({})".format(",".join(f"'{k}'" for k in ("round", *KINDS)))
 
@@ -138,40 +143,81 @@ class Derived:
         return self.event["seq"]
 
 
+#: ``opener(journal_seq, round_id, body)``: the sealed fields of a card entry, opened with
+#: the table key (the controller's own process), or None without the key
+Opener = Callable[[int, "str | None", dict[str, Any]], "dict[str, Any] | None"]
+
+
+def openings(table_id: str, round_id: str | None, seal_key_hex: str | None,
+             cards: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The openings of a round's card commitments, from its card entries (``(journal seq,
+    body)``) and the round seal key its reveal or void disclosed: ``[{"draw_index",
+    "to", "card", "nonce"}]`` for every card that was committed to."""
+    if not seal_key_hex:
+        return []
+    try:
+        k = bytes.fromhex(seal_key_hex)
+    except ValueError:
+        return []
+    out = []
+    for jseq, body in cards:
+        if "commit" not in body or "sealed" not in body:
+            continue
+        try:
+            fields = unseal(k, table_id, Entry(jseq, "", "card_read", round_id, None, body))
+        except JournalError:
+            continue  # cannot happen for the controller's own entries; never a crash for a reader
+        out.append({"draw_index": body.get("draw_index"), "to": _to(body.get("to")), "card": fields.get("card"),
+                    "nonce": fields.get("nonce")})
+    return out
+
+
 def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None, body: dict[str, Any],
-           table_id: str, round_cards: Callable[[str], dict[int, list[str]]]) -> Derived:
+           table_id: str, round_cards: Callable[[str], list[tuple[int, dict[str, Any]]]],
+           opener: Opener | None = None, journal_table_id: str | None = None) -> Derived:
     """The public event of one publishable journal entry (see the module docstring).
 
-    ``round_cards(round_id)`` returns the seat cards read so far in that round
-    ({seat: [card, ...]}, seats 1..7 only). Raises ``KeyError`` for an entry
-    that is not publishable (:func:`is_public`).
+    ``round_cards(round_id)`` returns the card entries of that round so far
+    (``(journal seq, body)``), for the openings a reveal or void publishes.
+    ``opener`` opens a card's sealed face for that seat's own channel (without
+    it no seat channel carries a card before ``decisions_final``).
+    ``journal_table_id``: the table id the journal binds its seals to (default
+    ``table_id``). Raises ``KeyError`` for an entry that is not publishable
+    (:func:`is_public`).
     """
     step = body.get("step")
     etype = ROUND_STEPS[step] if kind == "round" else KINDS[kind]
+    jtid = journal_table_id or table_id
     data: dict[str, Any]
     seat_card = None
     if etype == "round_opened":
-        data = {"number": body.get("number"), "seats": sorted(int(s) for s in body.get("wagers", {})),
-                "wagers": body.get("wagers", {})}
+        wagers = {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
+                  for s, w in body.get("wagers", {}).items()}
+        data = {"number": body.get("number"), "seats": sorted(int(s) for s in wagers), "wagers": wagers}
     elif etype == "bets_closed":
         data = {"number": body.get("number")}
     elif etype == "card_dealt":
         to = body.get("to")
         data = {"to": _to(to), "draw_index": body.get("draw_index"), "back_colour": body.get("back_colour"),
                 "manual": bool(body.get("manual", False))}
+        if body.get("commit"):
+            data["commitment"] = body["commit"]
         if to:
             data["seat"] = int(to)
-            seat_card = (int(to), body["card"])
+            fields = opener(journal_seq, round_id, body) if opener is not None else None
+            if fields and "card" in fields:
+                seat_card = (int(to), fields["card"])
         if body.get("late") or body.get("replayed"):
             data["after_restart"] = True
     elif etype == "decisions_final":
-        cards = round_cards(round_id or "")
+        hands = body.get("hands", {})
         data = {"number": body.get("number"),
-                "seats": {str(s): {"decision": d, "cards": cards.get(int(s), [])}
+                "seats": {str(s): {"decision": d, "cards": list(hands.get(str(s), []))}
                           for s, d in sorted(body.get("decisions", {}).items(), key=lambda kv: int(kv[0]))}}
     elif etype == "dealer_revealed":
         data = {"number": body.get("number"), "dealer_hand": body["dealer_hand"],
-                "dealer_qualifies": bool(body["dealer_qualifies"])}
+                "dealer_qualifies": bool(body["dealer_qualifies"]),
+                "openings": openings(jtid, round_id, body.get("seal_key"), round_cards(round_id or ""))}
     elif etype == "round_settled":
         data = {"number": body.get("number"), "results": body.get("results", {}),
                 "net_cents": {s: r.get("net") for s, r in body.get("results", {}).items()}}
@@ -185,6 +231,8 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
                 "wagers": body.get("wagers", "returned")}
         if "returned_cents" in body:
             data["returned_cents"] = body["returned_cents"]
+        if body.get("seal_key"):
+            data["openings"] = openings(jtid, round_id, body["seal_key"], round_cards(round_id or ""))
     elif etype == "table_opened":
         data = {"places": body.get("places", {})}
     elif etype == "table_restarted":
@@ -193,6 +241,8 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         data = {"rule": body.get("rule"), "citation": body.get("citation")}
     elif etype == "incident":  # no message: it can carry a card
         data = {"what": mask(body.get("what"))}
+    elif etype == "checkpoint":  # the signed checkpoint: an anchor off the journal's own files
+        data = dict(body.get("checkpoint", {}))
     else:  # supervisor_action: no card (a confirm_card may be a dealer card)
         data = {"action": body.get("action"), "supervisor": body.get("supervisor")}
         for k in ("new_deck_id", "replaces", "draw_index"):
@@ -215,32 +265,58 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class _Deriver:
-    """Walks journal rows in order and derives public events, keeping the seat cards
-    of the rounds it has seen (a walk starts at a round's ``open`` entry)."""
+    """Walks journal rows in order and derives public events, keeping the card entries
+    of the round it is in (a walk starts at a round's ``open`` entry)."""
 
-    def __init__(self, table_id: str, db: sqlite3.Connection) -> None:
+    def __init__(self, table_id: str, db: sqlite3.Connection, opener: Opener | None = None) -> None:
         self.table_id = table_id
         self.db = db
-        self.cards: dict[str, dict[int, list[str]]] = {}
+        self.opener = opener
+        self.journal_table_id = _journal_table_id(db) or table_id
+        self.cards: dict[str, list[tuple[int, dict[str, Any]]]] = {}
 
-    def _round_cards(self, round_id: str) -> dict[int, list[str]]:
+    def _round_cards(self, round_id: str) -> list[tuple[int, dict[str, Any]]]:
         if round_id not in self.cards:  # a walk that began mid-round (not expected): ask the journal
-            out: dict[int, list[str]] = {}
-            for (body,) in self.db.execute("SELECT body FROM entries WHERE kind='card_read' AND round_id=? "
-                                           "ORDER BY seq", (round_id,)):
-                b = json.loads(body)
-                if b.get("to"):
-                    out.setdefault(int(b["to"]), []).append(b["card"])
-            return out
+            return [(seq, json.loads(body)) for seq, body in self.db.execute(
+                "SELECT seq, body FROM entries WHERE kind='card_read' AND round_id=? ORDER BY seq", (round_id,))]
         return self.cards[round_id]
 
     def feed(self, seq: int, jseq: int, ts: str, kind: str, rid: str | None, body: dict[str, Any]) -> Derived:
         step = body.get("step")
         if kind == "round" and step == "open" and rid:
-            self.cards = {rid: {}}  # one round at a time: forget the previous one's cards
-        elif kind == "card_read" and rid and body.get("to"):
-            self.cards.setdefault(rid, {}).setdefault(int(body["to"]), []).append(body["card"])
-        return derive(seq, jseq, ts, kind, rid, body, self.table_id, self._round_cards)
+            self.cards = {rid: []}  # one round at a time: forget the previous one's cards
+        elif kind == "card_read" and rid:
+            self.cards.setdefault(rid, []).append((jseq, body))
+        return derive(seq, jseq, ts, kind, rid, body, self.table_id, self._round_cards, self.opener,
+                      self.journal_table_id)
+
+
+def _opener(key: "TableKey", journal_table_id: str) -> Opener:
+    """Opens a card entry's sealed fields with the table key (for a seat's own channel)."""
+    keys: dict[str | None, bytes] = {}
+
+    def open_(jseq: int, round_id: str | None, body: dict[str, Any]) -> dict[str, Any] | None:
+        if "sealed" not in body:
+            return None
+        k = keys.get(round_id)
+        if k is None:
+            if len(keys) > 16:
+                keys.clear()
+            k = keys[round_id] = seal_key(key, journal_table_id, round_id)
+        try:
+            return unseal(k, journal_table_id, Entry(jseq, "", "card_read", round_id, None, body))
+        except JournalError:
+            return None
+
+    return open_
+
+
+def _journal_table_id(db: sqlite3.Connection) -> str | None:
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='table_id'").fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
 
 
 class Subscription:
@@ -330,11 +406,13 @@ class EventLog:
     (also a context manager).
     """
 
-    def __init__(self, journal_path: str | Path, table_id: str, *, poll_s: float = 0.05) -> None:
+    def __init__(self, journal_path: str | Path, table_id: str, *, poll_s: float = 0.05,
+                 key: "TableKey | None" = None) -> None:
         self.path = Path(journal_path)
         self.table_id = table_id
         self.poll_s = poll_s
         self._db = _connect(self.path)
+        self._opener = _opener(key, _journal_table_id(self._db) or table_id) if key is not None else None
         self._lock = threading.Lock()
         self._wake = threading.Condition()
         # Set by notify(), cleared by the pump before it reads: a notify that comes
@@ -349,7 +427,7 @@ class EventLog:
         # starts from the anchor at or before the wanted seq, with a fresh deriver.
         self._anchor_ev = array("q", [0])
         self._anchor_j = array("q", [0])
-        self._deriver = _Deriver(table_id, self._db)
+        self._deriver = _Deriver(table_id, self._db, self._opener)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._index()
@@ -357,8 +435,9 @@ class EventLog:
     # -- reading the journal -------------------------------------------------------------
 
     def _rows(self, db: sqlite3.Connection, after_entry: int, limit: int = 2000) -> list[tuple]:
-        return db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq > ? AND {_KIND_SQL} "
+        rows = db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq > ? AND {_KIND_SQL} "
                           "ORDER BY seq LIMIT ?", (after_entry, limit)).fetchall()
+        return [(seq, ts_text(ts), kind, rid, body) for seq, ts, kind, rid, body in rows]
 
     def _index(self) -> None:
         """Count the published events already in the journal and anchor each round."""
@@ -375,7 +454,7 @@ class EventLog:
         self._last_entry = last
         # The deriver of the live pump needs the current round's cards.
         start = self._anchor_j[-1]
-        self._deriver = _Deriver(self.table_id, self._db)
+        self._deriver = _Deriver(self.table_id, self._db, self._opener)
         n = self._anchor_ev[-1]
         for jseq, ts, kind, rid, body in self._db.execute(
                 f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq > ? AND seq <= ? AND {_KIND_SQL} "
@@ -383,7 +462,7 @@ class EventLog:
             b = json.loads(body)
             if is_public(kind, b.get("step")):
                 n += 1
-                self._deriver.feed(n, jseq, ts, kind, rid, b)
+                self._deriver.feed(n, jseq, ts_text(ts), kind, rid, b)
 
     @property
     def head(self) -> int:
@@ -409,7 +488,7 @@ class EventLog:
             return
         db = _connect(self.path)
         try:
-            deriver = _Deriver(self.table_id, db)
+            deriver = _Deriver(self.table_id, db, self._opener)
             while True:
                 rows = self._rows(db, jseq)
                 if not rows:

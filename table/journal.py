@@ -1,29 +1,50 @@
-"""The table's journal: an append-only, hash-chained record in SQLite that survives power loss.
+"""The table's journal: an append-only record in SQLite that survives power loss and
+cannot be changed, cut short or rolled back unnoticed by someone without the table key.
 
 Every custody and round transition is written here *before* it is acted on
 (issue 5; 58 Pa. Code 816a.1: results are recorded before they are posted).
-The database runs in WAL mode with ``synchronous=FULL``, so a committed entry
-survives a power cut; each entry carries the SHA-256 of the one before, so an
-edit, a deletion or a reordering breaks the chain at the first entry touched
-(:func:`verify`).
+The threat model, the key's life and the exit codes are in ``docs/journal.md``.
 
-Schema (one table)::
+Durability
+    WAL mode with ``synchronous=FULL``: a committed entry survives a power
+    cut. The entries one step of the procedure produces commit together, in
+    one transaction (:meth:`Journal.batch`). One process writes a journal at
+    a time (an exclusive ``flock`` on the file).
 
-    entries(seq INTEGER PRIMARY KEY,   -- 1, 2, 3 ... without gaps
-            ts TEXT,                   -- UTC, ISO 8601
-            kind TEXT,                 -- e.g. "custody", "round", "card_read"
-            round_id TEXT, deck_id TEXT,
-            body TEXT,                 -- canonical JSON of the entry's fields
-            prev_hash TEXT, hash TEXT) -- hex SHA-256
+Integrity (format 2)
+    * **Public chain.** ``h_0`` is 32 zero bytes and ``h_i = SHA-256(h_{i-1} ||
+      canonical JSON of [seq, ts, kind, round_id, deck_id, body])``. It is not
+      stored: anyone recomputes it from the rows.
+    * **Signed checkpoints.** At every round's close, at the table's opening
+      and at shutdown the controller appends a ``checkpoint`` entry signed with
+      the table key (Ed25519): table id, ``seq`` (the last entry it covers),
+      ``head`` = ``h_seq``, the first 8 bytes of ``h_i`` for every entry since the
+      previous checkpoint (``digests``), the rounds opened so far and the key
+      id. The hashes are the controller's own, computed as it wrote, so an entry
+      edited and re-chained afterwards breaks the signature, and the digests
+      name the first entry changed. The latest checkpoint is also kept in the
+      head file ``JOURNAL.head`` and published off the journal's own files (the
+      event stream, MQTT): an anchor. ``verify`` with the table's public key
+      checks all this without the private key.
+    * **Keyed tail.** Each row also carries ``mac`` = the first 16 bytes of
+      ``HMAC-SHA256(mac key, previous mac || the entry)``, the MAC key derived from
+      the table key. Entries after the last checkpoint (a round in progress, a
+      controller killed mid-round) are authenticated by it: a restarted
+      controller checks them before it signs over them (:meth:`Journal.check_tail`).
+    * **Sealed fields.** Card faces recorded before the reveal are encrypted
+      (ChaCha20-Poly1305) under a key derived from the table key for that
+      round; the reveal or void entry discloses that round key, so once a round
+      is over anyone can open its sealed fields (816a.1: nobody reads a sealed
+      card before the decisions it decides are final).
 
-``hash = sha256(prev_hash || canonical JSON of [seq, ts, kind, round_id, deck_id, body])``;
-the first entry's ``prev_hash`` is 64 zeros.
+Schema::
 
-A deleted *tail* leaves a valid shorter chain, so the journal also keeps its
-head — the last entry's ``seq`` and ``hash`` — in a small file beside the
-database (``JOURNAL.head``), replaced atomically after every commit.
-:func:`verify` checks the chain ends at that head (or past it, by the entry a
-crash may have committed before the head file was written).
+    meta(key TEXT PRIMARY KEY, value TEXT)       -- format, table_id
+    entries(seq INTEGER PRIMARY KEY,             -- 1, 2, 3 ... without gaps
+            ts INTEGER,                          -- UTC, microseconds since the Unix epoch
+            kind TEXT, round_id TEXT, deck_id TEXT,
+            body TEXT,                           -- canonical JSON of the entry's fields
+            mac BLOB)                            -- 16 bytes (see above)
 
 The journal never holds the order of a shuffled deck: only cards as the shoe
 read them, as they were dealt.
@@ -31,38 +52,113 @@ read them, as they were dealt.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import datetime as _dt
+import errno
+import fcntl
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-GENESIS = "0" * 64
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from .files import UnsafeFile, read_regular, write_atomic
+from .keys import TableKey, key_id, verify_signature
+
+FORMAT = 2
+GENESIS = bytes(32)
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
-    ts TEXT NOT NULL,
+    ts INTEGER NOT NULL,
     kind TEXT NOT NULL,
     round_id TEXT,
     deck_id TEXT,
     body TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
+    mac BLOB NOT NULL
 );
 """
+#: key-derivation purposes (:meth:`table.keys.TableKey.derive`)
+SEAL_PURPOSE = "threecard/journal-seal/1"
+MAC_PURPOSE = "threecard/journal-mac/1"
+CHECKPOINT_VERSION = 1
 
 
 class JournalError(Exception):
-    """The journal cannot be opened or written (disk, permissions, corruption)."""
+    """The journal cannot be opened or read (missing, not a journal, corrupt, locked)."""
+
+
+class JournalWriteError(JournalError):
+    """An entry could not be written: ``reason`` is ``"disk full"``, ``"file size limit"``,
+    ``"I/O error"``, ``"read-only"`` or ``"locked"``. Nothing was recorded; the caller
+    must not act on what it meant to record."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SealError(JournalError):
+    """A sealed field cannot be opened: no key, the wrong key, or an altered blob."""
+
+
+# -- encodings --------------------------------------------------------------------------
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def b64(data: bytes) -> str:
+    """URL-safe base64 without padding (the journal's and the stream's binary fields)."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    """Inverse of :func:`b64`; raises ``ValueError`` for text that is not base64url."""
+    if not isinstance(text, str):
+        raise ValueError("expected base64url text")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def ts_text(ts_us: int) -> str:
+    """An entry's time (µs since the epoch, UTC) as ISO 8601 with microseconds."""
+    return _dt.datetime.fromtimestamp(ts_us / 1e6, _dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _now_us() -> int:
+    return int(_dt.datetime.now(_dt.timezone.utc).timestamp() * 1_000_000)
+
+
+def _material(seq: int, ts: int, kind: str, round_id: str | None, deck_id: str | None, body_json: str) -> bytes:
+    return _canonical([seq, ts, kind, round_id, deck_id, body_json]).encode("utf-8")
+
+
+def chain_next(prev: bytes, seq: int, ts: int, kind: str, round_id: str | None, deck_id: str | None,
+               body_json: str) -> bytes:
+    """``h_seq`` from ``h_{seq-1}`` (the public chain, see the module docstring)."""
+    return hashlib.sha256(prev + _material(seq, ts, kind, round_id, deck_id, body_json)).digest()
+
+
+def _mac_next(mac_key: bytes, prev: bytes, material: bytes) -> bytes:
+    return hmac.new(mac_key, prev + material, hashlib.sha256).digest()[:16]
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One journal entry; ``body`` is the decoded JSON object."""
+    """One journal entry; ``body`` is the decoded JSON object; ``ts`` ISO 8601 (UTC)."""
 
     seq: int
     ts: str
@@ -70,121 +166,405 @@ class Entry:
     round_id: str | None
     deck_id: str | None
     body: dict[str, Any]
-    prev_hash: str
-    hash: str
 
 
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+# -- sealing ----------------------------------------------------------------------------
 
 
-def entry_hash(prev_hash: str, seq: int, ts: str, kind: str, round_id: str | None, deck_id: str | None,
-               body_json: str) -> str:
-    """The chain hash of one entry (see module docstring)."""
-    material = prev_hash + _canonical([seq, ts, kind, round_id, deck_id, body_json])
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+def seal_key(key: TableKey, table_id: str, round_id: str | None) -> bytes:
+    """The 32-byte key that seals ``round_id``'s card faces (``None``: between rounds)."""
+    return key.derive(SEAL_PURPOSE, f"{table_id}\x00{round_id or ''}".encode())
+
+
+def _aad(table_id: str, seq: int, kind: str, round_id: str | None) -> bytes:
+    return _canonical([table_id, seq, kind, round_id]).encode()
+
+
+def seal(k: bytes, table_id: str, seq: int, kind: str, round_id: str | None, fields: dict[str, Any]) -> str:
+    """``fields`` encrypted under round key ``k``, bound to the entry's place: base64url of a
+    12-byte random nonce and the ChaCha20-Poly1305 ciphertext."""
+    nonce = secrets.token_bytes(12)
+    return b64(nonce + ChaCha20Poly1305(k).encrypt(nonce, _canonical(fields).encode(),
+                                                 _aad(table_id, seq, kind, round_id)))
+
+
+def unseal(k: bytes, table_id: str, entry: Entry) -> dict[str, Any]:
+    """The sealed fields of ``entry`` (its ``body["sealed"]``) opened with round key ``k``.
+    Raises :class:`SealError` for the wrong key or an altered blob."""
+    try:
+        blob = unb64(entry.body["sealed"])
+        out = ChaCha20Poly1305(k).decrypt(blob[:12], blob[12:], _aad(table_id, entry.seq, entry.kind, entry.round_id))
+        return json.loads(out)
+    except (KeyError, ValueError, InvalidTag) as exc:
+        raise SealError(f"entry {entry.seq}: sealed fields cannot be opened ({type(exc).__name__})") from None
+
+
+# -- the journal ----------------------------------------------------------------------------
+
+_SQLITE_REASONS = {
+    "SQLITE_FULL": "disk full",
+    "SQLITE_READONLY": "read-only",
+    "SQLITE_BUSY": "locked",
+    "SQLITE_LOCKED": "locked",
+}
+
+
+def _past_size_limit(path: Path | None) -> bool:
+    """True when a write failed because a journal file reached the process's file size
+    limit (RLIMIT_FSIZE): SQLite reports that as a plain I/O error."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return False
+    if path is None or soft == resource.RLIM_INFINITY:
+        return False
+    sizes = []
+    for suffix in ("", "-wal"):
+        try:
+            sizes.append(os.stat(f"{path}{suffix}").st_size)
+        except OSError:
+            pass
+    return any(size + 65536 >= soft for size in sizes)
+
+
+def _write_error(exc: BaseException, what: str, path: Path | None = None) -> JournalWriteError:
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        reason = next((r for k, r in _SQLITE_REASONS.items() if name.startswith(k)), None)
+        if reason is None:
+            text = str(exc).lower()
+            reason = ("disk full" if "full" in text else "read-only" if "readonly" in text or "read-only" in text
+                      else "I/O error")
+    else:
+        e = getattr(exc, "errno", None)
+        reason = {errno.ENOSPC: "disk full", errno.EFBIG: "file size limit", errno.EROFS: "read-only",
+                  errno.EDQUOT: "disk full"}.get(e, "I/O error")
+    if reason == "I/O error" and _past_size_limit(path):
+        reason = "file size limit"
+    return JournalWriteError(f"cannot write {what}: {reason} ({exc})", reason)
+
+
+def head_path(path: str | Path) -> Path:
+    """The file holding the journal's latest signed checkpoint: ``JOURNAL.head``."""
+    p = Path(path)
+    return p.with_name(p.name + ".head")
 
 
 class Journal:
     """An open journal file. Thread-safe; one writer process at a time.
 
-    ``path``: the SQLite file (created with its parent folders if missing).
-    ``read_only``: open an existing journal for reading only (appends fail).
-    Raises :class:`JournalError` when it cannot be opened or is not a journal.
+    ``path``: the SQLite file; its folder must exist (created 0600, never through a
+    symlink). ``key``: the table key: signs checkpoints, keys the MAC chain,
+    seals card faces (None: a reader, or a writer that cannot seal). ``table_id``:
+    bound into signatures and seals (a new journal records it; an existing one
+    keeps its own). ``read_only``: open for reading only (appends fail), without
+    the writer's lock. ``group``: give this group read access (mode 0640: the
+    auditors' group, ``docs/journal.md``); otherwise files are 0600.
+    Raises :class:`JournalError` when it cannot be opened, is not a journal, or
+    another process writes it.
     """
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, key: TableKey | None = None, table_id: str = "table",
+                 read_only: bool = False, group: int | None = None) -> None:
         self.path = Path(path)
+        self.key = key
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._lock_fd: int | None = None
+        self._batch_depth = 0
+        self._batch_state: tuple | None = None
         db = None
         try:
-            if read_only:  # a reader (shuffle-check, reports): never creates or changes a file
+            if read_only:
                 if not self.path.is_file():
                     raise OSError(f"no journal file at {self.path}")
                 db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
                                      check_same_thread=False)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.path.parent.is_dir():
+                    raise OSError(f"folder {self.path.parent} does not exist")
+                self._lock_fd = self._open_locked(group)
                 db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
                 db.executescript(SCHEMA)
-            row = db.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        except (sqlite3.Error, OSError) as exc:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) if _has_table(db, "meta") else {}
+            if not meta and _has_table(db, "entries") and "hash" in _columns(db, "entries"):
+                raise JournalError(f"{self.path} is a format 1 journal; this controller reads format {FORMAT}: "
+                                   "verify it with the tablectl that wrote it, and start a new journal")
+            if not read_only and not meta:
+                db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?)", (str(FORMAT), table_id))
+                meta = {"format": str(FORMAT), "table_id": table_id}
+            if meta and meta.get("format") != str(FORMAT):
+                raise JournalError(f"{self.path}: journal format {meta.get('format')!r}; this controller reads {FORMAT}")
+            self.table_id = meta.get("table_id", table_id)
+            rows = db.execute("SELECT seq, mac FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        except (sqlite3.Error, OSError, JournalError) as exc:
             if db is not None:
                 db.close()
+            self._unlock()
+            if isinstance(exc, JournalError):
+                raise
             raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
         self._db = db
-        self._lock = threading.Lock()
-        self._seq, self._hash = (row[0], row[1]) if row else (0, GENESIS)
+        self._mac_key = key.derive(MAC_PURPOSE, self.table_id.encode()) if key is not None else None
+        self._seq, self._mac = (rows[0], bytes(rows[1])) if rows else (0, bytes(16))
+        # The public chain up to what this process has seen, and the digests since the
+        # last checkpoint: computed once from the file, then from what we write.
+        self._chain: bytes | None = None
+        self._covered = 0  # the last seq the last signed checkpoint covers
+        self._digests: list[bytes] = []  # h_i[:8] for the entries after it
+        self._pending_head: dict[str, Any] | None = None  # written once the batch commits
+        self._seal_keys: dict[str | None, bytes] = {}
+
+    # -- opening ----------------------------------------------------------------------------
+
+    def _open_locked(self, group: int | None) -> int:
+        mode = 0o640 if group is not None else 0o600
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags, mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise JournalError(f"{self.path} is a symlink; refusing to follow it") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise JournalError(f"{self.path} is not a regular file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise JournalError(f"{self.path} is being written by another process (a running controller?)") from None
+        if group is not None:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, -1, group)
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & mode or mode)
+        return fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @property
+    def in_batch(self) -> bool:
+        """True inside :meth:`batch`: what is appended is not durable yet."""
+        return self._batch_depth > 0
 
     @property
     def last_seq(self) -> int:
         """Sequence number of the last entry (0 for an empty journal)."""
         return self._seq
 
-    def append(self, kind: str, *, round_id: str | None = None, deck_id: str | None = None, **body: Any) -> Entry:
-        """Write one entry and commit it durably before returning (WAL, FULL sync).
+    # -- writing ----------------------------------------------------------------------------
 
-        ``body`` must be JSON-serialisable. Raises :class:`JournalError` if the
-        write fails; the caller must then not act on what it meant to record.
-        """
-        body_json = _canonical(body)
-        ts = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+    @contextlib.contextmanager
+    def batch(self) -> Iterator["Journal"]:
+        """Commit every entry appended inside the block in one transaction (one step of
+        the procedure). Nothing inside is durable until the block ends; on an
+        exception nothing of it is recorded. Raises :class:`JournalWriteError`."""
         with self._lock:
-            seq = self._seq + 1
-            h = entry_hash(self._hash, seq, ts, kind, round_id, deck_id, body_json)
+            if self._batch_depth == 0:
+                self._ensure_chain()
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise _write_error(exc, f"journal {self.path}", self.path) from exc
+                self._batch_state = (self._seq, self._mac, self._chain, list(self._digests), self._covered)
+            self._batch_depth += 1
             try:
-                self._db.execute(
-                    "INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, prev_hash, hash) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, ts, kind, round_id, deck_id, body_json, self._hash, h),
-                )
+                yield self
+            except BaseException:
+                self._batch_depth -= 1
+                if self._batch_depth == 0:
+                    self._rollback()
+                raise
+            self._batch_depth -= 1
+            if self._batch_depth == 0:
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise _write_error(exc, f"journal {self.path}", self.path) from exc
+                self._batch_state = None
+                if self._pending_head is not None:
+                    signed, self._pending_head = self._pending_head, None
+                    self.write_head(signed)
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("ROLLBACK")
+        if self._batch_state is not None:
+            self._seq, self._mac, self._chain, self._digests, self._covered = self._batch_state
+            self._batch_state = None
+        self._pending_head = None
+
+    def append(self, kind: str, *, round_id: str | None = None, deck_id: str | None = None,
+               sealed: dict[str, Any] | None = None, **body: Any) -> Entry:
+        """Write one entry and commit it durably before returning (unless inside
+        :meth:`batch`, which commits at its end).
+
+        ``body`` must be JSON-serialisable. ``sealed``: fields encrypted under the
+        round's seal key (card faces before the reveal); needs the table key.
+        Raises :class:`JournalWriteError` if the write fails (nothing recorded).
+        """
+        if self.read_only:
+            raise JournalWriteError(f"journal {self.path} is open read-only", "read-only")
+        if sealed is not None and self.key is None:
+            raise JournalError("sealing a field needs the table key")
+        ts = _now_us()
+        with self._lock:
+            self._ensure_chain()
+            seq = self._seq + 1
+            if sealed is not None:
+                body = {**body, "sealed": seal(self.seal_key(round_id), self.table_id, seq, kind, round_id, sealed)}
+            body_json = _canonical(body)
+            material = _material(seq, ts, kind, round_id, deck_id, body_json)
+            mac = _mac_next(self._mac_key, self._mac, material) if self._mac_key else bytes(16)
+            try:
+                self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
             except sqlite3.Error as exc:
-                raise JournalError(f"cannot write journal entry {seq} to {self.path}: {exc}") from exc
-            entry = Entry(seq, ts, kind, round_id, deck_id, body, self._hash, h)
-            self._seq, self._hash = seq, h
-            self._write_head()
-        return entry
+                raise _write_error(exc, f"journal entry {seq} to {self.path}", self.path) from exc
+            assert self._chain is not None
+            self._chain = hashlib.sha256(self._chain + material).digest()
+            self._digests.append(self._chain[:8])
+            self._seq, self._mac = seq, mac
+        return Entry(seq, ts_text(ts), kind, round_id, deck_id, body)
 
-    def _write_head(self) -> None:
-        head = head_path(self.path)
-        tmp = head.with_name(head.name + ".tmp")
+    def seal_key(self, round_id: str | None) -> bytes:
+        """The seal key of ``round_id`` (cached); needs the table key."""
+        if self.key is None:
+            raise SealError("no table key: sealed fields cannot be written or opened")
+        k = self._seal_keys.get(round_id)
+        if k is None:
+            if len(self._seal_keys) > 64:
+                self._seal_keys.clear()
+            k = self._seal_keys[round_id] = seal_key(self.key, self.table_id, round_id)
+        return k
+
+    def unseal(self, entry: Entry) -> dict[str, Any]:
+        """The sealed fields of ``entry`` ({} when it has none), opened with the table key.
+        Raises :class:`SealError`."""
+        if "sealed" not in entry.body:
+            return {}
+        return unseal(self.seal_key(entry.round_id), self.table_id, entry)
+
+    def _ensure_chain(self) -> None:
+        """Pick up the public chain where the last checkpoint left it, and the digests
+        of the entries after it (once per process; then from what this process
+        appends). The checkpoint's own head is taken as given: :func:`verify`
+        checks it against the whole journal."""
+        if self._chain is not None:
+            return
+        h, covered = GENESIS, 0
+        row = self._db.execute("SELECT seq, body FROM entries WHERE kind='checkpoint' ORDER BY seq DESC LIMIT 1"
+                               ).fetchone()
+        if row is not None:
+            try:
+                cp = json.loads(row[1])["checkpoint"]
+                h, covered = bytes.fromhex(cp["head"]), int(cp["seq"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise JournalError(f"{self.path}: checkpoint entry {row[0]} is unreadable: {exc}") from None
+        digests: list[bytes] = []
+        for seq, ts, kind, rid, did, body in self._db.execute(
+                "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq > ? ORDER BY seq", (covered,)):
+            h = chain_next(h, seq, ts, kind, rid, did, body)
+            digests.append(h[:8])
+        self._chain, self._digests, self._covered = h, digests, covered
+
+    def checkpoint(self, **state: Any) -> dict[str, Any]:
+        """Sign the chain head and append a ``checkpoint`` entry (then write the head
+        file). ``state``: what recovery needs to resume without reading what came
+        before (custody, counts). Returns the signed checkpoint (as published:
+        the event stream and MQTT carry it). Needs the table key. Raises
+        :class:`JournalWriteError`."""
+        if self.key is None:
+            raise JournalError("a checkpoint needs the table key")
+        with self._lock:
+            self._ensure_chain()
+            assert self._chain is not None
+            signed = {"v": CHECKPOINT_VERSION, "table_id": self.table_id, "seq": self._seq,
+                      "head": self._chain.hex(), "from": self._covered + 1,
+                      "digests": b64(b"".join(self._digests)), "rounds_opened": state.get("rounds_opened", 0),
+                      "key_id": self.key.key_id, "ts": ts_text(_now_us())}
+            signed["sig"] = b64(self.key.sign(_canonical(signed).encode()))
+            covered = self._seq
+            self.append("checkpoint", checkpoint=signed, state=state)
+            self._covered = covered
+            self._digests = [self._chain[:8]]  # the checkpoint entry opens the next stretch
+            if self._batch_depth:
+                self._pending_head = signed
+        if self._batch_depth == 0:
+            self.write_head(signed)
+        return signed
+
+    def write_head(self, signed: dict[str, Any]) -> None:
+        """Replace the head file with the signed checkpoint ``signed`` (atomic, 0600)."""
         try:
-            with open(tmp, "w") as f:
-                json.dump({"seq": self._seq, "hash": self._hash}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, head)
+            write_atomic(head_path(self.path), _canonical(signed).encode(), mode=0o600)
         except OSError as exc:
-            raise JournalError(f"cannot write the journal head {head}: {exc}") from exc
+            raise _write_error(exc, f"the journal head {head_path(self.path)}") from exc
 
-    def entries(self, kind: str | None = None, since: int = 0) -> Iterator[Entry]:
-        """Entries in sequence order (optionally of one ``kind``, after ``since``)."""
-        q = "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries WHERE seq > ?"
+    def check_tail(self) -> int | None:
+        """The seq of the first entry after the last checkpoint whose MAC is wrong (an
+        entry changed by someone without the table key), or None when they all
+        hold. Needs the key. The stretch before is covered by signatures."""
+        if self._mac_key is None:
+            raise JournalError("checking the MAC chain needs the table key")
+        with self._lock:
+            self._ensure_chain()
+            start = self._covered
+            row = self._db.execute("SELECT mac FROM entries WHERE seq = ?", (start,)).fetchone() if start else None
+            mac = bytes(row[0]) if row else bytes(16)
+            expected = start + 1
+            for seq, ts, kind, rid, did, body, stored in self._db.execute(
+                    "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries WHERE seq > ? ORDER BY seq",
+                    (start,)):
+                if seq != expected:
+                    return expected
+                mac = _mac_next(self._mac_key, mac, _material(seq, ts, kind, rid, did, body))
+                if not isinstance(stored, bytes) or not hmac.compare_digest(mac, stored):
+                    return seq
+                expected += 1
+        return None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _rows(self, sql: str, args: Iterable[Any]) -> Iterator[Entry]:
+        with self._lock:
+            rows = self._db.execute(sql, tuple(args)).fetchall()
+        for seq, ts, k, rid, did, body in rows:
+            yield Entry(seq, ts_text(ts), k, rid, did, json.loads(body))
+
+    def entries(self, kind: str | None = None, since: int = 0, upto: int | None = None) -> Iterator[Entry]:
+        """Entries in sequence order (optionally of one ``kind``, with ``since < seq <= upto``)."""
+        q = "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq > ?"
         args: list[Any] = [since]
+        if upto is not None:
+            q += " AND seq <= ?"
+            args.append(upto)
         if kind is not None:
             q += " AND kind = ?"
             args.append(kind)
-        q += " ORDER BY seq"
-        with self._lock:
-            rows = self._db.execute(q, args).fetchall()
-        for seq, ts, k, rid, did, body, prev, h in rows:
-            yield Entry(seq, ts, k, rid, did, json.loads(body), prev, h)
+        return self._rows(q + " ORDER BY seq", args)
 
     def last(self, kind: str) -> Entry | None:
         """The most recent entry of ``kind``, or None."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries "
-                "WHERE kind = ? ORDER BY seq DESC LIMIT 1", (kind,)).fetchone()
-        if row is None:
-            return None
-        seq, ts, k, rid, did, body, prev, h = row
-        return Entry(seq, ts, k, rid, did, json.loads(body), prev, h)
+        rows = list(self._rows("SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE kind = ? "
+                               "ORDER BY seq DESC LIMIT 1", (kind,)))
+        return rows[0] if rows else None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._unlock()
 
     def __enter__(self) -> "Journal":
         return self
@@ -193,67 +573,295 @@ class Journal:
         self.close()
 
 
+def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
+    """Every ``card_read`` entry of a round that is over, with its opened sealed fields
+    (``card``, ``nonce``): the round's reveal or void disclosed its seal key, so no
+    table key is needed. Cards of a round still in progress stay sealed and are not
+    given. In journal order, round by round."""
+    pending: dict[str, list[Entry]] = {}
+    table_id = journal.table_id
+    for e in journal.entries():
+        if e.kind == "card_read" and e.round_id is not None:
+            pending.setdefault(e.round_id, []).append(e)
+        elif e.kind == "round" and e.body.get("seal_key") and e.round_id in pending:
+            k = bytes.fromhex(e.body["seal_key"])
+            for card in pending.pop(e.round_id):
+                if "sealed" in card.body:
+                    yield card, unseal(k, table_id, card)
+
+
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+# -- verification -------------------------------------------------------------------------------
+
+
+#: ``status`` values of :class:`VerifyResult`, and ``tablectl audit verify``'s exit code for each
+STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3}
+
+
 @dataclass(frozen=True)
 class VerifyResult:
-    """Outcome of :func:`verify`: ``ok``, the number of entries checked, and for a
-    broken chain the first bad entry's ``seq`` and the ``reason``."""
+    """Outcome of :func:`verify`.
 
-    ok: bool
+    ``status``: ``"ok"`` (chain, signatures and anchors hold), ``"unanchored"``
+    (the chain holds but no signed checkpoint, head file or anchor vouches for
+    its end: a truncation or a rollback could not be seen), ``"tampered"``
+    (``first_bad`` names the first entry edited, deleted or reordered, or the
+    ``reason`` says which checkpoint or anchor disagrees). ``entries``: how many
+    entries were read; ``checkpoints``: signed checkpoints verified;
+    ``unsigned_tail``: entries after the last checkpoint (a round in progress,
+    or a controller stopped without a clean shutdown); ``notes``: what else an
+    auditor should know.
+    """
+
+    status: str
     entries: int
     first_bad: int | None = None
     reason: str = ""
+    checkpoints: int = 0
+    unsigned_tail: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was found wrong (``ok`` or ``unanchored``)."""
+        return self.status in ("ok", "unanchored")
 
 
-def head_path(path: str | Path) -> Path:
-    """The file holding the journal's head (last seq and hash): ``JOURNAL.head``."""
-    p = Path(path)
-    return p.with_name(p.name + ".head")
+def _bad(n: int, seq: int | None, reason: str, **kw: Any) -> VerifyResult:
+    return VerifyResult("tampered", n, seq, reason, **kw)
 
 
-def verify(path: str | Path) -> VerifyResult:
-    """Check the hash chain of the journal at ``path``, read-only.
+def load_anchors(path: str | Path) -> list[dict[str, Any]]:
+    """Signed checkpoints saved off the table: a file of JSON lines, each a checkpoint
+    (as in the head file) or an event whose ``type`` is ``checkpoint`` (its ``data``).
+    Raises :class:`JournalError` for an unreadable file or line."""
+    try:
+        text = read_regular(path, max_bytes=256 << 20).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JournalError(f"cannot read anchors {path}: {exc}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise JournalError(f"{path}:{n}: not JSON: {exc}") from None
+        if isinstance(obj, dict) and obj.get("type") == "checkpoint" and isinstance(obj.get("data"), dict):
+            obj = obj["data"]
+        if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int) or not isinstance(obj.get("head"), str):
+            raise JournalError(f"{path}:{n}: not a signed checkpoint (seq, head, sig)")
+        out.append(obj)
+    return out
 
-    Finds the first entry that was edited (its hash no longer matches), deleted
-    (a gap in ``seq`` or a ``prev_hash`` naming a missing entry) or reordered.
-    Raises :class:`JournalError` if the file is missing or not a journal.
+
+def check_signed(cp: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -> str | None:
+    """Why the signed checkpoint ``cp`` does not verify with ``keys`` (key id -> public
+    key), or None when it does."""
+    if not isinstance(cp, dict):
+        return "not a checkpoint object"
+    pub = keys.get(str(cp.get("key_id")))
+    if pub is None:
+        return f"signed by key {cp.get('key_id')!r}, which is not among the public keys given"
+    try:
+        sig = unb64(cp["sig"])
+    except (KeyError, ValueError):
+        return "no readable signature"
+    message = _canonical({k: v for k, v in cp.items() if k != "sig"}).encode()
+    return None if verify_signature(pub, sig, message) else "its signature does not verify"
+
+
+def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
+           anchors: Iterable[dict[str, Any]] = (), key: TableKey | None = None) -> VerifyResult:
+    """Check the journal at ``path``, read-only; never raises for a corrupt file.
+
+    Recomputes the public chain; checks every checkpoint entry against it (its
+    head, and its digests, which name the first entry changed) and, with
+    ``public_keys`` (the table's: one per key id it has used), its signature;
+    checks the head file and every anchor (signed checkpoints saved off the
+    table): a journal that ends before an anchor was truncated or rolled back,
+    one that disagrees with it was rewritten. ``key``: the table key, to check
+    the MAC of every entry, the unsigned tail included. Memory stays bounded by
+    the longest stretch between checkpoints. Raises :class:`JournalError` only
+    for a missing file; an unreadable one is ``status="unreadable"``.
     """
     p = Path(path)
     if not p.exists():
         raise JournalError(f"no journal at {p}")
-    try:
-        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-        try:
-            rows = db.execute(
-                "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries ORDER BY rowid"
-            ).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise JournalError(f"{p} is not a readable journal: {exc}") from exc
-    prev, expected_seq = GENESIS, 1
-    for n, (seq, ts, kind, rid, did, body, prev_hash, h) in enumerate(rows, 1):
-        if seq != expected_seq:
-            what = "missing (deleted)" if seq > expected_seq else "out of order"
-            return VerifyResult(False, n - 1, expected_seq, f"entry {expected_seq} is {what}; found {seq}")
-        if prev_hash != prev:
-            return VerifyResult(False, n - 1, seq, f"entry {seq} does not follow entry {seq - 1} (prev_hash mismatch)")
-        if entry_hash(prev_hash, seq, ts, kind, rid, did, body) != h:
-            return VerifyResult(False, n - 1, seq, f"entry {seq} was altered (hash mismatch)")
-        prev, expected_seq = h, seq + 1
+    keys = {key_id(k): k for k in public_keys}
+    if key is not None:
+        keys.setdefault(key.key_id, key.public)
+    notes: list[str] = []
     head = head_path(p)
+    head_cp = None
     if head.exists():
         try:
-            anchor = json.loads(head.read_text())
-            a_seq, a_hash = int(anchor["seq"]), str(anchor["hash"])
-        except (ValueError, KeyError, OSError) as exc:
-            return VerifyResult(False, len(rows), None, f"the head file {head} is unreadable: {exc}")
-        by_seq = {r[0]: r[7] for r in rows}
-        if a_seq > len(rows):
-            return VerifyResult(False, len(rows), len(rows) + 1,
-                                f"entries {len(rows) + 1}..{a_seq} are missing (deleted): the head says {a_seq}")
-        if a_seq and by_seq.get(a_seq) != a_hash:
-            return VerifyResult(False, len(rows), a_seq, f"entry {a_seq} does not match the journal head")
-        if len(rows) > a_seq + 1:
-            return VerifyResult(False, len(rows), a_seq + 2,
-                                f"entries after {a_seq + 1} were added behind the journal's back")
-    return VerifyResult(True, len(rows))
+            head_cp = json.loads(read_regular(head, max_bytes=1 << 20))
+        except (OSError, UnsafeFile, ValueError) as exc:
+            return _bad(0, None, f"the head file {head} is unreadable: {exc}")
+        if not isinstance(head_cp, dict):
+            return _bad(0, None, f"the head file {head} is not a checkpoint")
+    anchors = [a for a in anchors]
+    outside = [(f"the head file {head.name}", head_cp)] if head_cp is not None else []
+    outside += [(f"anchor {i} (seq {a.get('seq') if isinstance(a, dict) else '?'})", a)
+                for i, a in enumerate(anchors, 1)]
+    wanted = {cp.get("seq") for _, cp in outside if isinstance(cp, dict) and isinstance(cp.get("seq"), int)}
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
+    try:
+        try:
+            damage = [r[0] for r in db.execute("PRAGMA integrity_check").fetchmany(3)]
+            if damage != ["ok"]:
+                return VerifyResult("unreadable", 0, None, f"{p}: the database file is damaged: {'; '.join(damage)}")
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            cursor = db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY rowid")
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
+        if meta.get("format") != str(FORMAT):
+            return VerifyResult("unreadable", 0, None, f"{p}: journal format {meta.get('format')!r}, expected {FORMAT}")
+        table_id = meta.get("table_id", "table")
+        mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
+        h, mac, expected, count = GENESIS, bytes(16), 1, 0
+        kept: dict[int, bytes] = {0: GENESIS}
+        stretch: list[bytes] = []  # h_i[:8] since the last checkpoint entry
+        stretch_from = 1
+        n_cp, last_cp = 0, 0
+
+        def signed_ok(cp: dict[str, Any], where: str) -> VerifyResult | None:
+            if cp.get("table_id") != table_id:
+                return _bad(count, None, f"{where} belongs to table {cp.get('table_id')!r}, this journal to {table_id!r}")
+            if keys:
+                why = check_signed(cp, keys)
+                if why is not None:
+                    return _bad(count, None, f"{where}: {why}")
+            return None
+
+        try:
+            for row in cursor:
+                seq, ts, kind, rid, did, body, stored_mac = row
+                if not isinstance(seq, int) or not isinstance(ts, int) or not isinstance(body, str) \
+                        or not isinstance(kind, str):
+                    return _bad(count, expected, f"entry {expected} is malformed (a field of the wrong type)")
+                if seq != expected:
+                    what = "missing (deleted)" if seq > expected else "out of order"
+                    return _bad(count, expected, f"entry {expected} is {what}; found {seq}")
+                if kind == "checkpoint":
+                    try:
+                        cp = json.loads(body)["checkpoint"]
+                        if not isinstance(cp, dict):
+                            raise TypeError("not an object")
+                    except (ValueError, KeyError, TypeError) as exc:
+                        return _bad(count, seq, f"checkpoint entry {seq} is unreadable: {exc}")
+                    where = f"checkpoint entry {seq}"
+                    bad = signed_ok(cp, where)
+                    if bad is not None:
+                        return _bad(count, seq, bad.reason)
+                    if cp.get("seq") != seq - 1 or cp.get("from") != stretch_from:
+                        return _bad(count, seq, f"{where} covers {cp.get('from')}..{cp.get('seq')}, "
+                                                f"not {stretch_from}..{seq - 1}")
+                    if cp.get("head") != h.hex():
+                        first = _first_in(cp, stretch, stretch_from)
+                        return _bad(count, first, f"{where} does not match the entries it covers: "
+                                                  + (f"entry {first} was changed" if first else
+                                                     "they were rewritten"))
+                    n_cp, last_cp = n_cp + 1, seq
+                    stretch, stretch_from = [], seq
+                material = _material(seq, ts, kind, rid, did, body)
+                h = hashlib.sha256(h + material).digest()
+                stretch.append(h[:8])
+                if seq in wanted:
+                    kept[seq] = h
+                if mac_key is not None:
+                    mac = _mac_next(mac_key, mac, material)
+                    if not isinstance(stored_mac, bytes) or not hmac.compare_digest(mac, stored_mac):
+                        return _bad(count, seq, f"entry {seq} was altered (its MAC does not hold)")
+                expected += 1
+                count += 1
+        except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+            return VerifyResult("unreadable", count, None, f"{p}: cannot read entry {expected}: {exc}")
+    finally:
+        db.close()
+    anchored = False
+    failures: list[VerifyResult] = []
+    for where, cp in outside:
+        if not isinstance(cp, dict):
+            failures.append(_bad(count, None, f"{where} is not a checkpoint"))
+            continue
+        bad = signed_ok(cp, where)
+        if bad is not None:
+            failures.append(bad)
+            continue
+        seq = cp.get("seq")
+        if not isinstance(seq, int) or seq < 0:
+            failures.append(_bad(count, None, f"{where} has no valid seq"))
+        elif seq > count:
+            failures.append(_bad(count, count + 1, f"{where} covers entries up to {seq}, but the journal ends at "
+                                                   f"{count}: entries {count + 1}..{seq} are missing (truncated or "
+                                                   "rolled back)"))
+        elif kept[seq].hex() != cp.get("head"):
+            first = _locate(p, cp)
+            failures.append(_bad(count, first, f"{where} (entries up to {seq}) does not match the journal: "
+                                               + (f"entry {first} differs from what was signed" if first else
+                                                  "it was rewritten or rolled back")))
+        else:
+            anchored = True
+    if failures:  # the earliest entry any anchor disagrees with
+        return min(failures, key=lambda r: r.first_bad if r.first_bad is not None else 1 << 62)
+    if head_cp is None and n_cp:
+        notes.append(f"no head file beside the journal ({head.name})")
+    if n_cp and not keys:
+        notes.append("no public key given: checkpoint signatures were not checked")
+    tail = count - last_cp
+    if tail and n_cp:
+        notes.append(f"{tail} entries after the last signed checkpoint are not signed yet "
+                     "(a round in progress, or a controller stopped without a clean shutdown)")
+    if not anchored:
+        notes.append("nothing outside the journal vouches for its end (no head file, no anchors): "
+                     "a truncation or an older copy could not be told apart")
+    return VerifyResult("ok" if anchored else "unanchored", count, None, "", n_cp, tail, tuple(notes))
+
+
+def _first_in(cp: dict[str, Any], stretch: list[bytes], start: int) -> int | None:
+    """The first entry of a stretch (hashes ``stretch`` from seq ``start``) whose hash
+    disagrees with the checkpoint's signed digests."""
+    try:
+        digests = unb64(cp["digests"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    for i, got in enumerate(stretch):
+        if digests[i * 8:(i + 1) * 8] != got:
+            return start + i
+    return None
+
+
+def _locate(p: Path, cp: dict[str, Any]) -> int | None:
+    """For a checkpoint saved outside the journal that disagrees with it: the first entry
+    of the checkpoint's stretch whose hash differs from its signed digest (a second
+    pass over the journal)."""
+    try:
+        start, end = int(cp["from"]), int(cp["seq"])
+        digests = unb64(cp["digests"])
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    except (KeyError, ValueError, TypeError, sqlite3.Error):
+        return None
+    try:
+        h = GENESIS
+        for seq, ts, kind, rid, did, body in db.execute(
+                "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq <= ? ORDER BY seq", (end,)):
+            h = chain_next(h, seq, ts, kind, rid, did, body)
+            if seq >= start and h[:8] != digests[(seq - start) * 8:(seq - start + 1) * 8]:
+                return seq
+    except (sqlite3.Error, ValueError, TypeError):
+        return None
+    finally:
+        db.close()
+    return None

@@ -182,3 +182,26 @@ def load_public_key(path: str | Path) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError(f"{p} holds a {type(key).__name__}, not an Ed25519 public key")
     return key
+
+
+def table_key_for(journal_path: str | Path, key_file: str | Path | None = None, *, service: bool = False,
+                  environ: Mapping[str, str] | None = None) -> tuple[TableKey, bool]:
+    """The key a controller writing ``journal_path`` signs and seals with, and whether it
+    was made just now: ``key_file`` when given, else the systemd credential; in
+    service mode one of those must exist (raises :class:`KeyFileError`). Outside it
+    (a bench, a simulation) the key ``JOURNAL.key`` beside the journal is used,
+    made (0600) on first use. Raises :class:`KeyFileError`."""
+    if key_file is not None:
+        return load_private_key(key_file), False
+    try:
+        return load_table_key(None, environ=environ), False
+    except KeyFileError:
+        if service:
+            raise
+    p = Path(journal_path)
+    beside = p.with_name(p.name + ".key")
+    if beside.exists():
+        return load_private_key(beside), False
+    key = generate()
+    save(key, beside)
+    return TableKey(key.private, str(beside)), True

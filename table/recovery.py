@@ -1,27 +1,68 @@
 """Recovery from the journal: what the table was doing when the controller stopped.
 
-On restart the controller rebuilds deck custody and its counts from the
-journal (:func:`restore`) and holds a round that was in progress for a
-supervisor; it never silently resumes one (issue 5). Device events that were
-journaled but had not reached custody before a crash are applied again
-(journal before act, SPEC §6.3: the device resends what was never ACKed, and
-:func:`resume_hook` tells the link which of its events the journal already has).
+The journal carries deltas, not snapshots (issue 18): each device event, each
+custody step the controller took (``custody`` entries with an ``op``), each
+card read, each deck registered. A signed ``checkpoint`` at every round's
+close holds the whole state at that moment. :func:`restore` starts from the
+last checkpoint and re-applies what came after it with :func:`apply`, the
+same rules the live controller applied, so a restart costs one round of
+entries, however long the journal.
+
+A round that was in progress is held for a supervisor; it is never silently
+resumed (issue 5). Device events journaled but never ACKed are resent by the
+devices (SPEC §6.3); :class:`DeviceCursor` tells each link which of its
+events the journal already has, so a resend is not taken as new.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from firmware_bridge.link import DeviceIdentity
 from protocols.cards import BackColour, Card
 from protocols.messages import DeckVerified
 
-from .custody import CustodyViolation, DeckCustody
-from .journal import Journal
+from .custody import CustodyViolation, DeckCustody, DeckPlace
+from .journal import Entry, Journal, SealError
 
 #: ``record(kind, **body)``: journal an entry (the controller's own writer).
 Record = Callable[..., None]
+
+
+class DeviceCursor:
+    """The last device event the journal holds, per device: ``{serial: (boot_id, seq)}``,
+    and which device each link name last spoke to (``{source: (serial, boot_id)}``).
+
+    The controller updates it as it journals; :meth:`resume` answers a link's
+    handshake (``Link.resume``): the SEQ of the last event journaled for that
+    device in its current boot, or None (a new boot: its SEQs start again)."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        state = state or {}
+        self.by_serial: dict[str, tuple[int, int]] = {
+            s: (int(v["boot_id"]), int(v["seq"])) for s, v in state.get("by_serial", {}).items()}
+        self.by_source: dict[str, tuple[str, int]] = {
+            s: (str(v["serial"]), int(v["boot_id"])) for s, v in state.get("by_source", {}).items()}
+
+    def identified(self, source: str, serial: str, boot_id: int) -> None:
+        """Link ``source`` now speaks to device ``serial`` in boot ``boot_id``."""
+        self.by_source[source] = (serial, boot_id)
+
+    def journaled(self, source: str, seq: int) -> None:
+        """The event with device SEQ ``seq`` from ``source`` is in the journal."""
+        ident = self.by_source.get(source)
+        if ident is not None:
+            self.by_serial[ident[0]] = (ident[1], seq)
+
+    def resume(self, ident: DeviceIdentity) -> int | None:
+        """For ``Link.resume``: the last journaled SEQ of this device in this boot."""
+        got = self.by_serial.get(ident.serial_number)
+        return got[1] if got is not None and got[0] == ident.boot_id else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"by_serial": {s: {"boot_id": b, "seq": q} for s, (b, q) in self.by_serial.items()},
+                "by_source": {s: {"serial": n, "boot_id": b} for s, (n, b) in self.by_source.items()}}
 
 
 @dataclass
@@ -32,7 +73,10 @@ class Restored:
     ``rounds_opened``, ``cards_read``: the counts; ``open_round_id``: the round
     in progress, if any; ``held``: that round, to hold for a supervisor
     (``round_id``, ``deck_id``, ``settled``: its results were recorded and
-    stand, 816a.1; ``reason``; ``number``), or None.
+    stand, 816a.1; ``reason``; ``number``; ``open_seq``: the seq of its
+    ``open`` entry; ``placed``: cents each seat had placed), or None;
+    ``next_draw``: the draw index the shoe's next card should carry;
+    ``cursor``: the devices' last journaled events.
     """
 
     custody: DeckCustody
@@ -41,75 +85,173 @@ class Restored:
     cards_read: int
     open_round_id: str | None
     held: dict[str, Any] | None
+    next_draw: int = 0
+    cursor: DeviceCursor = field(default_factory=DeviceCursor)
 
 
-def resume_hook(journal: Journal | None) -> Callable[[DeviceIdentity], int | None]:
-    """For ``DeviceDriver.open(resume=...)``: the SEQ of the last event journaled
-    for a device identity in its current boot, so its resend is not new."""
-
-    def resume(ident: DeviceIdentity) -> int | None:
-        if journal is None:
-            return None
-        for e in reversed(list(journal.entries("device_event"))):
-            if e.body.get("serial") == ident.serial_number:
-                return e.body["seq"] if e.body.get("boot_id") == ident.boot_id else None
-        return None
-
-    return resume
+def device_cursor(journal: Journal) -> DeviceCursor:
+    """The devices' last journaled events: the last checkpoint's, brought up to date with
+    the entries after it (for the links' ``resume`` hook, before the controller runs)."""
+    cp = journal.last("checkpoint")
+    cursor = DeviceCursor(cp.body["state"].get("devices") if cp is not None else None)
+    for e in journal.entries(since=cp.seq if cp is not None else 0):
+        if e.kind == "device":
+            cursor.identified(e.body["source"], e.body["serial"], int(e.body["boot_id"]))
+        elif e.kind in ("device_event", "card_read", "incident") and "dseq" in e.body:
+            cursor.journaled(e.body.get("source", "shoe"), int(e.body["dseq"]))
+    return cursor
 
 
-def restore(journal: Journal, custody: DeckCustody, record: Record) -> Restored:
-    """Rebuild custody and the counts from a non-empty ``journal``. ``custody`` is the
-    table's registered decks (kept when the journal holds no custody yet);
-    ``record`` journals what the replay of unapplied device events produces."""
-    j = journal
-    last = j.last("round")
-    open_round_id = last.round_id if last is not None and last.body.get("step") != "closed" else None
-    snap = max((e for e in (j.last("custody"), j.last("card_read")) if e is not None and "snapshot" in e.body),
-               key=lambda e: e.seq, default=None)
-    if snap is not None:
-        custody = DeckCustody.restore(snap.body["snapshot"])
-        for e in j.entries("device_event", since=snap.seq):
-            _replay(custody, e.body["message"], open_round_id, record)
-    rounds = list(j.entries("round"))
+def checkpoint_state(custody: DeckCustody, *, rounds_played: int, rounds_opened: int, cards_read: int,
+                     next_draw: int, cursor: DeviceCursor, held: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint records for :func:`restore`. ``held``: a round still held
+    for a supervisor (a controller stopped before anyone resolved it). The cards
+    already read from a deck still in play are left out: they may be sealed
+    (816a.1); :func:`restore` replays that round's card entries instead."""
+    snap = custody.snapshot()
+    for d in snap["decks"]:
+        if d["place"] in (DeckPlace.IN_PLAY.value, DeckPlace.IN_SHOE.value):
+            d["cards_read"] = []
+    state = {"custody": snap, "rounds_played": rounds_played, "rounds_opened": rounds_opened,
+             "cards_read": cards_read, "next_draw": next_draw, "devices": cursor.to_dict()}
+    if held is not None:
+        state["held"] = {k: v for k, v in held.items() if k in
+                         ("round_id", "deck_id", "settled", "reason", "number", "open_seq", "placed")}
+    return state
+
+
+def restore(journal: Journal, custody: DeckCustody) -> Restored:
+    """Rebuild the table's state from a non-empty ``journal``: the last checkpoint's state,
+    then every entry after it re-applied. ``custody`` is the table's registered decks
+    (used when the journal holds no checkpoint yet). Needs the journal's key to
+    open sealed card entries. Raises :class:`~table.journal.JournalError`."""
+    cp = journal.last("checkpoint")
+    since = 0
+    played = opened = cards = next_draw = 0
+    cursor = DeviceCursor()
+    if cp is not None:
+        st = cp.body["state"]
+        custody = DeckCustody.restore(st["custody"])
+        played, opened, cards = st["rounds_played"], st["rounds_opened"], st["cards_read"]
+        next_draw, cursor = st.get("next_draw", 0), DeviceCursor(st.get("devices"))
+        since = cp.seq
+    open_round: dict[str, Any] | None = None
+    if cp is not None and cp.body["state"].get("held"):
+        h = cp.body["state"]["held"]
+        open_round = {**h, "steps": {"settle"} if h.get("settled") else set(), "wagers": None, "decisions": {}}
+        for e in journal.entries("card_read", since=int(h["open_seq"]), upto=since):
+            apply(custody, e, journal)  # the held round's cards, left out of the checkpoint
+    for e in journal.entries(since=since):
+        if e.kind == "round":
+            step = e.body.get("step")
+            if step == "open":
+                opened += 1
+                open_round = {"round_id": e.round_id, "deck_id": e.deck_id, "number": e.body.get("number"),
+                              "open_seq": e.seq, "steps": set(), "wagers": e.body.get("wagers", {}),
+                              "decisions": {}}
+            elif open_round is not None and e.round_id == open_round["round_id"]:
+                open_round["steps"].add(step)
+                if step == "decisions_done":
+                    open_round["decisions"] = e.body.get("decisions", {})
+                if step == "closed":
+                    if not e.body.get("voided"):
+                        played += 1
+                    open_round = None
+            elif step == "closed" and not e.body.get("voided"):
+                played += 1  # a held round from before the checkpoint, closed after it
+        elif e.kind == "card_read" and e.body.get("source", "shoe") == "shoe":
+            next_draw = int(e.body.get("draw_index", next_draw - 1)) + 1
+            if not e.body.get("refused"):
+                cards += 1
+        elif e.kind == "device_event":
+            name = e.body.get("message", {}).get("message")
+            if name == "ShoeLoaded" and e.body.get("source") == "shoe":
+                next_draw = 0
+            elif name == "CardUnreadable":
+                next_draw = int(e.body["message"].get("draw_index", next_draw - 1)) + 1
+        elif e.kind == "device":
+            cursor.identified(e.body["source"], e.body["serial"], int(e.body["boot_id"]))
+        if e.kind in ("device_event", "card_read", "incident") and "dseq" in e.body:
+            cursor.journaled(e.body.get("source", "shoe"), int(e.body["dseq"]))
+        apply(custody, e, journal)
     held = None
-    if last is not None and last.body.get("step") != "closed":
-        steps = {e.body.get("step") for e in rounds if e.round_id == last.round_id}
-        held = {"round_id": last.round_id, "deck_id": last.deck_id,
-                "settled": "settle" in steps,  # results recorded and posted: they stand (816a.1)
-                "reason": "the controller restarted during the round", "number": last.body.get("number")}
-    return Restored(
-        custody=custody,
-        rounds_played=sum(1 for e in rounds if e.body.get("step") == "closed" and not e.body.get("voided")),
-        rounds_opened=sum(1 for e in rounds if e.body.get("step") == "open"),
-        cards_read=sum(1 for _ in j.entries("card_read")),
-        open_round_id=open_round_id,
-        held=held,
-    )
+    if open_round is not None:
+        held = {"round_id": open_round["round_id"], "deck_id": open_round["deck_id"],
+                "settled": "settle" in open_round["steps"],  # results recorded and posted: they stand (816a.1)
+                "reason": "the controller restarted during the round", "number": open_round["number"],
+                "open_seq": open_round["open_seq"],
+                "placed": (placed(open_round["wagers"], open_round["decisions"]) if open_round["wagers"] is not None
+                           else open_round.get("placed", {}))}
+    return Restored(custody, played, opened, cards, held["round_id"] if held else None, held, next_draw, cursor)
 
 
-def _replay(c: DeckCustody, message: dict[str, Any], open_round_id: str | None, record: Record) -> None:
-    """Re-apply a journaled device event that had not reached custody before a crash."""
-    name = message["message"]
-    colour = BackColour.parse(message["back_colour"]) if "back_colour" in message else None
+def placed(wagers: dict[str, dict[str, int]], decisions: dict[str, str]) -> dict[str, int]:
+    """Cents each seat placed: every wager of its ``wagers`` (ante, side wagers), and the
+    play wager (equal to the ante, 649a.11) once it decided to play. What a void returns."""
+    out = {s: sum(int(v) for v in w.values()) for s, w in wagers.items()}
+    for s, d in decisions.items():
+        if d == "play" and s in wagers:
+            out[s] += int(wagers[s].get("ante", 0))
+    return out
+
+
+def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
+    """Re-apply one journaled entry's effect on custody, as the live controller applied it.
+
+    ``device_event``: the deck events (a shuffler fault returns the deck being
+    shuffled to the shuffler); ``command`` ``shuffle``: the deck starts its
+    shuffle; ``custody``: the controller's own steps
+    (``op``: ``start_shuffle``, ``start_round``, ``collect``,
+    ``fail_verification``); ``card_read``: a card taken into custody, dealt to a
+    seat or the dealer, or read late for a held round (its face is sealed:
+    ``journal`` opens it; a card refused, stray or beyond the deal never entered
+    custody); ``supervisor`` ``register_deck``: a
+    replacement deck. A rule broken again here was broken live and is already
+    journaled: it is not raised."""
+    body = e.body
     try:
-        if name == "DeckInserted":
-            c.on_deck_inserted(colour)
-        elif name == "DeckVerified":
-            c.on_deck_verified(DeckVerified(colour, message["card_count"], message["foreign_count"],
-                                            frozenset(message["present"]), frozenset(message["duplicates"])))
-        elif name == "DeckDelivered":
-            c.on_deck_delivered(colour)
-        elif name == "ShoeLoaded":
-            c.on_shoe_loaded(colour)
-        elif name == "CardDrawn" and c.in_play is not None:
-            c.on_card_read(Card.parse(message["card"]), colour)
-            record("card_read", round_id=open_round_id, card=message["card"], back_colour=str(colour),
-                   draw_index=message["draw_index"], to=None, replayed=True, snapshot=c.snapshot())
-            return
-        else:
-            return
-    except CustodyViolation as v:
-        record("violation", rule=v.rule.value, detail=v.detail, citation=v.citation)
+        if e.kind == "device_event":
+            msg = body.get("message", {})
+            name = msg.get("message")
+            colour = BackColour.parse(msg["back_colour"]) if "back_colour" in msg else None
+            if name == "DeckInserted":
+                c.on_deck_inserted(colour)
+            elif name == "DeckVerified":
+                c.on_deck_verified(DeckVerified(colour, msg["card_count"], msg["foreign_count"],
+                                                frozenset(msg["present"]), frozenset(msg["duplicates"])))
+            elif name == "DeckDelivered":
+                c.on_deck_delivered(colour)
+            elif name == "ShoeLoaded":
+                c.on_shoe_loaded(colour)
+            elif name == "ShufflerFault":
+                shuffling = [d for d in c.decks.values() if d.place is DeckPlace.SHUFFLING]
+                if shuffling:
+                    c.on_shuffle_fault(shuffling[0].back_colour)
+        elif e.kind == "command" and body.get("command") == "shuffle" and not body.get("repeated"):
+            c.on_shuffle_started(BackColour.parse(body["colour"]))
+        elif e.kind == "custody":
+            op = body.get("op")
+            colour = BackColour.parse(body["colour"]) if "colour" in body else None
+            if op == "start_shuffle":
+                c.on_shuffle_started(colour)
+            elif op == "start_round":
+                c.start_round()
+            elif op == "collect":
+                if c.in_play is None:
+                    c.in_play = next((d for d in c.decks.values()
+                                      if d.place in (DeckPlace.IN_SHOE, DeckPlace.IN_PLAY)), None)
+                if c.in_play is not None:
+                    c.collect()
+            elif op == "fail_verification":
+                c.take_out_of_service(colour)
+        elif (e.kind == "card_read" and not body.get("refused") and journal is not None and "sealed" in body
+              and (body.get("to") is not None or body.get("late"))):
+            opened = journal.unseal(e)
+            if "card" in opened and c.in_play is not None:
+                c.on_card_read(Card.parse(opened["card"]), BackColour.parse(body["back_colour"]))
+        elif e.kind == "supervisor" and body.get("action") == "register_deck":
+            c.replace_deck(BackColour.parse(body["colour"]), body["new_deck_id"])
+    except (CustodyViolation, ValueError):
         return
-    record("custody", trigger=f"replay {name}", snapshot=c.snapshot())
+    except SealError:
+        raise

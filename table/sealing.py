@@ -8,7 +8,10 @@ incident, a custody detail) is masked before it leaves the journal.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import secrets
 from typing import Any
 
 #: A card face as written in free text: rank then suit, e.g. ``Qs``, ``Td``.
@@ -20,3 +23,24 @@ def mask_cards(text: Any) -> str:
     line, an event or an error message may say about a round whose hands are
     still sealed (816a.1). The journal keeps the text whole."""
     return CARD_FACE.sub("??", str(text or ""))
+
+
+#: the domain tag that opens every card commitment's preimage
+COMMITMENT_TAG = "threecard-card-commitment/1"
+
+
+def commitment(table_id: str, round_id: str | None, draw_index: int, card: str, nonce: str) -> str:
+    """The commitment to one dealt card, published with ``card_dealt`` before anyone may
+    see it: SHA-256 (hex) over the canonical JSON array ``[COMMITMENT_TAG, table_id,
+    round_id, draw_index, card, nonce]`` (no spaces, ``nonce`` 32 hex digits: a fresh
+    128-bit random value per card). The reveal (or void) publishes ``card`` and
+    ``nonce``: anyone can recompute this and check the card was not changed after
+    the decisions it decided ("commit-reveal"; docs/integration.md)."""
+    preimage = json.dumps([COMMITMENT_TAG, table_id, round_id, draw_index, card, nonce],
+                          separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(preimage.encode("utf-8")).hexdigest()
+
+
+def fresh_nonce() -> str:
+    """A fresh 128-bit nonce (32 hex digits) from the operating system's CSPRNG."""
+    return secrets.token_hex(16)

@@ -64,12 +64,13 @@ def test_live_replay_resume_schema_and_sealing(tmp_path):
         hello = _socket_request(sock, b'{"resume_from": 3}\n')
         bad = [_socket_request(sock, b'{"resume_from": 999999}\n'), _socket_request(sock, b'[1]\n'),
                _socket_request(sock, b'{"seat": 9}\n')]
-        with EventLog(t.journal_path, t.table_id) as log:
+        with EventLog(t.journal_path, t.table_id, key=t.controller.journal.key) as log:
             replayed = list(log.replay(0))
             seat2_replayed = list(log.replay(0, seat=2))
     reader.join(5)
 
-    assert head == len(replayed) == 1 + 4 * 18  # table_opened; per round 2 + 12 cards + 4
+    # table_opened and its checkpoint; per round 2 + 12 cards + 4, and the signed checkpoint at its close
+    assert head == len(replayed) == 2 + 4 * 19
     assert live == replayed  # live == replay, byte for byte
     assert first + resumed == replayed  # reconnect with resume_from: nothing missing or repeated
     assert_gapless(live)
@@ -78,7 +79,7 @@ def test_live_replay_resume_schema_and_sealing(tmp_path):
     assert_sealed(live)
     assert_sealed(seat2_replayed, seat=2)
     assert {e["table_id"] for e in live} == {"pit1-tcp-01"}
-    assert all(e["round_id"] for e in live if e["type"] != "table_opened")
+    assert all(e["round_id"] for e in live if e["type"] not in ("table_opened", "checkpoint"))
     # The seat's channel has its own cards as they are dealt, nobody else's.
     mine = [e for e in seat2 if e.seat == 2]
     assert len(mine) == 12 and all(e.card for e in mine)
@@ -96,7 +97,8 @@ def test_event_from_dict_round_trip(tmp_path):
         t.events.wait_for(t.events.head, 5)
         events = [event_from_dict(d) for d in t.events.replay(0)]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [type(e).__name__ for e in events[:3]] == ["TableOpened", "RoundOpened", "BetsClosed"]
+    assert [type(e).__name__ for e in events if e.TYPE != "checkpoint"][:3] == ["TableOpened", "RoundOpened",
+                                                                                "BetsClosed"]
     assert all(e.ts.tzinfo is not None and e.table_id == "pit1-tcp-01" for e in events)
 
 
@@ -148,6 +150,10 @@ def _as_dict(e: Event) -> dict:
     return {**head, "ts": head["ts"].isoformat(), "type": e.TYPE, "data": d}
 
 
+#: enough rounds that a consumer joining each controller live finds it still dealing
+FIRST_ROUNDS, SECOND_ROUNDS = 100, 40
+
+
 def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
     """Two controller processes in a row on one journal (the table outlives them); one
     consumer following the socket throughout, and `tablectl events tail`."""
@@ -163,7 +169,10 @@ def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
         run = CLI + ["run", "--shuffler-url", str(dev / "shuffler"), "--shoe-url", str(dev / "shoe"),
                      "--dealer-socket", str(dealer), "--journal", str(journal), "--event-socket", str(sock),
                      "--seats", "2", "--rounds", "2", "--log-file", str(tmp_path / "run.log")]
-        first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The first controller deals long enough for `events tail` below to join it live
+        # (a round takes a few ms now that nothing waits on a fixed timer).
+        first = subprocess.Popen(run[:-4] + ["--rounds", str(FIRST_ROUNDS)] + run[-2:],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -180,7 +189,8 @@ def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
         assert first.wait(60) == 0, first.stderr.read()
         first.stderr.close()
         n_first = len(got)
-        second = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        second = subprocess.Popen(run[:-4] + ["--rounds", str(SECOND_ROUNDS)] + run[-2:],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert second.wait(60) == 0, second.stderr.read()
         second.stderr.close()
     finally:
@@ -196,12 +206,13 @@ def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
     from_journal = [json.loads(line) for line in tail.stdout.splitlines()]
     # Every event once, in order, though the controller went away and came back.
     assert got == from_journal[:len(got)]
-    assert len(got) >= len(from_journal) - 1 and n_first < len(got)  # the last closed may land after the exit
+    # the last round_closed and its checkpoint (one transaction) may land after the exit
+    assert len(got) >= len(from_journal) - 2 and n_first < len(got)
     assert_gapless(from_journal)
     assert_valid(from_journal)
     assert_sealed(from_journal)
     types = [e["type"] for e in from_journal]
-    assert types.count("round_closed") == 4 and "table_restarted" in types
+    assert types.count("round_closed") == FIRST_ROUNDS + SECOND_ROUNDS and "table_restarted" in types
     since = subprocess.run(CLI + ["events", "tail", "--journal", str(journal), "--since", "5", "--count", "3"],
                            capture_output=True, text=True, timeout=60)
     assert [json.loads(x)["seq"] for x in since.stdout.splitlines()] == [6, 7, 8]

@@ -72,7 +72,7 @@ def test_the_emulator_remembers_only_its_last_requests():
     from simulators.pty_port import PtyPort
 
     port = PtyPort()
-    emu = ShoeEmulator(port, executed_kept=5).start()
+    emu = ShoeEmulator(port, history=5).start()
     link = Link(SerialTransport(port.path), name="shoe")
     try:
         link.open()

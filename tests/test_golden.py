@@ -8,8 +8,8 @@ import random
 import pytest
 import serial
 
-from protocols.frame import FrameParser, crc16, decode_frame
-from protocols.messages import decode_message
+from protocols.frame import FrameParser, crc16, decode_frame, encode_frame
+from protocols.messages import Ack, decode_message
 from protocols.vectors import GOLDEN_BOOT_ID, build_vectors, load_vectors, message_to_dict
 from simulators.devices import ShoeEmulator, ShufflerEmulator
 from simulators.pty_port import PtyPort
@@ -125,3 +125,71 @@ def test_emulators_send_the_golden_events_and_resend_until_acked(emulators):
         assert _read_frame(ser) == first  # not ACKed: the same bytes again
         ser.write(bytes.fromhex(ev["ack"]))
         ser.reset_input_buffer()
+
+
+# -- signed firmware update (SPEC §9.6) ----------------------------------------------------
+
+FW = V["firmware_update"]
+
+
+@pytest.fixture
+def golden_shoe():
+    """The golden shoe: the vectors' vendor key, model, security version, boot id; a raw port."""
+    port = PtyPort()
+    emu = ShoeEmulator(port, boot_id=FW["device"]["boot_id"], model=FW["device"]["model"],
+                       security_version=FW["device"]["security_version"],
+                       vendor_keys=[bytes.fromhex(FW["vendor_public_key"])]).start()
+    ser = serial.serial_for_url(port.path, timeout=2, exclusive=True)
+    yield emu, ser
+    ser.close()
+    emu.stop()
+
+
+def test_the_emulated_shoe_answers_the_golden_update_exchanges_byte_for_byte(golden_shoe):
+    """Every refusal, a power cut mid-transfer (resumed from flash), the activation and
+    a power cut during the trial boot (rolled back), in the order given."""
+    from protocols.cards import BackColour
+    from simulators.devices import new_deck
+
+    emu, ser = golden_shoe
+    for ex in FW["exchanges"]:
+        action = ex.get("action")
+        if action == "load red":
+            emu.load(new_deck(BackColour.RED))
+        elif action == "unload":
+            emu.unload()
+        elif action == "power cycle":
+            emu.reboot()
+        else:
+            assert action is None, action
+        ser.reset_input_buffer()  # a loaded deck's ShoeLoaded event is not part of the exchange
+        ser.write(bytes.fromhex(ex["request"]))
+        got = _read_frame(ser)
+        while got[3] < 0x80:  # an event (ShoeLoaded): ack it and read on
+            ser.write(encode_frame(got[2], Ack.TYPE))
+            got = _read_frame(ser)
+        assert got.hex() == ex["reply"], ex["name"]
+
+
+def test_the_golden_images_decode_and_their_headers_match_the_listed_fields():
+    from protocols.firmware_image import FirmwareImage
+
+    for h in FW["headers"]:
+        image = FirmwareImage.decode(bytes.fromhex(FW["images"][h["image"]]))
+        assert image.header.encode().hex() == h["header"]
+        assert image.header.version_text == h["decoded"]["version"]
+        assert image.header.key_id.hex() == h["decoded"]["key_id"]
+    assert FirmwareImage.decode(bytes.fromhex(FW["images"]["unsigned"])).signature is None
+
+
+def test_the_golden_good_image_verifies_with_the_published_vendor_key_and_not_the_foreign_one():
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from protocols.firmware_image import FirmwareImage
+
+    image = FirmwareImage.decode(bytes.fromhex(FW["images"]["good"]))
+    Ed25519PublicKey.from_public_bytes(bytes.fromhex(FW["vendor_public_key"])).verify(image.signature,
+                                                                                     image.signed_data)
+    with pytest.raises(InvalidSignature):
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(FW["foreign_public_key"])).verify(image.signature,
+                                                                                          image.signed_data)

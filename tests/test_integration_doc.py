@@ -34,6 +34,7 @@ def test_python_examples_run():
     text = out.getvalue()
     assert "API 1.0.0" in text and "sealed:" in text and "refused:" in text
     assert "seat 1 saw its own cards as dealt:" in text
+    assert "commitments: all hold" in text
 
 
 def test_mqtt_config_example_is_valid():

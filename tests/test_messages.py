@@ -8,8 +8,9 @@ from protocols.cards import BackColour, Card, full_deck
 from protocols.errors import MessageError, ProtocolError, UnknownMessageType
 from protocols.messages import (
     Ack, CardDrawn, Echo, EchoReply, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, DeviceKind, DeviceState,
-    GetStatus, Identify, IdentifyReply, Nak, NakCode, ShoeEmpty, ShoeLoaded, Shuffle, ShufflerFault,
-    ShufflerFaultCode, StatusReply, catalogue, decode_message, encode_message,
+    FirmwareInfo, GetFirmwareInfo, GetStatus, Identify, IdentifyReply, Nak, NakCode, ShoeEmpty, ShoeLoaded, Shuffle,
+    ShufflerFault, ShufflerFaultCode, StatusReply, UpdateActivate, UpdateBegin, UpdateChunk, UpdateCommit,
+    UpdateOffset, UpdateResult, UpdateState, catalogue, decode_message, encode_message,
 )
 
 EXAMPLES = [
@@ -21,6 +22,10 @@ EXAMPLES = [
     DeckVerified(BackColour.RED, 53, 1, frozenset(range(51)), frozenset({7})),
     ShufflerFault(ShufflerFaultCode.JAM), ShoeLoaded(BackColour.GREEN),
     CardDrawn(3, Card.parse("Qs"), BackColour.RED), CardUnreadable(4, BackColour.NONE), ShoeEmpty(52),
+    GetFirmwareInfo(), FirmwareInfo("SIM-SHOE", 7, 1, (2, 0, 1), (1, 9, 9), UpdateState.COMMITTED,
+                                    UpdateResult.ROLLED_BACK, 1_048_713, 128),
+    UpdateBegin(bytes(range(73))), UpdateChunk(0xFFFFFFF0, bytes(251)), UpdateCommit(), UpdateActivate(),
+    UpdateOffset(73), Nak(NakCode.DECK_PRESENT),
 ]
 
 
@@ -65,3 +70,36 @@ def test_deck_verified_never_carries_an_order():
     b = DeckVerified(BackColour.RED, 52, 0, frozenset(reversed(range(52))))
     assert encode_message(a) == encode_message(b)
     assert a.complete and not a.missing
+
+
+@pytest.mark.parametrize("msg_type, payload", [
+    (UpdateBegin.TYPE, bytes(72)),  # the header is 73 bytes
+    (UpdateChunk.TYPE, bytes(4)),  # an offset and no data
+    (UpdateChunk.TYPE, bytes(4 + 252)),  # more data than a chunk carries
+    (UpdateOffset.TYPE, bytes(3)),
+    (FirmwareInfo.TYPE, FirmwareInfo("M", 0, 0, (1, 0, 0)).encode()[:-1]),  # model cut short
+    (FirmwareInfo.TYPE, bytes(4) + b"\x02" + bytes(14) + b"\x01M"),  # slot 2: there are two
+    (FirmwareInfo.TYPE, bytes(11) + b"\x07" + bytes(5) + b"\x01\x01M"),  # no such update state
+    (UpdateCommit.TYPE, b"\x00"),
+])
+def test_update_messages_refuse_payloads_that_do_not_fit(msg_type, payload):
+    with pytest.raises(MessageError):
+        decode_message(msg_type, payload)
+
+
+def test_an_update_chunk_cannot_be_built_empty_or_too_long():
+    for data in (b"", bytes(252)):
+        with pytest.raises(MessageError):
+            encode_message(UpdateChunk(73, data))
+
+
+def test_the_spec_tables_list_every_message_and_every_nak_code():
+    """protocols/SPEC.md §4 names each message with its type byte and direction, §5 each NAK code."""
+    import re
+    from pathlib import Path
+
+    spec = (Path(__file__).resolve().parent.parent / "protocols" / "SPEC.md").read_text()
+    rows = dict(re.findall(r"^\| 0x([0-9A-F]{2}) \| (\w+) \|", spec, re.M))
+    assert {int(t, 16): name for t, name in rows.items()} == {t: c.__name__ for t, c in catalogue().items()}
+    naks = dict(re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", spec, re.M))
+    assert {int(n): name for n, name in naks.items()} == {c.value: c.name for c in NakCode}

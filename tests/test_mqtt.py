@@ -25,8 +25,12 @@ from test_events import config
 from table.api import Table
 from table.events import EventLog
 from table.journal import Journal
-from table.interfaces.mqtt import MqttPublisher, topics
+from table.interfaces.mqtt import ForgedMessage, MqttPublisher, topics, verify_message
 from table.config import MqttSettings
+from table import keys
+
+#: the table key every test table signs with; subscribers check against its public half
+KEY = keys.generate()
 
 pytestmark = pytest.mark.skipif(mosquitto_path() is None,
                                 reason="mosquitto not installed (.ci/run installs it)")
@@ -40,10 +44,13 @@ def broker(tmp_path):
 
 
 class Subscriber:
-    """A floor display: persistent session (clean_session=False), QoS 1, reconnecting."""
+    """A floor display: persistent session (clean_session=False), QoS 1, reconnecting.
+    It keeps only messages whose signature checks against the table key (``forged``
+    counts the others)."""
 
     def __init__(self, port: int, topic: str, client_id: str = "floor-display") -> None:
         self.messages: list[tuple[str, dict, bool]] = []
+        self.forged: list[str] = []
         self.lock = threading.Lock()
         self.subscribed = threading.Event()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False)
@@ -56,8 +63,14 @@ class Subscriber:
         assert self.subscribed.wait(10)
 
     def _on_message(self, client, userdata, msg) -> None:
+        try:
+            message = verify_message(msg.payload, msg.topic, KEY.public)
+        except ForgedMessage as exc:
+            with self.lock:
+                self.forged.append(str(exc))
+            return
         with self.lock:
-            self.messages.append((msg.topic, json.loads(msg.payload), bool(msg.retain)))
+            self.messages.append((msg.topic, message, bool(msg.retain)))
 
     def events(self) -> list[dict]:
         with self.lock:
@@ -84,7 +97,8 @@ class Subscriber:
 def test_broker_restart_mid_run_every_event_exactly_once(tmp_path, broker):
     floor, table_id = "pit2", "pit2-tcp-07"
     sub = Subscriber(broker.port, f"threecard/{floor}/+/#")
-    settings = MqttSettings(port=broker.port, floor=floor, state_path=tmp_path / "mqtt-state.json", keepalive_s=5)
+    settings = MqttSettings(port=broker.port, floor=floor, state_path=tmp_path / "mqtt-state.json", keepalive_s=5,
+                            table_key=KEY)
     try:
         with Table(config(tmp_path, table_id=table_id), simulate=True, seed=21, rounds=10, mqtt=settings) as t:
             assert t.mqtt.wait_acked(20, 20)
@@ -139,7 +153,7 @@ def test_publisher_restart_resumes_after_acked_seq(tmp_path, broker):
     sub = Subscriber(broker.port, "threecard/f1/t9/events", client_id="resume-check")
     try:
         with EventLog(path, "t9") as log:
-            pub = MqttPublisher(log, MqttSettings(port=broker.port, floor="f1", state_path=state)).start()
+            pub = MqttPublisher(log, MqttSettings(port=broker.port, floor="f1", state_path=state), KEY).start()
             try:
                 assert pub.wait_acked(log.head, 20)
             finally:
@@ -160,13 +174,17 @@ def test_last_will_marks_table_offline(tmp_path, broker):
         import sys, time
         from table.events import EventLog
         from table.interfaces.mqtt import MqttPublisher; from table.config import MqttSettings
+        from table.keys import load_table_key
         log = EventLog({str(path)!r}, "t-lwt").start()
         pub = MqttPublisher(log, MqttSettings(port={broker.port}, floor="f1", keepalive_s=5,
-                                              state_path=__import__("pathlib").Path({str(tmp_path / 's.json')!r}))).start()
+                                              state_path=__import__("pathlib").Path({str(tmp_path / 's.json')!r})),
+                            load_table_key("KEYFILE")).start()
         assert pub.wait_acked(log.head, 20)
         print("up", flush=True)
         time.sleep(60)
     """)
+    key_file, _ = keys.save(KEY, tmp_path / "table-key.pem")
+    code = code.replace("KEYFILE", str(key_file))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         for line in proc.stdout:  # structlog's default logger prints on stdout too
@@ -216,8 +234,10 @@ floor = "pit3"
 state_path = "{tmp_path}/mqtt-state.json"
 """)
     sub = Subscriber(broker.port, "threecard/pit3/pit3-tcp-02/#", client_id="cli-board")
+    key_file, _ = keys.save(KEY, tmp_path / "table-key.pem")
     try:
         r = subprocess.run(CLI + ["run", "--simulate", "--rounds", "2", "--seed", "4", "--config", str(cfg),
+                                  "--table-key", str(key_file),
                                   "--journal", str(tmp_path / "j.sqlite3"), "--log-file", str(tmp_path / "log")],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr

@@ -20,6 +20,7 @@ import pytest
 
 from table.interfaces.control_socket import send
 from table.journal import Journal, verify
+from table.keys import generate, save
 from tests.test_crash import tablectl
 
 
@@ -30,6 +31,8 @@ def test_service_deals_a_round_with_a_person_at_the_table(tmp_path):
                                            str(dealer_sock), "--seed", "4"], stdout=subprocess.PIPE, text=True)
     assert table.stdout.readline().startswith("ready")
     control, journal = tmp_path / "control.sock", tmp_path / "journal.sqlite3"
+    key_file = tmp_path / "table.key"  # a service needs its table key (docs/journal.md)
+    save(generate(), key_file)
     cfg = tmp_path / "table.toml"
     cfg.write_text(f"""
 [table]
@@ -49,6 +52,7 @@ url = "{dev / 'shoe'}"
 control_socket = "{control}"
 [journal]
 path = "{journal}"
+key_file = "{key_file}"
 """)
     run = subprocess.Popen(tablectl() + ["run", "--service", "--config", str(cfg), "--rounds", "1"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime
 import json
 import random
@@ -20,6 +22,7 @@ from table.hil.chaos import (
     shipped_scenarios,
 )
 from table.journal import Journal
+from table.keys import load_private_key
 from tests.test_e2e_run import tablectl
 
 SHIPPED = shipped_scenarios()
@@ -84,8 +87,11 @@ def _segments(journal_path) -> dict[tuple[str, int], list]:
     (``("moves", 1)``: the opening, round 0), ``("round", n)`` round n's own entries."""
     out: dict[tuple[str, int], list] = {}
     last = 0
-    with Journal(journal_path) as j:
+    key = load_private_key(str(journal_path) + ".key")  # the run's table key, made beside its journal
+    with Journal(journal_path, key=key, read_only=True) as j:
         for e in j.entries():
+            if e.kind == "card_read":  # the face is sealed in the journal: this test holds the key
+                e = dataclasses.replace(e, body={**e.body, "card": j.unseal(e)["card"]})
             if e.round_id is None:
                 key = ("moves", last + 1)
             else:  # round ids are "r<number:05d>-<random>"
@@ -96,8 +102,16 @@ def _segments(journal_path) -> dict[tuple[str, int], list]:
 
 
 def _card_events(entries) -> list[dict]:
-    return [e.body["message"] for e in entries if e.kind == "device_event"
-            and e.body["message"]["message"] in ("CardDrawn", "CardUnreadable")]
+    """Every card event the shoe sent, in order, as the device's message (a card read is
+    journaled as a card_read entry, an unreadable one as a device_event)."""
+    out = []
+    for e in entries:
+        if e.kind == "card_read" and not e.body.get("manual"):
+            out.append({"message": "CardDrawn", "draw_index": e.body["draw_index"], "card": e.body["card"],
+                        "back_colour": e.body["back_colour"]})
+        elif e.kind == "device_event" and e.body["message"]["message"] == "CardUnreadable":
+            out.append(e.body["message"])
+    return out
 
 
 def _first(entries, pred) -> int:
@@ -119,7 +133,7 @@ def test_a_fault_at_draw_n_strikes_at_draw_n(tmp_path, kind, rnd, draw):
             assert not [e for e in seg[("round", n)] if e.kind in ("violation", "incident", "link")]
     entries = seg[("round", rnd)]
     cards = _card_events(entries)
-    reads = [e.body for e in entries if e.kind == "card_read"]
+    reads = [e.body for e in entries if e.kind == "card_read" and e.body.get("to") is not None]  # dealt
     [colour] = [e.body["message"]["back_colour"] for e in seg[("moves", rnd)]
                 if e.kind == "device_event" and e.body["message"]["message"] == "ShoeLoaded"]
     if kind == "foreign_card":  # the Nth card out has the other deck's backs; held there
@@ -128,7 +142,7 @@ def test_a_fault_at_draw_n_strikes_at_draw_n(tmp_path, kind, rnd, draw):
         assert [e.body["rule"] for e in entries if e.kind == "violation"] == ["foreign_card"]
     elif kind == "unreadable_card":  # the Nth card is the unreadable one, entered by hand
         assert [c["message"] == "CardUnreadable" for c in cards] == [i == draw - 1 for i in range(12)]
-        assert [r["manual"] for r in reads] == [i == draw - 1 for i in range(12)]
+        assert [r.get("manual", False) for r in reads] == [i == draw - 1 for i in range(12)]
         [incident] = [e.body for e in entries if e.kind == "incident"]
         assert incident == {"what": "card unreadable", "draw_index": cards[draw - 1]["draw_index"]}
     elif kind == "duplicate_read":  # the Nth card read repeats the round's first
@@ -137,7 +151,7 @@ def test_a_fault_at_draw_n_strikes_at_draw_n(tmp_path, kind, rnd, draw):
     else:  # unplugged after card N-1 was read, before card N: its read comes after the reconnect
         down = _first(entries, lambda e: e.kind == "link" and e.body["notice"] == "link_down")
         up = _first(entries, lambda e: e.kind == "link" and e.body["notice"] == "link_up")
-        read_at = [i for i, e in enumerate(entries) if e.kind == "card_read"]
+        read_at = [i for i, e in enumerate(entries) if e.kind == "card_read" and e.body.get("to") is not None]
         assert len(read_at) == 12 and read_at[draw - 2] < down < up < read_at[draw - 1]
         assert result["observed"]["held_rounds"] == 0
 
@@ -148,15 +162,19 @@ def test_an_extra_card_at_draw_n_comes_out_with_the_nth_prompt():
         t.controller.prepare()
         t.play()
         hook = FaultInjector(t, random.Random(3)).inject("extra_card", step="draw", draw=5)
-        start = t.journal.last_seq
+        prompts = [0]  # the dealer's draw prompts this round
         prompts_at_draw: list[int] = []
-        draw = t.sim.shoe.draw
+        draw, prompt = t.sim.shoe.draw, t.dealer.draw_card
+
+        def count_prompt():
+            prompts[0] += 1
+            return prompt()
 
         def spy():
-            prompts_at_draw.append(sum(1 for e in t.journal.entries("prompt", since=start)
-                                       if e.body["action"] == "draw_card"))
+            prompts_at_draw.append(prompts[0])
             return draw()
         t.sim.shoe.draw = spy
+        t.dealer.draw_card = count_prompt
         assert t.play() == "held" and hook.fired
         assert prompts_at_draw == [1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 11, 12]
         assert "incident:card drawn beyond the deal" in t.detections()

@@ -1,12 +1,24 @@
-"""``tablectl audit``: check the journal's hash chain."""
+"""``tablectl audit``: the table key, and the checks an auditor runs on a journal or a stream.
+
+Exit codes of ``audit verify`` (docs/journal.md): 0 the journal holds and is
+anchored; 1 it was tampered with (the first bad entry, or the checkpoint or
+anchor it disagrees with, is named); 2 it cannot be read (missing, not a
+journal, corrupt) or bad usage; 3 it holds but nothing outside it vouches for
+its end ("unanchored").
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
-from table.journal import JournalError, verify
+from table.audit import check_stream, read_stream
+from table.journal import STATUSES, JournalError, load_anchors, verify
+from table.keys import KeyFileError, generate, load_private_key, load_public_key, save
+
+EXIT_UNREADABLE = 2
 
 
 @click.group("audit")
@@ -14,27 +26,105 @@ def audit_group() -> None:
     """Audit the table's journal."""
 
 
-@audit_group.command("verify")
-@click.argument("journal", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def verify_command(journal: str, as_json: bool) -> None:
-    """Check that no entry of JOURNAL was edited, deleted or reordered.
+@audit_group.command("keygen")
+@click.argument("key_file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace an existing key (a key rotation: keep the old public key).")
+def keygen_command(key_file: str, force: bool) -> None:
+    """Make a table key: KEY_FILE (Ed25519, PEM, mode 0600) and KEY_FILE.pub.
 
-    Exit status: 0 the chain holds; 1 it is broken (the first bad entry is
-    named); 2 the file is missing or not a journal.
+    The private key signs the journal's checkpoints and seals card faces until the
+    reveal; give it to the service as a systemd credential (docs/journal.md). The
+    .pub file goes to auditors and the floor. Exit status: 0 made; 1 KEY_FILE
+    exists (without --force) or cannot be written.
     """
     try:
-        result = verify(journal)
-    except JournalError as exc:
+        key = generate()
+        path, pub = save(key, key_file, overwrite=force)
+    except (FileExistsError, OSError) as exc:
+        click.echo(f"tablectl audit keygen: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"key id {key.key_id}: private key {path} (0600), public key {pub}")
+
+
+@audit_group.command("verify")
+@click.argument("journal", type=click.Path(dir_okay=False))
+@click.option("--public-key", "public_keys", multiple=True, type=click.Path(dir_okay=False),
+              help="The table's public key (KEY_FILE.pub); repeat for every key the table has used. Checks the "
+                   "signature of every checkpoint.")
+@click.option("--anchors", "anchors_file", type=click.Path(dir_okay=False), default=None,
+              help="Signed checkpoints saved off the table (JSON lines: checkpoint events from the stream or MQTT, "
+                   "or head files): a journal that ends before one was truncated or rolled back.")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), default=None,
+              help="The table's private key: also checks the MAC of every entry, those after the last checkpoint "
+                   "included.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str | None, key_file: str | None,
+                   as_json: bool) -> None:
+    """Check that no entry of JOURNAL was edited, deleted, reordered, cut off or rolled back.
+
+    Recomputes the hash chain, checks every signed checkpoint (with --public-key,
+    its signature), the head file beside the journal, and the anchors. Exit
+    status: 0 the journal holds and is anchored; 1 it was tampered with (the first
+    bad entry is named); 2 missing, unreadable or not a journal, or bad usage;
+    3 it holds, but no head file and no anchor vouch for its end (unanchored).
+    """
+    try:
+        keys = [load_public_key(p) for p in public_keys]
+        anchors = load_anchors(anchors_file) if anchors_file else []
+        key = load_private_key(key_file) if key_file else None
+        result = verify(journal, public_keys=keys, anchors=anchors, key=key)
+    except (JournalError, KeyFileError) as exc:
         click.echo(f"tablectl audit verify: {exc}", err=True)
-        raise SystemExit(2) from None
+        sys.exit(EXIT_UNREADABLE)
     if as_json:
-        click.echo(json.dumps({"ok": result.ok, "entries": result.entries, "first_bad": result.first_bad,
-                               "reason": result.reason}))
-    elif result.ok:
-        click.echo(f"OK: {result.entries} entries, hash chain intact")
+        click.echo(json.dumps({"status": result.status, "ok": result.ok, "entries": result.entries,
+                               "first_bad": result.first_bad, "reason": result.reason,
+                               "checkpoints": result.checkpoints, "unsigned_tail": result.unsigned_tail,
+                               "notes": list(result.notes)}))
+    elif result.status == "ok":
+        click.echo(f"OK: {result.entries} entries, hash chain intact, {result.checkpoints} signed checkpoints"
+                   + ("" if public_keys or key_file else " (signatures not checked: give --public-key)"))
+    elif result.status == "unanchored":
+        click.echo(f"UNANCHORED: {result.entries} entries, hash chain intact, but nothing outside the journal "
+                   "vouches for its end (no head file, no --anchors): a truncation or an older copy could not be "
+                   "seen", err=True)
+    elif result.status == "unreadable":
+        click.echo(f"UNREADABLE: {result.reason}", err=True)
     else:
-        click.echo(f"FAIL: first bad entry {result.first_bad}: {result.reason} "
-                   f"({result.entries} entries verified before it)", err=True)
-    if not result.ok:
-        raise SystemExit(1)
+        where = f"first bad entry {result.first_bad}: " if result.first_bad else ""
+        click.echo(f"FAIL: {where}{result.reason} ({result.entries} entries read)", err=True)
+    if not as_json:
+        for note in result.notes:
+            click.echo(f"  note: {note}", err=True)
+    sys.exit(STATUSES[result.status])
+
+
+@audit_group.command("check-stream")
+@click.argument("stream", type=click.File("r"), default="-")
+@click.option("--public-key", "public_keys", multiple=True, type=click.Path(dir_okay=False),
+              help="The table's public key: also checks every checkpoint event's signature.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) -> None:
+    """Check from the public stream alone that every revealed card is the one committed to
+    when it was dealt (STREAM: JSON lines from `tablectl events tail`; default stdin).
+
+    Exit status: 0 every commitment opens to its revealed card; 1 a card, an opening
+    or a checkpoint does not match (each named); 2 unreadable input or bad usage.
+    """
+    try:
+        keys = [load_public_key(p) for p in public_keys]
+        events = read_stream(stream.read())
+    except (KeyFileError, ValueError, OSError, UnicodeDecodeError) as exc:
+        click.echo(f"tablectl audit check-stream: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    result = check_stream(events, keys)
+    if as_json:
+        click.echo(json.dumps({"ok": result.ok, "rounds": result.rounds, "cards": result.cards,
+                               "checkpoints": result.checkpoints, "problems": result.problems}))
+    elif result.ok:
+        click.echo(f"OK: {result.rounds} rounds, {result.cards} cards opened their commitments"
+                   + (f", {result.checkpoints} checkpoints signed" if keys else ""))
+    else:
+        for p in result.problems:
+            click.echo(f"FAIL: {p}", err=True)
+    sys.exit(0 if result.ok else 1)

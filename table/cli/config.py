@@ -30,6 +30,8 @@ def check_command(file: str) -> None:
         n = len(exc.problems)
         click.echo(f"{file}: invalid ({n} problem{'s' if n != 1 else ''})", err=True)
         sys.exit(EXIT_INVALID)
+    for why in cfg.unsafe_files():
+        click.echo(f"{file}: warning: {why} (the service refuses to start so)", err=True)
     decks = ", ".join(f"{d.id} {d.back_colour}" for d in cfg.decks)
     click.echo(f"{file}: valid: table {cfg.table.id}, {cfg.table.seats} seats, decks {decks}, "
                f"shuffler {cfg.devices.shuffler.url}, shoe {cfg.devices.shoe.url}")

@@ -16,6 +16,9 @@ from simulators.devices import SHUFFLE_MODES
 from simulators.pty_port import PtyLinkError, check_link_path
 from simulators.standalone import EmulatorOptions, parse_address, serve
 
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from table.keys import KeyFileError, load_public_key
 from table.logs import FORMATS, configure_logging
 
 
@@ -47,13 +50,21 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.option("--shuffle-mode", type=click.Choice(SHUFFLE_MODES), default=None, hidden=True)
 @click.option("--protocol-major", type=click.IntRange(0, 255), default=PROTOCOL_MAJOR, show_default=True,
               help="Protocol major version to claim; another than the host's makes a non-conforming device.")
+@click.option("--vendor-key", "vendor_keys", multiple=True, type=click.Path(dir_okay=False), metavar="PUB",
+              help="A vendor public key the bootloader accepts signed firmware from (repeatable; "
+                   "`tablectl firmware keygen` writes one). None: every update is refused.")
+@click.option("--security-version", type=click.IntRange(0, 0xFFFFFFFF), default=0, show_default=True,
+              help="The bootloader's anti-rollback counter: images below it are refused.")
+@click.option("--model", default=None, help="The device model images must name (default SIM-SHUFFLER / SIM-SHOE).")
+@click.option("--fail-boot", is_flag=True, help="Every new image activated hangs at boot and is rolled back.")
 @click.option("--control", metavar="HOST:PORT", callback=_address,
               help="Also accept control commands on this TCP address (one per line, like stdin).")
 @click.option("--no-stdin", is_flag=True, help="Do not read control commands from stdin.")
 def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None, seed: int | None,
                     serial_number: str | None, log_frames: bool, log_format: str, weak_shuffle: bool,
                     shuffle_mode: str | None, protocol_major: int, control: tuple[str, int] | None,
-                    no_stdin: bool) -> None:
+                    no_stdin: bool, vendor_keys: tuple[str, ...] = (), security_version: int = 0,
+                    model: str | None = None, fail_boot: bool = False) -> None:
     """Run a shuffler or shoe emulator until SIGTERM or SIGINT (exit 0).
 
     Prints where it listens as the first line on stdout (the pty symlink PATH,
@@ -67,10 +78,18 @@ def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None
     if pty_path is not None:
         _check_pty_path(pty_path)
     configure_logging(stream=sys.stderr, fmt=log_format)
+    keys = []
+    for path in vendor_keys:
+        try:
+            keys.append(load_public_key(path).public_bytes(Encoding.Raw, PublicFormat.Raw))
+        except KeyFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--vendor-key'") from None
     try:
         options = EmulatorOptions(kind, pty=pty_path, tcp=tcp, seed=seed, serial_number=serial_number,
                                   shuffle=shuffle_mode or ("riffle1" if weak_shuffle else "random"),
-                                  protocol_major=protocol_major, control=control, log_frames=log_frames)
+                                  protocol_major=protocol_major, control=control, log_frames=log_frames,
+                                  vendor_keys=tuple(keys), security_version=security_version, model=model,
+                                  fail_boot=fail_boot)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     stdin_fd = None if no_stdin else _stdin_fd()

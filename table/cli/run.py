@@ -7,6 +7,7 @@ import logging
 import queue
 import signal
 import sys
+from pathlib import Path
 from contextlib import ExitStack
 from typing import Any, TextIO
 
@@ -19,12 +20,17 @@ from protocols.cards import BackColour
 from protocols.errors import CardError
 
 from table.interfaces.control_socket import ControlSocket
+from table.interfaces.dispatch import Dispatcher
+from table.interfaces.peers import LocalRoles
+from table.interfaces.serving import FrontDoorLoop
 from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
-from table.controller import RoundResult, TableController
+from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
-from table.journal import Journal, JournalError
+from table.journal import Journal, JournalError, JournalWriteError, load_anchors
+from table.keys import KeyFileError, table_key_for
+from table.recovery import DeviceCursor, device_cursor
 from table.custody import CustodyViolation, DeckCustody
 from table.logs import configure_logging
 from table.rules.paytables import PaytableError
@@ -35,6 +41,9 @@ from table.cli.settings import given_on_command_line, merge_config
 
 EXIT_CUSTODY = 3
 EXIT_DEVICE = 4
+#: the journal cannot be written (disk full, file size limit, I/O error, read-only): the
+#: service unit does not restart on it (RestartPreventExitStatus=5, docs/journal.md)
+EXIT_JOURNAL = 5
 
 log = structlog.get_logger("tablectl")
 
@@ -170,11 +179,25 @@ class RunResults:
               help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
                    "restored from it and a round in progress is held. Default with --service: the config's "
                    "journal.path. Without it no record is kept.")
+@click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
+              help="The table's Ed25519 key (PEM, mode 0600; `tablectl audit keygen`) that signs the journal's "
+                   "checkpoints and seals card faces. Default: the config's journal.key_file, else the systemd "
+                   "credential threecard-table-key; outside --service, JOURNAL.key beside the journal (made on first use).")
+@click.option("--anchors", "anchors_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Signed checkpoints saved off the table (JSON lines, e.g. a floor subscriber's copy of the "
+                   "checkpoint events): a journal behind one is not resumed until a supervisor acknowledges it. "
+                   "Default: the config's journal.anchors.")
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket for dealer and supervisor commands (docs/console.md).")
 @click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket serving the public event stream as JSON lines, resumable (docs/integration.md); "
                    "needs --journal.")
+@click.option("--web", "web", default=None, metavar="HOST:PORT",
+              help="Serve the table API over HTTP + WebSocket here (docs/console.md); default: the config's "
+                   "[web] listen, else none. People sign in with an id and PIN (tablectl people add).")
+@click.option("--people-file", "people_file", type=click.Path(dir_okay=False), default=None,
+              help="Who may sign in over HTTP (tablectl people add); default: the config's [auth] people_file, "
+                   "else /etc/threecard/people.toml.")
 @click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
               help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
@@ -186,7 +209,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
                 meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
-                profile_name="pennsylvania") -> None:
+                profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -231,19 +254,47 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
 
     if journal_path is None and service and settings.config is not None and not simulate:
         journal_path = str(settings.config.journal.path)
-    try:
-        journal = Journal(journal_path) if journal_path else None
-    except JournalError as exc:
-        raise click.BadParameter(str(exc), param_hint="--journal") from None
+    journal = None
+    anchors: list = []
+    if journal_path:
+        cfg_key = settings.config.journal.key_file if settings.config is not None else None
+        try:
+            key, made = table_key_for(journal_path, table_key or cfg_key, service=service)
+        except KeyFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="--table-key") from None
+        if made:
+            click.echo(f"tablectl run: made a table key {key.source} (key id {key.key_id}) beside the journal; "
+                       "a real table keeps its key in systemd credentials (docs/journal.md)", err=True)
+        table_id = settings.config.table.id if settings.config is not None else "table"
+        try:
+            journal = Journal(journal_path, key=key, table_id=table_id)
+        except JournalError as exc:
+            raise click.BadParameter(str(exc), param_hint="--journal") from None
+        anchors_path = anchors_file or (settings.config.journal.anchors if settings.config is not None else None)
+        try:
+            anchors = load_anchors(anchors_path) if anchors_path and Path(anchors_path).exists() else []
+        except JournalError as exc:
+            journal.close()
+            raise click.BadParameter(str(exc), param_hint="--anchors") from None
     if journal is not None and simulate and journal.last_seq:
         journal.close()
         raise click.BadParameter(
             f"{journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate starts "
             "a fresh simulated table; give a new journal path", param_hint="--journal")
 
+    cfg = settings.config
+    if event_socket is None and cfg is not None and cfg.console.event_socket is not None:
+        event_socket = str(cfg.console.event_socket)
     if event_socket and journal is None:
         raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
+    web_listen = web or (cfg.web.listen if cfg is not None else None)
+    web_host_port = _host_port(web_listen) if web_listen else None
+    # The journal's own table key signs the MQTT messages and opens a seat's sealed cards.
+    signing_key = journal.key if journal is not None else None
     signal.signal(signal.SIGTERM, _raise_exit)
+    # Past a file size limit the kernel's default kills the process mid-write; ignored,
+    # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     results = RunResults(seats, as_json and not service, click.get_text_stream("stdout"))
     error: str | None = None
     code = 0
@@ -254,11 +305,25 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         console = Console()
         if control_socket is None and service and settings.config is not None:
             control_socket = str(settings.config.console.control_socket)
-        if control_socket:
-            stack.callback(ControlSocket(control_socket, console).close)
+        front = FrontDoorLoop()
+        stack.callback(front.close)
+        roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        try:
+            if control_socket:
+                stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
+                                             socket_group=cfg.console.socket_group if cfg else None,
+                                             max_connections=cfg.console.max_connections if cfg else 256,
+                                             idle_timeout_s=cfg.console.idle_timeout_s if cfg else 300.0).close)
+            if web_host_port is not None:
+                stack.callback(_open_web(web_host_port, dispatcher, front, cfg, people_file).close)
+                console.attached = True
+        except OSError as exc:
+            raise click.UsageError(f"cannot open a front door: {exc}") from None
         if sys.stdin.isatty() and not as_json and not service:
             KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
-        resume = TableController.resume_hook(journal)
+        cursor = device_cursor(journal) if journal is not None else DeviceCursor()
+        resume = cursor.resume
         try:
             events: queue.Queue = queue.Queue(maxsize=1024)
             if simulate:
@@ -288,10 +353,10 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 decide = console_decisions(console)  # decisions come in on the console
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler"),
+                                                         config=settings.link_config("shuffler", journal),
                                                          ack_on_delivery=journal is None, resume=resume))
             shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe"),
+                                                     config=settings.link_config("shoe", journal),
                                                      ack_on_delivery=journal is None, resume=resume))
             svc.devices_up(stack, shuffler, shoe)
             deck_ids = settings.deck_ids()
@@ -300,11 +365,19 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
                                          journal=journal, console=console, profile=get_profile(profile_name),
                                          auto_dealer=bool(simulate or dealer_socket),
-                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents))
-            if journal is not None and (event_socket or (settings.config and settings.config.mqtt.host)):
-                from table.interfaces.event_socket import serve_for  # the socket, and MQTT when [mqtt] host is set
+                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents),
+                                         cursor=cursor, anchors=anchors)
+            stack.callback(_close_quietly, controller)
+            if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+                from table.interfaces.event_socket import serve_for
 
-                serve_for(stack, controller, journal_path, event_socket, settings.config)
+                from table.interfaces.mqtt import MqttSetupError
+
+                try:
+                    serve_for(stack, controller, journal_path, event_socket, settings.config, front=front,
+                              dispatcher=dispatcher, roles=roles, table_key=signing_key)
+                except (MqttSetupError, OSError) as exc:
+                    raise click.UsageError(f"cannot serve the event stream: {exc}") from None
             controller.prepare()
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
@@ -327,6 +400,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                     svc.round_done(r, round_to_json(r))
                     continue
                 results.add(r)
+        except JournalWriteError as exc:
+            # Nothing more can be recorded, so nothing more is done: the devices keep their
+            # unacknowledged events and a restart holds the round (docs/journal.md).
+            error, code = (f"journal unwritable ({exc.reason}): the round is held and the table stops; "
+                           f"free the disk or fix the journal, then restart ({exc})"), EXIT_JOURNAL
+            svc.stopping(f"journal unwritable: {exc.reason}")
+        except JournalTampered as exc:
+            error, code = str(exc), EXIT_CUSTODY
         except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
             error, code = str(exc), EXIT_CUSTODY
         except (TableError, LinkError) as exc:
@@ -387,6 +468,47 @@ def _run_scenario(path: str, simulate: bool, as_json: bool, journal_path: str | 
     sys.exit(0 if result["passed"] else 1)
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) to (host, port). Raises ``click.BadParameter``."""
+    from table.config import _listen
+
+    try:
+        _listen(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--web") from None
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
+    """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
+    from table.interfaces.auth import DEFAULT_PEOPLE_FILE, Authenticator, PeopleFileError
+    from table.interfaces.web import WebFrontDoor
+
+    try:
+        if cfg is not None:
+            auth = Authenticator.from_config(cfg.auth) if people_file is None else \
+                Authenticator(people_file, session_ttl_s=cfg.auth.session_ttl_s,
+                              session_idle_s=cfg.auth.session_idle_s, max_failures=cfg.auth.max_failures,
+                              lockout_s=cfg.auth.lockout_s)
+        else:
+            auth = Authenticator(people_file or DEFAULT_PEOPLE_FILE)
+    except PeopleFileError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not auth.people():
+        log.warning("web_nobody_can_sign_in", people_file=str(auth.people_file),
+                    advice="add people with `tablectl people add ID --role ROLE`")
+    w = cfg.web if cfg is not None else None
+    try:
+        return WebFrontDoor(host_port[0], host_port[1], dispatcher, auth, front,
+                            tls_certfile=w.tls_certfile if w else None, tls_keyfile=w.tls_keyfile if w else None,
+                            max_connections=w.max_connections if w else 256,
+                            idle_timeout_s=w.idle_timeout_s if w else 10.0,
+                            max_websockets=w.max_websockets if w else 64)
+    except OSError as exc:
+        raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
+
+
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
     """Each seat's side wagers: one for every side paytable the table has (issue 6, point 10)."""
     out = {}
@@ -397,6 +519,15 @@ def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dic
     if tables.progressive is not None:
         out["progressive"] = progressive_cents
     return out
+
+
+def _close_quietly(controller: TableController) -> None:
+    """At exit: sign the journal's tail (a clean stop leaves nothing unsigned); a journal
+    that can no longer be written was already reported."""
+    try:
+        controller.close()
+    except JournalError as exc:
+        log.error("shutdown_checkpoint_failed", error=str(exc))
 
 
 def _raise_exit(signum, frame) -> None:  # SIGTERM → clean shutdown via KeyboardInterrupt handling

@@ -14,6 +14,7 @@ import click
 from click.core import ParameterSource
 
 from table.config import DEFAULT_PATH, ConfigError, TableConfig, load_config
+from table.firmware import link_config_for
 
 #: run options a config supplies (option name -> how to read it from the config).
 _FROM_CONFIG = {
@@ -41,11 +42,12 @@ class RunSettings:
     config: TableConfig | None
     options: dict[str, Any] = field(default_factory=dict)
 
-    def link_config(self, device: str) -> Any:
-        """``LinkConfig`` for ``"shuffler"`` or ``"shoe"`` from the config (``None``: defaults)."""
+    def link_config(self, device: str, journal: Any = None) -> Any:
+        """``LinkConfig`` for ``"shuffler"`` or ``"shoe"`` from the config (``None``: defaults),
+        with the firmware versions ``journal``'s updates approve (``table.firmware.link_config_for``)."""
         if self.config is None:
             return None
-        return self.config.link.link_config(getattr(self.config.devices, device))
+        return link_config_for(self.config, device, journal)
 
     def timing(self) -> Any:
         """The controller's ``TableTiming`` from the config (``None``: defaults)."""
@@ -77,6 +79,10 @@ def merge_config(ctx: click.Context, config_path: str | None, service: bool) -> 
         cfg = load_config(path)
     except ConfigError as exc:
         raise click.UsageError(f"invalid config:\n{exc}") from None
+    if service:
+        unsafe = cfg.unsafe_files()
+        if unsafe:  # anyone could rewrite the paytables or the key the table runs on
+            raise click.UsageError("refusing to run the service on files anyone may change:\n" + "\n".join(unsafe))
     for name, read in _FROM_CONFIG.items():
         if name in options and not given_on_command_line(ctx, name):
             options[name] = read(cfg)

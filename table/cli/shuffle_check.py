@@ -9,7 +9,7 @@ import click
 
 from protocols.cards import Card
 
-from table.journal import Journal, JournalError
+from table.journal import Journal, JournalError, disclosed_cards
 from table.shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
 
 
@@ -18,11 +18,12 @@ def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     position (draw index) order — read from the journal's card reads, which are
     all the host ever learns of a deck's order (DESIGN.md)."""
     rounds: dict[str, tuple[str, dict[int, int]]] = {}
-    for e in journal.entries("card_read"):
-        if e.round_id is None or e.body.get("manual") or e.body.get("late") or e.body.get("replayed"):
-            continue
+    # Faces are sealed until a round is over; its reveal discloses its key (docs/journal.md).
+    for e, opened in disclosed_cards(journal):
+        if e.body.get("to") is None or e.body.get("manual") or e.body.get("late") or e.body.get("replayed"):
+            continue  # only the cards dealt as the shoe read them, in draw order
         deck, cards = rounds.setdefault(e.round_id, (e.deck_id or "?", {}))
-        cards[int(e.body["draw_index"])] = Card.parse(e.body["card"]).index
+        cards[int(e.body["draw_index"])] = Card.parse(opened["card"]).index
     return [(deck, [cards[i] for i in sorted(cards)]) for deck, cards in rounds.values()]
 
 

@@ -16,7 +16,6 @@ import collections
 import queue
 import random
 import tempfile
-import threading
 import tomllib
 from contextlib import ExitStack
 from pathlib import Path
@@ -39,6 +38,7 @@ from table.errors import DeviceFault, DeviceTimeout, RoundHeld
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
 from table.journal import Journal
+from table.keys import table_key_for
 from table.rules.settlement import Tables
 
 log = structlog.get_logger("table.chaos")
@@ -362,10 +362,10 @@ class FaultyDealer:
 
     def load_shoe(self, colour: BackColour) -> None:
         self._fire("load_shoe")
-        if self.early:  # the dealer draws a card before betting has closed
+        if self.early:  # the dealer draws a card before betting has closed: as soon as the deck is in
             self.early = False
             self.sim.dealer.load_shoe(colour)
-            self.clock.timer(0.05, self.sim.dealer.draw_card)
+            self.sim.dealer.draw_card()
             return
         self.sim.dealer.load_shoe(colour)
 
@@ -426,7 +426,7 @@ class ChaosTable:
         self.clock = REAL_CLOCK if speed == 1 else VirtualClock(speed)
         self.sim = self._stack.enter_context(SimulatedTable((RED, BLUE), seed=seed, link_dir=self.link_dir,
                                                             clock=self.clock, history=None))  # every read: the truth
-        self.journal = Journal(journal_path)
+        self.journal = Journal(journal_path, key=table_key_for(journal_path)[0])
         self._stack.callback(self.journal.close)
         self.events: queue.Queue = queue.Queue(maxsize=1024)
         cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=12, reconnect_initial_ms=20,
@@ -445,7 +445,8 @@ class ChaosTable:
         self.controller = TableController(
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
             seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            console=self.console, timing=TableTiming(event_timeout_s=5, settle_s=0.1, clock=self.clock))
+            console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock))
+        self._stack.callback(self.controller.close)  # first out: sign the journal's tail
 
     def _open(self, cls, transport, cfg):
         link = Link(transport, name=str(cls.KIND), config=cfg, events=self.events, ack_on_delivery=False)
@@ -486,12 +487,11 @@ class ChaosTable:
     def device_reads(self) -> list[tuple[str, str]]:
         """Every card event the shoe delivered, as journaled (an unreadable card as ``"??"``)."""
         out = []
-        for e in self.journal.entries("device_event"):
-            m = e.body["message"]
-            if m["message"] == "CardDrawn":
-                out.append((m["card"], m["back_colour"]))
-            elif m["message"] == "CardUnreadable":
-                out.append(("??", m["back_colour"]))
+        for e in self.journal.entries():
+            if e.kind == "card_read" and not e.body.get("manual"):  # a card the shoe read (its face sealed)
+                out.append((self.journal.unseal(e)["card"], e.body["back_colour"]))
+            elif e.kind == "device_event" and e.body["message"]["message"] == "CardUnreadable":
+                out.append(("??", e.body["message"]["back_colour"]))
         return out
 
     def detections(self) -> dict[str, int]:
@@ -503,8 +503,8 @@ class ChaosTable:
             self._scanned = e.seq
             if e.kind == "violation":
                 key = f"violation:{e.body['rule']}"
-                if e.body["rule"] == "deck_incomplete":
-                    self.incomplete_details.append(e.body["detail"])
+                if e.body["rule"] == "deck_incomplete":  # the detail names the missing card: sealed
+                    self.incomplete_details.append(self.journal.unseal(e).get("detail", e.body["detail"]))
             elif e.kind == "incident":
                 key = f"incident:{e.body['what']}"
             elif e.kind == "link":

@@ -1,148 +1,264 @@
-"""The dealer and supervisor console: a local control socket and terminal keys.
+"""The dealer and supervisor console on a Unix socket: the table API as JSON Lines (``docs/console.md``).
 
-Both feed the controller's :class:`~table.controller.Console` with the same
-commands, documented in ``docs/console.md``:
+One request object per line, one reply object per line
+(``docs/schemas/api-request-v1.schema.json``, ``api-reply-v1.schema.json``)::
 
-==================  =========================================  ===========
-action              arguments                                  who
-==================  =========================================  ===========
-``status``          —                                          anyone
-``close_bets``      —                                          dealer
-``confirm_collect`` —                                          dealer
-``decide``          ``seat``, ``decision`` (play/fold)         dealer
-``void``            ``reason``, ``supervisor``                 supervisor
-``register_deck``   ``deck_id``, ``supervisor``                supervisor
-``confirm_card``    ``card`` (e.g. ``"Qs"``), ``supervisor``   supervisor
-==================  =========================================  ===========
+    {"id": 1, "action": "status"}
+    {"id": 1, "ok": true, "places": {...}, ...}
+    {"id": 2, "action": "void", "reason": "misdeal", "supervisor": "S-17"}
+    {"id": 2, "ok": false, "code": "forbidden", "error": "void is for supervisor; alice is signed in as dealer"}
 
-The socket speaks JSON Lines over a Unix stream socket: one request object
-per line (``{"action": "void", "reason": "misdeal", "supervisor": "S-17"}``),
-one reply object per line (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``).
+Compatible with the first version: a request without ``id`` gets its reply
+without one, in order (the connection answers id-less requests one at a
+time); requests that carry an id are answered as soon as each is done, each
+reply naming its id. ``subscribe`` pushes the public events on the same
+connection (as lines of their own, after its reply).
+
+Who the client is comes from the kernel (``SO_PEERCRED``), mapped to a role
+through the config's ``[roles]`` groups (:class:`~table.interfaces.peers.LocalRoles`);
+a peer with no role gets one ``unauthenticated`` line and is closed. Bounds:
+at most ``max_connections`` connections (the longest idle of the busiest
+account is closed to make room), a line of at most
+:data:`~table.interfaces.serving.MAX_LINE` bytes (a longer one gets one
+``too_large`` reply and the connection is closed: nothing is read or logged
+beyond the limit), ``idle_timeout_s`` without a request closes the
+connection, and running out of descriptors turns newcomers away with a
+``busy`` line until descriptors are free again (:mod:`~table.interfaces.serving`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
-import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from table.console import Command, Console
+from table.console import Console
+
+from .dispatch import Channel, Dispatcher, EventHub, _valid_id, refusal
+from .peers import LocalRoles, PeerCredentials, peer_credentials
+from .serving import MAX_LINE, ConnectionGuard, FrontDoorLoop, Listener, SocketInUse, Ticket, clip, unix_listener  # noqa: F401
 
 log = structlog.get_logger("table.control")
 
+#: requests with an id one connection may have in flight at once
+MAX_IN_FLIGHT = 16
+#: a reply or event that cannot be written within this long ends the connection (s)
+WRITE_TIMEOUT_S = 10.0
 
-def unix_listener(path: Path, backlog: int) -> socket.socket:
-    """A listening Unix stream socket at ``path`` (mode 0660, for the service's
-    group), replacing a stale socket file a killed process left. Raises ``OSError``."""
-    if path.is_socket():
-        path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+BUSY_LINE = _line(refusal("busy", "the table has no descriptor free for this connection now; try again"))
+
+
+async def serve_lines(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: Channel,
+                      dispatcher: Dispatcher, ticket: Ticket) -> None:
+    """Serve one JSON Lines connection until it closes (the control socket's protocol)."""
+    lock = asyncio.Lock()
+
+    async def send(obj: dict[str, Any]) -> None:
+        data = _line(obj)
+        async with lock:
+            writer.write(data)
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+
+    channel.push = send
+    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+    tasks: set[asyncio.Task[Any]] = set()
+    malformed = 0
+
+    async def one(raw: Any, concurrent: bool) -> None:
+        ticket.busy += 1
+        try:
+            await dispatcher.serve(channel, raw, send)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            writer.transport.abort()
+        finally:
+            ticket.busy -= 1
+            if concurrent:
+                slots.release()
+
     try:
-        server.bind(str(path))
-        os.chmod(path, 0o660)
-        server.listen(backlog)
-    except OSError:
-        server.close()
-        raise
-    return server
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+                eof = False
+            except asyncio.LimitOverrunError:
+                log.warning("request_too_long", source=channel.source, person=clip(channel.actor.person
+                                                                                  if channel.actor else None))
+                await send(refusal("too_large", f"a request line is at most {MAX_LINE} bytes; closing the "
+                                                "connection"))
+                return
+            except asyncio.IncompleteReadError as exc:
+                line, eof = exc.partial, True
+            if line.strip():
+                ticket.touch()
+                try:
+                    req: Any = json.loads(line)
+                except (ValueError, RecursionError):
+                    req = line
+                if not isinstance(req, dict):
+                    malformed += 1
+                if isinstance(req, dict) and req.get("id") is not None and _valid_id(req.get("id")):
+                    await slots.acquire()
+                    task = asyncio.get_running_loop().create_task(one(req, True))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                else:
+                    await one(req, False)
+            if eof:
+                break
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        pass
+    finally:
+        channel.close()
+        for t in list(tasks):
+            t.cancel()
+        if malformed:
+            log.info("malformed_requests", source=channel.source, count=malformed,
+                     person=clip(channel.actor.person if channel.actor else None))
+        writer.close()
 
 
 class ControlSocket:
-    """Serves the console on a Unix socket at ``path`` (mode 0660), a thread per client.
+    """Serves the table API on a Unix socket at ``path`` (mode 0660, group
+    ``socket_group`` when given) for ``console``.
 
-    Raises ``OSError`` if the socket cannot be bound. :meth:`close` stops it and
-    removes the socket file.
+    ``front``: the process's :class:`~table.interfaces.serving.FrontDoorLoop` (a
+    private one when ``None``, closed with this socket); ``roles``: who may do
+    what (:class:`~table.interfaces.peers.LocalRoles`; default: root and this
+    process's own account are supervisors, nobody else has a role); ``hub``: the
+    event stream for ``subscribe`` (none: refused); ``dispatcher``: share one
+    with other front doors (default: a new one). Raises ``OSError`` if the socket
+    cannot be bound. :meth:`close` stops it and removes the socket file.
     """
 
-    def __init__(self, path: str | Path, console: Console, *, reply_timeout_s: float = 600.0) -> None:
+    def __init__(self, path: str | Path, console: Console, *, front: FrontDoorLoop | None = None,
+                 roles: LocalRoles | None = None, hub: EventHub | None = None,
+                 dispatcher: Dispatcher | None = None, socket_group: str | None = None,
+                 max_connections: int = 256, idle_timeout_s: float = 300.0,
+                 reply_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
         self.console = console
-        self.reply_timeout_s = reply_timeout_s
-        self._server = unix_listener(self.path, backlog=8)
-        self._stop = threading.Event()
-        self._clients: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        self._accept = threading.Thread(target=self._serve, name="control-accept", daemon=True)
-        self._accept.start()
-        console.attached = True
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            self._clients.append(conn)
-            t = threading.Thread(target=self._client, args=(conn,), name="control-client", daemon=True)
-            self._threads.append(t)
-            t.start()
-
-    def _client(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rwb") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                reply = self._handle(line)
-                try:
-                    f.write((json.dumps(reply) + "\n").encode())
-                    f.flush()
-                except OSError:
-                    return
-
-    def _handle(self, line: bytes) -> dict:
+        self._own_front = front is None
+        self.front = front or FrontDoorLoop("control-socket")
+        self.roles = roles or LocalRoles()
+        self.dispatcher = dispatcher or Dispatcher(console, self.front, hub=hub, reply_timeout_s=reply_timeout_s)
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
         try:
-            req = json.loads(line)
-            if not isinstance(req, dict) or not isinstance(req.get("action"), str):
-                raise ValueError("a request is a JSON object with a string 'action'")
-        except ValueError as exc:
-            return {"ok": False, "error": f"bad request: {exc}"}
-        done = threading.Event()
-        box: dict = {}
-
-        def reply(result: dict) -> None:
-            box.update(result)
-            done.set()
-
-        action = req.pop("action")
-        log.info("control_command", action=action, **{k: v for k, v in req.items() if k != "card"})
-        self.console.submit(Command(action, req, reply))
-        if not done.wait(self.reply_timeout_s):
-            return {"ok": False, "error": f"no answer within {self.reply_timeout_s:g} s"}
-        return box
-
-    def close(self) -> None:
-        self._stop.set()
-        try:
-            self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in another thread
+            sock = unix_listener(self.path, group=socket_group)
         except OSError:
-            pass
-        self._server.close()
-        for c in self._clients:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._accept.join(2.0)
-        for t in self._threads:
-            t.join(2.0)
+            if self._own_front:
+                self.front.close()
+            raise
+        self.guard: ConnectionGuard = self.front.run(self._start(sock))
+        self.front.on_close(self._stop)
+        console.attached = True
+        self._closed = False
+
+    async def _start(self, sock: socket.socket) -> ConnectionGuard:
+        loop = asyncio.get_running_loop()
+        guard = ConnectionGuard("control-socket", loop, max_connections=self.max_connections,
+                                idle_timeout_s=self.idle_timeout_s)
+        self._listener = Listener("control-socket", sock, loop, self._client, guard=guard, busy_reply=BUSY_LINE,
+                                  peer_of=lambda conn, addr: peer_credentials(conn))
+        return guard
+
+    async def _client(self, conn: socket.socket, peer: PeerCredentials) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_LINE)
+        actor = self.roles.actor(peer, "control-socket")
+        if actor is None:
+            log.warning("control_no_role", uid=peer.uid, user=clip(peer.user))
+            writer.write(_line(refusal("unauthenticated", f"account {peer.person} has no role at this table; "
+                                                          f"roles come from groups ({self.roles.describe()})")))
+            await _close(writer)
+            return
+        ticket = self.guard.admit(peer.uid, lambda reason: writer.transport.abort())
+        if ticket is None:
+            writer.write(_line(refusal("busy", "every connection is busy; try again")))
+            await _close(writer)
+            return
+
+        def subscribed(on: bool) -> None:
+            ticket.busy += 1 if on else -1
+            ticket.set_idle_timeout(None if on else self.idle_timeout_s)
+
+        channel = Channel("control-socket", actor, signed_in=False, on_subscribe=subscribed)
+        try:
+            await serve_lines(reader, writer, channel, self.dispatcher, ticket)
+        finally:
+            ticket.release()
+
+    async def _stop(self) -> None:
+        await self._listener.close()
         if self.path.is_socket():
             self.path.unlink()
 
+    def close(self) -> None:
+        """Stop serving, close every connection and remove the socket file (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._own_front:
+            self.front.close()
+        else:
+            try:
+                self.front.run(self._stop())
+            except (TimeoutError, RuntimeError):
+                pass
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    try:
+        await asyncio.wait_for(writer.drain(), 1.0)
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        pass
+    writer.close()
+
+
+_ids = iter(range(1, 2 ** 53))
+
 
 def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
-    """Send one request to a control socket and return its reply (for vendors and tests)."""
+    """Send one request to a control socket and return its reply (for vendors and tests).
+
+    An ``id`` is added when the request has none (``"py-<pid>-<n>"``) and the reply is
+    checked to name it (and returned without it, as the caller sent none). Raises ``ConnectionError`` when the controller closes the
+    connection without a reply, ``OSError`` when it cannot be reached, ``TimeoutError``."""
+    req = dict(request)
+    rid = req.setdefault("id", f"py-{os.getpid()}-{next(_ids)}")
+    deadline = time.monotonic() + timeout_s
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
-        s.connect(str(path))
+        backoff = 0.005
+        while True:
+            try:
+                s.connect(str(path))
+                break
+            except BlockingIOError:  # the listener's backlog is full (a flood): wait for room, to the deadline
+                if time.monotonic() + backoff > deadline:
+                    raise TimeoutError(f"{path}: the controller's backlog stayed full for {timeout_s:g} s") from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.1)
         with s.makefile("rwb") as f:
-            f.write((json.dumps(request) + "\n").encode())
+            f.write(_line(req))
             f.flush()
-            line = f.readline()
-    if not line:
-        raise ConnectionError(f"{path}: the controller closed the connection without a reply")
-    return json.loads(line)
+            while True:
+                line = f.readline(MAX_LINE * 4)
+                if not line:
+                    raise ConnectionError(f"{path}: the controller closed the connection without a reply")
+                reply = json.loads(line)
+                if reply.get("id") == rid or ("id" not in reply and "ok" in reply):
+                    if "id" not in request:
+                        reply.pop("id", None)  # the id was ours, to match the reply
+                    return reply
+                # an event or status pushed by a subscription on this connection: not our reply

@@ -18,16 +18,30 @@ Protocol (schema files in ``docs/schemas/``):
 3. Then events (``event-v1.schema.json``), one per line, ``seq`` consecutive
    from ``resume_from + 1``, for as long as the connection lasts.
 
+Who may read what (58 Pa. Code 816a.1): the peer's role comes from its
+account (``SO_PEERCRED`` mapped through ``[roles]``,
+:class:`~table.interfaces.peers.LocalRoles`). A seat terminal gets only its
+own seat's channel (asking for none gives it that one; asking for another
+seat is refused); every other role gets the table-wide stream, and a seat's
+channel is refused to it. A peer with no role is refused.
+
 A request that cannot be served (not JSON, ``resume_from`` beyond ``head_seq``,
-a seat outside 1..7, no request within 10 s) gets one ``error`` line
+a seat outside 1..7, a channel the peer may not have, no request within 10 s,
+a request line longer than 64 KiB) gets one ``error`` line
 (``{"type": "error", "error": "..."}``) and the connection is closed. A
 consumer more than ``max_backlog`` events behind gets an ``error`` line naming
 the last seq sent and is disconnected: it reconnects with that ``resume_from``
 and loses nothing. Sealing is that of :mod:`table.events` (58 Pa. Code 816a.1).
+
+Served on the process's :class:`~table.interfaces.serving.FrontDoorLoop` with
+the same bounds as the control socket (connection count with fair eviction
+of connections that have not sent their request line, descriptor exhaustion
+survived).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -37,136 +51,188 @@ from typing import Any, Iterator
 
 import structlog
 
-from table.interfaces.control_socket import unix_listener
 from table.events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
+
+from .dispatch import MAX_BACKLOG, Dispatcher, EventHub, channel_seat
+from .peers import LocalRoles, PeerCredentials, peer_credentials
+from .serving import MAX_LINE, ConnectionGuard, FrontDoorLoop, Listener, clip, unix_listener
 
 log = structlog.get_logger("table.event_socket")
 
 HELLO_TIMEOUT_S = 10.0
+#: an event that cannot be written within this long ends the connection (s)
+WRITE_TIMEOUT_S = 30.0
 
 
 def _line(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
-class EventSocket:
-    """Serves ``events`` on a Unix stream socket at ``path`` (mode 0660), a thread per consumer.
+def _error(text: str, **extra: Any) -> bytes:
+    return _line({"type": "error", "error": text, **extra})
 
-    Raises ``OSError`` if the socket cannot be bound. :meth:`close` disconnects
-    every consumer and removes the socket file.
+
+class EventSocket:
+    """Serves ``events`` on a Unix stream socket at ``path`` (mode 0660, group
+    ``socket_group`` when given).
+
+    ``front``: the process's :class:`~table.interfaces.serving.FrontDoorLoop` (a
+    private one when ``None``); ``hub``: an :class:`~table.interfaces.dispatch.EventHub`
+    on ``events`` to share (default: a new one); ``roles``: who may read which
+    channel (default: root and this process's account, table-wide only);
+    ``max_backlog``: events a consumer may fall behind before it is told to
+    resume. Raises ``OSError`` if the socket cannot be bound. :meth:`close`
+    lets every consumer have the events already due, disconnects them and
+    removes the socket file.
     """
 
-    def __init__(self, path: str | Path, events: EventLog, *, max_backlog: int = 10_000) -> None:
+    def __init__(self, path: str | Path, events: EventLog, *, max_backlog: int = MAX_BACKLOG,
+                 front: FrontDoorLoop | None = None, hub: EventHub | None = None, roles: LocalRoles | None = None,
+                 socket_group: str | None = None, max_connections: int = 256) -> None:
         self.path = Path(path)
         self.events = events
         self.max_backlog = max_backlog
-        self._server = unix_listener(self.path, backlog=16)
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._clients: set[socket.socket] = set()
-        self._threads: list[threading.Thread] = []
-        self._accept = threading.Thread(target=self._serve, name="events-accept", daemon=True)
-        self._accept.start()
+        self.roles = roles or LocalRoles()
+        self.max_connections = max_connections
+        self._own_front = front is None
+        self.front = front or FrontDoorLoop("event-socket")
+        self._own_hub = hub is None
+        self.hub = hub or EventHub(events, self.front)
+        self._feeds: set[Any] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        try:
+            sock = unix_listener(self.path, group=socket_group)
+        except OSError:
+            self._release()
+            raise
+        self.guard: ConnectionGuard = self.front.run(self._start(sock))
+        self.front.on_close(self._stop)
+        self._closed = False
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
+    def _release(self) -> None:
+        if self._own_hub:
+            self.hub.close()
+        if self._own_front:
+            self.front.close()
+
+    async def _start(self, sock: socket.socket) -> ConnectionGuard:
+        loop = asyncio.get_running_loop()
+        guard = ConnectionGuard("event-socket", loop, max_connections=self.max_connections,
+                                idle_timeout_s=HELLO_TIMEOUT_S)
+        self._listener = Listener("event-socket", sock, loop, self._client, guard=guard,
+                                  busy_reply=_error("busy: the table has no descriptor free for this connection "
+                                                    "now; try again"),
+                                  peer_of=lambda conn, addr: peer_credentials(conn))
+        return guard
+
+    async def _client(self, conn: socket.socket, peer: PeerCredentials) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_LINE)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        feed = None
+        ticket = None
+        try:
+            actor = self.roles.actor(peer, "event-socket")
+            if actor is None:
+                log.warning("events_no_role", uid=peer.uid, user=clip(peer.user))
+                writer.write(_error(f"bad request: account {peer.person} has no role at this table "
+                                    f"({self.roles.describe()})"))
                 return
-            with self._lock:
-                if self._stop.is_set():
-                    conn.close()
+            ticket = self.guard.admit(peer.uid, lambda reason: writer.transport.abort())
+            if ticket is None:
+                writer.write(_error("busy: every connection is busy; try again"))
+                return
+            try:
+                req = await self._request(reader)
+                seat = channel_seat(actor, req.get("seat"))
+                feed = self.hub.open(req.get("resume_from"), seat, self.max_backlog)
+            except asyncio.IncompleteReadError:
+                writer.write(_error("bad request: closed before the request line"))
+                return
+            except asyncio.LimitOverrunError:
+                writer.write(_error(f"bad request: the request line is longer than {MAX_LINE} bytes"))
+                return
+            except (ValueError, EventStreamError, PermissionError) as exc:
+                writer.write(_error(f"bad request: {clip(str(exc), 300)}"))
+                return
+            ticket.touch()
+            ticket.busy += 1
+            ticket.set_idle_timeout(None)
+            self._feeds.add(feed)
+            writer.write(_line({"type": "hello", "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+                                "table_id": self.events.table_id, "head_seq": feed.head,
+                                "resume_from": feed.after, "seat": feed.seat}))
+            while True:
+                try:
+                    ev = await feed.next()
+                except EOFError:
+                    if feed.overflowed:
+                        writer.write(_error("consumer fell behind; reconnect with resume_from",
+                                            last_seq=feed.last_seq))
                     return
-                self._clients.add(conn)
-                self._threads = [t for t in self._threads if t.is_alive()]
-                t = threading.Thread(target=self._client, args=(conn,), name="events-client", daemon=True)
-                self._threads.append(t)
-            t.start()
+                writer.write(_line(ev))
+                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            writer.transport.abort()
+        finally:
+            if feed is not None:
+                feed.close()
+                self._feeds.discard(feed)
+            if ticket is not None:
+                ticket.release()
+            try:
+                await asyncio.wait_for(writer.drain(), 1.0)
+            except (ConnectionError, OSError, asyncio.TimeoutError):
+                pass
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
 
-    def _request(self, conn: socket.socket) -> dict[str, Any]:
-        conn.settimeout(HELLO_TIMEOUT_S)
-        buf = b""
-        while b"\n" not in buf:
-            chunk = conn.recv(4096)
-            if not chunk:
-                raise ValueError("closed before the request line")
-            buf += chunk
-            if len(buf) > 65536:
-                raise ValueError("request line too long")
-        conn.settimeout(None)
-        req = json.loads(buf.split(b"\n", 1)[0] or b"{}")
+    async def _request(self, reader: asyncio.StreamReader) -> dict[str, Any]:
+        line = await reader.readuntil(b"\n")
+        try:
+            req = json.loads(line.strip() or b"{}")
+        except (ValueError, RecursionError):
+            raise ValueError("the request line is not JSON") from None
         if not isinstance(req, dict):
             raise ValueError('the request is a JSON object such as {"resume_from": 0}')
+        unknown = sorted(k for k in req if k not in ("resume_from", "seat"))
+        if unknown:
+            raise ValueError(f"unknown member {clip(unknown[0], 40)}; allowed: resume_from, seat")
         for key in ("resume_from", "seat"):
             v = req.get(key)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                raise ValueError(f"{key} must be an integer or null, got {v!r}")
+                raise ValueError(f"{key} must be an integer or null, got {clip(v, 40)}")
         return req
 
-    def _client(self, conn: socket.socket) -> None:
-        sub = None
-        try:
-            try:
-                req = self._request(conn)
-                sub = self.events.subscribe(req.get("resume_from"), seat=req.get("seat"), maxsize=self.max_backlog)
-            except (ValueError, EventStreamError, OSError) as exc:
-                reason = "no request line" if isinstance(exc, (TimeoutError, socket.timeout)) else str(exc)
-                try:
-                    conn.sendall(_line({"type": "error", "error": f"bad request: {reason}"}))
-                except OSError:
-                    pass
-                return
-            conn.sendall(_line({"type": "hello", "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-                                "table_id": self.events.table_id, "head_seq": sub.head, "resume_from": sub.after,
-                                "seat": sub.seat}))
-            quiet = 0
-            while quiet < 2:  # after stop: drain what is already due, then leave
-                try:
-                    ev = sub.get(0.2)
-                except EOFError:
-                    if sub.overflowed:
-                        conn.sendall(_line({"type": "error", "error": "consumer fell behind; reconnect with "
-                                            "resume_from", "last_seq": sub.last_seq}))
-                    return
-                if ev is not None:
-                    conn.sendall(_line(ev))
-                    quiet = 0
-                elif self._stop.is_set():
-                    quiet += 1
-        except OSError:
-            return  # the consumer went away
-        finally:
-            if sub is not None:
-                sub.close()
-            with self._lock:
-                self._clients.discard(conn)
-            conn.close()
-
-    def close(self) -> None:
-        """Stop serving: disconnect consumers, join their threads, remove the socket file."""
-        self._stop.set()
-        try:
-            self._server.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._server.close()
-        self._accept.join(2.0)
-        with self._lock:
-            threads = list(self._threads)
-        for t in threads:  # each drains the events already due (the last round's close), then ends
-            t.join(3.0)
-        with self._lock:
-            clients = list(self._clients)
-        for c in clients:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in threads:
-            t.join(2.0)
+    async def _stop(self) -> None:
+        """Consumers first send what is already due (the last round's close), then leave."""
+        await self._listener.close_accepting()
+        await asyncio.sleep(0)  # let fan-outs already handed to the loop reach the feeds
+        for f in list(self._feeds):
+            f.close()  # each feed ends after the events it already holds
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=3.0)
+        await self._listener.close()
         if self.path.is_socket():
             self.path.unlink()
+
+    def close(self) -> None:
+        """Stop serving: consumers get the events already due, then are disconnected;
+        the socket file is removed (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.front.run(self._stop())
+        except (TimeoutError, RuntimeError):
+            pass
+        if self._own_hub:
+            self.hub.close()
+        if self._own_front:
+            self.front.close()
 
 
 def read_events(path: str | Path, *, since: int | None = None, seat: int | None = None, follow: bool = True,
@@ -220,23 +286,37 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
 
 
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
-              config: Any = None) -> EventLog:
+              config: Any = None, *, front: FrontDoorLoop | None = None, dispatcher: Dispatcher | None = None,
+              roles: LocalRoles | None = None, table_key: Any = None) -> EventLog:
     """``tablectl run``'s wiring: follow the controller's journal, serve it on
-    ``socket_path`` (if given), and publish to MQTT when ``config`` (a
-    :class:`~table.config.TableConfig`) has an ``[mqtt]`` section with a host.
-    Everything is closed by ``stack`` (an ``ExitStack``). Table id: the
-    config's ``table.id``, else ``"table"``. Raises ``OSError`` if the socket
-    cannot be bound, ``EventStreamError`` if the journal cannot be read."""
+    ``socket_path`` (if given) and to ``dispatcher``'s subscribers, and publish to
+    MQTT when ``config`` (a :class:`~table.config.TableConfig`) has an ``[mqtt]``
+    section with a host, signed with ``table_key`` (a :class:`~table.keys.TableKey`).
+    Everything is closed by ``stack`` (an ``ExitStack``). Table id: the config's
+    ``table.id``, else ``"table"``. Raises ``OSError`` if the socket cannot be bound,
+    ``EventStreamError`` if the journal cannot be read,
+    :class:`~table.interfaces.mqtt.MqttSetupError` for unusable MQTT settings."""
     table_id = config.table.id if config is not None else "table"
-    events = EventLog(journal_path, table_id)
+    events = EventLog(journal_path, table_id, key=table_key)  # the key opens a seat's own sealed cards
     stack.callback(events.close)
     events.start()
     controller.subscribe(events.notify)
+    if front is None:
+        front = FrontDoorLoop("event-stream")
+        stack.callback(front.close)
+    hub = EventHub(events, front)
+    stack.callback(hub.close)
+    if dispatcher is not None:
+        dispatcher.hub = hub
+        dispatcher.table_id = table_id
     if socket_path:
-        stack.callback(EventSocket(socket_path, events).close)
+        console = getattr(config, "console", None)
+        stack.callback(EventSocket(socket_path, events, front=front, hub=hub, roles=roles,
+                                   socket_group=getattr(console, "socket_group", None),
+                                   max_connections=getattr(console, "max_connections", 256)).close)
     mqtt_cfg = getattr(config, "mqtt", None) if config is not None else None
     if mqtt_cfg is not None and mqtt_cfg.host:
         from table.interfaces.mqtt import MqttPublisher
 
-        stack.callback(MqttPublisher(events, mqtt_cfg.settings()).start().close)
+        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key)).start().close)
     return events

@@ -5,6 +5,30 @@ Topics (``{floor}`` and ``{table}`` are the config's ``mqtt.floor`` and ``table.
     threecard/{floor}/{table}/events   every public event (table.events), QoS 1, not retained
     threecard/{floor}/{table}/status   the table's status, QoS 1, retained
 
+Every message is **signed with the table key** (Ed25519, :mod:`table.keys`), so a
+subscriber can reject a message that did not come from the table (a forged
+``round_settled``, a retained ``online: true`` published by someone else). The
+MQTT payload is an envelope (``docs/schemas/signed-v1.schema.json``)::
+
+    {"schema": "threecard.signed/1", "key_id": "3f2a9c0d1e5b7a68",
+     "payload": "{\"schema\":\"threecard.events/1\",\"seq\":17,...}",
+     "sig": "<base64 of the Ed25519 signature>"}
+
+``payload`` is the message's JSON text, exactly as signed; the signature is
+over ``b"threecard.signed/1\n" + topic + b"\n" + payload`` (UTF-8), so a
+message moved to another topic fails too. :func:`verify_message` (and the
+standalone recipe in ``docs/integration.md``) checks it and returns the
+message. The floor keeps each table's public key (``tablectl audit keygen``
+writes ``FILE.pub``).
+
+The status is published again every ``status_interval_s`` with a fresh
+``ts``, so a subscriber can refuse a stale ``online: true`` replayed from an
+earlier capture (the Last Will's ``online: false`` is signed at connect, so
+its ``ts`` is the connect time). Credentials: ``username`` with
+``password``/``password_file``; TLS with ``ca_file`` and an optional client
+certificate. ``deploy/mosquitto-threecard.acl`` lets each table's account
+publish only its own topics.
+
 Status payload (``docs/schemas/status-v1.schema.json``)::
 
     {"schema": "threecard.status/1", "table_id": "pit2-tcp-07", "floor": "pit2",
@@ -31,25 +55,113 @@ Sealing is that of the table-wide stream (58 Pa. Code 816a.1): no card face in
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as _dt
 import json
 import os
+import ssl
+import stat
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.config import MqttSettings
 from table.events import EventLog
+from table.files import UnsafeFile, read_regular, write_atomic
+from table.keys import TableKey, key_id as key_id_of, verify_signature
 
 log = structlog.get_logger("table.mqtt")
 
 STATUS_SCHEMA = "threecard.status/1"
+SIGNED_SCHEMA = "threecard.signed/1"
 
 
 class MqttUnavailable(RuntimeError):
     """paho-mqtt is not installed: ``pip install 'threecard-table[mqtt]'``."""
+
+
+class MqttSetupError(ValueError):
+    """The MQTT settings cannot be used: no table key to sign with, an unreadable or
+    unsafe password file, unusable TLS files. The message says what to do."""
+
+
+class ForgedMessage(ValueError):
+    """An MQTT message whose signature does not check out (or that is not a signed
+    envelope at all): it did not come from the table. The message says why."""
+
+
+def signing_input(topic: str, payload: str) -> bytes:
+    """The bytes a table signs for ``payload`` published on ``topic``."""
+    return SIGNED_SCHEMA.encode() + b"\n" + topic.encode() + b"\n" + payload.encode()
+
+
+def sign_message(key: TableKey, topic: str, message: dict[str, Any]) -> str:
+    """The signed envelope (JSON text) of ``message`` for ``topic``."""
+    payload = json.dumps(message, separators=(",", ":"))
+    sig = base64.b64encode(key.sign(signing_input(topic, payload))).decode()
+    return json.dumps({"schema": SIGNED_SCHEMA, "key_id": key.key_id, "payload": payload, "sig": sig},
+                      separators=(",", ":"))
+
+
+def verify_message(raw: bytes | str, topic: str,
+                   keys: Ed25519PublicKey | Mapping[str, Ed25519PublicKey]) -> dict[str, Any]:
+    """The message inside the signed envelope ``raw`` received on ``topic``, after checking
+    it was signed by the key of the topic's table: ``keys`` is that table's public key,
+    or table id -> public key for a floor of tables (a table's key is good for its own
+    topics only). Raises :class:`ForgedMessage` saying why."""
+    parts = topic.split("/")
+    if len(parts) != 4 or parts[0] != "threecard":
+        raise ForgedMessage("not a table topic (threecard/FLOOR/TABLE/KIND)")
+    table = parts[2]
+    try:
+        env = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ForgedMessage("not JSON: not a signed table message") from None
+    if not isinstance(env, dict) or env.get("schema") != SIGNED_SCHEMA or set(env) != {"schema", "key_id",
+                                                                                        "payload", "sig"}:
+        raise ForgedMessage(f"not a {SIGNED_SCHEMA} envelope")
+    kid, payload, sig = env["key_id"], env["payload"], env["sig"]
+    if not (isinstance(kid, str) and isinstance(payload, str) and isinstance(sig, str)):
+        raise ForgedMessage("envelope members of the wrong type")
+    public = keys if isinstance(keys, Ed25519PublicKey) else keys.get(table)
+    if public is None:
+        raise ForgedMessage(f"no public key for table {table[:32]!r}: this subscriber does not know it")
+    if kid != key_id_of(public):
+        raise ForgedMessage(f"signed with key {kid[:16]!r}, not table {table[:32]}'s key")
+    try:
+        signature = base64.b64decode(sig, validate=True)
+    except (binascii.Error, ValueError):
+        raise ForgedMessage("the signature is not base64") from None
+    if len(signature) != 64 or not verify_signature(public, signature, signing_input(topic, payload)):
+        raise ForgedMessage("bad signature: the message did not come from the table (or was changed, or moved "
+                            "from another topic)")
+    message = json.loads(payload)
+    if not isinstance(message, dict) or message.get("table_id") != table:
+        raise ForgedMessage("the message's table_id is not the topic's table")
+    return message
+
+
+def _read_password(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+        if st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+            raise MqttSetupError(f"MQTT password file {path} may be read by every user "
+                                 f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 640 {path}")
+        return read_regular(path, max_bytes=4096).decode("utf-8").strip("\r\n")
+    except FileNotFoundError:
+        raise MqttSetupError(f"no MQTT password file at {path}") from None
+    except (UnsafeFile, OSError, UnicodeDecodeError) as exc:
+        raise MqttSetupError(f"cannot read the MQTT password file {path}: {exc}") from None
+
+
+def checkpoint_topic(floor: str, table_id: str) -> str:
+    """The retained topic holding a table's latest signed journal checkpoint (docs/journal.md)."""
+    return f"threecard/{floor}/{table_id}/checkpoint"
 
 
 def topics(floor: str, table_id: str) -> tuple[str, str]:
@@ -72,16 +184,22 @@ class MqttPublisher:
     broker; ``connected``: the link to the broker is up.
     """
 
-    def __init__(self, events: EventLog, settings: MqttSettings) -> None:
+    def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
             raise MqttUnavailable("MQTT needs paho-mqtt: pip install 'threecard-table[mqtt]'") from exc
         self._mqtt = mqtt
+        self.key = key or settings.table_key
+        if not isinstance(self.key, TableKey):
+            raise MqttSetupError("every MQTT message is signed with the table key: give one (tablectl run "
+                                 "--table-key FILE, the systemd credential threecard-table-key, or "
+                                 "MqttSettings(table_key=table.keys.load_table_key(...)))")
         self.events = events
         self.settings = settings
         self.table_id = events.table_id
         self.events_topic, self.status_topic = topics(settings.floor, self.table_id)
+        self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -100,7 +218,20 @@ class MqttPublisher:
         self._client.max_inflight_messages_set(settings.window)
         self._client.reconnect_delay_set(1, 30)
         if settings.username:
-            self._client.username_pw_set(settings.username, settings.password)
+            password = settings.password
+            if password is None and settings.password_file is not None:
+                password = _read_password(Path(settings.password_file))
+            self._client.username_pw_set(settings.username, password)
+        if settings.tls:
+            try:
+                self._client.tls_set(ca_certs=str(settings.ca_file) if settings.ca_file else None,
+                                     certfile=str(settings.cert_file) if settings.cert_file else None,
+                                     keyfile=str(settings.key_file) if settings.key_file else None,
+                                     cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                raise MqttSetupError(f"MQTT TLS: {exc}") from None
+            self._client.tls_insecure_set(False)  # the broker's name must match its certificate
+        self._last_status = 0.0
         self._client.will_set(self.status_topic, self._status(False), qos=1, retain=True)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
@@ -121,20 +252,33 @@ class MqttPublisher:
         return min(int(data.get("acked_seq", 0)), self.events.head)
 
     def _save_state(self) -> None:
-        """Write the acknowledged seq (atomically: temp file + rename)."""
+        """Write the acknowledged seq (atomically: table.files.write_atomic)."""
         with self._cv:
             if not self._dirty:
                 return
             data = {"table_id": self.table_id, "acked_seq": self.acked_seq}
             self._dirty = False
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(self.state_path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.state_path)
+        try:
+            write_atomic(self.state_path, json.dumps(data).encode(), mode=0o600, durable=False)
+        except OSError as exc:
+            log.warning("mqtt_state_not_saved", path=str(self.state_path), error=str(exc)[:200])
 
     def _status(self, online: bool) -> str:
-        return json.dumps({"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
-                           "online": online, "ts": _now(), "head_seq": self.events.head})
+        return sign_message(self.key, self.status_topic,
+                            {"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
+                             "online": online, "ts": _now(), "head_seq": self.events.head})
+
+    def _publish_status(self, client: Any) -> None:
+        """The retained ``online: true`` status, fresh (called on connect and every
+        ``status_interval_s``)."""
+        info = client.publish(self.status_topic, self._status(True), qos=1, retain=True)
+        with self._cv:
+            if info.mid in self._early:  # acknowledged before publish() returned (from the forward thread)
+                self._early.discard(info.mid)
+            else:
+                self._status_mids.add(info.mid)
+            self._last_status = time.monotonic()
 
     # -- paho callbacks (paho's network thread) ----------------------------------------------
 
@@ -142,9 +286,8 @@ class MqttPublisher:
         if reason.is_failure:
             log.warning("mqtt_connect_refused", reason=str(reason))
             return
-        info = client.publish(self.status_topic, self._status(True), qos=1, retain=True)
-        with self._cv:  # its PUBACK is handled later in this same thread: register it first
-            self._status_mids.add(info.mid)
+        self._publish_status(client)  # its PUBACK is handled later in this same thread: registered first
+        with self._cv:
             self.connected = True
             self._cv.notify_all()
         log.info("mqtt_connected", host=self.settings.host, port=self.settings.port, acked_seq=self.acked_seq)
@@ -192,9 +335,9 @@ class MqttPublisher:
 
     def _forward(self) -> None:
         last_save = 0.0
-        import time
-
         while not self._stop.is_set():
+            if self.connected and time.monotonic() - self._last_status >= self.settings.status_interval_s:
+                self._publish_status(self._client)
             with self._cv:
                 room = self.settings.window - len(self._inflight)
                 ready = self.connected and room > 0 and self._sent < self.events.head
@@ -209,7 +352,10 @@ class MqttPublisher:
             for ev in self.events.replay(after, after + room):
                 if self._stop.is_set() or not self.connected:
                     break
-                payload = json.dumps(ev, separators=(",", ":"))
+                payload = sign_message(self.key, self.events_topic, ev)
+                if ev["type"] == "checkpoint":  # the latest signed journal checkpoint: an anchor the floor keeps
+                    self._client.publish(self.checkpoint_topic, sign_message(self.key, self.checkpoint_topic,
+                                                                             ev["data"]), qos=1, retain=True)
                 # Not under self._cv: paho calls on_publish holding its own message lock.
                 info = self._client.publish(self.events_topic, payload, qos=1)
                 if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
@@ -227,8 +373,6 @@ class MqttPublisher:
 
     def wait_acked(self, seq: int, timeout_s: float) -> bool:
         """Wait until the broker has acknowledged every event up to ``seq``."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         with self._cv:
             while self.acked_seq < seq:

@@ -1,0 +1,325 @@
+"""The table API, defined once: every command and query, its arguments, who may ask it, and the replies.
+
+Every front door (the Unix control socket, HTTP, WebSocket) serves this one
+definition through :mod:`table.interfaces.dispatch`; the JSON Schemas under
+``docs/schemas/`` and the OpenAPI document served at
+``/api/v1/openapi.json`` are generated from it (``python -m
+table.interfaces.api_schema --write``; ``--check`` fails when the files differ,
+and so does ``tests/test_api_schema.py``).
+
+A **request** is one JSON object (``docs/schemas/api-request-v1.schema.json``)::
+
+    {"id": "c-17", "action": "void", "reason": "misdeal", "supervisor": "S-17"}
+
+``id`` (a string of 1..64 printable characters, or an integer) is echoed in
+the reply; ``action`` names the command or query; the other members are its
+arguments. A **reply** (``api-reply-v1.schema.json``) names the request's id
+and says ``ok``; a refusal carries ``error`` (words for a person) and, when a
+front door refused it before the table saw it, ``code`` (:data:`ERROR_CODES`).
+A command's reply is the table's own answer (accepted, refused with a reason,
+or not expected now), passed through.
+
+Who may ask what is :data:`table.roles.PERMISSIONS` (the core checks it too);
+queries that only a front door answers (``whoami``, ``subscribe``,
+``unsubscribe``, ``events``) are in :data:`QUERY_ROLES`.
+
+Versioning: :data:`API_SCHEMA` carries the major version in its name
+(``threecard.api/1``); :data:`API_VERSION` is semver: a minor version adds
+actions, optional arguments or reply fields; a major version changes or
+removes them. A client ignores reply fields it does not know.
+
+Adding a command: one entry in :data:`COMMANDS` (and the core's
+``PERMISSIONS``), then ``python -m table.interfaces.api_schema --write``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from table.events import SCHEMA as EVENT_SCHEMA
+from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
+
+API_SCHEMA = "threecard.api/1"
+API_VERSION = "1.0.0"
+
+#: codes of refusals a front door gives before the table sees the request
+ERROR_CODES = {
+    "bad_request": (400, "the request is not valid JSON, not an object, or its arguments break the schema"),
+    "too_large": (413, "the request line or body is longer than the limit"),
+    "unknown_action": (400, "no such action"),
+    "unauthenticated": (401, "sign in first (HTTP/WebSocket), or the socket peer has no role"),
+    "forbidden": (403, "the role of the person who asked may not ask this"),
+    "busy": (503, "too many requests or connections now; try again"),
+    "timeout": (504, "the table did not answer in time; the command may still take effect, ask for status"),
+    "locked": (429, "too many failed sign-ins for this person or address; wait"),
+    "internal": (500, "a front door failed; the table's state is unchanged by it"),
+}
+
+_PRINTABLE = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+
+
+def _str(max_len: int, description: str, pattern: str = _PRINTABLE) -> dict[str, Any]:
+    """A bounded, printable string (blank text is refused by the table.roles validators)."""
+    return {"type": "string", "minLength": 1, "maxLength": max_len, "pattern": pattern, "description": description}
+
+
+SUPERVISOR = _str(MAX_NAME, "the supervisor's id; over HTTP/WebSocket the signed-in person (filled in when "
+                            "absent, refused when it names someone else); on the Unix socket the account's "
+                            "name when absent")
+REASON = _str(MAX_REASON, "why, in words (journaled; card faces are masked in the public stream)")
+SEAT = {"type": "integer", "minimum": 1, "maximum": 7, "description": "a seat, 1..7"}
+ROUND_ID = _str(64, "the round this is meant for; refused when another round is running", r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of the API. ``kind``: ``command`` (changes the table; the core
+    answers) or ``query`` (changes nothing; ``status`` is the core's, the queries of
+    :data:`QUERY_ROLES` a front door's own); ``args``: JSON Schema of each
+    argument; ``required``: those that must be given; ``push``: needs a channel the
+    server can push on (WebSocket, a socket connection), not plain HTTP."""
+
+    name: str
+    kind: str
+    summary: str
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    push: bool = False
+
+    @property
+    def roles(self) -> frozenset[Role]:
+        return PERMISSIONS.get(self.name) or QUERY_ROLES.get(self.name, frozenset())
+
+    def args_schema(self) -> dict[str, Any]:
+        """JSON Schema of a request for this action (the envelope's members included)."""
+        props = {"id": copy.deepcopy(REQUEST_ID), "action": {"const": self.name}, **copy.deepcopy(self.args)}
+        return {"type": "object", "required": ["action", *self.required], "properties": props,
+                "additionalProperties": False}
+
+
+REQUEST_ID = {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 64, "pattern": _PRINTABLE},
+                        {"type": "integer", "minimum": -(2 ** 53) + 1, "maximum": 2 ** 53 - 1}],
+              "description": "the client's id for this request, echoed in its one reply"}
+
+COMMANDS: tuple[Action, ...] = (
+    Action("status", "query", "The table's state in words and figures: deck places, the round and its step, "
+                              "the held round, violations (nothing sealed)."),
+    Action("close_bets", "command", "Betting is closed; the deal may start (a real table, before the deal)."),
+    Action("confirm_collect", "command", "The round's cards are in the discard rack (a real table, after "
+                                         "settlement)."),
+    Action("decide", "command", "A seat plays or folds, entered by the dealer, each seat in turn (649a.11).",
+           {"seat": SEAT, "decision": {"enum": ["play", "fold"], "description": "play (the play wager, equal to "
+                                                                                "the ante) or fold"}},
+           ("seat", "decision")),
+    Action("void", "command", "Void the round: wagers returned, cards collected (58 Pa. Code 816a.1: refused once "
+                              "results are recorded).",
+           {"reason": REASON, "supervisor": SUPERVISOR, "round_id": ROUND_ID}, ("reason",)),
+    Action("register_deck", "command", "Register a replacement deck (same back colour) for one out of service.",
+           {"deck_id": _str(8, "the new deck's id: 1-8 letters, digits, '_', '-'", r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
+            "colour": {"enum": ["red", "blue", "green", "black", "grey", "purple", "orange", "brown"],
+                       "description": "its back colour (must be the out-of-service deck's)"},
+            "supervisor": SUPERVISOR}, ("deck_id",)),
+    Action("confirm_card", "command", "Enter a card the shoe could not read.",
+           {"card": _str(3, "rank and suit: 'Qs', 'Td', '10h'", r"^(10|[2-9TJQKAtjqka])[cdhsCDHS]$"),
+            "supervisor": SUPERVISOR}, ("card",)),
+    Action("release_hold", "command", "Release a held round so it goes on (e.g. after a restart mid-round).",
+           {"supervisor": SUPERVISOR, "reason": REASON, "round_id": ROUND_ID}),
+    Action("acknowledge_incident", "command", "Acknowledge an incident or alarm the table raised.",
+           {"supervisor": SUPERVISOR, "incident": {"oneOf": [{"type": "integer", "minimum": 0},
+                                                             _str(64, "the incident's id", r"^[A-Za-z0-9_.:-]+$")],
+                                                  "description": "which incident (its id or event seq)"},
+            "note": REASON}),
+    Action("whoami", "query", "The person, role and seat this connection acts as."),
+    Action("events", "query", "Public events after a seq, from the journal (at most 'limit'); for polling "
+                              "clients. A seat terminal gets its own seat's channel.",
+           {"after": {"type": "integer", "minimum": 0, "description": "the last seq you have (0: from the first)"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "at most this many (100)"},
+            "seat": SEAT}),
+    Action("subscribe", "query", "Push the public events after 'resume_from' (replayed, then live) on this "
+                                 "connection, then a 'status' object after each event when 'status' is true. "
+                                 "A seat terminal gets only its own seat's channel (816a.1).",
+           {"resume_from": {"type": ["integer", "null"], "minimum": 0,
+                            "description": "the last seq you have; 0: from the first; null/absent: live from now"},
+            "seat": SEAT, "status": {"type": "boolean", "description": "also push the status after each event"}},
+           push=True),
+    Action("unsubscribe", "query", "Stop the events this connection's subscription pushes.", push=True),
+)
+
+#: roles of the queries a front door answers itself (commands: table.roles.PERMISSIONS)
+QUERY_ROLES: dict[str, frozenset[Role]] = {
+    "whoami": ALL, "events": ALL, "subscribe": ALL, "unsubscribe": ALL,
+}
+
+ACTIONS: dict[str, Action] = {a.name: a for a in COMMANDS}
+
+
+def request_schema() -> dict[str, Any]:
+    """The JSON Schema of every request (``docs/schemas/api-request-v1.schema.json``)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{API_SCHEMA}/request",
+        "title": f"threecard-table API request (schema version {API_VERSION})",
+        "description": "One request on any front door (Unix control socket line, HTTP body, WebSocket message). "
+                       "Members other than id and action are the action's arguments.",
+        "type": "object",
+        "required": ["action"],
+        "properties": {"id": REQUEST_ID, "action": {"enum": list(ACTIONS)}},
+        "allOf": [{"if": {"properties": {"action": {"const": a.name}}, "required": ["action"]},
+                   "then": {"$ref": f"#/$defs/{a.name}"}} for a in COMMANDS],
+        "$defs": {a.name: {"description": f"{a.summary} Roles: {', '.join(sorted(r.value for r in a.roles))}.",
+                           **a.args_schema()} for a in COMMANDS},
+    }
+
+
+def reply_schema() -> dict[str, Any]:
+    """The JSON Schema of every reply (``docs/schemas/api-reply-v1.schema.json``)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{API_SCHEMA}/reply",
+        "title": f"threecard-table API reply (schema version {API_VERSION})",
+        "description": "Exactly one per request, naming its id (absent only when a Unix-socket request gave none). "
+                       "ok: true = accepted or answered; ok: false = refused, with error in words and, when a "
+                       "front door refused it before the table saw it, a code.",
+        "type": "object",
+        "required": ["ok"],
+        "properties": {
+            "id": {"oneOf": [{"type": "string", "maxLength": 64}, {"type": "integer"}, {"type": "null"}]},
+            "ok": {"type": "boolean"},
+            "error": {"type": "string", "maxLength": 2000},
+            "code": {"enum": list(ERROR_CODES)},
+        },
+        "if": {"properties": {"ok": {"const": False}}},
+        "then": {"required": ["ok", "error"]},
+        "additionalProperties": True,
+    }
+
+
+def push_schema() -> dict[str, Any]:
+    """What a subscribed connection receives besides replies (``api-push-v1.schema.json``)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{API_SCHEMA}/push",
+        "title": f"threecard-table API push message (schema version {API_VERSION})",
+        "description": "On a subscribed connection: each public event as it is on the event socket "
+                       f"(event-v1.schema.json, \"schema\": \"{EVENT_SCHEMA}\"), a status object after an event "
+                       "when asked for, and an end message when the subscription ends (fell behind: resubscribe "
+                       "with resume_from = last_seq).",
+        "oneOf": [
+            {"$ref": "event-v1.schema.json"},
+            {"type": "object", "required": ["type", "status"],
+             "properties": {"type": {"const": "status"}, "status": {"type": "object"}}},
+            {"type": "object", "required": ["type", "error", "last_seq"],
+             "properties": {"type": {"const": "subscription_ended"}, "error": {"type": "string"},
+                            "last_seq": {"type": "integer", "minimum": 0}}},
+        ],
+    }
+
+
+def schema_files() -> dict[str, dict[str, Any]]:
+    """File name -> schema, for ``docs/schemas/``."""
+    return {"api-request-v1.schema.json": request_schema(), "api-reply-v1.schema.json": reply_schema(),
+            "api-push-v1.schema.json": push_schema()}
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def openapi(title: str = "threecard-table") -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the HTTP API (served at ``/api/v1/openapi.json``)."""
+    def reply_ref() -> dict[str, Any]:
+        return {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Reply"}}}}
+
+    errors = {str(status): {"description": f"{code}: {text}", **reply_ref()}
+              for code, (status, text) in ERROR_CODES.items() if code != "unknown_action"}
+    paths: dict[str, Any] = {
+        "/api/v1/session": {
+            "post": {"summary": "Sign in with a person id and PIN; returns a session token (also set as the "
+                                "HttpOnly cookie threecard_session).",
+                     "security": [],
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                         "type": "object", "required": ["person", "pin"], "additionalProperties": False,
+                         "properties": {"person": _str(MAX_NAME, "the person's id"),
+                                        "pin": {"type": "string", "minLength": 1, "maxLength": 64}}}}}},
+                     "responses": {"200": {"description": "signed in", **reply_ref()},
+                                   "401": {"description": "unknown person or wrong PIN", **reply_ref()},
+                                   "429": {"description": "locked after failed sign-ins", **reply_ref()}}},
+            "get": {"summary": "Who this session is (whoami).", "responses": {"200": {"description": "the person",
+                                                                                      **reply_ref()}, **errors}},
+            "delete": {"summary": "Sign out.", "responses": {"200": {"description": "signed out", **reply_ref()}}},
+        },
+        "/api/v1/status": {"get": {"summary": ACTIONS["status"].summary,
+                                   "responses": {"200": {"description": "the status", **reply_ref()}, **errors}}},
+        "/api/v1/events": {"get": {"summary": ACTIONS["events"].summary,
+                                   "parameters": [{"name": n, "in": "query", "schema": ACTIONS["events"].args[n]}
+                                                  for n in ("after", "limit", "seat")],
+                                   "responses": {"200": {"description": "events", **reply_ref()}, **errors}}},
+        "/api/v1/commands": {"post": {"summary": "Any request object (docs/schemas/api-request-v1.schema.json).",
+                                      "requestBody": {"required": True, "content": {"application/json": {
+                                          "schema": {"$ref": "#/components/schemas/Request"}}}},
+                                      "responses": {"200": {"description": "accepted", **reply_ref()},
+                                                    "409": {"description": "refused by the table (the reply "
+                                                                           "says why)", **reply_ref()}, **errors}}},
+        "/api/v1/ws": {"get": {"summary": "WebSocket: request objects in, replies and pushed events out "
+                                          "(docs/console.md). 401 without a session.",
+                               "responses": {"101": {"description": "switching protocols"},
+                                             "401": {"description": "no session"}}}},
+    }
+    for a in COMMANDS:
+        if a.push or a.name in ("status", "events", "whoami"):
+            continue
+        body = {k: v for k, v in a.args_schema().items()}
+        body["properties"] = {k: v for k, v in body["properties"].items() if k != "action"}
+        body["required"] = [r for r in body["required"] if r != "action"]
+        paths[f"/api/v1/commands/{a.name}"] = {"post": {
+            "summary": f"{a.summary} Roles: {', '.join(sorted(r.value for r in a.roles))}.",
+            "requestBody": {"required": False, "content": {"application/json": {"schema": body}}},
+            "responses": {"200": {"description": "accepted", **reply_ref()},
+                          "409": {"description": "refused by the table, or not expected now", **reply_ref()},
+                          **errors}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": f"{title} table API", "version": API_VERSION,
+                 "description": "One API on every front door (docs/console.md). Sign in at /api/v1/session; send "
+                                "the token as 'Authorization: Bearer TOKEN' or the session cookie."},
+        "servers": [{"url": "/"}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "cookie": {"type": "apiKey", "in": "cookie", "name": "threecard_session"}},
+            "schemas": {"Request": request_schema(), "Reply": reply_schema()},
+        },
+        "security": [{"bearer": []}, {"cookie": []}],
+        "paths": paths,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--write``: regenerate docs/schemas/api-*.json; ``--check``: exit 1 when they differ."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--folder", type=Path, default=Path(__file__).resolve().parents[2] / "docs" / "schemas")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", action="store_true")
+    g.add_argument("--check", action="store_true")
+    ns = p.parse_args(argv)
+    stale = []
+    for name, schema in schema_files().items():
+        path = ns.folder / name
+        text = render(schema)
+        if ns.write:
+            path.write_text(text)
+        elif not path.exists() or path.read_text() != text:
+            stale.append(name)
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python -m table.interfaces.api_schema --write", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,475 @@
+"""What every front door stands on: one asyncio loop, bounded connections, an accept loop that survives EMFILE.
+
+The hand-written thread-per-client servers are gone. Every front door of a
+process (the Unix control and event sockets, HTTP and WebSocket) runs on one
+:class:`FrontDoorLoop`, an asyncio event loop in a thread of its own, so an
+idle client costs a descriptor and a few hundred bytes, not a thread.
+
+Bounds, per listener (:class:`ConnectionGuard`):
+
+* **count**: at most ``max_connections``. A newcomer to a full listener
+  closes the connection that has been idle longest (no request in flight, no
+  subscription) of the peer holding the most connections (a Unix peer is its
+  uid, a TCP peer its address), so a flood from one account or host evicts its
+  own connections first; with nothing to evict the newcomer gets one error and
+  is closed.
+* **idle timeout**: a connection that sends no complete request for
+  ``idle_timeout_s`` is told so and closed.
+* **length**: the transports bound a line or message (:data:`MAX_LINE`).
+
+Descriptor exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM on ``accept``) never
+ends a listener (:class:`Listener`): it keeps one spare descriptor, and when
+``accept`` fails for want of descriptors it frees the spare, takes the waiting
+connection, tells it ``busy`` and closes it (so clients see an answer, not a
+hang), then retries after a short back-off (at most :data:`RETRY_MAX_S`).
+Serving resumes as soon as descriptors are free again.
+
+Logging is bounded: nothing a client sent is logged beyond :func:`clip`'s few
+characters, and the loop's own exception reports are clipped the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import grp
+import os
+import socket
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+
+import structlog
+
+log = structlog.get_logger("table.front_doors")
+
+T = TypeVar("T")
+
+#: longest request line or message accepted (bytes); a reason is at most 500 characters
+MAX_LINE = 64 * 1024
+#: the longest back-off between accept retries while descriptors are exhausted (s)
+RETRY_MAX_S = 0.25
+#: accept errors that mean "no descriptor or memory now", not "this listener is broken"
+EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def clip(value: Any, limit: int = 64) -> str:
+    """``value`` as text of at most ``limit`` characters for a log line: control
+    characters escaped, the rest replaced by ``…(+N)`` naming how much was cut."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = text[:limit] + f"…(+{len(text) - limit})"
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+class FrontDoorLoop:
+    """One asyncio event loop in a daemon thread, shared by every front door of a process.
+
+    :meth:`run` runs a coroutine on it from another thread and returns its
+    result (raising what it raised); :meth:`spawn` starts one without waiting.
+    Blocking work (a journal replay, a PIN hash) goes to :meth:`run_blocking`,
+    a small pool of its own so it never stalls the loop. :meth:`close` runs the
+    registered closers (newest first), stops the loop and joins the thread.
+    """
+
+    def __init__(self, name: str = "front-doors", *, workers: int = 4) -> None:
+        self.name = name
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_bounded_exception_handler)
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{name}-work")
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        self.closed = False
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = 30.0) -> T:
+        """Run ``coro`` on the loop and return its result. Raises what it raised, or
+        ``TimeoutError`` after ``timeout_s``. Not from the loop's own thread."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("FrontDoorLoop.run() called from the loop's own thread")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TimeoutError(f"{self.name}: no result within {timeout_s} s") from None
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> "concurrent.futures.Future[Any]":
+        """Start ``coro`` on the loop (thread-safe); returns a concurrent future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the loop's worker pool (awaited from the loop)."""
+        return await self.loop.run_in_executor(self.pool, fn, *args)
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run ``await closer()`` on the loop when :meth:`close` is called (newest first)."""
+        self._closers.append(closer)
+
+    async def _close_all(self) -> None:
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                await closer()
+            except Exception as exc:  # noqa: BLE001 - one front door's failure must not keep the others open
+                log.warning("front_door_close_failed", error=clip(str(exc), 200))
+        tasks = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=2.0)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Close every front door on the loop, stop it and join its thread (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.run(self._close_all(), timeout_s)
+        except (TimeoutError, RuntimeError) as exc:
+            log.warning("front_doors_close_slow", error=clip(str(exc), 200))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout_s)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+def _bounded_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """asyncio's unhandled-error reports, logged without a traceback or anything unbounded."""
+    exc = context.get("exception")
+    log.error("front_door_loop_error", message=clip(context.get("message", ""), 200),
+              error=None if exc is None else f"{type(exc).__name__}: {clip(str(exc), 200)}")
+
+
+# -- connection bounds ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One admitted connection. ``peer``: the fairness key (uid or address);
+    ``close``: called with a reason to end the connection (it may write a last
+    line first); ``busy``: requests in flight or a subscription, which makes it
+    the last to be evicted; ``idle_timeout_s``: ``None`` for no idle limit (a
+    subscriber that only listens)."""
+
+    guard: "ConnectionGuard"
+    peer: Any
+    close: Callable[[str], None]
+    idle_timeout_s: float | None
+    opened: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    busy: int = 0
+    closed: bool = False
+    _timer: asyncio.TimerHandle | None = None
+
+    def touch(self) -> None:
+        """A complete request arrived: the idle clock starts again."""
+        self.last_active = time.monotonic()
+
+    def set_idle_timeout(self, seconds: float | None) -> None:
+        self.idle_timeout_s = seconds
+        self.guard._arm(self)
+
+    def end(self, reason: str) -> None:
+        """Close the connection for ``reason`` (once)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.close(reason)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """The connection has ended: free its place."""
+        self.closed = True
+        self.guard._release(self)
+
+
+class ConnectionGuard:
+    """Bounds one listener's connections: count (with fair eviction) and idle time.
+
+    ``counts``: admitted, refused (full, nothing to evict), evicted, idle (closed
+    for idleness), exhausted (accept failed for want of descriptors) — figures
+    for status and benchmarks.
+    """
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop, *, max_connections: int,
+                 idle_timeout_s: float | None) -> None:
+        if max_connections < 1:
+            raise ValueError(f"{name}: max_connections must be at least 1, got {max_connections}")
+        self.name = name
+        self.loop = loop
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.tickets: set[Ticket] = set()
+        self.counts = {"admitted": 0, "refused": 0, "evicted": 0, "idle": 0, "exhausted": 0}
+
+    def admit(self, peer: Any, close: Callable[[str], None]) -> Ticket | None:
+        """A place for a new connection from ``peer``, evicting an idle one when full;
+        ``None`` when every connection is busy (the caller refuses the newcomer)."""
+        if len(self.tickets) >= self.max_connections:
+            victim = self._victim()
+            if victim is None:
+                self.counts["refused"] += 1
+                return None
+            self.counts["evicted"] += 1
+            victim.end("the server is full and this connection was the longest idle")
+        t = Ticket(self, peer, close, self.idle_timeout_s)
+        self.tickets.add(t)
+        self.counts["admitted"] += 1
+        self._arm(t)
+        return t
+
+    def _victim(self) -> Ticket | None:
+        idle = [t for t in self.tickets if not t.busy and not t.closed]
+        if not idle:
+            return None
+        per_peer: dict[Any, int] = {}
+        for t in self.tickets:
+            per_peer[t.peer] = per_peer.get(t.peer, 0) + 1
+        return min(idle, key=lambda t: (-per_peer[t.peer], t.last_active))
+
+    def _arm(self, t: Ticket) -> None:
+        if t._timer is not None:
+            t._timer.cancel()
+            t._timer = None
+        if t.idle_timeout_s is None or t.closed:
+            return
+        due = t.last_active + t.idle_timeout_s - time.monotonic()
+        t._timer = self.loop.call_later(max(0.0, due), self._check_idle, t)
+
+    def _check_idle(self, t: Ticket) -> None:
+        t._timer = None
+        if t.closed or t.idle_timeout_s is None:
+            return
+        if time.monotonic() - t.last_active >= t.idle_timeout_s:
+            self.counts["idle"] += 1
+            t.end(f"no request for {t.idle_timeout_s:g} s")
+        else:
+            self._arm(t)
+
+    def _release(self, t: Ticket) -> None:
+        if t._timer is not None:
+            t._timer.cancel()
+            t._timer = None
+        self.tickets.discard(t)
+
+    def close_all(self, reason: str) -> None:
+        for t in list(self.tickets):
+            t.end(reason)
+
+
+# -- listening -----------------------------------------------------------------------------------
+
+
+class SocketInUse(OSError):
+    """The socket path is served by another live process, or is not a socket: it is not
+    taken over (issue 14)."""
+
+
+def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: str | None = None) -> socket.socket:
+    """A listening, non-blocking Unix stream socket at ``path`` with ``mode`` (and
+    ``group``, a group name, when given). A stale socket file a killed process left
+    (nobody answers on it) is replaced; a path another live process serves, or any
+    file that is not a socket, is refused (:class:`SocketInUse`): nothing is deleted
+    or taken over. Raises ``OSError`` (``KeyError`` for an unknown group becomes
+    ``OSError``)."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise SocketInUse(errno.EEXIST, f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)  # stale: its process is gone
+        except OSError as exc:
+            raise SocketInUse(errno.EADDRINUSE, f"cannot tell whether {path} is in use ({exc}); "
+                                                "refusing to replace it") from None
+        else:
+            raise SocketInUse(errno.EADDRINUSE, f"{path} is served by another live process; "
+                                                "refusing to take it over")
+        finally:
+            probe.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)  # no window in which the socket is open to all
+        try:
+            server.bind(str(path))
+        finally:
+            os.umask(old)
+        if group is not None:
+            try:
+                gid = grp.getgrnam(group).gr_gid
+            except KeyError:
+                raise OSError(errno.EINVAL, f"group {group!r} (socket_group) does not exist") from None
+            os.chown(path, -1, gid)
+        os.chmod(path, mode)
+        server.listen(backlog)
+        server.setblocking(False)
+    except OSError:
+        server.close()
+        raise
+    return server
+
+
+def tcp_listener(host: str, port: int, *, backlog: int = 1024) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one).
+    Raises ``OSError`` (address in use, unknown host)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((host.strip("[]"), port))
+        server.listen(backlog)
+        server.setblocking(False)
+    except OSError:
+        server.close()
+        raise
+    return server
+
+
+class Listener:
+    """Accepts connections on ``sock`` for ``handle(conn, peer)`` until closed; survives
+    descriptor exhaustion (module docstring). ``busy_reply``: bytes written to a
+    connection turned away while descriptors are exhausted (then it is closed).
+    ``peer_of(conn, addr)``: the fairness key of a new connection."""
+
+    def __init__(self, name: str, sock: socket.socket, loop: asyncio.AbstractEventLoop,
+                 handle: Callable[[socket.socket, Any], Awaitable[None] | None],
+                 *, guard: ConnectionGuard, busy_reply: bytes = b"",
+                 peer_of: Callable[[socket.socket, Any], Any] | None = None) -> None:
+        self.name = name
+        self.sock = sock
+        self.loop = loop
+        self.handle = handle
+        self.guard = guard
+        self.busy_reply = busy_reply
+        self.peer_of = peer_of or (lambda conn, addr: addr[0] if isinstance(addr, tuple) else addr)
+        self._spare: int | None = self._open_spare()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._task = loop.create_task(self._accept_loop(), name=f"{name}-accept")
+        self._last_warning = 0.0
+
+    @staticmethod
+    def _open_spare() -> int | None:
+        try:
+            return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+
+    async def _accept_loop(self) -> None:
+        backoff = 0.01
+        while True:
+            try:
+                conn, addr = await self.loop.sock_accept(self.sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                if exc.errno in EXHAUSTED:
+                    self._exhausted(exc)
+                    await asyncio.sleep(backoff)  # back-off while the system has no descriptor to give
+                    backoff = min(backoff * 2, RETRY_MAX_S)
+                    continue
+                if exc.errno in (errno.EBADF, errno.EINVAL):  # the listening socket was closed
+                    return
+                log.warning("accept_failed", listener=self.name, error=clip(str(exc), 200))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+                continue
+            backoff = 0.01
+            if self._spare is None:
+                self._spare = self._open_spare()
+            conn.setblocking(False)
+            try:
+                peer = self.peer_of(conn, addr)
+            except OSError as exc:
+                log.warning("peer_unknown", listener=self.name, error=clip(str(exc), 200))
+                conn.close()
+                continue
+            try:
+                result = self.handle(conn, peer)
+            except Exception as exc:  # noqa: BLE001 - one connection's failure must not end the listener
+                log.warning("connection_setup_failed", listener=self.name, error=clip(str(exc), 200))
+                conn.close()
+                continue
+            if asyncio.iscoroutine(result):
+                task = self.loop.create_task(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.warning("connection_failed", listener=self.name, error=f"{type(exc).__name__}: {clip(str(exc), 200)}")
+
+    def _exhausted(self, exc: OSError) -> None:
+        self.guard.counts["exhausted"] += 1
+        now = time.monotonic()
+        if now - self._last_warning > 10.0:  # one warning per 10 s, not one per attempt
+            self._last_warning = now
+            log.warning("descriptors_exhausted", listener=self.name, error=os.strerror(exc.errno or 0),
+                        times=self.guard.counts["exhausted"])
+        if self._spare is None:
+            return
+        os.close(self._spare)  # free one descriptor to answer the connection that waits
+        self._spare = None
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            pass
+        else:
+            try:
+                conn.setblocking(False)
+                if self.busy_reply:
+                    conn.send(self.busy_reply)
+            except OSError:
+                pass
+            conn.close()
+        self._spare = self._open_spare()
+
+    async def close_accepting(self) -> None:
+        """Stop accepting new connections (those open go on)."""
+        if not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+
+    async def close(self) -> None:
+        """Stop accepting, end the connections' tasks, close the socket and the spare."""
+        await self.close_accepting()
+        self.sock.close()
+        self.guard.close_all("the table is shutting down")
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=2.0)
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
