@@ -159,6 +159,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--seats", type=int, default=7)
     ap.add_argument("--under-soak", action="store_true", help="deal while a chaos soak runs in another process")
+    ap.add_argument("--no-mqtt", action="store_true", help="the socket figures only (no broker started)")
     args = ap.parse_args()
     _quiet()
     soak = None
@@ -175,7 +176,7 @@ def main() -> None:
                 soak.terminate()
                 soak.wait(30)
                 soak = None
-            out["mqtt"] = mqtt(work)
+            out["mqtt"] = None if args.no_mqtt else mqtt(work)
     finally:
         if soak is not None:
             soak.terminate()
