@@ -43,6 +43,7 @@ class DeviceDriver:
         usb_backend: object = None,
         ack_on_delivery: bool = True,
         resume: "Callable[[DeviceIdentity], int | None] | None" = None,
+        frame_trace: "Callable[[str, bytes], None] | None" = None,
     ) -> D:
         """Open ``url``, handshake, and return a connected driver.
 
@@ -53,11 +54,12 @@ class DeviceDriver:
         Raises ``TransportError`` (cannot open, or a malformed ``usb://``
         selector; its ``hint`` says what to do), ``LinkTimeout`` (no answer),
         ``ProtocolVersionMismatch`` / ``WrongDevice`` (handshake refused).
+        ``frame_trace``: see :class:`~firmware_bridge.link.Link` (every frame, both ways).
         """
         transport = transport_for(url, usb_backend=usb_backend,
                                   read_timeout_ms=config.read_timeout_ms if config is not None else None)
         link = Link(transport, name=name or str(cls.KIND), config=config, events=events,
-                    ack_on_delivery=ack_on_delivery)
+                    ack_on_delivery=ack_on_delivery, frame_trace=frame_trace)
         link.resume = resume
         link.open()
         driver = cls(link)

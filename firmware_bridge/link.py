@@ -263,6 +263,9 @@ class Link:
     ``events`` may be shared by several links (one consumer then sees every
     device's events in arrival order); items are :class:`DeviceEvent`.
     ``auto_reconnect``: reopen the transport after it fails (default True).
+    ``frame_trace``: called as ``frame_trace(direction, wire)`` with ``"tx"`` or
+    ``"rx"`` and each whole frame's bytes just before it is written or as it is parsed (a trace
+    file: table.frame_trace); it must not raise or block.
     """
 
     def __init__(
@@ -274,8 +277,10 @@ class Link:
         events: "queue.Queue[DeviceEvent] | None" = None,
         auto_reconnect: bool = True,
         ack_on_delivery: bool = True,
+        frame_trace: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.transport = transport
+        self.frame_trace = frame_trace
         self.name = name
         self.config = config or LinkConfig()
         self.events: queue.Queue[DeviceEvent] = (
@@ -796,6 +801,8 @@ class Link:
     # -- reader side ---------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        if self.frame_trace is not None:  # before the write: the reply may be parsed before it returns
+            self.frame_trace("tx", data)
         try:
             with self._write_lock:
                 self.transport.write(data)
@@ -825,11 +832,16 @@ class Link:
         parser = self._parser
         if data:
             self._last_rx = time.monotonic()
+            trace = self.frame_trace
             for frame in parser.feed(data):
+                if trace is not None:
+                    trace("rx", frame.encode())
                 self._on_frame(frame)
         elif parser.pending and (timeout_s is None
                                  or time.monotonic() - self._last_rx >= self.config.read_timeout_ms / 1000):
             for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
+                if self.frame_trace is not None:
+                    self.frame_trace("rx", frame.encode())
                 self._on_frame(frame)
         return True
 

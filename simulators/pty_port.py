@@ -3,13 +3,24 @@
 Pitfalls handled (DESIGN.md): a new pty starts in echo/line mode, so the slave
 is put in raw mode at once; the slave fd stays open for the emulator's life so
 reads on the master never fail with EIO while the host is between opens.
+
+A symlink path is **claimed** for as long as its emulator runs: a second
+emulator asked for the same path is refused rather than repointing the link
+under the first one's host (and deleting it when it exits). The claim is an
+abstract-namespace Unix socket named after the path (Linux): the kernel drops
+it when the process ends, however it ends, so a ``kill -9`` leaves no stale
+claim and nothing is left on disk. Where abstract sockets do not exist the
+claim is skipped.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import re
 import secrets
+import socket
 import threading
 import tty
 from pathlib import Path
@@ -28,6 +39,33 @@ class PtyLinkError(OSError):
     destroyed, or (for :func:`check_link_path`) its folder does not exist."""
 
 
+def _claim_name(link: Path) -> bytes:
+    absolute = os.path.join(os.path.realpath(link.parent), link.name)
+    return b"\0threecard-pty/" + hashlib.sha256(absolute.encode()).hexdigest()[:48].encode()
+
+
+def claim_link(link: str | os.PathLike[str]) -> socket.socket | None:
+    """Claim ``link`` for this process: the returned socket holds the claim until it is
+    closed (or the process ends). ``None`` where claims are not supported. Raises
+    :class:`PtyLinkError` when a running emulator holds it."""
+    link = Path(link)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(_claim_name(link))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            target = ""
+            try:
+                target = f" (-> {os.readlink(link)})"
+            except OSError:
+                pass
+            raise PtyLinkError(f"{link}{target} is served by an emulator that is still running; refusing to take "
+                               "it over (stop that emulator, or choose another path)") from None
+        return None  # no abstract namespace here: no claims
+    return sock
+
+
 def is_pty_link(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a symlink to a pty slave (the target need not exist any more)."""
     try:
@@ -44,12 +82,16 @@ def _check_replaceable(link: Path) -> None:
 
 def check_link_path(link: str | os.PathLike[str]) -> None:
     """Raise :class:`PtyLinkError` unless ``link`` can be made a pty symlink without
-    destroying or creating anything else: its folder exists, and ``link`` is either
-    absent or a symlink to a pty. For a user-given path (``tablectl emulate --pty``);
+    destroying or creating anything else, or taking it from a live emulator: its
+    folder exists, ``link`` is either absent or a symlink to a pty, and no running
+    emulator claims it. For a user-given path (``tablectl emulate --pty``);
     :class:`PtyPort` itself creates missing folders (for its callers' temp folders)."""
     link = Path(link)
     if not link.parent.is_dir():
         raise PtyLinkError(f"{link.parent}: no such folder for the pty symlink {link} (create it first)")
+    claim = claim_link(link)
+    if claim is not None:
+        claim.close()
     _check_replaceable(link)
 
 
@@ -60,7 +102,9 @@ class PtyPort:
     ``/tmp/threecard/shoe``); its folder is created if missing; a symlink to a pty
     already there (a previous run's) is replaced; anything else there raises
     :class:`PtyLinkError` and is left alone. The link is removed on :meth:`close`
-    if it still points at this pty. Raises ``OSError`` if the pty cannot be created.
+    if it still points at this pty. The link is claimed for this port's life
+    (:func:`claim_link`): a link another running emulator serves raises
+    :class:`PtyLinkError`. Raises ``OSError`` if the pty cannot be created.
     """
 
     def __init__(self, link: str | os.PathLike[str] | None = None, *, clock: Clock = REAL_CLOCK) -> None:
@@ -69,7 +113,20 @@ class PtyPort:
         self.on_change: Callable[[], None] = lambda: None  # set by the firmware emulator
         self._closed = False
         self._replug: threading.Timer | None = None
-        self._open()
+        self._claim: socket.socket | None = None
+        if self.link is not None:
+            self.link.parent.mkdir(parents=True, exist_ok=True)  # first: the claim names the real folder
+            self._claim = claim_link(self.link)
+        try:
+            self._open()
+        except BaseException:
+            self._release_claim()
+            raise
+
+    def _release_claim(self) -> None:
+        if self._claim is not None:
+            self._claim.close()
+            self._claim = None
 
     def _open(self) -> None:
         if self.link is not None:
@@ -173,3 +230,4 @@ class PtyPort:
         self.fd = self._slave = -1
         if self._owns_link():  # not one another emulator has put there since
             self.link.unlink()
+        self._release_claim()

@@ -32,6 +32,7 @@ import dataclasses
 import datetime as _dt
 import queue
 import threading
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -475,7 +476,7 @@ class Table:
                     log.warning("round_voided", error=str(exc))
                 except (HeldError, DeviceFault, DeviceTimeout) as exc:
                     log.error("round_held", error=str(exc))
-                    ctl.resolve_held()  # waits for void() from the supervisor
+                    continue  # the next play_round() waits for void() or release_hold() first
                 n += 1
         except BaseException as exc:  # noqa: BLE001 - reported by wait()/start()
             self._error = exc
@@ -568,19 +569,54 @@ class Table:
     # -- dealer and supervisor commands -----------------------------------------------------------
 
     def _command(self, action: str, timeout_s: float, **args: Any) -> dict[str, Any]:
+        """Submit ``action`` once the table waits for it (within ``timeout_s``) and return
+        the answer; a void is submitted at once and its completion awaited. Raises
+        :class:`CommandRefused` with the controller's reason."""
+        deadline = time.monotonic() + timeout_s
+        if action != "void":
+            self._await_expectation(action, args.get("seat"), deadline)
         done = threading.Event()
         box: dict[str, Any] = {}
+        finished: dict[str, Any] = {}
+        over = threading.Event()
 
         def reply(result: dict[str, Any]) -> None:
             box.update(result)
             done.set()
 
-        self.console.submit(Command(action, {k: v for k, v in args.items() if v is not None}, reply))
-        if not done.wait(timeout_s):
+        def completed(result: dict[str, Any]) -> None:
+            finished.update(result)
+            over.set()
+
+        self.console.submit(Command(action, {k: v for k, v in args.items() if v is not None}, reply,
+                                    done=completed if action == "void" else None))
+        if not done.wait(max(0.0, deadline - time.monotonic())):
             raise CommandRefused(f"{action}: no answer within {timeout_s:g} s (the table is not waiting for it)")
         if not box.get("ok"):
             raise CommandRefused(f"{action}: {box.get('error', 'refused')}")
+        if action == "void":  # accepted at once; carried out within one device step
+            if not over.wait(max(0.0, deadline - time.monotonic())):
+                raise CommandRefused(f"void: accepted but not carried out within {timeout_s:g} s")
+            if not finished.get("ok"):
+                raise CommandRefused(f"void: {finished.get('error', 'not carried out')}")
+            return {"ok": True, **finished}
         return box
+
+    def _await_expectation(self, action: str, seat: Any, deadline: float) -> None:
+        """Wait (on the console's own notices, no polling) until the table waits for ``action``."""
+        ready = threading.Event()
+
+        def check(exp: Any = None) -> None:
+            exp = self.console.expectation
+            if exp is not None and action in exp.accepts and (seat is None or exp.seat in (None, seat)):
+                ready.set()
+
+        self.console.on_expectation(check)
+        try:
+            check()
+            ready.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            self.console.remove_listener(check)
 
     def close_bets(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """Dealer: no more bets; the deal starts. For tables without ``auto_dealer``."""
@@ -602,4 +638,19 @@ class Table:
     def confirm_card(self, card: str, supervisor: str, timeout_s: float = 30.0) -> dict[str, Any]:
         """Supervisor: enter a card the shoe could not read (e.g. ``"Qs"``)."""
         return self._command("confirm_card", timeout_s, card=card, supervisor=supervisor)
+
+    def confirm_void(self, supervisor: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """A second supervisor confirms a void asked after the decisions were final (the
+        two-person rule); ``supervisor`` must not be the one who asked."""
+        return self._command("confirm_void", timeout_s, supervisor=supervisor)
+
+    def release_hold(self, supervisor: str, reason: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Supervisor: release a round held by a device fault or a restart: it goes on where
+        it stood (a hold from a broken custody rule can only be voided)."""
+        return self._command("release_hold", timeout_s, supervisor=supervisor, reason=reason)
+
+    def acknowledge_incident(self, supervisor: str, incident: str | None = None,
+                             timeout_s: float = 30.0) -> dict[str, Any]:
+        """Supervisor: acknowledge the table's incident alarms (one by id, or all)."""
+        return self._command("acknowledge_incident", timeout_s, supervisor=supervisor, incident=incident)
 

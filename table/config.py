@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import re
 import tomllib
 import types
@@ -623,7 +624,8 @@ class TableConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The effective config as plain TOML/JSON values (colours and paths as strings,
-        unset optional keys left out)."""
+        unset optional keys left out). ``mqtt`` is ``None`` when no ``[mqtt] host`` is set:
+        MQTT is then off, and its other keys would only look as if it were on."""
         def conv(obj: Any) -> Any:
             if dataclasses.is_dataclass(obj):
                 return {f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
@@ -634,11 +636,22 @@ class TableConfig:
                 return str(obj)
             return obj
 
-        return conv(self)
+        out = conv(self)
+        if self.mqtt.host is None:
+            out["mqtt"] = None
+        return out
 
     def to_toml(self) -> str:
-        """The effective config as TOML text that :func:`parse_config` reads back."""
-        return _to_toml(self.to_dict())
+        """The effective config as TOML text that :func:`parse_config` reads back. With MQTT
+        off (no ``[mqtt] host``) there is no ``[mqtt]`` section, only a comment saying so."""
+        d = self.to_dict()
+        off = d["mqtt"] is None
+        if off:
+            del d["mqtt"]
+        text = _to_toml(d)
+        if off:
+            text += "\n# [mqtt] is off: no host is set, so nothing is published (docs/integration.md)\n"
+        return text
 
 
 # -- building and validating ---------------------------------------------------------------
@@ -822,6 +835,39 @@ def _check_link(link: LinkSection, path: tuple, errs: _Collector) -> None:
         errs.add(path + ((m.group(1),) if m else ()), str(exc))
 
 
+def device_address(url: str) -> str:
+    """What identifies the device ``url`` reaches, for comparing two URLs: a USB
+    selector normalised (``usb://1209:0001/SN``, hex ids in lower case), a local path
+    with symlinks resolved (``/dev/threecard/shoe`` and the ``/dev/ttyUSB1`` it points
+    at are one port), anything else as written."""
+    text = url.strip()
+    if text.lower().startswith("usb:"):
+        try:
+            from firmware_bridge.usb import UsbSelector
+
+            return str(UsbSelector.parse(text))
+        except (ImportError, ValueError):
+            return text.lower()
+    if text.startswith("/"):
+        return os.path.realpath(text)
+    if text.lower().startswith(("socket://", "rfc2217://")):
+        return text.lower()  # scheme and host name are not case-sensitive
+    return text
+
+
+def _check_devices(devices: DevicesConfig, path: tuple, errs: _Collector) -> None:
+    """The shuffler and the shoe are two devices: two URLs that reach the same port (or
+    USB device) would have the controller talk to one device as both."""
+    a, b = devices.shuffler.url, devices.shoe.url
+    if a.lower().startswith("loop://"):  # each loop:// is a loopback of its own
+        return
+    addr = device_address(a)
+    if addr == device_address(b):
+        same = "the same URL as devices.shuffler.url" if a == b else \
+            f"the same device as devices.shuffler.url {a!r} (both are {addr})"
+        errs.add(path + ("shoe", "url"), f"{b!r} is {same}: the shuffler and the shoe each need their own port")
+
+
 def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> None:
     """Each vendor key file loads as an Ed25519 public key and is safe from other users."""
     from .files import unsafe_permissions
@@ -841,6 +887,7 @@ def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> No
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
+    DevicesConfig: _check_devices,
     FirmwareSection: _check_vendor_keys,
 }
 

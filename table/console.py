@@ -1,15 +1,29 @@
-"""The console's command queue: dealer and supervisor commands, from every source, in order.
+"""The console's command queue: dealer and supervisor commands, from every source, answered at once.
 
-A :class:`Command` comes from the control socket, a terminal key, the Python
-API or any other front door (``table/interfaces/``); :class:`Console` queues
-them for the controller's one thread, which takes each where the procedure
-waits for it (``docs/console.md``). A void is kept for the round's next step
-boundary, where the controller honours it.
+A :class:`Command` comes from the control socket, the web console, a terminal
+key, the Python API or any other front door (``table/interfaces/``), carrying
+the :class:`~table.roles.Actor` who gave it. :class:`Console` is the core's
+side of every front door (issue 15):
+
+* every command gets exactly one answer, at once: carried out (when the table
+  was waiting for it: the controller thread takes it as it arrives), refused
+  with a reason (a role that may not ask it, a blank reason, a round whose
+  results stand), or "not expected now" (naming what the table waits for);
+* the table says what it waits for (:class:`Expectation`, :attr:`Console.expectation`),
+  so a console prompts for exactly that and a screen shows the one button that
+  does it;
+* a void is acted on within one device step, not at the next round: accepting
+  it wakes the controller from whatever it waits on (:attr:`Console.wake`);
+  the void itself is reported by the ``round_voided`` event. Before the
+  decisions are final one supervisor voids; after them (the outcome is then
+  known) a second supervisor must confirm (the two-person rule, on by
+  default); once the results are recorded a void is refused (58 Pa. Code
+  816a.1).
 """
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,19 +32,23 @@ from typing import Any, Callable
 from protocols.cards import Card
 
 from .errors import SupervisorRequired
-from .roles import Actor
+from .roles import Actor, InvalidArgument, allowed, person_name, reason_text
 from .rules.settlement import Decision
 from .rules.strategy import Decide
 
 
 @dataclass
 class Command:
-    """One dealer or supervisor command (from the control socket or a key).
+    """One dealer or supervisor command (from the control socket, a screen, a key).
 
-    ``action``: ``close_bets``, ``confirm_collect``, ``void`` (args ``reason``,
-    ``supervisor``), ``register_deck`` (``colour``, ``deck_id``, ``supervisor``),
-    ``confirm_card`` (``card``, ``supervisor``), ``status``.
-    ``reply`` is called once with a JSON-ready dict.
+    ``action``: ``close_bets``, ``confirm_collect``, ``decide`` (``seat``,
+    ``decision``), ``void`` (``reason``, ``supervisor``), ``confirm_void``
+    (``supervisor``: the second supervisor of the two-person rule),
+    ``register_deck`` (``deck_id``, ``supervisor``), ``confirm_card`` (``card``,
+    ``supervisor``), ``release_hold`` (``supervisor``, ``reason``),
+    ``acknowledge_incident`` (``supervisor``), ``status``. ``reply`` is called
+    exactly once with a JSON-ready dict; ``done``, when given, once more when a
+    command accepted for later (a void) has been carried out or has failed.
     """
 
     action: str
@@ -40,109 +58,306 @@ class Command:
     actor: Actor | None = None
     #: the front door's request id, echoed in the reply
     request_id: str | int | None = None
+    #: called once the command accepted for later was carried out (or failed)
+    done: Callable[[dict[str, Any]], None] | None = None
+    _answered: bool = field(default=False, repr=False, compare=False)
 
     def answer(self, **result: Any) -> None:
+        """Send the one reply (a second call is ignored: one request, one answer)."""
+        if self._answered:
+            return
+        self._answered = True
         if self.reply is not None:
             self.reply(result)
 
+    def finish(self, **result: Any) -> None:
+        """Report what became of a command accepted for later (``done``)."""
+        if self.done is not None:
+            done, self.done = self.done, None
+            done(result)
+
+    @property
+    def person(self) -> str | None:
+        """Who gave it: the actor's person, else the ``supervisor`` argument."""
+        if self.actor is not None:
+            return self.actor.person
+        v = self.args.get("supervisor")
+        return v if isinstance(v, str) else None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the table waits for now, for people and screens.
+
+    ``action``: the command (or, with ``role="device"``, the physical action a
+    device will report: ``insert_deck``, ``take_from_shuffler``, ``load_shoe``,
+    ``draw_card``); ``what``: in words ("the dealer to close bets"); ``role``:
+    who does it (``dealer``, ``supervisor``, ``device``); ``accepts``: the
+    commands taken now; ``seat``: for ``decide``; ``draw_index``: for
+    ``confirm_card``; ``round_id``: the round concerned."""
+
+    action: str
+    what: str
+    role: str = "dealer"
+    accepts: tuple[str, ...] = ()
+    seat: int | None = None
+    draw_index: int | None = None
+    round_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"action": self.action, "what": self.what, "role": self.role,
+                             "accepts": list(self.accepts)}
+        for k in ("seat", "draw_index", "round_id"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+
+@dataclass(frozen=True)
+class VoidPolicy:
+    """What a void would do now, as the controller says it (updated at each step).
+
+    ``round_id``: the round a void would void (None: no round to void);
+    ``refusal``: why a void is refused now ("" when it is not); ``needs_second``:
+    a second supervisor must confirm it (decisions are final, the two-person rule)."""
+
+    round_id: str | None = None
+    refusal: str = "no round is in progress"
+    needs_second: bool = False
+
 
 class Console:
-    """The queue of dealer and supervisor commands, from every source, in order.
+    """The table's inbox of dealer and supervisor commands (see the module docstring).
 
-    ``attached``: True when some source (a control socket, a terminal) can
-    answer; without one, a step that needs a supervisor raises
-    :class:`SupervisorRequired` instead of waiting for ever.
+    ``attached``: True when some front door (a control socket, a screen, a
+    terminal) can answer; without one, a step that needs a person raises
+    :class:`SupervisorRequired` instead of waiting for ever. ``two_person_void``:
+    a void after the decisions are final needs a second supervisor (default on).
+    ``wake``: set by the controller; called when a void is accepted, so it
+    acts within one device step. ``status``: the controller's status (for the
+    ``status`` command).
     """
 
     DEALER_ACTIONS = ("close_bets", "confirm_collect", "decide")
-    SUPERVISOR_ACTIONS = ("void", "register_deck", "confirm_card", "acknowledge_incident")
+    SUPERVISOR_ACTIONS = ("void", "confirm_void", "register_deck", "confirm_card", "release_hold",
+                          "acknowledge_incident")
 
-    def __init__(self) -> None:
-        self._q: queue.Queue[Command] = queue.Queue()
-        self._voids: list[Command] = []  # a void waits for the round's next step boundary
-        self._voids_lock = threading.Lock()
+    def __init__(self, *, two_person_void: bool = True) -> None:
+        self._cv = threading.Condition()
+        self._pending: collections.deque[Command] = collections.deque()
+        self._expect: Expectation | None = None
+        self._policy = VoidPolicy()
+        self._void: Command | None = None
+        self._listeners: list[Callable[[Expectation | None], None]] = []
+        self.two_person_void = two_person_void
         self.attached = False
+        self.wake: Callable[[], None] | None = None
+        #: the controller's handler of an ``acknowledge_incident`` the table is not waiting for
+        #: (alarms are acknowledged any time); None: only when waited for
+        self.acknowledge: Callable[[Command], None] | None = None
         self.status: Callable[[], dict[str, Any]] = lambda: {}
 
+    # -- what the table waits for ------------------------------------------------------------
+
+    @property
+    def expectation(self) -> Expectation | None:
+        """What the table waits for now (None: nothing a person does)."""
+        return self._expect
+
+    def on_expectation(self, callback: Callable[[Expectation | None], None]) -> None:
+        """Call ``callback(expectation)`` whenever what the table waits for changes (a
+        terminal prompts, a simulated supervisor answers). Runs in the controller's
+        thread: keep it short."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Expectation | None], None]) -> None:
+        """Stop calling ``callback`` (see :meth:`on_expectation`)."""
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def expect(self, exp: Expectation | None) -> None:
+        """Say what the table waits for (the controller; also device steps, for screens)."""
+        with self._cv:
+            self._expect = exp
+        for cb in list(self._listeners):
+            try:
+                cb(exp)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the table
+                pass
+
+    def set_void_policy(self, policy: VoidPolicy) -> None:
+        """The controller says what a void would do now (at each step of the round)."""
+        with self._cv:
+            self._policy = policy
+            if policy.refusal and self._void is not None:
+                v, self._void = self._void, None
+                v.finish(ok=False, error=f"the void was not carried out: {policy.refusal}")
+
+    @property
+    def void_policy(self) -> VoidPolicy:
+        return self._policy
+
+    # -- front doors ---------------------------------------------------------------------------
+
     def submit(self, cmd: Command) -> None:
-        """Queue a command (thread-safe); ``status`` is answered at once."""
-        if cmd.action == "status":
+        """Take one command from a front door (thread-safe) and answer it at once."""
+        action = cmd.action
+        if action == "status":
             cmd.answer(ok=True, **self.status())
             return
-        if cmd.action not in self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS:
-            cmd.answer(ok=False, error=f"unknown action {cmd.action!r}; allowed: status, "
-                                       + ", ".join(self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS))
+        known = self.DEALER_ACTIONS + self.SUPERVISOR_ACTIONS
+        if action not in known:
+            cmd.answer(ok=False, code="unknown_action",
+                       error=f"unknown action {action!r}; allowed: status, " + ", ".join(known))
             return
-        self._q.put(cmd)
+        if not allowed(cmd.actor, action):
+            role = cmd.actor.role.value if cmd.actor else "?"
+            cmd.answer(ok=False, code="forbidden", error=f"{action} is not allowed to the {role} role")
+            return
+        try:
+            self._validate(cmd)
+        except InvalidArgument as exc:
+            cmd.answer(ok=False, code="bad_request", error=f"{action}: {exc}")
+            return
+        if action == "void":
+            self._submit_void(cmd)
+            return
+        with self._cv:
+            exp = self._expect
+            waited = exp is not None and action in exp.accepts
+        if action == "acknowledge_incident" and not waited and self.acknowledge is not None:
+            self.acknowledge(cmd)
+            return
+        with self._cv:
+            exp = self._expect
+            if exp is None or action not in exp.accepts:
+                waits = exp.what if exp is not None else "nothing a person does now"
+                cmd.answer(ok=False, code="not_expected", error=f"{action} is not expected now; the table waits "
+                                                                 f"for {waits}")
+                return
+            if action == "decide" and exp.seat is not None and cmd.args.get("seat") != exp.seat:
+                cmd.answer(ok=False, code="not_expected", error=f"the table waits for seat {exp.seat}'s decision")
+                return
+            if any(p.action == action for p in self._pending):
+                cmd.answer(ok=False, code="not_expected", error=f"{action} is already being carried out")
+                return
+            self._pending.append(cmd)
+            self._cv.notify_all()
+
+    def _validate(self, cmd: Command) -> None:
+        """The table.roles rules: a supervisor's name and a reason are non-blank, bounded,
+        printable text; a void needs a reason; a decision is play or fold."""
+        a = cmd.args
+        if cmd.action in self.SUPERVISOR_ACTIONS:
+            name = cmd.person
+            if name is None:
+                raise InvalidArgument("supervisor is required")
+            person_name(name, "supervisor")
+            if cmd.actor is None:
+                a["supervisor"] = person_name(a["supervisor"], "supervisor")
+        if cmd.action == "void" or (cmd.action == "release_hold" and a.get("reason") is not None):
+            a["reason"] = reason_text(a.get("reason"))
+        if cmd.action == "decide":
+            if not isinstance(a.get("seat"), int) or isinstance(a.get("seat"), bool):
+                raise InvalidArgument("seat must be a whole number")
+            try:
+                Decision.parse(a.get("decision", ""))
+            except ValueError as exc:
+                raise InvalidArgument(str(exc)) from None
+
+    def _submit_void(self, cmd: Command) -> None:
+        with self._cv:
+            policy = self._policy
+            if policy.refusal:
+                cmd.answer(ok=False, code="refused", error=f"void refused: {policy.refusal}")
+                return
+            rid = cmd.args.get("round_id")
+            if rid is not None and rid != policy.round_id:
+                cmd.answer(ok=False, code="refused", error=f"void refused: round {rid} is not the round in "
+                                                           f"progress ({policy.round_id})")
+                return
+            if self._void is not None:
+                cmd.answer(ok=False, code="refused", error="a void of this round is already being carried out")
+                return
+            self._void = cmd
+            self._cv.notify_all()
+        cmd.answer(ok=True, accepted=True, round_id=policy.round_id,
+                   what=("a second supervisor must confirm the void (the decisions are final)"
+                         if policy.needs_second else "the round is voided now"))
+        wake = self.wake
+        if wake is not None:
+            wake()
+
+    # -- the controller's side ---------------------------------------------------------------
 
     def take_void(self) -> Command | None:
-        """A void the supervisor sent while the round was running, if any (non-blocking)."""
-        while True:
-            try:
-                cmd = self._q.get_nowait()
-            except queue.Empty:
-                break
-            if cmd.action == "void":
-                with self._voids_lock:
-                    self._voids.append(cmd)
-            else:
-                self._q.put(cmd)  # not ours to answer now; put back for the step that waits
-                break
-        with self._voids_lock:
-            return self._voids.pop(0) if self._voids else None
+        """The accepted void, if any (non-blocking), for the controller to carry out."""
+        with self._cv:
+            v, self._void = self._void, None
+            return v
 
-    def refuse_voids(self, why: str) -> None:
-        """Answer every void still pending (sent when no round could take it)."""
-        while True:
-            cmd = self.take_void()
-            if cmd is None:
-                return
-            cmd.answer(ok=False, error=why)
-
-    def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
-        """The next command among ``actions``; others are answered as not expected now
-        (a ``void`` is kept for the round's next step, where it is honoured)."""
+    def wait(self, accepts: tuple[str, ...], what: str, timeout_s: float | None = None, *,
+             role: str | None = None, action: str | None = None, seat: int | None = None,
+             draw_index: int | None = None, round_id: str | None = None, voids: bool = True) -> Command:
+        """Wait for the next command among ``accepts`` and return it (the caller answers
+        it). While waiting, :attr:`expectation` says so. ``voids``: an accepted void
+        ends the wait and is returned (``action == "void"``: the caller carries it out).
+        Raises :class:`SupervisorRequired` with no front door attached, or when
+        nobody answered within ``timeout_s``."""
         if not self.attached:
             raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
-        if "void" in actions:
-            with self._voids_lock:
-                if self._voids:
-                    return self._voids.pop(0)
+        who = role or ("dealer" if set(accepts) <= set(self.DEALER_ACTIONS) else "supervisor")
+        exp = Expectation(action or accepts[0], what, who, tuple(accepts), seat, draw_index, round_id)
+        self.expect(exp)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                cmd = self._q.get(timeout=remaining)
-            except queue.Empty:
-                raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s") from None
-            if cmd.action in actions:
-                return cmd
-            if cmd.action == "void":
-                with self._voids_lock:
-                    self._voids.append(cmd)
-                continue
-            cmd.answer(ok=False, error=f"{cmd.action} is not expected now; the table waits for {what}")
-
+        try:
+            with self._cv:
+                while True:
+                    if voids and self._void is not None:
+                        v, self._void = self._void, None
+                        return v
+                    for i, cmd in enumerate(self._pending):
+                        if cmd.action in accepts:
+                            del self._pending[i]
+                            return cmd
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s")
+                    self._cv.wait(remaining)
+        finally:
+            with self._cv:
+                left = list(self._pending)
+                self._pending.clear()
+            for cmd in left:
+                cmd.answer(ok=False, code="not_expected", error=f"{cmd.action} was not carried out: the table "
+                                                                 "no longer waits for it")
+            if self._expect is exp:
+                self.expect(None)
 
 
 def console_decisions(console: "Console") -> Decide:
     """Players' decisions at a real table, as the dealer enters them on the console:
     ``{"action": "decide", "seat": 2, "decision": "fold"}`` (or the key ``p 2`` / ``f 2``).
-    The dealer asks each seat in turn (649a.11), so the table waits for that seat."""
+    The dealer asks each seat in turn (649a.11), so the table waits for that seat.
+    A void accepted meanwhile is raised as :class:`VoidArrived` for the controller."""
 
     def decide(seat: int, cards: list[Card]) -> Decision:
-        while True:
-            cmd = console.wait(("decide",), f"seat {seat}'s decision (play or fold)")
-            if cmd.args.get("seat") != seat:
-                cmd.answer(ok=False, error=f"the table waits for seat {seat}'s decision")
-                continue
-            try:
-                decision = Decision.parse(cmd.args.get("decision", ""))
-            except ValueError as exc:
-                cmd.answer(ok=False, error=str(exc))
-                continue
-            cmd.answer(ok=True, seat=seat, decision=decision.value)
-            return decision
+        cmd = console.wait(("decide",), f"the dealer to enter seat {seat}'s decision (play or fold)", seat=seat)
+        if cmd.action == "void":
+            raise VoidArrived(cmd)
+        decision = Decision.parse(cmd.args.get("decision", ""))
+        cmd.answer(ok=True, seat=seat, decision=decision.value)
+        decide.last = cmd
+        return decision
 
+    decide.console = console  # type: ignore[attr-defined]  (the controller journals who decided)
+    decide.last = None  # type: ignore[attr-defined]
     return decide
 
+
+class VoidArrived(Exception):
+    """A void accepted while the table waited for something else (the controller carries it out)."""
+
+    def __init__(self, command: Command) -> None:
+        super().__init__("a void arrived")
+        self.command = command

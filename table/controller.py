@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as _dt
 import json
 import queue
 import threading
@@ -61,7 +62,7 @@ from protocols.messages import (
 from protocols.vectors import message_to_dict
 
 from . import recovery
-from .console import Console
+from .console import Command, Console, Expectation, VoidArrived, VoidPolicy
 from .custody import CustodyViolation, Deck, DeckCustody, DeckPlace, Rule
 from .errors import (
     DeviceFault,
@@ -184,6 +185,8 @@ class _Round:
     reads: list[CardRead] = field(default_factory=list)
     decisions: dict[int, Decision] = field(default_factory=dict)
     results: dict[int, SeatSettlement] = field(default_factory=dict)
+    #: draw prompts given to the dealer this round (a resumed deal does not prompt twice)
+    prompted: int = 0
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,11 @@ class TableController:
         self._links = {shuffler.link.name: shuffler.link, shoe.link.name: shoe.link}
         self._shoe_name = shoe.link.name
         self._shuffler_name = shuffler.link.name
+        self._held_round: _Round | None = None  # a round held in this process (what a release resumes)
+        self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
+        self._alarms: list[dict[str, Any]] = []  # standing alarms, until handled (status "alarms")
+        self.console.wake = self._wake
+        self.console.acknowledge = self.acknowledge
 
     # -- public API --------------------------------------------------------------------
 
@@ -319,14 +327,50 @@ class TableController:
             return list(r.dealer)
 
     def status(self) -> dict[str, Any]:
-        """Table status for the console and the control socket (nothing sealed)."""
+        """Table status for the consoles and every front door (nothing sealed, 816a.1):
+        deck places, the round and its step (seats, wagers, how many cards each
+        holds, decisions once made), a held round, what the table waits for now
+        (``waiting_for``: in words, and the command that does it), both links'
+        health, the standing alarms, and whether a void now needs a second
+        supervisor."""
         r = self._round
+        round_info = None
+        if r is not None:
+            with self._lock:
+                seats = {str(s): {"wagers": {k: v for k, v in dataclasses.asdict(w).items() if v},
+                                  "cards": len(r.hands.get(s, ())),
+                                  "decision": r.decisions[s].value if s in r.decisions else None}
+                         for s, w in r.wagers.items()}
+            round_info = {"round_id": r.round_id, "number": r.number, "state": r.machine.state,
+                          "deck_id": r.deck.deck_id, "back_colour": str(r.deck.back_colour),
+                          "dealer_cards": len(r.dealer), "seats": seats}
+        exp = self.console.expectation
+        links = {}
+        for name, link in self._links.items():
+            ident = link.identity
+            links[name] = {"up": link.alive, "state": link.state.value,
+                           "serial": ident.serial_number if ident else None,
+                           "firmware": ident.firmware_version if ident else None}
+        with self._lock:
+            alarms = [dict(a) for a in self._alarms]
+        held = None
+        if self.held is not None:
+            held = {k: v for k, v in self.held.items() if k in ("round_id", "deck_id", "reason", "number", "settled",
+                                                                 "cause")}
+            if self.held.get("void_request"):
+                held["void_requested_by"] = self.held["void_request"]["supervisor"]
         return {
             "places": self.custody.places(),
+            "decks": [{"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state}
+                      for d in self.custody.decks.values()],
             "rounds_played": self.rounds_played,
-            "round": {"round_id": r.round_id, "state": r.machine.state} if r else None,
-            "held": self.held,
+            "round": round_info,
+            "held": held,
             "violations": len(self.custody.violations),
+            "waiting_for": exp.to_dict() if exp is not None else None,
+            "links": links,
+            "alarms": alarms,
+            "void_needs_second_supervisor": self.console.void_policy.needs_second,
         }
 
     # -- journal, events, acks -------------------------------------------------------------
@@ -404,15 +448,27 @@ class TableController:
         clock = self.timing.clock
         deadline = clock.monotonic() + timeout_s
         while True:
-            remaining = deadline - clock.monotonic()
+            now = time.monotonic()  # the link's deadlines are real time; the event's is on the clock
+            remaining = clock.real_s(deadline - clock.monotonic())  # real seconds
+            down = self._link_down_deadline()
+            if down is not None and self._round is not None:
+                if now >= down[1]:  # a round whose device stays away is held within the link's timeout
+                    raise DeviceFault(f"the {down[0]} link has been down for more than "
+                                      f"{self._links[down[0]].config.reconnect_wait_s:g} s while waiting for {what}")
+                remaining = min(remaining, down[1] - now)
             try:
-                ev = self.events.get(timeout=clock.real_s(remaining)) if remaining > 0 else self.events.get_nowait()
+                ev = self.events.get(timeout=remaining) if remaining > 0 else self.events.get_nowait()
             except queue.Empty:
+                if down is not None and self._round is not None and clock.monotonic() < deadline:
+                    continue  # the link's own deadline: checked at the top
                 for link in self._links.values():
                     if not link.alive:
                         raise DeviceFault(f"{link.name} link down while waiting for {what}") from None
                 raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from None
             msg = ev.message
+            if isinstance(msg, ConsoleWake):  # a void was accepted: carried out within this device step
+                self._check_void(self._round)
+                continue
             if isinstance(msg, LinkNotice):
                 self._on_notice(ev, msg)
                 continue
@@ -429,8 +485,29 @@ class TableController:
                 self._next_draw = 0
             return ev
 
+    def _wake(self) -> None:
+        """Wake the controller from a device wait: a void was accepted (Console.wake)."""
+        try:
+            self.events.put_nowait(DeviceEvent("console", ConsoleWake(), time.monotonic()))
+        except queue.Full:
+            pass  # events are waiting: the controller reads them, and checks the void at each step
+
+    def _link_down_deadline(self) -> tuple[str, float] | None:
+        """The link down the longest and when its timeout (``reconnect_wait_s``) ends."""
+        if not self._links_down:
+            return None
+        name, since = min(self._links_down.items(), key=lambda kv: kv[1])
+        return name, since + self._links[name].config.reconnect_wait_s
+
     def _on_notice(self, ev: DeviceEvent, msg: LinkNotice) -> None:
         self._record("link", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+        if msg.kind == "link_down":
+            self._links_down.setdefault(ev.source, time.monotonic())
+            self._alarm("device_down", f"the {ev.source} link is down: {mask_cards(msg.detail)}",
+                        key=f"down:{ev.source}")
+        elif msg.kind in ("link_up", "device_rebooted"):
+            self._links_down.pop(ev.source, None)
+            self._clear_alarm(f"down:{ev.source}")
         if msg.kind in ("link_up", "device_rebooted"):
             self._identify(ev.source)
         if msg.kind in ("identity_changed", "handshake_refused"):
@@ -647,13 +724,11 @@ class TableController:
         self._publish("incident", what=what)
         while True:
             cmd = self.console.wait(("acknowledge_incident",),
-                                    f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}")
-            supervisor = cmd.args.get("supervisor")
-            if not supervisor:
-                cmd.answer(ok=False, error="acknowledge_incident needs a supervisor")
-                continue
+                                    f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
+                                    role="supervisor", voids=False)
             break
-        self._record("supervisor", action="acknowledge_incident", supervisor=supervisor, anchor_seq=cp["seq"])
+        self._record("supervisor", action="acknowledge_incident", supervisor=cmd.person, anchor_seq=cp["seq"],
+                     **self._by(cmd))
         self.rounds_opened = max(self.rounds_opened, int(cp.get("rounds_opened") or 0))
         cmd.answer(ok=True, acknowledged=cp["seq"])
 
@@ -724,18 +799,24 @@ class TableController:
         """Move the decks until the table is ready for a round: a verified deck in
         the shoe, not the one played last, and the other deck verified in the
         shuffler (649a.3(b)). Works from any custody state, so it also finishes
-        a procedure a restart interrupted."""
+        a procedure a restart interrupted. A deck out of service is taken out of
+        the shuffler, then a supervisor registers its replacement (COMAR 36.05.03.27 C)."""
         stops = 0
         for _ in range(40):
             c = self.custody
             out = self._in(P.OUT_OF_SERVICE)
             if out is not None:
+                if self._shuffler_holds(out.back_colour):
+                    self._step("take_from_shuffler", out.back_colour, DeckDelivered,
+                               f"the out-of-service {out.back_colour} deck {out.deck_id} out of the shuffler")
+                    continue
                 self._replace_deck(out)
                 continue
             in_shuffler = self._in(P.IN_SHUFFLER, P.SHUFFLING, P.VERIFIED)
             in_shoe = self._in(P.DELIVERED, P.IN_SHOE, P.IN_PLAY)
             if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
                     and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
+                self.console.expect(None)
                 return
             if in_shoe is not None and in_shoe.place is P.IN_PLAY:
                 raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
@@ -764,16 +845,59 @@ class TableController:
                 raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
         raise TableError(f"the decks did not reach a ready state: {self.custody.places()}")
 
+    def _shuffler_holds(self, colour: BackColour) -> bool:
+        """Whether the shuffler still holds a deck of ``colour`` (its own status)."""
+        try:
+            st = self.shuffler.status()
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read the shuffler's status: {exc}") from exc
+        return st.state is not DeviceState.IDLE and st.back_colour == colour
+
     def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
-        """Journal the prompt, ask the dealer, wait for the device to confirm."""
+        """Journal the prompt, ask the dealer, wait for the device to confirm.
+
+        When the device already shows the action done (a restart came between the
+        action and its record) its event is on its way, resent within the device's
+        retransmit schedule (SPEC §6.3); when none comes in that time the event was
+        taken before the restart by a controller that kept no journal: the table
+        adopts what the device reports (journaled as an incident) and goes on."""
         status = self._device_status(action, colour)
-        if status == "done":  # done before a restart; its event is still on its way
-            self._expect(expect, self.timing.event_timeout_s, what)
+        if status == "done":
+            try:
+                self._expect(expect, self._resend_window_s, what)
+            except DeviceTimeout:
+                self._adopt(action, colour, what)
             return
         self._record("prompt", action=action, colour=str(colour))
+        self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
+                                        else f"the dealer to take {what}", "dealer", (),
+                                        round_id=self._round.round_id if self._round else None))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.dealer, action)(*args)
         self._expect(expect, self._dealer_wait_s, what)
+
+    @property
+    def _resend_window_s(self) -> float:
+        """How long a device takes at most to resend an event it holds (SPEC §6.3, §7):
+        twice the links' longest retransmit timeout."""
+        return 2 * max(link.config.retransmit_max_ms for link in self._links.values()) / 1000
+
+    def _adopt(self, action: str, colour: BackColour, what: str) -> None:
+        """A device shows ``action`` done but its event was taken by an earlier controller
+        with no record (a restart without the journal): custody takes the device's word,
+        and a deck found in the shuffler is counted again before it is dealt."""
+        deck = self.custody.deck(colour)
+        msg = {"insert_deck": DeckInserted(colour), "take_from_shuffler": DeckDelivered(colour),
+               "load_shoe": ShoeLoaded(colour)}[action]
+        text = {"insert_deck": f"the shuffler holds the {colour} deck from before the restart: it is counted again",
+                "take_from_shuffler": f"the {colour} deck is already out of the shuffler",
+                "load_shoe": f"the shoe already holds the {colour} deck"}[action]
+        with self._batch():
+            self._record("incident", what=f"no record of {what}: {text}")
+            self._record("device_event", source="adopted", message=message_to_dict(msg))
+        log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
+        self._publish("incident", what=text)
+        self._apply(msg)
 
     @property
     def _dealer_wait_s(self) -> float:
@@ -798,6 +922,7 @@ class TableController:
         # The command entry is the custody step (start_shuffle) too: journal, then act.
         self._record("command", command="shuffle", colour=str(deck.back_colour))
         self.custody.on_shuffle_started(deck.back_colour)
+        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device"))
         self.shuffler.shuffle()
         self._await_verification(deck, after_restart=False)
 
@@ -819,90 +944,291 @@ class TableController:
             if v.rule is not Rule.DECK_INCOMPLETE:
                 raise
             log.error("deck_failed_verification", deck_id=deck.deck_id, detail=mask_cards(v.detail))
-            return  # out of service now: advance() asks a supervisor for a replacement
+            self._alarm("out_of_service", f"deck {deck.deck_id} ({deck.back_colour}) is out of service: "
+                                          f"{mask_cards(v.detail)}", key=f"oos:{deck.back_colour}")
+            return  # out of service now: advance() has it taken out, and a supervisor registers a replacement
         log.info("deck_verified", deck_id=deck.deck_id, places=self.custody.places())
 
     def _replace_deck(self, out: Deck) -> None:
-        """A deck failed verification: it stays out until a supervisor registers a
-        replacement (issue 5; COMAR 36.05.03.27 C)."""
+        """A deck failed verification (and is out of the shuffler): it stays out until a
+        supervisor registers a replacement (issue 5; COMAR 36.05.03.27 C)."""
         log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
-        cmd = self.console.wait(("register_deck",), f"a supervisor to register a replacement for deck {out.deck_id}")
-        supervisor = cmd.args.get("supervisor")
+        cmd = self._wait_person(("register_deck",), f"a supervisor to register a replacement for deck "
+                                f"{out.deck_id} ({out.back_colour})", role="supervisor")
         deck_id = str(cmd.args.get("deck_id") or "").strip()
-        if not supervisor or not deck_id:
-            cmd.answer(ok=False, error="register_deck needs deck_id and supervisor")
+        if not deck_id:
+            cmd.answer(ok=False, code="bad_request", error="register_deck needs deck_id")
+            return
+        colour = cmd.args.get("colour")
+        if colour is not None and str(colour).lower() != str(out.back_colour):
+            cmd.answer(ok=False, code="refused", error=f"the deck out of service has {out.back_colour} backs, "
+                                                       f"not {colour}")
             return
         try:
             new = self.custody.replace_deck(out.back_colour, deck_id)
         except (ValueError, CustodyViolation) as exc:
-            cmd.answer(ok=False, error=str(exc))
+            cmd.answer(ok=False, code="refused", error=str(exc))
             return
-        self._record("supervisor", action="register_deck", supervisor=supervisor, new_deck_id=deck_id,
-                     replaces=out.deck_id, colour=str(out.back_colour))
-        cmd.answer(ok=True, deck_id=new.deck_id)
+        self._record("supervisor", action="register_deck", supervisor=cmd.person, new_deck_id=deck_id,
+                     replaces=out.deck_id, colour=str(out.back_colour), **self._by(cmd))
+        self._clear_alarm(f"oos:{out.back_colour}")
+        cmd.answer(ok=True, deck_id=new.deck_id, replaces=out.deck_id)
 
-    # -- rounds ------------------------------------------------------------------------------
+    # -- people: waits, voids, holds, releases -------------------------------------------------
 
-    def resolve_held(self) -> None:
-        """Resolve a held round. Before settlement a supervisor voids it (misdeal):
-        every wager placed is returned and recorded per seat, and the cards are
-        collected. A round already settled keeps its results (they were recorded
-        and posted, 816a.1): only its collect is finished, once the dealer (or a
-        simulated table) confirms it."""
-        held = self.held
-        if held is None:
+    @staticmethod
+    def _by(cmd: Command) -> dict[str, Any]:
+        """Who gave a command, for its journal entry (every command is journaled with its person)."""
+        return {"by": cmd.actor.to_dict()} if cmd.actor is not None else {}
+
+    def _wait_person(self, accepts: tuple[str, ...], what: str, **kw: Any) -> Command:
+        """Wait for a person's command; a void accepted meanwhile is carried out at once
+        (it raises :class:`RoundVoided`, or holds the round for a second supervisor)."""
+        r = self._round
+        cmd = self.console.wait(accepts, what, round_id=r.round_id if r else None, **kw)
+        if cmd.action == "void":
+            if r is None:
+                cmd.finish(ok=False, error="no round was in progress")
+                return self._wait_person(accepts, what, **kw)
+            self._carry_out_void(r, cmd)
+        return cmd
+
+    def _set_void_policy(self) -> None:
+        """Tell the console what a void would do now (58 Pa. Code 816a.1; the two-person rule)."""
+        r, held = self._round, self.held
+        two = self.console.two_person_void
+        if r is not None:
+            state = r.machine.state
+            if state in ("settle", "collect", "closed"):
+                policy = VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results stand "
+                                                "(58 Pa. Code 816a.1)")
+            elif state in ("voided", "held"):
+                policy = VoidPolicy(r.round_id, f"round {r.round_id} is already {state}")
+            else:
+                policy = VoidPolicy(r.round_id, "", needs_second=two and state == "dealer_reveal")
+        elif held is not None:
+            if held.get("settled"):
+                policy = VoidPolicy(held["round_id"], f"held round {held['round_id']} is settled: its results "
+                                                      "stand (58 Pa. Code 816a.1)")
+            else:
+                policy = VoidPolicy(held["round_id"], "", needs_second=two and bool(held.get("decisions_final")))
+        else:
+            policy = VoidPolicy(None, "no round is in progress")
+        self.console.set_void_policy(policy)
+
+    def _check_void(self, r: _Round | None) -> None:
+        """Honour a void accepted while the round runs (within one device step)."""
+        if r is None:
             return
-        rid = held["round_id"]
-        j = self.journal
-        if held.get("settled"):
-            if not self.auto_dealer:
-                self.console.wait(("confirm_collect",), f"the dealer to collect settled round {rid}").answer(ok=True)
-            self._collect_after_void(rid, held.get("deck_id"))
-            with self._batch():
-                j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                               number=held.get("number"), completed_after_restart=True)
-                self.held = None
-                self.checkpoint()
-            return
-        cmd = self.console.wait(("void",), f"a supervisor to void held round {rid}")
-        reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
-        if not reason or not supervisor:
-            cmd.answer(ok=False, error="void needs a reason and a supervisor")
-            return self.resolve_held()
-        if j is not None:
-            j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
-                     supervisor=supervisor, wagers="returned", returned_cents=held.get("placed", {}),
-                     seal_key=j.seal_key(rid).hex())
-        self._collect_after_void(rid, held.get("deck_id"))
-        with self._batch():
-            j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                           number=held.get("number"), voided=True)
-            self.held = None
-            self.checkpoint()
-        cmd.answer(ok=True, round_id=rid, voided=True)
-        self._publish("round_voided", round_id=rid, reason=mask_cards(reason))
-
-    def _check_void(self, r: _Round) -> None:
-        """Honour a supervisor's void sent while the round runs (any time before settle)."""
         cmd = self.console.take_void()
-        if cmd is None:
-            return
-        reason, supervisor = str(cmd.args.get("reason") or "").strip(), cmd.args.get("supervisor")
-        if not reason or not supervisor:
-            cmd.answer(ok=False, error="void needs a reason and a supervisor")
-            return
-        self._record("round", step="voided", number=r.number, reason=mask_cards(reason), supervisor=supervisor,
+        if cmd is not None:
+            self._carry_out_void(r, cmd)
+
+    def _carry_out_void(self, r: _Round, cmd: Command) -> None:
+        """Void round ``r`` now: wagers returned, cards collected (before settlement only).
+        After the decisions are final a second supervisor must confirm: the round is
+        held for that (the two-person rule). Raises :class:`RoundVoided` or
+        :class:`RoundHeld`."""
+        reason = cmd.args["reason"]
+        if self.console.void_policy.needs_second:
+            why = (f"void requested by {cmd.person} after the decisions were final: a second supervisor must "
+                   "confirm it")
+            self._record("supervisor", action="void_requested", supervisor=cmd.person, reason=mask_cards(reason),
+                         **self._by(cmd))
+            self._hold(r, why, cause="void_request",
+                       void_request={"supervisor": cmd.person, "reason": reason, "by": self._by(cmd).get("by")})
+            cmd.finish(ok=True, pending=True, round_id=r.round_id, what="held for a second supervisor to confirm")
+            raise RoundHeld(r.round_id, None, reason=why)
+        self._record("round", step="voided", number=r.number, reason=mask_cards(reason), supervisor=cmd.person,
                      wagers="returned", returned_cents=self._placed(r),
-                     seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None)
+                     seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None, **self._by(cmd))
         r.machine.void_by_supervisor(reason)
+        self._set_void_policy()
+        self._cards_in_flight("voided")  # a card drawn as the void came is journaled, not left for later
         self._collect_after_void(r.round_id, r.deck.deck_id)
         with self._batch():
             r.machine.step("close")
             self._record("round", step="closed", number=r.number, voided=True)
             self.checkpoint()
-        cmd.answer(ok=True, round_id=r.round_id, voided=True)
+        cmd.finish(ok=True, round_id=r.round_id, voided=True)
         self._publish("round_voided", reason=mask_cards(reason))
         raise RoundVoided(r.round_id, reason)
+
+    def resolve_held(self) -> RoundResult | None:
+        """Resolve a held round, as the supervisors decide. Before settlement: void it
+        (misdeal: every wager returned, the cards collected; after the decisions a
+        second supervisor confirms) or, when the hold came from a device or a
+        restart and not from a broken rule, release it (the round goes on where it
+        stood; returns its result). A round already settled keeps its results (they
+        were recorded and posted, 816a.1): only its collect is finished."""
+        held = self.held
+        if held is None:
+            return None
+        rid = held["round_id"]
+        self._set_void_policy()
+        if held.get("settled"):
+            if not self.auto_dealer:
+                cmd = self._wait_held(("confirm_collect", "release_hold"), f"the dealer to collect settled round {rid}")
+                cmd.answer(ok=True, round_id=rid, collected=True)
+            self._collect_after_void(rid, held.get("deck_id"))
+            with self._batch():
+                self.journal and self.journal.append("round", round_id=rid, deck_id=held.get("deck_id"),
+                                                     step="closed", number=held.get("number"),
+                                                     completed_after_restart=True)
+                self._unhold()
+                self.checkpoint()
+            return None
+        while True:
+            request = held.get("void_request")
+            releasable = held.get("cause") in ("device", "restart")
+            accepts = ("void",) + (("confirm_void",) if request else ()) + (("release_hold",) if releasable else ())
+            what = (f"a second supervisor to confirm the void of round {rid} ({request['supervisor']} asked)"
+                    if request else f"a supervisor to void held round {rid}"
+                    + (" or release it" if releasable else ""))
+            cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void")
+            if cmd.action == "release_hold":
+                return self._release(cmd)
+            if cmd.action == "void" and request is None and self.console.void_policy.needs_second:
+                self._record("supervisor", action="void_requested", supervisor=cmd.person,
+                             reason=mask_cards(cmd.args["reason"]), round_id=rid, **self._by(cmd))
+                held["void_request"] = {"supervisor": cmd.person, "reason": cmd.args["reason"],
+                                        "by": self._by(cmd).get("by")}
+                cmd.finish(ok=True, pending=True, round_id=rid, what="a second supervisor must confirm")
+                continue
+            if request is not None:  # the second supervisor: confirm_void, or a void of their own
+                if cmd.person == request["supervisor"]:
+                    answer = cmd.finish if cmd.action == "void" else cmd.answer
+                    answer(ok=False, code="refused", error="a second supervisor must confirm the void, not the one "
+                                                         "who asked it (two-person rule)")
+                    continue
+                reason, first, second = request["reason"], request["supervisor"], cmd.person
+            else:
+                reason, first, second = cmd.args["reason"], cmd.person, None
+            self._void_held(rid, held, reason, first, second, cmd)
+            return None
+
+    def _wait_held(self, accepts: tuple[str, ...], what: str, **kw: Any) -> Command:
+        return self.console.wait(accepts, what, role="supervisor" if "confirm_collect" not in accepts else "dealer",
+                                 round_id=(self.held or {}).get("round_id"), **kw)
+
+    def _void_held(self, rid: str, held: dict[str, Any], reason: str, first: str | None, second: str | None,
+                   cmd: Command) -> None:
+        j = self.journal
+        extra = {"second_supervisor": second} if second else {}
+        self._cards_in_flight("voided")  # cards the shoe let out for this round: journaled before the collect
+        if j is not None:
+            j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
+                     supervisor=first, wagers="returned", returned_cents=held.get("placed", {}),
+                     seal_key=j.seal_key(rid).hex(), **extra, **self._by(cmd))
+        self._collect_after_void(rid, held.get("deck_id"))
+        with self._batch():
+            j and j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
+                           number=held.get("number"), voided=True)
+            self._unhold()
+            self.checkpoint()
+        if cmd.action == "void":
+            cmd.finish(ok=True, round_id=rid, voided=True)
+        else:
+            cmd.answer(ok=True, round_id=rid, voided=True, supervisors=[first, second])
+        self._publish("round_voided", round_id=rid, reason=mask_cards(reason))
+
+    def _unhold(self) -> None:
+        self.held = None
+        self._held_round = None
+        self._clear_alarm("held")
+        self._set_void_policy()
+
+    def _release(self, cmd: Command) -> RoundResult:
+        """A supervisor releases a round held by a device fault or a restart: it goes on
+        where it stood. Cards read while it was held are dealt where the deal order
+        puts them (their draw index), recorded in the release entry."""
+        held = self.held
+        assert held is not None
+        r = self._held_round if self._held_round is not None else self._rebuild(held)
+        r.machine.resume(held.get("hold_from") or r.machine.state)
+        assigned = self._deal_late_cards(r)
+        self._record("round", step="released", round_id=r.round_id, number=r.number, supervisor=cmd.person,
+                     assigned={str(k): v for k, v in assigned.items()}, **self._by(cmd))
+        self.held = None
+        self._held_round = None
+        self._clear_alarm("held")
+        cmd.answer(ok=True, round_id=r.round_id, released=True)
+        with self._lock:
+            self._round = r
+        structlog.contextvars.bind_contextvars(round_id=r.round_id, deck_id=r.deck.deck_id)
+        return self._run(r, resumed=True)
+
+    def _rebuild(self, held: dict[str, Any]) -> _Round:
+        """The held round, rebuilt from its journal entries (after a restart)."""
+        j = self.journal
+        if j is None:
+            raise TableError("a round held across a restart can only be voided without a journal")
+        rid = held["round_id"]
+        entries = [e for e in j.entries(since=int(held.get("open_seq", 1)) - 1) if e.round_id == rid]
+        opened = next(e for e in entries if e.kind == "round" and e.body.get("step") == "open")
+        wagers = {int(s): Wagers(**w) for s, w in opened.body["wagers"].items()}
+        deck = self.custody.in_play or self._in(P.IN_PLAY, P.IN_SHOE)
+        if deck is None:
+            raise TableError(f"round {rid}: its deck is not in play; it can only be voided")
+        r = _Round(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers})
+        steps = []
+        for e in entries:
+            if e.kind == "round":
+                steps.append(e.body.get("step"))
+                if e.body.get("step") == "decisions_done":
+                    r.decisions = {int(s): Decision.parse(d) for s, d in e.body.get("decisions", {}).items()}
+            elif e.kind == "card_read" and e.body.get("to") is not None and not e.body.get("refused"):
+                card = Card.parse(j.unseal(e)["card"])
+                r.reads.append(CardRead(e.body["draw_index"], card, BackColour.parse(e.body["back_colour"]),
+                                        bool(e.body.get("manual"))))
+                (r.dealer if e.body["to"] == 0 else r.hands[e.body["to"]]).append(card)
+        order = {"open": "open_for_bets", "close_bets": "bets_closed", "start_dealing": "dealing",
+                 "dealing_done": "decisions", "decisions_done": "dealer_reveal"}
+        state = "open_for_bets"
+        for s in steps:
+            state = order.get(s, state)
+        held["hold_from"] = state
+        r.prompted = len(r.reads)
+        return r
+
+    def _deal_late_cards(self, r: _Round) -> dict[int, int]:
+        """Cards the shoe read while the round was held (journaled as late, dealt to
+        nobody) take their places in the deal, in draw order."""
+        if self.journal is None or r.machine.state != "dealing":
+            return {}
+        order = self._order(r)
+        assigned: dict[int, int] = {}
+        late = [e for e in self.journal.entries("card_read") if e.round_id == r.round_id and e.body.get("late")
+                and not e.body.get("refused")]
+        for e in sorted(late, key=lambda e: e.body["draw_index"]):
+            pos = len(r.reads)
+            if pos >= len(order) or e.body["draw_index"] != pos:
+                break
+            card = Card.parse(self.journal.unseal(e)["card"])
+            target = order[pos]
+            r.reads.append(CardRead(pos, card, BackColour.parse(e.body["back_colour"]), False))
+            (r.dealer if target == 0 else r.hands[target]).append(card)
+            assigned[pos] = target
+        r.prompted = max(r.prompted, len(r.reads))
+        return assigned
+
+    def _hold(self, r: _Round, reason: str, cause: str = "custody", **extra: Any) -> None:
+        if r.machine.state in ("closed", "held", "voided"):
+            return
+        hold_from = r.machine.state
+        settled = hold_from in ("settle", "collect")
+        sealed = {"reason": reason} if self.journal is not None and CARD_FACE.search(reason) else None
+        self._record("round", step="held", reason=mask_cards(reason), number=r.number, settled=settled,
+                     cause=cause, sealed=sealed)
+        r.machine.hold_for_supervisor(reason)
+        self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
+                     "number": r.number, "settled": settled, "placed": self._placed(r), "cause": cause,
+                     "hold_from": hold_from, "decisions_final": hold_from == "dealer_reveal" or bool(r.decisions)
+                     and len(r.decisions) == len(r.wagers), **extra}
+        self._held_round = r
+        self._alarm("held", f"round {r.round_id} held: {mask_cards(reason)}", key="held")
+        log.error("round_held", reason=mask_cards(reason), cause=cause)  # the journal has the faces, sealed
+        self._publish("round_held", reason=mask_cards(reason))
 
     def _placed(self, r: _Round) -> dict[str, int]:
         """Cents each seat placed in round ``r`` (ante, side wagers, and the play wager once
@@ -925,19 +1251,58 @@ class TableController:
                 self._violation(v)
                 raise
             self._record("custody", op="collect", round_id=round_id, deck_id=deck_id)
+        self.console.expect(Expectation("collect", "the dealer to collect the cards into the discard rack",
+                                        "dealer", ()))
         self.dealer.collect()
+        self.console.expect(None)
 
     def _batch(self) -> Any:
         """The entries one step of the procedure produces commit together (issue 18).
         Never wait for a device inside one: an event is answered only once durable."""
         return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
 
+    # -- alarms ----------------------------------------------------------------------------------
+
+    def _alarm(self, kind: str, text: str, *, key: str | None = None) -> None:
+        """Raise an alarm that stays until handled (a held round, a device down, a deck out
+        of service, an incident): in the status, for the screens."""
+        key = key or f"{kind}:{len(self._alarms)}:{time.monotonic_ns()}"
+        with self._lock:
+            self._alarms = [a for a in self._alarms if a["id"] != key]
+            self._alarms.append({"id": key, "kind": kind, "text": mask_cards(text),
+                                 "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+            del self._alarms[:-32]  # bounded: the oldest drop out
+
+    def _clear_alarm(self, key: str) -> None:
+        with self._lock:
+            self._alarms = [a for a in self._alarms if a["id"] != key]
+
+    def acknowledge(self, cmd: Command) -> None:
+        """A supervisor acknowledges the table's incident alarms (any time; a journaled
+        supervisor action): ``incident`` names one alarm by id, else all of them."""
+        want = cmd.args.get("incident")
+        with self._lock:
+            incidents = [a for a in self._alarms if a["kind"] == "incident" and (want is None or a["id"] == str(want))]
+            if not incidents:
+                cmd.answer(ok=False, code="refused", error="no incident alarm to acknowledge"
+                           + (f" with id {want}" if want is not None else ""))
+                return
+            ids = {a["id"] for a in incidents}
+            self._alarms = [a for a in self._alarms if a["id"] not in ids]
+        self._record("supervisor", action="acknowledge_incident", supervisor=cmd.person, incidents=sorted(ids),
+                     **self._by(cmd))
+        cmd.answer(ok=True, acknowledged=sorted(ids))
+
+    # -- rounds ------------------------------------------------------------------------------
+
     def play_round(self) -> RoundResult:
         """Deal, decide, reveal, settle and collect one round. Raises :class:`RoundHeld`
         on a custody violation (the round then waits for a supervisor),
-        :class:`DeviceTimeout` / :class:`DeviceFault` on devices."""
+        :class:`DeviceTimeout` / :class:`DeviceFault` on devices, :class:`RoundVoided`."""
         if self.held is not None:
-            self.resolve_held()
+            result = self.resolve_held()
+            if result is not None:
+                return result
         self.advance()
         number = self.rounds_opened + 1
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
@@ -947,74 +1312,100 @@ class TableController:
         with self._lock:
             self._round = r
         structlog.contextvars.bind_contextvars(round_id=round_id, deck_id=deck.deck_id)
+        with self._batch():
+            self._op("start_round")
+            self._record("round", step="open", number=number, wagers=_wager_dict(wagers))
+        self.rounds_opened = number
+        return self._run(r)
+
+    def _run(self, r: _Round, resumed: bool = False) -> RoundResult:
+        """Play round ``r`` from where it stands; a fault holds it for a supervisor."""
         try:
-            self.console.refuse_voids("no round was in progress when the void was sent")
-            with self._batch():
-                self._op("start_round")
-                self._record("round", step="open", number=number, wagers=_wager_dict(wagers))
-            self.rounds_opened = number
-            return self._play(r)
+            return self._play(r, resumed)
         except CustodyViolation as v:
             self._hold(r, str(v))
-            raise RoundHeld(round_id, v) from v
+            raise RoundHeld(r.round_id, v) from v
         except (DeviceFault, DeviceTimeout) as exc:
-            self._hold(r, str(exc))
+            self._hold(r, str(exc), cause="device")
             raise
         except LinkError as exc:
-            self._hold(r, str(exc))
+            self._hold(r, str(exc), cause="device")
             raise DeviceFault(f"device link failed: {exc}") from exc
         finally:
             structlog.contextvars.unbind_contextvars("round_id", "deck_id")
             with self._lock:
                 self._round = None
-
-    def _hold(self, r: _Round, reason: str) -> None:
-        if r.machine.state in ("closed", "held", "voided"):
-            return
-        settled = r.machine.state in ("settle", "collect")
-        sealed = {"reason": reason} if self.journal is not None and CARD_FACE.search(reason) else None
-        self._record("round", step="held", reason=mask_cards(reason), number=r.number, settled=settled, sealed=sealed)
-        r.machine.hold_for_supervisor(reason)
-        self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
-                     "number": r.number, "settled": settled, "placed": self._placed(r)}
-        log.error("round_held", reason=mask_cards(reason))  # the journal has the faces, sealed
-        self._publish("round_held", reason=mask_cards(reason))
+            self.console.expect(None)
+            self._set_void_policy()
 
     def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
         """Journal a round transition, then make it (journal before act)."""
         self._record("round", step=trigger, number=r.number, **body)
         r.machine.step(trigger)
+        self._set_void_policy()
 
-    def _play(self, r: _Round) -> RoundResult:
-        log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.seats)
-        self._publish("round_opened", number=r.number, seats=self.seats, back_colour=str(r.deck.back_colour))
-        if not self.auto_dealer:
-            self.console.wait(("close_bets",), "the dealer to close bets").answer(ok=True)
-        self._no_early_cards(r)
-        self._check_void(r)
-        with self._batch():
-            self._step_round(r, "close_bets")
+    @staticmethod
+    def _order(r: _Round) -> list[int]:
+        """The deal: one card to each seat in turn, then the dealer (0), three times."""
+        return (list(r.wagers) + [0]) * 3
+
+    def _play(self, r: _Round, resumed: bool = False) -> RoundResult:
+        self._set_void_policy()
+        if r.machine.state == "open_for_bets":
+            if not resumed:
+                log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.seats)
+                self._publish("round_opened", number=r.number, seats=self.seats, back_colour=str(r.deck.back_colour))
+            if not self.auto_dealer:
+                cmd = self._wait_person(("close_bets",), "the dealer to close bets")
+                self._record("console", action="close_bets", **self._by(cmd))
+                cmd.answer(ok=True, round_id=r.round_id)
+            self._no_early_cards(r)
+            self._check_void(r)
+            with self._batch():
+                self._step_round(r, "close_bets")
+                self._step_round(r, "start_dealing")
+        if r.machine.state == "bets_closed":
             self._step_round(r, "start_dealing")
-        order = list(r.wagers) + [0]  # seats 1..K, then the dealer (0), three times
-        for _ in range(3):
-            for target in order:
+        if r.machine.state == "dealing":
+            order = self._order(r)
+            if resumed and r.prompted > len(r.reads):
+                r.prompted = self._drawn_since_load()  # the card prompted before the hold: drawn or not
+            for pos in range(len(r.reads), len(order)):
                 self._check_void(r)
-                self.dealer.draw_card()
+                target = order[pos]
+                if r.prompted <= pos:
+                    who = "the dealer" if target == 0 else f"seat {target}"
+                    self.console.expect(Expectation("draw_card", f"the dealer to draw card {pos + 1} of "
+                                                    f"{len(order)} ({who})", "dealer", (), round_id=r.round_id))
+                    r.prompted = pos + 1
+                    self.dealer.draw_card()
                 self._take_card(r, target)
-        self._deal_complete()
-        counts = {s: len(h) for s, h in r.hands.items()}
-        if any(n != 3 for n in counts.values()) or len(r.dealer) != 3:
-            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"cards per seat {counts}, dealer {len(r.dealer)}: misdeal")
-        self._step_round(r, "dealing_done")
-        self._check_void(r)
-        for s in r.wagers:
-            r.decisions[s] = self.decide(s, list(r.hands[s]))
-        self._check_void(r)
-        self._deal_complete()  # a card drawn while the seats decided is still one too many
-        # Every seat's cards are published now: no wager depends on them any more (816a.1).
-        self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()},
-                         hands={str(s): [str(c) for c in h] for s, h in r.hands.items()})
-        self._check_void(r)
+            self.console.expect(None)
+            self._deal_complete()
+            counts = {s: len(h) for s, h in r.hands.items()}
+            if any(n != 3 for n in counts.values()) or len(r.dealer) != 3:
+                raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"cards per seat {counts}, dealer {len(r.dealer)}: "
+                                       "misdeal")
+            self._step_round(r, "dealing_done")
+            self._check_void(r)
+        if r.machine.state == "decisions":
+            for s in r.wagers:
+                if s not in r.decisions:
+                    try:
+                        r.decisions[s] = self.decide(s, list(r.hands[s]))
+                    except VoidArrived as arrived:
+                        self._carry_out_void(r, arrived.command)
+                    cmd = getattr(self.decide, "last", None)
+                    if cmd is not None:  # a person entered it: journaled with who
+                        self._record("console", action="decide", seat=s, decision=r.decisions[s].value,
+                                     **self._by(cmd))
+            self._check_void(r)
+            self._deal_complete()  # a card drawn while the seats decided is still one too many
+            # Every seat's cards are published now: no wager depends on them any more (816a.1).
+            self._step_round(r, "decisions_done", decisions={str(s): d.value for s, d in r.decisions.items()},
+                             hands={str(s): [str(c) for c in h] for s, h in r.hands.items()})
+            self._check_void(r)
+        # dealer_reveal: the outcome is known from here; a void now needs a second supervisor.
         value = evaluate(r.dealer, self.profile)
         qualifies = dealer_qualifies(value)
         # The reveal discloses the round's seal key: every card sealed in the journal, and the
@@ -1027,25 +1418,35 @@ class TableController:
         self._publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies,
                       hands={str(s): [str(c) for c in h] for s, h in r.hands.items()},
                       decisions={str(s): d.value for s, d in r.decisions.items()})
+        self._check_void(r)
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
         # Results are recorded before they are posted (58 Pa. Code 816a.1).
         self._step_round(r, "settle", results={str(s): st.to_dict() for s, st in r.results.items()})
-        self.console.refuse_voids(f"round {r.round_id} is settled: its results stand (58 Pa. Code 816a.1)")
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
-        self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()})
+        self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()},
+                      results={str(s): st.to_dict() for s, st in r.results.items()},
+                      dealer_hand=[str(c) for c in r.dealer], number=r.number)
         if not self.auto_dealer:
-            self.console.wait(("confirm_collect",), "the dealer to confirm the collect").answer(ok=True)
+            cmd = self._wait_person(("confirm_collect",), "the dealer to confirm the collect (pay the round first)")
+            self._record("console", action="confirm_collect", **self._by(cmd))
+            cmd.answer(ok=True, round_id=r.round_id)
         self._collect(r)
         with self._batch():
             self._step_round(r, "close")
             self._record("round", step="closed", number=r.number)
             self.rounds_played += 1
             self.checkpoint()
-        self.console.refuse_voids(f"round {r.round_id} is settled: its results stand (58 Pa. Code 816a.1)")
         seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
         return RoundResult(r.number, r.round_id, r.deck.deck_id, r.deck.back_colour, list(r.dealer), qualifies,
                            seats, list(r.reads))
+
+    def _drawn_since_load(self) -> int:
+        """How many cards have left the shoe since it was loaded (its own count)."""
+        try:
+            return self.DECK_SIZE - self.shoe.status().cards
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
 
     def _drain(self, early: bool = False) -> None:
         """Take every device event already delivered, without waiting. A card event
@@ -1086,24 +1487,40 @@ class TableController:
             return
         self._record("incident", what="card drawn beyond the deal", shoe_holds=held, reads=self._next_draw)
         reads = self._next_draw
+        self._await_cards(out, extra=True)
+        raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"the shoe holds {held} cards: {out} left it but "
+                               f"{reads} were read in the deal: a card beyond the deal, misdeal")
+
+    def _cards_in_flight(self, flag: str) -> None:
+        """Before the cards are collected: take in the events of cards the shoe let out
+        that it has not reported yet (its own count says how many), so none surfaces
+        in a later round as a card drawn with no round in progress."""
+        try:
+            out = self.DECK_SIZE - self.shoe.status().cards
+        except LinkError:
+            return  # the shoe is away: what it holds arrives after it comes back, as a late card
+        if out > self._next_draw:
+            self._await_cards(out, **{flag: True})
+
+    def _await_cards(self, out: int, **flags: Any) -> None:
+        """Wait (within the link's event timeout, a deadline the device keeps) for the card
+        events up to ``out`` cards drawn since the load; journal each, dealt to nobody."""
         deadline = self.timing.clock.monotonic() + self.timing.event_timeout_s
         while self._next_draw < out:
             remaining = deadline - self.timing.clock.monotonic()
             if remaining <= 0:
-                break
+                return
             try:
                 ev = self._next_event(remaining, "the events of the cards the shoe let out")
             except DeviceTimeout:
-                break
+                return
             msg = ev.message
             if isinstance(msg, CardDrawn):
-                self._card_entry(ev, msg.card, None, extra=True)
+                self._card_entry(ev, msg.card, None, **flags)
             elif isinstance(msg, CardUnreadable):
                 self._next_draw = msg.draw_index + 1
             else:
                 self._apply(msg)
-        raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"the shoe holds {held} cards: {out} left it but "
-                               f"{reads} were read in the deal: a card beyond the deal, misdeal")
 
     def _collect(self, r: _Round) -> None:
         """Collect into the discard rack; refused while the other deck's cards are
@@ -1171,18 +1588,17 @@ class TableController:
         self._record("incident", what="card unreadable", draw_index=msg.draw_index)
         log.warning("card_unreadable", draw_index=msg.draw_index)
         while True:
-            cmd = self.console.wait(("confirm_card",), f"a supervisor to enter unreadable card {msg.draw_index}")
+            cmd = self._wait_person(("confirm_card",), f"a supervisor to enter unreadable card {msg.draw_index + 1} "
+                                    "(read it off the layout)", role="supervisor", draw_index=msg.draw_index)
             try:
                 card = Card.parse(str(cmd.args.get("card", "")))
             except ValueError as exc:
                 cmd.answer(ok=False, error=str(exc))
                 continue
-            if not cmd.args.get("supervisor"):
-                cmd.answer(ok=False, error="confirm_card needs a supervisor")
-                continue
             # The card may be the dealer's: its face is sealed until the reveal (816a.1).
-            self._record("supervisor", action="confirm_card", supervisor=cmd.args["supervisor"],
-                         draw_index=msg.draw_index, sealed={"card": str(card)} if self.journal else None)
+            self._record("supervisor", action="confirm_card", supervisor=cmd.person,
+                         draw_index=msg.draw_index, sealed={"card": str(card)} if self.journal else None,
+                         **self._by(cmd))
             cmd.answer(ok=True, card=str(card))
             return card
 
@@ -1190,6 +1606,10 @@ class TableController:
 def _wager_dict(wagers: dict[int, Wagers]) -> dict[str, dict[str, int]]:
     """Each seat's wagers as journaled: only the wagers placed (zero amounts left out)."""
     return {str(s): {k: v for k, v in dataclasses.asdict(w).items() if v} for s, w in wagers.items()}
+
+
+class ConsoleWake:
+    """The marker a console puts in the event queue: a void was accepted (carry it out now)."""
 
 
 class JournalTampered(TableError):

@@ -266,8 +266,12 @@ class DeckCustody:
         return deck
 
     def on_deck_delivered(self, colour: BackColour) -> Deck:
-        """The dealer took the verified deck out of the shuffler."""
+        """The dealer took the verified deck out of the shuffler. A deck out of service
+        taken out is just that: it stays out of service (off the table) until a
+        supervisor registers its replacement."""
         deck = self.deck(colour)
+        if deck.place is P.OUT_OF_SERVICE:
+            return deck
         self._move(deck, "deliver", Rule.DECK_NOT_VERIFIED)
         return deck
 

@@ -59,6 +59,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "confirm_collect": FLOOR_STAFF,
     "decide": FLOOR_STAFF,
     "void": SUPERVISOR_ONLY,
+    "confirm_void": SUPERVISOR_ONLY,
     "register_deck": SUPERVISOR_ONLY,
     "confirm_card": SUPERVISOR_ONLY,
     "release_hold": SUPERVISOR_ONLY,

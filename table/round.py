@@ -94,6 +94,15 @@ class RoundMachine:
         self.hold_reason = reason
         self.step("hold")
 
+    def resume(self, state: str) -> None:
+        """Go back to ``state``, one of the states before settlement, after a supervisor
+        released the hold (the round goes on where it stood). Raises
+        :class:`RoundProcedureError` for any other state."""
+        if state not in _BEFORE_SETTLE[:-1]:
+            raise RoundProcedureError(f"round {self.round_id}: cannot resume into {state}")
+        self.hold_reason = None
+        self._machine.set_state(state)
+
     def void_by_supervisor(self, reason: str) -> None:
         """Void the round before settle; the caller returns every wager."""
         if not reason.strip():

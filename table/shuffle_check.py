@@ -196,8 +196,10 @@ def chi_square_report(counts: PositionCounts, *, confidence: float = CONFIDENCE,
     ``"insufficient"`` when fewer than ``min_expected`` cards are expected per
     cell or nothing was counted), ``passed`` (True only for ``"pass"``),
     ``rounds`` (all decks), ``min_expected`` (smallest expected count per cell),
-    and ``decks``: deck id (as text) -> the same keys for that deck alone
-    (``positions``: how many dealt positions it covers).
+    ``decks``: deck id (as text) -> the same keys for that deck alone
+    (``positions``: how many dealt positions it covers); ``rounds_per_deck_needed``
+    (rounds of each deck a verdict takes) and ``rounds_needed`` (deck -> how many more
+    of its rounds are needed at least; all 0 once there is a verdict).
     """
     decks: dict[str, dict[str, Any]] = {}
     total_stat, total_dof, overall_min = 0.0, 0, math.inf
@@ -208,11 +210,33 @@ def chi_square_report(counts: PositionCounts, *, confidence: float = CONFIDENCE,
         overall_min = min(overall_min, low)
         decks[str(deck_id)] = {**_verdict(stat, dof, low, confidence, min_expected),
                                "rounds": counts.rounds(deck_id), "positions": len(counts.positions(deck_id))}
+    need = {"rounds_per_deck_needed": rounds_per_deck_needed(min_expected),
+            "rounds_needed": rounds_needed(counts, min_expected)}
     if total_dof == 0:
         return {"statistic": 0.0, "dof": 0, "p_value": None, "critical_value": None, "confidence": confidence,
-                "verdict": "insufficient", "passed": False, "rounds": 0, "min_expected": 0.0, "decks": {}}
+                "verdict": "insufficient", "passed": False, "rounds": 0, "min_expected": 0.0, "decks": {}, **need}
     return {**_verdict(total_stat, total_dof, overall_min, confidence, min_expected),
-            "rounds": counts.rounds(), "decks": decks}
+            "rounds": counts.rounds(), "decks": decks, **need}
+
+
+def rounds_per_deck_needed(min_expected: float = 1.0) -> int:
+    """Rounds of one deck before it can have a verdict: every dealt position needs
+    ``min_expected`` cards expected in each of its 52 cells, i.e. 52 deals (at the
+    default of 1)."""
+    return math.ceil(DECK_SIZE * min_expected - 1e-9)
+
+
+def rounds_needed(counts: PositionCounts, min_expected: float = 1.0) -> dict[str, int]:
+    """Per deck (id as text), how many more rounds of it are needed at least before the
+    test can give a verdict (0 when it already can): its least-dealt position must reach
+    :func:`rounds_per_deck_needed` deals. A lower bound: each further round is taken to
+    deal every position again."""
+    need = rounds_per_deck_needed(min_expected)
+    out = {}
+    for deck_id in counts.decks:
+        dealt = min(counts.positions(deck_id).values(), default=0)
+        out[str(deck_id)] = max(0, need - dealt)
+    return out
 
 
 def rounds_until_flagged(rounds: Iterable[tuple[Hashable, Sequence[int]]], *, confidence: float = CONFIDENCE,
@@ -256,4 +280,4 @@ def _verdict(stat: float, dof: int, low: float, confidence: float, min_expected:
 
 
 __all__ = ["PositionCounts", "chi_square_report", "rounds_until_flagged", "chi_square_sf", "chi_square_critical", "gamma_q",
-           "chi_square_statistic"]
+           "chi_square_statistic", "rounds_needed", "rounds_per_deck_needed"]

@@ -6,7 +6,8 @@ import threading
 
 from table.interfaces.control_socket import ControlSocket, send
 from table.interfaces.terminal import parse_key_line
-from table.console import Command, Console
+from table.console import Command, Console, VoidPolicy
+from table.roles import Actor, Role
 
 
 def test_socket_commands_reach_the_console_and_get_answers(tmp_path):
@@ -18,30 +19,54 @@ def test_socket_commands_reach_the_console_and_get_answers(tmp_path):
         assert send(sock.path, {"action": "status"}) == {"ok": True, "rounds_played": 3}
         assert send(sock.path, {"action": "dance"})["ok"] is False
         assert "bad request" in send(sock.path, {"no": "action"})["error"]
-
-        def supervisor():
-            cmd = console.wait(("void",), "a void")
-            cmd.answer(ok=True, reason=cmd.args["reason"])
-
-        t = threading.Thread(target=supervisor)
-        t.start()
-        assert send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1"}) == {
-            "ok": True, "reason": "misdeal"}
-        t.join()
+        # No round: a void is refused at once, saying why (never left waiting for a round).
+        refused = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1"})
+        assert refused["ok"] is False and "no round is in progress" in refused["error"]
+        # A round in progress: accepted at once; the controller carries it out within a device step.
+        console.set_void_policy(VoidPolicy("r00007-abc", ""))
+        accepted = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1"})
+        assert accepted["ok"] is True and accepted["accepted"] is True and accepted["round_id"] == "r00007-abc"
+        taken = console.take_void()
+        assert taken is not None and taken.args["reason"] == "misdeal"
     finally:
         sock.close()
     assert not sock.path.exists()
 
 
-def test_a_command_not_awaited_is_refused_with_what_the_table_waits_for():
+def test_a_command_not_awaited_is_refused_at_once_with_what_the_table_waits_for():
     console = Console()
     console.attached = True
+    console.set_void_policy(VoidPolicy("r1", ""))
     answers = []
-    console.submit(Command("close_bets", reply=answers.append))
+    got = []
+    waiting = threading.Event()
+    console.on_expectation(lambda exp: exp is not None and waiting.set())
+    t = threading.Thread(target=lambda: got.append(console.wait(("register_deck",), "a supervisor to register a deck")))
+    t.start()
+    assert waiting.wait(10)
+    console.submit(Command("close_bets", reply=answers.append))  # answered now, by the console itself
+    assert answers == [{"ok": False, "code": "not_expected",
+                        "error": "close_bets is not expected now; the table waits for a supervisor to register a deck"}]
     console.submit(Command("void", {"reason": "x", "supervisor": "S"}, answers.append))
-    cmd = console.wait(("void",), "a supervisor to void")
-    assert cmd.action == "void"
-    assert answers == [{"ok": False, "error": "close_bets is not expected now; the table waits for a supervisor to void"}]
+    t.join(10)
+    assert got[0].action == "void" and answers[1]["accepted"] is True  # a void ends any wait
+    assert console.expectation is None
+
+
+def test_roles_and_arguments_are_checked_by_the_core_itself():
+    console = Console()
+    console.set_void_policy(VoidPolicy("r1", ""))
+    answers = []
+    dealer = Actor("D-4", Role.DEALER, source="test")
+    for action, args in (("void", {"reason": "x"}), ("register_deck", {"deck_id": "A2"}),
+                         ("confirm_card", {"card": "Qs"})):
+        console.submit(Command(action, args, answers.append, actor=dealer))
+    assert [a["code"] for a in answers] == ["forbidden"] * 3
+    answers.clear()
+    for args in ({"reason": " ", "supervisor": "S-1"}, {"reason": "x" * 10_000, "supervisor": "S-1"},
+                 {"reason": "misdeal", "supervisor": " "}, {"reason": "misdeal", "supervisor": {"name": "S"}}):
+        console.submit(Command("void", dict(args), answers.append))
+    assert [a["code"] for a in answers] == ["bad_request"] * 4 and console.take_void() is None
 
 
 def test_terminal_keys():

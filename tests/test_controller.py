@@ -123,12 +123,13 @@ def test_a_deck_failing_verification_is_taken_out_until_a_supervisor_registers_a
             ctl.prepare()
         assert ctl.custody.decks[RED].place is DeckPlace.OUT_OF_SERVICE
         assert [b["rule"] for b in kinds(journal, "violation")] == ["deck_incomplete"]
-        # The supervisor takes the short deck away and brings a new one, then registers it.
-        with sim.shuffler.lock:
-            sim.shuffler.cards, sim.shuffler.verified, sim.shuffler.colour = None, False, BackColour.NONE
+        # The dealer was prompted to take the short deck out; the supervisor brings a new one
+        # and registers it when the table asks for it (the console's expectation).
+        assert not sim.shuffler.holds_cards()
         sim.dealer.off_table[RED] = new_deck(RED)
         console.attached = True
-        console.submit(Command("register_deck", {"deck_id": "A2", "supervisor": "S-1"}))
+        console.on_expectation(lambda exp: exp is not None and exp.action == "register_deck" and console.submit(
+            Command("register_deck", {"deck_id": "A2", "supervisor": "S-1"})))
         ctl.advance()
         assert ctl.custody.decks[RED].deck_id == "A2"
         assert ctl.play_round().deck_id == "A2"
@@ -161,7 +162,9 @@ def test_an_unreadable_card_is_entered_by_a_supervisor(tmp_path):
         ctl.prepare()
         sim.shoe.faults.unreadable_draws = 1
         actual = sim.shoe.cards[0].card
-        console.submit(Command("confirm_card", {"card": str(actual), "supervisor": "S-1"}))
+        # The supervisor reads the card off the layout when the table asks for it.
+        console.on_expectation(lambda exp: exp is not None and exp.action == "confirm_card" and console.submit(
+            Command("confirm_card", {"card": str(actual), "supervisor": "S-1"})))
         result = ctl.play_round()
         assert result.seats[0].cards[0] == actual
         first = next(journal.entries("card_read"))
@@ -308,7 +311,7 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
         finally:
             sock.close()
         assert [s.decision.value for s in result.seats] == ["fold", "play"]
-        assert replies[1] == {"ok": False, "error": "the table waits for seat 1's decision"}
+        assert replies[1] == {"ok": False, "code": "not_expected", "error": "the table waits for seat 1's decision"}
         assert all(r["ok"] for i, r in enumerate(replies) if i != 1)
 
 

@@ -202,6 +202,7 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     assert proc.returncode == 0, err
     assert voided.is_set(), "the void never landed on a round"
     assert len(json.loads(out)["rounds"]) == 4
+    assert [v["reason"] for v in json.loads(out)["voided"]] == ["test: misdeal"]  # said, with why (issue 19)
     with Journal(journal) as j:
         steps: dict[str, set] = {}
         for e in j.entries("round"):

@@ -46,12 +46,17 @@ def test_json_output_with_no_round_is_still_one_object():
     assert json.loads(out.getvalue()) == {"rounds": [], "cards_read": 0, "error": "no shoe"}
 
 
-def test_text_results_are_one_line_a_round():
+def test_text_results_are_each_round_s_lines_as_it_is_dealt():
+    from table.cli.run_output import round_lines
+
     out = io.StringIO()
     results = RunResults(1, False, out)
-    for n in range(1, 4):
-        results.add(fake_round(n, (100,)))
-    assert len(out.getvalue().splitlines()) == 3 and results.net_by_seat == {"1": 300}
+    rounds = [fake_round(n, (100,)) for n in range(1, 4)]
+    for r in rounds:
+        results.add(r)
+        assert out.getvalue().splitlines()[-len(round_lines(r)):] == round_lines(r)
+    assert out.getvalue().splitlines() == [line for r in rounds for line in round_lines(r)]
+    assert results.count == 3 and results.net_by_seat == {"1": 300}
 
 
 def test_the_virtual_dealer_s_ground_truth_and_the_emulator_s_request_log_are_bounded():

@@ -107,7 +107,7 @@ def test_a_batch_commits_together_or_not_at_all(tmp_path):
 def test_sealed_fields_open_with_the_key_and_the_disclosed_round_key(journal_file):
     with Journal(journal_file, key=KEY) as j:
         card = next(j.entries("card_read"))
-        assert "Qs" not in json.dumps(card.body)  # sealed: no face in the clear
+        assert '"Qs"' not in json.dumps(card.body)  # sealed: no face in the clear (as a JSON string)
         assert j.unseal(card)["card"] == "Qs"
         reveal = [e for e in j.entries("round") if e.body["step"] == "dealer_reveal"][0]
     # The reveal discloses the round's key: an auditor without the table key opens the card.

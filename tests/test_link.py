@@ -11,7 +11,7 @@ from devices import CardShoe, Shuffler
 from firmware_bridge.errors import ProtocolVersionMismatch, RequestRefused, TransportError, WrongDevice
 from protocols.cards import BackColour
 from protocols.messages import DeckInserted, DeckVerified, DeviceKind, NakCode
-from simulators.devices import ShoeEmulator, ShufflerEmulator
+from simulators.devices import ShoeEmulator
 from simulators.pty_port import PtyPort
 
 

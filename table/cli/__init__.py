@@ -12,6 +12,8 @@ import importlib
 
 import click
 
+from .exits import exit_codes, run_guarded
+
 #: subcommand -> ("module:attribute", the short help shown by ``tablectl --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
     'audit': ('table.cli.audit:audit_group',
@@ -34,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'Who may sign in over HTTP/WebSocket: add, list or remove a person (PINs hashed with Argon2id).'),
     'paytable': ('table.cli.paytable:paytable_group',
         'List the shipped paytables or report their exact return.'),
+    'probe': ('table.cli.probe:probe_command',
+        'Identify, status and echo against one device by hand, printing each reply and its hex.'),
     'run': ('table.cli.run:run_command',
         'Deal ROUNDS of Three Card Poker through the shuffler and the shoe.'),
     'settle': ('table.cli.settle:settle_cmd',
@@ -72,6 +76,11 @@ class LazyGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context):
+        """Run the subcommand under :func:`~table.cli.exits.run_guarded`: an interrupt
+        exits 130, a closed stdout 141, an unexpected exception 70 in one line."""
+        return run_guarded(lambda: super(LazyGroup, self).invoke(ctx), ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
         if not names:
@@ -87,6 +96,7 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+@exit_codes({0: "with --help or --version (each command lists its own exit codes; docs/cli.md has them all)"})
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="threecard-table")
 def main() -> None:

@@ -18,14 +18,21 @@ from table.audit import check_stream, read_stream
 from table.journal import STATUSES, JournalError, load_anchors, verify
 from table.keys import KeyFileError, generate, load_private_key, load_public_key, save
 
+from .exits import exit_codes
+
 EXIT_UNREADABLE = 2
 
 
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("audit")
 def audit_group() -> None:
     """Audit the table's journal."""
 
 
+@exit_codes({
+    0: "the key was made",
+    1: "KEY_FILE exists (without --force) or cannot be written",
+})
 @audit_group.command("keygen")
 @click.argument("key_file", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Replace an existing key (a key rotation: keep the old public key).")
@@ -34,8 +41,7 @@ def keygen_command(key_file: str, force: bool) -> None:
 
     The private key signs the journal's checkpoints and seals card faces until the
     reveal; give it to the service as a systemd credential (docs/journal.md). The
-    .pub file goes to auditors and the floor. Exit status: 0 made; 1 KEY_FILE
-    exists (without --force) or cannot be written.
+    .pub file goes to auditors and the floor.
     """
     try:
         key = generate()
@@ -46,6 +52,12 @@ def keygen_command(key_file: str, force: bool) -> None:
     click.echo(f"key id {key.key_id}: private key {path} (0600), public key {pub}")
 
 
+@exit_codes({
+    0: "the journal holds and is anchored",
+    1: "it was tampered with (the first bad entry, or the checkpoint or anchor it disagrees with, is named)",
+    EXIT_UNREADABLE: "missing, unreadable or not a journal, or bad usage",
+    3: "it holds, but no head file and no anchor vouch for its end (unanchored)",
+})
 @audit_group.command("verify")
 @click.argument("journal", type=click.Path(dir_okay=False))
 @click.option("--public-key", "public_keys", multiple=True, type=click.Path(dir_okay=False),
@@ -63,10 +75,7 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
     """Check that no entry of JOURNAL was edited, deleted, reordered, cut off or rolled back.
 
     Recomputes the hash chain, checks every signed checkpoint (with --public-key,
-    its signature), the head file beside the journal, and the anchors. Exit
-    status: 0 the journal holds and is anchored; 1 it was tampered with (the first
-    bad entry is named); 2 missing, unreadable or not a journal, or bad usage;
-    3 it holds, but no head file and no anchor vouch for its end (unanchored).
+    its signature), the head file beside the journal, and the anchors.
     """
     try:
         keys = [load_public_key(p) for p in public_keys]
@@ -99,6 +108,11 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
     sys.exit(STATUSES[result.status])
 
 
+@exit_codes({
+    0: "every commitment opens to its revealed card",
+    1: "a card, an opening or a checkpoint does not match (each is named)",
+    EXIT_UNREADABLE: "unreadable input, or bad usage",
+})
 @audit_group.command("check-stream")
 @click.argument("stream", type=click.File("r"), default="-")
 @click.option("--public-key", "public_keys", multiple=True, type=click.Path(dir_okay=False),
@@ -107,9 +121,6 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
 def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) -> None:
     """Check from the public stream alone that every revealed card is the one committed to
     when it was dealt (STREAM: JSON lines from `tablectl events tail`; default stdin).
-
-    Exit status: 0 every commitment opens to its revealed card; 1 a card, an opening
-    or a checkpoint does not match (each named); 2 unreadable input or bad usage.
     """
     try:
         keys = [load_public_key(p) for p in public_keys]

@@ -9,16 +9,23 @@ import click
 
 from table.config import DEFAULT_PATH, ConfigError, load_config
 
+from .exits import exit_codes
+
 EXIT_INVALID = 1
 
 _FILE = click.argument("file", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), required=False)
 
 
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("config")
 def config_group() -> None:
     """Validate and show the table config (default /etc/threecard/table.toml)."""
 
 
+@exit_codes({
+    0: "FILE is valid (one line on stdout sums it up)",
+    1: "FILE is invalid or cannot be read: every problem on stderr as FILE:LINE: KEY: problem",
+})
 @config_group.command("check")
 @_FILE
 def check_command(file: str) -> None:
@@ -37,6 +44,10 @@ def check_command(file: str) -> None:
                f"shuffler {cfg.devices.shuffler.url}, shoe {cfg.devices.shoe.url}")
 
 
+@exit_codes({
+    0: "the effective config is on stdout",
+    1: "FILE is invalid or cannot be read: the problems on stderr",
+})
 @config_group.command("show")
 @_FILE
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")

@@ -23,6 +23,8 @@ from simulators.standalone import parse_address
 from table.hil.conformance import InProcessBench, hil_target, usb_url
 from table.logs import configure_logging
 
+from .exits import exit_codes
+
 EXIT_FAILED = 1
 EXIT_INCOMPLETE = 3
 
@@ -80,6 +82,11 @@ def render_table(target: Target, results: list[CheckResult], started: str) -> st
     return "\n".join(lines) + "\n"
 
 
+@exit_codes({
+    0: "every check passed",
+    1: "a check failed (a device that cannot be opened fails its checks)",
+    3: "none failed but some were skipped: a physical step needed a person (incomplete; a skip is not a pass)",
+})
 @click.command("conformance")
 @click.option("--shuffler", "shuffler_url", metavar="URL",
               help="Shuffler under test: /dev/..., socket://HOST:PORT or usb://VID:PID[/SERIAL].")
@@ -104,9 +111,7 @@ def conformance_command(shuffler_url: str | None, shoe_url: str | None, shuffler
                         as_json: bool, log_level: str) -> None:
     """Check a shuffler and/or a shoe against the link protocol (protocols/SPEC.md).
 
-    Prints a pass/fail table a vendor can hand to a test lab. Exit 0: every
-    check passed; 1: a check failed; 3: none failed but some were skipped
-    because a physical step needed a person (incomplete; a skip is not a pass).
+    Prints a pass/fail table a vendor can hand to a test lab.
     """
     if emulated and (shuffler_url or shoe_url):
         raise click.UsageError("--emulated runs in-process emulators; do not also name devices")

@@ -26,6 +26,8 @@ from usb.util import dispose_resources
 from firmware_bridge.errors import TransportError
 from firmware_bridge.usb import DEFAULT_USB_IDS, HINT_NO_BACKEND, UsbSelector, find_usb_devices, read_serial_number
 
+from .exits import exit_codes
+
 DEFAULT_UDEV_DIR = "/dev/threecard"
 
 
@@ -115,6 +117,10 @@ def _parse_usb_id(ctx, param, values: tuple[str, ...]) -> dict[str, tuple[int, i
     return ids
 
 
+@exit_codes({
+    0: "listed (also when libusb is missing: the USB part says so)",
+    1: "the USB bus cannot be read for another reason (the message says which)",
+})
 @click.command("devices")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--usb-id", "usb_ids", multiple=True, callback=_parse_usb_id, metavar="[NAME=]VID:PID",
@@ -124,11 +130,7 @@ def _parse_usb_id(ctx, param, values: tuple[str, ...]) -> dict[str, tuple[int, i
               help="Where the project's udev rules make their symlinks.")
 @click.pass_context
 def devices_command(ctx: click.Context, as_json: bool, usb_ids: dict[str, tuple[int, int]], udev_dir: str) -> None:
-    """List serial ports and the table's USB devices, with serial numbers and udev symlinks.
-
-    Exit status: 0 (also when libusb is missing: the USB part says so); 1 when
-    the USB bus cannot be read for another reason.
-    """
+    """List serial ports and the table's USB devices, with serial numbers and udev symlinks."""
     backend = (ctx.obj or {}).get("usb_backend") if isinstance(ctx.obj, dict) else None
     links = udev_symlinks(udev_dir)
     ports = serial_ports(usb_ids, links)

@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from table.keys import KeyFileError, load_public_key
 from table.logs import FORMATS, configure_logging
 
+from .exits import exit_codes
+
 
 def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
     if value is None:
@@ -31,6 +33,11 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
         raise click.BadParameter(str(exc)) from None
 
 
+@exit_codes({
+    0: "stopped by SIGTERM, SIGINT (Ctrl-C) or the quit command",
+    1: "cannot listen: the TCP port is taken, or the pty cannot be made",
+    2: "bad usage, including a --pty PATH that is refused (see --pty)",
+})
 @click.command("emulate")
 @click.argument("kind", type=click.Choice(["shuffler", "shoe"]))
 @click.option("--pty", "pty_path", metavar="PATH",

@@ -11,18 +11,25 @@ import click
 from table.interfaces.event_socket import read_events
 from table.events import EventLog, EventStreamError
 
+from .exits import exit_codes
 
+
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("events")
 def events_group() -> None:
     """The table's public event stream (docs/integration.md)."""
 
 
+@exit_codes({
+    0: "the events asked for were printed",
+    1: "the socket or the journal cannot be read (missing, refused, not a journal)",
+})
 @events_group.command("tail")
 @click.option("--since", type=click.IntRange(0), default=None,
               help="Print events with seq > SINCE (0: from the first); default: from now on (socket) or all (journal).")
 @click.option("--socket", "socket_path", type=click.Path(dir_okay=False), default=None,
               help="The controller's event socket (tablectl run --event-socket).")
-@click.option("--journal", "journal_path", type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
               help="Read the events from a journal file instead (read-only).")
 @click.option("--table-id", default="table", show_default=True, help="With --journal: the table id to put in events.")
 @click.option("--seat", type=click.IntRange(1, 7), default=None,
@@ -34,7 +41,6 @@ def tail_command(since, socket_path, journal_path, table_id, seat, follow, count
     """Print events as JSON lines on stdout.
 
     Without --follow, stops at the last event that exists when it starts.
-    Exit status: 0; 1 the socket or journal cannot be read; 2 bad usage.
     """
     if bool(socket_path) == bool(journal_path):
         raise click.UsageError("give one of --socket PATH or --journal PATH")

@@ -36,6 +36,8 @@ from table.keys import KeyFileError, generate, key_id, load_private_key, load_pu
 from table.logs import configure_logging
 from table.roles import InvalidArgument, person_name
 
+from .exits import exit_codes
+
 EXIT_REFUSED = 3
 EXIT_FAILED = 4
 EXIT_ROLLED_BACK = 5
@@ -52,11 +54,13 @@ def _read_image(path: str) -> bytes:
         raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="IMAGE") from None
 
 
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("firmware")
 def firmware_group() -> None:
     """Signed firmware images: make a vendor key, sign, inspect, update a device."""
 
 
+@exit_codes({0: "the key was made", 2: "bad usage, including a PATH that exists (without --force) or cannot be written"})
 @firmware_group.command("keygen")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Replace an existing key at PATH (a key rotation).")
@@ -76,6 +80,7 @@ def keygen_command(path: str, force: bool) -> None:
     click.echo(f"vendor signing key {key.key_id}: {priv} (keep it off the tables), public half {pub}")
 
 
+@exit_codes({0: "the image was written", 2: "bad usage, including an unreadable key or BODY, or an OUTPUT that cannot be written"})
 @firmware_group.command("sign")
 @click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False),
               help="The vendor's signing key (PEM, mode 0600; `tablectl firmware keygen`).")
@@ -132,6 +137,11 @@ def _config_keys(config_path: str | None, key_paths: tuple[str, ...]) -> dict[st
     return keys
 
 
+@exit_codes({
+    0: "a well-formed image (with --key/--config: one whose signature verifies)",
+    2: "the image, a key or the config cannot be read, or bad usage",
+    EXIT_REFUSED: "an image the table would refuse (malformed, unsigned, altered, an unknown key...)",
+})
 @firmware_group.command("inspect")
 @click.argument("image_path", metavar="IMAGE", type=click.Path(dir_okay=False))
 @click.option("--key", "key_paths", multiple=True, type=click.Path(dir_okay=False),
@@ -172,6 +182,14 @@ def inspect_command(image_path: str, key_paths: tuple[str, ...], config_path: st
     sys.exit(EXIT_REFUSED if refused else 0)
 
 
+@exit_codes({
+    0: "updated: the new image runs and is confirmed",
+    2: "bad usage (options, config, key files, the image or journal unreadable)",
+    EXIT_REFUSED: "refused, by the host before sending or by the device (nothing changed)",
+    EXIT_FAILED: "the device could not be reached or the update was interrupted (it runs its previous image; "
+                 "the same command resumes)",
+    EXIT_ROLLED_BACK: "the new image did not reach a handshake and the device rolled back to the previous one",
+})
 @firmware_group.command("update")
 @click.argument("url")
 @click.argument("image_path", metavar="IMAGE", type=click.Path(dir_okay=False))
@@ -193,10 +211,6 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
     sent if it is unsigned, altered, signed by a key the config does not list,
     for another device kind or model, or a downgrade; or if a round is in
     progress or a deck is in the device. The device checks everything again.
-
-    Exit status: 0 updated (the new image runs); 2 bad usage; 3 refused (nothing
-    changed); 4 unreachable or interrupted (the device runs its previous image; the
-    same command resumes); 5 the new image did not boot and was rolled back.
     """
     configure_logging(stream=sys.stderr, fmt="auto", level=log_level)
     try:

@@ -12,6 +12,7 @@ from table.rules.hands import dealer_qualifies, evaluate
 from table.rules.profiles import get_profile
 from table.rules.settlement import hand_to_dict
 
+from .exits import exit_codes
 from .options import profile_option as _profile_option
 
 
@@ -23,6 +24,11 @@ def _cards(tokens: tuple[str, ...]):
         raise click.ClickException(str(e)) from None
 
 
+@exit_codes({
+    0: "the hand (or the verdict) is on stdout",
+    1: "a card cannot be read, or the same card appears twice",
+    2: "bad usage, including the wrong number of cards (three, or six with --vs)",
+})
 @click.command("hand")
 @click.argument("cards", nargs=-1, required=True)
 @click.option("--vs", "versus", is_flag=True,

@@ -16,3 +16,23 @@ profile_option = click.option(
     default=None,
     help="Rules profile (default: pennsylvania, or the round file's).",
 )
+
+
+def parse_deck_colours(text: str, option: str = "--deck-colours"):
+    """``"red,blue"`` -> the two decks' :class:`~protocols.cards.BackColour`. Raises
+    ``click.BadParameter`` (exit 2) naming ``option`` unless there are exactly two known
+    colours and they differ (58 Pa. Code 649a.3(b))."""
+    from protocols.cards import BackColour
+    from protocols.errors import CardError
+
+    parts = [p for p in text.replace(" ", "").split(",") if p]
+    if len(parts) != 2:
+        raise click.BadParameter("give two back colours, e.g. red,blue", param_hint=option)
+    try:
+        a, b = (BackColour.parse(p) for p in parts)
+    except CardError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    if a == b:
+        raise click.BadParameter("the two decks need different back colours (58 Pa. Code 649a.3(b))",
+                                 param_hint=option)
+    return a, b

@@ -13,14 +13,17 @@ from table.rules.paytables import PaytableError, list_paytables, load_paytable
 from table.rules.profiles import get_profile
 from table.rules.report import report as paytable_report
 
+from .exits import exit_codes
 from .options import profile_option as _profile_option
 
 
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("paytable")
 def paytable_group() -> None:
     """List the shipped paytables or report their exact return."""
 
 
+@exit_codes({0: "the list is on stdout"})
 @paytable_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def paytable_list(as_json: bool) -> None:
@@ -41,6 +44,10 @@ def paytable_list(as_json: bool) -> None:
         click.echo(f"{'':<24} {'':<15} {lines}")
 
 
+@exit_codes({
+    0: "the report is on stdout",
+    1: "a paytable is unknown or its file is invalid (the message names the file and line)",
+})
 @paytable_group.command("report")
 @click.argument("names", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -10,6 +10,8 @@ import click
 from table.interfaces.auth import DEFAULT_PEOPLE_FILE, PeopleFile, PeopleFileError, PinRejected, load_people
 from table.roles import Role
 
+from .exits import exit_codes
+
 
 def _file(people_file: str | None, config_path: str | None) -> Path:
     if people_file:
@@ -38,11 +40,16 @@ def _with_file(f):
     return f
 
 
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("people")
 def people_group() -> None:
     """Who may sign in over HTTP/WebSocket: add, list or remove a person (PINs hashed with Argon2id)."""
 
 
+@exit_codes({
+    0: "added",
+    1: "refused: already there without --replace, a PIN the rules refuse, an unsafe or invalid file",
+})
 @people_group.command("add")
 @click.argument("person_id")
 @click.option("--role", type=click.Choice([r.value for r in Role]), required=True,
@@ -56,8 +63,7 @@ def add_command(person_id: str, role: str, seat: int | None, replace: bool, peop
 
     A PIN has 6 to 64 characters and is not one character repeated or a run
     such as 123456. The file is written atomically, mode 0640, with the group
-    of its folder. Exit status: 0 added; 1 refused (already there without
-    --replace, a PIN the rules refuse, an unsafe or invalid file); 2 bad usage.
+    of its folder.
     """
     path = _file(people_file, config_path)
     pin = click.prompt(f"PIN for {person_id}", hide_input=True, confirmation_prompt="Repeat the PIN")
@@ -70,13 +76,12 @@ def add_command(person_id: str, role: str, seat: int | None, replace: bool, peop
     click.echo(f"{person.id}: {person.role.value}{where} in {path}")
 
 
+@exit_codes({0: "listed", 1: "the file is unsafe or invalid"})
 @people_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a line per person.")
 @_with_file
 def list_command(as_json: bool, people_file: str | None, config_path: str | None) -> None:
-    """List the people who may sign in (id, role, seat; never the PIN hashes).
-
-    Exit status: 0; 1 the file is unsafe or invalid; 2 bad usage."""
+    """List the people who may sign in (id, role, seat; never the PIN hashes)."""
     path = _file(people_file, config_path)
     try:
         people = load_people(path)
@@ -94,13 +99,12 @@ def list_command(as_json: bool, people_file: str | None, config_path: str | None
         click.echo(f"{r['id']:24} {r['role']}" + (f" (seat {r['seat']})" if "seat" in r else ""))
 
 
+@exit_codes({0: "removed", 1: "not there, or the file is unsafe or invalid"})
 @people_group.command("remove")
 @click.argument("person_id")
 @_with_file
 def remove_command(person_id: str, people_file: str | None, config_path: str | None) -> None:
-    """Remove PERSON_ID; their sessions end at their next request.
-
-    Exit status: 0 removed; 1 not there, or the file is unsafe or invalid; 2 bad usage."""
+    """Remove PERSON_ID; their sessions end at their next request."""
     path = _file(people_file, config_path)
     try:
         removed = PeopleFile(path).remove(person_id)

@@ -1,14 +1,19 @@
-"""``tablectl run``: deal rounds on a real or simulated table."""
+"""``tablectl run``: deal rounds on a real or simulated table.
+
+The loop hands each settled round to the printers of :mod:`table.cli.run_output`
+(a few lines for a person, or its JSON form) and keeps only the totals.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import signal
 import sys
-from pathlib import Path
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, TextIO
 
 import click
@@ -16,8 +21,6 @@ import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
-from protocols.cards import BackColour
-from protocols.errors import CardError
 
 from table.interfaces.control_socket import ControlSocket
 from table.interfaces.dispatch import Dispatcher
@@ -33,68 +36,34 @@ from table.keys import KeyFileError, table_key_for
 from table.recovery import DeviceCursor, device_cursor
 from table.custody import CustodyViolation, DeckCustody
 from table.logs import configure_logging
-from table.rules.paytables import PaytableError
+from table.rules.paytables import PaytableError, load_paytable
 from table.rules.profiles import get_profile
 from table.rules.settlement import SettlementError, Tables
+from table.rules.wagers import MAX_AMOUNT_CENTS, MAX_WAGER_CENTS
+from table.sealing import mask_cards
 from table.service.run import ServiceRun
 from table.cli.settings import given_on_command_line, merge_config
 
+from .exits import EXIT_INTERRUPTED, exit_codes
+from .options import parse_deck_colours
+from .run_output import round_lines, round_to_json, summary_lines, voided_line  # noqa: F401 (round_to_json: API)
+
+EXIT_SCENARIO_FAILED = 1
 EXIT_CUSTODY = 3
 EXIT_DEVICE = 4
 #: the journal cannot be written (disk full, file size limit, I/O error, read-only): the
 #: service unit does not restart on it (RestartPreventExitStatus=5, docs/journal.md)
 EXIT_JOURNAL = 5
 
+#: Paytable kinds in words, with their article.
+_KIND_TEXT = {"ante_bonus": "an ante bonus", "pair_plus": "a Pair Plus", "six_card_bonus": "a Six Card Bonus",
+              "progressive": "a progressive"}
+
+#: Options that name a real table's devices or dealer: --simulate brings its own.
+_REAL_TABLE_OPTIONS = (("shuffler_url", "--shuffler-url"), ("shoe_url", "--shoe-url"),
+                       ("dealer_socket", "--dealer-socket"))
+
 log = structlog.get_logger("tablectl")
-
-
-def _colours(text: str) -> tuple[BackColour, BackColour]:
-    parts = [p for p in text.replace(" ", "").split(",") if p]
-    if len(parts) != 2:
-        raise click.BadParameter("give two back colours, e.g. red,blue")
-    try:
-        a, b = (BackColour.parse(p) for p in parts)
-    except CardError as exc:
-        raise click.BadParameter(str(exc)) from None
-    if a == b:
-        raise click.BadParameter("the two decks need different back colours (58 Pa. Code 649a.3(b))")
-    return a, b
-
-
-def _money(cents: int) -> str:
-    sign = "+" if cents > 0 else "-" if cents < 0 else " "
-    return f"{sign}{abs(cents) // 100}.{abs(cents) % 100:02d}"
-
-
-def round_to_json(r: RoundResult) -> dict[str, Any]:
-    """The ``--json`` form of one round (documented in README, "Output")."""
-    return {
-        "number": r.number,
-        "round_id": r.round_id,
-        "deck_id": r.deck_id,
-        "deck_colour": str(r.deck_colour),
-        "dealer_hand": [str(c) for c in r.dealer_hand],
-        "dealer_qualifies": r.dealer_qualifies,
-        "seats": [
-            {
-                "seat": s.seat,
-                "cards": [str(c) for c in s.cards],
-                "decision": s.decision.value,
-                "net": s.net_cents,
-                "wagers": [w.to_dict() for w in s.settlement.results],
-            }
-            for s in r.seats
-        ],
-        "reads": [{"draw_index": c.draw_index, "card": str(c.card), "back_colour": str(c.back_colour)} for c in r.reads],
-    }
-
-
-def _round_line(r: RoundResult) -> str:
-    seats = "  ".join(
-        f"s{s.seat} {' '.join(map(str, s.cards))} {s.decision.value:4} {_money(s.net_cents):>7}" for s in r.seats
-    )
-    q = "qualifies" if r.dealer_qualifies else "no qualify"
-    return f"round {r.number:4d}  deck {r.deck_id} ({r.deck_colour})  dealer {' '.join(map(str, r.dealer_hand))} {q:10} | {seats}"
 
 
 class RunResults:
@@ -104,11 +73,13 @@ class RunResults:
     With ``as_json`` each round is written to ``out`` as it is dealt, inside the
     one JSON object documented in the README (``{"rounds": [...], ...}``, the
     same bytes as building it whole); :meth:`finish` writes the rest. Otherwise
-    each round is one line (``_round_line``). ``out`` is a text stream.
+    each round is its text (``round_lines`` under ``profile``). ``out`` is a
+    text stream.
     """
 
-    def __init__(self, seats: int, as_json: bool, out: TextIO) -> None:
+    def __init__(self, seats: int, as_json: bool, out: TextIO, profile: Any = None) -> None:
         self.count = 0
+        self._profile = profile
         self.net_by_seat = {str(s): 0 for s in range(1, seats + 1)}
         self._json = as_json
         self._out = out
@@ -119,7 +90,8 @@ class RunResults:
         for s in r.seats:
             self.net_by_seat[str(s.seat)] += s.net_cents
         if not self._json:
-            click.echo(_round_line(r), file=self._out)
+            for line in round_lines(r, self._profile):
+                click.echo(line, file=self._out)
             return
         self._out.write(('{"rounds": [' if self.count == 1 else ", ") + json.dumps(round_to_json(r)))
         self._out.flush()
@@ -135,13 +107,21 @@ class RunResults:
             self._out.flush()
 
 
+@exit_codes({
+    0: "every round dealt (a voided round does not count: --rounds N deals N rounds)",
+    EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
+    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked",
+    EXIT_DEVICE: "a device failed or stopped answering",
+    EXIT_JOURNAL: "the journal cannot be written (disk full, file size limit, I/O error, read-only: docs/journal.md)",
+    EXIT_INTERRUPTED: "stopped: Ctrl-C, or SIGTERM (a routine `systemctl stop`, which the unit counts as success)",
+})
 @click.command("run")
 @click.option("--simulate", is_flag=True, help="Emulated shuffler and shoe on real ptys, with a virtual dealer.")
 @click.option("--rounds", type=click.IntRange(1), default=10, show_default=True, help="Rounds to deal.")
 @click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True, help="Player seats (1-7).")
 @click.option("--seed", type=int, default=None, help="Seed the simulated shuffles for a reproducible run (default: secrets.SystemRandom).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
-@click.option("--ante-cents", type=click.IntRange(1), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
+@click.option("--ante-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
 @click.option("--profile", "profile_name", type=click.Choice(["pennsylvania", "california", "california-literal"]),
               default="pennsylvania", show_default=True,
@@ -154,12 +134,12 @@ class RunResults:
 @click.option("--pair-plus", "pair_plus", default=None, help="Pair Plus paytable name or file; simulated seats then wager it.")
 @click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
 @click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
-@click.option("--side-cents", type=click.IntRange(1), default=500, show_default=True,
+@click.option("--side-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=500, show_default=True,
               help="Each simulated seat's Pair Plus and Six Card Bonus wager in cents, when those tables are set.")
-@click.option("--progressive-cents", type=click.IntRange(1), default=100, show_default=True,
+@click.option("--progressive-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=100, show_default=True,
               help="Each simulated seat's progressive wager in cents, when a progressive table is set.")
-@click.option("--meter-cents", type=click.IntRange(0), default=10_000_000, show_default=True,
-              help="The progressive meter (cents) paid by a meter line.")
+@click.option("--meter-cents", type=click.IntRange(0, MAX_AMOUNT_CENTS), default=10_000_000, show_default=True,
+              help="The progressive meter (cents) paid by a meter line; it must pay at least the progressive wager.")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
 @click.option("--shuffler-url", default=None, help="Shuffler port URL for a real table (/dev/..., socket://host:port) or USB selector usb://VID:PID[/SERIAL].")
 @click.option("--shoe-url", default=None, help="Shoe port URL for a real table.")
@@ -169,9 +149,11 @@ class RunResults:
                    "A real table's transport follows its URLs (usb://VID:PID[/SERIAL] for USB).")
 @click.option("--log-file", type=click.File("a"), default=None, help="Write JSON-line logs here instead of stderr.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
-              help="Default: info, or warning when logs would go to a terminal.")
+              help="Default: warning when the logs go to a terminal (a person reads them); else the config's "
+                   "[log] level, else info.")
 @click.option("--log-format", type=click.Choice(["json", "console", "auto"]), default=None,
-              help="Logs as JSON lines or for people; default: the config's, else console on a terminal, JSON elsewhere.")
+              help="Logs as JSON lines or for people; default: console on a terminal (JSON there only when asked "
+                   "here), else the config's [log] format, else JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config TOML (`tablectl config check`); options given here override it. "
                    "Default with --service: /etc/threecard/table.toml.")
@@ -204,12 +186,19 @@ class RunResults:
 @click.option("--service", is_flag=True,
               help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
                    "stdout, sd_notify READY/WATCHDOG/STOPPING, rounds until stopped unless --rounds is given.")
+@click.option("--trace-frames", "trace_frames", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write every frame on both device links to FILE, one JSON object a line: time, device, "
+                   "direction, hex and the decoded message. FILE must not exist; it is created mode 0600. "
+                   "Card faces of CardDrawn frames are masked (docs/cli.md).")
+@click.option("--trace-card-faces", "trace_card_faces", is_flag=True,
+              help="With --simulate and --trace-frames: do not mask card faces in the trace (emulated decks only).")
 def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
                 shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
                 service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
                 meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
-                profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None) -> None:
+                profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None,
+                trace_frames=None, trace_card_faces=False) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -220,9 +209,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     waits for a supervisor on the control socket or at the terminal; with
     neither attached the run stops.
 
-    Exit status: 0 all rounds dealt (a voided round does not count: --rounds N deals N
-    rounds); 2 bad usage; 3 a custody violation held a
-    round and no supervisor could be asked; 4 a device failed or stopped answering.
+    On a terminal each round is a header line and a line per seat: the hand,
+    each wager's outcome in dollars and the seat's net; logs show warnings
+    only, for a person (--log-format/--log-level ask for more). --json prints
+    one JSON object at the end (integer cents), with a progress bar on stderr
+    when that is a terminal.
     """
     ctx = click.get_current_context()
     if scenario is not None:
@@ -233,27 +224,36 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         "seats", "deck_colours", "ante_bonus", "shuffler_url", "shoe_url", "log_level", "log_format"))
     if service and as_json:
         raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
+    if simulate:
+        given = [flag for name, flag in _REAL_TABLE_OPTIONS if given_on_command_line(ctx, name)]
+        if given:
+            raise click.UsageError(f"--simulate brings its own emulated devices and virtual dealer; it cannot be "
+                                   f"used with {' or '.join(given)} (drop --simulate to run a real table)")
+    if trace_card_faces and not simulate:
+        raise click.UsageError("--trace-card-faces shows the cards a real shoe reads, which nothing readable "
+                               "without the table's key may reveal (58 Pa. Code 816a.1): it is for --simulate only")
+    if trace_card_faces and not trace_frames:
+        raise click.UsageError("--trace-card-faces needs --trace-frames FILE")
     svc = ServiceRun(service, settings.config.table.id if settings.config is not None else None)
-    colours = _colours(deck_colours)
+    colours = parse_deck_colours(deck_colours, "--deck-colours")
     if transport == "usb" and link_dir:
         raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
     if not simulate and not (shuffler_url and shoe_url):
         raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
-    stream = log_file or (sys.stdout if service else sys.stderr)
-    level = log_level or ("warning" if log_file is None and stream.isatty() else "info")
-    configure_logging(stream=stream, fmt=log_format or ("json" if log_file or service else "auto"), level=level)
+    _configure_run_logging(ctx, log_file, service, log_level, log_format)
+    tables = _load_tables(settings, ante_bonus, pair_plus, six_card, progressive, meter_cents)
+    _check_meter(tables, meter_cents, progressive_cents)
 
-    try:
-        side_tables = settings.other_paytables()
-        for key, value in (("pair_plus", pair_plus), ("six_card_bonus", six_card), ("progressive", progressive)):
-            if value:
-                side_tables[key] = value  # the command line overrides the config
-        tables = Tables.load(ante_bonus=ante_bonus, progressive_meter_cents=meter_cents, **side_tables)
-    except (PaytableError, SettlementError, OSError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--ante-bonus") from None
-
+    journal_hint = "--journal"
     if journal_path is None and service and settings.config is not None and not simulate:
-        journal_path = str(settings.config.journal.path)
+        journal_path, journal_hint = str(settings.config.journal.path), "the config's journal.path"
+    if journal_path:
+        _check_folder(journal_path, journal_hint)
+    if trace_frames:
+        _check_folder(trace_frames, "--trace-frames")
+        if os.path.lexists(trace_frames):  # checked again, atomically, when it is created
+            raise click.BadParameter(f"{trace_frames} already exists; a trace is always a new file (choose another "
+                                     "name)", param_hint="--trace-frames")
     journal = None
     anchors: list = []
     if journal_path:
@@ -269,13 +269,21 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         try:
             journal = Journal(journal_path, key=key, table_id=table_id)
         except JournalError as exc:
-            raise click.BadParameter(str(exc), param_hint="--journal") from None
+            raise click.BadParameter(str(exc), param_hint=journal_hint) from None
         anchors_path = anchors_file or (settings.config.journal.anchors if settings.config is not None else None)
         try:
             anchors = load_anchors(anchors_path) if anchors_path and Path(anchors_path).exists() else []
         except JournalError as exc:
             journal.close()
             raise click.BadParameter(str(exc), param_hint="--anchors") from None
+        if settings.config is not None and settings.config.mqtt.host and not simulate:
+            # The floor's broker keeps the table's latest signed checkpoint: an anchor no one
+            # at the table can take back (docs/journal.md).
+            from table.interfaces.mqtt import fetch_checkpoint
+
+            cp = fetch_checkpoint(settings.config.mqtt.settings(key), table_id, key.public)
+            if cp is not None:
+                anchors.append(cp)
     if journal is not None and simulate and journal.last_seq:
         journal.close()
         raise click.BadParameter(
@@ -295,13 +303,23 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     # Past a file size limit the kernel's default kills the process mid-write; ignored,
     # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    results = RunResults(seats, as_json and not service, click.get_text_stream("stdout"))
+    voided: list[dict[str, str]] = []
     error: str | None = None
     code = 0
+    profile = get_profile(profile_name)
+    results = RunResults(seats, as_json and not service, click.get_text_stream("stdout"), profile)
     with ExitStack() as stack:
         controller = None
         if journal is not None:
             stack.callback(journal.close)
+        trace = None
+        if trace_frames:
+            from table.frame_trace import FrameTrace
+
+            try:
+                trace = stack.enter_context(FrameTrace(trace_frames, card_faces=trace_card_faces))
+            except OSError as exc:
+                raise click.BadParameter(exc.strerror or str(exc), param_hint="--trace-frames") from None
         console = Console()
         if control_socket is None and service and settings.config is not None:
             control_socket = str(settings.config.console.control_socket)
@@ -320,8 +338,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 console.attached = True
         except OSError as exc:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
+        key_console = None
         if sys.stdin.isatty() and not as_json and not service:
-            KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
+            key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
         resume = cursor.resume
         try:
@@ -354,20 +373,24 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 usb_backend = None  # real USB devices: pyusb picks libusb
             shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
                                                          config=settings.link_config("shuffler", journal),
-                                                         ack_on_delivery=journal is None, resume=resume))
+                                                         ack_on_delivery=journal is None, resume=resume,
+                                                         frame_trace=trace.hook("shuffler") if trace else None))
             shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
                                                      config=settings.link_config("shoe", journal),
-                                                     ack_on_delivery=journal is None, resume=resume))
+                                                     ack_on_delivery=journal is None, resume=resume,
+                                                     frame_trace=trace.hook("shoe") if trace else None))
             svc.devices_up(stack, shuffler, shoe)
             deck_ids = settings.deck_ids()
             custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
-                                         journal=journal, console=console, profile=get_profile(profile_name),
+                                         journal=journal, console=console, profile=profile,
                                          auto_dealer=bool(simulate or dealer_socket),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents),
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
+            if key_console is not None:
+                key_console.follow(controller)  # payouts before the collect, holds and voids
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
                 from table.interfaces.event_socket import serve_for
 
@@ -382,20 +405,30 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
             unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))
+            bar = _progress_bar(stack, rounds) if as_json and not unlimited else None
             dealt = 0
             while unlimited or dealt < rounds:
                 try:
                     r = controller.play_round()
                 except RoundVoided as exc:
-                    click.echo(f"tablectl run: {exc}", err=True)
+                    voided.append({"round_id": exc.round_id, "reason": mask_cards(exc.reason)})
+                    if service:
+                        log.warning("round_voided", round_id=exc.round_id, reason=mask_cards(exc.reason))
+                    elif not as_json:
+                        click.echo(voided_line(exc.round_id, exc.reason))
                     continue
                 except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
                     if not console.attached:
                         raise
-                    click.echo(f"tablectl run: {exc}; waiting for a supervisor", err=True)
-                    controller.resolve_held()
+                    # The next play_round() first waits for the supervisors to void or release it.
+                    if service:
+                        log.warning("round_held", reason=mask_cards(str(exc)))
+                    else:
+                        click.echo(f"tablectl run: {mask_cards(str(exc))}; waiting for a supervisor", err=True)
                     continue
                 dealt += 1
+                if bar is not None:
+                    bar.update(1)
                 if service:
                     svc.round_done(r, round_to_json(r))
                     continue
@@ -412,22 +445,26 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             error, code = str(exc), EXIT_CUSTODY
         except (TableError, LinkError) as exc:
             error, code = str(exc), EXIT_DEVICE
-        except KeyboardInterrupt:
-            error, code = "interrupted", 130
+        except KeyboardInterrupt as exc:
+            error, code = ("interrupted by SIGTERM" if isinstance(exc, _Terminated) else "interrupted"), EXIT_INTERRUPTED
             svc.stopping(error)
         violations = len(controller.custody.violations) if controller else 0
         cards_read = controller.cards_read if controller else 0
 
     net_by_seat = results.net_by_seat
     if service:
-        svc.summary(cards_read, violations, error)
-    elif as_json:
+        # A stop is routine (info); anything else that ended the run is an error.
+        svc.summary(cards_read, violations, error, stopped=code == EXIT_INTERRUPTED, voided=len(voided))
+        sys.exit(code)  # the summary record says why; stdout carries JSON log lines only
+    if as_json:
         out: dict[str, Any] = {
             "cards_read": cards_read,
             "custody_violations": violations,
             "net_by_seat": net_by_seat,
+            "voided": voided,
             "seed": seed,
             "ante_cents": ante_cents,
+            "profile": profile.name,
             "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
                           if getattr(tables, k) is not None},
         }
@@ -435,9 +472,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             out["error"] = error
         results.finish(out)
     else:
-        click.echo(f"rounds {results.count}  cards read {cards_read}  custody violations {violations}")
-        click.echo("net by seat: " + "  ".join(f"seat{s} {_money(v)}" for s, v in net_by_seat.items())
-                   + f"   house {_money(-sum(net_by_seat.values()))}")
+        for line in summary_lines(results.count, cards_read, violations, net_by_seat, voided=len(voided)):
+            click.echo(line)
     if error:
         click.echo(f"tablectl run: {error}", err=True)
         sys.exit(code)
@@ -530,5 +566,106 @@ def _close_quietly(controller: TableController) -> None:
         log.error("shutdown_checkpoint_failed", error=str(exc))
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, taken through the same clean shutdown as Ctrl-C."""
+
+
 def _raise_exit(signum, frame) -> None:  # SIGTERM → clean shutdown via KeyboardInterrupt handling
-    raise KeyboardInterrupt
+    raise _Terminated
+
+
+def _configure_run_logging(ctx: click.Context, log_file, service: bool, log_level: str | None,
+                           log_format: str | None) -> None:
+    """Where the run's logs go and how they look.
+
+    A log file, and the service (stdout, for journald), take the merged settings
+    (command line, then the config's [log], then JSON at info), as they always have.
+    Logs on stderr are for whoever reads stderr: on a terminal a person, who gets
+    the console renderer at warning level unless --log-format/--log-level given on
+    the command line ask otherwise (a config's [log] is meant for the service and
+    files, not a person's terminal); elsewhere (a pipe, a file) the merged settings.
+    """
+    if log_file is not None or service:
+        stream = log_file or sys.stdout
+        fmt, level = log_format or "json", log_level or "info"
+    else:
+        stream = sys.stderr
+        person = _isatty(stream)
+        fmt = log_format if given_on_command_line(ctx, "log_format") or not person else "console"
+        level = log_level if given_on_command_line(ctx, "log_level") or not person else "warning"
+        fmt, level = fmt or "auto", level or ("warning" if person else "info")
+    configure_logging(stream=stream, fmt=fmt, level=level)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _load_tables(settings, ante_bonus: str, pair_plus: str | None, six_card: str | None, progressive: str | None,
+                 meter_cents: int) -> Tables:
+    """The run's paytables: the command line's over the config's. A table that cannot be
+    loaded, or is of another kind than its slot, is a usage error naming the option
+    that gave it (``--pair-plus`` for a Pair Plus slot given an ante bonus table)."""
+    side = settings.other_paytables()
+    base_dir = side.pop("base_dir", None)
+    flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
+             "progressive": "--progressive"}
+    given = {"pair_plus": pair_plus, "six_card_bonus": six_card, "progressive": progressive}
+    chosen = {"ante_bonus": ante_bonus}
+    for slot in ("pair_plus", "six_card_bonus", "progressive"):
+        if given[slot]:
+            chosen[slot] = given[slot]  # the command line overrides the config
+        elif side.get(slot):
+            chosen[slot] = side[slot]
+    loaded = {}
+    for slot, name in chosen.items():
+        hint = flags[slot] if slot == "ante_bonus" or given.get(slot) else f"the config's paytables.{slot}"
+        try:
+            loaded[slot] = load_paytable(name, base_dir=base_dir)
+        except (PaytableError, SettlementError, OSError) as exc:
+            raise click.BadParameter(str(exc), param_hint=hint) from None
+        if loaded[slot].kind != slot:
+            raise click.BadParameter(
+                f"{name!r} is {_KIND_TEXT.get(loaded[slot].kind, loaded[slot].kind)} paytable, not "
+                f"{_KIND_TEXT[slot]} one (`tablectl paytable list` shows each table's kind)", param_hint=hint)
+    try:
+        return Tables(loaded["ante_bonus"], loaded.get("pair_plus"), loaded.get("six_card_bonus"),
+                      loaded.get("progressive"), meter_cents)
+    except SettlementError as exc:
+        raise click.BadParameter(str(exc), param_hint="--meter-cents") from None
+
+
+def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> None:
+    """A usage error when a meter line of the progressive table would pay less than the
+    progressive wager at this meter (the settlement refuses such a hit, mid-run)."""
+    if tables.progressive is None:
+        return
+    for line, payout in tables.progressive.lines.items():
+        try:
+            net = payout.net_cents(progressive_cents, meter_cents)
+        except PaytableError:
+            continue
+        if payout.form == "meter" and net < 0:
+            raise click.BadParameter(
+                f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
+                f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
+                "reset amount, above the wager", param_hint="--meter-cents")
+
+
+def _check_folder(path: str, option: str) -> None:
+    """A usage error unless ``path``'s folder exists: the run creates files, never folders
+    (a mistyped path must not leave a tree of new folders behind)."""
+    folder = Path(path).expanduser().parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist (create it first: the run does not make folders)",
+                                 param_hint=option)
+
+
+def _progress_bar(stack: ExitStack, rounds: int):
+    """A progress bar on stderr for ``--json`` runs, when stderr is a terminal (else None)."""
+    if not _isatty(sys.stderr):
+        return None
+    return stack.enter_context(click.progressbar(length=rounds, label="rounds", file=sys.stderr))

@@ -11,9 +11,28 @@ import click
 from table.rules.paytables import PaytableError
 from table.rules.settlement import Round, SettlementError, settle_round
 
+from .exits import exit_codes
 from .options import profile_option as _profile_option
 
+#: Exit status: the round cannot be settled (the one-line message says why).
+EXIT_BAD_ROUND = 1
 
+
+class BadRound(click.ClickException):
+    """A round file that cannot be settled: one line on stderr, exit 1."""
+
+    exit_code = EXIT_BAD_ROUND
+
+    def __init__(self, message: str) -> None:
+        # One line, whatever the input put in the message (a paytable file's
+        # problems come one a line).
+        super().__init__("; ".join(part.strip() for part in message.splitlines() if part.strip()))
+
+
+@exit_codes({
+    0: "settled: the settlement is on stdout",
+    EXIT_BAD_ROUND: "the round cannot be settled: one line on stderr names the file, the key and the rule",
+})
 @click.command("settle")
 @click.argument("round_file", type=click.Path(dir_okay=False))
 @_profile_option
@@ -27,5 +46,5 @@ def settle_cmd(round_file: str, profile_name: str | None) -> None:
         rnd = Round.from_file(round_file, profile=profile_name)
         out = settle_round(rnd)
     except (SettlementError, PaytableError) as e:
-        raise click.ClickException(str(e)) from None
+        raise BadRound(str(e)) from None
     click.echo(json.dumps(out, indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import click
 
@@ -11,6 +12,8 @@ from protocols.cards import Card
 
 from table.journal import Journal, JournalError, disclosed_cards
 from table.shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
+
+from .exits import exit_codes
 
 
 def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
@@ -33,6 +36,12 @@ class BadJournal(click.ClickException):
     exit_code = 2
 
 
+@exit_codes({
+    0: "the shuffle passes",
+    1: "it fails (the report says after how many rounds it was first flagged)",
+    2: "the journal cannot be read (missing, not a journal, unreadable entries), or bad usage",
+    3: "too few rounds for a verdict (the report says how many more it needs)",
+})
 @click.command("shuffle-check")
 @click.argument("journal", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
@@ -48,13 +57,6 @@ def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> Non
     next (a re-test on fresh rounds, e.g. a new run's journal, fails again only
     1 time in 20), while a weak shuffle's p-value falls further with every
     round added. Condemn a shuffler on a failure that persists, not on one run.
-
-    \b
-    Exit status:
-      0 the shuffle passes
-      1 it fails (the report says after how many rounds it was first flagged)
-      2 the journal cannot be read (not a journal, or unreadable entries)
-      3 too few rounds for a verdict
     """
     try:
         with Journal(journal, read_only=True) as j:
@@ -72,10 +74,40 @@ def shuffle_check_command(journal: str, as_json: bool, confidence: float) -> Non
     if as_json:
         click.echo(json.dumps(report))
     else:
-        click.echo(f"rounds {report['rounds']}  X2 {report['statistic']}  dof {report['dof']}  "
-                   f"p {report['p_value']}  verdict {report['verdict'].upper()}")
-        for deck, d in report["decks"].items():
-            click.echo(f"  deck {deck}: rounds {d['rounds']}  X2 {d['statistic']}  p {d['p_value']}  {d['verdict']}")
-        if report["flagged_after_rounds"]:
-            click.echo(f"flagged after {report['flagged_after_rounds']} rounds")
+        for line in report_lines(report, journal):
+            click.echo(line)
     sys.exit({"pass": 0, "fail": 1}.get(report["verdict"], 3))
+
+
+def _p(value: float | None) -> str:
+    """A p-value for people: 3 significant digits (``0.0362``, ``1.2e-105``)."""
+    return "-" if value is None else f"{value:.3g}"
+
+
+def report_lines(report: dict, journal: str) -> list[str]:
+    """The text report: the totals, each deck, and what the verdict rests on (or, with
+    too few rounds, how many more it needs)."""
+    per_deck = report["rounds_per_deck_needed"]
+    if not report["decks"]:
+        lines = [f"rounds 0  verdict INSUFFICIENT: {journal} holds no dealt rounds",
+                 f"the test needs at least {per_deck} rounds of each deck ({2 * per_deck} with the two decks "
+                 "alternating) before it can give a verdict"]
+        return [w for line in lines for w in textwrap.wrap(line, 79, subsequent_indent="  ", break_on_hyphens=False)]
+    lines = [f"rounds {report['rounds']}  X2 {report['statistic']:.1f}  dof {report['dof']}  "
+             f"p {_p(report['p_value'])}  verdict {report['verdict'].upper()}"]
+    for deck, d in report["decks"].items():
+        lines.append(f"  deck {deck}: rounds {d['rounds']}  X2 {d['statistic']:.1f}  p {_p(d['p_value'])}  "
+                     f"{d['verdict']}")
+    if report["verdict"] == "insufficient":
+        more = {deck: n for deck, n in report["rounds_needed"].items() if n}
+        what = " and ".join(f"{n} more of deck {deck}" for deck, n in more.items())
+        lines.append(f"too few rounds for a verdict (the p-values above give none): every dealt position of "
+                     f"each deck needs {per_deck} deals, one card expected per cell; deal at least {what} "
+                     f"(about {sum(more.values())} rounds), then check again")
+    elif report["verdict"] == "fail":
+        lines.append(f"FAIL at {report['confidence']:.0%} confidence (p < {1 - report['confidence']:.2g})"
+                     + (f"; flagged after {report['flagged_after_rounds']} rounds" if report["flagged_after_rounds"]
+                        else "") + ". A fair shuffle fails this often by chance: re-test on fresh rounds")
+    else:
+        lines.append(f"PASS at {report['confidence']:.0%} confidence (p >= {1 - report['confidence']:.2g})")
+    return [w for line in lines for w in textwrap.wrap(line, 79, subsequent_indent="  ", break_on_hyphens=False)]

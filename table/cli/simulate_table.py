@@ -7,9 +7,14 @@ import threading
 
 import click
 
-from protocols.cards import BackColour
+from .exits import exit_codes
+from .options import parse_deck_colours
 
 
+@exit_codes({
+    0: "stopped by SIGTERM or SIGINT (Ctrl-C)",
+    2: "bad usage, including a --link-dir whose names are taken by something other than pty symlinks",
+})
 @click.command("simulate-table")
 @click.option("--link-dir", type=click.Path(file_okay=False), required=True,
               help="Folder for the symlinks 'shuffler' and 'shoe' to the emulators' ptys.")
@@ -27,7 +32,7 @@ def simulate_table_command(link_dir: str, dealer_socket: str, seed: int | None, 
     from simulators.table import SimulatedTable
     from simulators.table_server import DealerServer
 
-    a, b = (BackColour.parse(c) for c in deck_colours.split(","))
+    a, b = parse_deck_colours(deck_colours, "--deck-colours")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -9,7 +9,13 @@ import sys
 import click
 import structlog
 
+from .exits import exit_codes
 
+
+@exit_codes({
+    0: "every fault was detected and no card event was lost, duplicated or misread, no false alarm",
+    1: "a fault went undetected, a card event was lost, duplicated or misread, or a false alarm",
+})
 @click.command("soak")
 @click.option("--rounds", type=click.IntRange(1), default=1000, show_default=True, help="Rounds to play.")
 @click.option("--faults", type=click.Choice(["random", "none"]), default="random", show_default=True,
@@ -45,8 +51,7 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
                               reboot, unplug or noise burst (see table.hil.chaos.AFTERMATH)
       link_notices_without_fault   link notices in rounds with no fault near them
     Each undetected fault, false alarm, extra alarm and stray notice is listed
-    with its round. Exit 1 if any fault went undetected or any card event was
-    lost, duplicated or misread, or any false alarm.
+    with its round.
 
     The JSON summary's "outcomes" counts the rounds by how they ended
     (a kind no round had is left out):

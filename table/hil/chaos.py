@@ -34,6 +34,7 @@ from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
 from table.console import Command, Console
+from table.roles import Actor, Role
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
@@ -101,14 +102,23 @@ class ScenarioError(ValueError):
 
 
 class AutoSupervisor(Console):
-    """A console whose supervisor answers at once, as a person at the table would.
+    """The simulated table's console, with a supervisor who answers what the table asks,
+    at once, as a person at the table would, through the same API every front door
+    uses (:meth:`Console.submit`, as a supervisor: role checks, validation, the
+    two-person rule); it never touches the devices' state.
 
-    ``void``: voids a held round ("misdeal"); ``register_deck``: takes the
-    failed deck out of the shuffler, brings a new one and registers it;
-    ``confirm_card``: reads the unreadable card off the layout (the virtual
-    dealer's last drawn card). Dealer confirmations are never asked on a
-    simulated table. ``actions`` counts what it did.
+    When the table waits for a supervisor: ``void`` a held round ("misdeal";
+    after the decisions a second supervisor, ``AUTO-2``, confirms);
+    ``register_deck``: brings a new deck of that colour to the table (the
+    failed one, taken out of the shuffler by the dealer when the table asked,
+    leaves it) and registers it; ``confirm_card``: reads the unreadable card off
+    the layout (the virtual dealer's last drawn card); ``acknowledge_incident``.
+    Dealer confirmations are never asked on a simulated table. ``actions``
+    counts what it did.
     """
+
+    PERSON = Actor("AUTO", Role.SUPERVISOR, source="api")
+    SECOND = Actor("AUTO-2", Role.SUPERVISOR, source="api")
 
     def __init__(self, sim: SimulatedTable) -> None:
         super().__init__()
@@ -116,24 +126,32 @@ class AutoSupervisor(Console):
         self.attached = True
         self.actions: dict[str, int] = {}
         self._replacements = 0
+        self.on_expectation(self._answer)
 
-    def wait(self, actions: tuple[str, ...], what: str, timeout_s: float | None = None) -> Command:
-        action = actions[0]
+    def _do(self, action: str, args: dict[str, Any], actor: Actor | None = None) -> None:
         self.actions[action] = self.actions.get(action, 0) + 1
-        if action == "void":
-            return Command("void", {"reason": f"misdeal ({what})", "supervisor": "AUTO"})
-        if action == "register_deck":
-            shuffler = self.sim.shuffler
-            with shuffler.lock:  # the supervisor takes the failed deck away
-                colour = shuffler.colour
-                shuffler.cards, shuffler.verified, shuffler.colour = None, False, BackColour.NONE
-            self.sim.dealer.off_table[colour] = new_deck(colour)
+        self.submit(Command(action, args, actor=actor or self.PERSON))
+
+    def _answer(self, exp: Any) -> None:
+        if exp is None or exp.role != "supervisor":
+            return
+        if exp.action == "void":
+            self._do("void", {"reason": f"misdeal ({exp.what})"})
+        elif exp.action == "confirm_void":
+            self._do("confirm_void", {}, self.SECOND)
+        elif exp.action == "register_deck":
+            dealer = self.sim.dealer
+            colour = next(c for c in (RED, BLUE) if f"({c})" in exp.what)
+            with dealer._lock:  # the failed deck leaves the table; a new one comes in its place
+                dealer.in_hand = []
+                dealer.off_table[colour] = new_deck(colour)
             self._replacements += 1
-            return Command("register_deck", {"deck_id": f"R{self._replacements}", "supervisor": "AUTO"})
-        if action == "confirm_card":
+            self._do("register_deck", {"deck_id": f"R{self._replacements}"})
+        elif exp.action == "confirm_card":
             card = self.sim.dealer.drawn[-1].card
-            return Command("confirm_card", {"card": str(card), "supervisor": "AUTO"})
-        raise DeviceFault(f"the automatic supervisor cannot answer {action}")
+            self._do("confirm_card", {"card": str(card)})
+        elif exp.action == "acknowledge_incident":
+            self._do("acknowledge_incident", {})
 
 
 class FaultInjector:

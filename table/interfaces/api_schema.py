@@ -120,6 +120,9 @@ COMMANDS: tuple[Action, ...] = (
     Action("void", "command", "Void the round: wagers returned, cards collected (58 Pa. Code 816a.1: refused once "
                               "results are recorded).",
            {"reason": REASON, "supervisor": SUPERVISOR, "round_id": ROUND_ID}, ("reason",)),
+    Action("confirm_void", "command", "A second supervisor confirms a void asked after the decisions were final "
+                                      "(the two-person rule): not the supervisor who asked it.",
+           {"supervisor": SUPERVISOR, "round_id": ROUND_ID}),
     Action("register_deck", "command", "Register a replacement deck (same back colour) for one out of service.",
            {"deck_id": _str(8, "the new deck's id: 1-8 letters, digits, '_', '-'", r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
             "colour": {"enum": ["red", "blue", "green", "black", "grey", "purple", "orange", "brown"],

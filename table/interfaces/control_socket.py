@@ -228,9 +228,10 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 _ids = iter(range(1, 2 ** 53))
 
 
-def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
+def send(path: str | Path, request: dict, timeout_s: float = 600.0, *, max_reply: int = 16 << 20) -> dict:
     """Send one request to a control socket and return its reply (for vendors and tests).
 
+    ``max_reply``: the longest reply line taken (bytes); a longer one raises ``ValueError``.
     An ``id`` is added when the request has none (``"py-<pid>-<n>"``) and the reply is
     checked to name it (and returned without it, as the caller sent none). Raises ``ConnectionError`` when the controller closes the
     connection without a reply, ``OSError`` when it cannot be reached, ``TimeoutError``."""
@@ -253,9 +254,11 @@ def send(path: str | Path, request: dict, timeout_s: float = 600.0) -> dict:
             f.write(_line(req))
             f.flush()
             while True:
-                line = f.readline(MAX_LINE * 4)
+                line = f.readline(max_reply)
                 if not line:
                     raise ConnectionError(f"{path}: the controller closed the connection without a reply")
+                if not line.endswith(b"\n"):
+                    raise ValueError(f"{path}: a reply longer than {max_reply} bytes")
                 reply = json.loads(line)
                 if reply.get("id") == rid or ("id" not in reply and "ok" in reply):
                     if "id" not in request:

@@ -159,6 +159,74 @@ def _read_password(path: Path) -> str:
         raise MqttSetupError(f"cannot read the MQTT password file {path}: {exc}") from None
 
 
+def _configure(client: Any, settings: MqttSettings) -> None:
+    """Credentials and TLS of ``settings`` on a paho client. Raises :class:`MqttSetupError`."""
+    if settings.username:
+        password = settings.password
+        if password is None and settings.password_file is not None:
+            password = _read_password(Path(settings.password_file))
+        client.username_pw_set(settings.username, password)
+    if settings.tls:
+        try:
+            client.tls_set(ca_certs=str(settings.ca_file) if settings.ca_file else None,
+                           certfile=str(settings.cert_file) if settings.cert_file else None,
+                           keyfile=str(settings.key_file) if settings.key_file else None,
+                           cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise MqttSetupError(f"MQTT TLS: {exc}") from None
+        client.tls_insecure_set(False)  # the broker's name must match its certificate
+
+
+def fetch_checkpoint(settings: MqttSettings, table_id: str, public: Ed25519PublicKey,
+                     timeout_s: float = 3.0) -> dict[str, Any] | None:
+    """The table's latest signed checkpoint as the floor's broker keeps it (the retained
+    ``.../checkpoint`` message), verified with the table's ``public`` key; None when the
+    broker has none, cannot be reached within ``timeout_s`` (a network deadline, at
+    start-up only), or the message does not verify. A controller whose journal is
+    behind it does not resume until a supervisor acknowledges (issue 14)."""
+    try:
+        import paho.mqtt.client as mqtt
+    except ImportError:  # pragma: no cover
+        return None
+    topic = checkpoint_topic(settings.floor, table_id)
+    got: dict[str, Any] = {}
+    done = threading.Event()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"threecard-{table_id}-anchor",
+                         clean_session=True)
+    try:
+        _configure(client, settings)
+    except MqttSetupError:
+        return None
+
+    def on_connect(c: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
+        if reason.is_failure:
+            done.set()
+        else:
+            c.subscribe(topic, qos=1)
+
+    def on_message(c: Any, userdata: Any, message: Any) -> None:
+        try:
+            got["cp"] = verify_message(message.payload, topic, public)
+        except ForgedMessage as exc:
+            log.warning("anchor_refused", topic=topic, error=str(exc)[:200])
+        done.set()
+
+    client.on_connect, client.on_message = on_connect, on_message
+    try:
+        client.connect_async(settings.host, settings.port, keepalive=max(5, int(timeout_s) + 1))
+        client.loop_start()
+        done.wait(timeout_s)
+    except (OSError, ValueError) as exc:
+        log.warning("anchor_unreachable", host=settings.host, error=str(exc)[:200])
+    finally:
+        client.disconnect()
+        client.loop_stop()
+        reset = getattr(client, "_reset_sockets", None)
+        if reset is not None:
+            reset()
+    return got.get("cp")
+
+
 def checkpoint_topic(floor: str, table_id: str) -> str:
     """The retained topic holding a table's latest signed journal checkpoint (docs/journal.md)."""
     return f"threecard/{floor}/{table_id}/checkpoint"
@@ -217,20 +285,7 @@ class MqttPublisher:
         self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cid, clean_session=True)
         self._client.max_inflight_messages_set(settings.window)
         self._client.reconnect_delay_set(1, 30)
-        if settings.username:
-            password = settings.password
-            if password is None and settings.password_file is not None:
-                password = _read_password(Path(settings.password_file))
-            self._client.username_pw_set(settings.username, password)
-        if settings.tls:
-            try:
-                self._client.tls_set(ca_certs=str(settings.ca_file) if settings.ca_file else None,
-                                     certfile=str(settings.cert_file) if settings.cert_file else None,
-                                     keyfile=str(settings.key_file) if settings.key_file else None,
-                                     cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
-            except (OSError, ssl.SSLError, ValueError) as exc:
-                raise MqttSetupError(f"MQTT TLS: {exc}") from None
-            self._client.tls_insecure_set(False)  # the broker's name must match its certificate
+        _configure(self._client, settings)
         self._last_status = 0.0
         self._client.will_set(self.status_topic, self._status(False), qos=1, retain=True)
         self._client.on_connect = self._on_connect

@@ -13,14 +13,14 @@ lines a dealer or supervisor types at the terminal (:data:`KEYS_HELP`).
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import threading
 from typing import IO
 
 from protocols.cards import BackColour
-from table.console import Command, Console
+from table.console import Command, Console, Expectation
+from table.roles import Actor, Role
 
 
 class ConsoleDealer:
@@ -49,54 +49,179 @@ class ConsoleDealer:
 
 
 KEYS_HELP = """console commands (type a line, then Enter):
-  s                      status
+  s                      the table's state in words
   c                      close bets (dealer)
-  k                      confirm the collect (dealer)
   p SEAT / f SEAT        seat SEAT plays / folds (dealer)
+  k                      confirm the collect, once the round is paid (dealer)
   v REASON...            void the round (supervisor)
+  x NAME                 confirm a void as a second supervisor NAME (after the decisions)
+  l                      release a held round: it goes on where it stood (supervisor)
   r DECK_ID              register a replacement deck (supervisor)
-  m CARD                 enter an unreadable card, e.g. m Qs (supervisor)"""
+  m CARD                 enter an unreadable card, e.g. m Qs (supervisor)
+  a                      acknowledge the table's incidents (supervisor)"""
+
+#: what to type for each command the table can wait for (the prompt's second half)
+KEY_FOR = {
+    "close_bets": "press c", "confirm_collect": "press k", "decide": "p {seat} to play / f {seat} to fold",
+    "void": "v REASON to void it", "confirm_void": "x NAME (a second supervisor) to confirm the void",
+    "release_hold": "l to release it", "register_deck": "r NEW_DECK_ID to register the replacement",
+    "confirm_card": "m CARD (e.g. m Qs) to enter it", "acknowledge_incident": "a to acknowledge",
+}
+
+
+def prompt_for(exp: Expectation) -> str | None:
+    """The line a terminal prints when the table starts waiting for ``exp`` (None: a
+    physical action the dealer's own prompt already names)."""
+    if not exp.accepts:
+        return None
+    keys = " or ".join(KEY_FOR[a].format(seat=exp.seat) for a in exp.accepts if a in KEY_FOR)
+    who = "Supervisor" if exp.role == "supervisor" else "Dealer"
+    return f"{who}: the table waits for {exp.what}: {keys}"
 
 
 def parse_key_line(line: str, supervisor: str) -> Command | None:
-    """One terminal line to a command (see :data:`KEYS_HELP`); None for a blank or unknown line."""
-    parts = shlex.split(line.strip())
+    """One terminal line to a command (see :data:`KEYS_HELP`); None for a blank or unknown line.
+    The command carries the terminal's actor: the person running ``tablectl run`` at the
+    table (``supervisor``), as a supervisor (a dealer's actions are a supervisor's too)."""
+    try:
+        parts = shlex.split(line.strip())
+    except ValueError:
+        return None
     if not parts:
         return None
     key, rest = parts[0].lower(), parts[1:]
+    actor = Actor(supervisor, Role.SUPERVISOR, source="terminal")
     if key == "s":
-        return Command("status")
+        return Command("status", actor=actor)
     if key == "c":
-        return Command("close_bets")
+        return Command("close_bets", actor=actor)
     if key == "k":
-        return Command("confirm_collect")
+        return Command("confirm_collect", actor=actor)
     if key in ("p", "f") and rest and rest[0].isdigit():
-        return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"})
+        return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"}, actor=actor)
     if key == "v" and rest:
-        return Command("void", {"reason": " ".join(rest), "supervisor": supervisor})
+        return Command("void", {"reason": " ".join(rest), "supervisor": supervisor}, actor=actor)
+    if key == "x" and rest:
+        second = Actor(" ".join(rest), Role.SUPERVISOR, source="terminal")
+        return Command("confirm_void", {"supervisor": second.person}, actor=second)
+    if key == "l":
+        return Command("release_hold", {"supervisor": supervisor}, actor=actor)
     if key == "r" and rest:
-        return Command("register_deck", {"deck_id": rest[0], "supervisor": supervisor})
+        return Command("register_deck", {"deck_id": rest[0], "supervisor": supervisor}, actor=actor)
     if key == "m" and rest:
-        return Command("confirm_card", {"card": rest[0], "supervisor": supervisor})
+        return Command("confirm_card", {"card": rest[0], "supervisor": supervisor}, actor=actor)
+    if key == "a":
+        return Command("acknowledge_incident", {"supervisor": supervisor}, actor=actor)
     return None
 
 
+def _money(cents: int) -> str:
+    sign = "+" if cents > 0 else "-" if cents < 0 else " "
+    return f"{sign}{abs(cents) // 100}.{abs(cents) % 100:02d}"
+
+
+def describe_status(st: dict) -> str:
+    """The table's status (``TableController.status()``) in words, a few lines."""
+    lines = []
+    r = st.get("round")
+    if r:
+        lines.append(f"round {r.get('number')} ({r.get('round_id')}): {str(r.get('state', '')).replace('_', ' ')}, "
+                     f"deck {r.get('deck_id')} ({r.get('back_colour')})")
+        for seat, info in sorted((r.get("seats") or {}).items(), key=lambda kv: int(kv[0])):
+            wagers = ", ".join(f"{k.replace('_', ' ')} {_money(v).strip()}" for k, v in info.get("wagers", {}).items())
+            decision = info.get("decision") or "to decide"
+            lines.append(f"  seat {seat}: {wagers}; {info.get('cards', 0)} card(s); {decision}")
+    else:
+        lines.append(f"no round in progress ({st.get('rounds_played', 0)} played)")
+    held = st.get("held")
+    if held:
+        lines.append(f"HELD: round {held.get('round_id')}: {held.get('reason')}"
+                     + (" (settled: results stand)" if held.get("settled") else ""))
+    places = {"off_table": "off the table", "in_shuffler": "in the shuffler (not counted)",
+              "shuffling": "being counted in the shuffler", "verified": "verified in the shuffler",
+              "delivered": "out of the shuffler", "in_shoe": "in the shoe", "in_play": "in play",
+              "in_discard_rack": "in the discard rack", "out_of_service": "OUT OF SERVICE"}
+    decks = "; ".join(f"{d['deck_id']} ({d['back_colour']}) {places.get(d['place'], d['place'])}"
+                      for d in st.get("decks", []))
+    if decks:
+        lines.append(f"decks: {decks}")
+    links = "; ".join(f"{name} {'up' if l.get('up') else 'DOWN'}" + (f" ({l['serial']})" if l.get("serial") else "")
+                      for name, l in (st.get("links") or {}).items())
+    if links:
+        lines.append(f"links: {links}")
+    w = st.get("waiting_for")
+    lines.append(f"waiting for: {w['what']}" if w else "waiting for: nothing from a person")
+    for a in st.get("alarms", []):
+        lines.append(f"ALARM ({a['kind'].replace('_', ' ')}): {a['text']}")
+    return "\n".join(lines)
+
+
+def payout_lines(number: int | None, results: dict, dealer_hand: list[str]) -> list[str]:
+    """The round's payouts, seat by seat, with each hand's name and each wager's outcome,
+    as the dealer pays them before the collect (amounts in currency units)."""
+    out = [f"round {number}: dealer {' '.join(dealer_hand)}; pay:"]
+    for seat, res in sorted(results.items(), key=lambda kv: int(kv[0])):
+        hand = res.get("hand", {}).get("text") or res.get("hand", {}).get("category", "")
+        wagers = ", ".join(f"{w['wager'].replace('_', ' ')} {_money(w['amount']).strip()}"
+                           + (f" ({w['line']} {w['payout']})" if w.get("line") else "")
+                           for w in res.get("wagers", []))
+        out.append(f"  seat {seat} {hand}, {res.get('decision')}: {wagers}; net {_money(res.get('net', 0)).strip()}")
+    return out
+
+
 class KeyConsole:
-    """Reads console lines from a terminal in a thread and answers on ``out``."""
+    """The terminal console: reads the lines a dealer or supervisor types, prompts for each
+    action the table waits for, says the table's state in words (``s``) and each round's
+    payouts before the collect (:meth:`follow`). Answers on ``out``."""
 
     def __init__(self, console: Console, supervisor: str, inp: IO[str], out: IO[str]) -> None:
         self.console, self.supervisor, self.inp, self.out = console, supervisor, inp, out
         console.attached = True
         print(KEYS_HELP, file=out, flush=True)
+        console.on_expectation(self._prompt)
         self._thread = threading.Thread(target=self._run, name="console-keys", daemon=True)
         self._thread.start()
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def _prompt(self, exp: Expectation | None) -> None:
+        if exp is not None:
+            line = prompt_for(exp)
+            if line:
+                self._say(f">>> {line}")
+
+    def follow(self, controller) -> None:
+        """Print what the table does that the dealer acts on: payouts before the collect,
+        holds and voids (``controller``: the :class:`~table.controller.TableController`)."""
+        controller.subscribe(self._on_table_event)
+
+    def _on_table_event(self, ev) -> None:
+        if ev.kind == "round_settled" and "results" in ev.data:
+            for line in payout_lines(ev.data.get("number"), ev.data["results"], ev.data.get("dealer_hand", [])):
+                self._say(line)
+        elif ev.kind == "round_held":
+            self._say(f"!!! round held: {ev.data.get('reason')}")
+        elif ev.kind == "round_voided":
+            self._say(f"!!! round voided: {ev.data.get('reason')}; wagers returned")
+
+    def _reply(self, action: str, result: dict) -> None:
+        if action == "status":
+            self._say(describe_status(result))
+        elif result.get("ok"):
+            what = result.get("what") or ", ".join(f"{k} {v}" for k, v in result.items()
+                                                   if k not in ("ok", "accepted", "id"))
+            self._say(f"<<< {action.replace('_', ' ')}: done" + (f" ({what})" if what else ""))
+        else:
+            self._say(f"<<< {action.replace('_', ' ')} refused: {result.get('error', 'refused')}")
 
     def _run(self) -> None:
         for line in self.inp:
             cmd = parse_key_line(line, self.supervisor)
             if cmd is None:
                 if line.strip():
-                    print(KEYS_HELP, file=self.out, flush=True)
+                    self._say(KEYS_HELP)
                 continue
-            cmd.reply = lambda result: print(f"<<< {json.dumps(result)}", file=self.out, flush=True)
+            cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
+            cmd.done = lambda result, a=cmd.action: self._reply(a, result)
             self.console.submit(cmd)

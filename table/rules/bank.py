@@ -11,12 +11,14 @@ Readings this module makes where the text is silent (docs/rules-profiles.md):
 * Each seat is first settled exactly as at a house-banked table
   (:func:`table.rules.settlement.settle_seat`); its net is what it is owed by,
   or owes to, the bank.
-* The bank covers the seats' wagers in clockwise order from the player-dealer's
-  left while its stake lasts: a seat is covered when the cents it has at risk
-  (its wagers' stakes; for a seat given as a bare net, that net's size) fit in
-  what is left of the bank; a seat too large to cover is skipped, not the
-  seats after it. Only covered seats are
-  in action: the bank collects from the covered losers and pays the covered
+* The bank covers the seats' hands in clockwise order from the player-dealer's
+  left while its stake lasts. What a hand puts at risk is fixed when the wagers
+  are placed, before the cards are seen: the ante, the play wager it may add
+  (equal to the ante) and its bonus bets (:func:`hand_at_risk`; for a seat given
+  as a bare net, that net's size). A seat is covered when that fits in what is
+  left of the bank; a seat too large to cover is skipped, not the seats after
+  it. So a seat's decision never changes whether it is covered. Only covered
+  seats are in action: the bank collects from the covered losers and pays the covered
   winners; an uncovered seat's wagers are returned (net 0), win or lose.
 * The covered winners are paid, clockwise, from the bank's stake plus its
   collections; what that still cannot pay (a bonus beyond the stake) is
@@ -32,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .wagers import SeatSettlement, SettlementError
+from .wagers import SeatSettlement, SettlementError, show
 
 
 class BankError(SettlementError):
@@ -109,6 +111,21 @@ class BankSettlement:
         }
 
 
+def hand_at_risk(settlement: SeatSettlement) -> int:
+    """The cents a seat's hand puts to the bank, fixed when the wagers are placed and
+    before any decision: the ante, the play wager the seat may add (equal to the
+    ante, 649a.11), and the bonus bets (Pair Plus, Six Card Bonus, progressive).
+
+    California standards of play: the player-dealer banks "the hand (including
+    bonus bets)" (docs/rules-profiles.md). Counting the play wager whether or not
+    the seat then plays keeps its coverage the same either way: a seat cannot fall
+    out of action, nor into it, by its own decision.
+    """
+    stakes = {r.wager: r.stake for r in settlement.results}
+    ante = stakes.get("ante", 0)
+    return 2 * ante + sum(stakes.get(w, 0) for w in ("pair_plus", "six_card", "progressive"))
+
+
 def settle_bank(
     player_dealer_seat: int,
     bank_cents: int,
@@ -121,11 +138,14 @@ def settle_bank(
     while its stake lasts; covered losers are collected and covered winners paid,
     uncovered seats' wagers are returned (California standards of play: the
     player-dealer pays and collects only to the extent of the wagers it covers).
-    Raises :class:`BankError` for a negative bank or the player-dealer listed
-    as a playing seat.
+    Raises :class:`BankError` for a negative bank, a seat number that is not a
+    whole number from 1, or the player-dealer listed as a playing seat.
     """
     if isinstance(bank_cents, bool) or not isinstance(bank_cents, int) or bank_cents < 0:
-        raise BankError(f"bank must be a non-negative number of cents, got {bank_cents!r}")
+        raise BankError(f"bank must be a non-negative number of cents, got {show(bank_cents)}")
+    for num in [player_dealer_seat] + [n for n, _ in seats]:
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise BankError(f"seat numbers are whole numbers from 1, got {show(num)}")
     owed: dict[int, int] = {}
     at_risk: dict[int, int] = {}
     for num, st in seats:
@@ -135,8 +155,7 @@ def settle_bank(
             raise BankError(f"seat {num} listed twice")
         if isinstance(st, SeatSettlement):
             owed[num] = st.net
-            # The ante bonus is paid on the ante, not a wager of its own.
-            at_risk[num] = sum(r.stake for r in st.results if r.wager != "ante_bonus")
+            at_risk[num] = hand_at_risk(st)
         else:
             owed[num] = int(st)
             at_risk[num] = abs(int(st))

@@ -26,6 +26,8 @@ Every amount is an ``int`` number of cents; nothing here uses floats.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -36,8 +38,17 @@ from .bank import settle_bank
 from .hands import dealer_qualifies, evaluate, six_card_hand
 from .paytables import Paytable, PaytableError, load_paytable
 from .profiles import PENNSYLVANIA, RulesProfile, get_profile
-from .wagers import (Decision, Outcome, SeatSettlement, SettlementError, WagerResult, Wagers, _cents,  # noqa: F401
-                     hand_to_dict)
+from .wagers import (MAX_AMOUNT_CENTS, MAX_WAGER_CENTS, Decision, Outcome, SeatSettlement,  # noqa: F401
+                     SettlementError, WagerResult, Wagers, _cents, hand_to_dict, show)
+
+#: Seat numbers a round file may use: the places of the largest table in the
+#: references (California: eight places including the player-dealer).
+SEAT_NUMBERS = range(1, 9)
+#: The largest round file ``tablectl settle`` reads, and how deep its JSON may nest.
+MAX_ROUND_FILE_BYTES = 1 << 20
+MAX_JSON_DEPTH = 16
+#: The largest paytable file a round file may name.
+MAX_PAYTABLE_FILE_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ class Tables:
             if pt.kind != slot:
                 raise SettlementError(f"paytable {pt.name!r} is a {pt.kind} table, not {slot}")
         if self.progressive_meter_cents is not None:
-            _cents("progressive_meter_cents", self.progressive_meter_cents)
+            _cents("progressive_meter_cents", self.progressive_meter_cents, MAX_AMOUNT_CENTS)
 
     @classmethod
     def load(
@@ -111,6 +122,13 @@ def _paid(wager: str, stake: int, table: Paytable, hand, rule: str, meter: int |
         raise SettlementError(
             f"{wager}: line {line!r} of {table.name} pays {p} but no progressive meter amount was given"
         ) from None
+    if amount < 0:
+        # A meter share paid in place of the wager that is less than the wager: the
+        # meter reading cannot be right (a meter starts at its reset amount). Refused,
+        # never reported as a win that loses money.
+        raise SettlementError(
+            f"{wager}: line {line!r} of {table.name} pays {p}, {amount + stake} cents on a meter of "
+            f"{meter} cents, less than the {stake}-cent wager: check the progressive meter reading")
     return WagerResult(wager, stake, Outcome.WIN, amount, rule, line, str(p))
 
 
@@ -125,26 +143,37 @@ def settle_seat(
     """Settle every wager of one seat against the dealer's hand.
 
     ``wagers``: :class:`Wagers` in cents; ``decision``: :class:`Decision` (or
-    ``"play"``/``"fold"``); ``seat_cards``/``dealer_cards``: three cards each;
+    ``"play"``/``"fold"``), and ``None`` for a seat with no ante (a Pair
+    Plus-only seat has no decision to make, 649a.7); ``seat_cards``/``dealer_cards``: three cards each;
     ``tables``: the filed paytables (:class:`Tables`); ``profile``: the rules
     profile ranking the hands. Returns a :class:`SeatSettlement` whose amounts
     are int cents.
 
-    Raises :class:`SettlementError` for a card held twice, a play wager with no
-    ante, or a wager whose paytable is not in ``tables``.
+    Raises :class:`SettlementError` for a card held twice, a decision given
+    for a seat with no ante (or none for a seat with one), a wager whose
+    paytable is not in ``tables``, or a meter line paying less than its wager.
     """
-    decision = Decision.parse(decision)
+    if not isinstance(wagers, Wagers):
+        raise SettlementError(f"wagers must be Wagers, got {show(wagers)}")
+    if wagers.ante == 0:
+        if decision is not None:
+            # 649a.7: a Pair Plus-only seat competes only against the paytable; a "fold"
+            # or "play" there would be ignored, so it is refused instead.
+            raise SettlementError(
+                "a seat with no ante has no decision to make (a Pair Plus-only seat, 649a.7): "
+                f"got {show(decision if not isinstance(decision, Decision) else decision.value)}; "
+                "a play wager needs an ante (the play wager equals the ante, 649a.11)")
+    else:
+        if decision is None:
+            raise SettlementError("a seat with an ante needs a decision, play or fold (649a.11)")
+        decision = Decision.parse(decision)
     seat = _cards(seat_cards, "seat")
     dealer = _cards(dealer_cards, "dealer")
     if set(seat) & set(dealer):
         raise SettlementError(f"card dealt twice: {', '.join(sorted(str(c) for c in set(seat) & set(dealer)))}")
-    if not isinstance(wagers, Wagers):
-        raise SettlementError(f"wagers must be Wagers, got {wagers!r}")
     for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card), ("progressive", wagers.progressive)):
         if amount and getattr(tables, slot) is None:
             raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
-    if wagers.ante == 0 and decision is Decision.PLAY:
-        raise SettlementError("a play wager needs an ante (the play wager equals the ante, 649a.11)")
 
     player = evaluate(seat, profile)
     dealer_v = evaluate(dealer, profile)
@@ -215,19 +244,69 @@ def settle_seat(
 
 @dataclass(frozen=True)
 class SeatRound:
-    """One seat's input: ``seat`` number, ``wagers``, ``decision``, ``cards``."""
+    """One seat's input: ``seat`` number, ``wagers``, ``decision`` (``None`` for
+    a seat with no ante), ``cards``."""
 
     seat: int
     wagers: Wagers
-    decision: Decision
+    decision: Decision | None
     cards: tuple[Card, Card, Card]
+
+
+_ROUND_KEYS = ("profile", "paytables", "progressive_meter_cents", "dealer", "seats",
+               "player_dealer_seat", "bank_cents", "round_id", "comment")
+_SEAT_KEYS = ("seat", "wagers", "decision", "cards")
+_WAGER_KEYS = ("ante", "pair_plus", "six_card", "progressive")
+_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+
+
+def _seat_number(value: Any, what: str) -> int:
+    """A seat number in :data:`SEAT_NUMBERS`: an integer, never a bool or ``8.0``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettlementError(f"{what} must be a whole seat number "
+                              f"{SEAT_NUMBERS.start}-{SEAT_NUMBERS.stop - 1}, got {show(value)}")
+    if value not in SEAT_NUMBERS:
+        raise SettlementError(f"{what} must be {SEAT_NUMBERS.start}-{SEAT_NUMBERS.stop - 1} "
+                              f"(a table has at most {SEAT_NUMBERS.stop - 1} places), got {show(value)}")
+    return value
+
+
+def _paytable_ref(slot: str, value: Any, base_dir: str | Path | None) -> str:
+    """A paytable named in a round file: a shipped name, or a regular file of at most
+    :data:`MAX_PAYTABLE_FILE_BYTES` (never a device, a FIFO or a folder, which a
+    hostile round file could name to make the reader hang)."""
+    if not isinstance(value, str) or not value.strip():
+        raise SettlementError(f"paytables.{slot} must be a paytable name or a .toml file, got {show(value)}")
+    if value.endswith(".toml") or "/" in value or "\\" in value:
+        path = Path(value)
+        if base_dir is not None and not path.is_absolute():
+            path = Path(base_dir) / path
+        try:
+            st = path.stat()
+        except (OSError, ValueError) as e:
+            raise SettlementError(f"paytables.{slot}: {show(value)}: cannot read: "
+                                  f"{getattr(e, 'strerror', None) or e}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise SettlementError(f"paytables.{slot}: {show(value)} is not a regular file")
+        if st.st_size > MAX_PAYTABLE_FILE_BYTES:
+            raise SettlementError(f"paytables.{slot}: {show(value)} is {st.st_size} bytes, "
+                                  f"more than a paytable's {MAX_PAYTABLE_FILE_BYTES}")
+    return value
+
+
+def _reject_unknown(found: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    extra = [k for k in found if k not in allowed]
+    if extra:
+        raise SettlementError(f"{where}unknown key{'s' if len(extra) > 1 else ''} "
+                              f"{', '.join(show(k) for k in sorted(extra, key=str)[:5])}; "
+                              f"allowed: {', '.join(allowed)}")
 
 
 @dataclass(frozen=True)
 class Round:
     """One round's input: the dealer's cards, the seats, the paytables, the profile.
 
-    ``player_dealer_seat`` and ``bank_cents`` are used only under a profile with
+    ``player_dealer_seat`` and ``bank_cents`` are given only under a profile with
     a player-dealer bank (California, :mod:`table.rules.bank`).
     """
 
@@ -245,58 +324,42 @@ class Round:
 
         ``profile`` overrides the file's ``"profile"``. Raises
         :class:`SettlementError` (or :class:`PaytableError` for a paytable) on
-        anything malformed, including a card appearing twice in the round.
+        anything malformed, with a one-line message naming the key: an unknown
+        key, a seat number outside 1-8 (or not an integer), a wager outside
+        0..:data:`MAX_WAGER_CENTS` cents, a decision for a seat with no ante, a
+        Six Card Bonus or progressive wager with no ante, player-dealer keys
+        under a house-banked profile, a card appearing twice in the round.
         """
         if not isinstance(data, Mapping):
             raise SettlementError("a round must be a JSON object")
-        known = {"profile", "paytables", "progressive_meter_cents", "dealer", "seats",
-                 "player_dealer_seat", "bank_cents", "round_id", "comment"}
-        extra = set(data) - known
-        if extra:
-            raise SettlementError(f"unknown round keys: {', '.join(sorted(extra))}")
+        _reject_unknown(data, _ROUND_KEYS, "round: ")
+        for key in ("round_id", "comment"):
+            if key in data and not isinstance(data[key], str):
+                raise SettlementError(f"{key} must be a string, got {show(data[key])}")
+        name = profile if profile is not None else data.get("profile", "pennsylvania")
+        if not isinstance(name, (str, RulesProfile)):
+            raise SettlementError(f"profile must be a profile name, got {show(name)}")
         try:
-            prof = get_profile(profile or data.get("profile", "pennsylvania"))
+            prof = get_profile(name)
         except ValueError as e:
             raise SettlementError(str(e)) from None
         pts = data.get("paytables")
         if not isinstance(pts, Mapping) or "ante_bonus" not in pts:
-            raise SettlementError("'paytables' must name at least 'ante_bonus'")
-        bad = set(pts) - {"ante_bonus", "pair_plus", "six_card_bonus", "progressive"}
-        if bad:
-            raise SettlementError(f"unknown paytable slots: {', '.join(sorted(bad))}")
-        tables = Tables.load(
-            pts["ante_bonus"], pts.get("pair_plus"), pts.get("six_card_bonus"), pts.get("progressive"),
-            data.get("progressive_meter_cents"), base_dir=base_dir,
-        )
+            raise SettlementError("'paytables' must be an object naming at least 'ante_bonus'")
+        _reject_unknown(pts, _SLOTS, "paytables: ")
+        refs = {k: _paytable_ref(k, v, base_dir) for k, v in pts.items() if v is not None or k == "ante_bonus"}
+        meter = data.get("progressive_meter_cents")
+        if meter is not None:
+            _cents("progressive_meter_cents", meter, MAX_AMOUNT_CENTS)
+        tables = Tables.load(refs["ante_bonus"], refs.get("pair_plus"), refs.get("six_card_bonus"),
+                             refs.get("progressive"), meter, base_dir=base_dir)
         dealer = tuple(_cards(_card_list(data.get("dealer"), "dealer"), "dealer"))
         seats_raw = data.get("seats")
         if not isinstance(seats_raw, list) or not seats_raw:
             raise SettlementError("'seats' must be a non-empty list")
-        seats = []
-        for i, s in enumerate(seats_raw):
-            if not isinstance(s, Mapping):
-                raise SettlementError(f"seats[{i}] must be an object")
-            extra = set(s) - {"seat", "wagers", "decision", "cards"}
-            if extra:
-                raise SettlementError(f"seats[{i}]: unknown keys {', '.join(sorted(extra))}")
-            num = s.get("seat", i + 1)
-            if isinstance(num, bool) or not isinstance(num, int):
-                raise SettlementError(f"seats[{i}]: 'seat' must be an integer")
-            w = s.get("wagers")
-            if not isinstance(w, Mapping):
-                raise SettlementError(f"seat {num}: 'wagers' must be an object of cents")
-            wbad = set(w) - {"ante", "pair_plus", "six_card", "progressive"}
-            if wbad:
-                raise SettlementError(f"seat {num}: unknown wagers {', '.join(sorted(wbad))}")
-            try:
-                wagers = Wagers(**{k: w.get(k, 0) for k in ("ante", "pair_plus", "six_card", "progressive")})
-            except SettlementError as e:
-                raise SettlementError(f"seat {num}: {e}") from None
-            dec = s.get("decision", "fold" if wagers.ante == 0 else None)
-            if dec is None:
-                raise SettlementError(f"seat {num}: 'decision' (play or fold) is required with an ante")
-            cards = tuple(_cards(_card_list(s.get("cards"), f"seat {num}"), f"seat {num}"))
-            seats.append(SeatRound(num, wagers, Decision.parse(dec), cards))
+        if len(seats_raw) > len(SEAT_NUMBERS):
+            raise SettlementError(f"'seats' lists {len(seats_raw)} seats; a table has at most {len(SEAT_NUMBERS)}")
+        seats = [_seat_round(i, s) for i, s in enumerate(seats_raw)]
         nums = [s.seat for s in seats]
         if len(set(nums)) != len(nums):
             raise SettlementError(f"seat numbers repeat: {nums}")
@@ -308,10 +371,21 @@ class Round:
                 seen[c] = who
         pd = data.get("player_dealer_seat")
         bank = data.get("bank_cents")
+        if not prof.player_dealer_bank:
+            given = [k for k in ("player_dealer_seat", "bank_cents") if data.get(k) is not None]
+            if given:
+                raise SettlementError(
+                    f"{' and '.join(given)}: profile {prof.name} is banked by the house; a player-dealer "
+                    "banks only under the california profiles (docs/rules-profiles.md)")
+        if pd is not None:
+            _seat_number(pd, "player_dealer_seat")
+            if pd in nums:
+                raise SettlementError(f"player_dealer_seat {pd} is also listed in 'seats': the player-dealer "
+                                      "banks the round and does not play against the bank")
         if bank is not None:
-            _cents("bank_cents", bank)
+            _cents("bank_cents", bank, MAX_AMOUNT_CENTS)
         if prof.max_places is not None:
-            places = len(seats) + (1 if pd is not None and pd not in nums else 0)
+            places = len(seats) + (1 if pd is not None else 0)
             if places > prof.max_places:
                 raise SettlementError(
                     f"{prof.name}: at most {prof.max_places} places including the player-dealer, got {places}"
@@ -320,15 +394,110 @@ class Round:
 
     @classmethod
     def from_file(cls, path: str | Path, profile: str | RulesProfile | None = None) -> "Round":
-        """Read a round JSON file; paytable paths in it are relative to its folder."""
+        """Read a round JSON file (UTF-8, at most :data:`MAX_ROUND_FILE_BYTES`, nested
+        at most :data:`MAX_JSON_DEPTH` deep, no key twice in one object); paytable
+        paths in it are relative to its folder. Raises :class:`SettlementError`
+        with a one-line message naming the file."""
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise SettlementError(f"{p}: cannot read: {e.strerror or e}") from None
-        except json.JSONDecodeError as e:
-            raise SettlementError(f"{p}:{e.lineno}: not valid JSON: {e.msg}") from None
-        return cls.from_dict(data, base_dir=p.parent, profile=profile)
+            # O_NONBLOCK: a FIFO named as the round file must not hang the reader.
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except (OSError, ValueError) as e:
+            raise SettlementError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SettlementError(f"{p}: not a regular file")
+            try:
+                raw = f.read(MAX_ROUND_FILE_BYTES + 1)
+            except OSError as e:
+                raise SettlementError(f"{p}: cannot read: {e.strerror or e}") from None
+        if len(raw) > MAX_ROUND_FILE_BYTES:
+            raise SettlementError(f"{p}: larger than {MAX_ROUND_FILE_BYTES} bytes; a round file is a few kB")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SettlementError(f"{p}: not UTF-8 text (byte {e.start})") from None
+        data = parse_round_json(text, str(p))
+        try:
+            return cls.from_dict(data, base_dir=p.parent, profile=profile)
+        except SettlementError as e:
+            raise SettlementError(f"{p}: {e}") from None
+
+
+def parse_round_json(text: str, source: str = "<round>") -> Any:
+    """Parse round JSON strictly: a key twice in one object, nesting deeper than
+    :data:`MAX_JSON_DEPTH`, a number with thousands of digits, ``NaN`` or
+    ``Infinity`` are refused. Raises :class:`SettlementError` naming ``source``
+    (and the line for a syntax error)."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise SettlementError(f"{source}: key {show(k)} appears twice in one object "
+                                      "(which would win is not defined)")
+            out[k] = v
+        return out
+
+    def constant(name: str) -> Any:
+        raise SettlementError(f"{source}: {name} is not a number JSON allows")
+
+    depth = 0
+    in_string = escape = False
+    for ch in text:  # without recursion: the parser itself would overflow the stack
+        if in_string:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise SettlementError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels; "
+                                      "a round file needs 4")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except json.JSONDecodeError as e:
+        raise SettlementError(f"{source}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of thousands of digits
+        raise SettlementError(f"{source}: not a round: {str(e).split(';')[0]}") from None
+
+
+def _seat_round(i: int, s: Any) -> SeatRound:
+    """``seats[i]`` of a round file."""
+    if not isinstance(s, Mapping):
+        raise SettlementError(f"seats[{i}] must be an object")
+    _reject_unknown(s, _SEAT_KEYS, f"seats[{i}]: ")
+    num = _seat_number(s.get("seat", i + 1), f"seats[{i}].seat")
+    w = s.get("wagers")
+    if not isinstance(w, Mapping):
+        raise SettlementError(f"seat {num}: 'wagers' must be an object of cents")
+    _reject_unknown(w, _WAGER_KEYS, f"seat {num}: wagers: ")
+    try:
+        wagers = Wagers(**{k: w.get(k, 0) for k in _WAGER_KEYS})
+    except SettlementError as e:
+        raise SettlementError(f"seat {num}: {e}") from None
+    dec = s.get("decision")
+    if wagers.ante == 0:
+        if dec is not None:
+            raise SettlementError(
+                f"seat {num}: 'decision' {show(dec)} given with no ante: a Pair Plus-only seat has no decision "
+                "to make (649a.7); leave 'decision' out, or give the ante")
+        decision = None
+    else:
+        if dec is None:
+            raise SettlementError(f"seat {num}: 'decision' (play or fold) is required with an ante")
+        try:
+            decision = Decision.parse(dec)
+        except SettlementError as e:
+            raise SettlementError(f"seat {num}: {e}") from None
+    cards = tuple(_cards(_card_list(s.get("cards"), f"seat {num}"), f"seat {num}"))
+    return SeatRound(num, wagers, decision, cards)
 
 
 def _card_list(value: Any, who: str) -> list[str]:

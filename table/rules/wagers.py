@@ -15,6 +15,12 @@ from typing import Any
 
 from .hands import HandValue, SixCardHand
 
+#: The largest single wager accepted, in cents ($1,000,000): far above any table's
+#: maximum, so only a slip of the keyboard or a hostile file reaches it.
+MAX_WAGER_CENTS = 100_000_000
+#: The largest bank or progressive meter accepted, in cents ($100,000,000).
+MAX_AMOUNT_CENTS = 10_000_000_000
+
 
 class SettlementError(ValueError):
     """A round or seat that cannot be settled: bad wagers, a missing paytable,
@@ -33,9 +39,11 @@ class Decision(enum.Enum):
         if isinstance(value, Decision):
             return value
         try:
-            return cls(str(value).strip().lower())
+            if not isinstance(value, str):
+                raise ValueError(value)
+            return cls(value.strip().lower())
         except ValueError:
-            raise SettlementError(f"decision must be 'play' or 'fold', got {value!r}") from None
+            raise SettlementError(f"decision must be 'play' or 'fold', got {show(value)}") from None
 
 
 class Outcome(str, enum.Enum):
@@ -50,11 +58,25 @@ class Outcome(str, enum.Enum):
     RETURNED = "returned"
 
 
-def _cents(name: str, value: Any) -> int:
+def show(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line error messages
+    about input that may be huge (a hostile file)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** limit:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"  # str() may refuse it
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _cents(name: str, value: Any, maximum: int = MAX_WAGER_CENTS) -> int:
+    """``value`` when it is a whole number of cents in ``0..maximum``; raises
+    :class:`SettlementError` naming ``name`` otherwise (a bool, a float such as
+    ``5.0``, a string or a number out of range)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SettlementError(f"{name} must be a whole number of cents, got {value!r}")
+        raise SettlementError(f"{name} must be a whole number of cents, got {show(value)}")
     if value < 0:
-        raise SettlementError(f"{name} must not be negative, got {value}")
+        raise SettlementError(f"{name} must not be negative, got {show(value)}")
+    if value > maximum:
+        raise SettlementError(f"{name} of {show(value)} cents is above the {maximum:,}-cent limit")
     return value
 
 
@@ -62,8 +84,13 @@ def _cents(name: str, value: Any) -> int:
 class Wagers:
     """One seat's wagers in cents (ints): ``ante``, ``pair_plus``, ``six_card``
     (Six Card Bonus), ``progressive``. The play wager is not listed: it equals
-    the ante when the player plays (649a.11). Raises :class:`SettlementError`
-    for negative or non-integer amounts."""
+    the ante when the player plays (649a.11).
+
+    A seat enters the round by one of the two routes of 58 Pa. Code 649a.7: an
+    ante (with any side wagers beside it), or a Pair Plus wager alone. Raises
+    :class:`SettlementError` for a negative or non-integer amount, one above
+    :data:`MAX_WAGER_CENTS`, a seat with no wager at all, and a Six Card Bonus
+    or progressive wager without an ante."""
 
     ante: int
     pair_plus: int = 0
@@ -73,6 +100,14 @@ class Wagers:
     def __post_init__(self) -> None:
         for k in ("ante", "pair_plus", "six_card", "progressive"):
             _cents(k, getattr(self, k))
+        if not self.total:
+            raise SettlementError("no wager placed: a seat needs an ante or a Pair Plus wager (649a.7)")
+        if not self.ante:
+            # 649a.7: without an ante a seat competes only against the Pair Plus paytable.
+            for k, label in (("six_card", "Six Card Bonus"), ("progressive", "progressive")):
+                if getattr(self, k):
+                    raise SettlementError(f"a {label} wager needs an ante: without one a seat plays only "
+                                          "Pair Plus (649a.7)")
 
     @property
     def total(self) -> int:
@@ -113,9 +148,11 @@ class WagerResult:
 @dataclass(frozen=True)
 class SeatSettlement:
     """One seat's settled round: ``results`` (one :class:`WagerResult` per wager),
-    ``decision``, the hands, whether the dealer qualified, and :attr:`net`."""
+    ``decision`` (``None`` for a seat with no ante: a Pair Plus-only seat has
+    no decision to make, 649a.7), the hands, whether the dealer qualified, and
+    :attr:`net`."""
 
-    decision: Decision
+    decision: Decision | None
     player_hand: HandValue
     dealer_hand: HandValue
     dealer_qualifies: bool
@@ -137,7 +174,7 @@ class SeatSettlement:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         d: dict[str, Any] = {
-            "decision": self.decision.value,
+            "decision": self.decision.value if self.decision is not None else None,
             "hand": hand_to_dict(self.player_hand),
             "wagers": [r.to_dict() for r in self.results],
             "net": self.net,

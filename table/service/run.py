@@ -77,8 +77,18 @@ class ServiceRun:
             self._send("stopping", f"stopping: {reason}")
             log.info("service_stopping", reason=reason)
 
-    def summary(self, cards_read: int, violations: int, error: str | None) -> None:
-        """At exit: the run's totals as one ``run_summary`` log line."""
+    def summary(self, cards_read: int, violations: int, error: str | None, *, stopped: bool = False,
+                voided: int = 0) -> None:
+        """At exit: the run's totals as one ``run_summary`` log line.
+
+        ``error``: why the run ended early (None: every round dealt); ``stopped``: it
+        ended because it was told to (SIGTERM from ``systemctl stop``, or Ctrl-C),
+        which is routine: the line is logged at info with ``stopped`` set, not at
+        error (``journalctl -p err`` then shows only what needs a person).
+        ``voided``: rounds a supervisor voided."""
         if self.enabled:
-            (log.error if error else log.info)("run_summary", rounds=self.rounds_done, cards_read=cards_read, custody_violations=violations,
-                     net_by_seat=self.net_by_seat, error=error)
+            failed = error is not None and not stopped
+            (log.error if failed else log.info)(
+                "run_summary", rounds=self.rounds_done, cards_read=cards_read, custody_violations=violations,
+                voided_rounds=voided, net_by_seat=self.net_by_seat,
+                stopped=error if stopped else None, error=error if failed else None)

@@ -93,7 +93,7 @@ def _err(tmp_path, text):
 
 def test_syntax_error_names_file_and_line(tmp_path):
     e = _err(tmp_path, GOOD.replace("pair = 1", "pair = = 1"))
-    assert e.line == 7 and f"bad.toml:7:" in str(e)
+    assert e.line == 7 and "bad.toml:7:" in str(e)
 
 
 def test_unknown_line_names_its_line(tmp_path):

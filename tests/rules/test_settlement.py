@@ -128,7 +128,7 @@ def test_pair_plus_paid_whatever_the_dealer_holds():
 
 
 def test_pair_plus_only_player():
-    s = settle(Wagers(ante=0, pair_plus=200), "fold", "8c 8d 2h", "Ac Ad Kh")
+    s = settle(Wagers(ante=0, pair_plus=200), None, "8c 8d 2h", "Ac Ad Kh")
     assert outcome(s, "pair_plus") == (Outcome.WIN, 200)
     assert s.result("ante") is None
     with pytest.raises(SettlementError, match="ante"):
