@@ -238,6 +238,15 @@ class ShoeEmulator(FirmwareEmulator):
                 self.emit(CardDrawn(index % 256, sim.card, sim.back_colour))
             return sim
 
+    def slip(self, card: SimCard) -> None:
+        """Someone slips ``card`` onto the shoe's stack: it is the next card drawn (a
+        foreign card when its back is not the deck's). No event: the shoe sees it only
+        when it is drawn."""
+        with self.lock:
+            if not self.cards:
+                raise DeviceRefused("the shoe is empty; load a deck first")
+            self.cards.insert(0, card)
+
     def unload(self) -> list[SimCard]:
         """The dealer removes the undealt stub (no event: the shoe just goes empty)."""
         with self.lock:

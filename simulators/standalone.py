@@ -66,6 +66,7 @@ HELP = {
         "draw [N]                  draw N cards (default 1): CardDrawn, CardUnreadable or ShoeEmpty each",
         "unreadable N              the next N draws cannot be read (CardUnreadable)",
         "unload                    take the stub out (no event)",
+        "slip COLOUR CARD          slip a card with COLOUR backs onto the stack: the next draw (a foreign card)",
     ],
 }
 
@@ -321,13 +322,21 @@ class StandaloneEmulator:
         self.device.faults.unreadable_draws = _count(args[0])
         return f"the next {self.device.faults.unreadable_draws} draws are unreadable"
 
+    def _cmd_slip(self, args: list[str]) -> str:
+        if len(args) != 2:
+            raise ControlError("slip COLOUR CARD")
+        colour, card = BackColour.parse(args[0]), Card.parse(args[1])
+        self.device.slip(SimCard(card, colour))
+        return f"slipped {card} with {colour} backs"
+
     def _cmd_unload(self, args: list[str]) -> str:
         stub = self.device.unload()
         return f"unloaded cards={len(stub)}"
 
 
 _KIND_OF = {"insert": "shuffler", "take": "shuffler", "jam": "shuffler", "door": "shuffler",
-            "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe"}
+            "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe",
+            "slip": "shoe"}
 
 
 def _count(text: str) -> int:

@@ -94,7 +94,9 @@ class Expectation:
     ``draw_card``); ``what``: in words ("the dealer to close bets"); ``role``:
     who does it (``dealer``, ``supervisor``, ``device``); ``accepts``: the
     commands taken now; ``seat``: for ``decide``; ``draw_index``: for
-    ``confirm_card``; ``round_id``: the round concerned."""
+    ``confirm_card``; ``round_id``: the round concerned; ``colour``: the back
+    colour of the deck a physical step moves (``insert_deck``, ``load_shoe``,
+    ``take_from_shuffler``), so a screen can show which deck goes where."""
 
     action: str
     what: str
@@ -103,11 +105,12 @@ class Expectation:
     seat: int | None = None
     draw_index: int | None = None
     round_id: str | None = None
+    colour: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"action": self.action, "what": self.what, "role": self.role,
                              "accepts": list(self.accepts)}
-        for k in ("seat", "draw_index", "round_id"):
+        for k in ("seat", "draw_index", "round_id", "colour"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         return d

@@ -870,8 +870,9 @@ class TableController:
             return
         self._record("prompt", action=action, colour=str(colour))
         self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
-                                        else f"the dealer to take {what}", "dealer", (),
-                                        round_id=self._round.round_id if self._round else None))
+                                        else f"the dealer to take {what}", "device", (),
+                                        round_id=self._round.round_id if self._round else None,
+                                        colour=str(colour)))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.dealer, action)(*args)
         self._expect(expect, self._dealer_wait_s, what)
@@ -1252,7 +1253,7 @@ class TableController:
                 raise
             self._record("custody", op="collect", round_id=round_id, deck_id=deck_id)
         self.console.expect(Expectation("collect", "the dealer to collect the cards into the discard rack",
-                                        "dealer", ()))
+                                        "device", ()))
         self.dealer.collect()
         self.console.expect(None)
 
@@ -1376,7 +1377,7 @@ class TableController:
                 if r.prompted <= pos:
                     who = "the dealer" if target == 0 else f"seat {target}"
                     self.console.expect(Expectation("draw_card", f"the dealer to draw card {pos + 1} of "
-                                                    f"{len(order)} ({who})", "dealer", (), round_id=r.round_id))
+                                                    f"{len(order)} ({who})", "device", (), round_id=r.round_id))
                     r.prompted = pos + 1
                     self.dealer.draw_card()
                 self._take_card(r, target)

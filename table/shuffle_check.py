@@ -271,6 +271,62 @@ def rounds_until_flagged(rounds: Iterable[tuple[Hashable, Sequence[int]]], *, co
     return None
 
 
+def chi_square_series(rounds: Iterable[tuple[Hashable, Sequence[int]]], *, confidence: float = CONFIDENCE,
+                      min_expected: float = 1.0, max_points: int = 200) -> dict[str, dict[str, Any]]:
+    """Per deck, the chi-square statistic after each of its rounds: the shuffle check as a
+    curve, for a chart with the line the test fails above.
+
+    ``rounds``: ``(deck_id, dealt card indices in draw order)`` per round, in the order
+    dealt. Returns deck id (as text) -> ``{"rounds", "points": [{"round", "statistic",
+    "dof", "critical_value", "p_value", "verdict"}], "verdict", "p_value"}``, where
+    ``round`` counts that deck's rounds, ``critical_value`` is the statistic at which the
+    test fails at ``confidence`` (the 95 % line), and ``verdict`` is ``"insufficient"``
+    while fewer than ``min_expected`` cards are expected per cell, never a pass. At most
+    ``max_points`` points per deck, evenly spread over its rounds (its last always in).
+    The statistic is updated per card, not recomputed: a deck's sum of squared counts
+    per position (``X2 = sum_p 52 * S2_p / n_p - n_p``).
+    """
+    state: dict[Hashable, dict[str, Any]] = {}
+    critical: dict[int, float] = {}
+    for deck_id, cards in rounds:
+        st = state.setdefault(deck_id, {"counts": defaultdict(int), "s2": defaultdict(int), "n": defaultdict(int),
+                                        "rounds": 0, "curve": []})
+        st["rounds"] += 1
+        for p, c in enumerate(cards):
+            if not 0 <= c < DECK_SIZE:
+                raise ValueError(f"card index {c} is not 0..51")
+            o = st["counts"][(p, c)]
+            st["counts"][(p, c)] = o + 1
+            st["s2"][p] += 2 * o + 1
+            st["n"][p] += 1
+        n = st["n"]
+        if not n:
+            continue
+        stat = max(0.0, sum(DECK_SIZE * st["s2"][p] / n[p] - n[p] for p in n))
+        dof = (DECK_SIZE - 1) * len(n)
+        low = min(n.values()) / DECK_SIZE
+        st["curve"].append((st["rounds"], stat, dof, low))
+    out: dict[str, dict[str, Any]] = {}
+    for deck_id, st in state.items():
+        curve = st["curve"]
+        if len(curve) > max_points:
+            step = (len(curve) - 1) / (max_points - 1)
+            curve = [curve[round(i * step)] for i in range(max_points)]
+        points = []
+        for r, stat, dof, low in curve:
+            if dof not in critical:
+                critical[dof] = chi_square_critical(dof, confidence)
+            p_value = chi_square_sf(stat, dof)
+            verdict = "insufficient" if low < min_expected else "pass" if p_value >= 1 - confidence else "fail"
+            points.append({"round": r, "statistic": round(stat, 3), "dof": dof,
+                           "critical_value": round(critical[dof], 3), "p_value": p_value, "verdict": verdict})
+        last = points[-1] if points else None
+        out[str(deck_id)] = {"rounds": st["rounds"], "points": points,
+                             "verdict": last["verdict"] if last else "insufficient",
+                             "p_value": last["p_value"] if last else None}
+    return out
+
+
 def _verdict(stat: float, dof: int, low: float, confidence: float, min_expected: float) -> dict[str, Any]:
     p = chi_square_sf(stat, dof)
     verdict = "insufficient" if low < min_expected else "pass" if p >= 1 - confidence else "fail"
@@ -279,5 +335,5 @@ def _verdict(stat: float, dof: int, low: float, confidence: float, min_expected:
             "verdict": verdict, "passed": verdict == "pass", "min_expected": round(low, 6)}
 
 
-__all__ = ["PositionCounts", "chi_square_report", "rounds_until_flagged", "chi_square_sf", "chi_square_critical", "gamma_q",
-           "chi_square_statistic", "rounds_needed", "rounds_per_deck_needed"]
+__all__ = ["PositionCounts", "chi_square_report", "chi_square_series", "rounds_until_flagged", "chi_square_sf",
+           "chi_square_critical", "gamma_q", "chi_square_statistic", "rounds_needed", "rounds_per_deck_needed"]

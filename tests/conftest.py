@@ -22,15 +22,13 @@ def _fds() -> set[int]:
         return set()
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    """Fail the test if it leaves a thread running or a descriptor (pty, socket) open."""
+def _leak_check(ignore=lambda thread: False):
     threads = set(threading.enumerate())
     fds = _fds()
     yield
     deadline = time.monotonic() + 2.0
     while True:
-        extra = [t for t in threading.enumerate() if t not in threads and t.is_alive()]
+        extra = [t for t in threading.enumerate() if t not in threads and t.is_alive() and not ignore(t)]
         leaked_fds = _fds() - fds
         if not extra and not leaked_fds:
             return
@@ -51,6 +49,19 @@ def no_leaks():
     pytest.fail("test leaked " + "; ".join(details))
 
 
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Fail the test if it leaves a thread running or a descriptor (pty, socket) open."""
+    yield from _leak_check()
+
+
+@pytest.fixture
+def no_leaks_but():
+    """The leak check with some threads ignored: ``yield from no_leaks_but(lambda t: ...)``
+    in a module's own ``no_leaks`` (a tool's threads that outlive a test by design)."""
+    return _leak_check
+
+
 @pytest.fixture
 def sim():
     """A simulated table (both emulators on ptys), seeded, stopped after the test."""
@@ -58,3 +69,10 @@ def sim():
 
     with SimulatedTable(seed=1234) as table:
         yield table
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say where the browser tests saved their screenshots (a CI artefact)."""
+    folder = os.environ.get("THREECARD_SCREENSHOTS") or os.path.join(os.getcwd(), "test-artifacts", "screenshots")
+    if os.path.isdir(folder) and any(name.endswith(".png") for name in os.listdir(folder)):
+        terminalreporter.write_line(f"browser screenshots (final pages): {folder}")

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Print a hand's category and ranking key; with --vs, which of two hands wins."),
     'people': ('table.cli.people:people_group',
         'Who may sign in over HTTP/WebSocket: add, list or remove a person (PINs hashed with Argon2id).'),
+    'pit': ('table.cli.pit:pit_group',
+        "The pit view: every table of a pit on one page, from the floor's MQTT broker."),
     'paytable': ('table.cli.paytable:paytable_group',
         'List the shipped paytables or report their exact return.'),
     'probe': ('table.cli.probe:probe_command',

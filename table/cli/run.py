@@ -327,6 +327,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         stack.callback(front.close)
         roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
         dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        if journal is not None:  # the shuffle check and the audit status, read from the journal file
+            from table.interfaces.audit_view import AuditQueries
+
+            dispatcher.queries.update(AuditQueries(journal_path, public_keys=(journal.key.public,),
+                                                   anchors=lambda: anchors).handlers())
         try:
             if control_socket:
                 stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,

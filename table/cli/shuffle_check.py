@@ -8,26 +8,12 @@ import textwrap
 
 import click
 
-from protocols.cards import Card
 
-from table.journal import Journal, JournalError, disclosed_cards
+from table.interfaces.audit_view import dealt_rounds
+from table.journal import Journal, JournalError
 from table.shuffle_check import PositionCounts, chi_square_report, rounds_until_flagged
 
 from .exits import exit_codes
-
-
-def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
-    """Per round, in order: the deck it was dealt from and the card indices in dealt
-    position (draw index) order — read from the journal's card reads, which are
-    all the host ever learns of a deck's order (DESIGN.md)."""
-    rounds: dict[str, tuple[str, dict[int, int]]] = {}
-    # Faces are sealed until a round is over; its reveal discloses its key (docs/journal.md).
-    for e, opened in disclosed_cards(journal):
-        if e.body.get("to") is None or e.body.get("manual") or e.body.get("late") or e.body.get("replayed"):
-            continue  # only the cards dealt as the shoe read them, in draw order
-        deck, cards = rounds.setdefault(e.round_id, (e.deck_id or "?", {}))
-        cards[int(e.body["draw_index"])] = Card.parse(opened["card"]).index
-    return [(deck, [cards[i] for i in sorted(cards)]) for deck, cards in rounds.values()]
 
 
 class BadJournal(click.ClickException):

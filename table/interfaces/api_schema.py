@@ -152,11 +152,18 @@ COMMANDS: tuple[Action, ...] = (
             "seat": SEAT, "status": {"type": "boolean", "description": "also push the status after each event"}},
            push=True),
     Action("unsubscribe", "query", "Stop the events this connection's subscription pushes.", push=True),
+    Action("shuffle_check", "query", "The shuffle check per deck from the journal: the chi-square statistic on "
+                                     "the dealt position of each card after each of the deck's rounds, the value "
+                                     "it fails above at 95 %, and the verdict (rounds still sealed are left out)."),
+    Action("audit_status", "query", "Whether the journal verifies (chain, checkpoint signatures, head file) and "
+                                    "its last signed checkpoint."),
 )
 
 #: roles of the queries a front door answers itself (commands: table.roles.PERMISSIONS)
 QUERY_ROLES: dict[str, frozenset[Role]] = {
     "whoami": ALL, "events": ALL, "subscribe": ALL, "unsubscribe": ALL,
+    "shuffle_check": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
+    "audit_status": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
 }
 
 ACTIONS: dict[str, Action] = {a.name: a for a in COMMANDS}

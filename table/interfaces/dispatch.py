@@ -295,8 +295,12 @@ class Dispatcher:
     """
 
     def __init__(self, console: Console, front: FrontDoorLoop, *, hub: EventHub | None = None,
-                 reply_timeout_s: float = 30.0, table_id: str = "table") -> None:
+                 reply_timeout_s: float = 30.0, table_id: str = "table",
+                 queries: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> None:
         self.console = console
+        #: read-only queries answered from the journal (audit_view.AuditQueries.handlers()):
+        #: name -> a blocking function of the arguments, run in the pool
+        self.queries = dict(queries or {})
         self.front = front
         self.hub = hub
         self.reply_timeout_s = reply_timeout_s
@@ -455,6 +459,18 @@ class Dispatcher:
             return refusal("bad_request", f"{action.name} needs a connection the table can push on: the "
                                           "WebSocket /api/v1/ws or the control socket; over HTTP poll "
                                           "GET /api/v1/events", rid), None
+        if action.name in ("shuffle_check", "audit_status"):
+            handler = self.queries.get(action.name)
+            if handler is None:
+                return refusal("bad_request", f"{action.name}: this table runs without a journal, so it has "
+                                              "nothing to check", rid), None
+            try:
+                result = await self.front.run_blocking(handler, args)
+            except Exception as exc:  # noqa: BLE001 - an unreadable journal is an answer, not a crash
+                log.error("query_failed", action=action.name, error=f"{type(exc).__name__}: {clip(str(exc), 200)}")
+                return refusal("internal", f"{action.name}: the journal could not be read: "
+                                           f"{clip(str(exc), 200)}", rid), None
+            return ok(**result), None
         if action.name == "unsubscribe":
             had = channel.feed is not None
             channel.close()

@@ -318,5 +318,6 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
     if mqtt_cfg is not None and mqtt_cfg.host:
         from table.interfaces.mqtt import MqttPublisher
 
-        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key)).start().close)
+        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key),
+                                     status_source=controller.status).start().close)
     return events

@@ -32,7 +32,18 @@ publish only its own topics.
 Status payload (``docs/schemas/status-v1.schema.json``)::
 
     {"schema": "threecard.status/1", "table_id": "pit2-tcp-07", "floor": "pit2",
-     "online": true, "ts": "...", "head_seq": 57}
+     "online": true, "ts": "...", "head_seq": 57,
+     "table": {"rounds_played": 41, "round": {"number": 42, "state": "dealing"},
+               "waiting_for": "the dealer to draw the next card from the shoe",
+               "alarms": [{"kind": "held", "text": "..."}],
+               "links": {"shuffler": {"up": true, "state": "up"}, "shoe": {...}}}}
+
+``table`` (schema 1.1) is :func:`table.interfaces.status_view.floor_status` of the
+controller's status, when the publisher is given a ``status_source``: the pit
+view shows the step, alarms and link health from it. An ``online: true`` status
+is published again as soon as that summary changes (at most every
+:data:`STATUS_MIN_INTERVAL_S`), so the floor sees a device go down or a round
+held without waiting for ``status_interval_s``.
 
 It is published retained on every connect with ``online: true``; the
 connection's Last Will is the same topic, retained, with ``online: false``,
@@ -78,6 +89,8 @@ from table.keys import TableKey, key_id as key_id_of, verify_signature
 log = structlog.get_logger("table.mqtt")
 
 STATUS_SCHEMA = "threecard.status/1"
+#: a changed table summary is published at most this often (s)
+STATUS_MIN_INTERVAL_S = 0.5
 SIGNED_SCHEMA = "threecard.signed/1"
 
 
@@ -252,7 +265,8 @@ class MqttPublisher:
     broker; ``connected``: the link to the broker is up.
     """
 
-    def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None) -> None:
+    def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None,
+                 status_source: Any = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -265,6 +279,9 @@ class MqttPublisher:
                                  "MqttSettings(table_key=table.keys.load_table_key(...)))")
         self.events = events
         self.settings = settings
+        #: a callable returning the controller's status (table.interfaces.status_view), or None
+        self.status_source = status_source
+        self._summary: Any = None
         self.table_id = events.table_id
         self.events_topic, self.status_topic = topics(settings.floor, self.table_id)
         self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
@@ -319,16 +336,32 @@ class MqttPublisher:
         except OSError as exc:
             log.warning("mqtt_state_not_saved", path=str(self.state_path), error=str(exc)[:200])
 
-    def _status(self, online: bool) -> str:
-        return sign_message(self.key, self.status_topic,
-                            {"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
-                             "online": online, "ts": _now(), "head_seq": self.events.head})
+    def _table_summary(self) -> Any:
+        """The floor's summary of the controller's status, or None (no source, or it failed)."""
+        if self.status_source is None:
+            return None
+        from table.interfaces.status_view import floor_status
+
+        try:
+            return floor_status(self.status_source())
+        except Exception as exc:  # noqa: BLE001 - telemetry must not stop publishing
+            log.warning("mqtt_status_source_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+            return None
+
+    def _status(self, online: bool, summary: Any = None) -> str:
+        message = {"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
+                   "online": online, "ts": _now(), "head_seq": self.events.head}
+        if online and summary is not None:
+            message["table"] = summary
+        return sign_message(self.key, self.status_topic, message)
 
     def _publish_status(self, client: Any) -> None:
         """The retained ``online: true`` status, fresh (called on connect and every
         ``status_interval_s``)."""
-        info = client.publish(self.status_topic, self._status(True), qos=1, retain=True)
+        summary = self._table_summary()
+        info = client.publish(self.status_topic, self._status(True, summary), qos=1, retain=True)
         with self._cv:
+            self._summary = summary
             if info.mid in self._early:  # acknowledged before publish() returned (from the forward thread)
                 self._early.discard(info.mid)
             else:
@@ -391,7 +424,10 @@ class MqttPublisher:
     def _forward(self) -> None:
         last_save = 0.0
         while not self._stop.is_set():
-            if self.connected and time.monotonic() - self._last_status >= self.settings.status_interval_s:
+            since = time.monotonic() - self._last_status
+            if self.connected and (since >= self.settings.status_interval_s or (
+                    self.status_source is not None and since >= STATUS_MIN_INTERVAL_S
+                    and self._table_summary() != self._summary)):
                 self._publish_status(self._client)
             with self._cv:
                 room = self.settings.window - len(self._inflight)

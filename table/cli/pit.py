@@ -1,0 +1,71 @@
+"""``tablectl pit serve``: the pit view, every table of a pit on one page, from the floor's MQTT broker."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from table.logs import configure_logging
+
+from .exits import exit_codes
+
+
+@exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
+@click.group("pit")
+def pit_group() -> None:
+    """The pit view: every table of a pit on one page, from the floor's MQTT broker."""
+
+
+@exit_codes({0: "stopped by SIGTERM or SIGINT"})
+@pit_group.command("serve")
+@click.option("--mqtt", "mqtt_url", required=True, metavar="URL",
+              help="The floor's broker: mqtt://[USER@]HOST[:PORT], or mqtts:// for TLS (port 8883).")
+@click.option("--pit", "pit", required=True, metavar="NAME",
+              help="The pit (the tables' [mqtt] floor): its topics threecard/NAME/+/status and /events.")
+@click.option("--web", "web", default="127.0.0.1:8090", show_default=True, metavar="HOST:PORT",
+              help="Serve the page here (port 0: any free port; the address is printed).")
+@click.option("--table-keys", "table_keys", required=True, type=click.Path(file_okay=False, exists=True),
+              help="Folder of the tables' public keys, TABLE_ID.pub: only messages they signed are shown.")
+@click.option("--password-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The broker account's password (with USER@ in --mqtt).")
+@click.option("--ca-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The broker's CA certificate, for mqtts://.")
+@click.option("--stale-s", type=click.FloatRange(5, 3600), default=90.0, show_default=True,
+              help="A table online but not heard from for this long shows 'no news'.")
+def serve_command(mqtt_url: str, pit: str, web: str, table_keys: str, password_file: str | None,
+                  ca_file: str | None, stale_s: float) -> None:
+    """Serve the pit view of pit NAME from the broker at URL until SIGTERM or SIGINT.
+
+    Prints the page's address on stdout. A bad URL, pit name or keys folder, or
+    an address that cannot be bound, is bad usage (2).
+    """
+    from table.cli.run import _host_port
+    from table.interfaces.pit import BrokerAddress, PitBoard, PitServer, PitSetupError, PitSubscriber, load_table_keys
+
+    configure_logging(stream=sys.stderr, fmt="auto", level="info")
+    try:
+        broker = BrokerAddress.parse(mqtt_url)
+        board = PitBoard(pit, load_table_keys(table_keys), max_age_s=max(stale_s, 90.0), stale_s=stale_s)
+    except PitSetupError as exc:
+        raise click.UsageError(str(exc)) from None
+    password = Path(password_file).read_text().strip("\r\n") if password_file else None
+    host, port = _host_port(web)
+    try:
+        server = PitServer(board, host, port)
+    except OSError as exc:
+        raise click.UsageError(f"--web {web}: {exc}") from None
+    subscriber = PitSubscriber(board, broker, password=password, ca_file=ca_file).start()
+    click.echo(server.url, nl=True)
+    sys.stdout.flush()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        stop.wait()
+    finally:
+        subscriber.close()
+        server.close()

@@ -1,0 +1,91 @@
+// What every console page does first: find the session (or send the person to sign in),
+// connect to the table, apply events to the model, keep the status fresh, and redraw
+// once per animation frame.
+
+import { TableConnection, signOut, whoami } from "./api.js";
+import { TableModel } from "./model.js";
+import { badge, el, fill } from "./ui.js";
+
+const STATUS_POLL_MS = 1000; // deck moves and link changes are not events: the status is asked for too
+
+/**
+ * Start a page. `allowed`: roles that may use it; `render(ctx)`: redraw from ctx.model and
+ * ctx.status. Resolves to the context {me, model, status, act, request, say}.
+ */
+export async function boot({ allowed, render }) {
+  const me = await whoami();
+  if (!me) {
+    location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
+    return null;
+  }
+  if (!allowed.includes(me.role)) {
+    fill(document.querySelector("main"), el("p", { class: "refused", role: "alert" },
+      `This screen is for ${allowed.join(" or ")}; ${me.person} is signed in as ${me.role}.`),
+    el("p", {}, el("a", { href: "/" }, "Sign in as someone else")));
+    return null;
+  }
+  const model = new TableModel();
+  const ctx = { me, model, status: null, connection: null };
+  const header = document.getElementById("who");
+  const link = document.getElementById("connection");
+  const messages = document.getElementById("messages");
+  let frame = 0;
+  const redraw = () => {
+    if (frame) return;
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      render(ctx);
+      model.perf.shown();
+    });
+  };
+  ctx.redraw = redraw;
+  /** A line in the messages region (aria-live: read out to screen readers). */
+  ctx.say = (text, kind = "info") => {
+    const line = el("li", { class: `message ${kind}`, "data-kind": kind }, badge(kind === "bad" ? "bad" : "ok",
+      kind === "bad" ? "refused" : "done"), " ", text);
+    messages.prepend(line);
+    while (messages.children.length > 6) messages.lastElementChild.remove();
+  };
+  ctx.request = (req) => ctx.connection.request(req);
+  /** Send a command; say the table's answer (accepted, or refused with its reason). */
+  ctx.act = async (action, args = {}) => {
+    try {
+      const reply = await ctx.connection.request({ action, ...args });
+      if (reply.ok) {
+        ctx.say(`${action.replace(/_/g, " ")}: accepted`);
+        if (action === "decide" && model.round) model.decided(model.round.id, args.seat, args.decision);
+      } else ctx.say(`${action.replace(/_/g, " ")}: ${reply.error}`, "bad");
+      const status = await ctx.connection.request({ action: "status" });
+      if (status.ok) { ctx.status = status; redraw(); }
+      return reply;
+    } catch (err) {
+      ctx.say(`${action.replace(/_/g, " ")}: ${err.message}`, "bad");
+      return { ok: false, error: err.message };
+    }
+  };
+  fill(header, el("span", {}, `${me.person} (${me.role})`), " ",
+    el("button", { class: "small", id: "sign-out", onclick: async () => { await signOut(); location.replace("/"); } },
+      "Sign out"));
+  ctx.connection = new TableConnection({
+    onEvent: (ev) => { model.apply(ev); redraw(); },
+    onStatus: (status) => { ctx.status = status; redraw(); },
+    onState: (state, detail) => {
+      const words = { live: badge("ok", "live"), connecting: badge("warn", "connecting…"),
+        offline: badge("bad", "OFFLINE: reconnecting"), signed_out: badge("bad", "session ended"),
+        error: badge("bad", `error: ${detail || ""}`) };
+      fill(link, words[state] || state);
+      link.dataset.state = state;
+      if (state === "signed_out") location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
+    },
+  }).start();
+  setInterval(async () => {
+    if (document.hidden) return;
+    try {
+      const status = await ctx.connection.request({ action: "status" });
+      if (status.ok) { ctx.status = status; redraw(); }
+    } catch { /* not connected: the connection reconnects by itself */ }
+  }, STATUS_POLL_MS);
+  window.threecard = ctx; // for benches and people debugging at the table
+  redraw();
+  return ctx;
+}

@@ -1,0 +1,143 @@
+// What the screens know of the table: the public event stream (sealed: 58 Pa. Code
+// 816a.1) applied to a small model of the round in progress and the last one, and the
+// table's status. `Status` is the one place that reads the status fields (the
+// contract of issue 15, filled in by table/interfaces/status_view.py until the core
+// gives them itself): nothing else in the pages reads a status member.
+
+/** Readers of the status object: the only code that knows its members. */
+export const Status = {
+  waitingFor: (s) => (s && s.waiting_for) || null,
+  decks: (s) => (s && Array.isArray(s.decks) ? s.decks
+    : Object.entries((s && s.places) || {}).map(([deck_id, place]) => ({ deck_id, place, back_colour: null }))),
+  links: (s) => (s && s.links) || {},
+  alarms: (s) => (s && Array.isArray(s.alarms) ? s.alarms : []),
+  held: (s) => (s && s.held) || null,
+  round: (s) => (s && s.round) || null,
+  roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
+  voidNeedsSecondSupervisor: (s) => Boolean(s && s.void_needs_second_supervisor),
+  /** The pending void a second supervisor must confirm, when the core reports one. */
+  pendingVoid: (s) => (s && s.pending_void) || null,
+};
+
+/** The action a second supervisor sends to confirm a void under the two-person rule. */
+export const SECOND_SUPERVISOR_ACTION = "confirm_void";
+
+const MAX_INCIDENTS = 50;
+const MAX_PERF = 2000;
+
+/** Event-to-screen latency, measured in the page: the event's journal time to the frame that shows it. */
+export class PerfLog {
+  constructor() { this.samples = []; this.waiting = []; }
+  received(ev) {
+    const t = Date.parse(ev.ts);
+    if (!Number.isNaN(t)) this.waiting.push([ev.seq, ev.type, t]);
+    if (this.waiting.length > MAX_PERF) this.waiting.splice(0, this.waiting.length - MAX_PERF);
+  }
+  shown(now = Date.now()) {
+    for (const [seq, type, t] of this.waiting) this.samples.push({ seq, type, ms: now - t });
+    this.waiting = [];
+    if (this.samples.length > MAX_PERF) this.samples.splice(0, this.samples.length - MAX_PERF);
+  }
+}
+
+function seatOf(to) {
+  const m = /^seat([1-7])$/.exec(String(to || ""));
+  return m ? Number(m[1]) : null;
+}
+
+function newRound(ev) {
+  const d = ev.data || {};
+  const seats = Array.isArray(d.seats) ? d.seats.filter((s) => Number.isInteger(s)) : [];
+  const cards = {};
+  for (const s of seats) cards[s] = [];
+  return {
+    id: ev.round_id, number: d.number, seats, wagers: d.wagers || {}, cards, dealer: [],
+    betsClosed: false, decisions: {}, decisionsFinal: false, dealerHand: null, qualifies: null,
+    results: null, net: null, held: null, voided: null, closed: false, openedAt: ev.ts,
+  };
+}
+
+/** The table as the events say: the round in progress and the last round. */
+export class TableModel {
+  constructor() {
+    this.tableId = null;
+    this.round = null;
+    this.lastRound = null;
+    this.incidents = [];
+    this.lastCheckpoint = null;
+    this.status = null;
+    this.lastSeq = 0;
+    this.rounds = 0;
+    this.perf = new PerfLog();
+  }
+
+  _roundFor(ev) {
+    if (this.round && this.round.id === ev.round_id) return this.round;
+    if (this.lastRound && this.lastRound.id === ev.round_id) return this.lastRound;
+    return null;
+  }
+
+  apply(ev) {
+    this.lastSeq = ev.seq;
+    this.tableId = ev.table_id || this.tableId;
+    this.perf.received(ev);
+    const d = ev.data || {};
+    if (ev.type === "round_opened") {
+      if (this.round) this.lastRound = this.round;
+      this.round = newRound(ev);
+      this.rounds += 1;
+      return;
+    }
+    if (ev.type === "custody_violation" || ev.type === "incident" || ev.type === "supervisor_action"
+        || ev.type === "round_held") {
+      this.incidents.unshift({ seq: ev.seq, type: ev.type, ts: ev.ts, round_id: ev.round_id, data: d });
+      if (this.incidents.length > MAX_INCIDENTS) this.incidents.length = MAX_INCIDENTS;
+    }
+    if (ev.type === "checkpoint") { this.lastCheckpoint = { seq: d.seq, ts: d.ts, rounds_opened: d.rounds_opened }; return; }
+    const r = this._roundFor(ev);
+    if (!r) return;
+    switch (ev.type) {
+      case "bets_closed": r.betsClosed = true; break;
+      case "card_dealt": {
+        // The table-wide stream carries no face (816a.1): a card read, face down.
+        const card = { draw_index: d.draw_index, face: null, manual: Boolean(d.manual) };
+        if (d.to === "dealer") r.dealer.push(card);
+        else {
+          const s = seatOf(d.to);
+          if (s !== null) (r.cards[s] = r.cards[s] || []).push(card);
+        }
+        break;
+      }
+      case "decisions_final":
+        r.decisionsFinal = true;
+        for (const [s, v] of Object.entries(d.seats || {})) {
+          r.decisions[s] = v.decision;
+          const faces = Array.isArray(v.cards) ? v.cards : [];
+          const slots = r.cards[s] || (r.cards[s] = []);
+          faces.forEach((f, i) => { if (slots[i]) slots[i].face = f; else slots.push({ draw_index: null, face: f }); });
+        }
+        break;
+      case "dealer_revealed": {
+        r.dealerHand = Array.isArray(d.dealer_hand) ? d.dealer_hand : [];
+        r.qualifies = Boolean(d.dealer_qualifies);
+        r.dealerHand.forEach((f, i) => {
+          if (r.dealer[i]) r.dealer[i].face = f; else r.dealer.push({ draw_index: null, face: f });
+        });
+        break;
+      }
+      case "round_settled": r.results = d.results || {}; r.net = d.net_cents || {}; break;
+      case "round_held": r.held = { reason: d.reason, settled: Boolean(d.settled) }; break;
+      case "round_voided":
+        r.voided = { reason: d.reason, supervisor: d.supervisor, returned: d.returned_cents || {} };
+        r.held = null;
+        break;
+      case "round_closed": r.closed = true; if (d.voided && !r.voided) r.voided = { reason: "", returned: {} }; break;
+      default: break;
+    }
+  }
+
+  /** A local note that the table accepted a seat's decision (shown until decisions_final). */
+  decided(roundId, seat, decision) {
+    if (this.round && this.round.id === roundId && !this.round.decisionsFinal) this.round.decisions[seat] = decision;
+  }
+}

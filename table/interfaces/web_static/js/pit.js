@@ -1,0 +1,58 @@
+// The pit view: every table of a pit, pushed by the pit server (tablectl pit serve) from
+// the floor's MQTT broker. Online / offline / no news, held alarms and links carry words
+// and shapes, never colour alone.
+
+import { badge, clock, el, fill, money, panel, stateWords } from "./ui.js";
+
+const $ = (id) => document.getElementById(id);
+
+function stateBadge(t) {
+  if (t.state === "online") return badge("ok", "ONLINE");
+  if (t.state === "offline") return badge("bad", "OFFLINE");
+  return badge("off", "NO NEWS");
+}
+
+function tableCard(t) {
+  const s = t.table || null;
+  const alarms = (s && s.alarms) || [];
+  const links = (s && s.links) || {};
+  const linkWords = t.state === "online" ? "not reported" : "unknown while offline";
+  const r = t.last_result;
+  const cls = `pit-table${t.state !== "online" ? " offline" : ""}${alarms.length ? " alarm" : ""}`;
+  return el("section", { class: cls, "data-table": t.table_id, "data-state": t.state, "aria-label": `Table ${t.table_id}` },
+    el("h2", {}, `${t.table_id} `, stateBadge(t)),
+    t.state === "offline" ? el("p", { class: "refused" }, `offline${t.offline_since ? ` since ${clock(t.offline_since)}` : ""}`)
+      : null,
+    el("p", { class: "step", "data-step": "" }, s && s.round ? `Round ${s.round.number}: ${stateWords(s.round.state)}`
+      : t.round ? `Round ${t.round.number}: ${t.round.step}` : "Between rounds",
+    s && Number.isInteger(s.rounds_played) ? el("span", { class: "muted" }, ` (${s.rounds_played} played)`) : null),
+    s && s.waiting_for ? el("p", { class: "waiting" }, `Waits for ${s.waiting_for}.`) : null,
+    el("ul", { class: "alarms" }, alarms.map((a) => el("li", { class: "alarm", "data-alarm": a.kind },
+      badge("bad", String(a.kind).replace(/_/g, " ").toUpperCase()), " ", a.text))),
+    el("p", { class: "links" }, ["shuffler", "shoe"].map((n) => el("span", { "data-link": n }, `${n} `,
+      !links[n] ? badge("off", linkWords) : links[n].up ? badge("ok", "up") : badge("bad", "DOWN"), " "))),
+    el("p", { class: "result", "data-last-round": r ? r.number : "" }, r ? (r.voided
+      ? `Last round ${r.number ?? ""}: voided (${r.reason || "no reason given"})`
+      : `Last round ${r.number}: house ${money(r.house_cents, true)}; `
+        + Object.entries(r.net_cents).map(([seat, c]) => `seat ${seat} ${money(c, true)}`).join(", "))
+      : "No round result yet."));
+}
+
+function render(board) {
+  fill($("pit-name"), `Pit ${board.pit}`);
+  fill($("forged"), board.forged ? badge("bad", `${board.forged} forged message(s) dropped`) : "");
+  fill($("updated"), `updated ${clock(board.ts)}`);
+  panel($("tables"), board.tables, (box) => fill(box, board.tables.map(tableCard)));
+}
+
+function connect(delay = 500) {
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/v1/pit/ws`);
+  ws.onopen = () => { fill($("connection"), badge("ok", "live")); $("connection").dataset.state = "live"; };
+  ws.onmessage = (msg) => { try { render(JSON.parse(msg.data)); } catch { /* a bad frame is ignored */ } };
+  ws.onclose = () => {
+    fill($("connection"), badge("bad", "OFFLINE: reconnecting"));
+    $("connection").dataset.state = "offline";
+    setTimeout(() => connect(Math.min(delay * 2, 5000)), delay);
+  };
+}
+connect();

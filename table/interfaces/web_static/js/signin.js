@@ -1,0 +1,44 @@
+// Sign-in: id and PIN to the table; then the screen for the person's role.
+
+import { signIn, whoami } from "./api.js";
+
+const SCREENS = { dealer: "/dealer.html", supervisor: "/supervisor.html", auditor: "/supervisor.html" };
+
+function screenFor(role) {
+  const next = new URLSearchParams(location.search).get("next");
+  // Only a page of this site: never an address given in the link (an open redirect).
+  if (next && /^\/[a-z]+\.html$/.test(next)) return next;
+  return SCREENS[role] || "/dealer.html";
+}
+
+const form = document.getElementById("sign-in");
+const error = document.getElementById("sign-in-error");
+form.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  error.textContent = "";
+  const person = document.getElementById("person").value.trim();
+  const pinBox = document.getElementById("pin");
+  const pin = pinBox.value;
+  pinBox.value = "";
+  try {
+    const session = await signIn(person, pin);
+    location.replace(screenFor(session.role));
+  } catch (err) {
+    error.textContent = err.message;
+    pinBox.focus();
+  }
+});
+
+whoami().then((me) => {
+  if (me && !new URLSearchParams(location.search).has("again")) {
+    error.textContent = "";
+    const p = document.createElement("p");
+    p.textContent = `Signed in as ${me.person} (${me.role}). `;
+    const a = document.createElement("a");
+    a.href = screenFor(me.role);
+    a.textContent = "Go to your screen";
+    p.append(a);
+    form.before(p);
+  }
+});
+document.getElementById("person").focus();

@@ -1,0 +1,190 @@
+// The supervisor's screen: held rounds and incidents with what to do, void (a reason
+// required; a second supervisor's confirmation when the two-person rule applies), a
+// replacement deck, an unreadable card, releasing a hold, the audit status, and the
+// shuffle check per deck as a chart. Every action is checked again by the table: an
+// auditor sees this screen with its forms disabled, and the table refuses them anyway.
+
+import { boot } from "./boot.js";
+import { VERDICT_WORDS, shuffleChart } from "./chart.js";
+import { SECOND_SUPERVISOR_ACTION, Status } from "./model.js";
+import { renderAlarms, renderDecks, renderLinks, renderNow } from "./panels.js";
+import { badge, clock, el, fill, panel, stateWords } from "./ui.js";
+
+const $ = (id) => document.getElementById(id);
+const REFRESH_MS = 5000; // the audit and the shuffle check are asked again at most this often
+
+let audit = null;
+let shuffle = null;
+let lastAsked = 0;
+let asking = false;
+
+async function refreshReports(ctx, force = false) {
+  if (asking || (!force && Date.now() - lastAsked < REFRESH_MS)) return;
+  asking = true;
+  lastAsked = Date.now();
+  try {
+    const [a, s] = await Promise.all([ctx.request({ action: "audit_status" }), ctx.request({ action: "shuffle_check" })]);
+    audit = a;
+    shuffle = s;
+  } catch {
+    lastAsked = 0; // not connected yet: asked again at the next redraw
+    setTimeout(() => ctx.redraw(), 500);
+  } finally {
+    asking = false;
+    ctx.redraw();
+  }
+}
+
+function renderHeld(box, status) {
+  const held = Status.held(status);
+  if (!held) {
+    fill(box, el("h2", {}, "Held round"), el("p", { id: "no-held" }, badge("ok", "no round is held")));
+    return;
+  }
+  fill(box, el("h2", {}, "Held round"),
+    el("p", { id: "held-round", "data-round": held.round_id }, badge("bad", "HELD"), ` round ${held.round_id}`),
+    el("p", {}, `Why: ${held.reason}`),
+    el("p", {}, held.settled
+      ? "Its results were recorded before the hold: they stand (58 Pa. Code 816a.1); the dealer finishes the collect."
+      : "Not settled: void it (the wagers are returned), or release it when it may go on."));
+}
+
+function renderIncidents(box, model, ctx) {
+  const items = model.incidents.filter((i) => i.type !== "supervisor_action").slice(0, 12);
+  const words = (i) => i.type === "custody_violation" ? `custody rule broken: ${String(i.data.rule || "").replace(/_/g, " ")}`
+    + (i.data.citation ? ` (${i.data.citation})` : "")
+    : i.type === "round_held" ? `round held: ${i.data.reason || ""}` : `incident: ${i.data.what || ""}`;
+  fill(box, el("h2", {}, "Incidents"), items.length ? el("ul", { class: "alarms" }, items.map((i) => el("li", {
+    class: "alarm", "data-incident": i.seq }, badge("warn", clock(i.ts)), " ", words(i), " ",
+  el("button", { class: "small", id: `ack-${i.seq}`, "aria-label": `Acknowledge incident ${i.seq}`,
+    disabled: ctx.me.role !== "supervisor", onclick: () => ctx.act("acknowledge_incident", { incident: i.seq }) },
+  "Acknowledge")))) : el("p", {}, badge("ok", "none since this screen opened")));
+}
+
+function renderAudit(box) {
+  if (!audit) { fill(box, el("h2", {}, "Audit"), el("p", { class: "muted" }, "asking the table…")); return; }
+  if (!audit.ok) { fill(box, el("h2", {}, "Audit"), el("p", { class: "refused" }, audit.error)); return; }
+  const a = audit.audit;
+  const cp = a.last_checkpoint;
+  const verdict = a.status === "ok" ? badge("ok", "journal verified") : a.status === "unanchored"
+    ? badge("warn", "chain holds, end not vouched for") : badge("bad", `JOURNAL ${String(a.status).toUpperCase()}`);
+  fill(box, el("h2", {}, "Audit"), el("p", { id: "audit-status", "data-status": a.status }, verdict),
+    el("table", { class: "facts" },
+      el("tr", {}, el("th", {}, "entries"), el("td", {}, a.entries)),
+      el("tr", {}, el("th", {}, "signed checkpoints"), el("td", {}, a.checkpoints)),
+      el("tr", {}, el("th", {}, "last checkpoint"), el("td", { id: "last-checkpoint" },
+        cp ? `entry ${cp.seq}, ${clock(cp.ts)}, ${cp.rounds_opened} rounds opened${cp.signed ? ", signed" : ""}` : "none")),
+      el("tr", {}, el("th", {}, "entries after it"), el("td", {}, a.unsigned_tail)),
+      a.reason ? el("tr", {}, el("th", {}, "why"), el("td", {}, a.reason)) : null));
+}
+
+function renderShuffle(box) {
+  if (!shuffle) { fill(box, el("h2", {}, "Shuffle check"), el("p", { class: "muted" }, "asking the table…")); return; }
+  if (!shuffle.ok) { fill(box, el("h2", {}, "Shuffle check"), el("p", { class: "refused" }, shuffle.error)); return; }
+  const s = shuffle.shuffle_check;
+  const decks = Object.entries(s.decks || {});
+  fill(box, el("h2", {}, "Shuffle check"),
+    el("p", { id: "shuffle-verdict", "data-verdict": s.verdict }, `All decks, ${s.rounds} rounds: the shuffle `,
+      s.verdict === "fail" ? badge("bad", VERDICT_WORDS.fail) : s.verdict === "pass" ? badge("ok", VERDICT_WORDS.pass)
+        : badge("off", VERDICT_WORDS.insufficient),
+      s.p_value !== null && s.p_value !== undefined ? ` (p = ${Number(s.p_value).toPrecision(3)}, fails below 0.05)` : ""),
+    decks.length ? decks.map(([d, c]) => el("figure", { class: "deck-chart" },
+      el("figcaption", {}, `Deck ${d}: ${c.rounds} rounds, ${VERDICT_WORDS[c.verdict] || c.verdict}`),
+      shuffleChart(d, c))) : el("p", {}, "No round is over yet."));
+}
+
+function wireForms(ctx) {
+  const supervisor = ctx.me.role === "supervisor";
+  for (const id of ["void-button", "release-button", "deck-button", "card-button"]) $(id).disabled = !supervisor;
+  $("void-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const reason = $("void-reason").value.trim();
+    if (!reason) { ctx.say("void: a reason is required", "bad"); $("void-reason").focus(); return; }
+    const round = ctx.model.round;
+    const held = Status.held(ctx.status);
+    // The round this supervisor is looking at: the table refuses the void if another is running.
+    const roundId = held ? held.round_id : round && !round.closed ? round.id : null;
+    const reply = await ctx.act("void", roundId ? { reason, round_id: roundId } : { reason });
+    if (reply.ok) $("void-reason").value = "";
+  });
+  $("release-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const reason = $("release-reason").value.trim();
+    const held = Status.held(ctx.status);
+    const args = {};
+    if (reason) args.reason = reason;
+    if (held) args.round_id = held.round_id;
+    const reply = await ctx.act("release_hold", args);
+    if (reply.ok) $("release-reason").value = "";
+  });
+  $("deck-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const deckId = $("deck-id").value.trim();
+    const reply = await ctx.act("register_deck", { deck_id: deckId });
+    if (reply.ok) $("deck-id").value = "";
+  });
+  $("card-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const card = $("card-face").value.trim();
+    const reply = await ctx.act("confirm_card", { card });
+    if (reply.ok) $("card-face").value = "";
+  });
+}
+
+function renderHints(ctx) {
+  const { status, model } = ctx;
+  const w = Status.waitingFor(status);
+  const out = Status.decks(status).filter((d) => d.place === "out_of_service");
+  const takeOutFirst = out.length && w && w.action === "take_from_shuffler";
+  fill($("deck-hint"), out.length ? `Deck ${out.map((d) => `${d.deck_id} (${d.back_colour} backs)`).join(", ")} is out of `
+    + (takeOutFirst ? "service: the dealer takes it out of the shuffler first, then register a replacement with the same "
+      + "back colour." : "service: register a replacement with the same back colour.") : "No deck is out of service.");
+  fill($("card-hint"), w && w.action === "confirm_card"
+    ? `The shoe could not read card ${w.draw_index ?? ""}: enter it as the card shows.` : "No card waits to be entered.");
+  const held = Status.held(status);
+  const round = model.round;
+  fill($("void-round"), held ? `Held round ${held.round_id}.` : round && !round.closed
+    ? `Round ${round.number} (${round.id}), ${stateWords((Status.round(status) || {}).state)}.` : "No round is running.");
+  const rule = Status.voidNeedsSecondSupervisor(status);
+  fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
+    : "Wagers are returned; refused once results are recorded (58 Pa. Code 816a.1).");
+  const pending = Status.pendingVoid(status);
+  panel($("second-supervisor"), [rule, pending, ctx.me.person], (box) => {
+    if (!rule && !pending) { fill(box); return; }
+    const mine = pending && pending.supervisor === ctx.me.person;
+    fill(box, el("h3", {}, "Second supervisor"),
+      pending ? el("p", {}, `Void asked by ${pending.supervisor}: ${pending.reason || ""}`)
+        : el("p", { class: "muted" }, "When another supervisor asks for the void, confirm it here."),
+      el("button", { id: "confirm-void", class: "danger", disabled: !pending || mine || ctx.me.role !== "supervisor",
+        onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {}) },
+      mine ? "Another supervisor must confirm your void" : "Confirm the void"));
+  });
+}
+
+let lastRounds = -1;
+
+function render(ctx) {
+  const { model, status, me } = ctx;
+  const w = Status.waitingFor(status);
+  panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
+  panel($("now"), [w, Status.round(status), status === null], (box) => renderNow(box, status, me, ctx.act));
+  panel($("alarms"), [Status.alarms(status)], (box) => renderAlarms(box, status));
+  panel($("held"), [Status.held(status)], (box) => renderHeld(box, status));
+  panel($("incidents"), [model.incidents.map((i) => i.seq)], (box) => renderIncidents(box, model, ctx));
+  panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));
+  panel($("links"), [Status.links(status)], (box) => renderLinks(box, status));
+  panel($("audit"), [audit], renderAudit);
+  panel($("shuffle"), [shuffle], renderShuffle);
+  renderHints(ctx);
+  const played = Status.roundsPlayed(status);
+  if ((played !== null && played !== lastRounds) || (!audit && !asking)) {
+    lastRounds = played;
+    refreshReports(ctx, !audit);
+  }
+}
+
+boot({ allowed: ["supervisor", "auditor"], render }).then((ctx) => {
+  if (!ctx) return;
+  wireForms(ctx);
+  refreshReports(ctx, true);
+});

@@ -1,0 +1,122 @@
+// Small helpers shared by the pages: building elements (never from HTML strings, so
+// nothing a message carries is parsed as markup), cards, money and words.
+
+/** An element: el("button", {class: "big", onclick: f, "aria-label": "..."}, child, "text", ...). */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+/** Replace a container's children (a whole panel re-rendered from the model). */
+export function fill(container, ...children) {
+  container.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+const SUITS = { s: ["♠", "spades"], h: ["♥", "hearts"], d: ["♦", "diamonds"], c: ["♣", "clubs"] };
+const RANKS = { A: "ace", K: "king", Q: "queen", J: "jack", T: "10", "10": "10" };
+
+/** A card's face for people: {symbol: "Q♠", words: "queen of spades", red}. */
+export function cardFace(text) {
+  const m = /^(10|[2-9TJQKA])([shdc])$/.exec(String(text));
+  if (!m) return { symbol: "?", words: "unknown card", red: false };
+  const rank = m[1] === "T" ? "10" : m[1];
+  const [sym, suit] = SUITS[m[2]];
+  return { symbol: `${rank}${sym}`, words: `${RANKS[rank] || rank} of ${suit}`, red: m[2] === "h" || m[2] === "d" };
+}
+
+/** A card: face down (read, not yet shown: 816a.1) when `face` is null, else its face. */
+export function cardEl(face, { empty = false } = {}) {
+  if (empty) return el("span", { class: "card card-empty", role: "img", "aria-label": "no card yet" }, "");
+  if (!face) return el("span", { class: "card card-back", role: "img", "aria-label": "card read, face down" }, "▒");
+  const f = cardFace(face);
+  return el("span", { class: `card card-face${f.red ? " red" : ""}`, role: "img", "aria-label": f.words,
+    "data-card": face }, f.symbol);
+}
+
+/** Cents as money: 1000 -> "10.00", signed when asked: "+10.00", "−10.00". */
+export function money(cents, signed = false) {
+  if (!Number.isFinite(cents)) return "—";
+  const abs = Math.abs(cents);
+  const text = `${Math.floor(abs / 100)}.${String(abs % 100).padStart(2, "0")}`;
+  if (!signed) return text;
+  return cents > 0 ? `+${text}` : cents < 0 ? `−${text}` : `±${text}`;
+}
+
+const WAGER_NAMES = { ante: "ante", play: "play", ante_bonus: "ante bonus", pair_plus: "Pair Plus",
+  six_card: "Six Card Bonus", progressive: "progressive" };
+const OUTCOME_WORDS = { win: "wins", lose: "loses", push: "push", returned: "returned" };
+
+export function wagerName(w) { return WAGER_NAMES[w] || String(w).replace(/_/g, " "); }
+
+/** One wager's result in words: "ante bonus 1 to 1 (straight): wins +10.00". */
+export function wagerWords(w) {
+  const name = wagerName(w.wager);
+  const pay = w.payout ? ` ${w.payout}` : "";
+  const line = w.line && w.wager !== "ante_bonus" ? ` (${w.line})` : "";
+  return `${name}${pay}${line}: ${OUTCOME_WORDS[w.outcome] || w.outcome} ${money(w.amount, true)}`;
+}
+
+/** A seat's result headline: the hand's name, then each paying line: "straight, ante bonus 1 to 1". */
+export function handHeadline(result) {
+  const hand = (result && result.hand && result.hand.category) || "";
+  const lines = (result.wagers || []).filter((w) => w.payout).map((w) => `${wagerName(w.wager)} ${w.payout}`);
+  return [hand, ...lines].filter(Boolean).join(", ");
+}
+
+const PLACE_WORDS = {
+  off_table: "off the table", in_shuffler: "in the shuffler", shuffling: "being shuffled",
+  verified: "shuffled and counted, in the shuffler", delivered: "out of the shuffler", in_shoe: "in the shoe",
+  in_play: "in play", in_discard_rack: "in the discard rack", out_of_service: "OUT OF SERVICE",
+};
+export function placeWords(p) { return PLACE_WORDS[p] || String(p || "unknown").replace(/_/g, " "); }
+
+const STATE_WORDS = {
+  open_for_bets: "open for bets", bets_closed: "bets closed", dealing: "dealing", decisions: "decisions",
+  dealer_reveal: "dealer reveals", settle: "settled", collect: "collecting", closed: "closed", held: "HELD",
+  voided: "voided",
+};
+export function stateWords(s) { return STATE_WORDS[s] || String(s || "").replace(/_/g, " "); }
+
+/** "12:03:04" of an ISO time, in the browser's zone. */
+export function clock(ts) {
+  const t = Date.parse(ts);
+  return Number.isNaN(t) ? "" : new Date(t).toLocaleTimeString();
+}
+
+/** A status word with a shape as well as a colour: colour is never the only signal. */
+export function badge(kind, words) {
+  const marks = { ok: "✔", warn: "▲", bad: "✖", off: "○", info: "●" };
+  return el("span", { class: `badge badge-${kind}` }, el("span", { "aria-hidden": "true" }, marks[kind] || "●"), " ",
+    words);
+}
+
+const panelKeys = new WeakMap();
+
+/**
+ * Re-render `container` with build() only when `key` (what it shows) changed, and keep the
+ * keyboard focus on the control with the same id: a status refresh never moves the focus.
+ */
+export function panel(container, key, build) {
+  const k = JSON.stringify(key);
+  if (panelKeys.get(container) === k) return false;
+  panelKeys.set(container, k);
+  const focused = document.activeElement && container.contains(document.activeElement)
+    ? document.activeElement.id : null;
+  build(container);
+  if (focused) {
+    const again = document.getElementById(focused);
+    if (again) again.focus();
+  }
+  return true;
+}

@@ -1,0 +1,333 @@
+"""The bench the browser tests (and bench/web.py) drive: a real-table controller (`tablectl run`
+with --web) against standalone emulators (`tablectl emulate ... --tcp --control`), people who
+may sign in, and the dealer's hands on the emulators' control ports; real Chromium through
+Playwright, with each page's WebSocket traffic recorded and a screenshot of its final page."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import argon2
+
+from table.interfaces.auth import PeopleFile, PinHasher
+from table.keys import generate, save
+from table.roles import Role
+
+#: cheap hashes for tests: verifying one costs milliseconds (the parameters are in the hash)
+CHEAP = PinHasher(argon2.PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1))
+PEOPLE = {"D-4": (Role.DEALER, "482913"), "S-17": (Role.SUPERVISOR, "739201"), "S-18": (Role.SUPERVISOR, "615048"),
+          "P-2": (Role.PIT, "550917"), "A-1": (Role.AUDITOR, "771204")}
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CARD_RE = re.compile(r"(?<![0-9A-Za-z])(?:10|[2-9TJQKA])[shdc](?![0-9A-Za-z])")
+
+
+def chromium_path() -> str | None:
+    """Debian's chromium (``.ci/run`` installs it), or None when truly absent."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+
+
+def tablectl() -> list[str]:
+    exe = shutil.which("tablectl", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str, step_s: float = 0.05) -> Any:
+    """``check()``'s first truthy value within ``timeout_s`` (a deadline, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(step_s)
+
+
+def make_people(path: Path) -> Path:
+    people = PeopleFile(path)
+    for person, (role, pin) in PEOPLE.items():
+        people.add(person, role, pin, hasher=CHEAP)
+    return path
+
+
+class Emulator:
+    """``tablectl emulate KIND --tcp 127.0.0.1:0 --control 127.0.0.1:0`` in its own process."""
+
+    def __init__(self, kind: str, folder: Path, seed: int) -> None:
+        self.kind = kind
+        self.proc = subprocess.Popen(tablectl() + ["emulate", kind, "--tcp", "127.0.0.1:0", "--control",
+                                                   "127.0.0.1:0", "--no-stdin", "--seed", str(seed),
+                                                   "--log-format", "json"],
+                                     stdout=subprocess.PIPE, stderr=open(folder / f"{kind}.log", "wb"), text=True)
+        self.url = self.proc.stdout.readline().strip()
+        control = self.proc.stdout.readline().split()
+        if not self.url.startswith("socket://") or len(control) != 2:
+            raise RuntimeError(f"the {kind} emulator did not start: {self.url!r}")
+        host, port = control[1].rsplit(":", 1)
+        self.control = (host, int(port))
+
+    def do(self, command: str) -> str:
+        """One control command (a person's hands at the device); its reply line."""
+        with socket.create_connection(self.control, timeout=10) as s:
+            f = s.makefile("rw")
+            f.write(command + "\n")
+            f.flush()
+            reply = f.readline().strip()
+        if not reply.startswith("ok"):
+            raise AssertionError(f"{self.kind} {command!r}: {reply}")
+        return reply
+
+    def kill(self) -> None:
+        """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc.stdout.close()
+
+
+class BenchTable:
+    """A real table on a bench: emulators, ``tablectl run`` with ``--web`` (real dealer:
+    decisions and steps from the console), people in a people file. ``decks``: id ->
+    colour. The controller's stderr (its prompts and logs) goes to ``folder/run.log``."""
+
+    def __init__(self, folder: Path, *, seats: int = 3, rounds: int = 5, seed: int = 7,
+                 decks: tuple[tuple[str, str], ...] = (("A", "red"), ("B", "blue")), table_id: str = "bench-01",
+                 extra: str = "") -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        self.people = make_people(folder / "people.toml")
+        self.decks = dict(decks)
+        self.shuffler = Emulator("shuffler", folder, seed)
+        self.shoe = Emulator("shoe", folder, seed + 1)
+        self.port = free_port()
+        self.journal = folder / "journal.sqlite3"
+        self.key_file, self.public_key_file = save(generate(), folder / "table.key")
+        self.table_id = table_id
+        deck_toml = "".join(f'[[decks]]\nid = "{i}"\nback_colour = "{c}"\n' for i, c in decks)
+        self.config = folder / "table.toml"
+        self.config.write_text(f'[table]\nid = "{table_id}"\nseats = {seats}\n{deck_toml}'
+                               f'[devices.shuffler]\nurl = "{self.shuffler.url}"\n'
+                               f'[devices.shoe]\nurl = "{self.shoe.url}"\n{extra}')
+        self.log = open(folder / "run.log", "wb")
+        self.proc = subprocess.Popen(tablectl() + ["run", "--config", str(self.config), "--journal",
+                                                   str(self.journal), "--table-key", str(self.key_file),
+                                                   "--web", f"127.0.0.1:{self.port}",
+                                                   "--people-file", str(self.people), "--rounds", str(rounds),
+                                                   "--log-format", "json"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_until(self._listening, 30, "the table's web front door")
+
+    def _listening(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"tablectl run exited {self.proc.returncode}: "
+                                 f"{(self.folder / 'run.log').read_text()[-3000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+        self.shuffler.stop()
+        self.shoe.stop()
+
+    def colour(self, deck_id: str) -> str:
+        return self.decks[deck_id]
+
+
+class Hands:
+    """The dealer's hands: what the dealer's screen asks of the devices (the physical
+    steps), done on the emulators' control ports. ``draws``: every card drawn, in order
+    (the shoe's reply names it), so a test knows the dealer's cards without the table."""
+
+    def __init__(self, bench: BenchTable) -> None:
+        self.bench = bench
+        self.draws: list[str] = []
+        self.insert_args: dict[str, str] = {}  # colour -> extra args for the next insert (e.g. "-As")
+
+    def do(self, action: str, colour: str | None) -> None:
+        b = self.bench
+        if action == "insert_deck":
+            held = re.search(r"cards=(\d+)", b.shuffler.do("status"))
+            if held and int(held.group(1)) > 0:  # a deck taken out of service is still inside: out it comes
+                b.shuffler.do("take")
+            b.shuffler.do(f"insert {colour} {self.insert_args.pop(colour, '')}".strip())
+        elif action == "take_from_shuffler":
+            b.shuffler.do("take")
+        elif action == "load_shoe":
+            try:
+                b.shoe.do("unload")  # the last deck's stub goes to the discard rack first
+            except AssertionError:
+                pass
+            b.shoe.do(f"load {colour}")
+        elif action == "draw_card":
+            reply = b.shoe.do("draw")
+            self.draws.append(reply.split()[-1])
+        else:
+            raise AssertionError(f"not a physical step: {action}")
+
+
+DEVICE_STEPS = ("insert_deck", "take_from_shuffler", "load_shoe", "draw_card")
+
+
+def screenshot_dir() -> Path:
+    """Where the browser tests save their final pages (a CI artefact; printed by the run)."""
+    folder = Path(os.environ.get("THREECARD_SCREENSHOTS") or Path.cwd() / "test-artifacts" / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class PageTraffic:
+    """Every WebSocket frame a page receives and every DOM snapshot taken, with the event
+    seq reached, for the sealing checks."""
+
+    def __init__(self, page: Any) -> None:
+        self.frames: list[str] = []
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload: Any) -> None:
+        self.frames.append(payload if isinstance(payload, str) else payload.decode("utf-8", "replace"))
+
+    def messages(self) -> list[dict]:
+        out = []
+        for f in self.frames:
+            try:
+                out.append(json.loads(f))
+            except ValueError:
+                out.append({"unparsed": f})
+        return out
+
+
+def cards_in(text: str) -> set[str]:
+    """Every card name written in ``text`` as a token ("Qs", "10h"), not inside a hex digest."""
+    return {("T" + m[2:]) if m.startswith("10") else m for m in CARD_RE.findall(text)}
+
+
+class ApiDealer:
+    """A dealer at full speed for benches: the table API over one WebSocket (signed in as
+    ``person``) for the screen's steps, :class:`Hands` for the devices'. Reads what the
+    table waits for from the status, never more than the deal's cards."""
+
+    def __init__(self, bench: BenchTable, person: str = "D-4", decide: Callable[[int], str] = lambda seat: "play"):
+        import urllib.request
+
+        from websockets.sync.client import connect
+
+        req = urllib.request.Request(bench.url + "/api/v1/session", method="POST",
+                                     data=json.dumps({"person": person, "pin": PEOPLE[person][1]}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            token = json.loads(resp.read())["token"]
+        self.ws = connect(bench.url.replace("http", "ws", 1) + "/api/v1/ws",
+                          additional_headers={"authorization": f"Bearer {token}"})
+        self.hands = Hands(bench)
+        self.decide = decide
+        self.n = 0
+        self.sent: set[tuple] = set()
+
+    def request(self, req: dict) -> dict:
+        self.n += 1
+        self.ws.send(json.dumps({**req, "id": self.n}))
+        while True:
+            reply = json.loads(self.ws.recv(30))
+            if reply.get("id") == self.n:
+                return reply
+
+    def deal(self, rounds: int, timeout_s: float = 3600.0) -> None:
+        """Deal until ``rounds`` rounds have been played."""
+        end = time.monotonic() + timeout_s
+        draws, last = 0, None
+        while True:
+            st = self.request({"action": "status"})
+            if st.get("rounds_played", 0) >= rounds:
+                return
+            if time.monotonic() > end:
+                raise TimeoutError(f"dealt {st.get('rounds_played')} of {rounds} rounds")
+            w = st.get("waiting_for") or {}
+            action, state = w.get("action"), (st.get("round") or {}).get("state")
+            key = (action, state, st.get("rounds_played"), json.dumps(st.get("decks")))
+            if action == "draw_card":
+                if draws < self.deal_size:
+                    self.hands.do(action, None)
+                    draws += 1
+                else:
+                    time.sleep(0.002)
+            elif action in DEVICE_STEPS:
+                if key != last:
+                    self.hands.do(action, w.get("colour"))
+                else:
+                    time.sleep(0.002)
+            elif action in ("close_bets", "decide", "confirm_collect"):
+                # Once per round and step: a status a moment old still shows a step already done,
+                # and a command the table is not waiting for is answered only at its next step.
+                done = ((st.get("round") or {}).get("round_id"), action)
+                if done in self.sent:
+                    time.sleep(0.002)
+                    continue
+                self.sent.add(done)
+                if len(self.sent) > 64:
+                    self.sent = {done}
+                if action == "close_bets":
+                    draws = 0
+                    self.request({"action": "close_bets"})
+                elif action == "decide":
+                    for seat in range(1, self.seats + 1):
+                        self.request({"action": "decide", "seat": seat, "decision": self.decide(seat)})
+                else:
+                    self.request({"action": "confirm_collect"})
+            else:
+                time.sleep(0.002)
+            last = key
+
+    seats = 3
+
+    @property
+    def deal_size(self) -> int:
+        return 3 * (self.seats + 1)
+
+    def close(self) -> None:
+        self.ws.close()
