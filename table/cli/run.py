@@ -345,7 +345,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             raise click.UsageError(f"cannot open a front door: {exc}") from None
         key_console = None
         if sys.stdin.isatty() and not as_json and not service:
-            key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr)
+            key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr,
+                                     pin_check=_terminal_pin_check(cfg, people_file))
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
         resume = cursor.resume
         try:
@@ -521,21 +522,40 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
-    """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
+def _authenticator(cfg: Any, people_file: str | None) -> Any:
+    """The people file's sign-in check (``--people-file`` or ``[auth]``). Raises
+    ``click.UsageError`` for a broken people file."""
     from table.interfaces.auth import DEFAULT_PEOPLE_FILE, Authenticator, PeopleFileError
-    from table.interfaces.web import WebFrontDoor
 
     try:
         if cfg is not None:
-            auth = Authenticator.from_config(cfg.auth) if people_file is None else \
+            return Authenticator.from_config(cfg.auth) if people_file is None else \
                 Authenticator(people_file, session_ttl_s=cfg.auth.session_ttl_s,
                               session_idle_s=cfg.auth.session_idle_s, max_failures=cfg.auth.max_failures,
                               lockout_s=cfg.auth.lockout_s)
-        else:
-            auth = Authenticator(people_file or DEFAULT_PEOPLE_FILE)
+        return Authenticator(people_file or DEFAULT_PEOPLE_FILE)
     except PeopleFileError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def _terminal_pin_check(cfg: Any, people_file: str | None) -> Any:
+    """The terminal's check of a second supervisor's PIN (``x NAME``), or None when
+    nobody is in the people file (the terminal then refuses ``x`` and says why)."""
+    from table.interfaces.terminal import pin_checker
+
+    try:
+        auth = _authenticator(cfg, people_file)
+    except click.UsageError as exc:  # the terminal still works; only x (a second supervisor) is refused
+        log.warning("terminal_second_supervisor_unavailable", error=str(exc)[:300])
+        return None
+    return pin_checker(auth) if auth.people() else None
+
+
+def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
+    """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
+    from table.interfaces.web import WebFrontDoor
+
+    auth = _authenticator(cfg, people_file)
     if not auth.people():
         log.warning("web_nobody_can_sign_in", people_file=str(auth.people_file),
                     advice="add people with `tablectl people add ID --role ROLE`")

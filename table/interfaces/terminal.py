@@ -13,10 +13,11 @@ lines a dealer or supervisor types at the terminal (:data:`KEYS_HELP`).
 
 from __future__ import annotations
 
+import getpass
 import shlex
 import sys
 import threading
-from typing import IO
+from typing import IO, Any, Callable
 
 from protocols.cards import BackColour
 from table.console import Command, Console, Expectation
@@ -54,7 +55,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
   p SEAT / f SEAT        seat SEAT plays / folds (dealer)
   k                      confirm the collect, once the round is paid (dealer)
   v REASON...            void the round (supervisor)
-  x NAME                 confirm a void as a second supervisor NAME (after the decisions)
+  x NAME                 a second supervisor NAME confirms a void (after the decisions): asks NAME's PIN
   l                      release a held round: it goes on where it stood (supervisor)
   r DECK_ID              register a replacement deck (supervisor)
   m CARD                 enter an unreadable card, e.g. m Qs (supervisor)
@@ -101,9 +102,11 @@ def parse_key_line(line: str, supervisor: str) -> Command | None:
         return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"}, actor=actor)
     if key == "v" and rest:
         return Command("void", {"reason": " ".join(rest), "supervisor": supervisor}, actor=actor)
-    if key == "x" and rest:
-        second = Actor(" ".join(rest), Role.SUPERVISOR, source="terminal")
-        return Command("confirm_void", {"supervisor": second.person}, actor=second)
+    if key == "x":
+        # As the terminal's own person: a typed name proves nothing (KeyConsole asks the
+        # named supervisor's PIN and only then acts as them; the core refuses a void
+        # confirmed by the supervisor who asked it: the two-person rule).
+        return Command("confirm_void", {"supervisor": supervisor}, actor=actor)
     if key == "l":
         return Command("release_hold", {"supervisor": supervisor}, actor=actor)
     if key == "r" and rest:
@@ -174,8 +177,17 @@ class KeyConsole:
     action the table waits for, says the table's state in words (``s``) and each round's
     payouts before the collect (:meth:`follow`). Answers on ``out``."""
 
-    def __init__(self, console: Console, supervisor: str, inp: IO[str], out: IO[str]) -> None:
+    def __init__(self, console: Console, supervisor: str, inp: IO[str], out: IO[str], *,
+                 pin_check: Callable[[str, str], Actor] | None = None,
+                 read_pin: Callable[[str], str] | None = None) -> None:
+        """``pin_check(person, pin)``: the people file's check (:func:`pin_checker`),
+        returning the person's :class:`~table.roles.Actor` or raising; without it a
+        second supervisor cannot confirm at this terminal (``x``) and is told where to.
+        ``read_pin(prompt)``: reads a PIN without echo (default: :func:`getpass.getpass`
+        on a terminal, else the next input line)."""
         self.console, self.supervisor, self.inp, self.out = console, supervisor, inp, out
+        self.pin_check = pin_check
+        self.read_pin = read_pin or self._read_pin
         console.attached = True
         print(KEYS_HELP, file=out, flush=True)
         console.on_expectation(self._prompt)
@@ -215,8 +227,48 @@ class KeyConsole:
         else:
             self._say(f"<<< {action.replace('_', ' ')} refused: {result.get('error', 'refused')}")
 
+    def _read_pin(self, prompt: str) -> str:
+        isatty = getattr(self.inp, "isatty", None)
+        if isatty is not None and isatty():
+            return getpass.getpass(prompt, stream=self.out)
+        self.out.write(prompt)
+        self.out.flush()
+        return self.inp.readline().rstrip("\r\n")
+
+    def _second_supervisor(self, line: str) -> Command | None:
+        """``x NAME``: the second supervisor of the two-person rule, proved by NAME's PIN
+        (the people file), never by a typed name alone: whoever is at the keyboard
+        could type anyone's."""
+        try:
+            name = " ".join(shlex.split(line.strip())[1:]).strip()
+        except ValueError:
+            name = ""
+        if not name:
+            self._say("<<< confirm void: say who confirms: x NAME")
+            return None
+        if self.pin_check is None:
+            self._say("<<< confirm void refused: this terminal cannot tell who types (no people file); the second "
+                      "supervisor confirms on their own signed-in screen or control-socket account")
+            return None
+        try:
+            actor = self.pin_check(name, self.read_pin(f"PIN for {name}: "))
+        except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
+            self._say(f"<<< confirm void refused: {exc}")
+            return None
+        if actor.role is not Role.SUPERVISOR:
+            self._say(f"<<< confirm void refused: {name} is not a supervisor")
+            return None
+        return Command("confirm_void", {"supervisor": actor.person}, actor=actor)
+
     def _run(self) -> None:
         for line in self.inp:
+            if line.strip()[:1].lower() == "x" and line.strip()[1:2] in ("", " ", "\t"):
+                cmd = self._second_supervisor(line)
+                if cmd is not None:
+                    cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
+                    cmd.done = cmd.reply
+                    self.console.submit(cmd)
+                continue
             cmd = parse_key_line(line, self.supervisor)
             if cmd is None:
                 if line.strip():
@@ -225,3 +277,18 @@ class KeyConsole:
             cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
             cmd.done = lambda result, a=cmd.action: self._reply(a, result)
             self.console.submit(cmd)
+
+
+def pin_checker(auth: Any) -> Callable[[str, str], Actor]:
+    """``(person, pin) -> Actor`` from an :class:`~table.interfaces.auth.Authenticator`:
+    the same Argon2id check and lock-outs as a sign-in on the web, with no session
+    left behind. Raises ``PermissionError`` (unknown person or wrong PIN),
+    :class:`~table.interfaces.auth.SignInLocked`."""
+
+    def check(person: str, pin: str) -> Actor:
+        token, session = auth.sign_in(person, pin, address="terminal", source="terminal")
+        auth.sign_out(token)
+        return session.actor
+
+    return check
+
