@@ -97,11 +97,20 @@ class Life:
             self.lines.put(line)
         self.lines.put(None)  # end of stderr: the process is gone
 
-    def records(self, deadline: float):
+    def records(self, deadline: float, idle_s=lambda: None):
         """Each stderr line as it arrives (a dict for a JSON record, else the text),
-        until the process ends; a test failure at ``deadline`` (monotonic s)."""
+        until the process ends; None when ``idle_s()`` seconds pass without one (None:
+        wait on); a test failure at ``deadline`` (monotonic s)."""
         while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            left = max(0.0, deadline - time.monotonic())
+            idle = idle_s()
+            try:
+                line = self.lines.get(timeout=left if idle is None else min(idle, left))
+            except queue.Empty:
+                if idle is None or time.monotonic() >= deadline:
+                    raise
+                yield None
+                continue
             if line is None:
                 return
             self.tail = (self.tail + [line])[-20:]
@@ -117,10 +126,14 @@ class Life:
 
 
 def _void(control: Path) -> int:
-    """Void the held round as a supervisor would: 1 if the table took the void."""
+    """Void the held round as supervisors would: 1 if the table took the void. A held
+    round whose decisions were final needs a second supervisor (the two-person
+    rule, docs/console.md): S-TEST-2 confirms it."""
     try:
         reply = send(control, {"action": "void", "reason": "crash test: round interrupted",
                                "supervisor": "S-TEST"}, timeout_s=10)
+        if reply.get("ok") and send(control, {"action": "status"}, timeout_s=10).get("void_needs_second_supervisor"):
+            reply = send(control, {"action": "confirm_void", "supervisor": "S-TEST-2"}, timeout_s=10)
     except (OSError, ValueError, ConnectionError):
         return 0  # killed or restarting under us
     return int(bool(reply.get("ok")))
@@ -128,13 +141,25 @@ def _void(control: Path) -> int:
 
 def _live(life: Life, control: Path, records: int | None, deadline: float) -> int:
     """Follow ``life``'s log: void each held round it reports; SIGKILL it right after
-    its ``records``-th record (None: let it finish). Returns the voids taken."""
+    its ``records``-th record (None: let it finish). Returns the voids taken.
+
+    A restart logs the held round while it recovers, before it takes a void: a void
+    refused then is asked again at each later record, or every 50 ms while the
+    table, waiting for the supervisor, logs nothing."""
     voids = 0
+    held = False
     if records == 0:
         life.proc.send_signal(signal.SIGKILL)
-    for n, rec in enumerate(life.records(deadline), 1):
-        if isinstance(rec, dict) and rec.get("event") == "round_held":
-            voids += _void(control)
+    n = 0
+    for rec in life.records(deadline, idle_s=lambda: 0.05 if held else None):
+        if rec is not None:
+            n += 1
+            if isinstance(rec, dict) and rec.get("event") == "round_held":
+                held = True
+        if held and life.proc.poll() is None:
+            took = _void(control)
+            voids += took
+            held = not took
         if records is not None and n >= records and life.proc.poll() is None:
             life.proc.send_signal(signal.SIGKILL)
     return voids
