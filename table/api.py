@@ -298,16 +298,6 @@ class EventSubscription:
         """The seq of the last event handled (resume a later subscription from it)."""
         return self._sub.last_seq
 
-    def _close_controller(self) -> None:
-        """Sign the journal's tail at shutdown (nothing left unsigned after a clean stop)."""
-        from .journal import JournalError
-
-        if self.controller is not None:
-            try:
-                self.controller.close()
-            except JournalError as exc:
-                log.error("shutdown_checkpoint_failed", error=str(exc))
-
     def _run(self) -> None:
         try:
             for d in self._sub:

@@ -71,6 +71,23 @@ def make_people(path: Path) -> Path:
     return path
 
 
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL, and reap it."""
+    proc.kill()
+    proc.wait(10)
+
+
+def stop(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM, ``grace_s`` to stop, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
 class Emulator:
     """``tablectl emulate KIND --tcp 127.0.0.1:0 --control 127.0.0.1:0`` in its own process."""
 
@@ -99,18 +116,11 @@ class Emulator:
         return reply
 
     def kill(self) -> None:
-        """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
-        self.proc.kill()
-        self.proc.wait(10)
+        """The device's process dies (SIGKILL)."""
+        kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop(self.proc, 10)
         self.proc.stdout.close()
 
 
@@ -160,17 +170,10 @@ class BenchTable:
 
     def kill(self) -> None:
         """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
-        self.proc.kill()
-        self.proc.wait(10)
+        kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop(self.proc, 20)
         self.log.close()
         self.shuffler.stop()
         self.shoe.stop()

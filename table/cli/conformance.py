@@ -18,24 +18,16 @@ import click
 
 from devices.conformance.suite import FAIL, PASS, SKIP, CheckResult, Target, run_suite
 from protocols.messages import PROTOCOL_MAJOR, PROTOCOL_MINOR
-from simulators.standalone import parse_address
 
 from table.hil.conformance import InProcessBench, hil_target, usb_url
 from table.logs import configure_logging
 
 from .exits import exit_codes
+from .options import address_option
 
 EXIT_FAILED = 1
 EXIT_INCOMPLETE = 3
 
-
-def _address(ctx: click.Context, param: click.Parameter, value: str | None):
-    if value is None:
-        return None
-    try:
-        return parse_address(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _package_version() -> str:
@@ -91,9 +83,9 @@ def render_table(target: Target, results: list[CheckResult], started: str) -> st
 @click.option("--shuffler", "shuffler_url", metavar="URL",
               help="Shuffler under test: /dev/..., socket://HOST:PORT or usb://VID:PID[/SERIAL].")
 @click.option("--shoe", "shoe_url", metavar="URL", help="Shoe under test (same forms).")
-@click.option("--shuffler-control", metavar="HOST:PORT", callback=_address,
+@click.option("--shuffler-control", metavar="HOST:PORT", callback=address_option,
               help="Control socket of a standalone shuffler emulator (tablectl emulate --control).")
-@click.option("--shoe-control", metavar="HOST:PORT", callback=_address,
+@click.option("--shoe-control", metavar="HOST:PORT", callback=address_option,
               help="Control socket of a standalone shoe emulator.")
 @click.option("--operator-prompt", is_flag=True,
               help="Ask a person at the bench to do the physical steps (insert a deck, draw cards).")

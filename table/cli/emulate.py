@@ -14,7 +14,7 @@ import click
 from protocols.messages import PROTOCOL_MAJOR
 from simulators.devices import SHUFFLE_MODES
 from simulators.pty_port import PtyLinkError, check_link_path
-from simulators.standalone import EmulatorOptions, parse_address, serve
+from simulators.standalone import EmulatorOptions, serve
 
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -22,15 +22,8 @@ from table.keys import KeyFileError, load_public_key
 from table.logs import FORMATS, configure_logging
 
 from .exits import exit_codes
+from .options import address_option
 
-
-def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
-    if value is None:
-        return None
-    try:
-        return parse_address(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @exit_codes({
@@ -43,7 +36,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.option("--pty", "pty_path", metavar="PATH",
               help="Listen on a new pty; PATH becomes a symlink to it. PATH's folder must exist; "
                    "PATH must not exist, or be a symlink to a pty (a previous run's).")
-@click.option("--tcp", metavar="HOST:PORT", callback=_address,
+@click.option("--tcp", metavar="HOST:PORT", callback=address_option,
               help="Listen on TCP (port 0: any free port); the host opens socket://HOST:PORT.")
 @click.option("--seed", type=int, default=None, help="Reproducible shuffles (default: secrets.SystemRandom).")
 @click.option("--serial", "serial_number", metavar="SN", default=None,
@@ -64,7 +57,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="The bootloader's anti-rollback counter: images below it are refused.")
 @click.option("--model", default=None, help="The device model images must name (default SIM-SHUFFLER / SIM-SHOE).")
 @click.option("--fail-boot", is_flag=True, help="Every new image activated hangs at boot and is rolled back.")
-@click.option("--control", metavar="HOST:PORT", callback=_address,
+@click.option("--control", metavar="HOST:PORT", callback=address_option,
               help="Also accept control commands on this TCP address (one per line, like stdin).")
 @click.option("--no-stdin", is_flag=True, help="Do not read control commands from stdin.")
 def emulate_command(kind: str, pty_path: str | None, tcp: tuple[str, int] | None, seed: int | None,

@@ -36,3 +36,17 @@ def parse_deck_colours(text: str, option: str = "--deck-colours"):
         raise click.BadParameter("the two decks need different back colours (58 Pa. Code 649a.3(b))",
                                  param_hint=option)
     return a, b
+
+
+def address_option(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    """A click callback: ``HOST:PORT`` -> ``(host, port)`` (None stays None). Raises
+    ``click.BadParameter`` (exit 2) for a malformed address."""
+    from simulators.standalone import parse_address
+
+    if value is None:
+        return None
+    try:
+        return parse_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
