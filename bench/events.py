@@ -1,6 +1,6 @@
 """Event stream benchmarks (issue 9): events/s on the socket and to MQTT, card-to-socket latency.
 
-    python bench/events.py [--json] [--rounds N] [--seats K]
+    python bench/events.py [--json] [--rounds N] [--seats K] [--under-soak]
 
 Deals ``--rounds`` simulated rounds (emulated shuffler and shoe on ptys, the
 virtual dealer) through :class:`table.api.Table` with an event socket, with a
@@ -13,6 +13,11 @@ live socket consumer attached; then:
 | socket_replay_events_per_s | a consumer resuming from 0: every event replayed from the journal through the socket |
 | mqtt_events_per_s | the whole stream published from the journal to a local mosquitto (QoS 1, PUBACK-acknowledged) and received by a QoS 1 subscriber |
 
+``--under-soak`` measures while a chaos soak (``tablectl soak``, its table clock
+compressed, faults in 30% of the rounds) runs in another process on the same
+machine: the load the issue 18 target (card read -> socket p99 < 5 ms) is set
+under. The soak is stopped when the dealing ends.
+
 MQTT figures need mosquitto (``apt-get install mosquitto``); without it they are null.
 """
 
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -151,12 +158,30 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--seats", type=int, default=7)
+    ap.add_argument("--under-soak", action="store_true", help="deal while a chaos soak runs in another process")
+    ap.add_argument("--no-mqtt", action="store_true", help="the socket figures only (no broker started)")
     args = ap.parse_args()
     _quiet()
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        out = {"socket": deal(work, args.rounds, args.seats)}
-        out["mqtt"] = mqtt(work)
+    soak = None
+    if args.under_soak:
+        exe = shutil.which("tablectl", path=str(Path(sys.executable).parent))
+        cmd = [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
+        soak = subprocess.Popen(cmd + ["soak", "--rounds", "100000", "--seed", "1", "--json"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            out = {"socket": deal(work, args.rounds, args.seats)}
+            if soak is not None:
+                soak.terminate()
+                soak.wait(30)
+                soak = None
+            out["mqtt"] = None if args.no_mqtt else mqtt(work)
+    finally:
+        if soak is not None:
+            soak.terminate()
+            soak.wait(30)
+    out["under_soak"] = args.under_soak
     if args.json:
         print(json.dumps(out))
         return

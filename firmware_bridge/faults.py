@@ -167,6 +167,14 @@ class FaultyTransport:
         """As the inner transport's: whether :meth:`read` honours ``timeout_s``."""
         return bool(getattr(self.inner, "timed_read", False))
 
+    def wait_readable(self, timeout_s: float) -> bool:
+        """As the inner transport's, counting the bytes held back by ``fragment``."""
+        if self._cut:
+            raise LinkLost(f"{self.name}: disconnected (fault injection)")
+        if self._rx_backlog:
+            return True
+        return self.inner.wait_readable(timeout_s)
+
     def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
         plan, rng = self.plan, self._rng
         if self._cut:

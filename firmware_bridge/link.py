@@ -114,10 +114,9 @@ class LinkConfig:
 
     Bounds: the retransmit timeout lives between 25 ms and 5 s (it starts at
     ``retransmit_initial_ms`` and doubles up to ``retransmit_max_ms``).
-    ``burst_linger_ms``: after a request the reader thread stays off the
-    line this long, so the requesters of a burst read their own replies
-    (SPEC §7.1); an event arriving meanwhile waits at most this long. 0 turns
-    it off. ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
+    ``requester_reads``: a requester reads its own reply off the line where
+    the transport allows it (SPEC §7.1); False: the reader thread reads
+    every reply and hands it over. ``firmware_allowlist``: ``fnmatch`` patterns such as ``"1.4.*"``; empty
     allows any. ``firmware_approved``: ``(serial, version)`` pairs also allowed
     when the allowlist is set: a firmware update the table journaled approves the
     version it installed on that device (``table/firmware.py``, docs/firmware.md).
@@ -136,7 +135,7 @@ class LinkConfig:
     reconnect_max_ms: int = 5000
     reconnect_wait_s: float = 30.0
     read_timeout_ms: int = 250
-    burst_linger_ms: int = 2
+    requester_reads: bool = True
     firmware_allowlist: tuple[str, ...] = ()
     firmware_approved: tuple[tuple[str, str], ...] = ()
     pinned_serial: str | None = None
@@ -159,7 +158,7 @@ class LinkConfig:
         need(self.reconnect_max_ms <= 600_000, "reconnect_max_ms", "must be <= 600000")
         need(0 <= self.reconnect_wait_s <= 3600, "reconnect_wait_s", "must be 0..3600")
         need(10 <= self.read_timeout_ms <= 5000, "read_timeout_ms", "must be 10..5000")
-        need(0 <= self.burst_linger_ms <= 100, "burst_linger_ms", "must be 0..100 (0: the reader reads every reply)")
+        need(isinstance(self.requester_reads, bool), "requester_reads", "must be true or false")
 
 
 class LinkState(str, enum.Enum):
@@ -312,14 +311,15 @@ class Link:
         self._signal.acquire()
         self._slot = threading.Lock()  # guards _pending_seq and _reply
         # Whoever reads and parses the transport holds the role: the reader thread,
-        # or a requester reading its own reply (SPEC §7.1). ``_burst_until``
-        # (monotonic s) keeps the reader off the line between the requests of a
-        # burst; ``_park`` wakes a reader parked while a request is pending.
+        # or a requester reading its own reply (SPEC §7.1). The reader waits for
+        # bytes *without* the role and takes it only to read what is there, so a
+        # request can take the line at any moment; ``_park`` wakes a reader parked
+        # while a request is pending.
         self._rx_role = threading.Lock()
         self._park = threading.Condition()
         self._parked = False
-        self._burst_until = 0.0
-        self._timed = False  # the transport's read takes a timeout: requesters may read
+        self._watching = False  # the reader waits for bytes (without the role)
+        self._timed = False  # the transport can wait and read with a timeout: requesters may read
         self._seq = 0
         self._last_event_seq: int | None = None
         self._last_rx = time.monotonic()
@@ -361,7 +361,8 @@ class Link:
         self.transport.open()
         self._parser.reset()
         self._last_rx = time.monotonic()
-        self._timed = self.config.burst_linger_ms > 0 and bool(getattr(self.transport, "timed_read", False))
+        self._timed = (self.config.requester_reads and bool(getattr(self.transport, "timed_read", False))
+                       and hasattr(self.transport, "wait_readable") and hasattr(self.transport, "cancel_read"))
         with self._cv:
             self._generation += 1
             gen = self._generation
@@ -379,8 +380,13 @@ class Link:
     def _stop_reader(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None and reader is not threading.current_thread():
-            self._wake_reader()
-            reader.join(timeout=2.0)
+            # The reader waits for bytes without the read role (SPEC §7.1), so the role
+            # alone does not keep it off the port: wake it until it has gone (a
+            # requester reading at the same moment may take one wake-up for itself).
+            deadline = time.monotonic() + 2.0
+            while reader.is_alive() and time.monotonic() < deadline:
+                self._wake_reader()
+                reader.join(timeout=0.05)
         # A requester may still be reading this connection: wake it and take the
         # role, so the port is never closed (and its fd reused) under a read.
         deadline = time.monotonic() + 2.0
@@ -543,7 +549,6 @@ class Link:
         one who reconnects.
         """
         cfg = self.config
-        linger_s = cfg.burst_linger_ms / 1000
         # One request at a time, held across a reconnect so a resend keeps its SEQ
         # and the device's reply cache still answers it.
         if internal:
@@ -580,8 +585,6 @@ class Link:
                         with self._slot:
                             self._pending_seq, self._reply = seq, None
                     timed = self._timed
-                    if timed:
-                        self._burst_until = time.monotonic() + linger_s
                     try:
                         self._write(wire)
                     except LinkLost:
@@ -589,6 +592,10 @@ class Link:
                             raise
                         continue  # wait for the reconnect, then resend the same SEQ
                     sends += 1
+                    if timed and self._watching:
+                        # The reader waits on the line too: send it to park now, while the
+                        # device works, not when the reply wakes both of us.
+                        self.transport.cancel_read()
                     self._await_reply(gen, time.monotonic() + timeout_s, timed)
                     with self._slot:
                         frame, self._pending_seq = self._reply, None
@@ -608,11 +615,9 @@ class Link:
                 with self._slot:
                     if self._pending_seq == seq:  # an early exit: free the slot
                         self._pending_seq = None
-                if self._timed:
-                    self._burst_until = time.monotonic() + linger_s
-                    if self._parked:  # a reader parked while this request was pending
-                        with self._park:
-                            self._park.notify_all()
+                if self._parked:  # a reader parked while this request was pending: the line is its again
+                    with self._park:
+                        self._park.notify_all()
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
@@ -841,29 +846,52 @@ class Link:
         return True
 
     def _read_loop(self, gen: int) -> None:
-        """The reader thread: reads the line whenever no requester does (SPEC §7.1)."""
+        """The reader thread: reads the line whenever no requester does (SPEC §7.1).
+
+        Where requesters read their own replies (``_timed``), the reader parks
+        while a request is pending, and otherwise waits for bytes on the line
+        without holding the read role: it takes the role only to read what has
+        arrived, never to block. A request can therefore take the line at once,
+        and an event is read as soon as it arrives, with no linger and no
+        sleep. Elsewhere (USB bulk, pyserial's socket://) the reader blocks in
+        the transport's read and hands every reply over."""
         role = self._rx_role
+        timed = self._timed
+        read_s = self.config.read_timeout_ms / 1000
         while self._generation == gen:
-            if self._timed:
-                wait = self._burst_until - time.monotonic()
-                if wait > 0:  # a burst of requests: their requesters read the replies
-                    time.sleep(wait)
+            if timed:
+                if self._pending_seq is not None:
+                    with self._park:  # a request is pending: its requester reads
+                        self._parked = True
+                        try:
+                            while self._pending_seq is not None and self._generation == gen:
+                                self._park.wait(1.0)
+                        finally:
+                            self._parked = False
                     continue
-                with self._park:  # a request is pending: its requester reads
-                    self._parked = True
-                    try:
-                        while self._pending_seq is not None and self._generation == gen:
-                            self._park.wait(1.0)
-                    finally:
-                        self._parked = False
+                self._watching = True  # before the check: a request sees it, or it sees the request
+                try:
+                    if self._pending_seq is not None:
+                        continue
+                    ready = self.transport.wait_readable(read_s)
+                except LinkLost as exc:
+                    if self._generation == gen:
+                        self._go_down(str(exc))
+                    return
+                finally:
+                    self._watching = False
+                if self._pending_seq is not None:
+                    continue  # a request went out meanwhile: what arrived is its requester's to read
+                if not ready and not self._parser.pending:
+                    continue  # idle (or woken by close): nothing to read, no partial frame to end
             with role:
                 if self._generation != gen:
                     return
                 # A request went out since the checks above: leave the line to its requester.
-                off = self._timed and (self._pending_seq is not None or self._burst_until > time.monotonic())
-                if not off and not self._read_once(gen):
+                off = timed and self._pending_seq is not None
+                if not off and not self._read_once(gen, 0.0 if timed else None):
                     return
-            if self._timed and self._pending_seq is not None and self._reply is None:
+            if timed and self._pending_seq is not None and self._reply is None:
                 self._wake_requester()  # a request went out during this read: its requester reads on
 
     def _on_frame(self, frame: Frame) -> None:

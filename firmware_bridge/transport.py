@@ -8,6 +8,7 @@ a second process cannot interleave bytes on the same device.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -31,8 +32,11 @@ class Transport(Protocol):
         ``cancel_read`` woke it). Raises LinkLost.
 
         A transport whose ``timed_read`` is true also takes ``timeout_s`` (s),
-        a bound for this one read; the link then lets a requester read its own
-        reply (SPEC §7.1).
+        a bound for this one read (0: only what has arrived), and has
+        ``wait_readable(timeout_s) -> bool``: block until bytes can be read
+        (True) or the timeout passes or ``cancel_read`` woke it (False),
+        reading nothing. The link then lets a requester read its own reply
+        (SPEC §7.1).
         """
 
     def write(self, data: bytes) -> None:
@@ -123,6 +127,24 @@ class SerialTransport:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
             raise LinkLost(f"{self.url}: {_failed('read', exc)}") from exc
 
+    def wait_readable(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` (s) until the port has bytes to read; False on
+        timeout or when :meth:`cancel_read` woke it. Reads nothing (posix ports,
+        see :attr:`timed_read`). Raises :class:`LinkLost`."""
+        if self._port is None or self._fast is None:
+            raise LinkLost(f"{self.url} is closed")
+        fd, abort = self._fast
+        try:
+            ready, _, _ = select.select([fd, abort], [], [], timeout_s)
+            if abort in ready:
+                os.read(abort, 1000)  # pyserial's abort pipe is non-blocking
+                return False
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError) as exc:
+            raise LinkLost(f"{self.url}: read failed: {exc}") from exc
+        return bool(ready)
+
     def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
         fd, abort = self._fast
         try:
@@ -175,10 +197,13 @@ class SerialTransport:
                 pass
 
     def close(self) -> None:
-        """Close the port; safe to call twice."""
+        """Close the port; safe to call twice. A ``socket://`` port closes at once
+        (see :func:`_close_socket_port`)."""
         port, self._port = self._port, None
         if port is not None:
             try:
+                if self.url.startswith("socket://"):
+                    _close_socket_port(port)
                 port.close()
             except (serial.SerialException, OSError):
                 pass
@@ -197,6 +222,29 @@ def _set_nodelay(port: serial.SerialBase) -> None:
     sock = getattr(port, "_socket", None)
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _close_socket_port(port: serial.SerialBase) -> None:
+    """Close a pyserial ``socket://`` port's socket and mark the port closed, so
+    its own ``close()`` has nothing left to do.
+
+    pyserial's ``close()`` does the same (shutdown, close) and then sleeps 0.3 s
+    "in case of quick reconnects" to a server that takes one connection at a
+    time (DESIGN.md pitfalls). The device servers here listen with a backlog,
+    so the pause only delayed every reconnect, and every conformance check,
+    by 0.3 s; the bytes on the wire and the way the connection ends are the
+    same. A pyserial without the attributes relied on falls back to its close.
+    """
+    sock = getattr(port, "_socket", None)
+    if sock is None or not getattr(port, "is_open", False):
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already reset by the far end
+    sock.close()
+    port._socket = None
+    port.is_open = False
 
 
 class SocketTransport:
@@ -224,6 +272,9 @@ class SocketTransport:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._wake_r, self._wake_w = os.pipe()
+        # Non-blocking: the reader thread and a requester may both see one wake-up
+        # byte (both wait on the pipe); the second finds it gone, not a blocked read.
+        os.set_blocking(self._wake_r, False)
         self._sock = sock
 
     @property
@@ -243,7 +294,8 @@ class SocketTransport:
             ready, _, _ = select.select([sock, self._wake_r], [], [],
                                         self.read_timeout_s if timeout_s is None else timeout_s)
             if self._wake_r in ready:
-                os.read(self._wake_r, 64)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 64)
                 return b""
             if not ready:
                 return b""
@@ -253,6 +305,22 @@ class SocketTransport:
         if not data:
             raise LinkLost(f"{self.name}: the device closed the connection")
         return data
+
+    def wait_readable(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` (s) until the socket has bytes (or EOF) to
+        read; False on timeout or when :meth:`cancel_read` woke it. Reads nothing."""
+        sock = self._sock
+        if sock is None:
+            raise LinkLost(f"{self.name} is closed")
+        try:
+            ready, _, _ = select.select([sock, self._wake_r], [], [], timeout_s)
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 64)
+                return False
+        except (OSError, ValueError) as exc:
+            raise LinkLost(f"{self.name}: read failed: {exc}") from exc
+        return bool(ready)
 
     def write(self, data: bytes) -> None:
         sock = self._sock

@@ -22,9 +22,9 @@ import os
 import secrets
 import select
 import threading
-import time
 from typing import Callable, Iterable, Protocol
 
+from protocols.clock import REAL_CLOCK, Clock
 from protocols.errors import MessageError, UnknownMessageType
 from protocols.frame import FrameParser, encode_frame
 from protocols.messages import (
@@ -84,6 +84,9 @@ class FirmwareEmulator:
     models a power cycle: new ``boot_id``; link state and unsent events lost.
 
     ``on_frame``: optional hook ``(direction "rx"/"tx", frame bytes)`` for logging.
+    ``clock``: what the firmware's own waits (event resends, the inter-frame gap, the watchdog)
+    run on (:class:`protocols.clock.Clock`; a soak passes a faster
+    :class:`~protocols.clock.VirtualClock`); real time by default.
     ``history``: how many requests acted on :attr:`executed` keeps (the oldest drop out).
 
     Bootloader (SPEC §9): ``firmware`` is the factory image's version in slot A;
@@ -112,6 +115,7 @@ class FirmwareEmulator:
         frame_gap_ms: int = 50,
         boot_id: int | None = None,
         on_frame: Callable[[str, bytes], None] | None = None,
+        clock: Clock = REAL_CLOCK,
         history: int = 1024,
         model: str | None = None,
         security_version: int = 0,
@@ -121,6 +125,7 @@ class FirmwareEmulator:
         fail_boot: bool = False,
     ) -> None:
         self.port = port
+        self.clock = clock
         self.serial_number = serial_number
         self.bootloader = Bootloader(self.KIND, model=model or self.MODEL, firmware=firmware,
                                      security_version=security_version, vendor_keys=vendor_keys,  # type: ignore[arg-type]
@@ -264,7 +269,7 @@ class FirmwareEmulator:
                     poller.register(fd, select.POLLIN)
             timeout = None
             if self._watchdog_at is not None:
-                left = self._watchdog_at - time.monotonic()
+                left = self._watchdog_at - self.clock.monotonic()
                 if left <= 0:
                     self.reboot()  # the watchdog resets a hung image: the bootloader rolls back
                     continue
@@ -272,18 +277,18 @@ class FirmwareEmulator:
             if self._pending is not None and not self._hung:
                 with self.lock:
                     if self._pending is not None:
-                        left = max(0.0, self._pending_deadline - time.monotonic())
+                        left = max(0.0, self._pending_deadline - self.clock.monotonic())
                         timeout = left if timeout is None else min(timeout, left)
             if self._parser.pending:
                 # A partial frame: if the line stays idle past the gap it can never
                 # complete (SPEC §2.1 step 5); drop it and rescan.
-                gap = self._last_rx + self.frame_gap_ms / 1000 - time.monotonic()
+                gap = self._last_rx + self.frame_gap_ms / 1000 - self.clock.monotonic()
                 if gap <= 0:
                     for frame in self._parser.expire():
                         self._on_frame(frame)
                     continue
                 timeout = gap if timeout is None else min(timeout, gap)
-            for ready_fd, _ in poller.poll(None if timeout is None else timeout * 1000):
+            for ready_fd, _ in poller.poll(None if timeout is None else self.clock.real_s(timeout) * 1000):
                 if ready_fd == wake_r:
                     try:
                         os.read(wake_r, 512)
@@ -295,7 +300,7 @@ class FirmwareEmulator:
                 except OSError:
                     data = b""
                 if data:
-                    self._last_rx = time.monotonic()
+                    self._last_rx = self.clock.monotonic()
                     for frame in self._parser.feed(data):
                         self._on_frame(frame)
                 elif self._parser.pending:
@@ -311,7 +316,7 @@ class FirmwareEmulator:
         if self._pending is None and not (self._outbox and self._identified):
             return  # nothing to send (read without the lock: a hint, rechecked below)
         with self.lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self._pending is not None:
                 if now >= self._pending_deadline:
                     self._pending_timeout_s = min(self._pending_timeout_s * 2, self.retransmit_max_ms / 1000)
@@ -367,7 +372,7 @@ class FirmwareEmulator:
                 self.bootloader.confirm()  # a new image on trial reached a handshake (SPEC §9.3)
                 if self._pending is not None:  # a host (re)connected: resend what it lacks soon
                     self._pending_timeout_s = self.retransmit_initial_ms / 1000
-                    self._pending_deadline = time.monotonic() + self._pending_timeout_s
+                    self._pending_deadline = self.clock.monotonic() + self._pending_timeout_s
             self._reply(frame.seq, self.identify_reply(), cache=False)
             self._pump()
             return
@@ -426,7 +431,7 @@ class FirmwareEmulator:
             self.boot_id = secrets.randbits(32) if base is None else (base + self.boots - 1) & 0xFFFFFFFF
             trial = self.bootloader.boot()
             self._hung = trial and self.bootloader.faults.fail_boot
-            self._watchdog_at = time.monotonic() + self.watchdog_ms / 1000 if self._hung else None
+            self._watchdog_at = self.clock.monotonic() + self.watchdog_ms / 1000 if self._hung else None
             self._identified = False
             self._reply_cache = None
             self._host_session = None

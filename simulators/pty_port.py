@@ -26,6 +26,8 @@ import tty
 from pathlib import Path
 from typing import Callable
 
+from protocols.clock import REAL_CLOCK, Clock
+
 # Where a pty's slave lives (Linux /dev/pts/N, macOS /dev/ttysNNN): a symlink to one
 # of these is a pty link (a previous emulator's, perhaps left by a kill -9) and may go.
 _PTY_SLAVE = re.compile(r"/dev/(pts/\d+|ttys\d+)")
@@ -105,8 +107,9 @@ class PtyPort:
     :class:`PtyLinkError`. Raises ``OSError`` if the pty cannot be created.
     """
 
-    def __init__(self, link: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, link: str | os.PathLike[str] | None = None, *, clock: Clock = REAL_CLOCK) -> None:
         self.link: Path | None = Path(link) if link is not None else None
+        self.clock = clock  # an unplug's ``down_s`` runs on it (protocols.clock)
         self.on_change: Callable[[], None] = lambda: None  # set by the firmware emulator
         self._closed = False
         self._replug: threading.Timer | None = None
@@ -168,9 +171,7 @@ class PtyPort:
             self.fd = self._slave = -1
             if self._owns_link():
                 self.link.unlink()
-            self._replug = threading.Timer(down_s, self._plug_back)
-            self._replug.daemon = True
-            self._replug.start()
+            self._replug = self.clock.timer(down_s, self._plug_back)
         else:
             self._open()
         for fd in old:

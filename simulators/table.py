@@ -11,12 +11,14 @@ backend (:mod:`simulators.usb_backend`).
 
 from __future__ import annotations
 
+import collections
 import random
 import secrets
 import threading
 from pathlib import Path
 
 from protocols.cards import BackColour
+from protocols.clock import REAL_CLOCK, Clock
 
 from protocols.messages import DeviceKind
 
@@ -27,6 +29,10 @@ from .usb_backend import EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDe
 TRANSPORTS = ("serial", "usb")
 SHUFFLER_SERIAL = "SHF-SIM-0001"
 SHOE_SERIAL = "SHOE-SIM-0001"
+#: Cards drawn the virtual dealer remembers by default (its ground truth), so a
+#: long simulated run stays flat in memory; a bench that checks every read
+#: (the soak, ``tablectl simulate-table``) keeps them all (``history=None``).
+DRAWN_KEPT = 1024
 
 
 class VirtualDealer:
@@ -34,17 +40,20 @@ class VirtualDealer:
 
     Each method is one physical action; the devices report what their sensors
     see. Raises :class:`DeviceRefused` for an action the table cannot allow
-    physically (e.g. taking a deck from an empty shuffler).
+    physically (e.g. taking a deck from an empty shuffler). ``drawn`` is the
+    ground truth, every card drawn in draw order: the last ``history`` of
+    them (None: all).
     """
 
-    def __init__(self, shuffler: ShufflerEmulator, shoe: ShoeEmulator, colours: tuple[BackColour, BackColour]) -> None:
+    def __init__(self, shuffler: ShufflerEmulator, shoe: ShoeEmulator, colours: tuple[BackColour, BackColour],
+                 history: int | None = DRAWN_KEPT) -> None:
         self.shuffler = shuffler
         self.shoe = shoe
         self.off_table: dict[BackColour, list[SimCard]] = {c: new_deck(c) for c in colours}
         self.in_hand: list[SimCard] = []
         self.on_layout: list[SimCard] = []
         self.discard_rack: list[SimCard] = []
-        self.drawn: list[SimCard] = []  # ground truth, in draw order
+        self.drawn: collections.deque[SimCard] = collections.deque(maxlen=history)  # ground truth, in draw order
         self._lock = threading.Lock()
 
     def insert_deck(self, colour: BackColour) -> None:
@@ -102,7 +111,10 @@ class SimulatedTable:
     Attributes ``shuffler_url`` and ``shoe_url`` are what a host opens: pty
     paths, or USB selectors ``usb://1209:0001/SHF-SIM-0001`` to be opened with
     ``usb_backend`` (None for serial). Raises ``ValueError`` for an unknown
-    transport, ``OSError`` if a pty or socket cannot be made.
+    transport, ``OSError`` if a pty or socket cannot be made. ``clock``: what
+    the emulators' own waits and an unplug's duration run on
+    (:class:`protocols.clock.VirtualClock` to compress them; real time by default).
+    ``history``: how many drawn cards the dealer's ground truth keeps (None: all).
     """
 
     def __init__(
@@ -113,6 +125,8 @@ class SimulatedTable:
         link_dir: str | Path | None = None,
         transport: str = "serial",
         shuffle: str = "random",
+        clock: Clock = REAL_CLOCK,
+        history: int | None = DRAWN_KEPT,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
@@ -133,17 +147,19 @@ class SimulatedTable:
             self.shoe_url = _selector(DeviceKind.SHOE, SHOE_SERIAL)
         else:
             link_dir = Path(link_dir) if link_dir else None
-            shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None)
+            shuffler_port = PtyPort(link_dir / "shuffler" if link_dir else None, clock=clock)
             try:
-                shoe_port = PtyPort(link_dir / "shoe" if link_dir else None)
+                shoe_port = PtyPort(link_dir / "shoe" if link_dir else None, clock=clock)
             except OSError:
                 shuffler_port.close()
                 raise
             self.shuffler_url = shuffler_port.name
             self.shoe_url = shoe_port.name
-        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle)
-        self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL)
-        self.dealer = VirtualDealer(self.shuffler, self.shoe, colours)
+        self.clock = clock
+        self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle,
+                                         clock=clock)
+        self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL, clock=clock)
+        self.dealer = VirtualDealer(self.shuffler, self.shoe, colours, history)
 
     def start(self) -> "SimulatedTable":
         self.shuffler.start()

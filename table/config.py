@@ -291,6 +291,8 @@ class LinkSection:
     reconnect_max_ms: int = _spec(5000, range=(10, 600_000))
     reconnect_wait_s: float = _spec(30.0, range=(0, 3600))
     read_timeout_ms: int = _spec(250, range=(10, 5000))
+    #: Obsolete (issue 18): accepted so older config files still load, and ignored;
+    #: the link no longer lingers after a request (protocols/SPEC.md §7.1).
     burst_linger_ms: int = _spec(2, range=(0, 100))
     event_timeout_s: float = _spec(10.0, range=(0.1, 3600))
     shuffle_timeout_s: float = _spec(180.0, range=(1, 3600))

@@ -148,6 +148,10 @@ class Console:
     def __init__(self, *, two_person_void: bool = True) -> None:
         self._cv = threading.Condition()
         self._pending: collections.deque[Command] = collections.deque()
+        #: commands that came while the controller carried out the one it had just taken
+        #: (between two waits): answered when it next says what it waits for
+        self._deferred: list[Command] = []
+        self._between = False
         self._expect: Expectation | None = None
         self._policy = VoidPolicy()
         self._void: Command | None = None
@@ -179,9 +183,27 @@ class Console:
             self._listeners.remove(callback)
 
     def expect(self, exp: Expectation | None) -> None:
-        """Say what the table waits for (the controller; also device steps, for screens)."""
+        """Say what the table waits for (the controller; also device steps, for screens).
+        Commands deferred since the last wait returned are now taken (this expectation
+        accepts them) or refused with what the table waits for instead."""
         with self._cv:
+            self._between = False
+            deferred, self._deferred = self._deferred, []
+            refused = []
+            for cmd in deferred:
+                why = self._refusal(cmd, exp)
+                if why is None:
+                    self._pending.append(cmd)
+                else:
+                    refused.append((cmd, why))
             self._expect = exp
+            if deferred:
+                self._cv.notify_all()
+        for cmd, why in refused:
+            cmd.answer(ok=False, code="not_expected", error=why)
+        self._tell(exp)
+
+    def _tell(self, exp: Expectation | None) -> None:
         for cb in list(self._listeners):
             try:
                 cb(exp)
@@ -233,19 +255,32 @@ class Console:
             return
         with self._cv:
             exp = self._expect
-            if exp is None or action not in exp.accepts:
-                waits = exp.what if exp is not None else "nothing a person does now"
-                cmd.answer(ok=False, code="not_expected", error=f"{action} is not expected now; the table waits "
-                                                                 f"for {waits}")
+            if exp is None and self._between and len(self._deferred) < 16:
+                # The controller is carrying out the command it just took (a decision) and
+                # will say what it waits for next within one step: a command sent right
+                # after is answered then, not refused for the gap (seat 2's decision
+                # entered as soon as seat 1's is answered).
+                self._deferred.append(cmd)
                 return
-            if action == "decide" and exp.seat is not None and cmd.args.get("seat") != exp.seat:
-                cmd.answer(ok=False, code="not_expected", error=f"the table waits for seat {exp.seat}'s decision")
-                return
-            if any(p.action == action for p in self._pending):
-                cmd.answer(ok=False, code="not_expected", error=f"{action} is already being carried out")
-                return
-            self._pending.append(cmd)
-            self._cv.notify_all()
+            why = self._refusal(cmd, exp)
+            if why is None:
+                self._pending.append(cmd)
+                self._cv.notify_all()
+        if why is not None:
+            cmd.answer(ok=False, code="not_expected", error=why)
+
+    def _refusal(self, cmd: Command, exp: Expectation | None) -> str | None:
+        """Why ``cmd`` is not taken while the table waits for ``exp`` (None: it is). Call
+        with the lock held."""
+        action = cmd.action
+        if exp is None or action not in exp.accepts:
+            waits = exp.what if exp is not None else "nothing a person does now"
+            return f"{action} is not expected now; the table waits for {waits}"
+        if action == "decide" and exp.seat is not None and cmd.args.get("seat") != exp.seat:
+            return f"the table waits for seat {exp.seat}'s decision"
+        if any(p.action == action for p in self._pending):
+            return f"{action} is already being carried out"
+        return None
 
     def _validate(self, cmd: Command) -> None:
         """The table.roles rules: a supervisor's name and a reason are non-blank, bounded,
@@ -322,6 +357,7 @@ class Console:
                     for i, cmd in enumerate(self._pending):
                         if cmd.action in accepts:
                             del self._pending[i]
+                            self._between = True  # until the controller says what it waits for next
                             return cmd
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
@@ -334,8 +370,12 @@ class Console:
             for cmd in left:
                 cmd.answer(ok=False, code="not_expected", error=f"{cmd.action} was not carried out: the table "
                                                                  "no longer waits for it")
-            if self._expect is exp:
-                self.expect(None)
+            with self._cv:
+                cleared = self._expect is exp
+                if cleared:
+                    self._expect = None  # deferred commands stay deferred: the next expect() answers them
+            if cleared:
+                self._tell(None)
 
 
 def console_decisions(console: "Console") -> Decide:

@@ -46,6 +46,7 @@ from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
 from firmware_bridge.link import DeviceEvent, DeviceIdentity, LinkNotice, RefusedEvent
 from protocols.cards import BackColour, Card
+from protocols.clock import REAL_CLOCK, Clock
 from protocols.messages import (
     CardDrawn,
     CardUnreadable,
@@ -113,6 +114,9 @@ class TableTiming:
     #: this long for the device event confirming a dealer's action (a virtual
     #: dealer is held to ``event_timeout_s``).
     dealer_timeout_s: float = 86_400.0
+    #: The clock the event waits run on (protocols/clock.py): a soak passes a faster
+    #: VirtualClock, so its devices' and the controller's waits compress alike.
+    clock: Clock = REAL_CLOCK
 
 
 # --- results and views ------------------------------------------------------------
@@ -422,7 +426,9 @@ class TableController:
         return signed
 
     def close(self) -> None:
-        """At shutdown: sign what the journal holds (a clean stop leaves no unsigned tail)."""
+        """At shutdown: answer any command still waiting for one (the table stops waiting),
+        and sign what the journal holds (a clean stop leaves no unsigned tail)."""
+        self.console.expect(None)
         if self.journal is not None and self.journal.last_seq:
             last = self.journal.last("checkpoint")
             if last is None or last.seq != self.journal.last_seq:
@@ -441,10 +447,11 @@ class TableController:
         """The next device event, journaled then answered; link notices and refused
         events are handled here. A ``CardDrawn`` is returned unjournaled: the caller
         journals it where it goes (:meth:`_card_entry`), then answers it."""
-        deadline = time.monotonic() + timeout_s
+        clock = self.timing.clock
+        deadline = clock.monotonic() + timeout_s
         while True:
-            now = time.monotonic()
-            remaining = deadline - now
+            now = time.monotonic()  # the link's deadlines are real time; the event's is on the clock
+            remaining = clock.real_s(deadline - clock.monotonic())  # real seconds
             down = self._link_down_deadline()
             if down is not None and self._round is not None:
                 if now >= down[1]:  # a round whose device stays away is held within the link's timeout
@@ -454,7 +461,7 @@ class TableController:
             try:
                 ev = self.events.get(timeout=remaining) if remaining > 0 else self.events.get_nowait()
             except queue.Empty:
-                if down is not None and self._round is not None and time.monotonic() < deadline:
+                if down is not None and self._round is not None and clock.monotonic() < deadline:
                     continue  # the link's own deadline: checked at the top
                 for link in self._links.values():
                     if not link.alive:
@@ -1501,9 +1508,9 @@ class TableController:
     def _await_cards(self, out: int, **flags: Any) -> None:
         """Wait (within the link's event timeout, a deadline the device keeps) for the card
         events up to ``out`` cards drawn since the load; journal each, dealt to nobody."""
-        deadline = time.monotonic() + self.timing.event_timeout_s
+        deadline = self.timing.clock.monotonic() + self.timing.event_timeout_s
         while self._next_draw < out:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.timing.clock.monotonic()
             if remaining <= 0:
                 return
             try:

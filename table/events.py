@@ -415,6 +415,10 @@ class EventLog:
         self._opener = _opener(key, _journal_table_id(self._db) or table_id) if key is not None else None
         self._lock = threading.Lock()
         self._wake = threading.Condition()
+        # Set by notify(), cleared by the pump before it reads: a notify that comes
+        # while the pump is reading is not lost (the pump reads again at once
+        # instead of waiting poll_s for the next look).
+        self._dirty = False
         self._subs: list[Subscription] = []
         self._listeners: list[Callable[[Derived], None]] = []
         self._count = 0          # events so far (= head seq)
@@ -515,6 +519,7 @@ class EventLog:
     def notify(self, *_: Any) -> None:
         """Look for new journal entries now (thread-safe; pass it to ``TableController.subscribe``)."""
         with self._wake:
+            self._dirty = True
             self._wake.notify_all()
 
     def poll(self) -> int:
@@ -550,12 +555,14 @@ class EventLog:
 
     def _pump(self) -> None:
         while not self._stop.is_set():
+            with self._wake:
+                self._dirty = False
             try:
                 self.poll()
             except sqlite3.Error as exc:
                 log.error("event_log_read_failed", error=str(exc))
             with self._wake:
-                if not self._stop.is_set():
+                if not self._stop.is_set() and not self._dirty:
                     self._wake.wait(self.poll_s)
 
     def subscribe(self, after: int | None = None, *, seat: int | None = None, maxsize: int = 10_000) -> Subscription:

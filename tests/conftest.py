@@ -9,6 +9,12 @@ import time
 import pytest
 
 
+def pytest_collection_modifyitems(config, items):
+    """Long tests first (stable otherwise): pytest-xdist hands tests out in this
+    order, so the longest start at once and the run ends with the short ones."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def _fds() -> set[int]:
     try:
         return {int(n) for n in os.listdir("/proc/self/fd")}

@@ -89,8 +89,8 @@ def bench(tmp_path):
 
 @pytest.fixture
 def pty_bench(tmp_path):
-    """Standalone emulators on ptys: like serial devices, and quicker to reopen than pyserial's
-    socket://, whose close() sleeps 0.3 s."""
+    """Standalone emulators on ptys: like serial devices (the host closes a socket:// port without
+    pyserial's 0.3 s pause, firmware_bridge/transport.py, so TCP is as quick)."""
     yield from _bench(tmp_path, "pty")
 
 

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from hil_helpers import CLI
 
 from table.config import parse_config
@@ -32,6 +34,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.long
 def test_python_examples_run_against_a_simulated_table(tmp_path):
     os.chmod(tmp_path, 0o700)
     people = tmp_path / "people.toml"

@@ -6,7 +6,7 @@ import threading
 
 from table.interfaces.control_socket import ControlSocket, send
 from table.interfaces.terminal import parse_key_line
-from table.console import Command, Console, VoidPolicy
+from table.console import Command, Console, Expectation, VoidPolicy
 from table.roles import Actor, Role
 
 
@@ -75,3 +75,52 @@ def test_terminal_keys():
     assert parse_key_line("r A2", "S-2").args["deck_id"] == "A2"
     assert parse_key_line("c", "S").action == "close_bets"
     assert parse_key_line("zz", "S") is None and parse_key_line("", "S") is None
+
+
+def test_a_decision_sent_right_after_the_last_one_is_answered_is_taken_not_refused():
+    """The dealer enters seat 2's decision the moment seat 1's is answered: the table is
+    still journaling seat 1's (between two waits, no expectation). That command is held
+    until the table says what it waits for next, then taken, not refused for the gap."""
+
+    console = Console()
+    console.attached = True
+    replies: list[dict] = []
+    seat1_answered = threading.Event()
+    seat1_asked = threading.Event()
+    console.on_expectation(lambda exp: exp is not None and exp.seat == 1 and seat1_asked.set())
+
+    def dealer() -> None:
+        assert seat1_asked.wait(10)
+        console.submit(Command("decide", {"seat": 1, "decision": "play"},
+                               lambda r: (replies.append(r), seat1_answered.set())))
+        seat1_answered.wait(10)
+        # At once: the controller has not asked for seat 2 yet.
+        console.submit(Command("decide", {"seat": 2, "decision": "fold"}, replies.append))
+
+    t = threading.Thread(target=dealer)
+    t.start()
+    # the table asks for seat 1 (a timeout on the wait so that a wrong answer fails, not hangs)
+    cmd = console.wait(("decide",), "seat 1's decision", timeout_s=10, seat=1)
+    cmd.answer(ok=True, seat=1, decision=cmd.args["decision"])
+    first = cmd.args["decision"]
+    assert seat1_answered.wait(10)
+    t.join(10)  # seat 2's decision is in before the table asks for it
+    second = console.wait(("decide",), "seat 2's decision", timeout_s=10, seat=2)  # raises if it was refused
+    second.answer(ok=True, seat=2, decision=second.args["decision"])
+    assert (first, second.args["decision"]) == ("play", "fold")
+    assert replies == [{"ok": True, "seat": 1, "decision": "play"}, {"ok": True, "seat": 2, "decision": "fold"}]
+
+
+def test_a_command_held_between_two_waits_is_refused_when_the_table_waits_for_something_else():
+    console = Console()
+    console.attached = True
+    replies: list[dict] = []
+    console.on_expectation(lambda exp: exp is not None and exp.action == "close_bets"
+                           and console.submit(Command("close_bets", {}, replies.append)))
+    taken = console.wait(("close_bets",), "the dealer to close bets", timeout_s=10)
+    taken.answer(ok=True)
+    console.submit(Command("close_bets", {}, replies.append))  # a double tap, between two waits
+    assert replies == [{"ok": True}]  # not answered yet: the table has not said what comes next
+    console.expect(Expectation("draw_card", "the dealer to draw card 1 of 9", "device", ()))
+    assert replies[1]["ok"] is False and replies[1]["code"] == "not_expected"
+    assert "draw card 1" in replies[1]["error"]

@@ -233,3 +233,33 @@ def test_tail_usage_and_unreadable_sources(tmp_path):
 def test_schema_files_are_valid_json_schema():
     for name in ("event-v1.schema.json", "hello-v1.schema.json", "request-v1.schema.json", "status-v1.schema.json"):
         validator(name)
+
+
+def test_a_notify_while_the_pump_reads_is_not_lost(tmp_path, monkeypatch):
+    """The controller's notify can come while the event log is reading the journal;
+    the pump must look again at once, not sleep poll_s first (issue 18: a card read
+    reaches the socket in milliseconds). Here poll_s is an hour: only the notify can
+    bring the events out."""
+    with Table(config(tmp_path), simulate=True, seed=3, rounds=1) as t:
+        t.wait(60)
+    log = EventLog(tmp_path / "journal.sqlite3", "pit1-tcp-01", poll_s=3600)
+    real_poll = log.poll
+    calls = []
+
+    def poll_racing_a_write():
+        calls.append(1)
+        if len(calls) == 1:
+            log.notify()  # a new entry was journaled while this look was under way
+            return 0
+        return real_poll()
+
+    monkeypatch.setattr(log, "poll", poll_racing_a_write)
+    log.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 2, "the notify that came during a read was lost: the pump slept poll_s"
+        assert log.head > 0
+    finally:
+        log.close()

@@ -318,6 +318,7 @@ class _NullPort:
         pass
 
 
+@pytest.mark.long
 def test_an_emulator_stays_flat_over_300000_requests():
     emu = ShoeEmulator(_NullPort())
     try:

@@ -218,6 +218,7 @@ def test_a_checkpoint_by_a_foreign_key_fails(tmp_path):
     assert result.status == "tampered" and "not among the public keys" in result.reason
 
 
+@pytest.mark.long
 def test_twenty_thousand_bit_flips_never_crash_verify_and_every_change_is_reported(tmp_path):
     path = tmp_path / "j.sqlite3"
     with Journal(path, key=KEY, table_id="t1") as j:

@@ -263,6 +263,7 @@ def _wait_state(link, state, within_s):
     return link.state is state
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_a_disconnect_during_a_heartbeat_does_not_stall_the_reconnect(bench):
     """The supervisor sends heartbeats and also reconnects: a heartbeat in flight when
     the cable is pulled must give up at once rather than wait for itself."""
@@ -318,14 +319,15 @@ def test_a_burst_of_requests_reads_its_own_replies_and_still_delivers_events(ben
         assert link.stats.replies_read_by_requester > 150, link.stats
 
 
-def test_with_burst_linger_off_the_reader_thread_reads_every_reply(bench):
-    link, _ = bench.link(config=dataclasses.replace(FAST, burst_linger_ms=0))
+def test_with_requester_reads_off_the_reader_thread_reads_every_reply(bench):
+    link, _ = bench.link(config=dataclasses.replace(FAST, requester_reads=False))
     emit_cards(bench.emulator, 10)
     exchange(link, 50)
     assert collect_cards(link, 10) == list(range(10))
     assert link.stats.replies_read_by_requester == 0
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     """A requester waiting on the line for a reply that never comes is woken by
     close() (the port is not closed under its read) and gets LinkLost."""
@@ -343,6 +345,7 @@ def test_closing_the_link_wakes_a_requester_reading_its_own_reply(bench):
     assert isinstance(result.get("error"), LinkLost), result
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_close_is_not_held_up_by_a_heartbeat_reading_its_own_reply(bench):
     """A heartbeat waiting on the line for an answer from a silent device is woken by
     close(), which does not wait out the heartbeat timeout."""
@@ -382,6 +385,7 @@ def test_a_request_that_fails_unexpectedly_frees_the_line_for_events(bench, monk
     assert collect_cards(link, 3, timeout_s=3) == [0, 1, 2]
 
 
+@pytest.mark.alone  # bounds wall time: run apart from the parallel run
 def test_the_heartbeat_waits_while_a_request_is_in_flight(bench):
     """A request retransmitting to a silent device makes the heartbeat stand aside:
     it looks again once per interval, it does not spin."""
@@ -416,4 +420,35 @@ def test_a_socket_port_closed_by_the_device_says_read_failed_once():
         assert str(info.value) == f"{url}: read failed: socket disconnected"
     finally:
         transport.close()
+        server.close()
+
+
+def test_a_socket_port_closes_without_pyserials_pause_and_the_far_end_sees_it(monkeypatch):
+    """pyserial's socket:// close() sleeps 0.3 s after closing; the host closes the
+    socket itself (the same shutdown and close), so nothing sleeps, the server sees
+    the end of the connection, and the next open connects again at once."""
+    import socket as socketlib
+
+    import serial.urlhandler.protocol_socket as protocol_socket
+
+    from firmware_bridge.transport import SerialTransport
+
+    def no_pause(seconds):
+        raise AssertionError(f"close slept {seconds} s")
+
+    monkeypatch.setattr(protocol_socket.time, "sleep", no_pause)
+    server = socketlib.create_server(("127.0.0.1", 0))
+    try:
+        t = SerialTransport("socket://127.0.0.1:%d" % server.getsockname()[1])
+        for _ in range(2):
+            t.open()
+            peer, _ = server.accept()
+            t.write(b"\x01\x02")
+            assert peer.recv(2) == b"\x01\x02"
+            t.close()
+            assert not t.is_open
+            assert peer.recv(1) == b"", "the far end did not see the connection end"
+            peer.close()
+        t.close()  # twice is safe
+    finally:
         server.close()

@@ -11,27 +11,42 @@ import pytest
 from tests.test_e2e_run import tablectl
 
 
-def _run(tmp_path, name, *extra):
+def _start(tmp_path, name, *extra):
+    """A 160-round simulated run with its own journal, started (not waited for)."""
     journal = tmp_path / f"{name}.sqlite3"
-    proc = subprocess.run(tablectl() + ["run", "--simulate", "--rounds", "160", "--seats", "3", "--seed", "21",
-                                        "--journal", str(journal), "--json", *extra],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "160", "--seats", "3", "--seed", "21",
+                                          "--journal", str(journal), "--json", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return proc, journal
+
+
+def _check(run):
+    proc, journal = run
+    err = proc.communicate(timeout=600)[1]
+    assert proc.returncode == 0, err
     return subprocess.run(tablectl() + ["shuffle-check", str(journal), "--json"], capture_output=True, text=True,
                           timeout=120)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_a_weak_shuffle_is_flagged_and_a_proper_one_passes(tmp_path):
-    weak = _run(tmp_path, "weak", "--weak-shuffle")
-    report = json.loads(weak.stdout)
-    assert weak.returncode == 1 and report["verdict"] == "fail"
-    assert 0 < report["flagged_after_rounds"] <= 160
-    proper = _run(tmp_path, "proper")
-    report = json.loads(proper.stdout)
-    assert proper.returncode == 0 and report["verdict"] == "pass", report
-    assert report["rounds"] == 160 and set(report["decks"]) == {"A", "B"}
-
+    # The two tables are independent processes with journals of their own: deal both at once.
+    runs = _start(tmp_path, "weak", "--weak-shuffle"), _start(tmp_path, "proper")
+    try:
+        weak = _check(runs[0])
+        report = json.loads(weak.stdout)
+        assert weak.returncode == 1 and report["verdict"] == "fail"
+        assert 0 < report["flagged_after_rounds"] <= 160
+        proper = _check(runs[1])
+        report = json.loads(proper.stdout)
+        assert proper.returncode == 0 and report["verdict"] == "pass", report
+        assert report["rounds"] == 160 and set(report["decks"]) == {"A", "B"}
+    finally:
+        for proc, _ in runs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 def test_a_file_that_is_not_a_journal_is_bad_input_not_a_failed_shuffle(tmp_path):
     from click.testing import CliRunner

@@ -32,6 +32,7 @@ def test_each_fault_class_is_detected_without_losing_a_card(kind):
         assert len(t.truth_reads()) == len(t.device_reads())
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_soak_cli_json_summary():
     proc = subprocess.run(tablectl() + ["soak", "--rounds", "120", "--seed", "7", "--fault-rate", "0.4", "--json"],
@@ -96,7 +97,7 @@ def test_a_missing_card_is_detected_by_its_own_deck_count(monkeypatch):
     assert out["false_alarms"] == 0 and out["anomalies"] == []
 
 
-def _fake_summary(rounds, seed, *, seats=3, fault_rate=0.3, progress=None):
+def _fake_summary(rounds, seed, *, seats=3, fault_rate=0.3, progress=None, speed=10.0):
     return {"rounds": rounds, "faults_injected": 1, "faults_detected": 1, "lost_events": 0, "duplicated_events": 0,
             "false_alarms": 0, "misread_events": 0, "faults_withdrawn": 0, "faults_pending_at_end": 0,
             "faults_detected_late": 0, "extra_alarm_rounds": 0, "alarms_excused_as_aftermath": 0,
@@ -146,3 +147,18 @@ def test_lost_and_duplicated_reads_do_not_cancel_out():
     assert _compare_reads(t, [t[0], t[0], t[1], t[3], t[4]]) == (1, 1, 0)
     assert _compare_reads(t, [t[0], ("??", "red"), t[2], t[3], t[4]]) == (0, 0, 0)  # unreadable, same back
     assert _compare_reads(t, [t[0], ("Qs", "red"), t[2], t[3], t[4]]) == (0, 0, 1)
+
+
+@pytest.mark.long
+def test_a_compressed_clock_injects_the_same_faults_with_the_same_counting():
+    """The soak's clock only changes how long the waits take: the same seed injects
+    the same faults of the same classes, and both runs count 0 lost, 0 duplicated,
+    0 false alarms, every fault detected."""
+    real = run_soak(10, 11, fault_rate=1.0, speed=1)
+    fast = run_soak(10, 11, fault_rate=1.0, speed=20)
+    assert real["clock_speed"] == 1 and fast["clock_speed"] == 20
+    for out in (real, fast):
+        assert (out["lost_events"], out["duplicated_events"], out["false_alarms"], out["misread_events"]) == (0, 0, 0, 0)
+        assert out["faults_detected"] == out["faults_injected"], out["anomalies"]
+    assert ({k: v["injected"] + v["withdrawn"] for k, v in real["by_kind"].items()}
+            == {k: v["injected"] + v["withdrawn"] for k, v in fast["by_kind"].items()})

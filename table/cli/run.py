@@ -14,7 +14,7 @@ import signal
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 import structlog
@@ -78,7 +78,7 @@ class _LogFile(click.ParamType):
         if not isinstance(value, str):
             return value
         if value == "-":
-            return click.get_text_stream("stdout")
+            return sys.stdout
         from table.files import open_append_private
 
         try:
@@ -86,6 +86,47 @@ class _LogFile(click.ParamType):
         except OSError as exc:
             self.fail(f"cannot open log file {value!r}: {exc.strerror or exc}", param, ctx)
         return os.fdopen(fd, "a", encoding="utf-8")
+
+
+class RunResults:
+    """What ``tablectl run`` keeps of the rounds dealt: counts and each seat's net,
+    never the rounds themselves, so a long run stays flat in memory (issue 18).
+
+    With ``as_json`` each round is written to ``out`` as it is dealt, inside the
+    one JSON object documented in the README (``{"rounds": [...], ...}``, the
+    same bytes as building it whole); :meth:`finish` writes the rest. Otherwise
+    each round is its text (``round_lines`` under ``profile``). ``out`` is a
+    text stream.
+    """
+
+    def __init__(self, seats: int, as_json: bool, out: TextIO, profile: Any = None) -> None:
+        self.count = 0
+        self._profile = profile
+        self.net_by_seat = {str(s): 0 for s in range(1, seats + 1)}
+        self._json = as_json
+        self._out = out
+
+    def add(self, r: RoundResult) -> None:
+        """Count round ``r`` and write it out."""
+        self.count += 1
+        for s in r.seats:
+            self.net_by_seat[str(s.seat)] += s.net_cents
+        if not self._json:
+            for line in round_lines(r, self._profile):
+                click.echo(line, file=self._out)
+            return
+        self._out.write(('{"rounds": [' if self.count == 1 else ", ") + json.dumps(round_to_json(r)))
+        self._out.flush()
+
+    def finish(self, rest: dict[str, Any]) -> None:
+        """With ``as_json``: close the ``rounds`` list and write ``rest`` (the summary
+        keys, in order) to end the object and its line."""
+        if self._json:
+            tail = json.dumps(rest)  # '{"cards_read": ...}'
+            head = '{"rounds": [' if self.count == 0 else ""
+            sep = ", " if len(tail) > 2 else ""
+            self._out.write(head + "]" + sep + tail[1:] + "\n")
+            self._out.flush()
 
 
 @exit_codes({
@@ -285,11 +326,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     # Past a file size limit the kernel's default kills the process mid-write; ignored,
     # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    results: list[RoundResult] = []
     voided: list[dict[str, str]] = []
     error: str | None = None
     code = 0
     profile = get_profile(profile_name)
+    results = RunResults(seats, as_json and not service, sys.stdout, profile)
     with ExitStack() as stack:
         controller = None
         if journal is not None:
@@ -420,10 +461,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 if service:
                     svc.round_done(r, round_to_json(r))
                     continue
-                results.append(r)
-                if not as_json:
-                    for line in round_lines(r, profile):
-                        click.echo(line)
+                results.add(r)
         except JournalWriteError as exc:
             # Nothing more can be recorded, so nothing more is done: the devices keep their
             # unacknowledged events and a restart holds the round (docs/journal.md).
@@ -442,14 +480,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         violations = len(controller.custody.violations) if controller else 0
         cards_read = controller.cards_read if controller else 0
 
-    net_by_seat = {str(s): sum(r.seats[s - 1].net_cents for r in results) for s in range(1, seats + 1)}
+    net_by_seat = results.net_by_seat
     if service:
         # A stop is routine (info); anything else that ended the run is an error.
         svc.summary(cards_read, violations, error, stopped=code == EXIT_INTERRUPTED, voided=len(voided))
         sys.exit(code)  # the summary record says why; stdout carries JSON log lines only
     if as_json:
         out: dict[str, Any] = {
-            "rounds": [round_to_json(r) for r in results],
             "cards_read": cards_read,
             "custody_violations": violations,
             "net_by_seat": net_by_seat,
@@ -462,9 +499,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         }
         if error:
             out["error"] = error
-        click.echo(json.dumps(out))
+        results.finish(out)
     else:
-        for line in summary_lines(len(results), cards_read, violations, net_by_seat, voided=len(voided)):
+        for line in summary_lines(results.count, cards_read, violations, net_by_seat, voided=len(voided)):
             click.echo(line)
     if error:
         click.echo(f"tablectl run: {error}", err=True)

@@ -39,7 +39,7 @@ def simulate_table_command(link_dir: str, dealer_socket: str, seed: int | None, 
     from simulators.pty_port import PtyLinkError
 
     try:
-        sim_table = SimulatedTable((a, b), seed=seed, link_dir=link_dir)
+        sim_table = SimulatedTable((a, b), seed=seed, link_dir=link_dir, history=None)  # "truth": every read
     except PtyLinkError as exc:
         raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
     with sim_table as sim:

@@ -25,8 +25,13 @@ from .exits import exit_codes
 @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the faults and the shuffles.")
 @click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True,
               help="Players at the table (each round deals 3 cards a seat and 3 to the dealer).")
+@click.option("--speed", type=click.FloatRange(1, 1000), default=None,
+              help="Run the table's clock this many times faster than real time: an unplug's "
+                   "duration, a slow dealer, the devices' resend back-off and the controller's event "
+                   "timeout (default 10; 1 is real time).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: int, as_json: bool) -> None:
+def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: int, speed: float | None,
+                 as_json: bool) -> None:
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
     injected from every class: dealer errors (foreign card, card read twice, short
     deck, card drawn early, card too many), device faults (unreadable card, jam,
@@ -58,17 +63,19 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
               wagers returned, or if already settled, its results stand
       fault:  a device fault or timeout stopped it; the table recovered
     """
-    from table.hil.chaos import run_soak
+    from table.hil.chaos import SOAK_SPEED, run_soak
 
     logging.getLogger().handlers.clear()
     logging.basicConfig(level=logging.CRITICAL, stream=sys.stderr)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     rate = fault_rate if faults == "random" else 0.0
+    speed = SOAK_SPEED if speed is None else speed
     if sys.stderr.isatty():
         with click.progressbar(length=rounds, label="soak", file=sys.stderr) as bar:
-            summary = run_soak(rounds, seed, seats=seats, fault_rate=rate, progress=lambda n: bar.update(1))
+            summary = run_soak(rounds, seed, seats=seats, fault_rate=rate, progress=lambda n: bar.update(1),
+                               speed=speed)
     else:
-        summary = run_soak(rounds, seed, seats=seats, fault_rate=rate)
+        summary = run_soak(rounds, seed, seats=seats, fault_rate=rate, speed=speed)
     if as_json:
         click.echo(json.dumps(summary))
     else:

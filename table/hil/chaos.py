@@ -16,7 +16,6 @@ import collections
 import queue
 import random
 import tempfile
-import threading
 import tomllib
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,6 +28,7 @@ from firmware_bridge.faults import FaultPlan, FaultyTransport
 from firmware_bridge.link import Link, LinkConfig
 from firmware_bridge.transport import SerialTransport
 from protocols.cards import BackColour, Card
+from protocols.clock import REAL_CLOCK, VirtualClock
 import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
@@ -52,6 +52,12 @@ FAULT_KINDS = (
     "foreign_card", "duplicate_read", "missing_card", "unreadable_card", "jam", "early_card", "extra_card",
     "corrupt_bytes", "unplug_shoe", "reboot_shoe", "unplug_shuffler", "reboot_shuffler",
 )
+#: How many times faster than real time a soak's clock runs by default (ChaosTable).
+#: The fault waits it compresses are a person's or a device's (0.3 s unplugs, resend
+#: back-offs up to 2 s, a 5 s event timeout); at 10 the shortest device wait, the
+#: first event resend (50 ms), still takes 5 ms: longer than the host takes to
+#: journal and ACK an event on a loaded machine, so the ARQ is not flooded.
+SOAK_SPEED = 10.0
 #: Procedure slips that are not faults to alarm on: the controller waits them out.
 SLIP_KINDS = ("late_insert",)
 
@@ -328,6 +334,7 @@ class FaultyDealer:
 
     def __init__(self, sim: SimulatedTable) -> None:
         self.sim = sim
+        self.clock = sim.clock  # a slow dealer takes time on the table's clock
         self._armed: dict[int, Callable[[], None]] = {}
         self._draws = 0
         self._round_draws = 0
@@ -364,7 +371,7 @@ class FaultyDealer:
         self._fire("shuffle")
         if self.late_insert_s:  # the dealer is slow to put the previous deck in the shuffler
             delay, self.late_insert_s = self.late_insert_s, 0.0
-            threading.Timer(delay, self.sim.dealer.insert_deck, args=(colour,)).start()
+            self.clock.timer(delay, self.sim.dealer.insert_deck, colour)
             return
         self.sim.dealer.insert_deck(colour)
 
@@ -418,14 +425,25 @@ class BurstTransport(FaultyTransport):
 
 
 class ChaosTable:
-    """A simulated table with the controller, a journal and the automatic supervisor."""
+    """A simulated table with the controller, a journal and the automatic supervisor.
 
-    def __init__(self, *, seed: int, seats: int = 3, journal_path: str | Path | None = None) -> None:
+    ``speed``: how many times faster than real time the table's clock runs
+    (:class:`protocols.clock.VirtualClock`): what a person or a device takes
+    time for (an unplug's duration, a slow dealer, the devices' resend
+    back-off) and the controller's event timeout all run on it, so a soak
+    compresses them alike; the host's link timers stay on real time, as they
+    guard a real transport. 1 (the default) is real time.
+    """
+
+    def __init__(self, *, seed: int, seats: int = 3, journal_path: str | Path | None = None,
+                 speed: float = 1.0) -> None:
         self._stack = ExitStack()
         tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
         journal_path = journal_path or tmp / "journal.sqlite3"
         self.link_dir = tmp
-        self.sim = self._stack.enter_context(SimulatedTable((RED, BLUE), seed=seed, link_dir=self.link_dir))
+        self.clock = REAL_CLOCK if speed == 1 else VirtualClock(speed)
+        self.sim = self._stack.enter_context(SimulatedTable((RED, BLUE), seed=seed, link_dir=self.link_dir,
+                                                            clock=self.clock, history=None))  # every read: the truth
         self.journal = Journal(journal_path, key=table_key_for(journal_path)[0])
         self._stack.callback(self.journal.close)
         self.events: queue.Queue = queue.Queue(maxsize=1024)
@@ -445,7 +463,7 @@ class ChaosTable:
         self.controller = TableController(
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
             seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            console=self.console, timing=TableTiming(event_timeout_s=5))
+            console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock))
         self._stack.callback(self.controller.close)  # first out: sign the journal's tail
 
     def _open(self, cls, transport, cfg):
@@ -591,9 +609,13 @@ def _matches_missing(detail: str, colour: BackColour, card: Card) -> bool:
 
 
 def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
-             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[int], None] | None = None, speed: float = SOAK_SPEED) -> dict[str, Any]:
     """Play ``rounds`` rounds with random faults from every class (``fault_rate``
     of the rounds get one); return the summary the issue asks for.
+
+    ``speed``: the table's clock runs this many times faster than real time
+    (see :class:`ChaosTable`): the same faults, in the same order, with the
+    same counting; 1 is real time.
 
     A fault counts as detected when the journal shows its alarm (see
     :data:`DETECTED_BY`) in the round it was injected or the next (a card event
@@ -634,7 +656,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         detected_by_kind[kind] += 1
         late_by_kind[kind] += late
 
-    with ChaosTable(seed=seed, seats=seats) as t:
+    with ChaosTable(seed=seed, seats=seats, speed=speed) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
         for n in range(1, rounds + 1):
@@ -748,6 +770,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         "outcomes": dict(outcomes),
         "card_events": len(recorded),
         "seed": seed,
+        "clock_speed": speed,
         "anomalies": anomalies,
     }
 

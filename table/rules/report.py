@@ -12,9 +12,10 @@ Nothing here is typed in: every figure is counted from the 52-card deck.
   ante plus the average play wager).
 * Pair Plus and progressive: the 22,100 player hands, line by line.
 * Six Card Bonus: all C(52,6) = 20,358,520 six-card sets, counted by rank
-  multiset (about 18,000 of them) and suit combinatorics: at most one suit can
-  hold five or six cards, and only rank sets with five or six distinct ranks
-  can hold one, so the flush assignments are few and counted directly.
+  set: at most one suit can hold five or six cards, and only sets of five or six
+  distinct ranks can hold one (3,003 of them), so the flush assignments are
+  few and counted directly; below five distinct ranks only the pattern of
+  rank counts decides the hand.
 
 Figures are :class:`fractions.Fraction`; the text and JSON forms also give a
 percentage to 4 decimals. House edge is positive when the house wins.
@@ -28,8 +29,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from itertools import combinations
-from math import comb, prod
-from typing import Any, Iterable, Iterator, Sequence
+from math import comb, factorial, perm, prod
+from typing import Any, Iterable, Iterator
+
+import numpy as np
 
 from protocols.cards import RANK_CHARS, Suit, full_deck
 
@@ -92,57 +95,103 @@ class PlayerHandOdds:
     lose: int
 
 
+@dataclass(frozen=True)
+class _HandClasses:
+    """The 22,100 three-card hands grouped into classes that every rule here
+    treats alike: the same ranks, and the same suit when all three share one
+    (suits never break ties; a suit matters only to a flush's lines, such as
+    ``mini_royal_spades``). About 1,600 classes, so each rule is asked once a
+    class, not once a hand.
+
+    Arrays are numpy, one row per hand in ``itertools.combinations(range(52), 3)``
+    order: ``hands`` (22,100 x 3 card indices), ``of_hand`` (its class),
+    ``ordinal`` (rank of its :attr:`HandValue.key` among all keys, 0 weakest).
+    ``values``: one :class:`HandValue` per class (a member of it), ``class_size``
+    the hands in each class, ``class_ordinal`` its ordinal, ``n_ordinals`` the
+    distinct keys.
+    """
+
+    hands: Any
+    of_hand: Any
+    ordinal: Any
+    values: tuple[HandValue, ...]
+    class_size: Any
+    class_ordinal: Any
+    n_ordinals: int
+
+
 @lru_cache(maxsize=4)
+def _hand_classes(profile: RulesProfile) -> _HandClasses:
+    deck = full_deck()
+    hands = np.array(list(combinations(range(52), 3)), dtype=np.int64)
+    ranks, suits = hands // 4 + 2, hands % 4  # Card.index = (rank - 2) * 4 + suit
+    suited = (suits[:, 0] == suits[:, 1]) & (suits[:, 1] == suits[:, 2])
+    code = ((ranks[:, 2] * 16 + ranks[:, 1]) * 16 + ranks[:, 0]) * 5 + np.where(suited, suits[:, 0], 4)
+    _, first, of_hand = np.unique(code, return_index=True, return_inverse=True)
+    values = tuple(evaluate([deck[i] for i in hands[f]], profile) for f in first.tolist())
+    keys = sorted({v.key for v in values})
+    ordinal_of = {k: i for i, k in enumerate(keys)}
+    class_ordinal = np.array([ordinal_of[v.key] for v in values], dtype=np.int64)
+    return _HandClasses(hands, of_hand, class_ordinal[of_hand], values,
+                        np.bincount(of_hand, minlength=len(values)), class_ordinal, len(keys))
+
+
+@lru_cache(maxsize=4)
+def _ante_play_counts(profile: RulesProfile) -> tuple[Any, Any, Any, Any]:
+    """Per player hand (numpy int64 arrays in :class:`_HandClasses` order): the
+    dealer's remaining 18,424 hands that do not qualify, that it beats, ties,
+    and loses to.
+
+    Counted by inclusion-exclusion over the player's cards: the dealer hands
+    below an ordinal x that share no card with the player's are all hands below
+    x, less those holding each of its cards, plus those holding each pair of
+    them, less the player's own hand. Cumulative count tables by card and by
+    pair of cards make every term one array look-up.
+    """
+    hc = _hand_classes(profile)
+    hands, o, n_ord = hc.hands, hc.ordinal, hc.n_ordinals
+    n = len(o)
+    cum = np.concatenate(([0], np.cumsum(np.bincount(o, minlength=n_ord))))
+    by_card = np.zeros((52, n_ord), dtype=np.int64)
+    for j in range(3):
+        np.add.at(by_card, (hands[:, j], o), 1)
+    card_cum = np.concatenate((np.zeros((52, 1), dtype=np.int64), np.cumsum(by_card, axis=1)), axis=1)
+    pair_ids = [hands[:, i] * 52 + hands[:, j] for i, j in ((0, 1), (0, 2), (1, 2))]
+    used, compact = np.unique(np.concatenate(pair_ids), return_inverse=True)
+    pairs = compact.reshape(3, n)
+    by_pair = np.zeros((len(used), n_ord), dtype=np.int64)
+    for j in range(3):
+        np.add.at(by_pair, (pairs[j], o), 1)
+    pair_cum = np.concatenate((np.zeros((len(used), 1), dtype=np.int64), np.cumsum(by_pair, axis=1)), axis=1)
+    a, b, c = hands[:, 0], hands[:, 1], hands[:, 2]
+
+    def below(x: Any) -> Any:
+        """Dealer hands disjoint from each player's cards with ordinal < x."""
+        return (cum[x] - card_cum[a, x] - card_cum[b, x] - card_cum[c, x]
+                + pair_cum[pairs[0], x] + pair_cum[pairs[1], x] + pair_cum[pairs[2], x]
+                - (o < x))
+
+    q = bisect.bisect_left(sorted({v.key for v in hc.values}), QUALIFYING_KEY)  # first ordinal at queen high
+    nq = below(np.full(n, q))
+    lo, hi = below(o), below(o + 1)
+    qualifies = o >= q  # a player hand below queen high loses to every qualifying dealer hand
+    win = np.where(qualifies, lo - nq, 0)
+    tie = np.where(qualifies, hi - lo, 0)
+    lose = np.where(qualifies, N_DEALER - hi, N_DEALER - nq)
+    return nq, win, tie, lose
+
+
 def ante_play_table(profile: RulesProfile = PENNSYLVANIA) -> tuple[PlayerHandOdds, ...]:
     """The dealer-outcome counts of every one of the 22,100 player hands under
-    ``profile`` (cached; the same for every ante bonus paytable)."""
+    ``profile`` (the same for every ante bonus paytable), each with the hand's
+    own :class:`HandValue`, in ``itertools.combinations`` order of the deck."""
     deck = full_deck()
-    hands = list(combinations(range(52), 3))
-    values = [evaluate([deck[i] for i in h], profile) for h in hands]
-    keys = sorted({v.key for v in values})
-    ordinal = {k: i for i, k in enumerate(keys)}
-    ords = [ordinal[v.key] for v in values]
-    n_ord = len(keys)
-    q = bisect.bisect_left(keys, QUALIFYING_KEY)  # first ordinal at queen high or better
-    cum = [0] * (n_ord + 1)
-    for o in ords:
-        cum[o + 1] += 1
-    for i in range(n_ord):
-        cum[i + 1] += cum[i]
-    by_card: list[list[int]] = [[] for _ in range(52)]
-    by_pair: dict[tuple[int, int], list[int]] = {}
-    for (a, b, c), o in zip(hands, ords):
-        by_card[a].append(o); by_card[b].append(o); by_card[c].append(o)
-        for p in ((a, b), (a, c), (b, c)):
-            by_pair.setdefault(p, []).append(o)
-    for lst in by_card:
-        lst.sort()
-    for lst in by_pair.values():
-        lst.sort()
-    bl = bisect.bisect_left
-    out = []
-    for (a, b, c), o, v in zip(hands, ords, values):
-        la, lb, lc = by_card[a], by_card[b], by_card[c]
-        pab, pac, pbc = by_pair[(a, b)], by_pair[(a, c)], by_pair[(b, c)]
-
-        def below(x: int) -> int:
-            """Dealer hands disjoint from the player's cards with ordinal < x."""
-            return (
-                cum[x]
-                - bl(la, x) - bl(lb, x) - bl(lc, x)
-                + bl(pab, x) + bl(pac, x) + bl(pbc, x)
-                - (o < x)
-            )
-
-        nq = below(q)
-        if o < q:
-            win = tie = 0
-            lose = N_DEALER - nq
-        else:
-            lo, hi = below(o), below(o + 1)
-            win, tie, lose = lo - nq, hi - lo, N_DEALER - hi
-        out.append(PlayerHandOdds(v, nq, win, tie, lose))
-    return tuple(out)
+    hc = _hand_classes(profile)
+    nq, win, tie, lose = (x.tolist() for x in _ante_play_counts(profile))
+    return tuple(
+        PlayerHandOdds(evaluate([deck[i] for i in h], profile), *row)
+        for h, *row in zip(hc.hands.tolist(), nq, win, tie, lose)
+    )
 
 
 @dataclass(frozen=True)
@@ -217,41 +266,37 @@ def ante_report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA) -> AnteRepor
     """
     if pt.kind != "ante_bonus":
         raise PaytableError(f"{pt.name} is a {pt.kind} paytable, not ante_bonus")
-    rows = ante_play_table(profile)
+    hc = _hand_classes(profile)
+    nq, win, _tie, lose = _ante_play_counts(profile)
     fold = -N_DEALER
-    total_opt = total_q64 = 0
-    played = played_q64 = 0
-    indifferent = 0
-    decisions = []
-    for r in rows:
-        play = r.no_qualify + 2 * r.win - 2 * r.lose + N_DEALER * _bonus_odds(pt, r.hand)
-        p = play > fold
-        indifferent += play == fold
-        decisions.append((r.hand, p))
-        total_opt += play if p else fold
-        played += p
-        if plays_q64(r.hand.cards, profile):
-            total_q64 += play
-            played_q64 += 1
-        else:
-            total_q64 += fold
+    bonus = np.array([_bonus_odds(pt, v) for v in hc.values], dtype=np.int64)[hc.of_hand]
+    q64 = np.array([plays_q64(v.cards, profile) for v in hc.values])[hc.of_hand]
+    play = nq + 2 * win - 2 * lose + N_DEALER * bonus  # per hand, in units of 1/N_DEALER ante
+    plays = play > fold
+    indifferent = int(np.count_nonzero(play == fold))
+    total_opt = int(np.where(plays, play, fold).sum())
+    total_q64 = int(np.where(q64, play, fold).sum())
+    played = int(np.count_nonzero(plays))
     denom = N_HANDS * N_DEALER
     edge = Fraction(-total_opt, denom)
     edge_q64 = Fraction(-total_q64, denom)
     p_play = Fraction(played, N_HANDS)
     eor = edge / (1 + p_play)
-    played_hands = [h for h, p in decisions if p]
-    folded_hands = [h for h, p in decisions if not p]
-    weakest = min(played_hands)
-    strongest = max(folded_hands) if folded_hands else None
-    threshold = strongest is None or strongest < weakest
+    # The boundary by key ordinal (HandValue compares by key alone; one key, one text).
+    value_of_ordinal = {int(o): v for o, v in zip(hc.class_ordinal.tolist(), hc.values)}
+    played_ords, folded_ords = np.unique(hc.ordinal[plays]), np.unique(hc.ordinal[~plays])
+    w = int(played_ords[0])
+    weakest = value_of_ordinal[w]
+    s = int(folded_ords[-1]) if len(folded_ords) else None
+    strongest = value_of_ordinal[s] if s is not None else None
+    threshold = s is None or s < w
     exceptions: list[str] = []
     if not threshold:
         # card removal can make the decision depend on more than rank: list the
         # played hands below the strongest fold and the folds above the weakest play
         exceptions = sorted(
-            {f"fold {hand_text(h)}" for h in folded_hands if h > weakest}
-            | {f"play {hand_text(h)}" for h in played_hands if strongest is not None and h < strongest}
+            {f"fold {hand_text(value_of_ordinal[int(x)])}" for x in folded_ords if x > w}
+            | {f"play {hand_text(value_of_ordinal[int(x)])}" for x in played_ords if x < s}
         )[:20]
     return AnteReport(
         paytable=pt,
@@ -273,15 +318,13 @@ def ante_report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA) -> AnteRepor
 # Pair Plus and progressive (the player's three cards)
 
 
-@lru_cache(maxsize=4)
-def _hand_values(profile: RulesProfile) -> tuple[HandValue, ...]:
-    deck = full_deck()
-    return tuple(evaluate(h, profile) for h in combinations(deck, 3))
-
-
 def three_card_line_counts(pt: Paytable, profile: RulesProfile = PENNSYLVANIA) -> Counter:
     """How many of the 22,100 hands each line of ``pt`` pays (``None``: no line)."""
-    return Counter(pt.line_for(v) for v in _hand_values(profile))
+    hc = _hand_classes(profile)
+    out: Counter = Counter()
+    for v, n in zip(hc.values, hc.class_size.tolist()):
+        out[pt.line_for(v)] += n
+    return out
 
 
 @dataclass(frozen=True)
@@ -396,26 +439,6 @@ def line_report(pt: Paytable, profile: RulesProfile = PENNSYLVANIA, wager_cents:
 # Six Card Bonus: counting all C(52,6) sets
 
 
-def _rank_multisets(ranks: Sequence[int], size: int) -> Iterator[tuple[tuple[int, int], ...]]:
-    """Every multiset of ``size`` cards' ranks with at most 4 of a rank, as
-    ((rank, count), ...)."""
-
-    def rec(i: int, left: int, acc: list[tuple[int, int]]):
-        if left == 0:
-            yield tuple(acc)
-            return
-        if i == len(ranks):
-            return
-        for c in range(min(4, left), -1, -1):
-            if c:
-                acc.append((ranks[i], c))
-            yield from rec(i + 1, left - c, acc)
-            if c:
-                acc.pop()
-
-    yield from rec(0, size, [])
-
-
 def _suited_five_or_six(ranks: set[int]) -> SixCardCategory:
     if len(ranks) == 6 and ranks == set(range(NINE, ACE + 1)):
         return SixCardCategory.SIX_CARD_ROYAL
@@ -430,11 +453,27 @@ def six_card_counts(ranks: Iterable[int] = range(2, 15)) -> dict[SixCardHand, in
     given ``ranks`` in four suits (the whole deck by default: C(52,6) sets).
 
     Keys are :class:`SixCardHand` with ``suit`` set only for
-    ``SIX_CARD_ROYAL`` (the one hand a paytable pays by suit). Counted by rank
-    multiset and suit combinatorics, not by visiting the sets.
+    ``SIX_CARD_ROYAL`` (the one hand a paytable pays by suit). Counted by sets
+    of distinct ranks, rank-count patterns and suit combinatorics, not by
+    visiting the sets.
     """
     rk = sorted(set(ranks))
     return dict(_six_card_counts(tuple(rk)))
+
+
+def _count_patterns(size: int, most: int = 4) -> Iterator[tuple[int, ...]]:
+    """Every way to split ``size`` cards into ranks holding at most ``most`` each,
+    as counts high to low, e.g. (3, 2, 1)."""
+
+    def rec(left: int, cap: int) -> Iterator[tuple[int, ...]]:
+        if left == 0:
+            yield ()
+            return
+        for c in range(min(cap, left), 0, -1):
+            for rest in rec(left - c, c):
+                yield (c,) + rest
+
+    yield from rec(size, most)
 
 
 @lru_cache(maxsize=8)
@@ -442,39 +481,43 @@ def _six_card_counts(rk: tuple[int, ...]) -> tuple[tuple[SixCardHand, int], ...]
     C = SixCardCategory
     out: Counter = Counter()
     per_suit_royal = 0
-    for ms in _rank_multisets(rk, 6):
-        counts = [c for _, c in ms]
-        distinct = {r for r, _ in ms}
-        ways = prod(comb(4, c) for c in counts)
-        nd = len(distinct)
-        if nd == 6:
-            # all six of one suit: 4 ways (one per suit)
-            cat6 = _suited_five_or_six(distinct)
-            if cat6 is C.SIX_CARD_ROYAL:
-                per_suit_royal += 1
-            else:
-                out[cat6] += 4
-            # exactly five of one suit: flush suit 4 x off-card 6 x its suit 3
-            for off in distinct:
-                out[_suited_five_or_six(distinct - {off})] += 12
-            rest = ways - 4 - 72
-            out[C.STRAIGHT if _straight_top(distinct) else C.NOTHING] += rest
-        elif nd == 5:
-            # one pair: five suited cards need every single of suit s and one
-            # of the pair in s: 4 suits x 3 suits for the pair's other card
-            out[_suited_five_or_six(distinct)] += 12
-            out[C.STRAIGHT if _straight_top(distinct) else C.NOTHING] += ways - 12
+    # Six distinct ranks (4**6 suit assignments each): all six of one suit (4 ways,
+    # one per suit), exactly five of one suit (flush suit 4 x off-card 6 x its suit
+    # 3 = 12 per off-card), the rest unsuited.
+    for distinct in combinations(rk, 6):
+        ranks = set(distinct)
+        cat6 = _suited_five_or_six(ranks)
+        if cat6 is C.SIX_CARD_ROYAL:
+            per_suit_royal += 1
         else:
-            top = max(counts)
-            if top == 4:
-                cat = C.FOUR_OF_A_KIND
-            elif top == 3 and sorted(counts)[-2] >= 2:
-                cat = C.FULL_HOUSE
-            elif top == 3:
-                cat = C.THREE_OF_A_KIND
-            else:
-                cat = C.NOTHING
-            out[cat] += ways
+            out[cat6] += 4
+        for off in distinct:
+            out[_suited_five_or_six(ranks - {off})] += 12
+        out[C.STRAIGHT if _straight_top(ranks) else C.NOTHING] += 4 ** 6 - 4 - 72
+    # Five distinct ranks, one of them paired (5 choices; C(4,2) x 4**4 suit
+    # assignments each): five suited cards need every single of suit s and one of
+    # the pair in s, 4 suits x 3 suits for the pair's other card = 12.
+    for distinct in combinations(rk, 5):
+        ranks = set(distinct)
+        out[_suited_five_or_six(ranks)] += 5 * 12
+        out[C.STRAIGHT if _straight_top(ranks) else C.NOTHING] += 5 * (comb(4, 2) * 4 ** 4 - 12)
+    # Four or fewer distinct ranks: no straight and no flush; the hand is the
+    # rank-count pattern's, counted once per choice of ranks for the counts.
+    m = len(rk)
+    for pattern in _count_patterns(6):
+        if len(pattern) > 4 or len(pattern) > m:
+            continue
+        rank_choices = perm(m, len(pattern)) // prod(factorial(n) for n in Counter(pattern).values())
+        ways = prod(comb(4, c) for c in pattern)
+        if pattern[0] == 4:
+            cat = C.FOUR_OF_A_KIND
+        elif pattern[0] == 3 and pattern[1] >= 2:
+            cat = C.FULL_HOUSE
+        elif pattern[0] == 3:
+            cat = C.THREE_OF_A_KIND
+        else:
+            cat = C.NOTHING
+        out[cat] += rank_choices * ways
     result = {SixCardHand(cat): n for cat, n in out.items() if n}
     if per_suit_royal:
         for s in Suit:

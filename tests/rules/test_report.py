@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from fractions import Fraction
 from itertools import combinations
 from math import comb
+from pathlib import Path
 
 import pytest
 
 from protocols.cards import Card, full_deck
 from table.rules.hands import SixCardCategory, SixCardHand, dealer_qualifies, evaluate, six_card_hand
 from table.rules.paytables import PaytableError, list_paytables, load_paytable, parse_paytable
-from table.rules.profiles import CALIFORNIA_LITERAL, PENNSYLVANIA
+from table.rules.profiles import CALIFORNIA_LITERAL, PENNSYLVANIA, get_profile
 from table.rules.report import (
     ante_play_table,
     ante_report,
@@ -132,3 +134,22 @@ def test_report_dispatch_and_profile():
         line_report(load_paytable("pa-649a12b-1"))
     with pytest.raises(PaytableError):
         ante_report(load_paytable("example-pp-649a12d"))
+
+
+# Today's exact report of every shipped paytable under every profile, recorded with
+# the enumeration before it was counted with arrays (issue 18): the counting may get
+# faster, never different.
+GOLDEN = Path(__file__).parent / "data" / "report_golden.json"
+
+
+@pytest.mark.parametrize("profile", ["pennsylvania", "california", "california-literal"])
+def test_every_shipped_report_is_exactly_the_recorded_one(profile):
+    want = json.loads(GOLDEN.read_text())[profile]
+    got = [report(p, get_profile(profile)).to_dict() for p in list_paytables()]
+    assert json.loads(json.dumps(got)) == want["paytables"]
+
+
+def test_the_array_counts_give_each_hand_its_own_dealer_outcomes_in_deck_order():
+    rows = ante_play_table(PENNSYLVANIA)
+    assert [tuple(sorted(c.index for c in r.hand.cards)) for r in rows[:3]] == [(0, 1, 2), (0, 1, 3), (0, 1, 4)]
+    assert all(r.no_qualify + r.win + r.tie + r.lose == comb(49, 3) for r in rows)
