@@ -238,6 +238,15 @@ class ShoeEmulator(FirmwareEmulator):
                 self.emit(CardDrawn(index % 256, sim.card, sim.back_colour))
             return sim
 
+    def slip(self, card: SimCard) -> None:
+        """A card is slipped in on top of the shoe's cards (the next draw reads it): a
+        foreign card when its back is not the deck's colour. No event: the shoe's sensor
+        sees it only as it is drawn."""
+        with self.lock:
+            if not self.cards:
+                raise DeviceRefused("the shoe holds no deck to slip a card onto")
+            self.cards.insert(0, card)
+
     def unload(self) -> list[SimCard]:
         """The dealer removes the undealt stub (no event: the shoe just goes empty)."""
         with self.lock:
