@@ -94,7 +94,10 @@ class Expectation:
     ``draw_card``); ``what``: in words ("the dealer to close bets"); ``role``:
     who does it (``dealer``, ``supervisor``, ``device``); ``accepts``: the
     commands taken now; ``seat``: for ``decide``; ``draw_index``: for
-    ``confirm_card``; ``round_id``: the round concerned."""
+    ``confirm_card``, and for ``draw_card`` the draw the shoe will count (0 for
+    the first card since its load); ``round_id``: the round concerned;
+    ``colour`` and ``deck_id``: the deck a device action moves (a screen shows
+    which deck, a bench's hands pick it up)."""
 
     action: str
     what: str
@@ -103,11 +106,13 @@ class Expectation:
     seat: int | None = None
     draw_index: int | None = None
     round_id: str | None = None
+    colour: str | None = None
+    deck_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"action": self.action, "what": self.what, "role": self.role,
                              "accepts": list(self.accepts)}
-        for k in ("seat", "draw_index", "round_id"):
+        for k in ("seat", "draw_index", "round_id", "colour", "deck_id"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         return d

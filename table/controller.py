@@ -866,7 +866,8 @@ class TableController:
         self._record("prompt", action=action, colour=str(colour))
         self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
                                         else f"the dealer to take {what}", "dealer", (),
-                                        round_id=self._round.round_id if self._round else None))
+                                        round_id=self._round.round_id if self._round else None,
+                                        colour=str(colour), deck_id=self.custody.deck(colour).deck_id))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.dealer, action)(*args)
         self._expect(expect, self._dealer_wait_s, what)
@@ -917,7 +918,8 @@ class TableController:
         # The command entry is the custody step (start_shuffle) too: journal, then act.
         self._record("command", command="shuffle", colour=str(deck.back_colour))
         self.custody.on_shuffle_started(deck.back_colour)
-        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device"))
+        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device",
+                                        colour=str(deck.back_colour), deck_id=deck.deck_id))
         self.shuffler.shuffle()
         self._await_verification(deck, after_restart=False)
 
@@ -1371,7 +1373,9 @@ class TableController:
                 if r.prompted <= pos:
                     who = "the dealer" if target == 0 else f"seat {target}"
                     self.console.expect(Expectation("draw_card", f"the dealer to draw card {pos + 1} of "
-                                                    f"{len(order)} ({who})", "dealer", (), round_id=r.round_id))
+                                                    f"{len(order)} ({who})", "dealer", (), draw_index=pos,
+                                                    round_id=r.round_id, colour=str(r.deck.back_colour),
+                                                    deck_id=r.deck.deck_id))
                     r.prompted = pos + 1
                     self.dealer.draw_card()
                 self._take_card(r, target)
