@@ -303,11 +303,15 @@ class Console:
 
     def wait(self, accepts: tuple[str, ...], what: str, timeout_s: float | None = None, *,
              role: str | None = None, action: str | None = None, seat: int | None = None,
-             draw_index: int | None = None, round_id: str | None = None, voids: bool = True) -> Command:
+             draw_index: int | None = None, round_id: str | None = None, voids: bool = True,
+             check: Callable[[Command], dict[str, Any] | None] | None = None) -> Command:
         """Wait for the next command among ``accepts`` and return it (the caller answers
         it). While waiting, :attr:`expectation` says so. ``voids``: an accepted void
         ends the wait and is returned (``action == "void"``: the caller carries it out).
-        Raises :class:`SupervisorRequired` with no front door attached, or when
+        ``check``: called with each command before it is taken; a dict it returns is the
+        command's refusal (``code``, ``error``), answered at once while the table goes on
+        waiting, so a person who corrects a mistake at once is never told "not expected
+        now". Raises :class:`SupervisorRequired` with no front door attached, or when
         nobody answered within ``timeout_s``."""
         if not self.attached:
             raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
@@ -321,10 +325,14 @@ class Console:
                     if voids and self._void is not None:
                         v, self._void = self._void, None
                         return v
-                    for i, cmd in enumerate(self._pending):
-                        if cmd.action in accepts:
-                            del self._pending[i]
-                            return cmd
+                    taken = next((c for c in self._pending if c.action in accepts), None)
+                    if taken is not None:
+                        self._pending.remove(taken)
+                        refused = check(taken) if check is not None else None
+                        if refused is None:
+                            return taken
+                        taken.answer(ok=False, **refused)
+                        continue
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s")

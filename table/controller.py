@@ -289,6 +289,7 @@ class TableController:
         self._held_round: _Round | None = None  # a round held in this process (what a release resumes)
         self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
         self._alarms: list[dict[str, Any]] = []  # standing alarms, until handled (status "alarms")
+        self._held_void: tuple[str, str] | None = None  # a held round voided (take_held_void)
         self.console.wake = self._wake
         self.console.acknowledge = self.acknowledge
 
@@ -950,17 +951,22 @@ class TableController:
         """A deck failed verification (and is out of the shuffler): it stays out until a
         supervisor registers a replacement (issue 5; COMAR 36.05.03.27 C)."""
         log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
+
+        def check(cmd: Command) -> dict[str, Any] | None:
+            deck_id = str(cmd.args.get("deck_id") or "").strip()
+            if not deck_id:
+                return {"code": "bad_request", "error": "register_deck needs deck_id"}
+            colour = cmd.args.get("colour")
+            if colour is not None and str(colour).lower() != str(out.back_colour):
+                return {"code": "refused", "error": f"the deck out of service has {out.back_colour} backs, "
+                                                    f"not {colour}"}
+            if any(d.deck_id == deck_id for d in self.custody.decks.values()):
+                return {"code": "refused", "error": f"deck id {deck_id!r} is already in use"}
+            return None
+
         cmd = self._wait_person(("register_deck",), f"a supervisor to register a replacement for deck "
-                                f"{out.deck_id} ({out.back_colour})", role="supervisor")
+                                f"{out.deck_id} ({out.back_colour})", role="supervisor", check=check)
         deck_id = str(cmd.args.get("deck_id") or "").strip()
-        if not deck_id:
-            cmd.answer(ok=False, code="bad_request", error="register_deck needs deck_id")
-            return
-        colour = cmd.args.get("colour")
-        if colour is not None and str(colour).lower() != str(out.back_colour):
-            cmd.answer(ok=False, code="refused", error=f"the deck out of service has {out.back_colour} backs, "
-                                                       f"not {colour}")
-            return
         try:
             new = self.custody.replace_deck(out.back_colour, deck_id)
         except (ValueError, CustodyViolation) as exc:
@@ -1082,7 +1088,13 @@ class TableController:
             what = (f"a second supervisor to confirm the void of round {rid} ({request['supervisor']} asked)"
                     if request else f"a supervisor to void held round {rid}"
                     + (" or release it" if releasable else ""))
-            cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void")
+            def check(cmd: Command, request: dict[str, Any] | None = request) -> dict[str, Any] | None:
+                if request is not None and cmd.action == "confirm_void" and cmd.person == request["supervisor"]:
+                    return {"code": "refused", "error": "a second supervisor must confirm the void, not the one "
+                                                        "who asked it (two-person rule)"}
+                return None
+
+            cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void", check=check)
             if cmd.action == "release_hold":
                 return self._release(cmd)
             if cmd.action == "void" and request is None and self.console.void_policy.needs_second:
@@ -1127,7 +1139,15 @@ class TableController:
             cmd.finish(ok=True, round_id=rid, voided=True)
         else:
             cmd.answer(ok=True, round_id=rid, voided=True, supervisors=[first, second])
+        self._held_void = (rid, reason)
         self._publish("round_voided", round_id=rid, reason=mask_cards(reason))
+
+    def take_held_void(self) -> tuple[str, str] | None:
+        """The held round the supervisors voided last, as ``(round_id, reason)``, once (None:
+        none since the last call). :meth:`play_round` raises it as :class:`RoundVoided`; a
+        caller of :meth:`prepare` reports a held round voided at start-up with it."""
+        voided, self._held_void = self._held_void, None
+        return voided
 
     def _unhold(self) -> None:
         self.held = None
@@ -1297,9 +1317,13 @@ class TableController:
         on a custody violation (the round then waits for a supervisor),
         :class:`DeviceTimeout` / :class:`DeviceFault` on devices, :class:`RoundVoided`."""
         if self.held is not None:
+            self.take_held_void()
             result = self.resolve_held()
             if result is not None:
                 return result
+            voided = self.take_held_void()
+            if voided is not None:  # reported like a void during the round: a round voided is not dealt
+                raise RoundVoided(*voided)
         self.advance()
         number = self.rounds_opened + 1
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
@@ -1586,9 +1610,17 @@ class TableController:
         """The shoe could not read a card: a supervisor enters it (issue 5)."""
         self._record("incident", what="card unreadable", draw_index=msg.draw_index)
         log.warning("card_unreadable", draw_index=msg.draw_index)
+        def check(cmd: Command) -> dict[str, Any] | None:
+            try:
+                Card.parse(str(cmd.args.get("card", "")))
+            except ValueError as exc:
+                return {"code": "bad_request", "error": str(exc)}
+            return None
+
         while True:
             cmd = self._wait_person(("confirm_card",), f"a supervisor to enter unreadable card {msg.draw_index + 1} "
-                                    "(read it off the layout)", role="supervisor", draw_index=msg.draw_index)
+                                    "(read it off the layout)", role="supervisor", draw_index=msg.draw_index,
+                                    check=check)
             try:
                 card = Card.parse(str(cmd.args.get("card", "")))
             except ValueError as exc:

@@ -277,7 +277,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         front = FrontDoorLoop()
         stack.callback(front.close)
         roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                stream_pending=journal is not None)
         try:
             if control_socket:
                 stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
@@ -353,6 +354,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 except (MqttSetupError, OSError) as exc:
                     raise click.UsageError(f"cannot serve the event stream: {exc}") from None
             controller.prepare()
+            at_start = controller.take_held_void()  # the round held across a restart, voided at start-up
+            if at_start is not None:
+                voided.append({"round_id": at_start[0], "reason": mask_cards(at_start[1])})
+                if service:
+                    log.warning("round_voided", round_id=at_start[0], reason=mask_cards(at_start[1]))
+                elif not as_json:
+                    click.echo(voided_line(*at_start))
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
             unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))

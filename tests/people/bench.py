@@ -201,6 +201,19 @@ people_file = "{self.people}"
     def stdout(self, run: int | None = None) -> str:
         return (self.folder / f"run{run or self.runs}.out").read_text(errors="replace")
 
+    def wait_output(self, text: str, timeout_s: float = 10.0, *, err: bool = False) -> str:
+        """Wait until the terminal shows ``text`` (words, whatever the wrapping) on stdout (or
+        stderr, the prompts), as a person watching it would; returns the whole output."""
+        want = " ".join(text.split())
+        deadline = time.monotonic() + timeout_s
+        while True:
+            out = self.stderr() if err else self.stdout()
+            if want in " ".join(out.split()):
+                return out
+            if time.monotonic() > deadline:
+                raise BenchError(f"the terminal did not show {text!r} within {timeout_s:g} s:\n{out[-3000:]}")
+            time.sleep(0.02)  # polling the terminal's output under a deadline
+
     def kill(self) -> None:
         """SIGKILL: the table PC loses power, as far as the controller is concerned."""
         assert self.proc is not None
@@ -303,15 +316,24 @@ class DealerClient:
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         self._buf = b""
-        first = self._line(10)
-        if first != b"connected":
-            raise BenchError(f"the dealer's console could not connect to {self.control}: {first!r}")
-        me = self.request("whoami")
-        if (me.get("role"), me.get("person")) != ("dealer", "nobody"):
-            raise BenchError(f"the dealer's console is not a dealer: {me}")
-        sub = self.request("subscribe", status=True)
-        if not sub.get("ok"):
-            raise BenchError(f"subscribe refused: {sub}")
+        try:
+            first = self._line(10)
+            if first != b"connected":
+                raise BenchError(f"the dealer's console could not connect to {self.control}: {first!r}")
+            me = self.request("whoami")
+            if (me.get("role"), me.get("person")) != ("dealer", "nobody"):
+                raise BenchError(f"the dealer's console is not a dealer: {me}")
+            deadline = time.monotonic() + 30
+            while True:  # "busy": the table is starting, its event stream opens in a moment (docs/console.md)
+                sub = self.request("subscribe", status=True)
+                if sub.get("ok"):
+                    break
+                if sub.get("code") != "busy" or time.monotonic() > deadline:
+                    raise BenchError(f"subscribe refused: {sub}")
+                self.wait_push(0.05)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.proc is None:
@@ -450,6 +472,8 @@ class Hands:
         self.shuffler, self.shoe = shuffler, shoe
         self.decks = [PhysicalDeck("A", "red"), PhysicalDeck("B", "blue")]
         self.drawn = 0               # cards drawn from the shoe since it was loaded
+        self.layout: list[str] = []  # the faces of those cards, as they lie on the layout
+        self.collected: list[list[str]] = []  # each collect's layout, in order
         self.on_draw: Callable[[int], None] | None = None  # called before each draw (its index)
         self.done: list[str] = []
 
@@ -479,6 +503,8 @@ class Hands:
         self.shoe.do("unload")
         d.place = "rack"
         self.drawn = 0
+        self.collected.append(self.layout)
+        self.layout = []
         self.done.append(f"collect {d.name}")
 
     def act(self, w: dict, status: dict) -> bool:
@@ -511,12 +537,14 @@ class Hands:
             self.shoe.do(f"load {d.colour}")
             d.place = "shoe"
             self.drawn = 0
+            self.layout = []
         elif action == "draw_card":
             if w.get("draw_index") != self.drawn:
                 return False
             if self.on_draw is not None:
                 self.on_draw(self.drawn)
-            self.shoe.do("draw")
+            face = self.shoe.do("draw").split()[-1]  # "drew Qs": the card lies face up on the layout
+            self.layout.append(face)
             self.drawn += 1
         else:
             return False

@@ -1,0 +1,115 @@
+"""Issue 15 point 4: every human procedure, end to end, by people, over TCP and over ptys.
+
+A real table (``tablectl run``, not ``--simulate``) against standalone emulator
+processes; the dealer on the control socket (as the ``nobody`` account in the
+dealer group), supervisors signed in over HTTP, the hands on the emulators'
+control sockets. Nothing reaches into the controller or the emulators' state:
+see ``bench.py``. Each procedure ends as ``docs/console.md`` ("Procedures") says.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench import RECONNECT_WAIT_S, PhysicalDeck, waiting
+from conftest import root_only
+
+pytestmark = [root_only, pytest.mark.timeout(240)]
+
+
+def words(text: str) -> str:
+    """Text as one line of words (the terminal wraps long lines)."""
+    return " ".join(text.split())
+
+
+def deck_place(st: dict, deck_id: str) -> str | None:
+    return next((d["place"] for d in st["decks"] if d["deck_id"] == deck_id), None)
+
+
+def test_a_deck_missing_a_card_is_replaced_and_the_replacement_dealt(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+    hands.deck("A").mods = ("-As",)  # the ace of spades of deck A went missing with the round's cards
+    st = crew.run_until(lambda st: waiting(st, "register_deck"), what="a supervisor asked to register a replacement")
+    # The short deck was counted, put out of service, and the dealer took it out when prompted.
+    assert deck_place(st, "A") == "out_of_service"
+    assert hands.deck("A").place == "removed"
+    assert "take_from_shuffler red" in hands.done
+    w = st["waiting_for"]
+    assert w["role"] == "supervisor" and "replacement for deck A (red)" in w["what"]
+    assert any(a["kind"] == "out_of_service" for a in st["alarms"])
+    # The dealer may not register it (the front door refuses; the core would too).
+    refused = bench.dealer.request("register_deck", deck_id="A2")
+    assert refused["ok"] is False and refused["code"] == "forbidden"
+    s1 = bench.supervisor("S-1")
+    wrong = s1.command("register_deck", deck_id="A2", colour="blue")
+    assert wrong["ok"] is False and "red backs" in wrong["error"]
+    reply = s1.command("register_deck", deck_id="A2")
+    assert reply["ok"] is True and reply["deck_id"] == "A2" and reply["replaces"] == "A", reply
+    hands.bring(PhysicalDeck("A2", "red"))  # the replacement comes from the pit's stock
+    st = crew.run_until(lambda st: (st["round"] or {}).get("deck_id") == "A2", what="a round dealt from deck A2")
+    assert not any(a["kind"] == "out_of_service" for a in st["alarms"])
+    played = st["rounds_played"]
+    st = crew.run_until(lambda st: st["rounds_played"] > played, what="the A2 round finished")
+    assert deck_place(st, "A") is None  # deck A is off the table's books: A2 replaced it
+    bench.table.wait_output("deck A2 (red)")
+
+
+def test_an_unreadable_card_is_entered_by_a_supervisor(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+
+    def before_draw(index: int) -> None:
+        if index == 3:  # seat 1's second card
+            hands.shoe.do("unreadable 1")
+
+    hands.on_draw = before_draw
+    st = crew.run_until(lambda st: waiting(st, "confirm_card"), what="a supervisor asked to enter the card")
+    hands.on_draw = None
+    w = st["waiting_for"]
+    assert w["role"] == "supervisor" and w["draw_index"] == 3 and "unreadable card 4" in w["what"]
+    face = hands.layout[3]  # what the supervisor reads off the layout
+    refused = bench.dealer.request("confirm_card", card=face)
+    assert refused["ok"] is False and refused["code"] == "forbidden"
+    s1 = bench.supervisor("S-1")
+    bad = s1.command("confirm_card", card="Zz")
+    assert bad["ok"] is False
+    reply = s1.command("confirm_card", card=face)
+    assert reply["ok"] is True and reply["card"] == face, reply
+    played = st["rounds_played"]
+    crew.run_until(lambda st: st["rounds_played"] > played, what="the round with the entered card finished")
+    dealt = hands.collected[-1]
+    assert dealt[3] == face
+    bench.table.wait_output(f"s1 {dealt[0]} {face} {dealt[6]}")  # seat 1's hand, with the card as entered
+
+
+def test_a_foreign_card_holds_the_round_and_a_supervisor_voids_it(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+
+    def before_draw(index: int) -> None:
+        if index == 4:
+            hands.shoe.do("slip Kd")  # a card of the other back colour slipped in on top
+
+    hands.on_draw = before_draw
+    st = crew.run_until(lambda st: st["held"] is not None and waiting(st, "void"),
+                        what="the round held for the foreign card, a supervisor asked to void it")
+    hands.on_draw = None
+    held = st["held"]
+    assert "foreign" in held["reason"] and held["settled"] is False
+    rid = held["round_id"]
+    assert not waiting(st, "release_hold")  # a broken rule: void only
+    s1 = bench.supervisor("S-1")
+    release = s1.command("release_hold", reason="looks fine")
+    assert release["ok"] is False and "not expected now" in release["error"]
+    refused = bench.dealer.request("void", reason="foreign card")
+    assert refused["ok"] is False and refused["code"] == "forbidden"
+    reply = s1.command("void", reason="foreign card: misdeal")
+    assert reply["ok"] is True and reply["round_id"] == rid and "voided now" in reply["what"], reply
+    st = crew.run_until(lambda st: st["held"] is None, what="the void carried out")
+    assert "round_voided" in bench.dealer.event_types()
+    played = st["rounds_played"]
+    crew.run_until(lambda st: st["rounds_played"] > played, what="the next round dealt after the void")
+    bench.table.wait_output(f"round {rid} VOIDED by a supervisor: foreign card: misdeal; every wager returned")
