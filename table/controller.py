@@ -290,6 +290,9 @@ class TableController:
         self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
         self._alarms: list[dict[str, Any]] = []  # standing alarms, until handled (status "alarms")
         self._held_void: tuple[str, str] | None = None  # a held round voided (take_held_void)
+        #: a voided round whose cards may still arrive from the shoe (drawn while it was away),
+        #: until the shoe is loaded again: they are journaled as that round's late cards
+        self._in_flight_round: str | None = None
         self.console.wake = self._wake
         self.console.acknowledge = self.acknowledge
 
@@ -479,6 +482,7 @@ class TableController:
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
             if isinstance(msg, ShoeLoaded) and ev.source == self._shoe_name:
                 self._next_draw = 0
+                self._in_flight_round = None
             return ev
 
     def _wake(self) -> None:
@@ -543,14 +547,15 @@ class TableController:
                                f"the {ev.source} sent {msg.name} that could not be decoded: "
                                f"a card may have left the shoe unrecorded")
 
-    def _card_entry(self, ev: DeviceEvent, card: Card, to: int | None, **flags: Any) -> None:
+    def _card_entry(self, ev: DeviceEvent, card: Card, to: int | None, *, round_id: str | None = None,
+                    **flags: Any) -> None:
         """Journal one card the shoe read (sealed until the reveal, with a commitment
         to it, issue 14), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
         None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
         ``extra``, ``refused`` with the rule, ``gap``)."""
         msg = ev.message
         r = self._round
-        rid = r.round_id if r is not None else (self.held or {}).get("round_id")
+        rid = round_id or (r.round_id if r is not None else (self.held or {}).get("round_id"))
         nonce = fresh_nonce()
         body: dict[str, Any] = {"source": ev.source, "dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
                                 "back_colour": str(msg.back_colour), **flags}
@@ -632,6 +637,9 @@ class TableController:
                                    "and the dealer: misdeal")
         if self.held is not None and isinstance(msg, CardDrawn):
             self._late_card(ev)  # drawn for the held round before a restart
+            return
+        if self.held is None and self._in_flight_round is not None and ev.source == self._shoe_name:
+            self._voided_late_card(ev)  # drawn for a round voided while the shoe was away
             return
         if isinstance(msg, CardDrawn):
             self._card_entry(ev, msg.card, None, stray=True)
@@ -774,6 +782,18 @@ class TableController:
                         self._violation(v)
                     raise
 
+    def _voided_late_card(self, ev: DeviceEvent) -> None:
+        """A card the shoe read for a round voided while it was away (its event arrives once
+        the shoe is back): journaled with that round, dealt to nobody; the round's cards
+        are collected already, so nothing is held (a gap in the draws is recorded)."""
+        msg = ev.message
+        gap = {"gap": True} if self._check_draw(ev) is not None else {}
+        if isinstance(msg, CardDrawn):
+            self._card_entry(ev, msg.card, None, round_id=self._in_flight_round, late=True, voided=True, **gap)
+        else:
+            self._next_draw = msg.draw_index + 1
+        log.warning("card_after_void", draw_index=msg.draw_index, **gap)
+
     def _late_card(self, ev: DeviceEvent) -> None:
         """A card read that arrived after a restart, for the round now held."""
         msg = ev.message
@@ -846,7 +866,7 @@ class TableController:
         try:
             st = self.shuffler.status()
         except LinkError as exc:
-            raise DeviceFault(f"cannot read the shuffler's status: {exc}") from exc
+            raise self._device_away("shuffler", exc) from exc
         return st.state is not DeviceState.IDLE and st.back_colour == colour
 
     def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
@@ -905,6 +925,18 @@ class TableController:
         """Whether a device already shows ``action`` done (after a restart): for a
         deck put in, the device must hold a deck of ``colour`` (the previous deck's
         stub left in the shoe is not the next deck loaded)."""
+        which = "shoe" if action == "load_shoe" else "shuffler"
+        if not self._links[self._shoe_name if which == "shoe" else self._shuffler_name].alive:
+            self._expect_reconnect(which)  # said now: the status request waits for the link to come back
+        try:
+            return self._device_status_of(action, colour)
+        finally:
+            exp = self.console.expectation
+            if exp is not None and exp.action == "reconnect" and (self._links[self._shuffler_name].alive
+                                                                   and self._links[self._shoe_name].alive):
+                self.console.expect(None)  # the device is back: the step says what it waits for now
+
+    def _device_status_of(self, action: str, colour: BackColour) -> str:
         try:
             if action == "take_from_shuffler":
                 return "done" if self.shuffler.status().state is DeviceState.IDLE else "todo"
@@ -912,8 +944,18 @@ class TableController:
                 st = (self.shuffler if action == "insert_deck" else self.shoe).status()
                 return "done" if st.state is not DeviceState.IDLE and st.back_colour == colour else "todo"
         except LinkError as exc:
-            raise DeviceFault(f"cannot read device status: {exc}") from exc
+            raise self._device_away("shuffler" if action != "load_shoe" else "shoe", exc) from exc
         return "todo"
+
+    def _expect_reconnect(self, which: str) -> None:
+        self.console.expect(Expectation("reconnect", f"the {which} to be connected again (its link is down: "
+                                        "check its cable and power)", "device"))
+
+    def _device_away(self, which: str, exc: Exception) -> DeviceFault:
+        """A device the next step needs does not answer (its link is down): the table says
+        it waits for it (``waiting_for``: ``reconnect``), and the step is tried again."""
+        self._expect_reconnect(which)
+        return DeviceFault(f"the {which} does not answer ({exc}); the table goes on when it is back")
 
     def _shuffle(self, deck: Deck) -> None:
         # The command entry is the custody step (start_shuffle) too: journal, then act.
@@ -1047,6 +1089,7 @@ class TableController:
                      seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None, **self._by(cmd))
         r.machine.void_by_supervisor(reason)
         self._set_void_policy()
+        self._in_flight_round = r.round_id
         self._cards_in_flight("voided")  # a card drawn as the void came is journaled, not left for later
         self._collect_after_void(r.round_id, r.deck.deck_id)
         with self._batch():
@@ -1124,6 +1167,7 @@ class TableController:
                    cmd: Command) -> None:
         j = self.journal
         extra = {"second_supervisor": second} if second else {}
+        self._in_flight_round = rid
         self._cards_in_flight("voided")  # cards the shoe let out for this round: journaled before the collect
         if j is not None:
             j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
@@ -1518,6 +1562,8 @@ class TableController:
         """Before the cards are collected: take in the events of cards the shoe let out
         that it has not reported yet (its own count says how many), so none surfaces
         in a later round as a card drawn with no round in progress."""
+        if not self._links[self._shoe_name].alive:
+            return  # the shoe is away: not asked (a void is carried out now); its cards arrive later, as late cards
         try:
             out = self.DECK_SIZE - self.shoe.status().cards
         except LinkError:

@@ -244,8 +244,8 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                     c.collect()
             elif op == "fail_verification":
                 c.take_out_of_service(colour)
-        elif (e.kind == "card_read" and not body.get("refused") and journal is not None and "sealed" in body
-              and (body.get("to") is not None or body.get("late"))):
+        elif (e.kind == "card_read" and not body.get("refused") and not body.get("voided") and journal is not None
+              and "sealed" in body and (body.get("to") is not None or body.get("late"))):
             opened = journal.unseal(e)
             if "card" in opened and c.in_play is not None:
                 c.on_card_read(Card.parse(opened["card"]), BackColour.parse(body["back_colour"]))

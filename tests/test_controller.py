@@ -289,16 +289,16 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
         replies = []
 
         def dealer_at_the_console():
-            def waiting_for():
+            def waiting_for():  # what the table waits for (the round's state comes a moment before it)
                 st = send(sock.path, {"action": "status"})
-                return (st.get("round") or {}).get("state")
-            plan = [("open_for_bets", {"action": "close_bets"}),
-                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),  # out of turn
-                    ("decisions", {"action": "decide", "seat": 1, "decision": "fold"}),
-                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),
-                    ("collect", {"action": "confirm_collect"})]
-            for state, request in plan:
-                while waiting_for() not in (state, "settle") if state == "collect" else waiting_for() != state:
+                return (st.get("waiting_for") or {}).get("action")
+            plan = [("close_bets", {"action": "close_bets"}),
+                    ("decide", {"action": "decide", "seat": 2, "decision": "play"}),  # out of turn
+                    ("decide", {"action": "decide", "seat": 1, "decision": "fold"}),
+                    ("decide", {"action": "decide", "seat": 2, "decision": "play"}),
+                    ("confirm_collect", {"action": "confirm_collect"})]
+            for action, request in plan:
+                while waiting_for() != action:
                     time.sleep(0.005)
                 replies.append(send(sock.path, request))
 
@@ -406,3 +406,56 @@ def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path)
         assert [ctl.play_round().deck_colour for _ in range(2)] == [RED, BLUE]
         assert holder["d"].prompted_loads == loads_at_open + 1
         assert [p["colour"] for p in kinds(journal, "prompt") if p["action"] == "load_shoe"][-1] == "blue"
+
+
+def test_a_round_voided_while_the_shoe_is_away_is_carried_out_at_once_and_its_late_card_is_no_incident(tmp_path):
+    """The shoe's cable is pulled mid-deal (and stays out): the round is held within the
+    link's timeout; a void is carried out at once, without asking the shoe (a link that is
+    down would make it wait its reconnect time); the next step says it waits for the shoe
+    to be connected again; once it is back, the card drawn while it was away is journaled
+    with the voided round, dealt to nobody, not as an incident (found by the people bench)."""
+    from firmware_bridge.link import LinkConfig
+    from table.errors import DeviceFault, RoundVoided
+
+    fast = LinkConfig(heartbeat_interval_ms=100, heartbeat_timeout_ms=100, heartbeat_misses=2,
+                      reconnect_initial_ms=20, reconnect_max_ms=100, reconnect_wait_s=1.5)
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        events: queue.Queue = queue.Queue()
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False, config=fast)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False, config=fast)
+        console = Console()
+        console.attached = True
+        seen: list[str] = []
+        console.on_expectation(lambda exp: exp is not None and seen.append(exp.action))
+        dealer = SlipDealer(sim, 5, lambda s: s.shoe.unplug())
+        ctl = TableController(shuffler, shoe, events, dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=2,
+                              ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
+                              timing=TableTiming(event_timeout_s=3))
+        try:
+            ctl.prepare()
+            t0 = time.monotonic()
+            with pytest.raises(DeviceFault, match="shoe link has been down"):
+                ctl.play_round()
+            assert time.monotonic() - t0 < 1.5 + 2.0 and ctl.held["cause"] == "device"
+            rid = ctl.held["round_id"]
+            void(console, "shoe unplugged")
+            t0 = time.monotonic()
+            with pytest.raises(RoundVoided):
+                ctl.play_round()
+            assert time.monotonic() - t0 < 0.5, "the void waited for the shoe"
+            with pytest.raises(DeviceFault, match="the shoe does not answer"):
+                ctl.play_round()  # the decks move until the shoe is needed
+            assert "reconnect" in seen and console.expectation.action == "reconnect"
+            sim.shoe.plug()
+            result = ctl.play_round()
+            assert result.round_id != rid
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    with Journal(tmp_path / "journal.sqlite3") as j:
+        late = [e.body for e in j.entries("card_read") if e.round_id == rid and e.body.get("late")]
+        assert [(b["draw_index"], b["to"], b.get("voided")) for b in late] == [(4, None, True)]
+        assert not [e for e in j.entries("incident") if "no round in progress" in e.body.get("what", "")]
+    assert verify(tmp_path / "journal.sqlite3").ok

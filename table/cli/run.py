@@ -366,6 +366,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))
             bar = _progress_bar(stack, rounds) if as_json and not unlimited else None
             dealt = 0
+            last_wait = None
             while unlimited or dealt < rounds:
                 try:
                     r = controller.play_round()
@@ -379,12 +380,17 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
                     if not console.attached:
                         raise
-                    # The next play_round() first waits for the supervisors to void or release it.
+                    # The next play_round() first waits for the supervisors to void or release it;
+                    # with no round held (a device away between rounds) it tries the step again.
+                    held = controller.held is not None
+                    text = mask_cards(str(exc)) + ("; waiting for a supervisor" if held else "")
                     if service:
-                        log.warning("round_held", reason=mask_cards(str(exc)))
-                    else:
-                        click.echo(f"tablectl run: {mask_cards(str(exc))}; waiting for a supervisor", err=True)
+                        log.warning("round_held" if held else "table_waits", reason=mask_cards(str(exc)))
+                    elif text != last_wait:  # one line while the same device stays away
+                        click.echo(f"tablectl run: {text}", err=True)
+                    last_wait = text
                     continue
+                last_wait = None
                 dealt += 1
                 if bar is not None:
                     bar.update(1)

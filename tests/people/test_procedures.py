@@ -113,3 +113,47 @@ def test_a_foreign_card_holds_the_round_and_a_supervisor_voids_it(bench):
     played = st["rounds_played"]
     crew.run_until(lambda st: st["rounds_played"] > played, what="the next round dealt after the void")
     bench.table.wait_output(f"round {rid} VOIDED by a supervisor: foreign card: misdeal; every wager returned")
+
+
+def test_the_shoe_unplugged_mid_deal_holds_the_round_which_is_voided_and_play_goes_on(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+    pulled: list[float] = []
+
+    def before_draw(index: int) -> None:
+        if index == 4:
+            hands.shoe.do("unplug")  # the shoe's cable is pulled; the dealer goes on drawing card 5
+            pulled.append(time.monotonic())
+
+    hands.on_draw = before_draw
+    st = crew.run_until(lambda st: st["held"] is not None, what="the round held while the shoe is away")
+    held_after = time.monotonic() - pulled[0]
+    hands.on_draw = None
+    assert held_after < RECONNECT_WAIT_S + 3.0, f"held {held_after:.1f} s after the shoe went away"
+    assert st["links"]["shoe"]["up"] is False
+    assert st["held"]["cause"] == "device" and "shoe" in st["held"]["reason"]
+    st = crew.run_until(lambda st: waiting(st, "void"), what="a supervisor asked to void or release it")
+    assert waiting(st, "release_hold")  # a device's hold may also be released, once it is back
+    rid = st["held"]["round_id"]
+    s1 = bench.supervisor("S-1")
+    reply = s1.command("void", reason="shoe unplugged mid-deal")
+    assert reply["ok"] is True and reply["round_id"] == rid, reply
+    st = crew.run_until(lambda st: st["held"] is None, what="the void carried out with the shoe away")
+    bench.table.wait_output(f"round {rid} VOIDED by a supervisor: shoe unplugged mid-deal")
+    # The table moves the decks it can, then says it waits for the shoe, and deals nothing.
+    st = crew.run_until(lambda st: waiting(st, "reconnect"), what="the table waiting for the shoe")
+    w = st["waiting_for"]
+    assert w["role"] == "device" and "the shoe to be connected again" in w["what"]
+    assert any(a["kind"] == "device_down" for a in st["alarms"]) and st["round"] is None
+    bench.table.wait_output("the shoe does not answer", err=True)
+    played = st["rounds_played"]
+    hands.shoe.do("plug")
+    st = crew.run_until(lambda st: st["rounds_played"] > played, what="the next round dealt after the shoe is back")
+    assert st["links"]["shoe"]["up"] is True
+    assert not any(a["kind"] == "device_down" for a in st["alarms"])
+    # The card drawn while the shoe was away reached the table once it was back: journaled
+    # with the voided round, dealt to nobody, not an incident.
+    late = [e for e in bench.dealer.events if e["type"] == "card_dealt" and e["round_id"] == rid
+            and e["data"]["draw_index"] == 4]
+    assert late and late[0]["data"]["to"] is None, late
+    assert not [e for e in bench.dealer.events if e["type"] == "incident"]
