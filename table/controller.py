@@ -183,6 +183,8 @@ class _Round:
     results: dict[int, SeatSettlement] = field(default_factory=dict)
     #: draw prompts given to the dealer this round (a resumed deal does not prompt twice)
     prompted: int = 0
+    #: the journal seq of the round's "open" entry (where a restart's recovery reads it from)
+    open_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -742,13 +744,14 @@ class TableController:
 
     def prepare(self) -> None:
         """Open the table: restore from the journal, take in what the devices held,
-        resolve a held round (a supervisor), move the decks until ready; sign a
-        checkpoint."""
+        move the decks until ready; sign a checkpoint. A round held across a restart
+        is left for :meth:`play_round`, which has the supervisors resolve it first and
+        reports it as any round (its result when released, :class:`RoundVoided`, or a
+        hold again), so a caller's round loop sees it like every other round."""
         self.recover()
         self.settle_devices()
-        if self.held is not None:
-            self.resolve_held()
-        self.advance()
+        if self.held is None:
+            self.advance()
         if self.journal is not None:
             if self.journal.last("table_open") is None:
                 # The table opens only now: the first deck is verified and in the shoe (issue 5).
@@ -1189,7 +1192,7 @@ class TableController:
     def take_held_void(self) -> tuple[str, str] | None:
         """The held round the supervisors voided last, as ``(round_id, reason)``, once (None:
         none since the last call). :meth:`play_round` raises it as :class:`RoundVoided`; a
-        caller of :meth:`prepare` reports a held round voided at start-up with it."""
+        caller of :meth:`resolve_held` itself may report it with this."""
         voided, self._held_void = self._held_void, None
         return voided
 
@@ -1231,7 +1234,8 @@ class TableController:
         deck = self.custody.in_play or self._in(P.IN_PLAY, P.IN_SHOE)
         if deck is None:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")
-        r = _Round(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers})
+        r = _Round(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers},
+                   open_seq=opened.seq)
         steps = []
         for e in entries:
             if e.kind == "round":
@@ -1283,6 +1287,7 @@ class TableController:
                      cause=cause, sealed=sealed)
         r.machine.hold_for_supervisor(reason)
         self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
+                     **({"open_seq": r.open_seq} if r.open_seq is not None else {}),
                      "number": r.number, "settled": settled, "placed": self._placed(r), "cause": cause,
                      "hold_from": hold_from, "decisions_final": hold_from == "dealer_reveal" or bool(r.decisions)
                      and len(r.decisions) == len(r.wagers), **extra}
@@ -1380,6 +1385,8 @@ class TableController:
         with self._batch():
             self._op("start_round")
             self._record("round", step="open", number=number, wagers=_wager_dict(wagers))
+        if self.journal is not None:
+            r.open_seq = self.journal.last_seq
         self.rounds_opened = number
         return self._run(r)
 

@@ -459,3 +459,82 @@ def test_a_round_voided_while_the_shoe_is_away_is_carried_out_at_once_and_its_la
         assert [(b["draw_index"], b["to"], b.get("voided")) for b in late] == [(4, None, True)]
         assert not [e for e in j.entries("incident") if "no round in progress" in e.body.get("what", "")]
     assert verify(tmp_path / "journal.sqlite3").ok
+
+
+@pytest.mark.parametrize("steps, extra, cause, final", [
+    (["close_bets", "start_dealing"], [], "restart", False),
+    (["close_bets", "start_dealing", "dealing_done", "decisions_done"], [], "restart", True),
+    (["close_bets", "start_dealing"], [("round", {"step": "held", "cause": "custody", "reason": "foreign card"})],
+     "custody", False),
+    (["close_bets", "start_dealing", "dealing_done", "decisions_done", "dealer_reveal"],
+     [("supervisor", {"action": "void_requested", "supervisor": "S-1", "reason": "misdeal"}),
+      ("round", {"step": "held", "cause": "void_request", "reason": "void requested by S-1"})],
+     "void_request", True),
+])
+def test_a_round_found_after_a_restart_keeps_what_its_hold_allows(tmp_path, steps, extra, cause, final):
+    """A restart mid-round holds it for a supervisor to release (cause "restart"); a round
+    held before the restart stays held for what held it (a broken rule cannot be released by
+    restarting); once the decisions were final, a void still needs a second supervisor, and a
+    void asked before the restart still waits for its confirmation (found by the people bench)."""
+    from table.recovery import restore
+
+    with Journal(tmp_path / "j.sqlite3", key=KEY) as j:
+        rid = "r00001-00000000"
+        j.append("round", round_id=rid, deck_id="A", step="open", number=1, wagers={"1": {"ante": 1000}})
+        for step in steps:
+            j.append("round", round_id=rid, deck_id="A", step=step, number=1,
+                     **({"decisions": {"1": "play"}} if step == "decisions_done" else {}))
+        for kind, body in extra:
+            j.append(kind, round_id=rid, deck_id="A", number=1, **body)
+        held = restore(j, DeckCustody([("A", RED), ("B", BLUE)])).held
+    assert held["round_id"] == rid and held["cause"] == cause and held["decisions_final"] is final
+    if cause == "void_request":
+        assert held["void_request"]["supervisor"] == "S-1"
+    if cause == "custody":
+        assert held["reason"] == "foreign card"
+
+
+def test_a_round_held_across_a_restart_and_released_is_played_by_play_round(tmp_path):
+    """prepare() leaves the held round to play_round(), which has a supervisor release it
+    and returns its result, as for any round (the terminal prints it, --rounds counts it)."""
+    from table.recovery import device_cursor
+
+    class Killed(BaseException):
+        pass
+
+    def kill(sim):
+        raise Killed()  # the controller stops mid-deal, as under SIGKILL: nothing more is journaled
+
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        path = tmp_path / "journal.sqlite3"
+        for attempt in ("killed", "restarted"):
+            events: queue.Queue = queue.Queue()
+            journal = Journal(path, key=KEY)
+            cursor = device_cursor(journal)
+            shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False,
+                                     resume=cursor.resume)
+            shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False,
+                                 resume=cursor.resume)
+            console = Console()
+            console.attached = True
+            dealer = SlipDealer(sim, 4, kill) if attempt == "killed" else sim.dealer
+            ctl = TableController(shuffler, shoe, events, dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=2,
+                                  ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal,
+                                  console=console, timing=TableTiming(event_timeout_s=3), cursor=cursor)
+            try:
+                ctl.prepare()
+                if attempt == "killed":
+                    with pytest.raises(Killed):
+                        ctl.play_round()
+                    continue
+                assert ctl.held is not None and ctl.held["cause"] == "restart"
+                rid = ctl.held["round_id"]
+                console.on_expectation(lambda exp: exp is not None and "release_hold" in exp.accepts and console.submit(
+                    Command("release_hold", {"supervisor": "S-1"})))  # the supervisor, once the table asks
+                result = ctl.play_round()
+                assert result.round_id == rid and len(result.reads) == 9
+            finally:
+                shuffler.close()
+                shoe.close()
+                journal.close()
+    assert verify(path).ok

@@ -353,14 +353,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                               dispatcher=dispatcher, roles=roles, table_key=signing_key)
                 except (MqttSetupError, OSError) as exc:
                     raise click.UsageError(f"cannot serve the event stream: {exc}") from None
-            controller.prepare()
-            at_start = controller.take_held_void()  # the round held across a restart, voided at start-up
-            if at_start is not None:
-                voided.append({"round_id": at_start[0], "reason": mask_cards(at_start[1])})
-                if service:
-                    log.warning("round_voided", round_id=at_start[0], reason=mask_cards(at_start[1]))
-                elif not as_json:
-                    click.echo(voided_line(*at_start))
+            controller.prepare()  # a round held across a restart: the first play_round() resolves it
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
             unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))

@@ -507,6 +507,13 @@ class Hands:
         self.layout = []
         self.done.append(f"collect {d.name}")
 
+    def draw(self) -> str:
+        """Draw the next card from the shoe; returns its face, as it lies on the layout."""
+        face = self.shoe.do("draw").split()[-1]  # "drew Qs"
+        self.layout.append(face)
+        self.drawn += 1
+        return face
+
     def act(self, w: dict, status: dict) -> bool:
         """Do the physical action ``w`` asks for, unless it is done; True if something was done."""
         self.collect_if_told(status)
@@ -543,9 +550,7 @@ class Hands:
                 return False
             if self.on_draw is not None:
                 self.on_draw(self.drawn)
-            face = self.shoe.do("draw").split()[-1]  # "drew Qs": the card lies face up on the layout
-            self.layout.append(face)
-            self.drawn += 1
+            self.draw()
         else:
             return False
         self.done.append(f"{action} {colour or ''}".strip())

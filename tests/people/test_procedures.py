@@ -157,3 +157,30 @@ def test_the_shoe_unplugged_mid_deal_holds_the_round_which_is_voided_and_play_go
             and e["data"]["draw_index"] == 4]
     assert late and late[0]["data"]["to"] is None, late
     assert not [e for e in bench.dealer.events if e["type"] == "incident"]
+
+
+def test_a_restart_with_the_journal_mid_round_holds_it_until_a_supervisor_releases_it(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+    st = crew.run_until(lambda st: waiting(st, "draw_card") and st["waiting_for"]["draw_index"] == 4,
+                        what="the fifth card of round 2 prompted")
+    rid = st["round"]["round_id"]
+    bench.dealer.close()
+    bench.table.kill()   # the table PC loses power mid-deal
+    hands.draw()         # the dealer, who does not know, draws the fifth card
+    bench.table.start()  # the same journal
+    bench.dealer.connect()
+    st = crew.run_until(lambda st: waiting(st, "release_hold"), what="the round held after the restart")
+    assert st["held"]["round_id"] == rid and st["held"]["cause"] == "restart" and not st["held"]["settled"]
+    assert waiting(st, "void") and st["waiting_for"]["role"] == "supervisor"
+    refused = bench.dealer.request("release_hold")
+    assert refused["ok"] is False and refused["code"] == "forbidden"
+    s2 = bench.supervisor("S-2")
+    reply = s2.command("release_hold", reason="power restored; the deal goes on")
+    assert reply["ok"] is True and reply["round_id"] == rid and reply["released"] is True, reply
+    st = crew.run_until(lambda st: st["rounds_played"] >= 2, what="the released round finished")
+    assert st["held"] is None
+    out = bench.table.wait_output("round 2")  # the released round's result on the new run's terminal
+    dealt = hands.collected[-1]
+    seat1 = [dealt[0], dealt[3], dealt[6]]  # the fifth card (seat 2's second) was drawn while the table was down
+    assert f"s1 {' '.join(seat1)}" in out and f"s2 {dealt[1]} {dealt[4]} {dealt[7]}" in out
