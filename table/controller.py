@@ -855,14 +855,23 @@ class TableController:
                 self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
                            f"the {in_shuffler.back_colour} deck out of the shuffler")
             elif in_shuffler is None:
-                nxt = next((d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE)
-                            and d is not in_shoe), None)
+                ready = [d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE) and d is not in_shoe]
+                inside = self._shuffler_colour() if ready else None  # one there already (a restart): that one
+                nxt = next((d for d in ready if d.back_colour == inside), ready[0] if ready else None)
                 if nxt is None:
                     raise TableError(f"no deck can go into the shuffler: {c.places()}")
                 self._step("insert_deck", nxt.back_colour, DeckInserted, f"the {nxt.back_colour} deck in the shuffler")
             else:
                 raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
         raise TableError(f"the decks did not reach a ready state: {self.custody.places()}")
+
+    def _shuffler_colour(self) -> BackColour | None:
+        """The back colour of the deck the shuffler holds (its own status), None when empty."""
+        try:
+            st = self.shuffler.status()
+        except LinkError as exc:
+            raise self._device_away("shuffler", exc) from exc
+        return None if st.state is DeviceState.IDLE else st.back_colour
 
     def _shuffler_holds(self, colour: BackColour) -> bool:
         """Whether the shuffler still holds a deck of ``colour`` (its own status)."""
@@ -881,11 +890,19 @@ class TableController:
         taken before the restart by a controller that kept no journal: the table
         adopts what the device reports (journaled as an incident) and goes on."""
         status = self._device_status(action, colour)
-        if status == "done":
+        if status == "occupied":  # the shoe holds another deck, of which the table has no record
+            self._clear_shoe(colour)
+        elif status == "done":
+            device = "shoe" if action == "load_shoe" else "shuffler"
+            self.console.expect(Expectation(
+                "device_record", f"the {device}'s own record of {what} (it shows it done before the restart; "
+                f"resent within {self._resend_window_s:g} s, else the table takes the {device}'s word)", "device",
+                colour=str(colour), deck_id=self.custody.deck(colour).deck_id))
             try:
                 self._expect(expect, self._resend_window_s, what)
             except DeviceTimeout:
                 self._adopt(action, colour, what)
+            self.console.expect(None)
             return
         self._record("prompt", action=action, colour=str(colour))
         self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
@@ -902,6 +919,41 @@ class TableController:
         twice the links' longest retransmit timeout."""
         return 2 * max(link.config.retransmit_max_ms for link in self._links.values()) / 1000
 
+    #: how often the shoe's status is read while the dealer empties it (it sends no event for that)
+    SHOE_CLEAR_POLL_S = 0.25
+
+    def _clear_shoe(self, wanted: BackColour) -> None:
+        """The shoe holds a deck the table has no record of (a restart without the journal,
+        or a stub left in it): an incident; the dealer is asked to take it out into the
+        discard rack (it is counted in the shuffler before it is dealt), and the table
+        waits until the shoe is empty (its status: a shoe sends no event when emptied)."""
+        try:
+            found = self.shoe.status().back_colour
+        except LinkError as exc:
+            raise self._device_away("shoe", exc) from exc
+        text = (f"the shoe holds a {found} deck the table has no record of loading: it goes to the discard rack, "
+                f"and through the shuffler to be counted before it is dealt")
+        self._record("incident", what=text)
+        log.warning("shoe_holds_unknown_deck", back_colour=str(found))
+        self._alarm("incident", text)
+        self._publish("incident", what=text)
+        deck = next((d for d in self.custody.decks.values() if d.back_colour == found), None)
+        self.console.expect(Expectation("collect", f"the dealer to take the {found} deck out of the shoe and put it "
+                                        f"in the discard rack, before the {wanted} deck is loaded", "dealer", (),
+                                        colour=str(found), deck_id=deck.deck_id if deck else None))
+        self.dealer.collect()
+        deadline = time.monotonic() + self._dealer_wait_s
+        while True:
+            try:
+                if self.shoe.status().state is DeviceState.IDLE:
+                    break
+            except LinkError as exc:
+                raise self._device_away("shoe", exc) from exc
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"the shoe still holds the {found} deck after {self._dealer_wait_s:g} s")
+            time.sleep(self.SHOE_CLEAR_POLL_S)
+        self.console.expect(None)
+
     def _adopt(self, action: str, colour: BackColour, what: str) -> None:
         """A device shows ``action`` done but its event was taken by an earlier controller
         with no record (a restart without the journal): custody takes the device's word,
@@ -916,6 +968,7 @@ class TableController:
             self._record("incident", what=f"no record of {what}: {text}")
             self._record("device_event", source="adopted", message=message_to_dict(msg))
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
+        self._alarm("incident", f"no record of {what}: {text}")
         self._publish("incident", what=text)
         self._apply(msg)
 
@@ -945,7 +998,17 @@ class TableController:
                 return "done" if self.shuffler.status().state is DeviceState.IDLE else "todo"
             if action in ("insert_deck", "load_shoe"):
                 st = (self.shuffler if action == "insert_deck" else self.shoe).status()
-                return "done" if st.state is not DeviceState.IDLE and st.back_colour == colour else "todo"
+                if st.state is DeviceState.IDLE:
+                    return "todo"
+                if st.back_colour == colour:
+                    return "done"
+                if action == "load_shoe":
+                    # The stub of a deck the table collected is cleared as the next deck goes in; a deck
+                    # it has no record of on the table (a restart without the journal) is an incident.
+                    known = next((d for d in self.custody.decks.values() if d.back_colour == st.back_colour), None)
+                    if known is None or known.place is P.OFF_TABLE:
+                        return "occupied"
+                return "todo"
         except LinkError as exc:
             raise self._device_away("shuffler" if action != "load_shoe" else "shoe", exc) from exc
         return "todo"

@@ -538,3 +538,41 @@ def test_a_round_held_across_a_restart_and_released_is_played_by_play_round(tmp_
                 shoe.close()
                 journal.close()
     assert verify(path).ok
+
+
+def test_a_restart_without_the_journal_counts_the_shufflers_deck_again_and_empties_the_shoe(tmp_path):
+    """No journal after a restart, the shuffler holding a verified deck and the shoe a loaded
+    one: the table waits for the shuffler's own record (its resend window), takes its word
+    (an incident), asks the dealer to empty the shoe into the discard rack (an incident: it
+    has no record of that deck), and deals the shuffler's deck (found by the people bench)."""
+    from firmware_bridge.link import LinkConfig
+
+    quick = LinkConfig(retransmit_max_ms=200)
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        seen: list = []
+        for attempt in ("before", "after"):
+            events: queue.Queue = queue.Queue()
+            shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", config=quick)
+            shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", config=quick)
+            console = Console()
+            console.attached = True
+            console.on_expectation(lambda exp: exp is not None and seen.append((exp.action, exp.colour)))
+            ctl = TableController(shuffler, shoe, events, sim.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
+                                  seats=2, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), console=console,
+                                  timing=TableTiming(event_timeout_s=3))
+            try:
+                ctl.prepare()
+                if attempt == "before":
+                    ctl.play_round()  # red dealt; blue verified in the shuffler
+                    ctl.advance()     # blue into the shoe, red counted in the shuffler
+                    assert ctl.custody.places() == {"A": "verified", "B": "in_shoe"}
+                    seen.clear()
+                    continue
+                texts = [a["text"] for a in ctl.status()["alarms"] if a["kind"] == "incident"]
+                assert any("the shuffler holds the red deck from before the restart" in t for t in texts), texts
+                assert any("the shoe holds a blue deck the table has no record of" in t for t in texts), texts
+                assert ("device_record", "red") in seen and ("collect", "blue") in seen
+                assert ctl.play_round().deck_colour is RED
+            finally:
+                shuffler.close()
+                shoe.close()

@@ -342,7 +342,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
             if key_console is not None:
-                key_console.follow(controller)  # payouts before the collect, holds and voids
+                key_console.follow(controller)  # payouts before the collect, holds, voids and incidents
+            elif not service and not as_json:
+                controller.subscribe(_say_incidents)  # what the table found and did about it, in words
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
                 from table.interfaces.event_socket import serve_for
 
@@ -505,6 +507,13 @@ def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any,
                             max_websockets=w.max_websockets if w else 64)
     except OSError as exc:
         raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
+
+
+def _say_incidents(ev: Any) -> None:
+    """An incident (a device's state adopted after a restart, a deck found where the table has
+    no record of it) on the terminal, as it happens."""
+    if ev.kind == "incident":
+        click.echo(f"tablectl run: incident: {mask_cards(str(ev.data.get('what', '')))}", err=True)
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:

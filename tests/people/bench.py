@@ -324,10 +324,14 @@ class DealerClient:
             if (me.get("role"), me.get("person")) != ("dealer", "nobody"):
                 raise BenchError(f"the dealer's console is not a dealer: {me}")
             deadline = time.monotonic() + 30
+            self.subscribed = False
             while True:  # "busy": the table is starting, its event stream opens in a moment (docs/console.md)
                 sub = self.request("subscribe", status=True)
                 if sub.get("ok"):
+                    self.subscribed = True
                     break
+                if "without a journal" in sub.get("error", ""):
+                    break  # no event stream: the dealer's console polls the status
                 if sub.get("code") != "busy" or time.monotonic() > deadline:
                     raise BenchError(f"subscribe refused: {sub}")
                 self.wait_push(0.05)
@@ -493,7 +497,7 @@ class Hands:
         with the round's cards."""
         places = {d["back_colour"]: d["place"] for d in status.get("decks", [])}
         d = self.at("shoe")
-        if d is not None and places.get(d.colour) in ("in_discard_rack", "off_table"):
+        if d is not None and places.get(d.colour) == "in_discard_rack":
             self.collect()
 
     def collect(self) -> None:
@@ -545,6 +549,11 @@ class Hands:
             d.place = "shoe"
             self.drawn = 0
             self.layout = []
+        elif action == "collect":  # the table asks for the shoe to be emptied into the discard rack
+            d = self.at("shoe")
+            if d is None or (colour is not None and d.colour != colour):
+                return False
+            self.collect()
         elif action == "draw_card":
             if w.get("draw_index") != self.drawn:
                 return False
@@ -559,7 +568,7 @@ class Hands:
 
 # -- the crew ----------------------------------------------------------------------------------------
 
-DEVICE_ACTIONS = ("insert_deck", "take_from_shuffler", "load_shoe", "draw_card")
+DEVICE_ACTIONS = ("insert_deck", "take_from_shuffler", "load_shoe", "draw_card", "collect")
 
 
 def waiting(st: dict, action: str) -> bool:

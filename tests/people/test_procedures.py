@@ -184,3 +184,38 @@ def test_a_restart_with_the_journal_mid_round_holds_it_until_a_supervisor_releas
     dealt = hands.collected[-1]
     seat1 = [dealt[0], dealt[3], dealt[6]]  # the fifth card (seat 2's second) was drawn while the table was down
     assert f"s1 {' '.join(seat1)}" in out and f"s2 {dealt[1]} {dealt[4]} {dealt[7]}" in out
+
+
+@pytest.mark.parametrize("rounds_before", [1, 2], ids=["red-in-shuffler", "blue-in-shuffler"])
+def test_a_restart_without_the_journal_while_the_shuffler_holds_a_verified_deck(bench, rounds_before):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(rounds_before)
+    st = crew.run_until(lambda st: waiting(st, "close_bets"), what="the next round open for bets")
+    in_shuffler = next(d for d in st["decks"] if d["place"] == "verified")["back_colour"]
+    in_shoe = next(d for d in st["decks"] if d["place"] == "in_shoe")["back_colour"]
+    bench.restart(journal=False)  # the journal is lost with the table PC
+    # The table first says whose word it waits for, then what it found, as incidents.
+    st = crew.run_until(lambda st: waiting(st, "device_record"), what="the table waiting for the shuffler's record",
+                        act=False)
+    assert st["waiting_for"]["colour"] == in_shuffler and st["waiting_for"]["role"] == "device"
+    st = crew.run_until(lambda st: waiting(st, "collect"), what="the dealer asked to empty the shoe")
+    w = st["waiting_for"]
+    assert w["colour"] == in_shoe and f"take the {in_shoe} deck out of the shoe" in w["what"]
+    texts = [a["text"] for a in st["alarms"] if a["kind"] == "incident"]
+    assert any(f"the shuffler holds the {in_shuffler} deck from before the restart: it is counted again" in t
+               for t in texts), texts
+    assert any(f"the shoe holds a {in_shoe} deck the table has no record of loading" in t for t in texts), texts
+    bench.table.wait_output(f"incident: the shuffler holds the {in_shuffler} deck from before the restart", err=True)
+    bench.table.wait_output(f"incident: the shoe holds a {in_shoe} deck", err=True)
+    # The table goes on: the shuffler's deck is counted and dealt, the shoe's goes round again.
+    st = crew.run_until(lambda st: st["round"] is not None, what="a round opened after the restart")
+    assert st["round"]["back_colour"] == in_shuffler  # the deck counted again is the one dealt
+    crew.run_until(lambda st: st["rounds_played"] >= 1, what="a round dealt after the restart")
+    assert hands.at("shuffler").colour == in_shoe  # the shoe's deck went round: it is being counted
+    s1 = bench.supervisor("S-1")
+    refused = bench.dealer.request("acknowledge_incident")
+    assert refused["ok"] is False and refused["code"] == "forbidden"
+    ack = s1.command("acknowledge_incident", note="journal lost with the disk; decks checked")
+    assert ack["ok"] is True and len(ack["acknowledged"]) == 2, ack
+    st = crew.play_rounds(1)
+    assert not [a for a in st["alarms"] if a["kind"] == "incident"]
