@@ -50,6 +50,7 @@ NOBODY = 65534
 ACCESS_GROUP, DEALER_GROUP = "users", "audio"
 
 SUPERVISOR_PINS = {"S-1": "739164", "S-2": "528417"}
+DEALER_PINS = {"D-1": "604381"}  # a dealer who signs in over HTTP (the web console)
 #: how long the table waits for a link that went down before it holds the round (s)
 RECONNECT_WAIT_S = 2.0
 
@@ -172,6 +173,8 @@ people_file = "{self.people}"
 """)
         for person, pin in SUPERVISOR_PINS.items():
             add_person(self.people, person, "supervisor", pin)
+        for person, pin in DEALER_PINS.items():
+            add_person(self.people, person, "dealer", pin)
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
@@ -417,14 +420,15 @@ class DealerClient:
 
 
 class Supervisor:
-    """A supervisor signed in over HTTP with an id and PIN."""
+    """A person signed in over HTTP with an id and PIN (a supervisor, or ``role`` another)."""
 
-    def __init__(self, base_url: str, person: str, pin: str | None = None) -> None:
+    def __init__(self, base_url: str, person: str, pin: str | None = None, role: str = "supervisor") -> None:
         self.base_url, self.person = base_url, person
         self.replies = Replies(person)
         self._n = 0
-        code, session = self.http("POST", "/api/v1/session", {"person": person, "pin": pin or SUPERVISOR_PINS[person]})
-        if code != 200 or session.get("role") != "supervisor":
+        pin = pin or {**SUPERVISOR_PINS, **DEALER_PINS}[person]
+        code, session = self.http("POST", "/api/v1/session", {"person": person, "pin": pin})
+        if code != 200 or session.get("role") != role:
             raise BenchError(f"{person} could not sign in: {code} {session}")
         self.token = session["token"]
 
@@ -659,6 +663,10 @@ class Bench:
 
     def supervisor(self, person: str) -> Supervisor:
         return Supervisor(self.table.base_url, person)
+
+    def web_dealer(self, person: str = "D-1") -> Supervisor:
+        """A dealer signed in over HTTP (the web console's dealer)."""
+        return Supervisor(self.table.base_url, person, role="dealer")
 
     def restart(self, *, journal: bool = True) -> None:
         """SIGKILL the table, start it again (with or without its journal), reconnect the dealer."""

@@ -219,3 +219,86 @@ def test_a_restart_without_the_journal_while_the_shuffler_holds_a_verified_deck(
     assert ack["ok"] is True and len(ack["acknowledged"]) == 2, ack
     st = crew.play_rounds(1)
     assert not [a for a in st["alarms"] if a["kind"] == "incident"]
+
+
+def test_a_void_before_the_decisions_needs_one_supervisor(bench):
+    crew = bench.crew
+    crew.play_rounds(1)
+    st = crew.run_until(lambda st: waiting(st, "draw_card") and st["waiting_for"]["draw_index"] == 5,
+                        what="the sixth card of round 2 prompted")
+    rid = st["round"]["round_id"]
+    assert st["void_needs_second_supervisor"] is False
+    t0 = time.monotonic()
+    reply = bench.supervisor("S-1").command("void", reason="dealer exposed a card")
+    assert reply["ok"] is True and reply["round_id"] == rid and reply["what"] == "the round is voided now", reply
+    st = crew.run_until(lambda st: st["round"] is None and st["held"] is None, what="the round voided", act=False)
+    carried_out = time.monotonic() - t0
+    assert carried_out < 2.0, f"the void took {carried_out:.2f} s: the table waited for a card first"
+    bench.table.wait_output(f"round {rid} VOIDED by a supervisor: dealer exposed a card; every wager returned")
+    voided = [e for e in bench.dealer.events if e["type"] == "round_voided" and e["round_id"] == rid]
+    assert voided and voided[0]["data"]["supervisor"] == "S-1"
+    assert voided[0]["data"]["returned_cents"] == {"1": 1000, "2": 1000}
+    crew.play_rounds(1)
+
+
+def test_a_void_after_the_decisions_needs_a_second_supervisor(bench):
+    crew, hands = bench.crew, bench.hands
+    crew.play_rounds(1)
+    st = crew.run_until(lambda st: waiting(st, "decide") and st["waiting_for"]["seat"] == 2,
+                        what="seat 2 to decide in round 2")
+    hands.shoe.do("unplug")  # the shoe's cable comes out while the seats decide
+    st = crew.run_until(lambda st: st["held"] is not None and waiting(st, "void"),
+                        what="the round held after the decisions")
+    rid = st["held"]["round_id"]
+    assert st["void_needs_second_supervisor"] is True
+    s1, s2 = bench.supervisor("S-1"), bench.supervisor("S-2")
+    first = s1.command("void", reason="shoe failed after the decisions")
+    assert first["ok"] is True and first["what"] == "a second supervisor must confirm the void (the decisions are final)"
+    st = crew.run_until(lambda st: waiting(st, "confirm_void"), what="the table asking for a second supervisor",
+                        act=False)
+    assert st["held"]["void_requested_by"] == "S-1" and "a second supervisor" in st["waiting_for"]["what"]
+    same = s1.command("confirm_void")
+    assert same["ok"] is False and "not the one who asked it" in same["error"] and same["http"] == 409, same
+    dealer = bench.dealer.request("confirm_void")
+    assert dealer["ok"] is False and dealer["code"] == "forbidden"
+    st = bench.dealer.status()
+    assert st["held"] is not None and waiting(st, "confirm_void")  # still held: nothing voided yet
+    second = s2.command("confirm_void")
+    assert second["ok"] is True and second["voided"] is True and second["supervisors"] == ["S-1", "S-2"], second
+    st = crew.run_until(lambda st: st["held"] is None, what="the void carried out", act=False)
+    bench.table.wait_output(f"round {rid} VOIDED by a supervisor")
+    hands.shoe.do("plug")
+    played = st["rounds_played"]
+    crew.run_until(lambda st: st["rounds_played"] > played, what="the next round dealt")
+
+
+def test_a_void_after_settlement_is_refused_and_the_results_stand(bench):
+    crew = bench.crew
+    crew.play_rounds(1)
+    st = crew.run_until(lambda st: waiting(st, "confirm_collect"), what="round 2 settled, waiting for the collect")
+    rid = st["round"]["round_id"]
+    reply = bench.supervisor("S-1").command("void", reason="player complains")
+    assert reply["ok"] is False and reply["http"] == 409, reply
+    assert f"round {rid} is settled: its results stand" in reply["error"]
+    played = st["rounds_played"]
+    st = crew.run_until(lambda st: st["rounds_played"] > played, what="the settled round collected")
+    assert not [e for e in bench.dealer.events if e["type"] == "round_voided"]
+    bench.table.wait_output("round 2 deck B (blue)")
+
+
+def test_a_dealer_cannot_void_register_a_deck_or_enter_a_card_on_either_front_door(bench):
+    crew = bench.crew
+    st = crew.run_until(lambda st: waiting(st, "close_bets"), what="round 1 open for bets")
+    web = bench.web_dealer()
+    for action, args in [("void", {"reason": "misdeal"}), ("register_deck", {"deck_id": "A2"}),
+                         ("confirm_card", {"card": "Qs"}), ("release_hold", {}), ("confirm_void", {})]:
+        on_socket = bench.dealer.request(action, **args)
+        assert on_socket["ok"] is False and on_socket["code"] == "forbidden", on_socket
+        over_http = web.command(action, **args)
+        assert over_http["ok"] is False and over_http["code"] == "forbidden" and over_http["http"] == 403
+    # A dealer over HTTP deals as the socket's dealer does: the round goes on.
+    closed = web.command("close_bets")
+    assert closed["ok"] is True and closed["round_id"] == st["round"]["round_id"]
+    crew.play_rounds(1)
+    slowest = max(bench.dealer.replies.slowest_s, web.replies.slowest_s)
+    assert slowest < 1.0, f"a reply took {slowest:.2f} s"
