@@ -239,12 +239,12 @@ class ShoeEmulator(FirmwareEmulator):
             return sim
 
     def slip(self, card: SimCard) -> None:
-        """Someone slips ``card`` onto the shoe's stack: it is the next card drawn (a
-        foreign card when its back is not the deck's). No event: the shoe sees it only
-        when it is drawn."""
+        """A card is slipped in on top of the shoe's cards (the next draw reads it): a
+        foreign card when its back is not the deck's colour. No event: the shoe's sensor
+        sees it only as it is drawn."""
         with self.lock:
             if not self.cards:
-                raise DeviceRefused("the shoe is empty; load a deck first")
+                raise DeviceRefused("the shoe holds no deck to slip a card onto")
             self.cards.insert(0, card)
 
     def unload(self) -> list[SimCard]:

@@ -417,6 +417,30 @@ class FirmwareEmulator:
             self._parser.reset()
         self._wake()
 
+    def unplug(self) -> None:
+        """Pull the cable and keep it out until :meth:`plug` (where the port can model
+        that: a pty, a TCP server; raises ``ValueError`` otherwise). Firmware state and
+        the events not yet acknowledged are kept: they are resent once the host is back."""
+        if not hasattr(self.port, "unplug"):
+            raise ValueError(f"a {type(self.port).__name__} cannot be unplugged")
+        with self.lock:
+            self.port.unplug()
+            self._parser.reset()
+        self._wake()
+
+    def plug(self) -> None:
+        """Plug the cable back in after :meth:`unplug` (the host reconnects)."""
+        if not hasattr(self.port, "plug"):
+            raise ValueError(f"a {type(self.port).__name__} cannot be plugged in")
+        with self.lock:
+            self.port.plug()
+        self._wake()
+
+    @property
+    def unplugged(self) -> bool:
+        """True while the cable is out (:meth:`unplug`)."""
+        return bool(getattr(self.port, "unplugged", False))
+
     def reboot(self) -> None:
         """Power-cycle the firmware: a new ``boot_id``; SEQ numbers, the reply cache,
         the host session and every event not yet ACKed are lost (RAM). The host

@@ -70,17 +70,43 @@ class TcpServerPort(_SocketPort):
     ``socket://host:port``. Raises ``OSError`` if it cannot bind."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._listener = socket.create_server((host, port))
+        self._listener: socket.socket | None = socket.create_server((host, port))
         self._listener.setblocking(False)
         self._conn = None
         self.host, self.port = self._listener.getsockname()[:2]
         self.name = f"socket://{self.host}:{self.port}"
+        self.on_change: Callable[[], None] = lambda: None  # set by the firmware emulator
 
     def fileno(self) -> int:
-        return self._conn.fileno() if self._conn is not None else self._listener.fileno()
+        if self._conn is not None:
+            return self._conn.fileno()
+        return self._listener.fileno() if self._listener is not None else -1
+
+    @property
+    def unplugged(self) -> bool:
+        """True between :meth:`unplug` and :meth:`plug` (the cable is out)."""
+        return self._listener is None
+
+    def unplug(self) -> None:
+        """Pull the cable and keep it out: the host's connection is dropped and the port
+        stops listening (a host trying to connect is refused) until :meth:`plug`."""
+        self._drop()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    def plug(self) -> None:
+        """Plug the cable back in: listen again on the same port (the host reconnects).
+        Raises ``OSError`` if the port was taken meanwhile."""
+        if self._listener is None:
+            self._listener = socket.create_server((self.host, self.port))
+            self._listener.setblocking(False)
+            self.on_change()
 
     def read(self, max_bytes: int = 4096) -> bytes:
         if self._conn is None:
+            if self._listener is None:
+                return b""
             try:
                 conn, _ = self._listener.accept()
             except BlockingIOError:
@@ -93,7 +119,9 @@ class TcpServerPort(_SocketPort):
 
     def close(self) -> None:
         self._drop()
-        self._listener.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
 
 class SocketPairPort(_SocketPort):

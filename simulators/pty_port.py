@@ -187,6 +187,37 @@ class PtyPort:
         self.on_change()
 
     @property
+    def unplugged(self) -> bool:
+        """True while the adapter is out (between :meth:`unplug` and :meth:`plug`)."""
+        return self.fd < 0 and not self._closed
+
+    def unplug(self) -> None:
+        """Pull the USB-serial adapter and keep it out until :meth:`plug`: the pty is
+        destroyed (the host's reads fail) and the symlink is removed, as the udev name
+        of an unplugged adapter is."""
+        if self.fd < 0:
+            return
+        if self._replug is not None:
+            self._replug.cancel()
+            self._replug = None
+        old = (self.fd, self._slave)
+        self.fd = self._slave = -1
+        if self._owns_link():
+            self.link.unlink()
+        for fd in old:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def plug(self) -> None:
+        """Plug the adapter back in: a new pty behind the symlink (the host finds it again)."""
+        if self.fd >= 0 or self._closed:
+            return
+        self._open()
+        self.on_change()
+
+    @property
     def name(self) -> str:
         """The path a host should open: the symlink if one was asked for, else the slave."""
         return str(self.link) if self.link else self.path

@@ -52,6 +52,9 @@ HELP = {
         "trial not yet confirmed is rolled back)",
         "fail-boot on|off          on: the next image activated hangs at boot (the watchdog rolls it back)",
         "disconnect                pull the cable (pty: a new pty behind the symlink; tcp: drop the host)",
+        "unplug                    pull the cable and keep it out until 'plug' (pty: the pty and its symlink go;"
+        " tcp: the host is dropped and connections are refused)",
+        "plug                      plug the cable back in after 'unplug' (the host reconnects)",
         "quit                      stop the emulator and exit 0 (as SIGTERM)",
     ],
     "shuffler": [
@@ -66,7 +69,8 @@ HELP = {
         "draw [N]                  draw N cards (default 1): CardDrawn, CardUnreadable or ShoeEmpty each",
         "unreadable N              the next N draws cannot be read (CardUnreadable)",
         "unload                    take the stub out (no event)",
-        "slip COLOUR CARD          slip a card with COLOUR backs onto the stack: the next draw (a foreign card)",
+        "slip CARD [COLOUR]        slip a card of another back colour in on top (default: blue, red on a blue"
+        " deck); the next draw reads it",
     ],
 }
 
@@ -243,6 +247,7 @@ class StandaloneEmulator:
             assert isinstance(d, ShoeEmulator)
             parts += [f"cards={len(d.cards)}", f"colour={d.colour}", f"draws={d.draws}",
                       f"unreadable_next={d.faults.unreadable_draws}"]
+        parts.append(f"cable={'out' if d.unplugged else 'in'}")
         return " ".join(parts)
 
     def _cmd_reboot(self, args: list[str]) -> str:
@@ -256,8 +261,25 @@ class StandaloneEmulator:
         return f"fail-boot {args[0]}"
 
     def _cmd_disconnect(self, args: list[str]) -> str:
+        if self.device.unplugged:
+            raise ControlError("the cable is out; 'plug' puts it back")
         self.device.disconnect()
         return f"disconnected {self.url}"
+
+    def _cmd_unplug(self, args: list[str]) -> str:
+        if self.device.unplugged:
+            raise ControlError("the cable is already out; 'plug' puts it back")
+        self.device.unplug()
+        return f"unplugged {self.url}"
+
+    def _cmd_plug(self, args: list[str]) -> str:
+        if not self.device.unplugged:
+            raise ControlError("the cable is in; 'unplug' pulls it")
+        try:
+            self.device.plug()
+        except OSError as exc:
+            raise ControlError(f"cannot plug back in: {exc}") from None
+        return f"plugged {self.url}"
 
     def _cmd_quit(self, args: list[str]) -> str:
         raise _Quit()
@@ -323,11 +345,17 @@ class StandaloneEmulator:
         return f"the next {self.device.faults.unreadable_draws} draws are unreadable"
 
     def _cmd_slip(self, args: list[str]) -> str:
-        if len(args) != 2:
-            raise ControlError("slip COLOUR CARD")
-        colour, card = BackColour.parse(args[0]), Card.parse(args[1])
+        if not 1 <= len(args) <= 2:
+            raise ControlError("slip CARD [COLOUR]")
+        card = Card.parse(args[0])
+        if len(args) == 2:
+            colour = BackColour.parse(args[1])
+            if colour is BackColour.NONE:
+                raise ControlError(f"{args[1]!r} is not a back colour")
+        else:
+            colour = BackColour.BLUE if self.device.colour is not BackColour.BLUE else BackColour.RED
         self.device.slip(SimCard(card, colour))
-        return f"slipped {card} with {colour} backs"
+        return f"slipped {card} ({colour} back) on top cards={len(self.device.cards)}"
 
     def _cmd_unload(self, args: list[str]) -> str:
         stub = self.device.unload()
@@ -335,8 +363,7 @@ class StandaloneEmulator:
 
 
 _KIND_OF = {"insert": "shuffler", "take": "shuffler", "jam": "shuffler", "door": "shuffler",
-            "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe",
-            "slip": "shoe"}
+            "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe", "slip": "shoe"}
 
 
 def _count(text: str) -> int:

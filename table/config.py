@@ -405,13 +405,17 @@ class ConsoleSection:
     the event stream's socket (optional). ``socket_group``: the group both sockets
     are given (mode 0660), so the accounts of ``[roles]`` can connect;
     ``max_connections`` per socket; ``idle_timeout_s``: a control connection with
-    no request for this long is closed."""
+    no request for this long is closed. ``two_person_void``: a void once the
+    decisions are final needs a second, different supervisor to confirm it
+    (default on; off only where the jurisdiction's rules let one supervisor
+    void such a round: the house's internal controls, docs/console.md)."""
 
     control_socket: Path = _spec(Path("/run/threecard/control.sock"), check=_abs_path)
     event_socket: Path | None = _spec(None, check=_abs_path)
     socket_group: str | None = _spec(None, check=lambda v: _groups([v])[0])
     max_connections: int = _spec(256, range=(1, 10_000))
     idle_timeout_s: float = _spec(300.0, range=(1, 86_400))
+    two_person_void: bool = _spec(True)
 
 
 @dataclass(frozen=True)

@@ -94,9 +94,11 @@ class Expectation:
     ``draw_card``); ``what``: in words ("the dealer to close bets"); ``role``:
     who does it (``dealer``, ``supervisor``, ``device``); ``accepts``: the
     commands taken now; ``seat``: for ``decide``; ``draw_index``: for
-    ``confirm_card``; ``round_id``: the round concerned; ``colour``: the back
-    colour of the deck a physical step moves (``insert_deck``, ``load_shoe``,
-    ``take_from_shuffler``), so a screen can show which deck goes where."""
+    ``confirm_card``, and for ``draw_card`` the draw the shoe will count (0 for
+    the first card since its load); ``round_id``: the round concerned;
+    ``colour``: the back colour of the deck a physical step moves (``insert_deck``,
+    ``load_shoe``, ``take_from_shuffler``) and ``deck_id`` that deck's id, so a
+    screen shows which deck goes where and a bench's hands pick it up."""
 
     action: str
     what: str
@@ -106,11 +108,12 @@ class Expectation:
     draw_index: int | None = None
     round_id: str | None = None
     colour: str | None = None
+    deck_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"action": self.action, "what": self.what, "role": self.role,
                              "accepts": list(self.accepts)}
-        for k in ("seat", "draw_index", "round_id", "colour"):
+        for k in ("seat", "draw_index", "round_id", "colour", "deck_id"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         return d
@@ -202,6 +205,13 @@ class Console:
         for cmd, why in refused:
             cmd.answer(ok=False, code="not_expected", error=why)
         self._tell(exp)
+
+    def between(self) -> None:
+        """The controller is about to say what it waits for (it has just made a step visible,
+        such as a round open for bets, and journals it first): a command that comes now
+        is held and answered by the next :meth:`expect`, not refused for the gap."""
+        with self._cv:
+            self._between = True
 
     def _tell(self, exp: Expectation | None) -> None:
         for cb in list(self._listeners):
@@ -336,11 +346,15 @@ class Console:
 
     def wait(self, accepts: tuple[str, ...], what: str, timeout_s: float | None = None, *,
              role: str | None = None, action: str | None = None, seat: int | None = None,
-             draw_index: int | None = None, round_id: str | None = None, voids: bool = True) -> Command:
+             draw_index: int | None = None, round_id: str | None = None, voids: bool = True,
+             check: Callable[[Command], dict[str, Any] | None] | None = None) -> Command:
         """Wait for the next command among ``accepts`` and return it (the caller answers
         it). While waiting, :attr:`expectation` says so. ``voids``: an accepted void
         ends the wait and is returned (``action == "void"``: the caller carries it out).
-        Raises :class:`SupervisorRequired` with no front door attached, or when
+        ``check``: called with each command before it is taken; a dict it returns is the
+        command's refusal (``code``, ``error``), answered at once while the table goes on
+        waiting, so a person who corrects a mistake at once is never told "not expected
+        now". Raises :class:`SupervisorRequired` with no front door attached, or when
         nobody answered within ``timeout_s``."""
         if not self.attached:
             raise SupervisorRequired(f"{what}: no console or control socket is attached to ask")
@@ -354,11 +368,15 @@ class Console:
                     if voids and self._void is not None:
                         v, self._void = self._void, None
                         return v
-                    for i, cmd in enumerate(self._pending):
-                        if cmd.action in accepts:
-                            del self._pending[i]
+                    taken = next((c for c in self._pending if c.action in accepts), None)
+                    if taken is not None:
+                        self._pending.remove(taken)
+                        refused = check(taken) if check is not None else None
+                        if refused is None:
                             self._between = True  # until the controller says what it waits for next
-                            return cmd
+                            return taken
+                        taken.answer(ok=False, **refused)
+                        continue
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise SupervisorRequired(f"{what}: nobody answered within {timeout_s:g} s")

@@ -187,6 +187,8 @@ class _Round:
     results: dict[int, SeatSettlement] = field(default_factory=dict)
     #: draw prompts given to the dealer this round (a resumed deal does not prompt twice)
     prompted: int = 0
+    #: the journal seq of the round's "open" entry (where a restart's recovery reads it from)
+    open_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,10 @@ class TableController:
         self._held_round: _Round | None = None  # a round held in this process (what a release resumes)
         self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
         self._alarms: list[dict[str, Any]] = []  # standing alarms, until handled (status "alarms")
+        self._held_void: tuple[str, str] | None = None  # a held round voided (take_held_void)
+        #: a voided round whose cards may still arrive from the shoe (drawn while it was away),
+        #: until the shoe is loaded again: they are journaled as that round's late cards
+        self._in_flight_round: str | None = None
         self.console.wake = self._wake
         self.console.acknowledge = self.acknowledge
 
@@ -485,6 +491,7 @@ class TableController:
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
             if isinstance(msg, ShoeLoaded) and ev.source == self._shoe_name:
                 self._next_draw = 0
+                self._in_flight_round = None
             return ev
 
     def _wake(self) -> None:
@@ -549,14 +556,15 @@ class TableController:
                                f"the {ev.source} sent {msg.name} that could not be decoded: "
                                f"a card may have left the shoe unrecorded")
 
-    def _card_entry(self, ev: DeviceEvent, card: Card, to: int | None, **flags: Any) -> None:
+    def _card_entry(self, ev: DeviceEvent, card: Card, to: int | None, *, round_id: str | None = None,
+                    **flags: Any) -> None:
         """Journal one card the shoe read (sealed until the reveal, with a commitment
         to it, issue 14), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
         None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
         ``extra``, ``refused`` with the rule, ``gap``)."""
         msg = ev.message
         r = self._round
-        rid = r.round_id if r is not None else (self.held or {}).get("round_id")
+        rid = round_id or (r.round_id if r is not None else (self.held or {}).get("round_id"))
         nonce = fresh_nonce()
         body: dict[str, Any] = {"source": ev.source, "dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
                                 "back_colour": str(msg.back_colour), **flags}
@@ -638,6 +646,9 @@ class TableController:
                                    "and the dealer: misdeal")
         if self.held is not None and isinstance(msg, CardDrawn):
             self._late_card(ev)  # drawn for the held round before a restart
+            return
+        if self.held is None and self._in_flight_round is not None and ev.source == self._shoe_name:
+            self._voided_late_card(ev)  # drawn for a round voided while the shoe was away
             return
         if isinstance(msg, CardDrawn):
             self._card_entry(ev, msg.card, None, stray=True)
@@ -740,13 +751,14 @@ class TableController:
 
     def prepare(self) -> None:
         """Open the table: restore from the journal, take in what the devices held,
-        resolve a held round (a supervisor), move the decks until ready; sign a
-        checkpoint."""
+        move the decks until ready; sign a checkpoint. A round held across a restart
+        is left for :meth:`play_round`, which has the supervisors resolve it first and
+        reports it as any round (its result when released, :class:`RoundVoided`, or a
+        hold again), so a caller's round loop sees it like every other round."""
         self.recover()
         self.settle_devices()
-        if self.held is not None:
-            self.resolve_held()
-        self.advance()
+        if self.held is None:
+            self.advance()
         if self.journal is not None:
             if self.journal.last("table_open") is None:
                 # The table opens only now: the first deck is verified and in the shoe (issue 5).
@@ -779,6 +791,18 @@ class TableController:
                     if v.rule is not Rule.DECK_INCOMPLETE:
                         self._violation(v)
                     raise
+
+    def _voided_late_card(self, ev: DeviceEvent) -> None:
+        """A card the shoe read for a round voided while it was away (its event arrives once
+        the shoe is back): journaled with that round, dealt to nobody; the round's cards
+        are collected already, so nothing is held (a gap in the draws is recorded)."""
+        msg = ev.message
+        gap = {"gap": True} if self._check_draw(ev) is not None else {}
+        if isinstance(msg, CardDrawn):
+            self._card_entry(ev, msg.card, None, round_id=self._in_flight_round, late=True, voided=True, **gap)
+        else:
+            self._next_draw = msg.draw_index + 1
+        log.warning("card_after_void", draw_index=msg.draw_index, **gap)
 
     def _late_card(self, ev: DeviceEvent) -> None:
         """A card read that arrived after a restart, for the round now held."""
@@ -838,8 +862,9 @@ class TableController:
                 self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
                            f"the {in_shuffler.back_colour} deck out of the shuffler")
             elif in_shuffler is None:
-                nxt = next((d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE)
-                            and d is not in_shoe), None)
+                ready = [d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE) and d is not in_shoe]
+                inside = self._shuffler_colour() if ready else None  # one there already (a restart): that one
+                nxt = next((d for d in ready if d.back_colour == inside), ready[0] if ready else None)
                 if nxt is None:
                     raise TableError(f"no deck can go into the shuffler: {c.places()}")
                 self._step("insert_deck", nxt.back_colour, DeckInserted, f"the {nxt.back_colour} deck in the shuffler")
@@ -847,12 +872,20 @@ class TableController:
                 raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
         raise TableError(f"the decks did not reach a ready state: {self.custody.places()}")
 
+    def _shuffler_colour(self) -> BackColour | None:
+        """The back colour of the deck the shuffler holds (its own status), None when empty."""
+        try:
+            st = self.shuffler.status()
+        except LinkError as exc:
+            raise self._device_away("shuffler", exc) from exc
+        return None if st.state is DeviceState.IDLE else st.back_colour
+
     def _shuffler_holds(self, colour: BackColour) -> bool:
         """Whether the shuffler still holds a deck of ``colour`` (its own status)."""
         try:
             st = self.shuffler.status()
         except LinkError as exc:
-            raise DeviceFault(f"cannot read the shuffler's status: {exc}") from exc
+            raise self._device_away("shuffler", exc) from exc
         return st.state is not DeviceState.IDLE and st.back_colour == colour
 
     def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
@@ -864,17 +897,25 @@ class TableController:
         taken before the restart by a controller that kept no journal: the table
         adopts what the device reports (journaled as an incident) and goes on."""
         status = self._device_status(action, colour)
-        if status == "done":
+        if status == "occupied":  # the shoe holds another deck, of which the table has no record
+            self._clear_shoe(colour)
+        elif status == "done":
+            device = "shoe" if action == "load_shoe" else "shuffler"
+            self.console.expect(Expectation(
+                "device_record", f"the {device}'s own record of {what} (it shows it done before the restart; "
+                f"resent within {self._resend_window_s:g} s, else the table takes the {device}'s word)", "device",
+                colour=str(colour), deck_id=self.custody.deck(colour).deck_id))
             try:
                 self._expect(expect, self._resend_window_s, what)
             except DeviceTimeout:
                 self._adopt(action, colour, what)
+            self.console.expect(None)
             return
         self._record("prompt", action=action, colour=str(colour))
         self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
                                         else f"the dealer to take {what}", "device", (),
                                         round_id=self._round.round_id if self._round else None,
-                                        colour=str(colour)))
+                                        colour=str(colour), deck_id=self.custody.deck(colour).deck_id))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.dealer, action)(*args)
         self._expect(expect, self._dealer_wait_s, what)
@@ -884,6 +925,41 @@ class TableController:
         """How long a device takes at most to resend an event it holds (SPEC §6.3, §7):
         twice the links' longest retransmit timeout."""
         return 2 * max(link.config.retransmit_max_ms for link in self._links.values()) / 1000
+
+    #: how often the shoe's status is read while the dealer empties it (it sends no event for that)
+    SHOE_CLEAR_POLL_S = 0.25
+
+    def _clear_shoe(self, wanted: BackColour) -> None:
+        """The shoe holds a deck the table has no record of (a restart without the journal,
+        or a stub left in it): an incident; the dealer is asked to take it out into the
+        discard rack (it is counted in the shuffler before it is dealt), and the table
+        waits until the shoe is empty (its status: a shoe sends no event when emptied)."""
+        try:
+            found = self.shoe.status().back_colour
+        except LinkError as exc:
+            raise self._device_away("shoe", exc) from exc
+        text = (f"the shoe holds a {found} deck the table has no record of loading: it goes to the discard rack, "
+                f"and through the shuffler to be counted before it is dealt")
+        self._record("incident", what=text)
+        log.warning("shoe_holds_unknown_deck", back_colour=str(found))
+        self._alarm("incident", text)
+        self._publish("incident", what=text)
+        deck = next((d for d in self.custody.decks.values() if d.back_colour == found), None)
+        self.console.expect(Expectation("collect", f"the dealer to take the {found} deck out of the shoe and put it "
+                                        f"in the discard rack, before the {wanted} deck is loaded", "device", (),
+                                        colour=str(found), deck_id=deck.deck_id if deck else None))
+        self.dealer.collect()
+        deadline = time.monotonic() + self._dealer_wait_s
+        while True:
+            try:
+                if self.shoe.status().state is DeviceState.IDLE:
+                    break
+            except LinkError as exc:
+                raise self._device_away("shoe", exc) from exc
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"the shoe still holds the {found} deck after {self._dealer_wait_s:g} s")
+            time.sleep(self.SHOE_CLEAR_POLL_S)
+        self.console.expect(None)
 
     def _adopt(self, action: str, colour: BackColour, what: str) -> None:
         """A device shows ``action`` done but its event was taken by an earlier controller
@@ -899,6 +975,7 @@ class TableController:
             self._record("incident", what=f"no record of {what}: {text}")
             self._record("device_event", source="adopted", message=message_to_dict(msg))
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
+        self._alarm("incident", f"no record of {what}: {text}")
         self._publish("incident", what=text)
         self._apply(msg)
 
@@ -911,21 +988,54 @@ class TableController:
         """Whether a device already shows ``action`` done (after a restart): for a
         deck put in, the device must hold a deck of ``colour`` (the previous deck's
         stub left in the shoe is not the next deck loaded)."""
+        which = "shoe" if action == "load_shoe" else "shuffler"
+        if not self._links[self._shoe_name if which == "shoe" else self._shuffler_name].alive:
+            self._expect_reconnect(which)  # said now: the status request waits for the link to come back
+        try:
+            return self._device_status_of(action, colour)
+        finally:
+            exp = self.console.expectation
+            if exp is not None and exp.action == "reconnect" and (self._links[self._shuffler_name].alive
+                                                                   and self._links[self._shoe_name].alive):
+                self.console.expect(None)  # the device is back: the step says what it waits for now
+
+    def _device_status_of(self, action: str, colour: BackColour) -> str:
         try:
             if action == "take_from_shuffler":
                 return "done" if self.shuffler.status().state is DeviceState.IDLE else "todo"
             if action in ("insert_deck", "load_shoe"):
                 st = (self.shuffler if action == "insert_deck" else self.shoe).status()
-                return "done" if st.state is not DeviceState.IDLE and st.back_colour == colour else "todo"
+                if st.state is DeviceState.IDLE:
+                    return "todo"
+                if st.back_colour == colour:
+                    return "done"
+                if action == "load_shoe":
+                    # The stub of a deck the table collected is cleared as the next deck goes in; a deck
+                    # it has no record of on the table (a restart without the journal) is an incident.
+                    known = next((d for d in self.custody.decks.values() if d.back_colour == st.back_colour), None)
+                    if known is None or known.place is P.OFF_TABLE:
+                        return "occupied"
+                return "todo"
         except LinkError as exc:
-            raise DeviceFault(f"cannot read device status: {exc}") from exc
+            raise self._device_away("shuffler" if action != "load_shoe" else "shoe", exc) from exc
         return "todo"
+
+    def _expect_reconnect(self, which: str) -> None:
+        self.console.expect(Expectation("reconnect", f"the {which} to be connected again (its link is down: "
+                                        "check its cable and power)", "device"))
+
+    def _device_away(self, which: str, exc: Exception) -> DeviceFault:
+        """A device the next step needs does not answer (its link is down): the table says
+        it waits for it (``waiting_for``: ``reconnect``), and the step is tried again."""
+        self._expect_reconnect(which)
+        return DeviceFault(f"the {which} does not answer ({exc}); the table goes on when it is back")
 
     def _shuffle(self, deck: Deck) -> None:
         # The command entry is the custody step (start_shuffle) too: journal, then act.
         self._record("command", command="shuffle", colour=str(deck.back_colour))
         self.custody.on_shuffle_started(deck.back_colour)
-        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device"))
+        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device",
+                                        colour=str(deck.back_colour), deck_id=deck.deck_id))
         self.shuffler.shuffle()
         self._await_verification(deck, after_restart=False)
 
@@ -956,17 +1066,22 @@ class TableController:
         """A deck failed verification (and is out of the shuffler): it stays out until a
         supervisor registers a replacement (issue 5; COMAR 36.05.03.27 C)."""
         log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
+
+        def check(cmd: Command) -> dict[str, Any] | None:
+            deck_id = str(cmd.args.get("deck_id") or "").strip()
+            if not deck_id:
+                return {"code": "bad_request", "error": "register_deck needs deck_id"}
+            colour = cmd.args.get("colour")
+            if colour is not None and str(colour).lower() != str(out.back_colour):
+                return {"code": "refused", "error": f"the deck out of service has {out.back_colour} backs, "
+                                                    f"not {colour}"}
+            if any(d.deck_id == deck_id for d in self.custody.decks.values()):
+                return {"code": "refused", "error": f"deck id {deck_id!r} is already in use"}
+            return None
+
         cmd = self._wait_person(("register_deck",), f"a supervisor to register a replacement for deck "
-                                f"{out.deck_id} ({out.back_colour})", role="supervisor")
+                                f"{out.deck_id} ({out.back_colour})", role="supervisor", check=check)
         deck_id = str(cmd.args.get("deck_id") or "").strip()
-        if not deck_id:
-            cmd.answer(ok=False, code="bad_request", error="register_deck needs deck_id")
-            return
-        colour = cmd.args.get("colour")
-        if colour is not None and str(colour).lower() != str(out.back_colour):
-            cmd.answer(ok=False, code="refused", error=f"the deck out of service has {out.back_colour} backs, "
-                                                       f"not {colour}")
-            return
         try:
             new = self.custody.replace_deck(out.back_colour, deck_id)
         except (ValueError, CustodyViolation) as exc:
@@ -1047,6 +1162,7 @@ class TableController:
                      seal_key=self.journal.seal_key(r.round_id).hex() if self.journal else None, **self._by(cmd))
         r.machine.void_by_supervisor(reason)
         self._set_void_policy()
+        self._in_flight_round = r.round_id
         self._cards_in_flight("voided")  # a card drawn as the void came is journaled, not left for later
         self._collect_after_void(r.round_id, r.deck.deck_id)
         with self._batch():
@@ -1088,7 +1204,13 @@ class TableController:
             what = (f"a second supervisor to confirm the void of round {rid} ({request['supervisor']} asked)"
                     if request else f"a supervisor to void held round {rid}"
                     + (" or release it" if releasable else ""))
-            cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void")
+            def check(cmd: Command, request: dict[str, Any] | None = request) -> dict[str, Any] | None:
+                if request is not None and cmd.action == "confirm_void" and cmd.person == request["supervisor"]:
+                    return {"code": "refused", "error": "a second supervisor must confirm the void, not the one "
+                                                        "who asked it (two-person rule)"}
+                return None
+
+            cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void", check=check)
             if cmd.action == "release_hold":
                 return self._release(cmd)
             if cmd.action == "void" and request is None and self.console.void_policy.needs_second:
@@ -1118,6 +1240,7 @@ class TableController:
                    cmd: Command) -> None:
         j = self.journal
         extra = {"second_supervisor": second} if second else {}
+        self._in_flight_round = rid
         self._cards_in_flight("voided")  # cards the shoe let out for this round: journaled before the collect
         if j is not None:
             j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
@@ -1133,7 +1256,15 @@ class TableController:
             cmd.finish(ok=True, round_id=rid, voided=True)
         else:
             cmd.answer(ok=True, round_id=rid, voided=True, supervisors=[first, second])
+        self._held_void = (rid, reason)
         self._publish("round_voided", round_id=rid, reason=mask_cards(reason))
+
+    def take_held_void(self) -> tuple[str, str] | None:
+        """The held round the supervisors voided last, as ``(round_id, reason)``, once (None:
+        none since the last call). :meth:`play_round` raises it as :class:`RoundVoided`; a
+        caller of :meth:`resolve_held` itself may report it with this."""
+        voided, self._held_void = self._held_void, None
+        return voided
 
     def _unhold(self) -> None:
         self.held = None
@@ -1173,7 +1304,8 @@ class TableController:
         deck = self.custody.in_play or self._in(P.IN_PLAY, P.IN_SHOE)
         if deck is None:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")
-        r = _Round(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers})
+        r = _Round(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers},
+                   open_seq=opened.seq)
         steps = []
         for e in entries:
             if e.kind == "round":
@@ -1225,6 +1357,7 @@ class TableController:
                      cause=cause, sealed=sealed)
         r.machine.hold_for_supervisor(reason)
         self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
+                     **({"open_seq": r.open_seq} if r.open_seq is not None else {}),
                      "number": r.number, "settled": settled, "placed": self._placed(r), "cause": cause,
                      "hold_from": hold_from, "decisions_final": hold_from == "dealer_reveal" or bool(r.decisions)
                      and len(r.decisions) == len(r.wagers), **extra}
@@ -1303,21 +1436,31 @@ class TableController:
         on a custody violation (the round then waits for a supervisor),
         :class:`DeviceTimeout` / :class:`DeviceFault` on devices, :class:`RoundVoided`."""
         if self.held is not None:
+            self.take_held_void()
             result = self.resolve_held()
             if result is not None:
                 return result
+            voided = self.take_held_void()
+            if voided is not None:  # reported like a void during the round: a round voided is not dealt
+                raise RoundVoided(*voided)
         self.advance()
         number = self.rounds_opened + 1
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
         deck = self.custody.start_round()
         wagers = {s: Wagers(ante=self.ante_cents, **self.side_wagers) for s in range(1, self.seats + 1)}
         r = _Round(number, round_id, deck, RoundMachine(round_id), wagers, hands={s: [] for s in wagers})
+        if not self.auto_dealer:
+            # Status says "open for bets" from here; the dealer who closes bets at once is
+            # answered when the table waits for it (after the open is journaled), not refused.
+            self.console.between()
         with self._lock:
             self._round = r
         structlog.contextvars.bind_contextvars(round_id=round_id, deck_id=deck.deck_id)
         with self._batch():
             self._op("start_round")
             self._record("round", step="open", number=number, wagers=_wager_dict(wagers))
+        if self.journal is not None:
+            r.open_seq = self.journal.last_seq
         self.rounds_opened = number
         return self._run(r)
 
@@ -1344,6 +1487,8 @@ class TableController:
     def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
         """Journal a round transition, then make it (journal before act)."""
         self._record("round", step=trigger, number=r.number, **body)
+        if not self.auto_dealer:
+            self.console.between()  # the new state shows before the table says what it waits for next
         r.machine.step(trigger)
         self._set_void_policy()
 
@@ -1379,7 +1524,9 @@ class TableController:
                 if r.prompted <= pos:
                     who = "the dealer" if target == 0 else f"seat {target}"
                     self.console.expect(Expectation("draw_card", f"the dealer to draw card {pos + 1} of "
-                                                    f"{len(order)} ({who})", "device", (), round_id=r.round_id))
+                                                    f"{len(order)} ({who})", "device", (), draw_index=pos,
+                                                    round_id=r.round_id, colour=str(r.deck.back_colour),
+                                                    deck_id=r.deck.deck_id))
                     r.prompted = pos + 1
                     self.dealer.draw_card()
                 self._take_card(r, target)
@@ -1498,6 +1645,8 @@ class TableController:
         """Before the cards are collected: take in the events of cards the shoe let out
         that it has not reported yet (its own count says how many), so none surfaces
         in a later round as a card drawn with no round in progress."""
+        if not self._links[self._shoe_name].alive:
+            return  # the shoe is away: not asked (a void is carried out now); its cards arrive later, as late cards
         try:
             out = self.DECK_SIZE - self.shoe.status().cards
         except LinkError:
@@ -1590,9 +1739,17 @@ class TableController:
         """The shoe could not read a card: a supervisor enters it (issue 5)."""
         self._record("incident", what="card unreadable", draw_index=msg.draw_index)
         log.warning("card_unreadable", draw_index=msg.draw_index)
+        def check(cmd: Command) -> dict[str, Any] | None:
+            try:
+                Card.parse(str(cmd.args.get("card", "")))
+            except ValueError as exc:
+                return {"code": "bad_request", "error": str(exc)}
+            return None
+
         while True:
             cmd = self._wait_person(("confirm_card",), f"a supervisor to enter unreadable card {msg.draw_index + 1} "
-                                    "(read it off the layout)", role="supervisor", draw_index=msg.draw_index)
+                                    "(read it off the layout)", role="supervisor", draw_index=msg.draw_index,
+                                    check=check)
             try:
                 card = Card.parse(str(cmd.args.get("card", "")))
             except ValueError as exc:

@@ -116,7 +116,8 @@ def checkpoint_state(custody: DeckCustody, *, rounds_played: int, rounds_opened:
              "cards_read": cards_read, "next_draw": next_draw, "devices": cursor.to_dict()}
     if held is not None:
         state["held"] = {k: v for k, v in held.items() if k in
-                         ("round_id", "deck_id", "settled", "reason", "number", "open_seq", "placed")}
+                         ("round_id", "deck_id", "settled", "reason", "number", "open_seq", "placed", "cause",
+                          "decisions_final", "void_request")}
     return state
 
 
@@ -139,7 +140,7 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
     if cp is not None and cp.body["state"].get("held"):
         h = cp.body["state"]["held"]
         open_round = {**h, "steps": {"settle"} if h.get("settled") else set(), "wagers": None, "decisions": {}}
-        for e in journal.entries("card_read", since=int(h["open_seq"]), upto=since):
+        for e in journal.entries("card_read", since=int(h.get("open_seq", 1)), upto=since):
             apply(custody, e, journal)  # the held round's cards, left out of the checkpoint
     for e in journal.entries(since=since):
         if e.kind == "round":
@@ -153,6 +154,9 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
                 open_round["steps"].add(step)
                 if step == "decisions_done":
                     open_round["decisions"] = e.body.get("decisions", {})
+                if step == "held":  # held before the restart: it stays held for what held it
+                    open_round["cause"] = e.body.get("cause", "custody")
+                    open_round["reason"] = e.body.get("reason")
                 if step == "closed":
                     if not e.body.get("voided"):
                         played += 1
@@ -171,6 +175,10 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
                 next_draw = int(e.body["message"].get("draw_index", next_draw - 1)) + 1
         elif e.kind == "device":
             cursor.identified(e.body["source"], e.body["serial"], int(e.body["boot_id"]))
+        elif (e.kind == "supervisor" and e.body.get("action") == "void_requested" and open_round is not None
+              and e.round_id == open_round["round_id"]):
+            open_round["void_request"] = {"supervisor": e.body.get("supervisor"), "reason": e.body.get("reason"),
+                                          "by": e.body.get("by")}
         if e.kind in ("device_event", "card_read", "incident") and "dseq" in e.body:
             cursor.journaled(e.body.get("source", "shoe"), int(e.body["dseq"]))
         apply(custody, e, journal)
@@ -178,10 +186,17 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
     if open_round is not None:
         held = {"round_id": open_round["round_id"], "deck_id": open_round["deck_id"],
                 "settled": "settle" in open_round["steps"],  # results recorded and posted: they stand (816a.1)
-                "reason": "the controller restarted during the round", "number": open_round["number"],
-                "open_seq": open_round["open_seq"],
+                "reason": open_round.get("reason") or "the controller restarted during the round",
+                "number": open_round["number"], "open_seq": open_round["open_seq"],
                 "placed": (placed(open_round["wagers"], open_round["decisions"]) if open_round["wagers"] is not None
-                           else open_round.get("placed", {}))}
+                           else open_round.get("placed", {})),
+                # a restart is released by a supervisor; a round held before it stays held for what held it
+                "cause": open_round.get("cause") or "restart",
+                # the outcome may be known: a void then needs a second supervisor (the two-person rule)
+                "decisions_final": bool(open_round.get("decisions_final"))
+                or bool(open_round["steps"] & {"decisions_done", "dealer_reveal"})}
+        if open_round.get("void_request"):
+            held["void_request"] = open_round["void_request"]
     return Restored(custody, played, opened, cards, held["round_id"] if held else None, held, next_draw, cursor)
 
 
@@ -244,8 +259,8 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                     c.collect()
             elif op == "fail_verification":
                 c.take_out_of_service(colour)
-        elif (e.kind == "card_read" and not body.get("refused") and journal is not None and "sealed" in body
-              and (body.get("to") is not None or body.get("late"))):
+        elif (e.kind == "card_read" and not body.get("refused") and not body.get("voided") and journal is not None
+              and "sealed" in body and (body.get("to") is not None or body.get("late"))):
             opened = journal.unseal(e)
             if "card" in opened and c.in_play is not None:
                 c.on_card_read(Card.parse(opened["card"]), BackColour.parse(body["back_colour"]))

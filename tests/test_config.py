@@ -71,6 +71,13 @@ def test_minimal_config_takes_defaults():
     assert (cfg.log.format, cfg.log.level) == ("json", "info")
 
 
+def test_the_two_person_rule_is_on_unless_the_config_turns_it_off():
+    assert parse_config(MINIMAL).console.two_person_void is True
+    assert parse_config(MINIMAL + "[console]\ntwo_person_void = false\n").console.two_person_void is False
+    p = only(MINIMAL + '[console]\ntwo_person_void = "no"\n')
+    assert p.key == "console.two_person_void" and "expected true or false" in p.message
+
+
 def test_link_section_feeds_link_config_and_table_timing():
     cfg = parse_config(MINIMAL + "[link]\nretransmit_initial_ms = 40\nmax_attempts = 3\nevent_timeout_s = 2\n")
     lc = cfg.link.link_config()

@@ -124,3 +124,57 @@ def test_a_command_held_between_two_waits_is_refused_when_the_table_waits_for_so
     console.expect(Expectation("draw_card", "the dealer to draw card 1 of 9", "device", ()))
     assert replies[1]["ok"] is False and replies[1]["code"] == "not_expected"
     assert "draw card 1" in replies[1]["error"]
+
+
+def test_a_subscribe_before_the_event_stream_is_open_is_busy_not_no_journal():
+    """``tablectl run`` opens its front doors before the devices, and the event stream only
+    after them: a client subscribing meanwhile is told to try again (``busy``), not that
+    the table keeps no journal (found by the people bench, issue 15)."""
+    from table.interfaces.dispatch import Channel, Dispatcher
+    from table.interfaces.serving import FrontDoorLoop
+    from table.roles import Actor, Role
+
+    front = FrontDoorLoop("test-pending")
+    try:
+        channel = Channel("control-socket", Actor("d", Role.DEALER), push=lambda obj: None)
+        starting = Dispatcher(Console(), front, stream_pending=True)
+        reply = front.run(starting.answer(channel, {"id": 1, "action": "subscribe"}))
+        assert reply["id"] == 1 and reply["code"] == "busy" and "try again" in reply["error"]
+        without = Dispatcher(Console(), front)
+        reply = front.run(without.answer(channel, {"id": 2, "action": "events"}))
+        assert reply["code"] == "bad_request" and "without a journal" in reply["error"]
+    finally:
+        front.close()
+
+
+def test_a_command_the_table_refuses_while_it_waits_leaves_it_waiting():
+    """A supervisor's mistake (a replacement deck of the wrong colour, a card that is no
+    card, the same person confirming their own void) is refused while the table keeps
+    waiting: the corrected command sent at once is taken, never "not expected now"
+    (found by the people bench, issue 15)."""
+    console = Console()
+    console.attached = True
+    got: list = []
+
+    def table() -> None:
+        got.append(console.wait(("register_deck",), "a supervisor to register a replacement", role="supervisor",
+                                check=lambda c: {"code": "refused", "error": "wrong colour"}
+                                if c.args.get("colour") == "blue" else None))
+
+    t = threading.Thread(target=table)
+    t.start()
+    try:
+        while console.expectation is None:
+            threading.Event().wait(0.001)
+        s1 = Actor("S-1", Role.SUPERVISOR)
+        replies: list = []
+        console.submit(Command("register_deck", {"deck_id": "A2", "colour": "blue", "supervisor": "S-1"},
+                               replies.append, s1))
+        while not replies:
+            threading.Event().wait(0.001)
+        assert replies[0] == {"ok": False, "code": "refused", "error": "wrong colour"}
+        assert console.expectation is not None and console.expectation.action == "register_deck"
+        console.submit(Command("register_deck", {"deck_id": "A2", "supervisor": "S-1"}, replies.append, s1))
+    finally:
+        t.join(5)
+    assert got and got[0].args == {"deck_id": "A2", "supervisor": "S-1"} and len(replies) == 1

@@ -289,16 +289,16 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
         replies = []
 
         def dealer_at_the_console():
-            def waiting_for():
+            def waiting_for():  # what the table waits for (the round's state comes a moment before it)
                 st = send(sock.path, {"action": "status"})
-                return (st.get("round") or {}).get("state")
-            plan = [("open_for_bets", {"action": "close_bets"}),
-                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),  # out of turn
-                    ("decisions", {"action": "decide", "seat": 1, "decision": "fold"}),
-                    ("decisions", {"action": "decide", "seat": 2, "decision": "play"}),
-                    ("collect", {"action": "confirm_collect"})]
-            for state, request in plan:
-                while waiting_for() not in (state, "settle") if state == "collect" else waiting_for() != state:
+                return (st.get("waiting_for") or {}).get("action")
+            plan = [("close_bets", {"action": "close_bets"}),
+                    ("decide", {"action": "decide", "seat": 2, "decision": "play"}),  # out of turn
+                    ("decide", {"action": "decide", "seat": 1, "decision": "fold"}),
+                    ("decide", {"action": "decide", "seat": 2, "decision": "play"}),
+                    ("confirm_collect", {"action": "confirm_collect"})]
+            for action, request in plan:
+                while waiting_for() != action:
                     time.sleep(0.005)
                 replies.append(send(sock.path, request))
 
@@ -313,6 +313,38 @@ def test_a_real_table_takes_the_dealers_confirmations_and_decisions_on_the_contr
         assert [s.decision.value for s in result.seats] == ["fold", "play"]
         assert replies[1] == {"ok": False, "code": "not_expected", "error": "the table waits for seat 1's decision"}
         assert all(r["ok"] for i, r in enumerate(replies) if i != 1)
+
+
+def test_bets_closed_the_moment_the_round_opens_are_taken_not_refused(tmp_path):
+    """The round is open for bets (status and the round_opened event say so) a moment before
+    the table waits for close_bets (it journals the open first): a dealer who closes bets in
+    that moment is answered when the table waits for it, never "not expected now"."""
+    from table.console import console_decisions
+
+    with table(tmp_path, auto_dealer=False, seats=2) as (ctl, sim, console, journal):
+        ctl.decide = console_decisions(console)
+        replies: list[dict] = []
+        plan = {"close_bets": None, "decide": None, "confirm_collect": None}
+
+        def on_event(ev):
+            if ev.kind == "round_opened":  # the controller's thread: it has not asked for close_bets yet
+                assert console.expectation is None or console.expectation.action != "close_bets"
+                console.submit(Command("close_bets", {}, replies.append))
+
+        def dealer(exp):
+            if exp is None or exp.action not in plan:
+                return
+            if exp.action == "close_bets" and not (replies and replies[0]["ok"] is False):
+                return  # closed already at the open (refused: close them again, so the test ends and fails)
+            args = {"seat": exp.seat, "decision": "play"} if exp.action == "decide" else {}
+            console.submit(Command(exp.action, args, replies.append))
+
+        ctl.subscribe(on_event)
+        console.on_expectation(dealer)
+        ctl.prepare()
+        result = ctl.play_round()
+        assert replies[0] == {"ok": True, "round_id": result.round_id}, replies
+        assert all(r["ok"] for r in replies) and len(replies) == 4, replies
 
 
 @pytest.mark.parametrize("at_draw", [0, 4, 9])
@@ -406,3 +438,175 @@ def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path)
         assert [ctl.play_round().deck_colour for _ in range(2)] == [RED, BLUE]
         assert holder["d"].prompted_loads == loads_at_open + 1
         assert [p["colour"] for p in kinds(journal, "prompt") if p["action"] == "load_shoe"][-1] == "blue"
+
+
+def test_a_round_voided_while_the_shoe_is_away_is_carried_out_at_once_and_its_late_card_is_no_incident(tmp_path):
+    """The shoe's cable is pulled mid-deal (and stays out): the round is held within the
+    link's timeout; a void is carried out at once, without asking the shoe (a link that is
+    down would make it wait its reconnect time); the next step says it waits for the shoe
+    to be connected again; once it is back, the card drawn while it was away is journaled
+    with the voided round, dealt to nobody, not as an incident (found by the people bench)."""
+    from firmware_bridge.link import LinkConfig
+    from table.errors import DeviceFault, RoundVoided
+
+    fast = LinkConfig(heartbeat_interval_ms=100, heartbeat_timeout_ms=100, heartbeat_misses=2,
+                      reconnect_initial_ms=20, reconnect_max_ms=100, reconnect_wait_s=1.5)
+    # Stable names, as udev gives a real adapter: a pty made again on plug gets a new number
+    # (and the old one may be another process's pty by then).
+    with SimulatedTable((RED, BLUE), seed=7, link_dir=tmp_path / "dev") as sim:
+        events: queue.Queue = queue.Queue()
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False, config=fast)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False, config=fast)
+        console = Console()
+        console.attached = True
+        seen: list[str] = []
+        console.on_expectation(lambda exp: exp is not None and seen.append(exp.action))
+        dealer = SlipDealer(sim, 5, lambda s: s.shoe.unplug())
+        ctl = TableController(shuffler, shoe, events, dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=2,
+                              ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
+                              timing=TableTiming(event_timeout_s=3))
+        try:
+            ctl.prepare()
+            t0 = time.monotonic()
+            with pytest.raises(DeviceFault, match="shoe link has been down"):
+                ctl.play_round()
+            assert time.monotonic() - t0 < 1.5 + 2.0 and ctl.held["cause"] == "device"
+            rid = ctl.held["round_id"]
+            void(console, "shoe unplugged")
+            t0 = time.monotonic()
+            with pytest.raises(RoundVoided):
+                ctl.play_round()
+            assert time.monotonic() - t0 < 0.5, "the void waited for the shoe"
+            with pytest.raises(DeviceFault, match="the shoe does not answer"):
+                ctl.play_round()  # the decks move until the shoe is needed
+            assert "reconnect" in seen and console.expectation.action == "reconnect"
+            sim.shoe.plug()
+            result = ctl.play_round()
+            assert result.round_id != rid
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    with Journal(tmp_path / "journal.sqlite3") as j:
+        late = [e.body for e in j.entries("card_read") if e.round_id == rid and e.body.get("late")]
+        assert [(b["draw_index"], b["to"], b.get("voided")) for b in late] == [(4, None, True)]
+        assert not [e for e in j.entries("incident") if "no round in progress" in e.body.get("what", "")]
+    assert verify(tmp_path / "journal.sqlite3").ok
+
+
+@pytest.mark.parametrize("steps, extra, cause, final", [
+    (["close_bets", "start_dealing"], [], "restart", False),
+    (["close_bets", "start_dealing", "dealing_done", "decisions_done"], [], "restart", True),
+    (["close_bets", "start_dealing"], [("round", {"step": "held", "cause": "custody", "reason": "foreign card"})],
+     "custody", False),
+    (["close_bets", "start_dealing", "dealing_done", "decisions_done", "dealer_reveal"],
+     [("supervisor", {"action": "void_requested", "supervisor": "S-1", "reason": "misdeal"}),
+      ("round", {"step": "held", "cause": "void_request", "reason": "void requested by S-1"})],
+     "void_request", True),
+])
+def test_a_round_found_after_a_restart_keeps_what_its_hold_allows(tmp_path, steps, extra, cause, final):
+    """A restart mid-round holds it for a supervisor to release (cause "restart"); a round
+    held before the restart stays held for what held it (a broken rule cannot be released by
+    restarting); once the decisions were final, a void still needs a second supervisor, and a
+    void asked before the restart still waits for its confirmation (found by the people bench)."""
+    from table.recovery import restore
+
+    with Journal(tmp_path / "j.sqlite3", key=KEY) as j:
+        rid = "r00001-00000000"
+        j.append("round", round_id=rid, deck_id="A", step="open", number=1, wagers={"1": {"ante": 1000}})
+        for step in steps:
+            j.append("round", round_id=rid, deck_id="A", step=step, number=1,
+                     **({"decisions": {"1": "play"}} if step == "decisions_done" else {}))
+        for kind, body in extra:
+            j.append(kind, round_id=rid, deck_id="A", number=1, **body)
+        held = restore(j, DeckCustody([("A", RED), ("B", BLUE)])).held
+    assert held["round_id"] == rid and held["cause"] == cause and held["decisions_final"] is final
+    if cause == "void_request":
+        assert held["void_request"]["supervisor"] == "S-1"
+    if cause == "custody":
+        assert held["reason"] == "foreign card"
+
+
+def test_a_round_held_across_a_restart_and_released_is_played_by_play_round(tmp_path):
+    """prepare() leaves the held round to play_round(), which has a supervisor release it
+    and returns its result, as for any round (the terminal prints it, --rounds counts it)."""
+    from table.recovery import device_cursor
+
+    class Killed(BaseException):
+        pass
+
+    def kill(sim):
+        raise Killed()  # the controller stops mid-deal, as under SIGKILL: nothing more is journaled
+
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        path = tmp_path / "journal.sqlite3"
+        for attempt in ("killed", "restarted"):
+            events: queue.Queue = queue.Queue()
+            journal = Journal(path, key=KEY)
+            cursor = device_cursor(journal)
+            shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False,
+                                     resume=cursor.resume)
+            shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False,
+                                 resume=cursor.resume)
+            console = Console()
+            console.attached = True
+            dealer = SlipDealer(sim, 4, kill) if attempt == "killed" else sim.dealer
+            ctl = TableController(shuffler, shoe, events, dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=2,
+                                  ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal,
+                                  console=console, timing=TableTiming(event_timeout_s=3), cursor=cursor)
+            try:
+                ctl.prepare()
+                if attempt == "killed":
+                    with pytest.raises(Killed):
+                        ctl.play_round()
+                    continue
+                assert ctl.held is not None and ctl.held["cause"] == "restart"
+                rid = ctl.held["round_id"]
+                console.on_expectation(lambda exp: exp is not None and "release_hold" in exp.accepts and console.submit(
+                    Command("release_hold", {"supervisor": "S-1"})))  # the supervisor, once the table asks
+                result = ctl.play_round()
+                assert result.round_id == rid and len(result.reads) == 9
+            finally:
+                shuffler.close()
+                shoe.close()
+                journal.close()
+    assert verify(path).ok
+
+
+def test_a_restart_without_the_journal_counts_the_shufflers_deck_again_and_empties_the_shoe(tmp_path):
+    """No journal after a restart, the shuffler holding a verified deck and the shoe a loaded
+    one: the table waits for the shuffler's own record (its resend window), takes its word
+    (an incident), asks the dealer to empty the shoe into the discard rack (an incident: it
+    has no record of that deck), and deals the shuffler's deck (found by the people bench)."""
+    from firmware_bridge.link import LinkConfig
+
+    quick = LinkConfig(retransmit_max_ms=200)
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        seen: list = []
+        for attempt in ("before", "after"):
+            events: queue.Queue = queue.Queue()
+            shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", config=quick)
+            shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", config=quick)
+            console = Console()
+            console.attached = True
+            console.on_expectation(lambda exp: exp is not None and seen.append((exp.action, exp.colour)))
+            ctl = TableController(shuffler, shoe, events, sim.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
+                                  seats=2, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), console=console,
+                                  timing=TableTiming(event_timeout_s=3))
+            try:
+                ctl.prepare()
+                if attempt == "before":
+                    ctl.play_round()  # red dealt; blue verified in the shuffler
+                    ctl.advance()     # blue into the shoe, red counted in the shuffler
+                    assert ctl.custody.places() == {"A": "verified", "B": "in_shoe"}
+                    seen.clear()
+                    continue
+                texts = [a["text"] for a in ctl.status()["alarms"] if a["kind"] == "incident"]
+                assert any("the shuffler holds the red deck from before the restart" in t for t in texts), texts
+                assert any("the shoe holds a blue deck the table has no record of" in t for t in texts), texts
+                assert ("device_record", "red") in seen and ("collect", "blue") in seen
+                assert ctl.play_round().deck_colour is RED
+            finally:
+                shuffler.close()
+                shoe.close()

@@ -178,7 +178,9 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     from table.journal import Journal
 
     control, journal = tmp_path / "control.sock", tmp_path / "journal.sqlite3"
-    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "4", "--seats", "7", "--seed", "3",
+    # Enough rounds that the void lands while the run deals, on a loaded machine too
+    # (a round takes a few ms now; the voider connects once the socket is up).
+    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "100", "--seats", "7", "--seed", "3",
                                           "--control-socket", str(control), "--journal", str(journal), "--json",
                                           "--log-file", str(tmp_path / "run.log")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -201,14 +203,14 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     t.join(10)
     assert proc.returncode == 0, err
     assert voided.is_set(), "the void never landed on a round"
-    assert len(json.loads(out)["rounds"]) == 4
+    assert len(json.loads(out)["rounds"]) == 100
     assert [v["reason"] for v in json.loads(out)["voided"]] == ["test: misdeal"]  # said, with why (issue 19)
     with Journal(journal) as j:
         steps: dict[str, set] = {}
         for e in j.entries("round"):
             steps.setdefault(e.round_id, set()).add(e.body.get("step"))
     assert sum("voided" in st for st in steps.values()) == 1
-    assert sum("settle" in st for st in steps.values()) == 4
+    assert sum("settle" in st for st in steps.values()) == 100
 
 
 def test_a_link_dir_holding_a_file_is_a_usage_error_and_the_file_stays(tmp_path):

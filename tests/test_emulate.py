@@ -236,3 +236,68 @@ def test_every_option_of_emulate_has_help():
     from table.cli.emulate import emulate_command
 
     assert all(p.help for p in emulate_command.params if isinstance(p, click.Option) and not p.hidden)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "pty"])
+def test_unplug_keeps_the_cable_out_until_plug(tmp_path, transport):
+    """``unplug`` drops the host and keeps it out (a TCP connect is refused, the pty
+    symlink is gone) until ``plug``; an event emitted meanwhile reaches the host after."""
+    where = ["--tcp", "127.0.0.1:0"] if transport == "tcp" else ["--pty", str(tmp_path / "shoe")]
+    with EmulatorProcess("shoe", *where, log_path=tmp_path / "shoe.log") as emu:
+        events: queue.Queue = queue.Queue()
+        cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=400, max_attempts=10,
+                         heartbeat_interval_ms=100, heartbeat_timeout_ms=100, heartbeat_misses=2,
+                         reconnect_initial_ms=20, reconnect_max_ms=100, reconnect_wait_s=10, read_timeout_ms=50)
+        with CardShoe.open(emu.url, config=cfg, events=events) as shoe:
+            assert emu.control("unplug").startswith("ok unplugged")
+            assert next_notice(events) == "link_down"
+            assert emu.control("unplug").startswith("error the cable is already out")
+            assert "cable=out" in emu.control("status")
+            if transport == "tcp":
+                host, port = parse_address(emu.url.split("://", 1)[1])
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection((host, port), timeout=2).close()
+            else:
+                assert not (tmp_path / "shoe").exists()
+            assert emu.control("load red ordered") == "ok loaded red cards=52"  # the device works unplugged
+            with pytest.raises(queue.Empty):  # nothing reaches the host while the cable is out
+                next_message(events, timeout_s=0.5)
+            assert emu.control("plug").startswith("ok plugged")
+            assert next_notice(events) == "link_up"
+            assert next_message(events) == ShoeLoaded(BackColour.RED)  # resent once the host is back
+            assert shoe.status().state is DeviceState.HAS_DECK
+        assert emu.stop() == 0
+
+
+def test_slip_puts_a_card_of_another_back_colour_on_top_of_the_shoe(tmp_path):
+    emu = StandaloneEmulator(EmulatorOptions("shoe", tcp=("127.0.0.1", 0), seed=1))
+    try:
+        with pytest.raises(ControlError, match="no deck"):
+            emu.command("slip As")
+        emu.command("load red ordered")
+        assert emu.command("slip Kd") == "slipped Kd (blue back) on top cards=53"
+        assert emu.command("draw") == "drew Kd"
+        emu.command("unload")
+        emu.command("load blue ordered")
+        assert emu.command("slip 9h") == "slipped 9h (red back) on top cards=53"
+        assert emu.command("slip 2c green") == "slipped 2c (green back) on top cards=54"
+        with pytest.raises(ControlError, match="slip CARD"):
+            emu.command("slip")
+        with pytest.raises(ControlError, match="shuffler"):
+            emu.command("insert red")
+    finally:
+        emu.stop()
+
+
+def test_a_slipped_card_reaches_the_host_with_its_own_back_colour(tmp_path):
+    with EmulatorProcess("shoe", "--tcp", "127.0.0.1:0", log_path=tmp_path / "shoe.log") as emu:
+        events: queue.Queue = queue.Queue()
+        with CardShoe.open(emu.url, config=FAST, events=events):
+            assert emu.control("load red ordered") == "ok loaded red cards=52"
+            assert emu.control("slip Qh") == "ok slipped Qh (blue back) on top cards=53"
+            assert emu.control("draw 2") == "ok drew Qh 2c"
+            assert next_message(events) == ShoeLoaded(BackColour.RED)
+            first, second = next_message(events), next_message(events)
+            assert (first.card, first.back_colour) == (first.card.parse("Qh"), BackColour.BLUE)
+            assert second.back_colour is BackColour.RED
+        assert emu.stop() == 0

@@ -280,7 +280,7 @@ def test_a_foreign_card_holds_the_round_a_supervisor_voids_it_the_dealer_cannot(
 
     def slip(n):
         if n == 2:  # someone slips a card with the other deck's back onto the shoe
-            bench.shoe.do("slip blue Kd")
+            bench.shoe.do("slip Kd blue")
 
     drive(page, hands, until=lambda p: p.locator('[data-alarm="held"]').count() > 0, on_draw=slip)
     alarm = page.locator('[data-alarm="held"]').inner_text()

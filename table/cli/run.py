@@ -343,13 +343,14 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 trace = stack.enter_context(FrameTrace(trace_frames, card_faces=trace_card_faces))
             except OSError as exc:
                 raise click.BadParameter(exc.strerror or str(exc), param_hint="--trace-frames") from None
-        console = Console()
+        console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
         if control_socket is None and service and settings.config is not None:
             control_socket = str(settings.config.console.control_socket)
         front = FrontDoorLoop()
         stack.callback(front.close)
         roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table")
+        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                stream_pending=journal is not None)
         if journal is not None:  # the shuffle check and the audit status, read from the journal file
             from table.interfaces.audit_view import AuditQueries
 
@@ -419,7 +420,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
             if key_console is not None:
-                key_console.follow(controller)  # payouts before the collect, holds and voids
+                key_console.follow(controller)  # payouts before the collect, holds, voids and incidents
+            elif not service and not as_json:
+                controller.subscribe(_say_incidents)  # what the table found and did about it, in words
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
                 from table.interfaces.event_socket import serve_for
 
@@ -430,12 +433,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                               dispatcher=dispatcher, roles=roles, table_key=signing_key)
                 except (MqttSetupError, OSError) as exc:
                     raise click.UsageError(f"cannot serve the event stream: {exc}") from None
-            controller.prepare()
+            controller.prepare()  # a round held across a restart: the first play_round() resolves it
             # --rounds counts rounds dealt: a voided round does not count (the service
             # without --rounds deals until stopped).
             unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))
             bar = _progress_bar(stack, rounds) if as_json and not unlimited else None
             dealt = 0
+            last_wait = None
             while unlimited or dealt < rounds:
                 try:
                     r = controller.play_round()
@@ -449,12 +453,17 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
                     if not console.attached:
                         raise
-                    # The next play_round() first waits for the supervisors to void or release it.
+                    # The next play_round() first waits for the supervisors to void or release it;
+                    # with no round held (a device away between rounds) it tries the step again.
+                    held = controller.held is not None
+                    text = mask_cards(str(exc)) + ("; waiting for a supervisor" if held else "")
                     if service:
-                        log.warning("round_held", reason=mask_cards(str(exc)))
-                    else:
-                        click.echo(f"tablectl run: {mask_cards(str(exc))}; waiting for a supervisor", err=True)
+                        log.warning("round_held" if held else "table_waits", reason=mask_cards(str(exc)))
+                    elif text != last_wait:  # one line while the same device stays away
+                        click.echo(f"tablectl run: {text}", err=True)
+                    last_wait = text
                     continue
+                last_wait = None
                 dealt += 1
                 if bar is not None:
                     bar.update(1)
@@ -591,6 +600,13 @@ def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any,
                             max_websockets=w.max_websockets if w else 64)
     except OSError as exc:
         raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
+
+
+def _say_incidents(ev: Any) -> None:
+    """An incident (a device's state adopted after a restart, a deck found where the table has
+    no record of it) on the terminal, as it happens."""
+    if ev.kind == "incident":
+        click.echo(f"tablectl run: incident: {mask_cards(str(ev.data.get('what', '')))}", err=True)
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:

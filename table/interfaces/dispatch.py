@@ -290,19 +290,23 @@ class Dispatcher:
 
     ``console``: the core's command queue; ``hub``: the event stream (``None``
     when the table runs without a journal: ``events``/``subscribe`` are then
-    refused); ``front``: the loop the transports run on; ``reply_timeout_s``:
+    refused; with ``stream_pending`` the stream is still to come: ``busy``); ``front``: the loop the transports run on; ``reply_timeout_s``:
     how long a command may wait for the table's answer.
     """
 
     def __init__(self, console: Console, front: FrontDoorLoop, *, hub: EventHub | None = None,
                  reply_timeout_s: float = 30.0, table_id: str = "table",
-                 queries: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> None:
+                 queries: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+                 stream_pending: bool = False) -> None:
         self.console = console
         #: read-only queries answered from the journal (audit_view.AuditQueries.handlers()):
         #: name -> a blocking function of the arguments, run in the pool
         self.queries = dict(queries or {})
         self.front = front
         self.hub = hub
+        #: the table keeps a journal whose event stream is not attached yet (``tablectl run``
+        #: opens its front doors before the devices): ``events``/``subscribe`` are ``busy`` till then
+        self.stream_pending = stream_pending
         self.reply_timeout_s = reply_timeout_s
         self.table_id = hub.table_id if hub is not None else table_id
         self._validators = {name: jsonschema.Draft202012Validator(a.args_schema()) for name, a in ACTIONS.items()}
@@ -479,6 +483,9 @@ class Dispatcher:
                 channel.on_subscribe(False)
             return ok(unsubscribed=had), None
         if self.hub is None:
+            if self.stream_pending:
+                return refusal("busy", f"{action.name}: the table is starting and its event stream is not open "
+                                       "yet; try again in a moment", rid), None
             return refusal("bad_request", f"{action.name}: this table runs without a journal, so it has no event "
                                           "stream", rid), None
         try:

@@ -216,6 +216,8 @@ class KeyConsole:
             self._say(f"!!! round held: {ev.data.get('reason')}")
         elif ev.kind == "round_voided":
             self._say(f"!!! round voided: {ev.data.get('reason')}; wagers returned")
+        elif ev.kind == "incident":
+            self._say(f"!!! incident: {ev.data.get('what')}")
 
     def _reply(self, action: str, result: dict) -> None:
         if action == "status":
