@@ -74,13 +74,13 @@ from .errors import (
     TableError,
 )
 from .files import read_regular
-from .journal import Journal, check_signed, head_path
+from .journal import Journal, b64, check_signed, fresh_seal_nonce, head_path
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Decision, SeatSettlement, Tables, Wagers, settle_seat
 from .rules.strategy import Decide, q64_player
-from .sealing import CARD_FACE, commitment, fresh_nonce, mask_cards
+from .sealing import CARD_FACE, commitment, mask_cards
 
 log = structlog.get_logger("table")
 P = DeckPlace
@@ -557,11 +557,17 @@ class TableController:
         msg = ev.message
         r = self._round
         rid = r.round_id if r is not None else (self.held or {}).get("round_id")
-        nonce = fresh_nonce()
-        body: dict[str, Any] = {"source": ev.source, "dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
+        body: dict[str, Any] = {"dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
                                 "back_colour": str(msg.back_colour), **flags}
-        body["commit"] = commitment(self.table_id, rid, msg.draw_index, str(card), nonce)
-        self._record("card_read", round_id=rid, sealed={"card": str(card), "nonce": nonce}, **body)
+        if ev.source != "shoe":  # "shoe" is the default a reader assumes (journal format 3)
+            body["source"] = ev.source
+        if self.journal is not None:
+            # The commitment's nonce comes from the sealed blob's fresh nonce and the round's
+            # seal key (journal.commit_nonce): secret while the face is sealed, opened with it.
+            seal_nonce = fresh_seal_nonce()
+            nonce = self.journal.commit_nonce(rid, seal_nonce)
+            body["commit"] = b64(bytes.fromhex(commitment(self.table_id, rid, msg.draw_index, str(card), nonce)))
+            self._record("card_read", round_id=rid, sealed={"card": str(card)}, seal_nonce=seal_nonce, **body)
         self.cursor.journaled(ev.source, ev.seq)
         self._answer(ev)
         if ev.source == self._shoe_name:
@@ -1425,7 +1431,7 @@ class TableController:
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
         # Results are recorded before they are posted (58 Pa. Code 816a.1).
-        self._step_round(r, "settle", results={str(s): st.to_dict() for s, st in r.results.items()})
+        self._step_round(r, "settle", results={str(s): st.to_record() for s, st in r.results.items()})
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
         self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()},
                       results={str(s): st.to_dict() for s, st in r.results.items()},
