@@ -479,7 +479,7 @@ class TableController:
                 continue
             if isinstance(msg, CardDrawn):
                 return ev
-            self._record("device_event", source=ev.source, dseq=ev.seq, message=message_to_dict(msg))
+            self._record("device_event", source=ev.source, dseq=ev.seq, message=journaled_message(msg))
             self.cursor.journaled(ev.source, ev.seq)
             self._answer(ev)
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
@@ -903,7 +903,7 @@ class TableController:
                 "load_shoe": f"the shoe already holds the {colour} deck"}[action]
         with self._batch():
             self._record("incident", what=f"no record of {what}: {text}")
-            self._record("device_event", source="adopted", message=message_to_dict(msg))
+            self._record("device_event", source="adopted", message=journaled_message(msg))
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
         self._publish("incident", what=text)
         self._apply(msg)
@@ -1442,8 +1442,11 @@ class TableController:
             cmd.answer(ok=True, round_id=r.round_id)
         self._collect(r)
         with self._batch():
-            self._step_round(r, "close")
+            # One entry for the close (issue 18): "closed" is journaled, then the step made,
+            # as a void's close already was.
             self._record("round", step="closed", number=r.number)
+            r.machine.step("close")
+            self._set_void_policy()
             self.rounds_played += 1
             self.checkpoint()
         seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
@@ -1610,6 +1613,17 @@ class TableController:
                          **self._by(cmd))
             cmd.answer(ok=True, card=str(card))
             return card
+
+
+def journaled_message(msg: Message) -> dict[str, Any]:
+    """A device message as its ``device_event`` entry holds it: :func:`message_to_dict`,
+    except that a ``DeckVerified`` names the cards ``missing`` from the 52 instead of
+    every card ``present`` (the same set; an empty list for a whole deck, issue 18).
+    :func:`table.recovery.apply` reads both forms."""
+    d = message_to_dict(msg)
+    if isinstance(msg, DeckVerified):
+        d["missing"] = sorted(set(range(52)) - set(d.pop("present")))
+    return d
 
 
 def _wager_dict(wagers: dict[int, Wagers]) -> dict[str, dict[str, int]]:

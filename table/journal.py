@@ -11,7 +11,7 @@ Durability
     one transaction (:meth:`Journal.batch`). One process writes a journal at
     a time (an exclusive ``flock`` on the file).
 
-Integrity (format 2)
+Integrity (format 3)
     * **Public chain.** ``h_0`` is 32 zero bytes and ``h_i = SHA-256(h_{i-1} ||
       canonical JSON of [seq, ts, kind, round_id, deck_id, body])``. It is not
       stored: anyone recomputes it from the rows.
@@ -19,7 +19,8 @@ Integrity (format 2)
       and at shutdown the controller appends a ``checkpoint`` entry signed with
       the table key (Ed25519): table id, ``seq`` (the last entry it covers),
       ``head`` = ``h_seq``, the first 8 bytes of ``h_i`` for every entry since the
-      previous checkpoint (``digests``), the rounds opened so far and the key
+      previous checkpoint (``digests``; checkpoint v2 keeps 4 bytes, v1 kept 8:
+      they name the entry changed, the signed ``head`` catches it), the rounds opened so far and the key
       id. The hashes are the controller's own, computed as it wrote, so an entry
       edited and re-chained afterwards breaks the signature, and the digests
       name the first entry changed. The latest checkpoint is also kept in the
@@ -35,7 +36,16 @@ Integrity (format 2)
       (ChaCha20-Poly1305) under a key derived from the table key for that
       round; the reveal or void entry discloses that round key, so once a round
       is over anyone can open its sealed fields (816a.1: nobody reads a sealed
-      card before the decisions it decides are final).
+      card before the decisions it decides are final). A card's sealed field is
+      its face alone; its commitment's nonce is derived from the seal's fresh
+      nonce and the round key (:func:`commit_nonce`).
+
+Size (issue 18, format 3)
+    Entries carry what cannot be recomputed: a card's commitment in base64url,
+    no citation text or hand description in a settlement, one ``closed`` entry
+    for the close. The WAL is cut back to ``WAL_SIZE_LIMIT`` after checkpoints
+    and truncated at :meth:`Journal.close`. ``docs/journal.md`` says where a
+    round's bytes go.
 
 Schema::
 
