@@ -74,13 +74,13 @@ from .errors import (
     TableError,
 )
 from .files import read_regular
-from .journal import Journal, check_signed, head_path
+from .journal import Journal, b64, check_signed, fresh_seal_nonce, head_path
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Decision, SeatSettlement, Tables, Wagers, settle_seat
 from .rules.strategy import Decide, q64_player
-from .sealing import CARD_FACE, commitment, fresh_nonce, mask_cards
+from .sealing import CARD_FACE, commitment, mask_cards
 
 log = structlog.get_logger("table")
 P = DeckPlace
@@ -485,7 +485,7 @@ class TableController:
                 continue
             if isinstance(msg, CardDrawn):
                 return ev
-            self._record("device_event", source=ev.source, dseq=ev.seq, message=message_to_dict(msg))
+            self._record("device_event", source=ev.source, dseq=ev.seq, message=journaled_message(msg))
             self.cursor.journaled(ev.source, ev.seq)
             self._answer(ev)
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
@@ -565,11 +565,17 @@ class TableController:
         msg = ev.message
         r = self._round
         rid = round_id or (r.round_id if r is not None else (self.held or {}).get("round_id"))
-        nonce = fresh_nonce()
-        body: dict[str, Any] = {"source": ev.source, "dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
+        body: dict[str, Any] = {"dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
                                 "back_colour": str(msg.back_colour), **flags}
-        body["commit"] = commitment(self.table_id, rid, msg.draw_index, str(card), nonce)
-        self._record("card_read", round_id=rid, sealed={"card": str(card), "nonce": nonce}, **body)
+        if ev.source != "shoe":  # "shoe" is the default a reader assumes (journal format 3)
+            body["source"] = ev.source
+        if self.journal is not None:
+            # The commitment's nonce comes from the sealed blob's fresh nonce and the round's
+            # seal key (journal.commit_nonce): secret while the face is sealed, opened with it.
+            seal_nonce = fresh_seal_nonce()
+            nonce = self.journal.commit_nonce(rid, seal_nonce)
+            body["commit"] = b64(bytes.fromhex(commitment(self.table_id, rid, msg.draw_index, str(card), nonce)))
+            self._record("card_read", round_id=rid, sealed={"card": str(card)}, seal_nonce=seal_nonce, **body)
         self.cursor.journaled(ev.source, ev.seq)
         self._answer(ev)
         if ev.source == self._shoe_name:
@@ -973,7 +979,7 @@ class TableController:
                 "load_shoe": f"the shoe already holds the {colour} deck"}[action]
         with self._batch():
             self._record("incident", what=f"no record of {what}: {text}")
-            self._record("device_event", source="adopted", message=message_to_dict(msg))
+            self._record("device_event", source="adopted", message=journaled_message(msg))
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
         self._alarm("incident", f"no record of {what}: {text}")
         self._publish("incident", what=text)
@@ -1572,7 +1578,7 @@ class TableController:
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
         # Results are recorded before they are posted (58 Pa. Code 816a.1).
-        self._step_round(r, "settle", results={str(s): st.to_dict() for s, st in r.results.items()})
+        self._step_round(r, "settle", results={str(s): st.to_record() for s, st in r.results.items()})
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
         self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()},
                       results={str(s): st.to_dict() for s, st in r.results.items()},
@@ -1583,8 +1589,11 @@ class TableController:
             cmd.answer(ok=True, round_id=r.round_id)
         self._collect(r)
         with self._batch():
-            self._step_round(r, "close")
+            # One entry for the close (issue 18): "closed" is journaled, then the step made,
+            # as a void's close already was.
             self._record("round", step="closed", number=r.number)
+            r.machine.step("close")
+            self._set_void_policy()
             self.rounds_played += 1
             self.checkpoint()
         seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
@@ -1761,6 +1770,17 @@ class TableController:
                          **self._by(cmd))
             cmd.answer(ok=True, card=str(card))
             return card
+
+
+def journaled_message(msg: Message) -> dict[str, Any]:
+    """A device message as its ``device_event`` entry holds it: :func:`message_to_dict`,
+    except that a ``DeckVerified`` names the cards ``missing`` from the 52 instead of
+    every card ``present`` (the same set; an empty list for a whole deck, issue 18).
+    :func:`table.recovery.apply` reads both forms."""
+    d = message_to_dict(msg)
+    if isinstance(msg, DeckVerified):
+        d["missing"] = sorted(set(range(52)) - set(d.pop("present")))
+    return d
 
 
 def _wager_dict(wagers: dict[int, Wagers]) -> dict[str, dict[str, int]]:

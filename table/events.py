@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
 
-from .journal import Entry, JournalError, seal_key, ts_text, unseal
+from .journal import Entry, JournalError, card_opening, seal_key, ts_text, unb64, unseal
 from .sealing import mask_cards as mask
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -116,6 +116,14 @@ class EventStreamError(Exception):
 def is_public(kind: str, step: str | None) -> bool:
     """Whether a journal entry of ``kind`` (and ``round`` ``step``) yields a public event."""
     return kind in KINDS or (kind == "round" and step in ROUND_STEPS)
+
+
+def _hex(commit: Any) -> Any:
+    """A journaled commitment (32 bytes, base64url) as the stream gives it (64 hex digits)."""
+    try:
+        return unb64(commit).hex()
+    except ValueError:
+        return commit
 
 
 def _to(target: Any) -> str | None:
@@ -164,7 +172,7 @@ def openings(table_id: str, round_id: str | None, seal_key_hex: str | None,
         if "commit" not in body or "sealed" not in body:
             continue
         try:
-            fields = unseal(k, table_id, Entry(jseq, "", "card_read", round_id, None, body))
+            fields = card_opening(k, table_id, Entry(jseq, "", "card_read", round_id, None, body))
         except JournalError:
             continue  # cannot happen for the controller's own entries; never a crash for a reader
         out.append({"draw_index": body.get("draw_index"), "to": _to(body.get("to")), "card": fields.get("card"),
@@ -200,8 +208,8 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         to = body.get("to")
         data = {"to": _to(to), "draw_index": body.get("draw_index"), "back_colour": body.get("back_colour"),
                 "manual": bool(body.get("manual", False))}
-        if body.get("commit"):
-            data["commitment"] = body["commit"]
+        if body.get("commit"):  # base64url in the journal (format 3), hex on the stream
+            data["commitment"] = _hex(body["commit"])
         if to:
             data["seat"] = int(to)
             fields = opener(journal_seq, round_id, body) if opener is not None else None

@@ -11,7 +11,7 @@ Durability
     one transaction (:meth:`Journal.batch`). One process writes a journal at
     a time (an exclusive ``flock`` on the file).
 
-Integrity (format 2)
+Integrity (format 3)
     * **Public chain.** ``h_0`` is 32 zero bytes and ``h_i = SHA-256(h_{i-1} ||
       canonical JSON of [seq, ts, kind, round_id, deck_id, body])``. It is not
       stored: anyone recomputes it from the rows.
@@ -19,7 +19,8 @@ Integrity (format 2)
       and at shutdown the controller appends a ``checkpoint`` entry signed with
       the table key (Ed25519): table id, ``seq`` (the last entry it covers),
       ``head`` = ``h_seq``, the first 8 bytes of ``h_i`` for every entry since the
-      previous checkpoint (``digests``), the rounds opened so far and the key
+      previous checkpoint (``digests``; checkpoint v2 keeps 4 bytes, v1 kept 8:
+      they name the entry changed, the signed ``head`` catches it), the rounds opened so far and the key
       id. The hashes are the controller's own, computed as it wrote, so an entry
       edited and re-chained afterwards breaks the signature, and the digests
       name the first entry changed. The latest checkpoint is also kept in the
@@ -35,7 +36,16 @@ Integrity (format 2)
       (ChaCha20-Poly1305) under a key derived from the table key for that
       round; the reveal or void entry discloses that round key, so once a round
       is over anyone can open its sealed fields (816a.1: nobody reads a sealed
-      card before the decisions it decides are final).
+      card before the decisions it decides are final). A card's sealed field is
+      its face alone; its commitment's nonce is derived from the seal's fresh
+      nonce and the round key (:func:`commit_nonce`).
+
+Size (issue 18, format 3)
+    Entries carry what cannot be recomputed: a card's commitment in base64url,
+    no citation text or hand description in a settlement, one ``closed`` entry
+    for the close. The WAL is cut back to ``WAL_SIZE_LIMIT`` after checkpoints
+    and truncated at :meth:`Journal.close`. ``docs/journal.md`` says where a
+    round's bytes go.
 
 Schema::
 
@@ -76,7 +86,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from .files import UnsafeFile, read_regular, write_atomic
 from .keys import TableKey, key_id, verify_signature
 
-FORMAT = 2
+FORMAT = 3
 GENESIS = bytes(32)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -93,7 +103,17 @@ CREATE TABLE IF NOT EXISTS entries (
 #: key-derivation purposes (:meth:`table.keys.TableKey.derive`)
 SEAL_PURPOSE = "threecard/journal-seal/1"
 MAC_PURPOSE = "threecard/journal-mac/1"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+#: bytes of ``h_i`` a checkpoint's ``digests`` keep per entry: v1 8, v2 4 (they only name
+#: the first entry changed; the signed ``head`` is the whole 32-byte hash)
+DIGEST_BYTES = {1: 8, 2: 4}
+DIGEST_LEN = DIGEST_BYTES[CHECKPOINT_VERSION]
+#: the label of a card commitment's nonce (:func:`commit_nonce`)
+COMMIT_NONCE_LABEL = b"threecard/commit-nonce/1"
+#: the page size of a new journal file
+PAGE_SIZE = 8192
+#: WAL bytes kept on disk once a checkpoint has emptied it (``PRAGMA journal_size_limit``)
+WAL_SIZE_LIMIT = 256 << 10
 
 
 class JournalError(Exception):
@@ -180,12 +200,43 @@ def _aad(table_id: str, seq: int, kind: str, round_id: str | None) -> bytes:
     return _canonical([table_id, seq, kind, round_id]).encode()
 
 
-def seal(k: bytes, table_id: str, seq: int, kind: str, round_id: str | None, fields: dict[str, Any]) -> str:
+def seal(k: bytes, table_id: str, seq: int, kind: str, round_id: str | None, fields: dict[str, Any],
+         nonce: bytes | None = None) -> str:
     """``fields`` encrypted under round key ``k``, bound to the entry's place: base64url of a
-    12-byte random nonce and the ChaCha20-Poly1305 ciphertext."""
-    nonce = secrets.token_bytes(12)
+    12-byte random nonce and the ChaCha20-Poly1305 ciphertext. ``nonce``: one the caller
+    drew (:func:`fresh_seal_nonce`) to derive a commitment's nonce from before sealing;
+    never one used before."""
+    if nonce is None:
+        nonce = fresh_seal_nonce()
+    if len(nonce) != 12:
+        raise ValueError("a seal nonce is 12 bytes")
     return b64(nonce + ChaCha20Poly1305(k).encrypt(nonce, _canonical(fields).encode(),
                                                  _aad(table_id, seq, kind, round_id)))
+
+
+def fresh_seal_nonce() -> bytes:
+    """A fresh 12-byte ChaCha20-Poly1305 nonce from the operating system's CSPRNG."""
+    return secrets.token_bytes(12)
+
+
+def commit_nonce(k: bytes, seal_nonce: bytes) -> str:
+    """The nonce a card's commitment hides its card with (32 hex digits): the first 16
+    bytes of ``HMAC-SHA256(k, COMMIT_NONCE_LABEL || seal_nonce)``, ``k`` the round's seal
+    key, ``seal_nonce`` the fresh random nonce of the card's sealed blob. Nobody without
+    ``k`` can tell it from random (so the commitment hides the card exactly as long as
+    the sealed face stays sealed); the round's reveal or void discloses ``k``, and with
+    it every opening. Not stored: it is recomputed from the blob."""
+    return hmac.new(k, COMMIT_NONCE_LABEL + seal_nonce, hashlib.sha256).digest()[:16].hex()
+
+
+def card_opening(k: bytes, table_id: str, entry: Entry) -> dict[str, Any]:
+    """A ``card_read`` entry's opening with round key ``k``: its sealed fields (``card``)
+    and the nonce its commitment hid (``nonce``, :func:`commit_nonce`). Raises
+    :class:`SealError`."""
+    fields = unseal(k, table_id, entry)
+    if "nonce" not in fields:
+        fields["nonce"] = commit_nonce(k, unb64(entry.body["sealed"])[:12])
+    return fields
 
 
 def unseal(k: bytes, table_id: str, entry: Entry) -> dict[str, Any]:
@@ -287,8 +338,16 @@ class Journal:
                     raise OSError(f"folder {self.path.parent} does not exist")
                 self._lock_fd = self._open_locked(group)
                 db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                # 8 KB pages for a new journal (an existing one keeps its own): a row that does
+                # not fit a page starts the next one, and a round's settlement and checkpoint
+                # are ~1.3 KB each; the WAL is checkpointed every ~4 MB as with 4 KB pages.
+                db.execute(f"PRAGMA page_size={PAGE_SIZE}")
                 db.execute("PRAGMA journal_mode=WAL")
+                db.execute(f"PRAGMA wal_autocheckpoint={(4 << 20) // PAGE_SIZE}")
                 db.execute("PRAGMA synchronous=FULL")
+                # A checkpointed WAL is cut back to this size (it would otherwise stay as
+                # large as it ever grew, ~4 MB, beside a journal of a few hundred KB).
+                db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
                 db.executescript(SCHEMA)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) if _has_table(db, "meta") else {}
             if not meta and _has_table(db, "entries") and "hash" in _columns(db, "entries"):
@@ -298,7 +357,7 @@ class Journal:
                 db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?)", (str(FORMAT), table_id))
                 meta = {"format": str(FORMAT), "table_id": table_id}
             if meta and meta.get("format") != str(FORMAT):
-                raise JournalError(f"{self.path}: journal format {meta.get('format')!r}; this controller reads {FORMAT}")
+                raise JournalError(_format_mismatch(self.path, meta.get("format")))
             self.table_id = meta.get("table_id", table_id)
             rows = db.execute("SELECT seq, mac FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         except (sqlite3.Error, OSError, JournalError) as exc:
@@ -406,12 +465,14 @@ class Journal:
         self._pending_head = None
 
     def append(self, kind: str, *, round_id: str | None = None, deck_id: str | None = None,
-               sealed: dict[str, Any] | None = None, **body: Any) -> Entry:
+               sealed: dict[str, Any] | None = None, seal_nonce: bytes | None = None, **body: Any) -> Entry:
         """Write one entry and commit it durably before returning (unless inside
         :meth:`batch`, which commits at its end).
 
         ``body`` must be JSON-serialisable. ``sealed``: fields encrypted under the
         round's seal key (card faces before the reveal); needs the table key.
+        ``seal_nonce``: the fresh nonce to seal them with (:func:`fresh_seal_nonce`),
+        when the caller derived a commitment's nonce from it (:meth:`commit_nonce`).
         Raises :class:`JournalWriteError` if the write fails (nothing recorded).
         """
         if self.read_only:
@@ -423,7 +484,8 @@ class Journal:
             self._ensure_chain()
             seq = self._seq + 1
             if sealed is not None:
-                body = {**body, "sealed": seal(self.seal_key(round_id), self.table_id, seq, kind, round_id, sealed)}
+                body = {**body, "sealed": seal(self.seal_key(round_id), self.table_id, seq, kind, round_id, sealed,
+                                               seal_nonce)}
             body_json = _canonical(body)
             material = _material(seq, ts, kind, round_id, deck_id, body_json)
             mac = _mac_next(self._mac_key, self._mac, material) if self._mac_key else bytes(16)
@@ -449,12 +511,18 @@ class Journal:
             k = self._seal_keys[round_id] = seal_key(self.key, self.table_id, round_id)
         return k
 
+    def commit_nonce(self, round_id: str | None, seal_nonce: bytes) -> str:
+        """The commitment nonce of a card of ``round_id`` sealed with ``seal_nonce``
+        (:func:`commit_nonce`); needs the table key."""
+        return commit_nonce(self.seal_key(round_id), seal_nonce)
+
     def unseal(self, entry: Entry) -> dict[str, Any]:
-        """The sealed fields of ``entry`` ({} when it has none), opened with the table key.
-        Raises :class:`SealError`."""
+        """The sealed fields of ``entry`` ({} when it has none), opened with the table key;
+        a card's opening carries its commitment's ``nonce`` too. Raises :class:`SealError`."""
         if "sealed" not in entry.body:
             return {}
-        return unseal(self.seal_key(entry.round_id), self.table_id, entry)
+        k = self.seal_key(entry.round_id)
+        return card_opening(k, self.table_id, entry) if entry.kind == "card_read" else unseal(k, self.table_id, entry)
 
     def _ensure_chain(self) -> None:
         """Pick up the public chain where the last checkpoint left it, and the digests
@@ -492,7 +560,7 @@ class Journal:
             assert self._chain is not None
             signed = {"v": CHECKPOINT_VERSION, "table_id": self.table_id, "seq": self._seq,
                       "head": self._chain.hex(), "from": self._covered + 1,
-                      "digests": b64(b"".join(self._digests)), "rounds_opened": state.get("rounds_opened", 0),
+                      "digests": b64(b"".join(d[:DIGEST_LEN] for d in self._digests)), "rounds_opened": state.get("rounds_opened", 0),
                       "key_id": self.key.key_id, "ts": ts_text(_now_us())}
             signed["sig"] = b64(self.key.sign(_canonical(signed).encode()))
             covered = self._seq
@@ -562,7 +630,13 @@ class Journal:
         return rows[0] if rows else None
 
     def close(self) -> None:
+        """Close the journal. A writer first folds the WAL into the database and empties
+        it (``wal_checkpoint(TRUNCATE)``): every entry is already durable, this only
+        leaves one file of the right size behind."""
         with self._lock:
+            if not self.read_only:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
             self._unlock()
 
@@ -587,7 +661,18 @@ def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
             k = bytes.fromhex(e.body["seal_key"])
             for card in pending.pop(e.round_id):
                 if "sealed" in card.body:
-                    yield card, unseal(k, table_id, card)
+                    yield card, card_opening(k, table_id, card)
+
+
+def _format_mismatch(path: Path, found: str | None) -> str:
+    try:
+        older = found is not None and int(found) < FORMAT
+    except ValueError:
+        older = False
+    if older:
+        return (f"{path} is a format {found} journal (an older tablectl wrote it); this one reads format {FORMAT}: "
+                "verify it with the tablectl that wrote it, and start a new journal")
+    return f"{path}: journal format {found!r}; this tablectl reads format {FORMAT}"
 
 
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
@@ -727,7 +812,7 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         except (sqlite3.Error, ValueError, TypeError) as exc:
             return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
         if meta.get("format") != str(FORMAT):
-            return VerifyResult("unreadable", 0, None, f"{p}: journal format {meta.get('format')!r}, expected {FORMAT}")
+            return VerifyResult("unreadable", 0, None, _format_mismatch(p, meta.get("format")))
         table_id = meta.get("table_id", "table")
         mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
         h, mac, expected, count = GENESIS, bytes(16), 1, 0
@@ -840,11 +925,11 @@ def _first_in(cp: dict[str, Any], stretch: list[bytes], start: int) -> int | Non
     """The first entry of a stretch (hashes ``stretch`` from seq ``start``) whose hash
     disagrees with the checkpoint's signed digests."""
     try:
-        digests = unb64(cp["digests"])
+        digests, n = unb64(cp["digests"]), DIGEST_BYTES.get(cp.get("v"), 8)
     except (KeyError, ValueError, TypeError):
         return None
     for i, got in enumerate(stretch):
-        if digests[i * 8:(i + 1) * 8] != got:
+        if digests[i * n:(i + 1) * n] != got[:n]:
             return start + i
     return None
 
@@ -855,7 +940,7 @@ def _locate(p: Path, cp: dict[str, Any]) -> int | None:
     pass over the journal)."""
     try:
         start, end = int(cp["from"]), int(cp["seq"])
-        digests = unb64(cp["digests"])
+        digests, n = unb64(cp["digests"]), DIGEST_BYTES.get(cp.get("v"), 8)
         db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
     except (KeyError, ValueError, TypeError, sqlite3.Error):
         return None
@@ -864,7 +949,7 @@ def _locate(p: Path, cp: dict[str, Any]) -> int | None:
         for seq, ts, kind, rid, did, body in db.execute(
                 "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq <= ? ORDER BY seq", (end,)):
             h = chain_next(h, seq, ts, kind, rid, did, body)
-            if seq >= start and h[:8] != digests[(seq - start) * 8:(seq - start + 1) * 8]:
+            if seq >= start and h[:n] != digests[(seq - start) * n:(seq - start + 1) * n]:
                 return seq
     except (sqlite3.Error, ValueError, TypeError):
         return None

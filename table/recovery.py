@@ -233,7 +233,7 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                 c.on_deck_inserted(colour)
             elif name == "DeckVerified":
                 c.on_deck_verified(DeckVerified(colour, msg["card_count"], msg["foreign_count"],
-                                                frozenset(msg["present"]), frozenset(msg["duplicates"])))
+                                                _present(msg), frozenset(msg["duplicates"])))
             elif name == "DeckDelivered":
                 c.on_deck_delivered(colour)
             elif name == "ShoeLoaded":
@@ -270,3 +270,11 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
         return
     except SealError:
         raise
+
+
+def _present(msg: dict[str, Any]) -> frozenset[int]:
+    """The cards a journaled ``DeckVerified`` found: ``present``, or (journal format 3)
+    every card of the 52 but those ``missing``."""
+    if "present" in msg:
+        return frozenset(msg["present"])
+    return frozenset(range(52)) - frozenset(msg["missing"])

@@ -32,8 +32,9 @@ COMMITMENT_TAG = "threecard-card-commitment/1"
 def commitment(table_id: str, round_id: str | None, draw_index: int, card: str, nonce: str) -> str:
     """The commitment to one dealt card, published with ``card_dealt`` before anyone may
     see it: SHA-256 (hex) over the canonical JSON array ``[COMMITMENT_TAG, table_id,
-    round_id, draw_index, card, nonce]`` (no spaces, ``nonce`` 32 hex digits: a fresh
-    128-bit random value per card). The reveal (or void) publishes ``card`` and
+    round_id, draw_index, card, nonce]`` (no spaces, ``nonce`` 32 hex digits, 128 bits
+    fresh per card: the journal derives it from the card's fresh seal nonce and the
+    round's seal key, :func:`table.journal.commit_nonce`). The reveal (or void) publishes ``card`` and
     ``nonce``: anyone can recompute this and check the card was not changed after
     the decisions it decided ("commit-reveal"; docs/integration.md)."""
     preimage = json.dumps([COMMITMENT_TAG, table_id, round_id, draw_index, card, nonce],

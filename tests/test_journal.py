@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from table.cli import main
-from table.journal import (Journal, JournalError, _canonical, chain_next, head_path, load_anchors, seal_key,
+from table.journal import (DIGEST_LEN, Journal, JournalError, _canonical, chain_next, head_path, load_anchors, seal_key,
                            unb64, unseal, verify)
 from table.keys import generate, save
 
@@ -299,4 +299,28 @@ def test_checkpoint_digests_cover_every_entry(journal_file):
         cps = [e.body["checkpoint"] for e in j.entries("checkpoint")]
     # Each stretch runs from the previous checkpoint entry to the entry before its own.
     assert [(cp["from"], cp["seq"]) for cp in cps] == [(1, 4), (5, 9), (10, 14)]
-    assert [len(unb64(cp["digests"])) // 8 for cp in cps] == [4, 5, 5]
+    assert [len(unb64(cp["digests"])) // DIGEST_LEN for cp in cps] == [4, 5, 5]
+
+
+def test_an_older_format_journal_is_refused_with_a_typed_error_not_a_traceback(tmp_path):
+    """Format 3 (issue 18) changed the card entries and the checkpoint digests: a
+    format 2 journal is named as such, by verify (unreadable, exit 2) and by a writer."""
+    import subprocess
+
+    from console_helpers import tablectl
+
+    old = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(old)
+    db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                     "CREATE TABLE entries (seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL, kind TEXT NOT NULL, "
+                     "round_id TEXT, deck_id TEXT, body TEXT NOT NULL, mac BLOB NOT NULL);"
+                     "INSERT INTO meta VALUES ('format', '2'), ('table_id', 'table');")
+    db.commit()
+    db.close()
+    res = verify(old)
+    assert res.status == "unreadable" and "format 2 journal" in res.reason and "older tablectl" in res.reason
+    with pytest.raises(JournalError, match="format 2 journal"):
+        Journal(old, key=KEY)
+    proc = subprocess.run(tablectl() + ["audit", "verify", str(old)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc
+    assert "format 2 journal" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr

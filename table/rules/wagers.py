@@ -144,6 +144,13 @@ class WagerResult:
         d["rule"] = self.rule
         return d
 
+    def to_record(self) -> dict[str, Any]:
+        """The journal's form: :meth:`to_dict` without ``rule``, the citation the code
+        gives every (wager, outcome, line) alike, which the journal need not repeat."""
+        d = self.to_dict()
+        del d["rule"]
+        return d
+
 
 @dataclass(frozen=True)
 class SeatSettlement:
@@ -177,6 +184,22 @@ class SeatSettlement:
             "decision": self.decision.value if self.decision is not None else None,
             "hand": hand_to_dict(self.player_hand),
             "wagers": [r.to_dict() for r in self.results],
+            "net": self.net,
+        }
+        if self.six_card_hand is not None:
+            d["six_card_hand"] = self.six_card_hand.category.label
+        return d
+
+    def to_record(self) -> dict[str, Any]:
+        """The journal's form (issue 18: a few hundred bytes a seat, not a kilobyte): the
+        decision, the hand's category, each wager's stake, outcome, amount (and paytable
+        line and payout) and the net. The cards are in the round's ``decisions_done``
+        entry; the hand's description, ranking key and each wager's citation follow
+        from them and the code."""
+        d: dict[str, Any] = {
+            "decision": self.decision.value if self.decision is not None else None,
+            "hand": {"category": self.player_hand.category.label},
+            "wagers": [r.to_record() for r in self.results],
             "net": self.net,
         }
         if self.six_card_hand is not None:

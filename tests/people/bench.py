@@ -415,6 +415,19 @@ class DealerClient:
     def event_types(self) -> list[str]:
         return [e["type"] for e in self.events]
 
+    def wait_event(self, match: Callable[[dict], bool], what: str, timeout_s: float = 10.0) -> dict:
+        """The first event received that ``match`` accepts, waiting for the table to push it
+        (a status says a step is done a moment before its event reaches a subscriber)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = next((e for e in self.events if match(e)), None)
+            if found is not None:
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BenchError(f"no {what} event within {timeout_s:g} s; got {self.event_types()[-12:]}")
+            self.wait_push(left)
+
 
 # -- supervisors (HTTP, signed in) -------------------------------------------------------------------
 

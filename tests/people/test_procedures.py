@@ -109,7 +109,7 @@ def test_a_foreign_card_holds_the_round_and_a_supervisor_voids_it(bench):
     reply = s1.command("void", reason="foreign card: misdeal")
     assert reply["ok"] is True and reply["round_id"] == rid and "voided now" in reply["what"], reply
     st = crew.run_until(lambda st: st["held"] is None, what="the void carried out")
-    assert "round_voided" in bench.dealer.event_types()
+    bench.dealer.wait_event(lambda e: e["type"] == "round_voided" and e["round_id"] == rid, "round_voided")
     played = st["rounds_played"]
     crew.run_until(lambda st: st["rounds_played"] > played, what="the next round dealt after the void")
     bench.table.wait_output(f"round {rid} VOIDED by a supervisor: foreign card: misdeal; every wager returned")
@@ -153,9 +153,9 @@ def test_the_shoe_unplugged_mid_deal_holds_the_round_which_is_voided_and_play_go
     assert not any(a["kind"] == "device_down" for a in st["alarms"])
     # The card drawn while the shoe was away reached the table once it was back: journaled
     # with the voided round, dealt to nobody, not an incident.
-    late = [e for e in bench.dealer.events if e["type"] == "card_dealt" and e["round_id"] == rid
-            and e["data"]["draw_index"] == 4]
-    assert late and late[0]["data"]["to"] is None, late
+    late = bench.dealer.wait_event(lambda e: e["type"] == "card_dealt" and e["round_id"] == rid
+                                   and e["data"]["draw_index"] == 4, "the late card's card_dealt")
+    assert late["data"]["to"] is None, late
     assert not [e for e in bench.dealer.events if e["type"] == "incident"]
 
 
@@ -235,9 +235,10 @@ def test_a_void_before_the_decisions_needs_one_supervisor(bench):
     carried_out = time.monotonic() - t0
     assert carried_out < 2.0, f"the void took {carried_out:.2f} s: the table waited for a card first"
     bench.table.wait_output(f"round {rid} VOIDED by a supervisor: dealer exposed a card; every wager returned")
-    voided = [e for e in bench.dealer.events if e["type"] == "round_voided" and e["round_id"] == rid]
-    assert voided and voided[0]["data"]["supervisor"] == "S-1"
-    assert voided[0]["data"]["returned_cents"] == {"1": 1000, "2": 1000}
+    voided = bench.dealer.wait_event(lambda e: e["type"] == "round_voided" and e["round_id"] == rid,
+                                     "round_voided")
+    assert voided["data"]["supervisor"] == "S-1"
+    assert voided["data"]["returned_cents"] == {"1": 1000, "2": 1000}
     crew.play_rounds(1)
 
 
