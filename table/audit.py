@@ -14,12 +14,12 @@ The same recipe in 20 lines is in ``docs/integration.md``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from .files import json_lines
 from .journal import check_signed
 from .keys import key_id
 from .sealing import commitment
@@ -114,13 +114,7 @@ def read_stream(text: str) -> list[dict[str, Any]]:
     """Events from JSON lines (``tablectl events tail`` output). Raises ``ValueError``
     naming the first line that is not a JSON object."""
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"line {n}: not JSON ({exc})") from None
+    for n, obj in json_lines(text):
         if not isinstance(obj, dict):
             raise ValueError(f"line {n}: not a JSON object")
         out.append(obj)

@@ -14,10 +14,12 @@ a folder on its path that anyone may write.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Any, Iterator
 
 
 class UnsafeFile(OSError):
@@ -144,3 +146,16 @@ def unsafe_permissions(path: str | Path) -> str | None:
             break
         folder = folder.parent
     return None
+
+
+def json_lines(text: str) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of JSON Lines ``text`` (1-based).
+    Raises ``ValueError`` naming the first line that is not JSON."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"line {n}: not JSON ({exc})") from None
+

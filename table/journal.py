@@ -83,7 +83,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from .files import UnsafeFile, read_regular, write_atomic
+from .files import UnsafeFile, json_lines, read_regular, write_atomic
 from .keys import TableKey, key_id, verify_signature
 
 FORMAT = 3
@@ -732,13 +732,11 @@ def load_anchors(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise JournalError(f"cannot read anchors {path}: {exc}") from None
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise JournalError(f"{path}:{n}: not JSON: {exc}") from None
+    try:
+        lines = list(json_lines(text))
+    except ValueError as exc:
+        raise JournalError(f"{path}: {exc}") from None
+    for n, obj in lines:
         if isinstance(obj, dict) and obj.get("type") == "checkpoint" and isinstance(obj.get("data"), dict):
             obj = obj["data"]
         if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int) or not isinstance(obj.get("head"), str):
