@@ -657,9 +657,23 @@ class TableController:
             self._voided_late_card(ev)  # drawn for a round voided while the shoe was away
             return
         if isinstance(msg, CardDrawn):
-            self._card_entry(ev, msg.card, None, stray=True)
+            self._stray_entry(ev)
         self._record("incident", what="card drawn with no round in progress", draw_index=msg.draw_index)
         raise DeviceFault("a card was drawn with no round in progress: incident recorded")
+
+    def _stray_entry(self, ev: DeviceEvent) -> None:
+        """Journal a card read with no round in progress, dealt to nobody; custody
+        counts it out of the deck in the shoe (a later read of it is a duplicate).
+        Read twice already: the duplicate is recorded as a violation; the caller
+        goes on as for any stray (an incident, no round to hold)."""
+        msg = ev.message
+        try:
+            self.custody.on_card_read_between_rounds(msg.card, msg.back_colour)
+        except CustodyViolation as v:
+            self._card_entry(ev, msg.card, None, stray=True, refused=v.rule.value)
+            self._violation(v)
+            return
+        self._card_entry(ev, msg.card, None, stray=True)
 
     # -- start-up and recovery -------------------------------------------------------------
 
@@ -785,7 +799,7 @@ class TableController:
                 if self.held is not None:
                     self._late_card(ev)
                 else:
-                    self._card_entry(ev, msg.card, None, stray=True)
+                    self._stray_entry(ev)
                     self._record("incident", what="card read after a restart with no round in progress",
                                  draw_index=msg.draw_index)
             elif isinstance(msg, CardUnreadable):

@@ -116,7 +116,10 @@ class CustodyViolation(Exception):
 
 @dataclass(eq=False)
 class Deck:
-    """One deck on the table: id, back colour, place (``state``), cards read this round."""
+    """One deck on the table: id, back colour, place (``state``), and ``cards_read``:
+    the cards the shoe read from it since it was loaded (a round's deal, and any
+    card that left the shoe before the round began: a card of the deck all the
+    same, so the deal reading it again is a duplicate)."""
 
     deck_id: str
     back_colour: BackColour
@@ -288,6 +291,7 @@ class DeckCustody:
                 Rule.DECK_NOT_VERIFIED, f"deck {deck.deck_id} ({colour}) loaded from {deck.state}, not from the shuffler verified"
             )
         self._move(deck, "load_shoe", Rule.DECK_NOT_VERIFIED)
+        deck.cards_read = set()  # a verified deck: nothing read from it yet
         return deck
 
     def start_round(self) -> Deck:
@@ -304,7 +308,8 @@ class DeckCustody:
             raise self._violation(
                 Rule.OTHER_DECK_NOT_VERIFIED, f"deck {other.deck_id} ({other.back_colour}) is {other.state}, not verified"
             )
-        deck.cards_read = set()
+        # cards_read is kept, not cleared: it was emptied when the deck was loaded, and a
+        # card drawn from it since (with no round in progress) is out of the deck already.
         self.in_play = deck
         return deck
 
@@ -322,6 +327,20 @@ class DeckCustody:
             raise self._violation(Rule.DUPLICATE_CARD, f"{card} read twice from deck {deck.deck_id}")
         if deck.place is P.IN_SHOE:
             self._move(deck, "deal")
+        deck.cards_read.add(card.index)
+        return deck
+
+    def on_card_read_between_rounds(self, card: Card, colour: BackColour) -> Deck | None:
+        """The shoe read a card with no round in progress (drawn early, or by mistake).
+        It is dealt to nobody, but it left the deck in the shoe if it has that deck's
+        back colour: the deck's next round reading it again is a duplicate (every
+        card accounted for). A card of another colour touches no deck's record
+        (None); read twice, it is a duplicate here too."""
+        deck = next((d for d in self.decks.values() if d.place is P.IN_SHOE and d.back_colour == colour), None)
+        if deck is None:
+            return None
+        if card.index in deck.cards_read:
+            raise self._violation(Rule.DUPLICATE_CARD, f"{card} read twice from deck {deck.deck_id}")
         deck.cards_read.add(card.index)
         return deck
 

@@ -219,8 +219,9 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
     (``op``: ``start_shuffle``, ``start_round``, ``collect``,
     ``fail_verification``); ``card_read``: a card taken into custody, dealt to a
     seat or the dealer, or read late for a held round (its face is sealed:
-    ``journal`` opens it; a card refused, stray or beyond the deal never entered
-    custody); ``supervisor`` ``register_deck``: a
+    ``journal`` opens it; a card refused or beyond the deal never entered
+    custody), or ``stray``: read with no round in progress, out of the deck in
+    the shoe; ``supervisor`` ``register_deck``: a
     replacement deck. A rule broken again here was broken live and is already
     journaled: it is not raised."""
     body = e.body
@@ -264,6 +265,11 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
             opened = journal.unseal(e)
             if "card" in opened and c.in_play is not None:
                 c.on_card_read(Card.parse(opened["card"]), BackColour.parse(body["back_colour"]))
+        elif (e.kind == "card_read" and body.get("stray") and not body.get("refused") and journal is not None
+              and "sealed" in body):
+            opened = journal.unseal(e)
+            if "card" in opened:  # read with no round in progress: out of the deck in the shoe all the same
+                c.on_card_read_between_rounds(Card.parse(opened["card"]), BackColour.parse(body["back_colour"]))
         elif e.kind == "supervisor" and body.get("action") == "register_deck":
             c.replace_deck(BackColour.parse(body["colour"]), body["new_deck_id"])
     except (CustodyViolation, ValueError):

@@ -175,3 +175,27 @@ def test_violations_are_recorded_with_their_citation(table):
         table.on_card_read(Card.parse("2c"), BLUE)
     assert [v.rule for v in table.violations] == [Rule.FOREIGN_CARD]
     assert "649a.3(b)" in table.violations[0].citation
+
+
+def test_a_card_read_before_the_round_is_out_of_the_deck_in_the_shoe(table):
+    """Drawn with no round in progress (dealt to nobody), the card still left the deck
+    in the shoe: the round dealt from that shoe load reading it again is a duplicate.
+    A card of the other colour touches neither deck's record."""
+    assert table.on_card_read_between_rounds(Card.parse("4c"), RED).back_colour is RED
+    assert table.on_card_read_between_rounds(Card.parse("9h"), BLUE) is None
+    table.start_round()
+    deal(table, "3d Qc 9h", RED)
+    with pytest.raises(CustodyViolation) as e:
+        table.on_card_read(Card.parse("4c"), RED)
+    assert rule_of(e) is Rule.DUPLICATE_CARD
+
+
+def test_a_deck_loaded_again_starts_with_no_card_read(table):
+    table.start_round()
+    deal(table, "As Kd", RED)
+    next_round(table)  # blue is dealt; red goes back through the shuffler, verified
+    table.start_round()
+    deal(table, "As Kd", BLUE)
+    next_round(table)
+    table.start_round()
+    deal(table, "As Kd", RED)  # red loaded again: its earlier reads were another shoe load

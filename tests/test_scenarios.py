@@ -318,3 +318,37 @@ def test_shipped_stepped_scenarios_strike_where_their_description_says(tmp_path,
         assert len({c["back_colour"] for c in cards[:-1]}) == 1
     else:
         assert [c["message"] for c in cards].index("CardUnreadable") == draw - 1
+
+
+def test_a_card_drawn_before_its_round_and_read_again_in_the_deal_is_a_duplicate(tmp_path):
+    """Soak seed 1, round 463 (issue 18): the dealer drew a card as the shoe was loaded,
+    with no round in progress (an incident, dealt to nobody); the next round, dealt
+    from the same shoe load, read that card again (a clone) and dealt it to a seat,
+    because the deck's record of cards read began again when the round started. A
+    card of a shoe load is read once: the repeat is a duplicate in the round it
+    comes, and is dealt to nobody."""
+    path, journal = _scenario(tmp_path, 'round = 2\nkind = "early_card"\n'
+                                        '[[fault]]\nround = 3\nstep = "draw"\ndraw = 3\nkind = "duplicate_read"',
+                              rounds=4)
+    result = run_scenario(path, journal)
+    assert "card_events" not in result["differences"] and "fault[1]" not in result["differences"]
+    read: set[str] = set()  # the cards read since the shoe was loaded
+    stray = dealt_again = None
+    rounds_with_duplicate = []
+    for key, entries in sorted(_segments(journal).items(), key=lambda kv: (kv[0][1], kv[0][0] == "round")):
+        for e in entries:
+            if e.kind == "device_event" and e.body["message"]["message"] == "ShoeLoaded":
+                read = set()
+            elif e.kind == "card_read":
+                card = e.body["card"]
+                if e.body.get("stray"):
+                    stray = card
+                if card in read and e.body.get("to") is not None:
+                    dealt_again = (key, card, e.body["to"])
+                read.add(card)
+            elif e.kind == "violation" and e.body["rule"] == "duplicate_card":
+                rounds_with_duplicate.append(key)
+    assert stray is not None, "the early card was not drawn with no round in progress"
+    assert dealt_again is None, f"a card read twice from one shoe load was dealt: {dealt_again}"
+    [where] = rounds_with_duplicate
+    assert where[0] == "round"  # caught as it was read in the deal, not only at the deck's next count
