@@ -60,6 +60,9 @@ class Command:
     request_id: str | int | None = None
     #: called once the command accepted for later was carried out (or failed)
     done: Callable[[dict[str, Any]], None] | None = None
+    #: for a void: what a void did when the console accepted it (the answer's promise,
+    #: kept by the controller even if the round moves on before it acts)
+    void_policy: VoidPolicy | None = field(default=None, repr=False, compare=False)
     _answered: bool = field(default=False, repr=False, compare=False)
 
     def answer(self, **result: Any) -> None:
@@ -232,6 +235,17 @@ class Console:
     def void_policy(self) -> VoidPolicy:
         return self._policy
 
+    def close_voids(self, policy: VoidPolicy) -> Command | None:
+        """Set ``policy`` (a stricter one: the results are about to be recorded) and hand
+        over the void accepted before it, if any, for the controller to carry out as it
+        was promised, instead of refusing it after it was accepted. Atomic with
+        :meth:`submit`: a void is either accepted before and returned here, or judged by
+        ``policy``."""
+        with self._cv:
+            self._policy = policy
+            v, self._void = self._void, None
+            return v
+
     # -- front doors ---------------------------------------------------------------------------
 
     def submit(self, cmd: Command) -> None:
@@ -327,6 +341,7 @@ class Console:
             if self._void is not None:
                 cmd.answer(ok=False, code="refused", error="a void of this round is already being carried out")
                 return
+            cmd.void_policy = policy
             self._void = cmd
             self._cv.notify_all()
         cmd.answer(ok=True, accepted=True, round_id=policy.round_id,

@@ -1168,7 +1168,10 @@ class TableController:
         held for that (the two-person rule). Raises :class:`RoundVoided` or
         :class:`RoundHeld`."""
         reason = cmd.args["reason"]
-        if self.console.void_policy.needs_second:
+        # As promised when the void was accepted (the round may have moved on since):
+        # accepted before the decisions were final, it is carried out at once.
+        policy = cmd.void_policy if cmd.void_policy is not None else self.console.void_policy
+        if policy.needs_second:
             why = (f"void requested by {cmd.person} after the decisions were final: a second supervisor must "
                    "confirm it")
             self._record("supervisor", action="void_requested", supervisor=cmd.person, reason=mask_cards(reason),
@@ -1592,6 +1595,13 @@ class TableController:
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
         # Results are recorded before they are posted (58 Pa. Code 816a.1).
+        # The results are recorded next, and a void is refused from then on (816a.1): a void
+        # accepted up to this instant is carried out (held for a second supervisor), never
+        # dropped after its "accepted".
+        pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results "
+                                                                  "stand (58 Pa. Code 816a.1)"))
+        if pending is not None:
+            self._carry_out_void(r, pending)
         self._step_round(r, "settle", results={str(s): st.to_record() for s, st in r.results.items()})
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
         self._publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()},

@@ -72,6 +72,7 @@ import hmac
 import json
 import os
 import secrets
+import signal
 import sqlite3
 import stat
 import threading
@@ -446,12 +447,13 @@ class Journal:
                 raise
             self._batch_depth -= 1
             if self._batch_depth == 0:
-                try:
-                    self._db.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    self._rollback()
-                    raise _write_error(exc, f"journal {self.path}", self.path) from exc
-                self._batch_state = None
+                with _signals_held():  # committed and noted together (see _signals_held)
+                    try:
+                        self._db.execute("COMMIT")
+                    except sqlite3.Error as exc:
+                        self._rollback()
+                        raise _write_error(exc, f"journal {self.path}", self.path) from exc
+                    self._batch_state = None
                 if self._pending_head is not None:
                     signed, self._pending_head = self._pending_head, None
                     self.write_head(signed)
@@ -489,15 +491,16 @@ class Journal:
             body_json = _canonical(body)
             material = _material(seq, ts, kind, round_id, deck_id, body_json)
             mac = _mac_next(self._mac_key, self._mac, material) if self._mac_key else bytes(16)
-            try:
-                self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
-                                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
-            except sqlite3.Error as exc:
-                raise _write_error(exc, f"journal entry {seq} to {self.path}", self.path) from exc
-            assert self._chain is not None
-            self._chain = hashlib.sha256(self._chain + material).digest()
-            self._digests.append(self._chain[:8])
-            self._seq, self._mac = seq, mac
+            with _signals_held():  # the row and the chain in memory move together (Ctrl-C waits)
+                try:
+                    self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
+                                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
+                except sqlite3.Error as exc:
+                    raise _write_error(exc, f"journal entry {seq} to {self.path}", self.path) from exc
+                assert self._chain is not None
+                self._chain = hashlib.sha256(self._chain + material).digest()
+                self._digests.append(self._chain[:8])
+                self._seq, self._mac = seq, mac
         return Entry(seq, ts_text(ts), kind, round_id, deck_id, body)
 
     def seal_key(self, round_id: str | None) -> bytes:
@@ -717,6 +720,37 @@ class VerifyResult:
     def ok(self) -> bool:
         """True when nothing was found wrong (``ok`` or ``unanchored``)."""
         return self.status in ("ok", "unanchored")
+
+
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (their handlers run at the end of the block) while an entry
+    is written and the journal notes it: Python runs a signal's handler, and raises its
+    exception, between any two steps of the main thread, and one between the row and the
+    note made the next entry reuse its number (the shutdown's checkpoint failed, the
+    tail stayed unsigned). Handlers run only in the main thread, so only there is
+    anything held; a signal mask would not do (another thread takes the signal, the
+    main thread still runs the handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    saved = {}
+    for sig in _HELD_SIGNALS:
+        saved[sig] = signal.getsignal(sig)
+        if callable(saved[sig]):
+            signal.signal(sig, lambda signum, frame: caught.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if callable(handler):
+                signal.signal(sig, handler)
+        for signum, frame in caught[:1]:  # now, as it would have run: KeyboardInterrupt and the like
+            saved[signum](signum, frame)
 
 
 def _bad(n: int, seq: int | None, reason: str, **kw: Any) -> VerifyResult:

@@ -168,3 +168,28 @@ def test_without_a_people_file_the_terminal_refuses_a_second_supervisor_and_says
     keys = KeyConsole(Console(), "S-1", io.StringIO("x S-2\n"), out)
     keys._thread.join(5)
     assert "cannot tell who types" in out.getvalue() and "signed-in screen" in out.getvalue()
+
+
+def test_a_void_accepted_the_instant_before_the_results_are_recorded_is_carried_out_not_dropped(tmp_path, mocker):
+    """A void lands after the dealer's hand is revealed, while the table computes the
+    settlement (the last instant a void is allowed): its answer said "a second supervisor
+    must confirm", so the round is held for one; it is never settled and paid after that
+    answer (found by a new user: round 1043 paid after a 200 "accepted")."""
+    import table.controller as controller_module
+
+    real = controller_module.settle_seat
+    answers: list = []
+
+    def settle_seat(*args, **kwargs):  # the settlement's computation: the void arrives meanwhile
+        if not answers:
+            answers.extend(submit(console, "void", "S-1", reason="dealer exposed a card")[0])
+        return real(*args, **kwargs)
+
+    with table(tmp_path) as (ctl, sim, console, journal):
+        mocker.patch.object(controller_module, "settle_seat", side_effect=settle_seat)
+        ctl.prepare()
+        with pytest.raises(RoundHeld):
+            ctl.play_round()
+        assert answers[0]["ok"] is True and "second supervisor" in answers[0]["what"]
+        assert ctl.held is not None and ctl.held["void_request"]["supervisor"] == "S-1"
+        assert "settle" not in [e.body.get("step") for e in journal.entries("round")]

@@ -227,7 +227,9 @@ class KeyConsole:
                                                    if k not in ("ok", "accepted", "id"))
             self._say(f"<<< {action.replace('_', ' ')}: done" + (f" ({what})" if what else ""))
         else:
-            self._say(f"<<< {action.replace('_', ' ')} refused: {result.get('error', 'refused')}")
+            said = action.replace('_', ' ')
+            error = str(result.get("error", "refused"))
+            self._say(f"<<< {said} refused: {error.removeprefix(f'{said} refused: ')}")  # not "void refused: void refused"
 
     def _read_pin(self, prompt: str) -> str:
         isatty = getattr(self.inp, "isatty", None)
