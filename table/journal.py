@@ -947,8 +947,8 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
     if tail and n_cp:
         notes.append(f"{tail} entries after the last signed checkpoint are not signed yet "
                      "(a round in progress, or a controller stopped without a clean shutdown)")
-    if not anchored:
-        notes.append("nothing outside the journal vouches for its end (no head file, no anchors): "
+    if not anchored and keys:  # without keys the note above says why already
+        notes.append("nothing outside the journal vouches for its end (no signed head file, no anchors): "
                      "a truncation or an older copy could not be told apart")
     return VerifyResult("ok" if anchored else "unanchored", count, None, "", n_cp, tail, tuple(notes))
 

@@ -94,9 +94,10 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
         click.echo(f"OK: {result.entries} entries, hash chain intact, {result.checkpoints} signed checkpoints"
                    + ("" if public_keys or key_file else " (signatures not checked: give --public-key)"))
     elif result.status == "unanchored":
+        why = ("no --public-key was given, so the head file's signature could not be checked" if not public_keys
+               and not key_file else "no signed head file or --anchors vouch for it")
         click.echo(f"UNANCHORED: {result.entries} entries, hash chain intact, but nothing outside the journal "
-                   "vouches for its end (no head file, no --anchors): a truncation or an older copy could not be "
-                   "seen", err=True)
+                   f"vouches for its end ({why}): a truncation or an older copy could not be seen", err=True)
     elif result.status == "unreadable":
         click.echo(f"UNREADABLE: {result.reason}", err=True)
     else:

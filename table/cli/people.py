@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -56,17 +57,26 @@ def people_group() -> None:
               help="dealer, supervisor, pit (observer), auditor, or seat (a seat terminal; give --seat).")
 @click.option("--seat", type=click.IntRange(1, 7), default=None, help="The seat of a seat terminal (1-7).")
 @click.option("--replace", is_flag=True, help="Replace the person's PIN and role if they are already there.")
+@click.option("--pin-stdin", is_flag=True, help="Read the PIN from the first line of stdin (for provisioning "
+                                                 "scripts), instead of asking twice on the terminal.")
 @_with_file
-def add_command(person_id: str, role: str, seat: int | None, replace: bool, people_file: str | None,
-                config_path: str | None) -> None:
+def add_command(person_id: str, role: str, seat: int | None, replace: bool, pin_stdin: bool,
+                people_file: str | None, config_path: str | None) -> None:
     """Add PERSON_ID with a ROLE; the PIN is asked for twice (never on the command line).
 
     A PIN has 6 to 64 characters and is not one character repeated or a run
     such as 123456. The file is written atomically, mode 0640, with the group
     of its folder.
     """
+    if (role == Role.SEAT.value) != (seat is not None):  # before the PIN is asked, not after
+        raise click.UsageError("--seat N goes with --role seat, and only there")
     path = _file(people_file, config_path)
-    pin = click.prompt(f"PIN for {person_id}", hide_input=True, confirmation_prompt="Repeat the PIN")
+    if pin_stdin:
+        pin = sys.stdin.readline().rstrip("\r\n")
+        if not pin:
+            raise click.UsageError("--pin-stdin: the first line of stdin is empty")
+    else:
+        pin = click.prompt(f"PIN for {person_id}", hide_input=True, confirmation_prompt="Repeat the PIN")
     try:
         person = PeopleFile(path).add(person_id, Role(role), pin, seat=seat, replace=replace)
     except (ValueError, PinRejected, PeopleFileError, OSError) as exc:
