@@ -45,12 +45,15 @@ level = "info"
 """
 
 
-def on_a_terminal(args: list[str], timeout_s: float = 180, stdout_file: Path | None = None) -> tuple[int, str]:
+def on_a_terminal(args: list[str], timeout_s: float = 180, stdout_file: Path | None = None,
+                  stdin_tty: bool = False) -> tuple[int, str]:
     """Run tablectl with stderr (and stdout, unless ``stdout_file``) on a pty, as a person
-    at a terminal would; stdin is not a terminal (no console). Returns (exit status, text)."""
+    at a terminal would; stdin is not a terminal (no console) unless ``stdin_tty``.
+    Returns (exit status, text)."""
     master, slave = pty.openpty()
     out = open(stdout_file, "w") if stdout_file else slave
-    proc = subprocess.Popen([*CLI, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=slave, close_fds=True)
+    proc = subprocess.Popen([*CLI, *args], stdin=slave if stdin_tty else subprocess.DEVNULL, stdout=out,
+                            stderr=slave, close_fds=True)
     os.close(slave)
     if stdout_file:
         out.close()
@@ -91,6 +94,16 @@ def test_on_a_terminal_rounds_are_readable_and_logs_are_not_json(tmp_path):
         seats = [line for line in lines if re.match(r"  s\d ", line)]
         assert len(seats) >= 2 * 7 and all(" net " in line and "$" in line for line in seats), text
         assert all(len(line) <= WIDTH for line in lines), max(lines, key=len)
+
+
+def test_with_the_terminal_console_a_simulated_round_is_said_once(tmp_path):
+    """The key console's payout lines are for a dealer who pays by hand: on a simulated
+    table the round lines say the same, so each round is printed once (a new user saw
+    every round twice)."""
+    rc, text = on_a_terminal(["run", "--simulate", "--rounds", "2", "--seats", "3", "--seed", "7"], stdin_tty=True)
+    assert rc == 0, text
+    assert "close bets" in text  # the console's keys: it was there
+    assert sum(line.startswith("round ") for line in text.splitlines()) == 2, text
 
 
 def test_json_logs_on_a_terminal_only_when_asked():

@@ -420,7 +420,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
             if key_console is not None:
-                key_console.follow(controller)  # payouts before the collect, holds, voids and incidents
+                # payouts before the collect (a person pays them), holds, voids and incidents
+                key_console.follow(controller, payouts=not (simulate or dealer_socket))
             elif not service and not as_json:
                 controller.subscribe(_say_incidents)  # what the table found and did about it, in words
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set

@@ -203,13 +203,16 @@ class KeyConsole:
             if line:
                 self._say(f">>> {line}")
 
-    def follow(self, controller) -> None:
-        """Print what the table does that the dealer acts on: payouts before the collect,
-        holds and voids (``controller``: the :class:`~table.controller.TableController`)."""
+    def follow(self, controller, *, payouts: bool = True) -> None:
+        """Print what the table does that the dealer acts on: payouts before the collect
+        (``payouts``; off where nobody pays by hand, a simulated table, whose round lines
+        say the same), holds and voids (``controller``: the
+        :class:`~table.controller.TableController`)."""
+        self._payouts = payouts
         controller.subscribe(self._on_table_event)
 
     def _on_table_event(self, ev) -> None:
-        if ev.kind == "round_settled" and "results" in ev.data:
+        if ev.kind == "round_settled" and "results" in ev.data and getattr(self, "_payouts", True):
             for line in payout_lines(ev.data.get("number"), ev.data["results"], ev.data.get("dealer_hand", [])):
                 self._say(line)
         elif ev.kind == "round_held":
