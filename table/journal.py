@@ -491,7 +491,9 @@ class Journal:
             body_json = _canonical(body)
             material = _material(seq, ts, kind, round_id, deck_id, body_json)
             mac = _mac_next(self._mac_key, self._mac, material) if self._mac_key else bytes(16)
-            with _signals_held():  # the row and the chain in memory move together (Ctrl-C waits)
+            # The row and the chain in memory move together (Ctrl-C waits); inside a batch
+            # nothing is committed before its COMMIT, and an interrupt rolls both back.
+            with _signals_held() if self._batch_depth == 0 else contextlib.nullcontext():
                 try:
                     self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
                                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
