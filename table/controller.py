@@ -687,6 +687,9 @@ class TableController:
                 self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
                 for source in self._links:
                     self._identify(source)
+            # An empty journal where a signed checkpoint says there was one (the journal deleted
+            # or moved away): cut short to nothing, as much an incident as a tail cut short.
+            self._check_anchors()
             return
         bad = j.check_tail()
         if bad is not None:
