@@ -701,6 +701,9 @@ class TableController:
                 self._record("decks_registered", decks=self.custody.snapshot()["decks"], seats=self.seats)
                 for source in self._links:
                     self._identify(source)
+            # An empty journal where a signed checkpoint says there was one (the journal deleted
+            # or moved away): cut short to nothing, as much an incident as a tail cut short.
+            self._check_anchors()
             return
         bad = j.check_tail()
         if bad is not None:
@@ -716,7 +719,8 @@ class TableController:
             if restored.held is not None:
                 self.held = h = restored.held
                 j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
-                         settled=h["settled"], number=h["number"])
+                         settled=h["settled"], number=h["number"],
+                         **({"decisions_final": True} if h.get("decisions_final") else {}))
                 log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
             self._record("restart", places=self.custody.places(), rounds_played=self.rounds_played)
             for source in self._links:
@@ -1375,15 +1379,17 @@ class TableController:
             return
         hold_from = r.machine.state
         settled = hold_from in ("settle", "collect")
+        final = hold_from == "dealer_reveal" or bool(r.decisions) and len(r.decisions) == len(r.wagers)
         sealed = {"reason": reason} if self.journal is not None and CARD_FACE.search(reason) else None
+        # decisions_final is journaled with the hold: a restart before the next checkpoint
+        # keeps the two-person rule (the decisions may be in memory only, not yet journaled)
         self._record("round", step="held", reason=mask_cards(reason), number=r.number, settled=settled,
-                     cause=cause, sealed=sealed)
+                     cause=cause, sealed=sealed, **({"decisions_final": True} if final else {}))
         r.machine.hold_for_supervisor(reason)
         self.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
                      **({"open_seq": r.open_seq} if r.open_seq is not None else {}),
                      "number": r.number, "settled": settled, "placed": self._placed(r), "cause": cause,
-                     "hold_from": hold_from, "decisions_final": hold_from == "dealer_reveal" or bool(r.decisions)
-                     and len(r.decisions) == len(r.wagers), **extra}
+                     "hold_from": hold_from, "decisions_final": final, **extra}
         self._held_round = r
         self._alarm("held", f"round {r.round_id} held: {mask_cards(reason)}", key="held")
         log.error("round_held", reason=mask_cards(reason), cause=cause)  # the journal has the faces, sealed

@@ -157,6 +157,9 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
                 if step == "held":  # held before the restart: it stays held for what held it
                     open_round["cause"] = e.body.get("cause", "custody")
                     open_round["reason"] = e.body.get("reason")
+                    # held with its decisions final (the two-person rule), even if not journaled yet
+                    open_round["decisions_final"] = bool(open_round.get("decisions_final")
+                                                         or e.body.get("decisions_final"))
                 if step == "closed":
                     if not e.body.get("voided"):
                         played += 1
