@@ -1516,8 +1516,10 @@ class TableController:
     def _step_round(self, r: _Round, trigger: str, **body: Any) -> None:
         """Journal a round transition, then make it (journal before act)."""
         self._record("round", step=trigger, number=r.number, **body)
-        if not self.auto_dealer:
-            self.console.between()  # the new state shows before the table says what it waits for next
+        if not self.auto_dealer and trigger == "settle":
+            # "settle" shows before the table asks the dealer to confirm the collect: a
+            # confirmation sent on seeing it is held for that wait, not refused for the gap.
+            self.console.between()
         r.machine.step(trigger)
         self._set_void_policy()
 
@@ -1578,6 +1580,10 @@ class TableController:
                     if cmd is not None:  # a person entered it: journaled with who
                         self._record("console", action="decide", seat=s, decision=r.decisions[s].value,
                                      **self._by(cmd))
+            # The last decision is in: nothing a person sends now is for the steps to come
+            # (the reveal, the settlement), so what was held since is answered, not taken
+            # later as a collect confirmed before the payouts are shown.
+            self.console.expect(None)
             self._check_void(r)
             self._deal_complete()  # a card drawn while the seats decided is still one too many
             # Every seat's cards are published now: no wager depends on them any more (816a.1).

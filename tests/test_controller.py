@@ -348,6 +348,42 @@ def test_bets_closed_the_moment_the_round_opens_are_taken_not_refused(tmp_path):
         assert all(r["ok"] for r in replies) and len(replies) == 4, replies
 
 
+def test_a_collect_confirmed_the_instant_the_last_decision_is_in_is_refused_not_taken_before_the_payouts(tmp_path):
+    """The collect is confirmed after the payouts are shown: one sent the instant the last
+    seat's decision is answered (before the reveal and the settlement) is refused, not
+    held through those steps and taken as the confirmation (found by an attacker)."""
+    from table.console import console_decisions
+
+    with table(tmp_path, auto_dealer=False, seats=2) as (ctl, sim, console, journal):
+        ctl.decide = console_decisions(console)
+        early: list[dict] = []
+        replies: list[dict] = []
+        settled: list[str] = []
+        ctl.subscribe(lambda ev: ev.kind == "round_settled" and settled.append(ev.kind))
+
+        def after_last_decision(reply):
+            replies.append(reply)
+            console.submit(Command("confirm_collect", {}, early.append))  # a double tap, at once
+
+        def dealer(exp):
+            if exp is None:
+                return
+            if exp.action == "close_bets":
+                console.submit(Command("close_bets", {}, replies.append))
+            elif exp.action == "decide":
+                console.submit(Command("decide", {"seat": exp.seat, "decision": "play"},
+                                       after_last_decision if exp.seat == 2 else replies.append))
+            elif exp.action == "confirm_collect":
+                assert settled, "the table asked for the collect before the payouts were published"
+                console.submit(Command("confirm_collect", {}, replies.append))
+
+        console.on_expectation(dealer)
+        ctl.prepare()
+        ctl.play_round()
+        assert early and early[0]["ok"] is False and early[0]["code"] == "not_expected", early
+        assert len(replies) == 4 and all(r["ok"] for r in replies), replies
+
+
 @pytest.mark.parametrize("at_draw", [0, 4, 9])
 def test_a_supervisor_voids_a_running_round_and_every_wager_is_returned(tmp_path, at_draw):
     """A void may come at any point before settle (issue 5): before the deal, mid-deal,
