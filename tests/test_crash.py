@@ -35,6 +35,7 @@ import pytest
 from table.interfaces.control_socket import send
 from protocols.cards import BackColour
 from table.custody import DeckCustody
+from tests.tables import table_toml
 from table.journal import Journal, verify
 from table.keys import load_private_key
 from table.recovery import restore
@@ -172,23 +173,8 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
     # off for this test, as [console] two_person_void allows; tests/people and
     # tests/test_two_person_void.py try it with two people.
     cfg = tmp_path / "table.toml"
-    cfg.write_text(f"""[table]
-id = "crash-01"
-seats = 3
-[[decks]]
-id = "A"
-back_colour = "red"
-[[decks]]
-id = "B"
-back_colour = "blue"
-[devices.shuffler]
-url = "{dev / 'shuffler'}"
-[devices.shoe]
-url = "{dev / 'shoe'}"
-[console]
-control_socket = "{control}"
-two_person_void = false
-""")
+    cfg.write_text(table_toml("crash-01", 3, dev / "shuffler", dev / "shoe",
+                              f'[console]\ncontrol_socket = "{control}"\ntwo_person_void = false'))
     # No --log-file: the JSON log records come on stderr, where the test reads them.
     run = tablectl() + ["run", "--config", str(cfg), "--shuffler-url", str(dev / "shuffler"), "--shoe-url",
                         str(dev / "shoe"), "--dealer-socket", str(dealer), "--journal", str(journal),

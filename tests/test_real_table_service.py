@@ -21,6 +21,7 @@ import pytest
 from table.interfaces.control_socket import send
 from table.journal import Journal, verify
 from table.keys import generate, save
+from tests.tables import table_toml
 from tests.test_crash import tablectl
 
 
@@ -34,26 +35,9 @@ def test_service_deals_a_round_with_a_person_at_the_table(tmp_path):
     key_file = tmp_path / "table.key"  # a service needs its table key (docs/journal.md)
     save(generate(), key_file)
     cfg = tmp_path / "table.toml"
-    cfg.write_text(f"""
-[table]
-id = "real-01"
-seats = 2
-[[decks]]
-id = "A"
-back_colour = "red"
-[[decks]]
-id = "B"
-back_colour = "blue"
-[devices.shuffler]
-url = "{dev / 'shuffler'}"
-[devices.shoe]
-url = "{dev / 'shoe'}"
-[console]
-control_socket = "{control}"
-[journal]
-path = "{journal}"
-key_file = "{key_file}"
-""")
+    cfg.write_text(table_toml("real-01", 2, dev / "shuffler", dev / "shoe",
+                              f'[console]\ncontrol_socket = "{control}"\n[journal]\npath = "{journal}"\n'
+                              f'key_file = "{key_file}"'))
     run = subprocess.Popen(tablectl() + ["run", "--service", "--config", str(cfg), "--rounds", "1"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = threading.Event()

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tests.tables import table_toml
+
 CLI = [sys.executable, "-c", "from table.cli import main; main()"]
 
 #: "at once": the longest a reply may take (the console answers every command without
@@ -141,20 +143,7 @@ class Table:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.config = folder / "table.toml"
-        self.config.write_text(f"""
-[table]
-id = "bench-01"
-seats = {seats}
-[[decks]]
-id = "A"
-back_colour = "red"
-[[decks]]
-id = "B"
-back_colour = "blue"
-[devices.shuffler]
-url = "{shuffler_url}"
-[devices.shoe]
-url = "{shoe_url}"
+        self.config.write_text(table_toml("bench-01", seats, shuffler_url, shoe_url, f"""
 [link]
 reconnect_wait_s = {RECONNECT_WAIT_S}
 heartbeat_interval_ms = 200
@@ -170,7 +159,7 @@ dealer = ["{DEALER_GROUP}"]
 owner = "none"
 [auth]
 people_file = "{self.people}"
-""")
+"""))
         for person, pin in SUPERVISOR_PINS.items():
             add_person(self.people, person, "supervisor", pin)
         for person, pin in DEALER_PINS.items():
