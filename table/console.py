@@ -133,6 +133,9 @@ class VoidPolicy:
     round_id: str | None = None
     refusal: str = "no round is in progress"
     needs_second: bool = False
+    #: the supervisor whose void of this (held) round waits for a second one: their own
+    #: void again is refused at once (a different supervisor confirms)
+    requested_by: str | None = None
 
 
 class Console:
@@ -161,6 +164,9 @@ class Console:
         self._expect: Expectation | None = None
         self._policy = VoidPolicy()
         self._void: Command | None = None
+        #: the round whose void the controller has taken and is carrying out (a second
+        #: void of it is refused until the policy says what comes next)
+        self._carrying: str | None = None
         self._listeners: list[Callable[[Expectation | None], None]] = []
         self.two_person_void = two_person_void
         self.attached = False
@@ -226,6 +232,8 @@ class Console:
     def set_void_policy(self, policy: VoidPolicy) -> None:
         """The controller says what a void would do now (at each step of the round)."""
         with self._cv:
+            if policy != self._policy:
+                self._carrying = None
             self._policy = policy
             if policy.refusal and self._void is not None:
                 v, self._void = self._void, None
@@ -244,6 +252,7 @@ class Console:
         with self._cv:
             self._policy = policy
             v, self._void = self._void, None
+            self._carrying = policy.round_id if v is not None else None
             return v
 
     # -- front doors ---------------------------------------------------------------------------
@@ -338,8 +347,12 @@ class Console:
                 cmd.answer(ok=False, code="refused", error=f"void refused: round {rid} is not the round in "
                                                            f"progress ({policy.round_id})")
                 return
-            if self._void is not None:
+            if self._void is not None or (self._carrying is not None and self._carrying == policy.round_id):
                 cmd.answer(ok=False, code="refused", error="a void of this round is already being carried out")
+                return
+            if policy.requested_by is not None and cmd.person == policy.requested_by:
+                cmd.answer(ok=False, code="refused", error=f"void refused: {cmd.person} asked this void already; a "
+                                                           "second supervisor must confirm it (two-person rule)")
                 return
             cmd.void_policy = policy
             self._void = cmd
@@ -357,7 +370,15 @@ class Console:
         """The accepted void, if any (non-blocking), for the controller to carry out."""
         with self._cv:
             v, self._void = self._void, None
+            if v is not None:
+                self._carrying = self._policy.round_id
             return v
+
+    def void_handed_on(self) -> None:
+        """The void taken is no longer being carried out (it holds the round for a second
+        supervisor): voids are judged by the policy again."""
+        with self._cv:
+            self._carrying = None
 
     def wait(self, accepts: tuple[str, ...], what: str, timeout_s: float | None = None, *,
              role: str | None = None, action: str | None = None, seat: int | None = None,
@@ -382,6 +403,7 @@ class Console:
                 while True:
                     if voids and self._void is not None:
                         v, self._void = self._void, None
+                        self._carrying = self._policy.round_id
                         return v
                     taken = next((c for c in self._pending if c.action in accepts), None)
                     if taken is not None:

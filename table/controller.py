@@ -1153,7 +1153,9 @@ class TableController:
                 policy = VoidPolicy(held["round_id"], f"held round {held['round_id']} is settled: its results "
                                                       "stand (58 Pa. Code 816a.1)")
             else:
-                policy = VoidPolicy(held["round_id"], "", needs_second=two and bool(held.get("decisions_final")))
+                request = held.get("void_request") or {}
+                policy = VoidPolicy(held["round_id"], "", needs_second=two and bool(held.get("decisions_final")),
+                                    requested_by=request.get("supervisor"))
         else:
             policy = VoidPolicy(None, "no round is in progress")
         self.console.set_void_policy(policy)
@@ -1183,6 +1185,7 @@ class TableController:
             self._hold(r, why, cause="void_request",
                        void_request={"supervisor": cmd.person, "reason": reason, "by": self._by(cmd).get("by")})
             cmd.finish(ok=True, pending=True, round_id=r.round_id, what="held for a second supervisor to confirm")
+            self.console.void_handed_on()  # a second supervisor's void or confirm_void is taken now
             raise RoundHeld(r.round_id, None, reason=why)
         self._record("round", step="voided", number=r.number, reason=mask_cards(reason), supervisor=cmd.person,
                      wagers="returned", returned_cents=self._placed(r),
@@ -1246,12 +1249,14 @@ class TableController:
                 held["void_request"] = {"supervisor": cmd.person, "reason": cmd.args["reason"],
                                         "by": self._by(cmd).get("by")}
                 cmd.finish(ok=True, pending=True, round_id=rid, what="a second supervisor must confirm")
+                self._set_void_policy()  # the one who asked is refused a void of their own now
                 continue
             if request is not None:  # the second supervisor: confirm_void, or a void of their own
                 if cmd.person == request["supervisor"]:
                     answer = cmd.finish if cmd.action == "void" else cmd.answer
                     answer(ok=False, code="refused", error="a second supervisor must confirm the void, not the one "
                                                          "who asked it (two-person rule)")
+                    self.console.void_handed_on()
                     continue
                 reason, first, second = request["reason"], request["supervisor"], cmd.person
             else:

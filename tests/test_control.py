@@ -178,3 +178,70 @@ def test_a_command_the_table_refuses_while_it_waits_leaves_it_waiting():
     finally:
         t.join(5)
     assert got and got[0].args == {"deck_id": "A2", "supervisor": "S-1"} and len(replies) == 1
+
+
+def _void_cmd(person: str, replies: list, done: list | None = None) -> Command:
+    return Command("void", {"reason": "misdeal", "supervisor": person}, replies.append,
+                   Actor(person, Role.SUPERVISOR), done=done.append if done is not None else None)
+
+
+def test_a_second_void_while_the_first_is_carried_out_is_refused_not_accepted_and_lost():
+    """Two supervisors void the same round a millisecond apart: the controller has taken
+    the first; the second is told it is already being carried out, not "voided now" and
+    then dropped (found by a new user: both answered, one journaled)."""
+    console = Console()
+    console.set_void_policy(VoidPolicy("r1", ""))
+    replies: list = []
+    console.submit(_void_cmd("S-1", replies))
+    assert console.take_void() is not None  # the controller carries it out
+    console.submit(_void_cmd("S-2", replies))
+    assert replies[0]["ok"] is True and replies[1]["ok"] is False
+    assert "already being carried out" in replies[1]["error"]
+    console.set_void_policy(VoidPolicy("r2", ""))  # the next round: voids are judged again
+    console.submit(_void_cmd("S-2", replies))
+    assert replies[2]["ok"] is True
+
+
+def test_the_supervisor_who_asked_a_held_void_is_refused_a_void_of_their_own_at_once():
+    """Held for a second supervisor: the one who asked sending void again is refused at
+    once (a new user saw it answered "accepted", then dropped); another supervisor's void
+    is taken (it confirms)."""
+    console = Console()
+    console.set_void_policy(VoidPolicy("r1", "", needs_second=True, requested_by="S-1"))
+    replies: list = []
+    console.submit(_void_cmd("S-1", replies))
+    assert replies[0]["ok"] is False and "a second supervisor must confirm" in replies[0]["error"]
+    console.submit(_void_cmd("S-2", replies))
+    assert replies[1]["ok"] is True
+
+
+def test_a_voids_outcome_is_pushed_on_the_connection_that_sent_it():
+    """A void is accepted at once, carried out within a device step, and its outcome is
+    pushed on the same connection with the request's id (docs/console.md; a new user saw
+    none on the control socket)."""
+    from table.interfaces.dispatch import Channel, Dispatcher
+    from table.interfaces.serving import FrontDoorLoop
+
+    front = FrontDoorLoop("test-void-outcome")
+    pushed: list = []
+    got = threading.Event()
+
+    async def push(obj):
+        pushed.append(obj)
+        got.set()
+
+    try:
+        console = Console()
+        console.attached = True
+        console.set_void_policy(VoidPolicy("r1", ""))
+        channel = Channel("control-socket", Actor("S-1", Role.SUPERVISOR), push=push)
+        reply = front.run(Dispatcher(console, front).answer(channel, {"id": "v-1", "action": "void",
+                                                                      "reason": "misdeal"}))
+        assert reply["ok"] is True and reply["id"] == "v-1"
+        taken = console.take_void()
+        taken.finish(ok=True, round_id="r1", voided=True)  # the controller, once it has voided the round
+        assert got.wait(5)
+        assert pushed == [{"type": "result", "action": "void", "id": "v-1", "ok": True, "round_id": "r1",
+                           "voided": True}]
+    finally:
+        front.close()

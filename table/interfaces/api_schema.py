@@ -46,7 +46,7 @@ from table.events import SCHEMA as EVENT_SCHEMA
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.0.0"
+API_VERSION = "1.1.0"  # 1.1.0: a void's outcome pushed as a "result"
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -218,8 +218,9 @@ def push_schema() -> dict[str, Any]:
         "title": f"threecard-table API push message (schema version {API_VERSION})",
         "description": "On a subscribed connection: each public event as it is on the event socket "
                        f"(event-v1.schema.json, \"schema\": \"{EVENT_SCHEMA}\"), a status object after an event "
-                       "when asked for, and an end message when the subscription ends (fell behind: resubscribe "
-                       "with resume_from = last_seq).",
+                       "when asked for, an end message when the subscription ends (fell behind: resubscribe "
+                       "with resume_from = last_seq), and, on any connection that can take a push, the outcome "
+                       "of a void accepted earlier (type result, naming the request's id; since 1.1.0).",
         "oneOf": [
             {"$ref": "event-v1.schema.json"},
             {"type": "object", "required": ["type", "status"],
@@ -227,6 +228,11 @@ def push_schema() -> dict[str, Any]:
             {"type": "object", "required": ["type", "error", "last_seq"],
              "properties": {"type": {"const": "subscription_ended"}, "error": {"type": "string"},
                             "last_seq": {"type": "integer", "minimum": 0}}},
+            {"type": "object", "required": ["type", "action", "ok"],
+             "properties": {"type": {"const": "result"}, "action": {"type": "string"},
+                            "id": {"type": ["string", "integer"]}, "ok": {"type": "boolean"},
+                            "round_id": {"type": "string"}, "voided": {"type": "boolean"},
+                            "pending": {"type": "boolean"}, "error": {"type": "string"}}},
         ],
     }
 

@@ -432,8 +432,27 @@ class Dispatcher:
             except RuntimeError:  # the loop has closed: nobody is left to answer
                 pass
 
+        push = channel.push
+
+        def outcome(result: dict[str, Any]) -> None:  # the core's thread: what became of an accepted void
+            msg = {"type": "result", "action": action.name, **({"id": rid} if rid is not None else {}), **result}
+
+            async def send_it() -> None:
+                try:
+                    await push(msg)
+                except (ConnectionError, OSError):
+                    pass  # the client has gone: its void was still carried out (or not), and journaled
+
+            try:
+                loop.call_soon_threadsafe(lambda: loop.create_task(send_it()))
+            except RuntimeError:  # the loop has closed
+                pass
+
         try:
-            self.console.submit(Command(action.name, args, reply, actor, rid))
+            # A void's later outcome (voided, held for a second supervisor, or not carried out)
+            # is pushed on connections that can take a push (docs/console.md); HTTP polls status.
+            self.console.submit(Command(action.name, args, reply, actor, rid,
+                                        done=outcome if push is not None else None))
         except Exception as exc:  # noqa: BLE001 - the core refused in its own way: still one reply
             return refusal("internal", f"{action.name}: the table could not take it: {clip(str(exc), 200)}", rid)
         try:
