@@ -257,15 +257,8 @@ class KeyConsole:
             self._say("<<< confirm void refused: this terminal cannot tell who types (no people file); the second "
                       "supervisor confirms on their own signed-in screen or control-socket account")
             return None
-        try:
-            actor = self.pin_check(name, self.read_pin(f"PIN for {name}: "))
-        except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
-            self._say(f"<<< confirm void refused: {exc}")
-            return None
-        if actor.role is not Role.SUPERVISOR:
-            self._say(f"<<< confirm void refused: {name} is not a supervisor")
-            return None
-        return Command("confirm_void", {"supervisor": actor.person}, actor=actor)
+        actor = self._proven_supervisor(name, "confirm void")
+        return None if actor is None else Command("confirm_void", {"supervisor": actor.person}, actor=actor)
 
     def _proven_void(self, cmd: Command) -> Command | None:
         """``v REASON``: the void asked by the terminal's supervisor, proved by their PIN
@@ -281,15 +274,22 @@ class KeyConsole:
                           "screen or control-socket account")
                 return None
             return cmd
+        actor = self._proven_supervisor(self.supervisor, "void")
+        return None if actor is None else Command("void", {**cmd.args, "supervisor": actor.person}, actor=actor)
+
+    def _proven_supervisor(self, name: str, what: str) -> Actor | None:
+        """``name``'s PIN asked and checked (``pin_check``): the supervisor it proves, or
+        None after saying why ``what`` is refused (a wrong PIN, a lock-out, not a supervisor)."""
+        assert self.pin_check is not None
         try:
-            actor = self.pin_check(self.supervisor, self.read_pin(f"PIN for {self.supervisor}: "))
+            actor = self.pin_check(name, self.read_pin(f"PIN for {name}: "))
         except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
-            self._say(f"<<< void refused: {exc}")
+            self._say(f"<<< {what} refused: {exc}")
             return None
         if actor.role is not Role.SUPERVISOR:
-            self._say(f"<<< void refused: {self.supervisor} is not a supervisor")
+            self._say(f"<<< {what} refused: {name} is not a supervisor")
             return None
-        return Command("void", {**cmd.args, "supervisor": actor.person}, actor=actor)
+        return actor
 
     def _run(self) -> None:
         for line in self.inp:
