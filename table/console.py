@@ -251,9 +251,8 @@ class Console:
         ``policy``."""
         with self._cv:
             self._policy = policy
-            v, self._void = self._void, None
-            self._carrying = policy.round_id if v is not None else None
-            return v
+            self._carrying = None
+            return self._take_void()
 
     # -- front doors ---------------------------------------------------------------------------
 
@@ -289,10 +288,10 @@ class Console:
         with self._cv:
             exp = self._expect
             if exp is None and self._between and len(self._deferred) < 16:
-                # The controller is carrying out the command it just took (a decision) and
-                # will say what it waits for next within one step: a command sent right
-                # after is answered then, not refused for the gap (seat 2's decision
-                # entered as soon as seat 1's is answered).
+                # The controller is journaling the step it just made (a command taken, a
+                # round opened or settled) and says what it waits for next within that
+                # step: a command sent meanwhile is answered then, not refused for the gap
+                # (seat 2's decision entered as soon as seat 1's is answered).
                 self._deferred.append(cmd)
                 return
             why = self._refusal(cmd, exp)
@@ -347,7 +346,7 @@ class Console:
                 cmd.answer(ok=False, code="refused", error=f"void refused: round {rid} is not the round in "
                                                            f"progress ({policy.round_id})")
                 return
-            if self._void is not None or (self._carrying is not None and self._carrying == policy.round_id):
+            if self._void is not None or self._carrying is not None:
                 cmd.answer(ok=False, code="refused", error="a void of this round is already being carried out")
                 return
             if policy.requested_by is not None and cmd.person == policy.requested_by:
@@ -369,10 +368,15 @@ class Console:
     def take_void(self) -> Command | None:
         """The accepted void, if any (non-blocking), for the controller to carry out."""
         with self._cv:
-            v, self._void = self._void, None
-            if v is not None:
-                self._carrying = self._policy.round_id
-            return v
+            return self._take_void()
+
+    def _take_void(self) -> Command | None:
+        """The accepted void, handed to the controller: a second void of the round is
+        refused while it is carried out (until the policy changes). Lock held."""
+        v, self._void = self._void, None
+        if v is not None:
+            self._carrying = self._policy.round_id
+        return v
 
     def void_handed_on(self) -> None:
         """The void taken is no longer being carried out (it holds the round for a second
@@ -402,9 +406,7 @@ class Console:
             with self._cv:
                 while True:
                     if voids and self._void is not None:
-                        v, self._void = self._void, None
-                        self._carrying = self._policy.round_id
-                        return v
+                        return self._take_void()
                     taken = next((c for c in self._pending if c.action in accepts), None)
                     if taken is not None:
                         self._pending.remove(taken)

@@ -759,11 +759,9 @@ class TableController:
         self._record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
         log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
         self._publish("incident", what=what)
-        while True:
-            cmd = self.console.wait(("acknowledge_incident",),
-                                    f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
-                                    role="supervisor", voids=False)
-            break
+        cmd = self.console.wait(("acknowledge_incident",),
+                                f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
+                                role="supervisor", voids=False)
         self._record("supervisor", action="acknowledge_incident", supervisor=cmd.person, anchor_seq=cp["seq"],
                      **self._by(cmd))
         self.rounds_opened = max(self.rounds_opened, int(cp.get("rounds_opened") or 0))
