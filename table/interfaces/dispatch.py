@@ -290,8 +290,9 @@ class Dispatcher:
 
     ``console``: the core's command queue; ``hub``: the event stream (``None``
     when the table runs without a journal: ``events``/``subscribe`` are then
-    refused; with ``stream_pending`` the stream is still to come: ``busy``); ``front``: the loop the transports run on; ``reply_timeout_s``:
-    how long a command may wait for the table's answer.
+    refused; with ``stream_pending`` the stream is still to come: ``busy``);
+    ``front``: the loop the transports run on; ``reply_timeout_s``: how long a
+    command may wait for the table's answer.
     """
 
     def __init__(self, console: Console, front: FrontDoorLoop, *, hub: EventHub | None = None,
@@ -444,7 +445,7 @@ class Dispatcher:
                     pass  # the client has gone: its void was still carried out (or not), and journaled
 
             try:
-                loop.call_soon_threadsafe(lambda: loop.create_task(send_it()))
+                asyncio.run_coroutine_threadsafe(send_it(), loop)
             except RuntimeError:  # the loop has closed
                 pass
 
