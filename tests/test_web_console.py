@@ -137,6 +137,8 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
         if time.monotonic() > end:
             raise AssertionError(f"the round did not get there; the screen says: {page.inner_text('#now')}")
         page.wait_for_selector("#now-what", timeout=STEP_S * 1000)
+        if until(page):  # the screen may have moved on while we waited (a moment with nothing to do)
+            break
         action = waiting(page)
         colour = page.get_attribute("#now-what", "data-waiting-colour") or None
         if action in DEVICE_STEPS:
