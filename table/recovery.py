@@ -309,4 +309,4 @@ def last_bets(journal: Journal | None) -> "dict[int, Wagers] | None":
     for e in journal.entries("round", since=max(0, journal.last_seq - LAST_BETS_WINDOW)):
         if e.body.get("step") == "close_bets" and isinstance(e.body.get("wagers"), dict):
             last = e.body["wagers"]
-    return {int(s): Wagers(**w) for s, w in last.items()} if last is not None else None
+    return {int(s): Wagers.from_record(w) for s, w in last.items()} if last is not None else None
