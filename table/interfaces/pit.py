@@ -101,8 +101,8 @@ class BrokerAddress:
             raise PitSetupError(f"{url!r} is not a broker URL; give mqtt://HOST[:PORT][/PREFIX] or mqtts://...")
         if parts.password is not None:
             raise PitSetupError("give the broker password in a file (--password-file), not in the URL")
-        if parts.query or parts.fragment:
-            raise PitSetupError(f"{url!r}: a broker URL takes no ?query or #fragment")
+        if "?" in url or "#" in url:
+            raise PitSetupError(f"{url!r}: a broker URL takes no ?query, #fragment or MQTT wildcard")
         try:
             port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
         except ValueError:
@@ -577,6 +577,7 @@ class PitServer:
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, port))
+        self.sock.listen(128)  # connections wait in the backlog until uvicorn serves: none refused at start
         self.port = self.sock.getsockname()[1]
         self.host = host
         config = uvicorn.Config(pit_app(board), log_config=None, access_log=False, lifespan="off",
