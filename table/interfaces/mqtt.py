@@ -120,6 +120,22 @@ class ForgedMessage(ValueError):
     envelope at all): it did not come from the table. The message says why."""
 
 
+_KEY_IDS: dict[int, tuple[Ed25519PublicKey, str]] = {}
+
+
+def _key_id(public: Ed25519PublicKey) -> str:
+    """:func:`table.keys.key_id` of ``public``, remembered per key object (a floor verifies
+    hundreds of messages a second against the same few hundred keys; bounded)."""
+    got = _KEY_IDS.get(id(public))
+    if got is not None and got[0] is public:
+        return got[1]
+    if len(_KEY_IDS) >= 4096:
+        _KEY_IDS.clear()
+    kid = key_id_of(public)
+    _KEY_IDS[id(public)] = (public, kid)  # the object is kept: its id is not reused while cached
+    return kid
+
+
 def topic_subject(topic: str) -> tuple[str, str]:
     """``(table_id, kind)`` of a table topic ``[PREFIX/]threecard/FLOOR/TABLE/KIND``: its
     last two segments, whatever prefix a bridge put before them. Raises
@@ -182,7 +198,7 @@ def verify_message(raw: bytes | str, topic: str,
     public = keys if isinstance(keys, Ed25519PublicKey) else keys.get(table)
     if public is None:
         raise ForgedMessage(f"no public key for table {table[:32]!r}: this subscriber does not know it")
-    if kid != key_id_of(public):
+    if kid != _key_id(public):
         raise ForgedMessage(f"signed with key {kid[:16]!r}, not table {table[:32]}'s key")
     try:
         signature = base64.b64decode(sig, validate=True)
