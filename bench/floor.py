@@ -18,6 +18,8 @@ issue's figure; a busy floor is about 260/s).
 | --- | --- |
 | paced.pages_P.pit_cpu_core | the pit process's CPU (user + system, /proc) over the paced phase, as a fraction of one core, with P pages open |
 | paced.pages_P.cpu_us_per_message | that CPU divided by the messages the pit took (verified) |
+| paced.pages_P.broker_latency_ms p50 / p99 / max | the same stamp to a plain subscriber of the pit's broker: the part of the page latency that is the brokers' and the bridge's, not the pit's |
+| paced.pages_P.framed_latency_ms p50 / p99 / max | the same stamp to the pit making the frame that carries it (the frame's ``ts``): page latency minus this is the WebSocket delivery and the page's decoding |
 | paced.pages_P.page_latency_ms p50 / p99 / max | from the publisher stamping a ``round_settled`` (its ``ts``, wall clock) to each open page holding that table's card with that result: publisher -> edge broker -> bridge -> central broker -> pit (signature checked) -> delta frame -> page |
 | blast.ingest_per_s | the pit stopped (SIGSTOP), ``--blast`` messages (signed beforehand) published and carried over the bridge to the pit's broker, then the pit let go (SIGCONT), one page open: the messages it took per second, first to last (its counters): what the pit can take, not the brokers |
 | blast.pit_cpu_core / cpu_us_per_message / per_core_per_s | the pit's CPU over that drain; messages per CPU second |
@@ -102,7 +104,8 @@ def publisher_main(edge_port: int, keys_dir: Path, v1: bool = False) -> None:
 
     tables = sorted(p.name[:-4] for p in keys_dir.glob("*.pem"))
     keys = {t: load_table_key(keys_dir / f"{t}.pem") for t in tables}
-    seq = {t: 0 for t in tables}
+    # Tables at different points of their rounds, so every phase sees round_settled from many.
+    seq = {t: (i * 5) % len(CYCLE) for i, t in enumerate(tables)}
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-tables-{os.getpid()}")
     client.max_inflight_messages_set(1000)
     client.max_queued_messages_set(0)
@@ -203,6 +206,7 @@ class Pages:
         self.url = url.replace("http://", "ws://") + "/api/v1/pit/ws"
         self.n = n
         self.latencies: list[float] = []
+        self.framed: list[float] = []  # the stamp to the frame carrying it made by the pit (its ts)
         self.frames = 0
         self.bytes = 0
         self.ready = threading.Event()
@@ -236,6 +240,7 @@ class Pages:
                         if not first:
                             ts = _dt.datetime.fromisoformat(r["ts"]).timestamp()
                             self.latencies.append((got - ts) * 1000)
+                            self.framed.append((_dt.datetime.fromisoformat(frame["ts"]).timestamp() - ts) * 1000)
                 if first:
                     first = False
                     started.append(1)
@@ -255,6 +260,36 @@ class Pages:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+class Tap:
+    """A plain subscriber on the pit's broker: the latency from a table stamping its
+    ``round_settled`` to the message reaching that broker (publisher -> edge broker ->
+    bridge -> central broker), the part of the page latency that is not the pit's."""
+
+    def __init__(self, port: int, topic: str) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.latencies: list[float] = []
+        ready = threading.Event()
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-tap-{os.getpid()}-{time.monotonic_ns()}")
+        self.c.on_connect = lambda c, u, f, rc, p=None: c.subscribe(topic, 1)
+        self.c.on_subscribe = lambda *a: ready.set()
+        self.c.on_message = self._message
+        self.c.connect("127.0.0.1", port, 30)
+        self.c.loop_start()
+        if not ready.wait(30):
+            raise RuntimeError("the tap did not subscribe")
+
+    def _message(self, c: Any, u: Any, m: Any) -> None:
+        if b"round_settled" in m.payload:
+            got = time.time()
+            ts = json.loads(json.loads(m.payload)["payload"])["ts"]
+            self.latencies.append((got - _dt.datetime.fromisoformat(ts).timestamp()) * 1000)
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
 
 
 def counts(url: str) -> dict:
@@ -413,11 +448,14 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         result["paced"] = {}
         for p in ([1] if baseline else args.pages):
             pages = Pages(url, p)
+            tap = Tap(central.port, f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
             try:
                 before, cpu0, fcpu0 = counts(url), cpu_s(pit.pid), cpu_s(floor.pid) if floor else 0.0
                 t0 = time.monotonic()
                 answer = publisher.ask(f"pace {rate} {args.seconds}").split()
-                time.sleep(1.0)  # the last messages on their way
+                deadline = time.monotonic() + 10
+                while accepted(url) - before["accepted"] < int(answer[2]) and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the last messages on their way
                 wall = time.monotonic() - t0
                 after, cpu1 = counts(url), cpu_s(pit.pid)
                 took = after["accepted"] - before["accepted"]
@@ -425,12 +463,15 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
                          "messages_per_s": round(took / wall, 1),
                          "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
                          "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),
-                         "page_latency_ms": pct(pages.latencies), "frames_per_page_per_s":
+                         "page_latency_ms": pct(pages.latencies), "broker_latency_ms": pct(tap.latencies),
+                         "framed_latency_ms": pct(pages.framed),
+                         "frames_per_page_per_s":
                          round(pages.frames / p / wall, 1), "kib_per_page_per_s": round(pages.bytes / p / wall / 1024, 1)}
                 if floor:
                     entry["floor_cpu_core"] = round((cpu_s(floor.pid) - fcpu0) / wall, 3)
                 result["paced"][f"pages_{p}"] = entry
             finally:
+                tap.close()
                 pages.close()
         if args.blast:
             result["blast"] = blast(n, args.blast, url, pit, publisher, central.port,

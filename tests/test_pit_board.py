@@ -147,3 +147,18 @@ def test_two_pit_views_of_one_pit_on_one_broker_both_stay_connected(tmp_path):
         for v in views:
             v.close()
         broker.stop()
+
+
+def test_a_table_gone_quiet_is_sent_as_no_news_while_others_keep_talking():
+    now = [1000.0]
+    board = PitBoard("pit7", {"t-1": KEY.public, "t-2": KEY.public}, stale_s=30, clock=lambda: now[0])
+    board.receive(*status("t-1"))
+    board.receive(*status("t-2"))
+    assert {c["state"] for c in board.take_delta()["tables"]} == {"online"}
+    now[0] += 31
+    board.receive(*event("t-2", 1))  # t-2 keeps talking; t-1 has said nothing for 31 s
+    board.expire()
+    cards = {c["table_id"]: c for c in board.take_delta()["tables"]}
+    assert cards["t-1"]["state"] == "no news" and cards["t-2"]["state"] == "online"
+    board.expire()
+    assert board.take_delta()["tables"] == []  # said once

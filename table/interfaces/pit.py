@@ -354,7 +354,7 @@ class PitBoard:
                 "counts": {"tables": len(self.tables), "accepted": self.accepted, "forged": self.forged,
                            "refused_tables": len(self.refused), "refused_messages": self.refused_messages},
                 "brokers": [{"broker": b, "connected": up} for b, up in sorted(self.brokers.items())],
-                "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")}
 
     def _refused_list(self) -> list[dict[str, Any]]:
         return [{"table_id": t, "messages": n, "reason": f"past the pit's table limit ({self.max_tables})"}
@@ -486,15 +486,19 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
 
         board.listeners.append(wake)
         board.take_delta()  # re-arms the listeners; every page starts from a full frame
-        last_sent = loop.time()
+        last_sent = last_expired = loop.time()
         try:
             while True:
                 try:
                     await asyncio.wait_for(woken.wait(), 1.0)
                 except asyncio.TimeoutError:
-                    board.expire()  # a table turning "no news" with time
+                    pass
                 woken.clear()
-                await asyncio.sleep(TICK_S)  # coalesce what arrives meanwhile into this frame
+                if loop.time() - last_expired >= 1.0:  # a table turning "no news" with time, busy or not
+                    last_expired = loop.time()
+                    board.expire()
+                # At most one frame a tick: what arrives meanwhile is coalesced into it.
+                await asyncio.sleep(max(0.0, last_sent + TICK_S - loop.time()))
                 frame = board.take_delta()
                 if frame["version"] == state.get("version") and loop.time() - last_sent < HEARTBEAT_S:
                     continue  # nothing new, and the last frame is recent
