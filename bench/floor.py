@@ -17,13 +17,14 @@ issue's figure; a busy floor is about 260/s).
 | figure | what |
 | --- | --- |
 | paced.pages_P.pit_cpu_core | the pit process's CPU (user + system, /proc) over the paced phase, as a fraction of one core, with P pages open |
+| paced.pages_P.page_resyncs | pages sent the whole board again because they fell more than 32 frames behind (the pages' fault, not the pit's) |
 | paced.pages_P.cpu_us_per_message | that CPU divided by the messages the pit took (verified) |
 | paced.pages_P.broker_latency_ms p50 / p99 / max | the same stamp to a plain subscriber of the pit's broker: the part of the page latency that is the brokers' and the bridge's, not the pit's |
 | paced.pages_P.framed_latency_ms p50 / p99 / max | the same stamp to the pit making the frame that carries it (the frame's ``ts``): page latency minus this is the WebSocket delivery and the page's decoding |
 | paced.pages_P.page_latency_ms p50 / p99 / max | from the publisher stamping a ``round_settled`` (its ``ts``, wall clock) to each open page holding that table's card with that result: publisher -> edge broker -> bridge -> central broker -> pit (signature checked) -> delta frame -> page |
 | blast.ingest_per_s | the pit stopped (SIGSTOP), ``--blast`` messages (signed beforehand) published and carried over the bridge to the pit's broker, then the pit let go (SIGCONT), one page open: the messages it took per second, first to last (its counters): what the pit can take, not the brokers |
 | blast.pit_cpu_core / cpu_us_per_message / per_core_per_s | the pit's CPU over that drain; messages per CPU second |
-| frame_ms.full / delta_1 | in this process: encoding the whole board of N tables (a page's first frame, and what every change cost before issue 28), and a delta of one changed table |
+| frame_ms.full / delta_1_with_verify | in this process: encoding the whole board of N tables (a page's first frame, and what every change cost each page before issue 28), and taking one message (its signature checked) plus encoding its delta |
 
 Pages are WebSocket clients in this process (``websockets``), each decoding every
 frame and keeping the board as the page does; not real Chromium pages
@@ -338,11 +339,12 @@ def frame_costs(n: int) -> dict:
         json.dumps(board.snapshot(), separators=(",", ":"))
     full = (time.perf_counter() - start) / reps * 1000
     topic = f"threecard/{PIT}/t-0000/events"
+    signed = [sign_message(key, topic, {"schema": "threecard.events/1", "seq": 100 + i, "table_id": "t-0000",
+                                        "round_id": "r00001-00000000", "ts": now_iso(), "type": "card_dealt",
+                                        "data": {}}).encode() for i in range(reps)]
     start = time.perf_counter()
-    for i in range(reps):
-        board.receive(topic, sign_message(key, topic, {"schema": "threecard.events/1", "seq": 100 + i,
-                                                       "table_id": "t-0000", "round_id": "r00001-00000000",
-                                                       "ts": now_iso(), "type": "card_dealt", "data": {}}).encode())
+    for raw in signed:  # one message taken (signature checked) and its delta frame encoded
+        board.receive(topic, raw)
         json.dumps(board.take_delta(), separators=(",", ":"))
     delta = (time.perf_counter() - start) / reps * 1000
     return {"full": round(full, 2), "delta_1_with_verify": round(delta, 3)}
@@ -460,6 +462,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
                 after, cpu1 = counts(url), cpu_s(pit.pid)
                 took = after["accepted"] - before["accepted"]
                 entry = {"published": int(answer[2]), "taken": took, "forged": after["forged"],
+                         "page_resyncs": after.get("page_resyncs", 0) - before.get("page_resyncs", 0),
                          "messages_per_s": round(took / wall, 1),
                          "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
                          "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),

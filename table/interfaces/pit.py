@@ -238,6 +238,8 @@ class PitBoard:
         self.forged = 0
         self.accepted = 0
         self.refused_messages = 0
+        #: pages sent the whole board again because they did not take their frames in time
+        self.page_resyncs = 0
         self.version = 0
         #: broker label -> connected?
         self.brokers: dict[str, bool] = {}
@@ -352,7 +354,8 @@ class PitBoard:
         return {"pit": self.pit, "pits": list(self.pits), "version": self.version, "forged": self.forged,
                 "max_tables": self.max_tables,
                 "counts": {"tables": len(self.tables), "accepted": self.accepted, "forged": self.forged,
-                           "refused_tables": len(self.refused), "refused_messages": self.refused_messages},
+                           "refused_tables": len(self.refused), "refused_messages": self.refused_messages,
+                           "page_resyncs": self.page_resyncs},
                 "brokers": [{"broker": b, "connected": up} for b, up in sorted(self.brokers.items())],
                 "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")}
 
@@ -510,6 +513,7 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
                         while not q.empty():
                             q.get_nowait()
                         q.put_nowait(RESYNC)  # too slow for its frames: the whole board again
+                        board.page_resyncs += 1
                     else:
                         q.put_nowait(text)
         finally:
