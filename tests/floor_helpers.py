@@ -71,10 +71,11 @@ class SignedTable:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copy(f"{self.key_file}.pub", folder / f"{self.table_id}.pub")
 
-    def event(self, etype: str, data: dict[str, Any], round_id: str | None = None) -> tuple[str, str]:
+    def event(self, etype: str, data: dict[str, Any], round_id: str | None = None,
+              ts: str | None = None) -> tuple[str, str]:
         self.seq += 1
         ev = {"schema": "threecard.events/1", "seq": self.seq, "journal_seq": self.seq, "table_id": self.table_id,
-              "round_id": round_id, "ts": now(), "type": etype, "data": data}
+              "round_id": round_id, "ts": ts or now(), "type": etype, "data": data}
         return self.events_topic, sign_message(self.key, self.events_topic, ev)
 
     def status(self, online: bool = True, alarms: list[dict[str, str]] | None = None) -> tuple[str, str]:
@@ -91,15 +92,18 @@ class SignedTable:
     def retained(self, cp: dict[str, Any]) -> tuple[str, str]:
         return self.checkpoint_topic, sign_message(self.key, self.checkpoint_topic, cp)
 
-    def round(self, number: int, ante: int = 1000, nets: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    def round(self, number: int, ante: int = 1000, nets: dict[str, int] | None = None,
+              ts: str | None = None) -> list[tuple[str, str]]:
+        """A round's signed events: opened (each seat's ante), a card, settled with ``nets``
+        (each seat's net; default seat 1 +ante, seat 2 -2*ante: the table wins ante)."""
         rid = f"r{number:05d}-{self.table_id}"
         nets = nets if nets is not None else {"1": ante, "2": -2 * ante}
         wagers = {s: {"ante": ante, "pair_plus": 0, "six_card": 0, "progressive": 0} for s in nets}
         return [self.event("round_opened", {"number": number, "seats": sorted(int(s) for s in nets),
-                                            "wagers": wagers}, rid),
+                                            "wagers": wagers}, rid, ts),
                 self.event("card_dealt", {"to": "seat1", "seat": 1, "draw_index": 0, "back_colour": "red",
-                                          "manual": False}, rid),
-                self.event("round_settled", {"number": number, "results": {}, "net_cents": nets}, rid)]
+                                          "manual": False}, rid, ts),
+                self.event("round_settled", {"number": number, "results": {}, "net_cents": nets}, rid, ts)]
 
     def close(self) -> None:
         self.journal.close()
