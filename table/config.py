@@ -38,6 +38,11 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error
 
+    [floor]                         # the floor's notary (docs/integration.md)
+    url = "http://floor1:8091"
+    public_key = "/etc/threecard/floor.key.pub"
+    unreachable = "refuse"          # refuse | warn
+
 Validation collects every problem before raising :class:`ConfigError`: unknown
 keys, missing required keys, wrong types, values out of range, unknown colours,
 paytables and URL forms. Each problem names the key as a dotted path
