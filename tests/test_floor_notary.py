@@ -141,3 +141,33 @@ url = "http://127.0.0.1:8091"
 """)
     with pytest.raises(ConfigError, match="floor.unreachable"):
         _table_config(tmp_path, "http://127.0.0.1:8091", "/x.pub", "hope")
+
+
+def test_the_docs_floor_examples_are_valid_configs():
+    import re
+    from pathlib import Path
+
+    from table.floor.config import parse_floor_config
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "integration.md").read_text()
+    section = doc[doc.index("## The floor service"):doc.index("## Benchmark")]
+    floor_toml, table_toml = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    cfg = parse_floor_config(floor_toml)
+    assert cfg.database.startswith("/var/lib") and [b.floors for b in cfg.brokers] == [("pit1", "pit2"), ("+",)]
+    assert cfg.timezone == "America/New_York" and cfg.day_starts_h == 6
+    table = parse_config('[table]\nid = "pit2-tcp-07"\nseats = 3\n[devices.shuffler]\nurl = "/dev/a"\n'
+                         '[devices.shoe]\nurl = "/dev/b"\n' + table_toml)
+    assert table.floor.unreachable == "refuse" and table.floor.url == "http://floor1.floor.example:8091"
+
+
+def test_a_bad_floor_config_names_every_bad_key(tmp_path):
+    from table.floor.config import FloorConfigError, parse_floor_config
+
+    with pytest.raises(FloorConfigError) as exc:
+        parse_floor_config('[floor]\ndatabase = "postgresql://floor:hunter2@db/floor"\ntable_keys = "k"\n'
+                           'timezone = "Mars/Olympus"\nday_starts_h = 30\ncolour = "red"\n'
+                           '[[broker]]\nurl = "http://broker"\n', tmp_path / "floor.toml")
+    text = str(exc.value)
+    for part in ("floor.toml", "a password in the URL", "floor.key_file: missing", "floor.timezone",
+                 "floor.day_starts_h", "floor.colour: unknown key", "broker[0].url"):
+        assert part in text, part
