@@ -166,3 +166,27 @@ def test_a_database_of_another_schema_is_refused(tmp_path, bad):
         open_store(url)
     with pytest.raises(StoreError, match="not an absolute path"):
         open_store("floor.sqlite3")
+
+
+def test_a_flood_of_messages_for_unknown_tables_is_counted_in_bounded_memory(tmp_path):
+    from table.floor.ingest import MAX_REASONS, Floor
+    from table.floor.store import open_store
+    from table.interfaces.pit import load_table_keys
+
+    t = SignedTable(tmp_path / "t", "pit1-tcp-06")
+    t.publish_key(tmp_path / "keys")
+    store = open_store(str(tmp_path / "floor.sqlite3"))
+    floor = Floor(store, load_table_keys(tmp_path / "keys")).start()
+    try:
+        for n in range(300):  # each names a table of its own, and a reason of its own
+            stranger = f"threecard/pit1/x{n:04d}/events"
+            floor.receive(stranger, sign_message(generate(), stranger, {"table_id": f"x{n:04d}"}).encode())
+            floor.receive(f"threecard/pit1/pit1-tcp-06/bogus{n}", b"{}")
+        assert floor.wait_idle(30)
+        assert floor.counts.unknown_table == 300 and floor.counts.forged == 300
+        assert len(floor.counts.by_reason) <= MAX_REASONS
+        assert rows(floor, "SELECT COUNT(*) FROM alarms")[0][0] <= MAX_REASONS  # rows only for the known table
+    finally:
+        floor.close()
+        store.close()
+        t.close()

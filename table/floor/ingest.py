@@ -55,6 +55,8 @@ log = structlog.get_logger("table.floor")
 MAX_MESSAGE = 256 * 1024
 #: the game every Three Card Poker table reports under (``round_results.game``)
 GAME = "three_card_poker"
+#: the most refusal reasons counted apart (``Counts.by_reason``)
+MAX_REASONS = 64
 INCIDENT_TYPES = ("incident", "custody_violation", "round_held", "round_voided")
 
 
@@ -177,10 +179,13 @@ class Floor:
     def _refuse(self, topic: str, why: str, counter: str) -> None:
         parts = topic.split("/")
         table = parts[2] if len(parts) == 4 else "?"
+        reason = why[:60] if counter != "unknown_table" else "no public key for the topic's table"
         with self._cv:
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
-            n = self.counts.by_reason.get(why[:60], 0) + 1
-            self.counts.by_reason[why[:60]] = n
+            if reason not in self.counts.by_reason and len(self.counts.by_reason) >= MAX_REASONS:
+                reason = "other"  # bounded: a stream of new reasons counts here
+            n = self.counts.by_reason.get(reason, 0) + 1
+            self.counts.by_reason[reason] = n
             self._pending -= 1
             self._cv.notify_all()
         if n == 1 or n % 1000 == 0:  # logged, not flooded
@@ -189,6 +194,8 @@ class Floor:
             day = self.day.of(_now())
             aid = _digest("refused", table, day, why[:60])
             if aid not in self._forged_alarms:
+                if len(self._forged_alarms) >= 10_000:  # the rows stay; only the memory of them is bounded
+                    self._forged_alarms.clear()
                 self._forged_alarms.add(aid)
                 self._enqueue_alarm(aid, table, "forged_message", f"a message on {topic[:120]} was refused: {why[:200]}")
 
