@@ -81,7 +81,15 @@ def test_the_report_needs_a_floor_role_and_adds_up_by_day_month_and_year(reports
                  *a.round(3, ts="2026-03-10T20:00:00+00:00", nets={"1": 3000}),  # -3000 on the day
                  *b.round(1, ts="2026-03-10T21:00:00+00:00", ante=500),  # table b: +500 on the day
                  *b.round(2, ts="2026-03-11T01:00:00+00:00"),  # the next day: not in the report of the 10th
-                 a.event("round_voided", {"reason": "a card exposed"}, "r00009-x", "2026-03-10T22:00:00+00:00")])
+                              a.event("round_voided", {"reason": "a card exposed"}, "r00009-x", "2026-03-10T22:00:00+00:00"),
+                 # a round opened for bets (issue 23): its wagers are the bets as frozen at bets_closed
+                 opened := b.event("round_opened", {"number": 3, "seats": [], "wagers": {}}, "r3",
+                                   "2026-03-10T23:00:00+00:00"),
+                 b.event("bets_closed", {"number": 3, "seats": [1], "wagers": {"1": {"ante": 700, "pair_plus": 300}}},
+                         "r3", "2026-03-10T23:00:01+00:00"),
+                 b.event("round_settled", {"number": 3, "results": {}, "net_cents": {"1": -1000}}, "r3",
+                         "2026-03-10T23:01:00+00:00")])
+    feed(floor, [opened])  # the open delivered again (QoS 1) after the bets were frozen: it changes nothing
     assert call(server, "/api/v1/floor/report?day=2026-03-10")[0] == 401
     assert sign_in(server, "D-4")[0] == 403  # a dealer may not see the floor's money
     status, who = sign_in(server, "PB-1")
@@ -92,12 +100,12 @@ def test_the_report_needs_a_floor_role_and_adds_up_by_day_month_and_year(reports
     assert rows["pit1-tcp-01"]["day"] == {"rounds": 1, "wagered_cents": 1000, "win_cents": -3000, "source": "rounds"}
     assert rows["pit1-tcp-01"]["month_to_date"] == {"rounds": 2, "wagered_cents": 3000, "win_cents": -2000}
     assert rows["pit1-tcp-01"]["year_to_date"] == {"rounds": 3, "wagered_cents": 5000, "win_cents": -1000}
-    assert rows["pit1-tcp-02"]["day"]["win_cents"] == 500 and rows["pit1-tcp-02"]["year_to_date"]["rounds"] == 1
-    assert rep["totals"]["day"] == {"rounds": 2, "wagered_cents": 2000, "win_cents": -2500}
+    assert rows["pit1-tcp-02"]["day"] == {"rounds": 2, "wagered_cents": 2000, "win_cents": 1500, "source": "rounds"}
+    assert rep["totals"]["day"] == {"rounds": 3, "wagered_cents": 3000, "win_cents": -1500}
     status, text = call(server, "/api/v1/floor/report?day=2026-03-10&format=csv", token=who["token"])
     lines = list(csv.DictReader(io.StringIO(text)))
     assert {(r["table_id"], r["period"], r["win_cents"]) for r in lines} >= {
-        ("pit1-tcp-01", "day", "-3000"), ("pit1-tcp-01", "year_to_date", "-1000"), ("pit1-tcp-02", "day", "500")}
+        ("pit1-tcp-01", "day", "-3000"), ("pit1-tcp-01", "year_to_date", "-1000"), ("pit1-tcp-02", "day", "1500")}
     assert call(server, "/api/v1/floor/report?day=March", token=who["token"])[0] == 400
 
 

@@ -12,7 +12,8 @@ and written by one writer thread in transactions of up to ``batch_max`` messages
 What is kept (``table/floor/migrations.py``), from the topics
 ``threecard/{floor}/{table}/events | status | checkpoint``:
 
-* ``round_opened``, ``round_settled``, ``round_voided`` -> ``round_results`` (wagers,
+* ``round_opened`` and ``bets_closed`` (the bets as frozen), ``round_settled``, ``round_voided``
+  -> ``round_results`` (wagers,
   the players' net, the table's win = minus the players' net), by gaming day;
 * ``incident``, ``custody_violation``, ``round_held``, ``round_voided`` -> ``incidents``;
 * ``checkpoint`` (event or retained) -> ``checkpoints`` and the ``notary``
@@ -301,14 +302,16 @@ class Floor:
             day = self.day.of(_now())
         if etype == "checkpoint":
             return self._checkpoint(tx, table, data, retained=False)
-        if etype == "round_opened" and isinstance(rid, str):
+        if etype in ("round_opened", "bets_closed") and isinstance(rid, str) and isinstance(data.get("wagers"), dict):
+            # the wagers at the open, replaced by the bets as frozen at bets_closed (issue 23) when it carries them
             wagers = data.get("wagers") if isinstance(data.get("wagers"), dict) else {}
             wagered = sum(_cents(v) for w in wagers.values() if isinstance(w, dict) for v in w.values())
             tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "
-                       "wagered_cents, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, round_id) DO "
-                       "UPDATE SET wagered_cents = excluded.wagered_cents",
+                       "wagered_cents, seq, wagers_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, "
+                       "round_id) DO UPDATE SET wagered_cents = excluded.wagered_cents, wagers_seq = excluded.wagers_seq "
+                       "WHERE round_results.wagers_seq < excluded.wagers_seq",  # a re-delivered open changes nothing
                        (table, rid, GAME, data.get("number") if isinstance(data.get("number"), int) else None, day,
-                        ts, wagered, seq))
+                        ts, wagered, seq, seq))
         elif etype == "round_settled" and isinstance(rid, str):
             nets = data.get("net_cents") if isinstance(data.get("net_cents"), dict) else {}
             players = sum(_cents(v) for v in nets.values())

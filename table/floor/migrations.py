@@ -41,7 +41,8 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             gaming_day TEXT NOT NULL, opened_ts TEXT NOT NULL, wagered_cents BIGINT NOT NULL,
             settled INTEGER NOT NULL DEFAULT 0, voided INTEGER NOT NULL DEFAULT 0,
             players_net_cents BIGINT NOT NULL DEFAULT 0, table_win_cents BIGINT NOT NULL DEFAULT 0,
-            settled_ts TEXT, seq BIGINT NOT NULL, PRIMARY KEY (table_id, round_id))""",
+            settled_ts TEXT, seq BIGINT NOT NULL, wagers_seq BIGINT NOT NULL DEFAULT -1,
+            PRIMARY KEY (table_id, round_id))""",
         "CREATE INDEX round_results_day ON round_results (gaming_day, table_id)",
         """CREATE TABLE incidents (
             table_id TEXT NOT NULL, seq BIGINT NOT NULL, type TEXT NOT NULL, round_id TEXT, ts TEXT NOT NULL,
