@@ -419,6 +419,14 @@ class _TableRun:
             cp = fetch_checkpoint(cfg.mqtt.settings(key), table_id, key.public)
             if cp is not None:
                 self.anchors.append(cp)
+        if cfg is not None and cfg.floor.url and not a.simulate:
+            # The floor's notary: the highest checkpoint the floor saw, which it never lowers
+            # (issue 28); the broker's retained one can be republished by an insider.
+            try:
+                self.anchors += _floor_anchors(cfg.floor, table_id, key)
+            except click.BadParameter:
+                journal.close()
+                raise
         if a.simulate and journal.last_seq:
             journal.close()
             raise click.BadParameter(
@@ -852,6 +860,22 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
                 f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
                 "reset amount, above the wager", param_hint="--meter-cents")
+
+
+def _floor_anchors(section: Any, table_id: str, key: Any) -> list:
+    """The floor notary's anchor (table/notary_client.py); a floor that cannot be reached
+    under ``[floor] unreachable = "refuse"``, or an unreadable floor key, is bad usage."""
+    from table.keys import KeyFileError
+    from table.notary_client import NotaryError, floor_anchors
+
+    try:
+        return floor_anchors(section, table_id=table_id, table_public=key.public)
+    except KeyFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
+    except NotaryError as exc:
+        raise click.BadParameter(f"{exc}; the table does not start without the floor's checkpoint "
+                                 "([floor] unreachable = \"refuse\"; docs/integration.md)",
+                                 param_hint="the config's floor.url") from None
 
 
 def _check_folder(path: str, option: str) -> None:
