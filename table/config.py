@@ -319,7 +319,8 @@ class LimitsSection:
     def given(self) -> Any:
         """:meth:`table_limits` when the config sets a limit of its own, else None (the
         documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        if all(getattr(self, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+        if self.chip_cents == 100 and all(getattr(self, k) is None
+                                          for k in ("ante", "pair_plus", "six_card", "progressive")):
             return None
         return self.table_limits()
 
