@@ -19,7 +19,8 @@ from typing import Any, TextIO
 import click
 import structlog
 
-from devices import CardShoe, Shuffler
+from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
+from devices.plugins import open_driver
 from firmware_bridge.errors import LinkError
 
 from table.interfaces.control_socket import ControlSocket
@@ -401,14 +402,22 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 dealer = ConsoleDealer()  # prompts only; nothing reads stdin here
                 decide = console_decisions(console)  # decisions come in on the console
                 usb_backend = None  # real USB devices: pyusb picks libusb
-            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler", journal),
-                                                         ack_on_delivery=journal is None, resume=resume,
-                                                         frame_trace=trace.hook("shuffler") if trace else None))
-            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe", journal),
-                                                     ack_on_delivery=journal is None, resume=resume,
-                                                     frame_trace=trace.hook("shoe") if trace else None))
+            opened = {}
+            for kind, url in (("shuffler", shuffler_url), ("shoe", shoe_url)):
+                # the driver the config names (docs/drivers.md); --simulate's devices speak the SPEC
+                driver_name, driver_options = ("spec", {}) if simulate else settings.driver(kind)
+                request = OpenRequest(DriverKind(kind), url, kind, events, options=driver_options,
+                                      link_config=settings.link_config(kind, journal) or LinkConfig(),
+                                      ack_on_delivery=journal is None, resume=resume,
+                                      extras={"usb_backend": usb_backend,
+                                              "frame_trace": trace.hook(kind) if trace else None})
+                try:
+                    drv = open_driver(driver_name, request)
+                except DriverError as exc:
+                    raise click.UsageError(f"devices.{kind}.driver: {exc}") from None
+                stack.callback(drv.close)
+                opened[kind] = drv
+            shuffler, shoe = opened["shuffler"], opened["shoe"]
             svc.devices_up(stack, shuffler, shoe)
             deck_ids = settings.deck_ids()
             custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
