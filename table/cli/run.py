@@ -46,7 +46,7 @@ from table.service.run import ServiceRun
 from table.cli.settings import given_on_command_line, merge_config
 
 from .exits import EXIT_INTERRUPTED, exit_codes
-from .options import parse_deck_colours
+from .options import address_option, parse_deck_colours
 from .run_output import round_lines, round_to_json, summary_lines, voided_line  # noqa: F401 (round_to_json: API)
 
 EXIT_SCENARIO_FAILED = 1
@@ -62,7 +62,8 @@ _KIND_TEXT = {"ante_bonus": "an ante bonus", "pair_plus": "a Pair Plus", "six_ca
 
 #: Options that name a real table's devices or dealer: --simulate brings its own.
 _REAL_TABLE_OPTIONS = (("shuffler_url", "--shuffler-url"), ("shoe_url", "--shoe-url"),
-                       ("dealer_socket", "--dealer-socket"))
+                       ("dealer_socket", "--dealer-socket"), ("shuffler_control", "--shuffler-control"),
+                       ("shoe_control", "--shoe-control"))
 
 log = structlog.get_logger("tablectl")
 
@@ -206,6 +207,11 @@ class RunResults:
                    "else /etc/threecard/people.toml.")
 @click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
               help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
+@click.option("--shuffler-control", "shuffler_control", metavar="HOST:PORT", callback=address_option, default=None,
+              help="With --shoe-control: a bench dealer moves the cards through standalone emulators' control "
+                   "sockets (tablectl emulate --control, or a driver package's emulator; docs/drivers.md).")
+@click.option("--shoe-control", "shoe_control", metavar="HOST:PORT", callback=address_option, default=None,
+              help="The shoe emulator's control socket, with --shuffler-control.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
 @click.option("--service", is_flag=True,
               help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
@@ -222,7 +228,7 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
                 meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
                 profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None,
-                trace_frames=None, trace_card_faces=False) -> None:
+                trace_frames=None, trace_card_faces=False, shuffler_control=None, shoe_control=None) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -389,6 +395,15 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 usb_backend = sim.usb_backend
                 shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
                 decide = q64_player
+            elif shuffler_control or shoe_control:
+                from table.hil.control_dealer import ControlDealer
+
+                if not (shuffler_control and shoe_control) or dealer_socket:
+                    raise click.UsageError("a bench dealer needs both --shuffler-control and --shoe-control "
+                                           "(and no --dealer-socket)")
+                dealer = ControlDealer(shuffler_control, shoe_control)
+                decide = q64_player
+                usb_backend = None
             elif dealer_socket:
                 from table.hil.remote_dealer import RemoteDealer
 
@@ -424,13 +439,13 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
                                          ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
                                          journal=journal, console=console, profile=profile,
-                                         auto_dealer=bool(simulate or dealer_socket),
+                                         auto_dealer=bool(simulate or dealer_socket or shoe_control),
                                          side_wagers=_side_wagers(tables, side_cents, progressive_cents),
                                          cursor=cursor, anchors=anchors)
             stack.callback(_close_quietly, controller)
             if key_console is not None:
                 # payouts before the collect (a person pays them), holds, voids and incidents
-                key_console.follow(controller, payouts=not (simulate or dealer_socket))
+                key_console.follow(controller, payouts=not (simulate or dealer_socket or shoe_control))
             elif not service and not as_json:
                 controller.subscribe(_say_incidents)  # what the table found and did about it, in words
             if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set

@@ -88,6 +88,9 @@ class AsciiLink(EventLink):
         self._reader: threading.Thread | None = None
         self._supervisor: threading.Thread | None = None
         self.dropped_lines = 0
+        #: True while open() numbers a basic shoe's draws from its status: an event read
+        #: meanwhile is left unanswered (the shoe resends it once the count is known)
+        self._starting = False
 
     # -- the port -----------------------------------------------------------------------------
     def _open_port(self) -> None:
@@ -159,6 +162,8 @@ class AsciiLink(EventLink):
                 self._cv.notify_all()
 
     def _on_event(self, fields: list[str], line: bytes) -> None:
+        if self._starting:
+            return
         try:
             ev = parse_event(fields)
         except WireError:
@@ -249,6 +254,7 @@ class AsciiLink(EventLink):
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
         self.set_state(LinkState.CONNECTING)
+        self._starting = not self.draw_index
         self._open_port()
         try:
             self.identify()
@@ -257,6 +263,7 @@ class AsciiLink(EventLink):
                 fields = self.request("ST?", "ST", internal=True)
                 if len(fields) == 4 and fields[1] == "LOADED" and fields[3].isdigit():
                     self.counter.start_at(DECK_SIZE - int(fields[3]))
+                self._starting = False
         except BaseException:
             self.close()
             raise

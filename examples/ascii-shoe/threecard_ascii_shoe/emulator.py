@@ -45,6 +45,7 @@ HELP = [
     "unload               take every card out (the shoe is empty; no event)",
     "unreadable N         the next N draws are not read (UNREAD events)",
     "garble N             the next N lines the shoe sends carry a wrong checksum",
+    "inject WHAT [ARG..]  send an event of any content (a faulty firmware): inject CARD 0 Zz red",
     "reboot               power-cycle: a new BOOT, the unanswered events are lost",
     "disconnect           pull the cable: tcp drops the host; pty makes a new pty behind the link",
     "quit                 stop the emulator",
@@ -291,6 +292,11 @@ class Emulator:
                 if name == "garble":
                     m.garble = _count(args[0]) if len(args) == 1 else _fail("garble N")
                     return f"ok the next {m.garble} lines are garbled"
+                if name == "inject":
+                    if not args:
+                        raise ControlError("inject WHAT [ARG..]")
+                    m._event(*args)
+                    return f"ok injected {args[0]}"
                 if name == "reboot":
                     m.reboot()
                     return f"ok rebooted boot={m.boot_id:08x}"
