@@ -9,13 +9,12 @@ import time
 
 import pytest
 
-from devices.contract import DriverKind, LinkConfig, OpenRequest
+from devices.contract import DriverKind, OpenRequest
 from devices.plugins import open_driver
 from threecard_ascii_shoe.emulator import Emulator, ShoeModel
 
-#: quick link timings for tests: a pulled cable is seen within a second
-FAST = LinkConfig(heartbeat_interval_ms=200, heartbeat_misses=2, reconnect_initial_ms=20, reconnect_max_ms=200,
-                  reconnect_wait_s=5)
+from ascii_helpers import FAST
+
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +58,3 @@ def open_shoe():
     yield _open
     for drv in opened:
         drv.close()
-
-
-def next_message(events, timeout_s=5.0):
-    """The next event's (DeviceEvent, message); fails the test after ``timeout_s``."""
-    ev = events.get(timeout=timeout_s)
-    return ev, ev.message

@@ -26,7 +26,7 @@ from devices.plugins import prepare
 from protocols.cards import BackColour
 from threecard_ascii_shoe.emulator import Emulator, ShoeModel
 
-from conftest import FAST, next_message
+from ascii_helpers import next_message
 
 
 def _ok(emu, line):
