@@ -26,6 +26,7 @@ any of them.
 from __future__ import annotations
 
 import enum
+import fnmatch
 import queue
 import threading
 import time
@@ -366,7 +367,8 @@ class EventLink:
     def identified(self, ident: DeviceIdentity) -> None:
         """The device said who it is at (re)connect. Raises :class:`WrongDevice` or
         :class:`HandshakeError` (and the link is REFUSED, with its notice) when the kind,
-        the pinned serial (``config.pinned_serial``) or, after a reconnect, the serial
+        the pinned serial (``config.pinned_serial``), the firmware allowlist
+        (``config.firmware_allowlist``, SPEC §6.1) or, after a reconnect, the serial
         or firmware differ; else the link is UP (``link_up`` or ``device_rebooted``)."""
         old = self.identity
         problem = None
@@ -376,6 +378,10 @@ class EventLink:
         elif self.config.pinned_serial is not None and ident.serial_number != self.config.pinned_serial:
             problem = HandshakeError(f"{self.name}: found serial {ident.serial_number}, pinned "
                                      f"{self.config.pinned_serial}")
+        elif self.config.firmware_allowlist and not any(
+                fnmatch.fnmatchcase(ident.firmware_version, p) for p in self.config.firmware_allowlist):
+            problem = HandshakeError(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} is "
+                                     f"not in the allowlist {list(self.config.firmware_allowlist)}")
         elif old is not None and (old.serial_number, old.firmware_version) != (ident.serial_number,
                                                                               ident.firmware_version):
             problem = HandshakeError(f"{self.name}: identity changed across a reconnect: {old.serial_number} "

@@ -200,3 +200,10 @@ def test_options_are_checked_with_their_key():
         prepare("ascii-shoe", "shoe", {"parity": "N"})
     with pytest.raises(DriverError, match="does not drive a shuffler"):
         prepare("ascii-shoe", "shuffler", {})
+
+
+def test_a_firmware_outside_the_allowlist_is_refused(emulator, open_shoe):
+    with pytest.raises(HandshakeError, match=r"firmware 1.0.0 of ASH-TEST-0001 is not in the allowlist \['2.\*'\]"):
+        open_shoe(emulator.url, config=LinkConfig(firmware_allowlist=("2.*",)))
+    shoe, _ = open_shoe(emulator.url, config=LinkConfig(firmware_allowlist=("1.*",)))
+    assert shoe.link.alive
