@@ -152,4 +152,18 @@ def open_driver(name: str, request: OpenRequest) -> Any:
     Raises :class:`DriverError` (load, version, options) or the driver's
     :class:`~devices.contract.LinkError` (cannot open, no answer, refused)."""
     plugin, _caps = prepare(name, request.kind, request.options)
-    return plugin.open(request)
+    driver = plugin.open(request)
+    try:
+        driver.driver_name = name  # what the table journals beside the device's identity (describe())
+    except AttributeError:  # a driver with __slots__: describe() says "unknown"
+        pass
+    return driver
+
+
+def describe(driver: Any) -> dict[str, Any]:
+    """What the table records about a driver beside its device's identity: ``driver``
+    (its name, ``"spec"`` for the built-in), ``missing`` (the capabilities its device
+    lacks, each with a weaker custody guarantee, docs/drivers.md). For the controller's
+    ``device`` journal entry at each (re)connect."""
+    caps = getattr(driver, "capabilities", FULL)
+    return {"driver": getattr(driver, "driver_name", "spec"), "missing": list(caps.missing())}

@@ -647,6 +647,10 @@ class TableConfig:
         unset optional keys left out). ``mqtt`` is ``None`` when no ``[mqtt] host`` is set:
         MQTT is then off, and its other keys would only look as if it were on."""
         def conv(obj: Any) -> Any:
+            if isinstance(obj, DeviceConfig):  # the driver's own keys sit beside the table's
+                return {**{f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                           if not f.metadata.get("internal") and getattr(obj, f.name) is not None},
+                        **obj.options}
             if dataclasses.is_dataclass(obj):
                 return {f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
                         if not f.metadata.get("internal") and getattr(obj, f.name) is not None}

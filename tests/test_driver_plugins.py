@@ -167,3 +167,28 @@ def test_a_driver_option_error_is_a_usage_error_naming_the_key():
     with pytest.raises(DriverOptionError) as err:
         prepare("spec", DriverKind.SHOE, {"baudrate": 9600})
     assert err.value.key == "devices.shoe.baudrate"
+
+
+def test_the_pytest_plugin_runs_the_drivers_suite_on_a_driver_packages_emulator():
+    """HIL: ``--shoe-driver ascii-shoe`` with the example's emulator as a process of its own; the
+    SPEC checks leave that shoe alone (another protocol), the drivers' checks pass."""
+    emu = subprocess.Popen([sys.executable, "-m", "threecard_ascii_shoe.emulator", "--tcp", "127.0.0.1:0",
+                            "--control", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    try:
+        url, control = emu.stdout.readline().strip(), emu.stdout.readline().split()[-1]
+        out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "--pyargs",
+                              "devices.conformance.test_drivers", "--shoe-driver", "ascii-shoe", "--shoe-url", url,
+                              "--shoe-control", control, "-m", "hil", "-k", "shoe"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        emu.terminate()
+        emu.wait(timeout=10)
+        emu.stdout.close()
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "8 passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-2000:]
+
+
+def test_the_effective_config_shows_the_drivers_options_beside_the_tables_keys():
+    cfg = parse_config(_config('driver = "ascii-shoe"\nurl = "/dev/ttyUSB1"\ndraw_index = false\n'))
+    shoe = cfg.to_dict()["devices"]["shoe"]
+    assert shoe["driver"] == "ascii-shoe" and shoe["draw_index"] is False and "options" not in shoe
