@@ -79,6 +79,9 @@ baudrate = 9600
         devices = [json.loads(b) for (b,) in db.execute("select body from entries where kind = 'device'")]
         cards = db.execute("select count(*) from entries where kind = 'card_read'").fetchone()[0]
     assert {(d["source"], d["serial"]) for d in devices} == {("shuffler", "SHF-SIM-0001"), ("shoe", "ASH-BENCH-7")}
+    # and which driver it was, with the capabilities its shoe lacks (none: it numbers its draws)
+    assert {(d["source"], d.get("driver"), tuple(d.get("missing", ()))) for d in devices} == {
+        ("shuffler", None, ()), ("shoe", "ascii-shoe", ())}
     assert cards == 36
     audit = subprocess.run([sys.executable, "-m", "table.cli", "audit", "verify", str(journal)],
                            capture_output=True, text=True, timeout=120)

@@ -41,7 +41,8 @@ HELP = [
     "help                 list the commands",
     "status               what the shoe holds (one line)",
     "load COLOUR [ordered]  load a deck of 52 (shuffled unless 'ordered') into the empty shoe",
-    "draw [N]             draw N cards (default 1); with none left the shoe says EMPTY",
+    "draw [N]             draw N cards (default 1; the reply names the faces as they lie on the layout); "
+    "with none left the shoe says EMPTY",
     "unload               take every card out (the shoe is empty; no event)",
     "unreadable N         the next N draws are not read (UNREAD events)",
     "garble N             the next N lines the shoe sends carry a wrong checksum",
@@ -168,7 +169,7 @@ class ShoeModel:
         if self.unreadable:
             self.unreadable -= 1
             self._event("UNREAD", *where, str(colour))
-            return "unreadable"
+            return str(card)  # the card on the layout, which the reader did not read
         self._event("CARD", *where, str(card), str(colour))
         return str(card)
 
