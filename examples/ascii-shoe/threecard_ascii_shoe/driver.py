@@ -115,7 +115,8 @@ class AsciiLink(EventLink):
         try:
             with self._write_lock:
                 port.write(line)
-        except (serial.SerialException, OSError) as exc:
+        # pyserial's socket port raises TypeError/AttributeError when closed under a write
+        except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
             self._go_down(f"write failed: {exc}")
             raise LinkLost(f"{self.name}: write failed: {exc}") from None
 
