@@ -22,11 +22,6 @@ import structlog
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import LinkError
 
-from table.interfaces.control_socket import ControlSocket
-from table.interfaces.dispatch import Dispatcher
-from table.interfaces.peers import LocalRoles
-from table.interfaces.serving import FrontDoorLoop
-from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.controller import JournalTampered, RoundResult, TableController
@@ -346,18 +341,33 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
         if control_socket is None and service and settings.config is not None:
             control_socket = str(settings.config.console.control_socket)
-        front = FrontDoorLoop()
-        stack.callback(front.close)
-        roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
-                                stream_pending=journal is not None)
-        if journal is not None:  # the shuffle check and the audit status, read from the journal file
-            from table.interfaces.audit_view import AuditQueries
+        # Front doors (and what only they use: the API dispatcher and its JSON Schemas, the
+        # asyncio loop, roles) are imported and started only when an option asks for one.
+        mqtt_on = bool(cfg is not None and cfg.mqtt.host)
+        front = roles = dispatcher = None
+        if control_socket or web_host_port is not None:
+            from table.interfaces.dispatch import Dispatcher
+            from table.interfaces.peers import LocalRoles
+            from table.interfaces.serving import FrontDoorLoop
 
-            dispatcher.queries.update(AuditQueries(journal_path, public_keys=(journal.key.public,),
-                                                   anchors=lambda: anchors).handlers())
+            front = FrontDoorLoop()
+            stack.callback(front.close)
+            roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+            dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                    stream_pending=journal is not None)
+            if journal is not None:  # the shuffle check and the audit status, read from the journal file
+                from table.interfaces.audit_view import AuditQueries
+
+                dispatcher.queries.update(AuditQueries(journal_path, public_keys=(journal.key.public,),
+                                                       anchors=lambda: anchors).handlers())
+        elif event_socket:
+            from table.interfaces.peers import LocalRoles
+
+            roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
         try:
             if control_socket:
+                from table.interfaces.control_socket import ControlSocket
+
                 stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
                                              socket_group=cfg.console.socket_group if cfg else None,
                                              max_connections=cfg.console.max_connections if cfg else 256,
@@ -369,6 +379,8 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             raise click.UsageError(f"cannot open a front door: {exc}") from None
         key_console = None
         if sys.stdin.isatty() and not as_json and not service:
+            from table.interfaces.terminal import KeyConsole
+
             key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr,
                                      pin_check=_terminal_pin_check(cfg, people_file))
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
@@ -424,14 +436,16 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
                 key_console.follow(controller, payouts=not (simulate or dealer_socket))
             elif not service and not as_json:
                 controller.subscribe(_say_incidents)  # what the table found and did about it, in words
-            if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+            # The public stream, for whoever takes it: the front doors' subscribers, the event
+            # socket, MQTT when [mqtt] host is set. Nobody to serve: nothing derived.
+            if journal is not None and (dispatcher is not None or event_socket or mqtt_on):
                 from table.interfaces.event_socket import serve_for
 
                 from table.interfaces.mqtt import MqttSetupError
 
                 try:
                     serve_for(stack, controller, journal_path, event_socket, settings.config, front=front,
-                              dispatcher=dispatcher, roles=roles, table_key=signing_key)
+                              dispatcher=dispatcher, roles=roles, table_key=signing_key, journal=journal)
                 except (MqttSetupError, OSError) as exc:
                     raise click.UsageError(f"cannot serve the event stream: {exc}") from None
             controller.prepare()  # a round held across a restart: the first play_round() resolves it
