@@ -4,7 +4,7 @@
 
 ``--baseline DIR``: also time the link of another checkout (DIR holds its
 ``firmware_bridge/``, e.g. ``git worktree add /tmp/old <commit>``) in the same
-alternating batches, and print its ratio to raw echo beside this one's.
+alternating turns, and print its ratio to raw echo beside this one's.
 
 Prints one JSON object with ``--json``; a table otherwise. Timing goals are
 checked here, not in unit tests:
@@ -118,8 +118,8 @@ def rtt_pair(n: int, batches: int = 10, baseline: str | None = None) -> tuple[li
     """Round trips (ms) of the full link to the shoe emulator, of a raw pyserial
     echo of the same 22-byte frame and (with ``baseline``, a checkout's root) of
     that checkout's link to a second shoe emulator: all over ptys, every far end
-    in a process of its own. They are measured in alternating batches so that
-    whatever else the machine does weighs on all alike.
+    in a process of its own. They are measured in alternating turns so that
+    whatever else the machine does weighs on all alike (one exchange of each in turn).
     Returns ``(link, raw, baseline link)``; the last is empty without ``baseline``."""
     frame = encode_frame(1, Echo.TYPE, PAYLOAD)
     with contextlib.ExitStack() as stack:
@@ -138,26 +138,24 @@ def rtt_pair(n: int, batches: int = 10, baseline: str | None = None) -> tuple[li
             link.handshake(DeviceKind.SHOE)
         raw: list[float] = []
         timed: list[list[float]] = [[] for _ in links]
-        for batch in range(batches + 1):
-            r = []
-            for _ in range(n // batches):
+        warm = n // batches  # the first exchanges warm up
+        for i in range(n + warm):
+            # One exchange of each in turn (the order rotating), so that a burst of load
+            # from elsewhere on the machine lands on all of them alike.
+            order = [None, *links]
+            order = order[i % len(order):] + order[:i % len(order)]
+            for who in order:
                 t0 = time.perf_counter()
-                ser.write(frame)
-                got = ser.read(len(frame))
-                r.append((time.perf_counter() - t0) * 1000)
-                assert got == frame
-            ks = []
-            for link in links:
-                k = []
-                for _ in range(n // batches):
-                    t0 = time.perf_counter()
-                    link.request(Echo(PAYLOAD), EchoReply)
-                    k.append((time.perf_counter() - t0) * 1000)
-                ks.append(k)
-            if batch:  # the first batch warms up
-                raw += r
-                for acc, k in zip(timed, ks):
-                    acc += k
+                if who is None:
+                    ser.write(frame)
+                    got = ser.read(len(frame))
+                    dt = (time.perf_counter() - t0) * 1000
+                    assert got == frame
+                else:
+                    who.request(Echo(PAYLOAD), EchoReply)
+                    dt = (time.perf_counter() - t0) * 1000
+                if i >= warm:
+                    (raw if who is None else timed[links.index(who)]).append(dt)
         return timed[0], raw, (timed[1] if baseline else [])
 
 
