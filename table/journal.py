@@ -219,7 +219,11 @@ def seal_key(key: TableKey, table_id: str, round_id: str | None) -> bytes:
 
 
 def _aad(table_id: str, seq: int, kind: str, round_id: str | None) -> bytes:
-    return _canonical([table_id, seq, kind, round_id]).encode()
+    """``canonical JSON of [table_id, seq, kind, round_id]``, built with string escapes only
+    (byte for byte what ``_canonical`` gives, as :func:`_material`)."""
+    if type(seq) is not int or not isinstance(table_id, str) or not isinstance(kind, str):
+        return _canonical([table_id, seq, kind, round_id]).encode()
+    return f"[{_encode_str(table_id)},{seq},{_encode_str(kind)},{_json_str(round_id)}]".encode()
 
 
 def seal(k: bytes, table_id: str, seq: int, kind: str, round_id: str | None, fields: dict[str, Any],
