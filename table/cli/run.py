@@ -25,11 +25,6 @@ from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
 from devices.plugins import open_driver
 from firmware_bridge.errors import LinkError
 
-from table.interfaces.control_socket import ControlSocket
-from table.interfaces.dispatch import Dispatcher
-from table.interfaces.peers import LocalRoles
-from table.interfaces.serving import FrontDoorLoop
-from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.controller import JournalTampered, RoundResult, TableController
@@ -477,18 +472,32 @@ class _TableRun:
         self.console = console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
         if a.control_socket is None and a.service and cfg is not None:
             a.control_socket = str(cfg.console.control_socket)
-        self.front = front = FrontDoorLoop()
-        stack.callback(front.close)
-        self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
-                                     stream_pending=journal is not None)
-        if journal is not None:  # the shuffle check and the audit status, read from the journal file
-            from table.interfaces.audit_view import AuditQueries
+        # Front doors (and what only they use: the API dispatcher and its JSON Schemas, the
+        # asyncio loop, roles) are imported and started only when an option asks for one.
+        self.front = front = self.roles = self.dispatcher = None
+        if a.control_socket or self.web_host_port is not None:
+            from table.interfaces.dispatch import Dispatcher
+            from table.interfaces.peers import LocalRoles
+            from table.interfaces.serving import FrontDoorLoop
 
-            self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
-                                                        anchors=lambda: self.anchors).handlers())
+            self.front = front = FrontDoorLoop()
+            stack.callback(front.close)
+            self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+            self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                         stream_pending=journal is not None)
+            if journal is not None:  # the shuffle check and the audit status, read from the journal file
+                from table.interfaces.audit_view import AuditQueries
+
+                self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
+                                                            anchors=lambda: self.anchors).handlers())
+        elif a.event_socket:
+            from table.interfaces.peers import LocalRoles
+
+            self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
         try:
             if a.control_socket:
+                from table.interfaces.control_socket import ControlSocket
+
                 stack.callback(ControlSocket(a.control_socket, console, front=front, roles=self.roles,
                                              dispatcher=self.dispatcher,
                                              socket_group=cfg.console.socket_group if cfg else None,
@@ -501,6 +510,8 @@ class _TableRun:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
         self.key_console = None
         if sys.stdin.isatty() and not a.as_json and not a.service:
+            from table.interfaces.terminal import KeyConsole
+
             self.key_console = KeyConsole(console, a.supervisor or "terminal", sys.stdin, sys.stderr,
                                           pin_check=_terminal_pin_check(cfg, a.people_file))
 
@@ -579,13 +590,16 @@ class _TableRun:
             self.key_console.follow(controller, payouts=not a.bench_dealer)
         elif not a.service and not a.as_json:
             controller.subscribe(_say_incidents)  # what the table found and did about it, in words
-        if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+        # The public stream, for whoever takes it: the front doors' subscribers, the event socket,
+        # MQTT when [mqtt] host is set. Nobody to serve: nothing derived.
+        mqtt_on = bool(self.cfg is not None and self.cfg.mqtt.host)
+        if journal is not None and (self.dispatcher is not None or a.event_socket or mqtt_on):
             from table.interfaces.event_socket import serve_for
             from table.interfaces.mqtt import MqttSetupError
 
             try:
                 serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
-                          dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key)
+                          dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key, journal=journal)
             except (MqttSetupError, OSError) as exc:
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 

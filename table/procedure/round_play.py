@@ -278,11 +278,13 @@ class RoundPlay:
         self.t.cards_read += 1
         self.intake.card_entry(ev, card, target, **({"manual": True} if manual else {}))
         # Sealed (816a.1): no card face in any log line or public event before the reveal.
+        # Debug, not info: the journal is the record of each read (issue 26: 24 of a 7-seat
+        # round's 29 info lines repeated it).
         if target == 0:
-            log.info("card_read", to="dealer", draw_index=msg.draw_index)
+            log.debug("card_read", to="dealer", draw_index=msg.draw_index)
             self.t.publish("card_dealt", to="dealer", draw_index=msg.draw_index)
         else:
-            log.info("card_read", to=f"seat{target}", draw_index=msg.draw_index)
+            log.debug("card_read", to=f"seat{target}", draw_index=msg.draw_index)
             self.t.publish("card_dealt", to=f"seat{target}", seat=target, draw_index=msg.draw_index)
             self.t.publish("seat_card", audience=f"seat:{target}", seat=target, draw_index=msg.draw_index,
                            card=str(card))
