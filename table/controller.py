@@ -204,8 +204,7 @@ class TableController:
                 raise TableError("no round in progress")
             if not 1 <= seat <= self.seats:
                 raise ValueError(f"seat must be 1..{self.seats}, got {seat}")
-            if seat not in r.wagers:
-                raise ValueError(f"seat {seat} has no wager in round {r.round_id}: it is not dealt")
+            # a seat with no wager (yet, while bets are open; or not this round) holds no cards
             revealed = not r.machine.dealer_hand_sealed
             res = r.results.get(seat)
             return SeatView(r.round_id, seat, tuple(r.hands.get(seat, ())), r.decisions.get(seat),
