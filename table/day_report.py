@@ -216,15 +216,19 @@ class Counter:
             self._check_paytables()
 
     def _check_paytables(self) -> None:
-        """Every round's seats re-settled where a paytable line paid: the paytables given
-        must settle the journal's rounds as the journal recorded them."""
+        """Every seat re-settled where a paytable line paid or could have (a pair or better,
+        a six-card hand): the paytables given must settle the journal's rounds as the
+        journal recorded them."""
         for r in self.facts.rounds:
             for s in r.seats:
                 rec = r.results.get(s.seat)
                 if rec is None:
                     raise ReportError(f"round {r.number}: seat {s.seat} has wagers but no settlement")
-                if not any("line" in w for w in rec.get("wagers", ())):
-                    continue
+                paid = any("line" in w for w in rec.get("wagers", ()))
+                could_pay = (rec.get("hand", {}).get("category", "high card") != "high card"
+                             or rec.get("six_card_hand", "nothing") != "nothing")
+                if not paid and not could_pay:
+                    continue  # a high card, no six-card hand: no paytable pays a line on it
                 try:
                     net = settle_seat(s.wagers, s.decision, s.cards, r.dealer, self.tables, self.profile).net
                 except SettlementError as exc:
