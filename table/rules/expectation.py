@@ -85,11 +85,26 @@ ZERO = Expectation(Fraction(0), Fraction(0), {}, 0)
 
 
 def total(items: Iterable[Expectation]) -> Expectation:
-    """The sum of independent rounds' expectations (:data:`ZERO` for none)."""
-    out = ZERO
+    """The sum of independent rounds' expectations (:data:`ZERO` for none), exact.
+    Fractions are summed by denominator first (rounds of one size share them), so a
+    day of 1,600 rounds costs a few additions of fractions, not 1,600 each."""
+    parts: dict[str, dict[int, int]] = {}
+
+    def add(name: str, x: Fraction) -> None:
+        d = parts.setdefault(name, {})
+        d[x.denominator] = d.get(x.denominator, 0) + x.numerator
+
     for e in items:
-        out = out + e
-    return out
+        add(" mean", e.mean)
+        add(" variance", e.variance)
+        for k, v in e.by_wager.items():
+            add(k, v)
+
+    def sum_of(name: str) -> Fraction:
+        return sum((Fraction(num, den) for den, num in parts.get(name, {}).items()), Fraction(0))
+
+    return Expectation(sum_of(" mean"), sum_of(" variance"),
+                       {k: sum_of(k) for k in WAGER_KINDS if k in parts}, 0)
 
 
 _DECK = tuple(Card.from_index(i) for i in range(52))
@@ -124,6 +139,27 @@ def _class_cache(tables: Tables, profile: RulesProfile) -> _Cache:
             _CACHES.clear()
         _CACHES[key] = _Cache()
     return _CACHES[key]
+
+
+def _contest(s: SeatRound, tables: Tables, profile: RulesProfile) -> tuple:
+    """One seat's results (its wagers but the Six Card Bonus) for each contest outcome:
+    a tuple indexed 0 (the dealer does not qualify), 1 (the seat loses to a qualifying
+    dealer), 2 (ties), 3 (wins), each a tuple of (wager, seat's amount). Settled once by
+    :func:`settle_seat` against a dealer hand below queen high; the other outcomes
+    differ from it only in the ante and the play wager (649a.11, 649a.12(a): the play
+    wager is won 1 to 1 with the ante, both push, or both lose)."""
+    w = s.wagers
+    low = next(d for d in _LOW_DEALERS if not {str(c) for c in s.cards} & set(d))
+    st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards, low, tables, profile)
+    base = tuple((r.wager, r.amount) for r in st.results)
+    if s.decision is not Decision.PLAY:
+        return (base,) * 4
+    a = w.ante
+
+    def moved(ante: int, play: int) -> tuple:
+        return tuple((wg, ante if wg == "ante" else play if wg == "play" else amt) for wg, amt in base)
+
+    return (base, moved(-a, -a), moved(0, 0), moved(a, a))
 
 
 # -- the dealer hands a settled round allowed -------------------------------------------------
@@ -310,7 +346,6 @@ def round_expectation(seats: Sequence[SeatRound], tables: Tables, profile: Rules
         idx = sorted(_index(s.cards))
         row = int(ho.index_of[(idx[0] * 52 + idx[1]) * 52 + idx[2]])
         w = s.wagers
-        rest = Wagers(w.ante, w.pair_plus, 0, w.progressive)
         if s.decision is Decision.PLAY:
             # 0: the dealer does not qualify; 3, 2, 1: the seat beats, ties, loses to a qualifying dealer
             p = int(ho.ordinal[row])
@@ -319,16 +354,15 @@ def round_expectation(seats: Sequence[SeatRound], tables: Tables, profile: Rules
             runs = ((0, 0, nq_end), (3, nq_end, lo), (2, lo, hi), (1, hi, n))
         else:
             runs = ((0, 0, n),)
+        ck = (w.ante, w.pair_plus, w.progressive, s.decision, int(classes[row]))
+        outcomes = cache.get(ck)
+        if outcomes is None:
+            outcomes = cache.put(ck, _contest(s, tables, profile))
         for k, a, b in runs:
             if a == b:
                 continue
-            ck = (rest, s.decision, int(classes[row]), k)
-            results = cache.get(ck)
-            if results is None:
-                st = settle_seat(rest, s.decision, s.cards, [_DECK[i] for i in dealer[a].tolist()], tables, profile)
-                results = cache.put(ck, tuple((r.wager, r.amount) for r in st.results))
             net = 0
-            for wager, amount in results:
+            for wager, amount in outcomes[k]:
                 net += amount
                 by_wager[wager] = by_wager.get(wager, 0) - amount * (b - a)
             steps[a] -= net
@@ -403,47 +437,97 @@ def seat_theoretical(wagers: Wagers, tables: Tables, profile: RulesProfile = PEN
     return hit
 
 
+def _proportional(pt: Any) -> bool:
+    """Whether every line of paytable ``pt`` pays in proportion to the wager (N to 1, N for 1)."""
+    return pt is not None and all(p.form in ("to", "for") for p in pt.lines.values())
+
+
+_PARTS: dict[tuple, dict[str, Any]] = {}
+
+
+def _part(group: str, stake: int, with_ante: bool, tables: Tables, profile: RulesProfile) -> dict[str, Any]:
+    """The house's result on one wager group of a seat (``"ante"``: ante, play and ante
+    bonus; ``"pair_plus"``; ``"progressive"``) at ``stake``, per hand class and contest
+    outcome (does not qualify, seat wins, ties, loses): wager -> an (classes, 4) int64
+    array, each class settled once by :func:`settle_seat` at Q-6-4 play. Cached; a
+    paytable paying in proportion to the wager is settled at a 1-cent stake and scaled."""
+    pt = {"ante": tables.ante_bonus, "pair_plus": tables.pair_plus, "progressive": tables.progressive}[group]
+    unit = _proportional(pt)
+    key = (_tables_key(tables), profile, group, 1 if unit else stake, with_ante)
+    part = _PARTS.get(key)
+    if part is None:
+        at = 1 if unit else stake
+        hc = _hand_classes(profile)
+        rows: dict[str, Any] = {}
+        for i, v in enumerate(hc.values):
+            cards = list(v.cards)
+            low = next(d for d in _LOW_DEALERS if not {str(c) for c in cards} & set(d))
+            plays = plays_q64(cards, profile)
+            if group == "ante":
+                w, dec = Wagers(at), (Decision.PLAY if plays else Decision.FOLD)
+            elif group == "pair_plus":
+                w = Wagers(1 if with_ante else 0, pair_plus=at)
+                dec = (Decision.PLAY if plays else Decision.FOLD) if with_ante else None
+            else:
+                w, dec = Wagers(1, progressive=at), (Decision.PLAY if plays else Decision.FOLD)
+            st = settle_seat(w, dec, cards, low, tables, profile)
+            for r in st.results:
+                if group != "ante" and r.wager != group:
+                    continue
+                rows.setdefault(r.wager, np.zeros((len(hc.values), 4), dtype=np.int64))[i, :] = -r.amount
+            if group == "ante" and dec is Decision.PLAY:
+                # From "does not qualify" (ante paid 1 to 1, play returned) to the contest's
+                # outcomes, 649a.11 and 649a.12(a): seat wins (play paid), ties (ante and play
+                # push), loses (both lost).
+                rows.setdefault("play", np.zeros((len(hc.values), 4), dtype=np.int64))
+                rows["play"][i, 1], rows["play"][i, 3] = -at, at
+                rows["ante"][i, 2], rows["ante"][i, 3] = 0, at
+        part = {"unit": unit, "rows": rows}
+        if len(_PARTS) >= 256:
+            _PARTS.clear()
+        _PARTS[key] = part
+    scale = stake if part["unit"] else 1
+    return {k: v * scale for k, v in part["rows"].items()}
+
+
+@lru_cache(maxsize=8)
+def _class_weights(profile: RulesProfile, with_ante: bool) -> Any:
+    """How many deals of (seat hand, dealer hand) fall in each class and contest outcome:
+    an (classes, 4) int64 array; a hand folded at Q-6-4 (or a seat without an ante)
+    counts every dealer hand in the first column."""
+    hc = _hand_classes(profile)
+    counts = np.stack([np.bincount(hc.of_hand, weights=x, minlength=len(hc.values)).astype(np.int64)
+                       for x in _ante_play_counts(profile)], axis=1)
+    alone = np.zeros_like(counts)
+    alone[:, 0] = hc.class_size * N_DEALER
+    if not with_ante:
+        return alone
+    plays = np.array([plays_q64(v.cards, profile) for v in hc.values])
+    return np.where(plays[:, None], counts, alone)
+
+
 def _seat_theoretical(wagers: Wagers, tables: Tables, profile: RulesProfile) -> Expectation:
     if profile.player_dealer_bank:
         raise SettlementError(f"profile {profile.name}: a player-dealer banks the round, not the house")
+    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
+                         ("progressive", wagers.progressive)):
+        if amount and getattr(tables, slot) is None:
+            raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
     mean, var, by_wager = Fraction(0), Fraction(0), {}
-    rest = Wagers(wagers.ante, wagers.pair_plus, 0, wagers.progressive) if wagers.ante or wagers.pair_plus else None
-    if rest is not None:
-        hc = _hand_classes(profile)
-        nq, win, tie, lose = (np.bincount(hc.of_hand, weights=x, minlength=len(hc.values)).astype(np.int64).tolist()
-                              for x in _ante_play_counts(profile))
-        s1 = s2 = 0
-        split: dict[str, int] = {}
-        for v, size, counts in zip(hc.values, hc.class_size.tolist(), zip(nq, win, tie, lose)):
-            cards = list(v.cards)
-            low = next(d for d in _LOW_DEALERS if not {str(c) for c in cards} & set(d))
-            if rest.ante == 0:
-                st = settle_seat(rest, None, cards, low, tables, profile)
-                outcomes = [(-st.net, size * N_DEALER)]
-            elif plays_q64(cards, profile):
-                st = settle_seat(rest, Decision.PLAY, cards, low, tables, profile)
-                a = rest.ante
-                # From "does not qualify" (ante paid, play returned) to the others, 649a.11 and
-                # 649a.12(a): the play wager is won (+a), tied (ante and play push: -a) or lost (-3a).
-                base = st.net
-                outcomes = [(-(base + d), n) for d, n in zip((0, a, -a, -3 * a), counts)]
-            else:
-                st = settle_seat(rest, Decision.FOLD, cards, low, tables, profile)
-                outcomes = [(-st.net, size * N_DEALER)]
-            for x, w in outcomes:
-                s1 += x * w
-                s2 += x * x * w
-            for r in st.results:  # the split of the mean by wager (contest outcomes folded in below)
-                split[r.wager] = split.get(r.wager, 0) - r.amount * size * N_DEALER
-            if rest.ante and st.decision is Decision.PLAY:
-                # the ante/play contest: relative to the "does not qualify" settlement above
-                a = rest.ante
-                split["play"] = split.get("play", 0) - a * (counts[1] - counts[3])
-                split["ante"] = split.get("ante", 0) - a * (-counts[2] - 2 * counts[3])
+    with_ante = wagers.ante > 0
+    parts: dict[str, Any] = {}
+    for group, stake in (("ante", wagers.ante), ("pair_plus", wagers.pair_plus), ("progressive", wagers.progressive)):
+        if stake:
+            parts.update(_part(group, stake, with_ante, tables, profile))
+    if parts:
+        weights = _class_weights(profile, with_ante)
+        x = sum(parts.values())
         n = N_HANDS * N_DEALER
+        s1 = int((weights * x).sum())
+        s2 = sum(int(v) for v in (weights * x * x).sum(axis=0).tolist())  # per column: no overflow at table stakes
         mean += Fraction(s1, n)
         var += Fraction(n * s2 - s1 * s1, n * n)
-        by_wager.update({k: Fraction(x, n) for k, x in split.items()})
+        by_wager.update({k: Fraction(int((weights * v).sum()), n) for k, v in parts.items()})
     if wagers.six_card:
         pt = tables.six_card_bonus
         if pt is None:
