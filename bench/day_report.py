@@ -7,7 +7,8 @@ Writes a journal of ROUNDS rounds as the table journals them (each round's
 dealt from a shuffled deck, Q-6-4 decisions, settled by ``settle_seat``), then
 times ``tablectl report day`` on it in its own process (start-up included) and
 the report in this process (journal read + exact expectation of every round +
-theoretical win). ``--side``: ante only, with Pair Plus, or with Pair Plus, Six
+theoretical win), wall and CPU time (on a loaded machine the CPU time is what
+an idle one would take). ``--side``: ante only, with Pair Plus, or with Pair Plus, Six
 Card Bonus and progressive. The figures are whatever this machine gives: say
 whether it was loaded.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -80,11 +82,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-day-") as tmp:
         path = Path(tmp) / "journal.sqlite3"
         tables = write_day(path, a.rounds, a.seats, a.side)
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         with Journal(path, read_only=True) as j:
             facts = read_journal(j)
         rep = report(facts, "day", tables)
-        in_process = time.monotonic() - t0
+        in_process, cpu = time.monotonic() - t0, time.process_time() - c0
         exe = [sys.executable, "-c", "from table.cli import main; main()"]
         t0 = time.monotonic()
         r = subprocess.run(exe + ["report", "day", "--journal", str(path), "--json", *SIDES[a.side][0]],
@@ -93,13 +95,15 @@ def main() -> int:
         if r.returncode not in (0, 1):
             raise SystemExit(f"tablectl report exited {r.returncode}: {r.stderr.strip()[-400:]}")
         out = {"rounds": rep["rounds"], "seats": a.seats, "side_wagers": a.side,
-               "report_in_process_s": round(in_process, 2), "tablectl_report_s": round(cli, 2),
+               "report_in_process_s": round(in_process, 2), "report_cpu_s": round(cpu, 2),
+               "tablectl_report_s": round(cli, 2), "load_average_1min": round(os.getloadavg()[0], 1),
                "target_s": 5, "settled_win": rep["settled_win"], "expected_win": rep["expected_win"]["cents"]}
     if a.json:
         print(json.dumps(out))
     else:
         print(f"{out['rounds']} rounds at {a.seats} seats, side wagers {a.side}: report {out['report_in_process_s']} s "
-              f"in process, `tablectl report day` {out['tablectl_report_s']} s (target < 5 s)")
+              f"in process ({out['report_cpu_s']} s of CPU), `tablectl report day` {out['tablectl_report_s']} s "
+              f"(target < 5 s; load average {out['load_average_1min']} on {os.cpu_count()} CPUs)")
     return 0
 
 

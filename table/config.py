@@ -40,6 +40,11 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     vendor_keys = ["/etc/threecard/vendor-acme.pub"]  # vendors' public keys accepted
     activation_timeout_s = 60
 
+    [gaming_day]                    # COMAR 36.05.03.25: figures by gaming day
+    start_hour = 6                  # local hour the gaming day starts (0..23)
+    timezone = "America/New_York"   # IANA name (default UTC)
+    shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
+
     [log]
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error

@@ -80,6 +80,15 @@ class JournalFacts:
     last_at: datetime | None = None
 
 
+_CARDS = {str(c): c for c in (Card.from_index(i) for i in range(52))}
+
+
+def _card(text: str) -> Card:
+    """A journaled card text (``"As"``) as a :class:`Card` (a look-up: a day has ~40,000)."""
+    c = _CARDS.get(text)
+    return c if c is not None else Card.parse(text)
+
+
 def _when(ts: str) -> datetime:
     t = datetime.fromisoformat(ts)
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
@@ -134,13 +143,13 @@ def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
     _, at, settle = r["settle"]
     wagers = r["open"][2]["wagers"]
     done = r["decisions_done"][2]
-    dealer = tuple(Card.parse(c) for c in r["dealer_reveal"][2]["dealer_hand"])
+    dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
     seats = []
     for s, w in wagers.items():
         wg = Wagers(**{k: int(v) for k, v in w.items()})
         d = done.get("decisions", {}).get(s)
         seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
-                               tuple(Card.parse(c) for c in done["hands"][s])))
+                               tuple(_card(c) for c in done["hands"][s])))
     results = {int(s): v for s, v in settle["results"].items()}
     return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results)
 
@@ -216,28 +225,51 @@ class Counter:
             self._check_paytables()
 
     def _check_paytables(self) -> None:
-        """Every seat re-settled where a paytable line paid or could have (a pair or better,
-        a six-card hand): the paytables given must settle the journal's rounds as the
-        journal recorded them."""
+        """The paytables given must settle the journal's rounds as the journal recorded
+        them: every seat a paytable paid, or could have paid (a pair or better), is
+        settled again but for its Six Card Bonus; a Six Card Bonus is checked against
+        the paytable's line for the six-card hand the journal names."""
+        from .rules.hands import SixCardCategory, SixCardHand
+
+        six_pt = self.tables.six_card_bonus
         for r in self.facts.rounds:
             for s in r.seats:
                 rec = r.results.get(s.seat)
                 if rec is None:
                     raise ReportError(f"round {r.number}: seat {s.seat} has wagers but no settlement")
-                paid = any("line" in w for w in rec.get("wagers", ()))
-                could_pay = (rec.get("hand", {}).get("category", "high card") != "high card"
-                             or rec.get("six_card_hand", "nothing") != "nothing")
-                if not paid and not could_pay:
-                    continue  # a high card, no six-card hand: no paytable pays a line on it
-                try:
-                    net = settle_seat(s.wagers, s.decision, s.cards, r.dealer, self.tables, self.profile).net
-                except SettlementError as exc:
-                    raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
-                if net != rec.get("net"):
-                    raise ReportError(
-                        f"round {r.number}, seat {s.seat}: the paytables given ({self._names()}) settle it at "
-                        f"{net} cents, the journal at {rec.get('net')}: report with the paytables the table "
-                        "used (its config's [paytables])")
+                wagers = {w["wager"]: w for w in rec.get("wagers", ())}
+                rest = [w for k, w in wagers.items() if k != "six_card"]
+                if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
+                    w = s.wagers
+                    try:
+                        st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards,
+                                         r.dealer, self.tables, self.profile)
+                    except SettlementError as exc:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
+                    net = st.net
+                    want = sum(x["amount"] for x in rest)
+                    if net != want:
+                        raise ReportError(
+                            f"round {r.number}, seat {s.seat}: the paytables given ({self._names()}) settle it at "
+                            f"{net} cents, the journal at {want} (but its Six Card Bonus): report with the "
+                            "paytables the table used (its config's [paytables])")
+                six = wagers.get("six_card")
+                if six is not None:
+                    if six_pt is None:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: a six_card_bonus wager was placed "
+                                          "but no six_card_bonus paytable was given")
+                    label = rec.get("six_card_hand", "nothing").replace(" ", "_").upper()
+                    try:
+                        line = six_pt.line_for(SixCardHand(SixCardCategory[label]))
+                    except KeyError:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: six-card hand "
+                                          f"{rec.get('six_card_hand')!r:.40} is not one") from None
+                    if (line is None) != ("line" not in six) or (line is not None and line != six["line"]
+                                                                  and not six["line"].startswith(line)):
+                        raise ReportError(
+                            f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable given ({six_pt.name}) "
+                            f"pays {line or 'nothing'} on a {rec.get('six_card_hand')}, the journal "
+                            f"{six.get('line', 'nothing')}: report with the paytables the table used")
 
     def _names(self) -> str:
         t = self.tables
@@ -281,8 +313,8 @@ class Counter:
                         handle[w["wager"]] += int(w["stake"])
                     result[w["wager"]] -= int(w["amount"])
         settled = sum(result.values())
-        exp = total(self.expectation(r) for r in rounds)
-        theo = total(self.theoretical(r) for r in rounds)
+        exp = total([self.expectation(r) for r in rounds])
+        theo = total([self.theoretical(r) for r in rounds])
 
         def inside(t: datetime) -> bool:
             return (start is None or t >= start) and (end is None or t < end)

@@ -131,7 +131,7 @@ def test_paytables_other_than_the_tables_are_refused_by_name(journal, tmp_path):
     assert r.returncode == 2 and "settle it at" in r.stderr and "pp-other" in r.stderr, r.stderr
     r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal)], capture_output=True, text=True,
                        timeout=300)
-    assert r.returncode == 2 and "no pair_plus paytable" in r.stderr, r.stderr
+    assert r.returncode == 2 and "wager was placed but no" in r.stderr, r.stderr
 
 
 def test_the_statistical_win_once_slips_and_the_drop_are_journaled(journal, tmp_path):

@@ -88,17 +88,17 @@ def total(items: Iterable[Expectation]) -> Expectation:
     """The sum of independent rounds' expectations (:data:`ZERO` for none), exact.
     Fractions are summed by denominator first (rounds of one size share them), so a
     day of 1,600 rounds costs a few additions of fractions, not 1,600 each."""
-    parts: dict[str, dict[int, int]] = {}
-
-    def add(name: str, x: Fraction) -> None:
-        d = parts.setdefault(name, {})
-        d[x.denominator] = d.get(x.denominator, 0) + x.numerator
-
+    parts: dict[str, dict[int, int]] = {" mean": {}, " variance": {}}
+    means, variances = parts[" mean"], parts[" variance"]
     for e in items:
-        add(" mean", e.mean)
-        add(" variance", e.variance)
-        for k, v in e.by_wager.items():
-            add(k, v)
+        m, v = e.mean, e.variance
+        means[m.denominator] = means.get(m.denominator, 0) + m.numerator
+        variances[v.denominator] = variances.get(v.denominator, 0) + v.numerator
+        for k, x in e.by_wager.items():
+            d = parts.get(k)
+            if d is None:
+                d = parts[k] = {}
+            d[x.denominator] = d.get(x.denominator, 0) + x.numerator
 
     def sum_of(name: str) -> Fraction:
         return sum((Fraction(num, den) for den, num in parts.get(name, {}).items()), Fraction(0))
