@@ -146,7 +146,7 @@ def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
     dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
     seats = []
     for s, w in wagers.items():
-        wg = Wagers(**{k: int(v) for k, v in w.items()})
+        wg = Wagers(**{"ante": 0, **{k: int(v) for k, v in w.items()}})  # a Pair Plus-only seat has no ante
         d = done.get("decisions", {}).get(s)
         seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
                                tuple(_card(c) for c in done["hands"][s])))

@@ -68,7 +68,8 @@ def test_the_day_report_equals_the_sums_over_the_journals_settle_entries(journal
     assert {k: v for k, v in rep["house_result"].items() if k in result} == result
     assert handle["pair_plus"] and handle["six_card"] and handle["play"]  # the side wagers were dealt and counted
     decided = [d for _, b in rows(journal, "round") if b["step"] == "decisions_done" for d in b["decisions"].values()]
-    assert rep["hands"] == 30 * 7 == len(decided)
+    seated = sum(len(b["wagers"]) for _, b in rows(journal, "round") if b["step"] == "open")
+    assert rep["hands"] == seated >= len(decided) > 0
     assert rep["decisions"] == {"play": decided.count("play"), "fold": decided.count("fold")}
     # the shifts add up to the day
     assert sum(s["rounds"] for s in rep["shifts"]) == 30
@@ -86,8 +87,8 @@ def test_the_expected_win_is_the_sum_of_each_rounds_exact_expectation(journal):
     mean, var = Fraction(0), Fraction(0)
     for r in steps.values():
         hands, decisions = r["decisions_done"]["hands"], r["decisions_done"]["decisions"]
-        seats = [SeatRound(int(s), Wagers(**w), Decision(decisions[s]), tuple(Card.parse(c) for c in hands[s]))
-                 for s, w in r["open"]["wagers"].items()]
+        seats = [SeatRound(int(s), Wagers(**{"ante": 0, **w}), Decision(decisions[s]) if w.get("ante") else None,
+                           tuple(Card.parse(c) for c in hands[s])) for s, w in r["open"]["wagers"].items()]
         e = round_expectation(seats, tables)
         mean, var = mean + e.mean, var + e.variance
     assert rep["expected_win"]["fraction"] == f"{mean.numerator}/{mean.denominator}"
@@ -108,7 +109,7 @@ def test_csv_and_text_carry_the_same_figures(journal):
     assert float(day["expected_win"]) == rep["expected_win"]["cents"]
     t = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), *PAYTABLES],
                        capture_output=True, text=True, timeout=300)
-    assert "statistical win  not known" in t.stdout and "30 rounds, 210 hands" in t.stdout
+    assert "statistical win  not known" in t.stdout and f"30 rounds, {rep['hands']} hands" in t.stdout
 
 
 def test_month_and_year_to_date_hold_the_day(journal):
