@@ -124,3 +124,59 @@ def test_the_gaming_day_section_is_checked_with_file_and_line():
         with pytest.raises(ConfigError) as e:
             parse_config(BASE + "[gaming_day]\n" + text, "table.toml")
         assert f"table.toml:{line}:" in str(e.value) and what in str(e.value), str(e.value)
+
+
+def test_the_conductor_deals_no_round_on_a_closed_table_and_resumes_it_open_after_a_restart(tmp_path):
+    """A simulated table with procedures required: closed, no round; opened by two people,
+    rounds are dealt; a restarted controller finds it open; closed, no round again."""
+    import queue
+
+    from devices import CardShoe, Shuffler
+    from protocols.cards import BackColour
+    from simulators.table import SimulatedTable
+    from table.controller import TableController, TableTiming
+    from table.rules.settlement import Tables
+
+    key = generate()
+
+    def controller(sim, events, journal):
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        ctl = TableController(shuffler, shoe, events, sim.dealer,
+                              DeckCustody([("A", BackColour.RED), ("B", BackColour.BLUE)]), seats=2,
+                              ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal,
+                              timing=TableTiming(event_timeout_s=3, settle_s=0.1), day_required=True)
+        return ctl, (shuffler, shoe)
+
+    path = tmp_path / "journal.sqlite3"
+    with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=3) as sim:
+        events: queue.Queue = queue.Queue()
+        journal = Journal(path, key=key)
+        ctl, links = controller(sim, events, journal)
+        try:
+            ctl.prepare()
+            with pytest.raises(TableClosed):
+                ctl.play_round()
+            assert not [e for e in journal.entries("round")]  # nothing opened
+            ctl.table_procedure("open", OPEN, dealer="dana", supervisor="sam")
+            assert ctl.play_round().number == 1
+            ctl.close()
+        finally:
+            for link in links:
+                link.close()
+            journal.close()
+        journal = Journal(path, key=key)
+        ctl, links = controller(sim, events, journal)
+        try:
+            ctl.prepare()
+            assert ctl.day.is_open
+            assert ctl.play_round().number == 2
+            ctl.table_procedure("close", OPEN, dealer="dana", supervisor="sam")
+            with pytest.raises(TableClosed):
+                ctl.play_round()
+            ctl.close()
+        finally:
+            for link in links:
+                link.close()
+            journal.close()
+    assert verify(path).ok
