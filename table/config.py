@@ -41,6 +41,11 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     vendor_keys = ["/etc/threecard/vendor-acme.pub"]  # vendors' public keys accepted
     activation_timeout_s = 60
 
+    [gaming_day]                    # COMAR 36.05.03.25: figures by gaming day
+    start_hour = 6                  # local hour the gaming day starts (0..23)
+    timezone = "America/New_York"   # IANA name (default UTC)
+    shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
+
     [log]
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error
@@ -550,6 +555,38 @@ class AuthSection:
     lockout_s: float = _spec(30.0, range=(1, 3600))
 
 
+def _timezone(v: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        if not v or len(v) > 64 or v.startswith("/") or ".." in v:
+            raise ValueError(v)
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{v!r} is not a time zone; allowed: an IANA name such as \"America/New_York\" "
+                         "or \"UTC\"") from None
+    return v
+
+
+@dataclass(frozen=True)
+class GamingDaySection:
+    """``[gaming_day]``: when the casino's gaming day starts (COMAR 36.05.03.25 and
+    K.A.R. 112-108-51 ask for figures by gaming day). ``start_hour``: the local
+    hour (0..23) a gaming day starts, in ``timezone`` (an IANA name); a round
+    belongs to the gaming day its settlement falls in. ``shift_hours``: the length
+    of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
+    journaled by people (table/gaming_day.py) is where a shift ends instead."""
+
+    start_hour: int = _spec(6, range=(0, 23))
+    timezone: str = _spec("UTC", check=_timezone)
+    shift_hours: int = _spec(8, range=(1, 24))
+
+    def __post_init__(self) -> None:
+        if 24 % self.shift_hours:
+            raise _KeyedError("shift_hours", f"{self.shift_hours} does not divide the day; "
+                                             "allowed: 1, 2, 3, 4, 6, 8, 12 or 24")
+
+
 @dataclass(frozen=True)
 class LogSection:
     """``[log]``: ``format`` (``json`` lines for journald, ``console`` for people) and ``level``."""
@@ -693,6 +730,7 @@ class TableConfig:
     web: WebSection = field(default_factory=WebSection)
     auth: AuthSection = field(default_factory=AuthSection)
     log: LogSection = field(default_factory=LogSection)
+    gaming_day: GamingDaySection = field(default_factory=GamingDaySection)
     mqtt: MqttSection = field(default_factory=MqttSection)
     firmware: FirmwareSection = field(default_factory=FirmwareSection)
     floor: FloorSection = field(default_factory=FloorSection)
