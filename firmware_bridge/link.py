@@ -259,7 +259,264 @@ class LinkStats:
     reboots: int = 0
 
 
-class Link:
+class _LinkSupervisor:
+    """The supervisor half of a :class:`Link`: the heartbeat while the link is up and the
+    reconnect with backoff while it is down (SPEC §6.4, §6.6). A mixin: it works on the link's
+    own state (``_cv``, ``_state``, ``config``, ``stats``), split out so each piece has one job."""
+
+    def _supervise(self) -> None:
+        cfg = self.config
+        interval = cfg.heartbeat_interval_ms / 1000
+        misses = 0
+        while True:
+            with self._cv:
+                st = self._state
+                if st in (LinkState.CLOSED, LinkState.REFUSED):
+                    return
+                if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
+                    self._cv.wait(interval)
+                    continue
+                if st is LinkState.UP:
+                    idle = time.monotonic() - self._last_rx
+                    if idle < interval:
+                        self._cv.wait(interval - idle)
+                        continue
+            if st is LinkState.UP:
+                try:
+                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
+                                   heartbeat=True)
+                    misses = 0
+                except LinkTimeout:
+                    misses += 1
+                    self.stats.heartbeat_misses += 1
+                    if misses >= cfg.heartbeat_misses:
+                        misses = 0
+                        self._go_down(f"{cfg.heartbeat_misses} heartbeats unanswered")
+                except (LinkLost, LinkError):
+                    # Skipped (a request in flight watches the device with its own
+                    # retransmits) or the link went down meanwhile: look again after an
+                    # interval, or at once when the state changes. Never spin.
+                    self.stats.heartbeats_skipped += 1
+                    with self._cv:
+                        if self._state is LinkState.UP:
+                            self._cv.wait(interval)
+                continue
+            if st is LinkState.DOWN:
+                if not self.auto_reconnect:
+                    return
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        cfg = self.config
+        backoff = cfg.reconnect_initial_ms / 1000
+        while True:
+            self._stop_reader()
+            with self._cv:
+                if self._state is not LinkState.DOWN:
+                    return
+                self._cv.wait(backoff)
+                if self._state is not LinkState.DOWN:
+                    return
+                self._state = LinkState.CONNECTING
+            try:
+                self._connect()
+                self._identify()
+            except HandshakeError as exc:
+                self._refuse(exc)
+                return
+            except (TransportError, LinkLost, LinkTimeout, OSError) as exc:
+                with self._cv:
+                    if self._state is LinkState.CLOSED:
+                        return
+                    self._state = LinkState.DOWN
+                    self._generation += 1
+                self._log.info("reconnect_failed", error=str(exc), retry_in_ms=round(min(backoff * 2, cfg.reconnect_max_ms / 1000) * 1000))
+                backoff = min(backoff * 2, cfg.reconnect_max_ms / 1000)
+                continue
+            with self._cv:
+                if self._state is LinkState.CONNECTING:
+                    self._state = LinkState.UP
+                self._cv.notify_all()
+            self.stats.reconnects += 1
+            self._log.info("link_up", reconnects=self.stats.reconnects)
+            self._notice("link_up", "reconnected")
+            return
+
+
+class _LinkReader:
+    """The reader half of a :class:`Link`: writing frames, reading the line (the reader
+    thread, or a requester reading its own reply, SPEC §7.1) and dispatching each frame:
+    a reply to the waiting requester, an event to the queue with its answer (SPEC §6.3).
+    A mixin on the link's own state, split out so each piece has one job."""
+
+    def _write(self, data: bytes) -> None:
+        if self.frame_trace is not None:  # before the write: the reply may be parsed before it returns
+            self.frame_trace("tx", data)
+        try:
+            with self._write_lock:
+                self.transport.write(data)
+        except LinkLost as exc:
+            self._go_down(str(exc))
+            raise
+
+    def _reply_to(self, seq: int, msg: Message) -> None:
+        t, p = encode_message(msg)
+        try:
+            self._write(encode_frame(seq, t, p))
+        except LinkLost:
+            pass
+
+    def _read_once(self, gen: int, timeout_s: float | None = None) -> bool:
+        """Read once and dispatch every whole frame; the caller holds the role.
+
+        ``timeout_s``: a requester's bound for this read (None: the transport's
+        own read timeout, the reader thread's). Returns False when the
+        connection failed (the link is then down)."""
+        try:
+            data = self.transport.read(512) if timeout_s is None else self.transport.read(512, timeout_s)
+        except LinkLost as exc:
+            if self._generation == gen:
+                self._go_down(str(exc))
+            return False
+        parser = self._parser
+        if data:
+            self._last_rx = time.monotonic()
+            trace = self.frame_trace
+            for frame in parser.feed(data):
+                if trace is not None:
+                    trace("rx", frame.encode())
+                self._on_frame(frame)
+        elif parser.pending and (timeout_s is None
+                                 or time.monotonic() - self._last_rx >= self.config.read_timeout_ms / 1000):
+            for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
+                if self.frame_trace is not None:
+                    self.frame_trace("rx", frame.encode())
+                self._on_frame(frame)
+        return True
+
+    def _read_loop(self, gen: int) -> None:
+        """The reader thread: reads the line whenever no requester does (SPEC §7.1).
+
+        Where requesters read their own replies (``_timed``), the reader waits
+        for bytes on the line without holding the read role: it takes the role
+        only to read what has arrived, never to block, so a request can take the
+        line at once and an event is read as soon as it arrives, with no linger
+        and no sleep. A transport that can be made ``quiet`` stops waking the
+        reader for bytes while a request is pending: the requester reads its
+        reply, and the reader is neither woken nor handed anything; elsewhere
+        the reader parks while a request is pending. Where reads cannot be timed
+        (USB bulk, pyserial's socket://) the reader blocks in the transport's
+        read and hands every reply over."""
+        role = self._rx_role
+        timed = self._timed
+        quietable = hasattr(self.transport, "quiet")
+        read_s = self.config.read_timeout_ms / 1000
+        while self._generation == gen:
+            if timed:
+                if self._pending_seq is not None and not quietable:
+                    self._park_while_pending(gen)
+                    continue
+                self._watching = True  # before the check: a request sees it, or it sees the request
+                try:
+                    if self._pending_seq is not None and not quietable:
+                        continue
+                    ready = self.transport.wait_readable(read_s)
+                except LinkLost as exc:
+                    if self._generation == gen:
+                        self._go_down(str(exc))
+                    return
+                finally:
+                    self._watching = False
+                if self._pending_seq is not None:
+                    # What arrived is the requester's to read. Bytes seen before the line
+                    # went quiet (or a hang-up, which quiet does not mask): park, never spin.
+                    if ready or not quietable:
+                        self._park_while_pending(gen)
+                    continue
+                if not ready and not self._parser.pending:
+                    continue  # idle (or woken by close): nothing to read, no partial frame to end
+            with role:
+                if self._generation != gen:
+                    return
+                # A request went out since the checks above: leave the line to its requester.
+                off = timed and self._pending_seq is not None
+                if not off and not self._read_once(gen, 0.0 if timed else None):
+                    return
+            if timed and self._pending_seq is not None and self._reply is None:
+                self._wake_requester()  # a request went out during this read: its requester reads on
+
+    def _park_while_pending(self, gen: int) -> None:
+        """Wait, off the line, until no request is pending (its end notifies)."""
+        self.stats.reader_parks += 1
+        with self._park:
+            self._parked = True
+            try:
+                while self._pending_seq is not None and self._generation == gen:
+                    self._park.wait(1.0)
+            finally:
+                self._parked = False
+
+    def _on_frame(self, frame: Frame) -> None:
+        if frame.type >= 0x80:  # a reply (SPEC §4): the hot path of every request
+            with self._slot:
+                if frame.seq == self._pending_seq and self._reply is None:
+                    self._reply = frame
+                    self._wake_requester()
+                    return
+            self.stats.stale_replies += 1
+            return
+        kind = direction_of(frame.type)
+        if kind is Direction.REQUEST:
+            self._reply_to(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
+            return
+        msg: Message | RefusedEvent
+        try:
+            msg = decode_message(frame.type, frame.payload)
+        except MessageError as exc:
+            self.stats.bad_payloads += 1
+            # Not the error text: it can name a rank or a suit of the card it failed on.
+            self._log.error("bad_event_payload", seq=frame.seq, type=frame.type, length=len(frame.payload))
+            code = NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE
+            msg = RefusedEvent(frame.type, "undecodable", code, str(exc), bytes(frame.payload))
+        else:
+            allowed = EVENTS_BY_KIND.get(self.expected_kind) if self.expected_kind is not None else None
+            if allowed is not None and frame.type not in allowed:
+                self.stats.wrong_device_events += 1
+                self._log.error("event_from_wrong_device", seq=frame.seq, message=type(msg).__name__,
+                                expected=str(self.expected_kind))
+                msg = RefusedEvent(frame.type, "wrong_device", NakCode.UNKNOWN_MESSAGE,
+                                   f"{type(msg).__name__} is not an event a {self.expected_kind} sends",
+                                   bytes(frame.payload))
+        if self._state is not LinkState.UP:
+            return  # not before the handshake is done: unacknowledged, the device resends it
+        with self._ev_lock:
+            duplicate, acked = frame.seq == self._last_event_seq, self._last_acked
+            answer = self._last_answer
+        if duplicate:
+            self.stats.duplicate_events += 1
+            if acked:
+                self._reply_to(frame.seq, answer)
+            return  # else the consumer has not recorded it yet: its answer will come
+        ident = self.identity
+        answer = Nak(msg.nak) if isinstance(msg, RefusedEvent) else Ack()
+        with self._ev_lock:
+            # Mark it delivered-but-unanswered before the consumer can see it, so an
+            # acknowledge() racing the reader always finds it (then answers it).
+            previous = (self._last_event_seq, self._last_acked, self._last_answer)
+            self._last_event_seq, self._last_acked, self._last_answer = frame.seq, self.ack_on_delivery, answer
+            try:
+                self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
+                                                   ident.boot_id if ident else 0))
+            except queue.Full:
+                self._last_event_seq, self._last_acked, self._last_answer = previous
+                self.stats.backpressure += 1  # no answer: the device sends it again later
+                return
+        self.stats.events += 1
+        if self.ack_on_delivery:
+            self._reply_to(frame.seq, answer)
+
+
+class Link(_LinkSupervisor, _LinkReader):
     """One device link: a transport, its reader, a supervisor, a request slot and
     an event queue.
 
@@ -551,83 +808,9 @@ class Link:
         flight, and never waits for a reconnect, since the supervisor is the
         one who reconnects.
         """
-        cfg = self.config
-        # One request at a time, held across a reconnect so a resend keeps its SEQ
-        # and the device's reply cache still answers it.
-        if internal:
-            lock = contextlib.nullcontext()
-        elif heartbeat:
-            if not self._request_lock.acquire(blocking=False):
-                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
-            lock = _Held(self._request_lock)
-            self.stats.heartbeats += 1
-        else:
-            lock = self._request_lock
-        with lock:
-            if isinstance(msg, Identify):
-                seq = 0
-            else:
-                self._seq = self._seq % 255 + 1
-                seq = self._seq
-            msg_type, payload = encode_message(msg)
-            wire = encode_frame(seq, msg_type, payload)
-            self.stats.requests += 1
-            max_sends = attempts or cfg.max_attempts
-            quiet = getattr(self.transport, "quiet", None) if self._timed else None
-            timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
-            sends = 0
-            try:
-                while True:
-                    if heartbeat and self._state is not LinkState.UP:
-                        raise LinkLost(f"{self.name}: link not up")
-                    gen = self._wait_up(internal)
-                    self._signal.acquire(blocking=False)  # forget a stale wake-up
-                    with self._cv:  # claim the reply slot only for the connection we waited for
-                        if self._generation != gen or not (
-                                self._state is LinkState.UP or (internal and self._state is LinkState.CONNECTING)):
-                            continue
-                        with self._slot:
-                            self._pending_seq, self._reply = seq, None
-                    timed = self._timed
-                    if timed and quiet is not None:
-                        # The reader thread stops waking for bytes: the reply is this
-                        # thread's to read, with no hand-off and no wake-up (SPEC §7.1).
-                        quiet(True)
-                    try:
-                        self._write(wire)
-                    except LinkLost:
-                        if internal or heartbeat:
-                            raise
-                        continue  # wait for the reconnect, then resend the same SEQ
-                    sends += 1
-                    if timed and quiet is None and self._watching:
-                        # The reader waits on the line too: send it to park now, while the
-                        # device works, not when the reply wakes both of us.
-                        self.transport.cancel_read()
-                    self._await_reply(gen, time.monotonic() + timeout_s, timed)
-                    with self._slot:
-                        frame, self._pending_seq = self._reply, None
-                    went_down = frame is None and self._generation != gen
-                    if frame is not None:
-                        break
-                    if went_down:
-                        if internal or heartbeat:
-                            raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
-                        continue
-                    if sends >= max_sends:
-                        raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} after {sends} sends")
-                    self.stats.retransmits += 1
-                    self._log.debug("retransmit", seq=seq, sends=sends, timeout_ms=round(timeout_s * 1000))
-                    timeout_s = min(timeout_s * 2, cfg.retransmit_max_ms / 1000)
-            finally:
-                with self._slot:
-                    if self._pending_seq == seq:  # an early exit: free the slot
-                        self._pending_seq = None
-                if quiet is not None:
-                    quiet(False)  # the reader watches again: an event already waiting wakes it at once
-                if self._parked:  # a reader parked while this request was pending: the line is its again
-                    with self._park:
-                        self._park.notify_all()
+        with self._one_request(internal, heartbeat):
+            frame = self._send_until_answered(msg, internal=internal, attempts=attempts,
+                                              first_timeout_ms=first_timeout_ms, heartbeat=heartbeat)
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
@@ -647,6 +830,94 @@ class Link:
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
         return reply
+
+    def _one_request(self, internal: bool, heartbeat: bool) -> "contextlib.AbstractContextManager[object]":
+        """The request lock one exchange holds (see :meth:`_transact`): none for the
+        handshake's Identify; taken without waiting for a heartbeat, which raises
+        :class:`_HeartbeatSkipped` when a request is in flight."""
+        # One request at a time, held across a reconnect so a resend keeps its SEQ
+        # and the device's reply cache still answers it.
+        if internal:
+            return contextlib.nullcontext()
+        if heartbeat:
+            if not self._request_lock.acquire(blocking=False):
+                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
+            lock = _Held(self._request_lock)
+            self.stats.heartbeats += 1
+            return lock
+        return self._request_lock
+
+    def _send_until_answered(self, msg: Message, *, internal: bool, attempts: int | None,
+                             first_timeout_ms: int | None, heartbeat: bool) -> Frame:
+        """Send ``msg`` under a fresh SEQ and resend it (same SEQ, doubling timeout) until
+        its reply frame comes (SPEC §6.2); the caller holds the request lock. Raises
+        :class:`LinkTimeout` after the last send, :class:`LinkLost` as :meth:`_transact`."""
+        cfg = self.config
+        if isinstance(msg, Identify):
+            seq = 0
+        else:
+            self._seq = self._seq % 255 + 1
+            seq = self._seq
+        msg_type, payload = encode_message(msg)
+        wire = encode_frame(seq, msg_type, payload)
+        self.stats.requests += 1
+        max_sends = attempts or cfg.max_attempts
+        quiet = getattr(self.transport, "quiet", None) if self._timed else None
+        timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
+        sends = 0
+        try:
+            while True:
+                if heartbeat and self._state is not LinkState.UP:
+                    raise LinkLost(f"{self.name}: link not up")
+                gen = self._wait_up(internal)
+                self._signal.acquire(blocking=False)  # forget a stale wake-up
+                with self._cv:  # claim the reply slot only for the connection we waited for
+                    if self._generation != gen or not (
+                            self._state is LinkState.UP or (internal and self._state is LinkState.CONNECTING)):
+                        continue
+                    with self._slot:
+                        self._pending_seq, self._reply = seq, None
+                timed = self._timed
+                if timed and quiet is not None:
+                    # The reader thread stops waking for bytes: the reply is this
+                    # thread's to read, with no hand-off and no wake-up (SPEC §7.1).
+                    quiet(True)
+                try:
+                    self._write(wire)
+                except LinkLost:
+                    if internal or heartbeat:
+                        raise
+                    continue  # wait for the reconnect, then resend the same SEQ
+                sends += 1
+                if timed and quiet is None and self._watching:
+                    # The reader waits on the line too: send it to park now, while the
+                    # device works, not when the reply wakes both of us.
+                    self.transport.cancel_read()
+                self._await_reply(gen, time.monotonic() + timeout_s, timed)
+                with self._slot:
+                    frame, self._pending_seq = self._reply, None
+                went_down = frame is None and self._generation != gen
+                if frame is not None:
+                    break
+                if went_down:
+                    if internal or heartbeat:
+                        raise LinkLost(f"{self.name}: link lost during {type(msg).__name__}")
+                    continue
+                if sends >= max_sends:
+                    raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} after {sends} sends")
+                self.stats.retransmits += 1
+                self._log.debug("retransmit", seq=seq, sends=sends, timeout_ms=round(timeout_s * 1000))
+                timeout_s = min(timeout_s * 2, cfg.retransmit_max_ms / 1000)
+        finally:
+            with self._slot:
+                if self._pending_seq == seq:  # an early exit: free the slot
+                    self._pending_seq = None
+            if quiet is not None:
+                quiet(False)  # the reader watches again: an event already waiting wakes it at once
+            if self._parked:  # a reader parked while this request was pending: the line is its again
+                with self._park:
+                    self._park.notify_all()
+        return frame
 
     def _await_reply(self, gen: int, deadline: float, timed: bool) -> None:
         """Wait until the reply slot is filled, the connection ``gen`` ends or
@@ -727,254 +998,6 @@ class Link:
             self._cv.notify_all()
         self._wake_requester()
         self._log.error(kind, error=str(exc))
-
-    # -- supervisor: heartbeat and reconnect -------------------------------------------------
-
-    def _supervise(self) -> None:
-        cfg = self.config
-        interval = cfg.heartbeat_interval_ms / 1000
-        misses = 0
-        while True:
-            with self._cv:
-                st = self._state
-                if st in (LinkState.CLOSED, LinkState.REFUSED):
-                    return
-                if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
-                    self._cv.wait(interval)
-                    continue
-                if st is LinkState.UP:
-                    idle = time.monotonic() - self._last_rx
-                    if idle < interval:
-                        self._cv.wait(interval - idle)
-                        continue
-            if st is LinkState.UP:
-                try:
-                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
-                                   heartbeat=True)
-                    misses = 0
-                except LinkTimeout:
-                    misses += 1
-                    self.stats.heartbeat_misses += 1
-                    if misses >= cfg.heartbeat_misses:
-                        misses = 0
-                        self._go_down(f"{cfg.heartbeat_misses} heartbeats unanswered")
-                except (LinkLost, LinkError):
-                    # Skipped (a request in flight watches the device with its own
-                    # retransmits) or the link went down meanwhile: look again after an
-                    # interval, or at once when the state changes. Never spin.
-                    self.stats.heartbeats_skipped += 1
-                    with self._cv:
-                        if self._state is LinkState.UP:
-                            self._cv.wait(interval)
-                continue
-            if st is LinkState.DOWN:
-                if not self.auto_reconnect:
-                    return
-                self._reconnect()
-
-    def _reconnect(self) -> None:
-        cfg = self.config
-        backoff = cfg.reconnect_initial_ms / 1000
-        while True:
-            self._stop_reader()
-            with self._cv:
-                if self._state is not LinkState.DOWN:
-                    return
-                self._cv.wait(backoff)
-                if self._state is not LinkState.DOWN:
-                    return
-                self._state = LinkState.CONNECTING
-            try:
-                self._connect()
-                self._identify()
-            except HandshakeError as exc:
-                self._refuse(exc)
-                return
-            except (TransportError, LinkLost, LinkTimeout, OSError) as exc:
-                with self._cv:
-                    if self._state is LinkState.CLOSED:
-                        return
-                    self._state = LinkState.DOWN
-                    self._generation += 1
-                self._log.info("reconnect_failed", error=str(exc), retry_in_ms=round(min(backoff * 2, cfg.reconnect_max_ms / 1000) * 1000))
-                backoff = min(backoff * 2, cfg.reconnect_max_ms / 1000)
-                continue
-            with self._cv:
-                if self._state is LinkState.CONNECTING:
-                    self._state = LinkState.UP
-                self._cv.notify_all()
-            self.stats.reconnects += 1
-            self._log.info("link_up", reconnects=self.stats.reconnects)
-            self._notice("link_up", "reconnected")
-            return
-
-    # -- reader side ---------------------------------------------------------------------
-
-    def _write(self, data: bytes) -> None:
-        if self.frame_trace is not None:  # before the write: the reply may be parsed before it returns
-            self.frame_trace("tx", data)
-        try:
-            with self._write_lock:
-                self.transport.write(data)
-        except LinkLost as exc:
-            self._go_down(str(exc))
-            raise
-
-    def _reply_to(self, seq: int, msg: Message) -> None:
-        t, p = encode_message(msg)
-        try:
-            self._write(encode_frame(seq, t, p))
-        except LinkLost:
-            pass
-
-    def _read_once(self, gen: int, timeout_s: float | None = None) -> bool:
-        """Read once and dispatch every whole frame; the caller holds the role.
-
-        ``timeout_s``: a requester's bound for this read (None: the transport's
-        own read timeout, the reader thread's). Returns False when the
-        connection failed (the link is then down)."""
-        try:
-            data = self.transport.read(512) if timeout_s is None else self.transport.read(512, timeout_s)
-        except LinkLost as exc:
-            if self._generation == gen:
-                self._go_down(str(exc))
-            return False
-        parser = self._parser
-        if data:
-            self._last_rx = time.monotonic()
-            trace = self.frame_trace
-            for frame in parser.feed(data):
-                if trace is not None:
-                    trace("rx", frame.encode())
-                self._on_frame(frame)
-        elif parser.pending and (timeout_s is None
-                                 or time.monotonic() - self._last_rx >= self.config.read_timeout_ms / 1000):
-            for frame in parser.expire():  # the line went idle mid-frame (SPEC §2.1)
-                if self.frame_trace is not None:
-                    self.frame_trace("rx", frame.encode())
-                self._on_frame(frame)
-        return True
-
-    def _read_loop(self, gen: int) -> None:
-        """The reader thread: reads the line whenever no requester does (SPEC §7.1).
-
-        Where requesters read their own replies (``_timed``), the reader waits
-        for bytes on the line without holding the read role: it takes the role
-        only to read what has arrived, never to block, so a request can take the
-        line at once and an event is read as soon as it arrives, with no linger
-        and no sleep. A transport that can be made ``quiet`` stops waking the
-        reader for bytes while a request is pending: the requester reads its
-        reply, and the reader is neither woken nor handed anything; elsewhere
-        the reader parks while a request is pending. Where reads cannot be timed
-        (USB bulk, pyserial's socket://) the reader blocks in the transport's
-        read and hands every reply over."""
-        role = self._rx_role
-        timed = self._timed
-        quietable = hasattr(self.transport, "quiet")
-        read_s = self.config.read_timeout_ms / 1000
-        while self._generation == gen:
-            if timed:
-                if self._pending_seq is not None and not quietable:
-                    self._park_while_pending(gen)
-                    continue
-                self._watching = True  # before the check: a request sees it, or it sees the request
-                try:
-                    if self._pending_seq is not None and not quietable:
-                        continue
-                    ready = self.transport.wait_readable(read_s)
-                except LinkLost as exc:
-                    if self._generation == gen:
-                        self._go_down(str(exc))
-                    return
-                finally:
-                    self._watching = False
-                if self._pending_seq is not None:
-                    # What arrived is the requester's to read. Bytes seen before the line
-                    # went quiet (or a hang-up, which quiet does not mask): park, never spin.
-                    if ready or not quietable:
-                        self._park_while_pending(gen)
-                    continue
-                if not ready and not self._parser.pending:
-                    continue  # idle (or woken by close): nothing to read, no partial frame to end
-            with role:
-                if self._generation != gen:
-                    return
-                # A request went out since the checks above: leave the line to its requester.
-                off = timed and self._pending_seq is not None
-                if not off and not self._read_once(gen, 0.0 if timed else None):
-                    return
-            if timed and self._pending_seq is not None and self._reply is None:
-                self._wake_requester()  # a request went out during this read: its requester reads on
-
-    def _park_while_pending(self, gen: int) -> None:
-        """Wait, off the line, until no request is pending (its end notifies)."""
-        self.stats.reader_parks += 1
-        with self._park:
-            self._parked = True
-            try:
-                while self._pending_seq is not None and self._generation == gen:
-                    self._park.wait(1.0)
-            finally:
-                self._parked = False
-
-    def _on_frame(self, frame: Frame) -> None:
-        if frame.type >= 0x80:  # a reply (SPEC §4): the hot path of every request
-            with self._slot:
-                if frame.seq == self._pending_seq and self._reply is None:
-                    self._reply = frame
-                    self._wake_requester()
-                    return
-            self.stats.stale_replies += 1
-            return
-        kind = direction_of(frame.type)
-        if kind is Direction.REQUEST:
-            self._reply_to(frame.seq, Nak(NakCode.UNKNOWN_MESSAGE))
-            return
-        msg: Message | RefusedEvent
-        try:
-            msg = decode_message(frame.type, frame.payload)
-        except MessageError as exc:
-            self.stats.bad_payloads += 1
-            # Not the error text: it can name a rank or a suit of the card it failed on.
-            self._log.error("bad_event_payload", seq=frame.seq, type=frame.type, length=len(frame.payload))
-            code = NakCode.BAD_PAYLOAD if frame.type in catalogue() else NakCode.UNKNOWN_MESSAGE
-            msg = RefusedEvent(frame.type, "undecodable", code, str(exc), bytes(frame.payload))
-        else:
-            allowed = EVENTS_BY_KIND.get(self.expected_kind) if self.expected_kind is not None else None
-            if allowed is not None and frame.type not in allowed:
-                self.stats.wrong_device_events += 1
-                self._log.error("event_from_wrong_device", seq=frame.seq, message=type(msg).__name__,
-                                expected=str(self.expected_kind))
-                msg = RefusedEvent(frame.type, "wrong_device", NakCode.UNKNOWN_MESSAGE,
-                                   f"{type(msg).__name__} is not an event a {self.expected_kind} sends",
-                                   bytes(frame.payload))
-        if self._state is not LinkState.UP:
-            return  # not before the handshake is done: unacknowledged, the device resends it
-        with self._ev_lock:
-            duplicate, acked = frame.seq == self._last_event_seq, self._last_acked
-            answer = self._last_answer
-        if duplicate:
-            self.stats.duplicate_events += 1
-            if acked:
-                self._reply_to(frame.seq, answer)
-            return  # else the consumer has not recorded it yet: its answer will come
-        ident = self.identity
-        answer = Nak(msg.nak) if isinstance(msg, RefusedEvent) else Ack()
-        with self._ev_lock:
-            # Mark it delivered-but-unanswered before the consumer can see it, so an
-            # acknowledge() racing the reader always finds it (then answers it).
-            previous = (self._last_event_seq, self._last_acked, self._last_answer)
-            self._last_event_seq, self._last_acked, self._last_answer = frame.seq, self.ack_on_delivery, answer
-            try:
-                self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
-                                                   ident.boot_id if ident else 0))
-            except queue.Full:
-                self._last_event_seq, self._last_acked, self._last_answer = previous
-                self.stats.backpressure += 1  # no answer: the device sends it again later
-                return
-        self.stats.events += 1
-        if self.ack_on_delivery:
-            self._reply_to(frame.seq, answer)
 
     def acknowledge(self, event: DeviceEvent) -> None:
         """Answer a device event once it is recorded (``ack_on_delivery=False``): ``Ack``,
