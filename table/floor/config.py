@@ -26,7 +26,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -64,37 +64,25 @@ class FloorConfig:
     source: Path | None = None
 
 
-def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
-    """The :class:`FloorConfig` of the TOML ``text`` (read from ``source``). Raises
-    :class:`FloorConfigError` listing every problem."""
-    where = str(source) if source else "<floor config>"
-    base = source.parent if source else Path.cwd()
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FloorConfigError(f"{where}: not valid TOML: {exc}") from None
-    problems: list[str] = []
-    for k in sorted(set(doc) - {"floor", "broker"}):
-        problems.append(f"unknown section {k!r} (allowed: floor, broker)")
-    f = doc.get("floor")
-    if not isinstance(f, dict):
-        raise FloorConfigError(f"{where}: no [floor] section (it names the database, the floor key and the table keys)")
-    for k in sorted(set(f) - FLOOR_KEYS):
-        problems.append(f"floor.{k}: unknown key (allowed: {', '.join(sorted(FLOOR_KEYS))})")
+def _config_path(key: str, table: dict[str, Any], prefix: str, required: bool, base: Path,
+                 problems: list[str]) -> Path | None:
+    """``table[key]`` as a path (relative ones from ``base``), or None with a problem noted
+    in ``problems`` when it is missing (and ``required``) or not a path."""
+    v = table.get(key)
+    if v is None:
+        if required:
+            problems.append(f"{prefix}.{key}: missing required key")
+        return None
+    if not isinstance(v, str) or not v or "\0" in v:
+        problems.append(f"{prefix}.{key}: {v!r} is not a path")
+        return None
+    p = Path(v)
+    return p if p.is_absolute() else base / p
 
-    def path(key: str, table: dict[str, Any], prefix: str, required: bool) -> Path | None:
-        v = table.get(key)
-        if v is None:
-            if required:
-                problems.append(f"{prefix}.{key}: missing required key")
-            return None
-        if not isinstance(v, str) or not v or "\0" in v:
-            problems.append(f"{prefix}.{key}: {v!r} is not a path")
-            return None
-        p = Path(v)
-        return p if p.is_absolute() else base / p
 
-    database = f.get("database")
+def _database(database: Any, base: Path, problems: list[str]) -> str:
+    """``floor.database`` checked: a PostgreSQL URL without a password in it, a
+    ``sqlite://`` URL, or a path (relative ones from ``base``); "" with a problem noted."""
     if not isinstance(database, str) or not database:
         problems.append("floor.database: missing; allowed: an absolute path, sqlite:////PATH or postgresql://...")
         database = ""
@@ -104,24 +92,14 @@ def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
     elif not database.startswith("sqlite://"):
         p = Path(database)
         database = str(p if p.is_absolute() else base / p)
-    key_file = path("key_file", f, "floor", True)
-    table_keys = path("table_keys", f, "floor", True)
-    people = path("people_file", f, "floor", False)
-    listen = f.get("listen", "127.0.0.1:8091")
-    if not isinstance(listen, str) or not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$", listen):
-        problems.append(f"floor.listen: {listen!r}; allowed: HOST:PORT such as 127.0.0.1:8091")
-    tz = f.get("timezone", "UTC")
-    try:
-        ZoneInfo(str(tz))
-    except (ZoneInfoNotFoundError, ValueError):
-        problems.append(f"floor.timezone: {tz!r} is not a time zone; allowed: an IANA name such as America/New_York")
-    starts = f.get("day_starts_h", 0)
-    if not isinstance(starts, int) or isinstance(starts, bool) or not 0 <= starts <= 23:
-        problems.append(f"floor.day_starts_h: {starts!r}; allowed: an hour 0-23")
-        starts = 0
+    return database
 
+
+def _brokers(raw: Any, path: Callable[[str, dict[str, Any], str, bool], Path | None],
+             problems: list[str]) -> list[BrokerConfig]:
+    """The ``[[broker]]`` tables checked, each problem noted in ``problems``; ``path``
+    reads a path key as :func:`_config_path` does."""
     brokers = []
-    raw = doc.get("broker", [])
     if not isinstance(raw, list) or not raw:
         problems.append("broker: give at least one [[broker]] with its url")
         raw = []
@@ -143,6 +121,48 @@ def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
             continue
         brokers.append(BrokerConfig(url, tuple(floors), path("password_file", b, prefix, False),
                                     path("ca_file", b, prefix, False)))
+    return brokers
+
+
+def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
+    """The :class:`FloorConfig` of the TOML ``text`` (read from ``source``). Raises
+    :class:`FloorConfigError` listing every problem."""
+    where = str(source) if source else "<floor config>"
+    base = source.parent if source else Path.cwd()
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FloorConfigError(f"{where}: not valid TOML: {exc}") from None
+    problems: list[str] = []
+    for k in sorted(set(doc) - {"floor", "broker"}):
+        problems.append(f"unknown section {k!r} (allowed: floor, broker)")
+    f = doc.get("floor")
+    if not isinstance(f, dict):
+        raise FloorConfigError(f"{where}: no [floor] section (it names the database, the floor key and the table keys)")
+    for k in sorted(set(f) - FLOOR_KEYS):
+        problems.append(f"floor.{k}: unknown key (allowed: {', '.join(sorted(FLOOR_KEYS))})")
+
+    def path(key: str, table: dict[str, Any], prefix: str, required: bool) -> Path | None:
+        return _config_path(key, table, prefix, required, base, problems)
+
+    database = _database(f.get("database"), base, problems)
+    key_file = path("key_file", f, "floor", True)
+    table_keys = path("table_keys", f, "floor", True)
+    people = path("people_file", f, "floor", False)
+    listen = f.get("listen", "127.0.0.1:8091")
+    if not isinstance(listen, str) or not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$", listen):
+        problems.append(f"floor.listen: {listen!r}; allowed: HOST:PORT such as 127.0.0.1:8091")
+    tz = f.get("timezone", "UTC")
+    try:
+        ZoneInfo(str(tz))
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"floor.timezone: {tz!r} is not a time zone; allowed: an IANA name such as America/New_York")
+    starts = f.get("day_starts_h", 0)
+    if not isinstance(starts, int) or isinstance(starts, bool) or not 0 <= starts <= 23:
+        problems.append(f"floor.day_starts_h: {starts!r}; allowed: an hour 0-23")
+        starts = 0
+
+    brokers = _brokers(doc.get("broker", []), path, problems)
     if problems:
         raise FloorConfigError(f"{where}: " + "; ".join(problems))
     assert key_file is not None and table_keys is not None
