@@ -383,46 +383,17 @@ class Table:
         :class:`~table.notary_client.NotaryError` when the config's ``[floor]`` notary
         cannot be reached under ``unreachable = "refuse"``), or ``TimeoutError`` when
         not ready within ``ready_timeout_s``."""
-        from devices import CardShoe, Shuffler
-
         from .custody import DeckCustody
-        from .firmware import link_config_for
         from .journal import Journal
         from .keys import table_key_for
-        from .notary_client import NotaryError, floor_anchors
-        from .recovery import device_cursor
 
         st = self._stack
         try:
             key, _ = table_key_for(self.journal_path, self.config.journal.key_file)
             journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
-            # The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
-            # anchor; a journal behind it is held as an incident (issue 28). Raises NotaryError.
-            unconfirmed = None
-            try:
-                anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
-            except NotaryError as exc:
-                if self.config.floor.unreachable != "hold":
-                    raise
-                anchors, unconfirmed = [], str(exc)  # held for a supervisor's acknowledgement at start
-            if self.simulate:
-                from simulators.table import SimulatedTable
-
-                sim = st.enter_context(SimulatedTable(self.config.deck_colours(), seed=self.seed))
-                shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
-            else:
-                shuffler_url, shoe_url = self.config.devices.shuffler.url, self.config.devices.shoe.url
-                dealer = self.dealer
-            evq: queue.Queue = queue.Queue(maxsize=1024)
-            cursor = device_cursor(journal)
-            resume = cursor.resume
-            shuffler = st.enter_context(Shuffler.open(
-                shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
-                config=link_config_for(self.config, "shuffler", journal)))
-            shoe = st.enter_context(CardShoe.open(
-                shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
-                config=link_config_for(self.config, "shoe", journal)))
+            anchors, unconfirmed = self._floor_anchors(key)
+            shuffler, shoe, evq, dealer, cursor = self._open_devices(journal)
             d = self.config.decks
             custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
             self.controller = TableController(
@@ -430,19 +401,7 @@ class Table:
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
                 limits=self.config.limits.given(), unconfirmed=unconfirmed)
-            # Fed what the journal commits, from memory (the file is read to index it, and
-            # to replay history to a client resuming from an older seq).
-            self.events = EventLog(self.journal_path, self.table_id, key=key, journal=journal)
-            st.callback(self.events.close)
-            self.events.start()
-            if self.event_socket_path is not None:
-                st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
-            if self.mqtt_settings is not None:
-                settings = self.mqtt_settings
-                if settings.table_key is None:  # the journal's own table key signs what the table publishes
-                    settings = dataclasses.replace(settings, table_key=key)
-                self.mqtt = front_door("mqtt")(self.events, settings).start()
-                st.callback(self.mqtt.close)
+            self._start_event_stream(key, journal)
             # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
             st.callback(self._close_controller)
         except BaseException:
@@ -457,6 +416,69 @@ class Table:
             self.stop()
             raise err
         return self
+
+    def _floor_anchors(self, key) -> "tuple[list, str | None]":
+        """The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
+        anchor; a journal behind it is held as an incident (issue 28). Returns
+        ``(anchors, unconfirmed)``: ``unconfirmed`` is the notary's error text when it
+        could not be reached under ``unreachable = "hold"`` (held for a supervisor's
+        acknowledgement at start), else None. Raises NotaryError otherwise."""
+        from .notary_client import NotaryError, floor_anchors
+
+        unconfirmed = None
+        try:
+            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
+        except NotaryError as exc:
+            if self.config.floor.unreachable != "hold":
+                raise
+            anchors, unconfirmed = [], str(exc)  # held for a supervisor's acknowledgement at start
+        return anchors, unconfirmed
+
+    def _open_devices(self, journal) -> tuple:
+        """Open the shuffler and the shoe (simulated ones with ``simulate``) on one event
+        queue, resuming from what ``journal`` recorded; each closes with the table's stack.
+        Returns ``(shuffler, shoe, events_queue, dealer, device_cursor)``."""
+        from devices import CardShoe, Shuffler
+
+        from .firmware import link_config_for
+        from .recovery import device_cursor
+
+        if self.simulate:
+            from simulators.table import SimulatedTable
+
+            sim = self._stack.enter_context(SimulatedTable(self.config.deck_colours(), seed=self.seed))
+            shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
+        else:
+            shuffler_url, shoe_url = self.config.devices.shuffler.url, self.config.devices.shoe.url
+            dealer = self.dealer
+        evq: queue.Queue = queue.Queue(maxsize=1024)
+        cursor = device_cursor(journal)
+        resume = cursor.resume
+        shuffler = self._stack.enter_context(Shuffler.open(
+            shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
+            config=link_config_for(self.config, "shuffler", journal)))
+        shoe = self._stack.enter_context(CardShoe.open(
+            shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
+            config=link_config_for(self.config, "shoe", journal)))
+        return shuffler, shoe, evq, dealer, cursor
+
+    def _start_event_stream(self, key, journal) -> None:
+        """Start the event stream fed from ``journal`` and its front doors (the event
+        socket, MQTT with the table key signing); each closes with the table's stack."""
+        st = self._stack
+        # Fed what the journal commits, from memory (the file is read to index it, and
+        # to replay history to a client resuming from an older seq).
+        self.events = EventLog(self.journal_path, self.table_id, key=key, journal=journal)
+        st.callback(self.events.close)
+        self.events.start()
+        if self.event_socket_path is not None:
+            st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
+        if self.mqtt_settings is not None:
+            settings = self.mqtt_settings
+            if settings.table_key is None:  # the journal's own table key signs what the table publishes
+                settings = dataclasses.replace(settings, table_key=key)
+            self.mqtt = front_door("mqtt")(self.events, settings).start()
+            st.callback(self.mqtt.close)
 
     def _close_controller(self) -> None:
         """Sign the journal's tail at shutdown (nothing left unsigned after a clean stop)."""
