@@ -30,7 +30,7 @@ import json
 import math
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,6 +39,10 @@ from table.roles import FLOOR_ROLES
 
 from .ingest import Floor
 from .store import Store, StoreError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
 
 log = structlog.get_logger("table.floor.reports")
 
@@ -213,28 +217,32 @@ def tables(floor: Floor) -> list[dict[str, Any]]:
     return out
 
 
-def report_routes(floor: Floor, people_file: str | Path) -> list[Any]:
-    """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`)."""
-    from starlette.requests import Request
-    from starlette.responses import FileResponse, JSONResponse, Response
-    from starlette.routing import Mount, Route
-    from starlette.staticfiles import StaticFiles
+class _ReportRoutes:
+    """The endpoints behind :func:`report_routes`, one method each, sharing the floor
+    and the sign-in (:class:`~table.interfaces.auth.Authenticator` on ``people_file``)."""
 
-    auth = Authenticator(people_file)
+    def __init__(self, floor: Floor, people_file: str | Path) -> None:
+        self.floor = floor
+        self.auth = Authenticator(people_file)
 
+    @staticmethod
     def refuse(status: int, text: str) -> JSONResponse:
+        from starlette.responses import JSONResponse
+
         return JSONResponse({"ok": False, "error": text}, status)
 
+    @staticmethod
     def cross_site(request: Request) -> bool:
         origin = request.headers.get("origin")
         return origin is not None and origin.split("://", 1)[-1].rstrip("/") != request.headers.get("host", "")
 
-    def session(request: Request) -> Any:
+    def session(self, request: Request) -> Any:
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE)
-        s = auth.session(token)
+        s = self.auth.session(token)
         return s if s is not None and s.actor.role in FLOOR_ROLES else None
 
+    @staticmethod
     async def body(request: Request, limit: int = 8192) -> Any:
         raw = b""
         async for chunk in request.stream():
@@ -246,60 +254,69 @@ def report_routes(floor: Floor, people_file: str | Path) -> list[Any]:
         except ValueError:
             return None
 
+    @staticmethod
     async def page(request: Request) -> Response:
+        from starlette.responses import FileResponse
+
         return FileResponse(STATIC_DIR / "floor.html")
 
-    async def session_endpoint(request: Request) -> Response:
-        if cross_site(request):
-            return refuse(403, "cross-site request refused")
+    async def session_endpoint(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        if self.cross_site(request):
+            return self.refuse(403, "cross-site request refused")
         if request.method == "DELETE":
             header = request.headers.get("authorization", "")
-            auth.sign_out(header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE))
+            self.auth.sign_out(header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE))
             resp = JSONResponse({"ok": True})
             resp.delete_cookie(COOKIE, path="/")
             return resp
         if request.method == "GET":
-            s = session(request)
-            return JSONResponse({"ok": True, **s.actor.to_dict()}) if s else refuse(401, "sign in first")
-        req = await body(request, 4096)
+            s = self.session(request)
+            return JSONResponse({"ok": True, **s.actor.to_dict()}) if s else self.refuse(401, "sign in first")
+        req = await self.body(request, 4096)
         if not isinstance(req, dict) or not isinstance(req.get("person"), str) or not isinstance(req.get("pin"), str):
-            return refuse(400, 'sign in with {"person": "ID", "pin": "PIN"}')
+            return self.refuse(400, 'sign in with {"person": "ID", "pin": "PIN"}')
         address = request.client.host if request.client else ""
         try:
-            token, s = await asyncio.to_thread(auth.sign_in, req["person"], req["pin"], address=address,
+            token, s = await asyncio.to_thread(self.auth.sign_in, req["person"], req["pin"], address=address,
                                                source="floor")
         except SignInLocked as exc:
-            return refuse(429, str(exc))
+            return self.refuse(429, str(exc))
         except PermissionError as exc:
-            return refuse(401, str(exc))
+            return self.refuse(401, str(exc))
         except PeopleFileError as exc:
             log.error("floor_people_file_unreadable", error=str(exc)[:300])
-            return refuse(500, "the people file cannot be read; the log says why")
+            return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role not in FLOOR_ROLES:
-            auth.sign_out(token)
-            return refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
+            self.auth.sign_out(token)
+            return self.refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
                                "floor_manager may)")
         resp = JSONResponse({"ok": True, "token": token, **s.actor.to_dict()})
-        resp.set_cookie(COOKIE, token, max_age=int(auth.session_ttl_s), path="/", httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+        resp.set_cookie(COOKIE, token, max_age=int(self.auth.session_ttl_s), path="/", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
         return resp
 
-    async def tables_endpoint(request: Request) -> Response:
-        try:
-            return JSONResponse({"tables": await asyncio.to_thread(tables, floor)})
-        except StoreError:
-            return refuse(503, "the floor database cannot be read")
+    async def tables_endpoint(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
 
-    async def report_endpoint(request: Request) -> Response:
-        if session(request) is None:
-            return refuse(401, "sign in first (pit_boss or floor_manager)")
+        try:
+            return JSONResponse({"tables": await asyncio.to_thread(tables, self.floor)})
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
+
+    async def report_endpoint(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse, Response
+
+        if self.session(request) is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         fmt = request.query_params.get("format", "json")
         try:
-            rep = await asyncio.to_thread(report, floor.store, request.query_params.get("day"))
+            rep = await asyncio.to_thread(report, self.floor.store, request.query_params.get("day"))
         except ReportError as exc:
-            return refuse(400, str(exc))
+            return self.refuse(400, str(exc))
         except StoreError:
-            return refuse(503, "the floor database cannot be read")
+            return self.refuse(503, "the floor database cannot be read")
         name = f"floor-report-{rep['gaming_day']}"
         if fmt == "csv":
             return Response(report_csv(rep), media_type="text/csv",
@@ -309,39 +326,51 @@ def report_routes(floor: Floor, people_file: str | Path) -> list[Any]:
                             headers={"content-disposition": f'attachment; filename="{name}.json"'})
         return JSONResponse(rep)
 
-    async def notes_endpoint(request: Request) -> Response:
-        if cross_site(request):
-            return refuse(403, "cross-site request refused")
-        s = session(request)
+    async def notes_endpoint(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        if self.cross_site(request):
+            return self.refuse(403, "cross-site request refused")
+        s = self.session(request)
         if s is None:
-            return refuse(401, "sign in first (pit_boss or floor_manager)")
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         if request.method == "GET":
-            return JSONResponse({"notes": await asyncio.to_thread(notes, floor.store)})
+            return JSONResponse({"notes": await asyncio.to_thread(notes, self.floor.store)})
         if not request.headers.get("content-type", "").startswith("application/json"):
-            return refuse(415, "send the note as Content-Type: application/json")
-        req = await body(request)
+            return self.refuse(415, "send the note as Content-Type: application/json")
+        req = await self.body(request)
         if not isinstance(req, dict):
-            return refuse(400, 'give {"table_id", "gaming_day", "text"}')
+            return self.refuse(400, 'give {"table_id", "gaming_day", "text"}')
         try:
-            note = await asyncio.to_thread(add_note, floor.store, author=s.actor.person, role=s.actor.role.value,
-                                           table_id=req.get("table_id"), gaming_day=req.get("gaming_day"),
+            note = await asyncio.to_thread(add_note, self.floor.store, author=s.actor.person,
+                                           role=s.actor.role.value, table_id=req.get("table_id"), gaming_day=req.get("gaming_day"),
                                            text=req.get("text"))
         except ReportError as exc:
-            return refuse(400, str(exc))
+            return self.refuse(400, str(exc))
         except StoreError:
-            return refuse(503, "the floor database cannot be written")
+            return self.refuse(503, "the floor database cannot be written")
         return JSONResponse({"ok": True, "note": note})
 
-    async def alarms_endpoint(request: Request) -> Response:
-        if session(request) is None:
-            return refuse(401, "sign in first (pit_boss or floor_manager)")
-        rows = await asyncio.to_thread(floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
+    async def alarms_endpoint(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        if self.session(request) is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        rows = await asyncio.to_thread(self.floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
                                                           "ORDER BY ts DESC LIMIT 200")
         return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows]})
 
+
+def report_routes(floor: Floor, people_file: str | Path) -> list[Any]:
+    """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`)."""
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    r = _ReportRoutes(floor, people_file)
+    page = r.page
     return [Route("/", page), Route("/floor.html", page),
-            Route("/api/v1/floor/session", session_endpoint, methods=["GET", "POST", "DELETE"]),
-            Route("/api/v1/floor/tables", tables_endpoint), Route("/api/v1/floor/report", report_endpoint),
-            Route("/api/v1/floor/notes", notes_endpoint, methods=["GET", "POST"]),
-            Route("/api/v1/floor/alarms", alarms_endpoint),
+            Route("/api/v1/floor/session", r.session_endpoint, methods=["GET", "POST", "DELETE"]),
+            Route("/api/v1/floor/tables", r.tables_endpoint), Route("/api/v1/floor/report", r.report_endpoint),
+            Route("/api/v1/floor/notes", r.notes_endpoint, methods=["GET", "POST"]),
+            Route("/api/v1/floor/alarms", r.alarms_endpoint),
             Mount("/floor-static", app=StaticFiles(directory=str(STATIC_DIR)))]
