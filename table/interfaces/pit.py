@@ -462,6 +462,75 @@ class PitSubscriber:
             reset()
 
 
+#: Put in a page's queue in place of frames it was too slow for: send it the whole board again.
+_RESYNC = object()
+
+
+async def _broadcast(board: PitBoard, queues: "set[asyncio.Queue]", state: dict[str, Any]) -> None:
+    """One frame per tick with changes, encoded once for every page: put in each of
+    ``queues`` (:data:`_RESYNC` instead for a page too slow for its frames);
+    ``state["version"]`` is the version of the last frame sent."""
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+
+    def wake() -> None:
+        try:
+            loop.call_soon_threadsafe(woken.set)
+        except RuntimeError:  # the loop is closed: the server stops
+            pass
+
+    board.listeners.append(wake)
+    board.take_delta()  # re-arms the listeners; every page starts from a full frame
+    last_sent = last_expired = loop.time()
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(woken.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+            woken.clear()
+            if loop.time() - last_expired >= 1.0:  # a table turning "no news" with time, busy or not
+                last_expired = loop.time()
+                board.expire()
+            # At most one frame a tick: what arrives meanwhile is coalesced into it.
+            await asyncio.sleep(max(0.0, last_sent + TICK_S - loop.time()))
+            frame = board.take_delta()
+            if frame["version"] == state.get("version") and loop.time() - last_sent < HEARTBEAT_S:
+                continue  # nothing new, and the last frame is recent
+            state["version"] = frame["version"]
+            text = json.dumps(frame, separators=(",", ":"))
+            last_sent = loop.time()
+            for q in list(queues):
+                if q.full():
+                    while not q.empty():
+                        q.get_nowait()
+                    q.put_nowait(_RESYNC)  # too slow for its frames: the whole board again
+                    board.page_resyncs += 1
+                else:
+                    q.put_nowait(text)
+    finally:
+        if wake in board.listeners:
+            board.listeners.remove(wake)
+
+
+def _with_security_headers(inner: Any) -> Any:
+    """The ASGI app ``inner`` with :data:`SECURITY_HEADERS` added to every HTTP response."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await inner(scope, receive, with_headers)
+
+    return app
+
+
 def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
     """The pit view's ASGI app: the page, ``GET /api/v1/pit`` (the whole board),
     ``/api/v1/pit/ws`` (a ``full`` frame, then ``delta`` frames: one per tick with
@@ -473,52 +542,7 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
     from starlette.websockets import WebSocket, WebSocketDisconnect
 
     queues: set[asyncio.Queue] = set()
-    RESYNC = object()
     state: dict[str, Any] = {"task": None}
-
-    async def broadcast() -> None:
-        """One frame per tick with changes, encoded once for every page."""
-        loop = asyncio.get_running_loop()
-        woken = asyncio.Event()
-
-        def wake() -> None:
-            try:
-                loop.call_soon_threadsafe(woken.set)
-            except RuntimeError:  # the loop is closed: the server stops
-                pass
-
-        board.listeners.append(wake)
-        board.take_delta()  # re-arms the listeners; every page starts from a full frame
-        last_sent = last_expired = loop.time()
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(woken.wait(), 1.0)
-                except asyncio.TimeoutError:
-                    pass
-                woken.clear()
-                if loop.time() - last_expired >= 1.0:  # a table turning "no news" with time, busy or not
-                    last_expired = loop.time()
-                    board.expire()
-                # At most one frame a tick: what arrives meanwhile is coalesced into it.
-                await asyncio.sleep(max(0.0, last_sent + TICK_S - loop.time()))
-                frame = board.take_delta()
-                if frame["version"] == state.get("version") and loop.time() - last_sent < HEARTBEAT_S:
-                    continue  # nothing new, and the last frame is recent
-                state["version"] = frame["version"]
-                text = json.dumps(frame, separators=(",", ":"))
-                last_sent = loop.time()
-                for q in list(queues):
-                    if q.full():
-                        while not q.empty():
-                            q.get_nowait()
-                        q.put_nowait(RESYNC)  # too slow for its frames: the whole board again
-                        board.page_resyncs += 1
-                    else:
-                        q.put_nowait(text)
-        finally:
-            if wake in board.listeners:
-                board.listeners.remove(wake)
 
     async def page(request: Any) -> Response:
         return FileResponse(static_dir / "pit.html")
@@ -535,7 +559,8 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
             await websocket.close(1013)
             return
         if state["task"] is None or state["task"].done():
-            state["task"] = asyncio.get_running_loop().create_task(broadcast(), name="pit-broadcast")
+            state["task"] = asyncio.get_running_loop().create_task(_broadcast(board, queues, state),
+                                                                   name="pit-broadcast")
         queue: asyncio.Queue = asyncio.Queue(MAX_QUEUED)
         queues.add(queue)
         try:
@@ -543,7 +568,7 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
             # Taken in this loop step, with the queue registered: every later frame is newer.
             frame: Any = json.dumps(board.snapshot(), separators=(",", ":"))
             while True:
-                if frame is RESYNC:
+                if frame is _RESYNC:
                     frame = json.dumps(board.snapshot(), separators=(",", ":"))
                 await asyncio.wait_for(websocket.send_text(frame), 10)
                 frame = await queue.get()
@@ -556,21 +581,7 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
               WebSocketRoute("/api/v1/pit/ws", ws),
               Mount("/js", app=StaticFiles(directory=str(static_dir / "js"))),
               Mount("/css", app=StaticFiles(directory=str(static_dir / "css")))]
-    inner = Starlette(routes=routes)
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await inner(scope, receive, send)
-            return
-
-        async def with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
-            await send(message)
-
-        await inner(scope, receive, with_headers)
-
-    return app
+    return _with_security_headers(Starlette(routes=routes))
 
 
 class PitServer:
