@@ -296,6 +296,51 @@ def _moments(values: Any) -> tuple[int, int]:
     return s, s2
 
 
+def _held_and_deck(seats: Sequence[SeatRound], profile: RulesProfile,
+                   deck: Iterable[Card] | None) -> tuple[list[int], set[int]]:
+    """The card indices the seats hold and the deck's, checked as :func:`round_expectation`
+    says (raises :class:`~table.rules.settlement.SettlementError`)."""
+    if profile.player_dealer_bank:
+        raise SettlementError(f"profile {profile.name}: a player-dealer banks the round, not the house; "
+                              "there is no house expectation to count")
+    if not seats:
+        raise SettlementError("a round needs at least one seat")
+    held = [i for s in seats for i in _index(s.cards)]
+    if len(set(held)) != len(held):
+        raise SettlementError("a card is held twice among the seats")
+    cards = set(range(52)) if deck is None else {c.index for c in deck}
+    if not set(held) <= cards:
+        raise SettlementError("a seat holds a card that is not in the deck")
+    if len(cards) - len(held) < 3:
+        raise SettlementError("fewer than three cards are left for the dealer's hand")
+    return held, cards
+
+
+def _six_card_results(s: SeatRound, idx: list[int], dealer: np.ndarray, side: Any, cache: Any, tables: Tables,
+                      profile: RulesProfile, by_wager: dict[str, int]) -> np.ndarray:
+    """The house's result of seat ``s``'s Six Card Bonus against each row of ``dealer``
+    (an int64 array, one per row), settled once per hand code and cached; its total
+    is taken from ``by_wager["six_card"]``."""
+    w = s.wagers
+    codes = six_card_codes(idx, dealer, side)
+    code_n = np.bincount(codes, minlength=45).tolist()
+    amounts = np.zeros(45, dtype=np.int64)
+    for code, count in enumerate(code_n):
+        if not count:
+            continue
+        ck = ("six_card", w.six_card, code)
+        results = cache.get(ck)
+        if results is None:
+            rep = dealer[int(np.argmax(codes == code))].tolist()
+            # The Six Card Bonus stands after a fold (649a.11(b)(3)): settled alone, beside an ante.
+            st = settle_seat(Wagers(w.ante, six_card=w.six_card), Decision.FOLD, s.cards,
+                             [_DECK[i] for i in rep], tables, profile)
+            results = cache.put(ck, (("six_card", st.result("six_card").amount),))
+        amounts[code] = results[0][1]
+        by_wager["six_card"] = by_wager.get("six_card", 0) - results[0][1] * count
+    return amounts[codes]
+
+
 def round_expectation(seats: Sequence[SeatRound], tables: Tables, profile: RulesProfile = PENNSYLVANIA,
                       deck: Iterable[Card] | None = None) -> Expectation:
     """The house's exact expected result of a settled round, and its variance, over
@@ -313,19 +358,7 @@ def round_expectation(seats: Sequence[SeatRound], tables: Tables, profile: Rules
     twice or not in ``deck``, fewer than three cards left for the dealer, no seats, or a profile where a player-dealer banks the round (the
     house's result is then not the seats' loss: :mod:`table.rules.bank`).
     """
-    if profile.player_dealer_bank:
-        raise SettlementError(f"profile {profile.name}: a player-dealer banks the round, not the house; "
-                              "there is no house expectation to count")
-    if not seats:
-        raise SettlementError("a round needs at least one seat")
-    held = [i for s in seats for i in _index(s.cards)]
-    if len(set(held)) != len(held):
-        raise SettlementError("a card is held twice among the seats")
-    cards = set(range(52)) if deck is None else {c.index for c in deck}
-    if not set(held) <= cards:
-        raise SettlementError("a seat holds a card that is not in the deck")
-    if len(cards) - len(held) < 3:
-        raise SettlementError("fewer than three cards are left for the dealer's hand")
+    held, cards = _held_and_deck(seats, profile, deck)
     ho = hand_ordinals(profile)
     classes = _hand_classes(profile).of_hand
     unseen = np.array(sorted(cards - set(held)), dtype=np.int64)
@@ -368,23 +401,7 @@ def round_expectation(seats: Sequence[SeatRound], tables: Tables, profile: Rules
             steps[a] -= net
             steps[b] += net
         if w.six_card:
-            codes = six_card_codes(idx, dealer, side)
-            code_n = np.bincount(codes, minlength=45).tolist()
-            amounts = np.zeros(45, dtype=np.int64)
-            for code, count in enumerate(code_n):
-                if not count:
-                    continue
-                ck = ("six_card", w.six_card, code)
-                results = cache.get(ck)
-                if results is None:
-                    rep = dealer[int(np.argmax(codes == code))].tolist()
-                    # The Six Card Bonus stands after a fold (649a.11(b)(3)): settled alone, beside an ante.
-                    st = settle_seat(Wagers(w.ante, six_card=w.six_card), Decision.FOLD, s.cards,
-                                     [_DECK[i] for i in rep], tables, profile)
-                    results = cache.put(ck, (("six_card", st.result("six_card").amount),))
-                amounts[code] = results[0][1]
-                by_wager["six_card"] = by_wager.get("six_card", 0) - results[0][1] * count
-            house -= amounts[codes]
+            house -= _six_card_results(s, idx, dealer, side, cache, tables, profile, by_wager)
     house += np.cumsum(steps[:-1])
     s1, s2 = _moments(house)
     return Expectation(Fraction(s1, n), Fraction(n * s2 - s1 * s1, n * n),
