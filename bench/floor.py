@@ -402,14 +402,11 @@ def blast(n: int, k: int, url: str, pit: subprocess.Popen, publisher: Publisher,
         tap.loop_stop()
 
 
-def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None = None) -> dict:
-    """One table count: the figures above. ``baseline``: a source tree of the pit view before
-    issue 28 instead (one broker, no bridge: it could not verify across one; signed/1)."""
-    from mqtt_broker import Broker, start_bridged
-
+def _table_keys(folder: Path, n: int) -> tuple[Path, Path]:
+    """``n`` table keys of the pit: ``folder/keys`` (the private ones, for the publisher)
+    and ``folder/pubs`` (the public ones, for the pit view). Returns both folders."""
     from table.keys import generate, save
 
-    folder = work / (f"n{n}" + ("-baseline" if baseline else ""))
     keys_dir, pubs = folder / "keys", folder / "pubs"
     keys_dir.mkdir(parents=True)
     pubs.mkdir()
@@ -417,6 +414,49 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         t = f"{PIT}-t{i:04d}"
         save(generate(), keys_dir / f"{t}.pem")
         os.replace(keys_dir / f"{t}.pem.pub", pubs / f"{t}.pub")
+    return keys_dir, pubs
+
+
+def _paced(url: str, p: int, rate: float, args: argparse.Namespace, publisher: "Publisher",
+           pit: subprocess.Popen, floor: subprocess.Popen | None, central: Any, baseline: Path | None) -> dict:
+    """One paced run with ``p`` pages open: ``rate`` messages/s for ``args.seconds``; the
+    figures of :func:`run_size`'s ``paced`` entry."""
+    pages = Pages(url, p)
+    tap = Tap(central.port, f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
+    try:
+        before, cpu0, fcpu0 = counts(url), cpu_s(pit.pid), cpu_s(floor.pid) if floor else 0.0
+        t0 = time.monotonic()
+        answer = publisher.ask(f"pace {rate} {args.seconds}").split()
+        deadline = time.monotonic() + 10
+        while accepted(url) - before["accepted"] < int(answer[2]) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the last messages on their way
+        wall = time.monotonic() - t0
+        after, cpu1 = counts(url), cpu_s(pit.pid)
+        took = after["accepted"] - before["accepted"]
+        entry = {"published": int(answer[2]), "taken": took, "forged": after["forged"],
+                 "page_resyncs": after.get("page_resyncs", 0) - before.get("page_resyncs", 0),
+                 "messages_per_s": round(took / wall, 1),
+                 "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
+                 "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),
+                 "page_latency_ms": pct(pages.latencies), "broker_latency_ms": pct(tap.latencies),
+                 "framed_latency_ms": pct(pages.framed),
+                 "frames_per_page_per_s":
+                 round(pages.frames / p / wall, 1), "kib_per_page_per_s": round(pages.bytes / p / wall / 1024, 1)}
+        if floor:
+            entry["floor_cpu_core"] = round((cpu_s(floor.pid) - fcpu0) / wall, 3)
+        return entry
+    finally:
+        tap.close()
+        pages.close()
+
+
+def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None = None) -> dict:
+    """One table count: the figures above. ``baseline``: a source tree of the pit view before
+    issue 28 instead (one broker, no bridge: it could not verify across one; signed/1)."""
+    from mqtt_broker import Broker, start_bridged
+
+    folder = work / (f"n{n}" + ("-baseline" if baseline else ""))
+    keys_dir, pubs = _table_keys(folder, n)
     if baseline is None:
         edge, central = start_bridged(folder, PREFIX)
         broker_url = f"mqtt://127.0.0.1:{central.port}/{PREFIX.rstrip('/')}"
@@ -449,33 +489,8 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         rate = n * args.rate_per_table
         result["paced"] = {}
         for p in ([1] if baseline else args.pages):
-            pages = Pages(url, p)
-            tap = Tap(central.port, f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
-            try:
-                before, cpu0, fcpu0 = counts(url), cpu_s(pit.pid), cpu_s(floor.pid) if floor else 0.0
-                t0 = time.monotonic()
-                answer = publisher.ask(f"pace {rate} {args.seconds}").split()
-                deadline = time.monotonic() + 10
-                while accepted(url) - before["accepted"] < int(answer[2]) and time.monotonic() < deadline:
-                    time.sleep(0.1)  # the last messages on their way
-                wall = time.monotonic() - t0
-                after, cpu1 = counts(url), cpu_s(pit.pid)
-                took = after["accepted"] - before["accepted"]
-                entry = {"published": int(answer[2]), "taken": took, "forged": after["forged"],
-                         "page_resyncs": after.get("page_resyncs", 0) - before.get("page_resyncs", 0),
-                         "messages_per_s": round(took / wall, 1),
-                         "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
-                         "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),
-                         "page_latency_ms": pct(pages.latencies), "broker_latency_ms": pct(tap.latencies),
-                         "framed_latency_ms": pct(pages.framed),
-                         "frames_per_page_per_s":
-                         round(pages.frames / p / wall, 1), "kib_per_page_per_s": round(pages.bytes / p / wall / 1024, 1)}
-                if floor:
-                    entry["floor_cpu_core"] = round((cpu_s(floor.pid) - fcpu0) / wall, 3)
-                result["paced"][f"pages_{p}"] = entry
-            finally:
-                tap.close()
-                pages.close()
+            result["paced"][f"pages_{p}"] = _paced(url, p, rate, args, publisher, pit, floor, central,
+                                                   baseline)
         if args.blast:
             result["blast"] = blast(n, args.blast, url, pit, publisher, central.port,
                                     f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
