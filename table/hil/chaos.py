@@ -33,6 +33,7 @@ import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
+from table.bets import wager_ledger
 from table.console import Command, Console
 from table.roles import Actor, Role
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld
@@ -747,6 +748,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
         if late is not None:
             anomalies.append({"round": late_round, "what": "undetected", "fault": late, "next_round_saw": {}})
         truth, recorded = t.truth_reads(), t.device_reads()
+        ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned (issue 23)
     pending = len(short_decks)  # decks not counted again before the end: neither detected nor missed
     if pending:
         injected_by_kind["missing_card"] -= pending
@@ -769,6 +771,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
                         "detected_late": late_by_kind[k], "withdrawn": withdrawn_by_kind[k]} for k in FAULT_KINDS},
         "outcomes": dict(outcomes),
         "card_events": len(recorded),
+        "wagers": ledger.to_dict(),
         "seed": seed,
         "clock_speed": speed,
         "anomalies": anomalies,
