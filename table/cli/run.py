@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import queue
+import secrets
 import signal
 import sys
 from contextlib import ExitStack
@@ -532,7 +533,7 @@ class _TableRun:
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
             profile=self.profile, auto_dealer=bool(a.simulate or a.dealer_socket),
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors)
+            anchors=self.anchors, limits=self._limits(), players=self._players())
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
@@ -548,6 +549,28 @@ class _TableRun:
                           dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key)
             except (MqttSetupError, OSError) as exc:
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
+
+    def _limits(self) -> Any:
+        """The config's ``[limits]`` (``table.bets.TableLimits``), None when it sets none
+        (the documented defaults; a dealer who only closes bets then gets the fixed bet)."""
+        lim = self.cfg.limits if self.cfg is not None else None
+        if lim is None or all(getattr(lim, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+            return None
+        return lim.table_limits()
+
+    def _players(self) -> Any:
+        """Who bets on a simulated table: seeded players who sit down and leave and vary
+        their bets within the limits (issue 23), unless ``--ante-cents`` asks for the fixed
+        bet on every seat (None: the controller's fixed bet)."""
+        a = self.a
+        if not a.simulate or given_on_command_line(self.ctx, "ante_cents"):
+            return None
+        from table.bets import DEFAULT_LIMITS, offered_kinds
+        from table.players import SimulatedPlayers
+
+        seed = a.seed if a.seed is not None else secrets.randbits(32)
+        sides = [k for k in offered_kinds(self.tables) if k != "ante"]
+        return SimulatedPlayers(seed, self._limits() or DEFAULT_LIMITS, self.seats, sides)
 
     # -- 5. the rounds ---------------------------------------------------------------------------
 
