@@ -17,7 +17,8 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [devices.shuffler]
     url = "/dev/threecard/shuffler" # or usb://1209:0001/SHF-0042, socket://host:port, ...
     [devices.shoe]
-    url = "/dev/threecard/shoe"
+    driver = "spec"                 # the default; or a driver package's name (docs/drivers.md)
+    url = "/dev/threecard/shoe"     # ... and that driver's own keys
 
     [paytables]                     # shipped names or TOML files (relative to this file)
     ante_bonus = "pa-649a12b-1"
@@ -200,6 +201,13 @@ def _serial(v: str) -> str:
     return v
 
 
+def _driver_name(v: str) -> str:
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", v):
+        raise ValueError(f"{v!r} is not a driver name; allowed: \"spec\" or an installed driver's name "
+                         "(letters, digits, '.', '_', '-'; tablectl conformance --list-drivers)")
+    return v
+
+
 def _key_paths(v: list) -> tuple[str, ...]:
     if not all(isinstance(p, str) and p and "\0" not in p and p.isprintable() for p in v):
         raise ValueError(f"{v!r} is not a list of key file paths; allowed: strings such as "
@@ -259,11 +267,19 @@ class DeviceConfig:
     """``[devices.NAME]``: ``url``, a pyserial URL or a ``usb://VID:PID[/SERIAL]`` selector;
     ``serial_number`` (optional): the serial the device must report at handshake;
     ``firmware_allowlist`` (optional): ``fnmatch`` patterns such as ``"1.4.*"`` the
-    firmware version must match (empty: any), checked at every (re)connect (SPEC §6.1)."""
+    firmware version must match (empty: any), checked at every (re)connect (SPEC §6.1).
+    ``driver``: the device driver's name (``"spec"``, the default: protocols/SPEC.md;
+    else an installed ``threecard.devices`` entry point, docs/drivers.md); every other
+    key of the table is that driver's own (``options``), checked by the driver at load:
+    a driver that is not installed, fails to load, or is for another contract version
+    is an error naming ``devices.NAME.driver`` and the package."""
 
     url: str = _spec(check=check_device_url)
     serial_number: str | None = _spec(None, check=_serial)
     firmware_allowlist: tuple = _spec((), check=_patterns)
+    driver: str = _spec("spec", check=_driver_name)
+    #: the driver's own keys (all but the four above); internal: not a key of its own
+    options: dict = field(default_factory=dict, compare=False, metadata={"internal": True})
 
 
 @dataclass(frozen=True)
@@ -319,7 +335,8 @@ class LimitsSection:
     def given(self) -> Any:
         """:meth:`table_limits` when the config sets a limit of its own, else None (the
         documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        if all(getattr(self, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+        if self.chip_cents == 100 and all(getattr(self, k) is None
+                                          for k in ("ante", "pair_plus", "six_card", "progressive")):
             return None
         return self.table_limits()
 
@@ -726,6 +743,10 @@ class TableConfig:
         unset optional keys left out). ``mqtt`` is ``None`` when no ``[mqtt] host`` is set:
         MQTT is then off, and its other keys would only look as if it were on."""
         def conv(obj: Any) -> Any:
+            if isinstance(obj, DeviceConfig):  # the driver's own keys sit beside the table's
+                return {**{f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                           if not f.metadata.get("internal") and getattr(obj, f.name) is not None},
+                        **obj.options}
             if dataclasses.is_dataclass(obj):
                 return {f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
                         if not f.metadata.get("internal") and getattr(obj, f.name) is not None}
@@ -864,6 +885,11 @@ def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
     names = [f.name for f in fields]
+    extra: dict[str, Any] = {}
+    if cls is DeviceConfig and data.get("driver", "spec") != "spec":
+        # a driver's own keys are the driver's to check (_check_device), not unknown keys
+        extra = {k: v for k, v in data.items() if k not in names}
+        data = {k: v for k, v in data.items() if k in names}
     for key in data:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
@@ -895,6 +921,8 @@ def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
             values[f.name] = _scalar(typ, f, raw, sub, errs)
     if len(errs.problems) > before:
         return _BAD
+    if extra:
+        values["options"] = extra
     try:
         obj = cls(**values)
     except ValueError as exc:
@@ -999,7 +1027,26 @@ def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> No
                                               "of a vendor signing key (`tablectl firmware keygen` writes FILE.pub)")
 
 
+def _check_device(device: DeviceConfig, path: tuple, errs: _Collector) -> None:
+    """The driver named is installed, loads, is for a contract version this table
+    supports and drives this kind; its own keys are what it accepts
+    (``devices.plugins.prepare``; docs/drivers.md)."""
+    from devices.contract import DriverError, DriverOptionError
+    from devices.plugins import prepare
+
+    kind = path[-1] if path and path[-1] in ("shuffler", "shoe") else None
+    if kind is None:
+        return
+    try:
+        prepare(device.driver, kind, device.options)
+    except DriverOptionError as exc:
+        errs.add(tuple(exc.key.split(".")), str(exc).split(": ", 1)[1])
+    except DriverError as exc:
+        errs.add(path + ("driver",), str(exc))
+
+
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
+    DeviceConfig: _check_device,
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
     LimitsSection: _check_limits,

@@ -202,8 +202,10 @@ class TableController:
             r = self.state.round
             if r is None:
                 raise TableError("no round in progress")
-            if seat not in r.wagers:
+            if not 1 <= seat <= self.seats:
                 raise ValueError(f"seat must be 1..{self.seats}, got {seat}")
+            if seat not in r.wagers:
+                raise ValueError(f"seat {seat} has no wager in round {r.round_id}: it is not dealt")
             revealed = not r.machine.dealer_hand_sealed
             res = r.results.get(seat)
             return SeatView(r.round_id, seat, tuple(r.hands.get(seat, ())), r.decisions.get(seat),
