@@ -46,7 +46,7 @@ from table.events import SCHEMA as EVENT_SCHEMA
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.1.0"  # 1.1.0: a void's outcome pushed as a "result"
+API_VERSION = "1.2.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: the history query
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -157,6 +157,13 @@ COMMANDS: tuple[Action, ...] = (
                                      "it fails above at 95 %, and the verdict (rounds still sealed are left out)."),
     Action("audit_status", "query", "Whether the journal verifies (chain, checkpoint signatures, head file) and "
                                     "its last signed checkpoint."),
+    Action("history", "query", "The last rounds with their results (once settled, after the reveal: nothing of "
+                               "a round before it) and the incidents with who handled them, newest first, one "
+                               "page at a time.",
+           {"before": {"type": "integer", "minimum": 0, "description": "the journal seq to page back from "
+                                                                        "(next_before of the last page); absent: "
+                                                                        "the newest"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "rounds per page (10)"}}),
 )
 
 #: roles of the queries a front door answers itself (commands: table.roles.PERMISSIONS)
@@ -164,6 +171,7 @@ QUERY_ROLES: dict[str, frozenset[Role]] = {
     "whoami": ALL, "events": ALL, "subscribe": ALL, "unsubscribe": ALL,
     "shuffle_check": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
     "audit_status": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
+    "history": frozenset({Role.DEALER, Role.SUPERVISOR, Role.AUDITOR, Role.PIT}),
 }
 
 ACTIONS: dict[str, Action] = {a.name: a for a in COMMANDS}
