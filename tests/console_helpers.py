@@ -311,7 +311,12 @@ class ApiDealer:
                 else:
                     time.sleep(0.002)
             elif action in DEVICE_STEPS:
-                if key != last:
+                # Once per step: a deck's place moves (in the shuffler, shuffling) before the
+                # table's next instruction replaces this one, so a status a moment old can still
+                # ask for the deck just inserted (then "take" found it being shuffled).
+                step = (action, w.get("colour"), st.get("rounds_played"), (st.get("round") or {}).get("round_id"))
+                if key != last and step not in self.sent:
+                    self.sent.add(step)
                     self.hands.do(action, w.get("colour"))
                 else:
                     time.sleep(0.002)
