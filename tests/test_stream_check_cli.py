@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from click.testing import CliRunner
 
 from console_helpers import tablectl
 from table.cli import main
+from table.interfaces.serving import unix_listener
 from test_integrity import table
 
 README_LINE = "{tablectl} events tail --journal {journal} --since 0 | {tablectl} audit check-stream"
@@ -58,3 +60,36 @@ def test_a_stream_that_reveals_no_round_checks_nothing(tmp_path):
                                   "data": {"places": {}}}) + "\n")
     r = CliRunner().invoke(main, ["audit", "check-stream", str(stream)])
     assert r.exit_code == 3 and "no round revealed or voided" in r.output
+
+
+def test_the_control_and_event_sockets_follow_the_journals_rule_a_missing_folder_is_refused(tmp_path):
+    for option in ("--control-socket", "--event-socket", "--journal"):
+        missing = tmp_path / "no-such-folder" / "x"
+        args = ["run", "--simulate", "--rounds", "1", option, str(missing)]
+        if option == "--event-socket":
+            args += ["--journal", str(tmp_path / "j.sqlite3")]
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and f"folder {missing.parent} does not exist" in r.output, (option, r.output)
+        assert not missing.parent.exists()  # no folder made
+    with pytest.raises(OSError, match="does not exist"):
+        unix_listener(tmp_path / "gone" / "c.sock")
+    assert not (tmp_path / "gone").exists()  # the listener of the control and event sockets makes none either
+
+
+def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warning(tmp_path):
+    config = tmp_path / "table.toml"
+    config.write_text('[table]\nid = "bench-x"\nseats = 2\n[devices.shuffler]\nurl = "/dev/x"\n[devices.shoe]\n'
+                      f'url = "/dev/y"\n[journal]\npath = "{tmp_path}/j.sqlite3"\n[console]\ncontrol_socket = '
+                      f'"{tmp_path}/c.sock"\n[mqtt]\nhost = "127.0.0.1"\n')
+    r = subprocess.run(tablectl() + ["run", "--config", str(config), "--simulate", "--rounds", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    warned = [line for line in r.stderr.splitlines() if line.startswith("tablectl run: warning:")]
+    assert len(warned) == 3, r.stderr[-2000:]
+    assert "[journal] path is used only with --service" in warned[0] and str(config) in warned[0]
+    assert "[console] control_socket" in warned[1] and "[mqtt]" in warned[2]
+    assert not (tmp_path / "j.sqlite3").exists() and not (tmp_path / "c.sock").exists()
+    # Given what they would have given, nothing is left unused: no warning about the journal.
+    r = subprocess.run(tablectl() + ["run", "--config", str(config), "--simulate", "--rounds", "1", "--journal",
+                                     str(tmp_path / "mine.sqlite3")], capture_output=True, text=True, timeout=120)
+    assert "[journal] path" not in r.stderr and "[mqtt]" not in r.stderr

@@ -272,6 +272,11 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
         journal_path, journal_hint = str(settings.config.journal.path), "the config's journal.path"
     if journal_path:
         _check_folder(journal_path, journal_hint)
+    # One rule for every file the run creates: its folder must exist (the journal, the
+    # sockets, the trace); the service's socket folder is systemd's RuntimeDirectory.
+    for path, hint in ((control_socket, "--control-socket"), (event_socket, "--event-socket")):
+        if path:
+            _check_folder(path, hint)
     if trace_frames:
         _check_folder(trace_frames, "--trace-frames")
         if os.path.lexists(trace_frames):  # checked again, atomically, when it is created
@@ -314,6 +319,9 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
             "a fresh simulated table; give a new journal path", param_hint="--journal")
 
     cfg = settings.config
+    if config_path is not None and cfg is not None and not service:
+        for warning in unused_config(cfg.source, journal=journal is not None, control_socket=control_socket):
+            click.echo(f"tablectl run: warning: {warning}", err=True)
     if event_socket is None and cfg is not None and cfg.console.event_socket is not None:
         event_socket = str(cfg.console.event_socket)
     if event_socket and journal is None:
@@ -718,6 +726,32 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
                 f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
                 "reset amount, above the wager", param_hint="--meter-cents")
+
+
+def unused_config(source: Path | None, *, journal: bool, control_socket: str | None) -> list[str]:
+    """What a table config file sets that a run outside ``--service`` will not use, in
+    words naming the file, the key and what to give instead: ``[journal] path`` (only the
+    service journals by the config), ``[console] control_socket`` (the same), ``[mqtt]``
+    (it publishes the journal's events: nothing without a journal). ``source``: the file."""
+    if source is None:
+        return []
+    import tomllib
+
+    try:
+        raw = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # the config was read and checked already; nothing more to say here
+    out = []
+    if "path" in (raw.get("journal") or {}) and not journal:
+        out.append(f"{source}: [journal] path is used only with --service: this run keeps no journal "
+                   "(give --journal PATH, or run with --service)")
+    if "control_socket" in (raw.get("console") or {}) and control_socket is None:
+        out.append(f"{source}: [console] control_socket is used only with --service: this run opens no control "
+                   "socket (give --control-socket PATH, or run with --service)")
+    if (raw.get("mqtt") or {}).get("host") and not journal:
+        out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
+                   "broker (give --journal PATH, or run with --service)")
+    return out
 
 
 def _check_folder(path: str, option: str) -> None:
