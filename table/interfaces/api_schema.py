@@ -46,7 +46,7 @@ from table.events import SCHEMA as EVENT_SCHEMA
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.2.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: the history query
+API_VERSION = "1.2.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: the history query, confirm_card's draw_index
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -130,6 +130,10 @@ COMMANDS: tuple[Action, ...] = (
             "supervisor": SUPERVISOR}, ("deck_id",)),
     Action("confirm_card", "command", "Enter a card the shoe could not read.",
            {"card": _str(3, "rank and suit: 'Qs', 'Td', '10h'", r"^(10|[2-9TJQKAtjqka])[cdhsCDHS]$"),
+            "draw_index": {"type": "integer", "minimum": 0, "maximum": 63,
+                           "description": "the draw this card is for (waiting_for.draw_index, counted from 0): "
+                                          "refused when the table waits for another card, so an entry sent "
+                                          "twice is never taken for the next unreadable card"},
             "supervisor": SUPERVISOR}, ("card",)),
     Action("release_hold", "command", "Release a held round so it goes on (e.g. after a restart mid-round).",
            {"supervisor": SUPERVISOR, "reason": REASON, "round_id": ROUND_ID}),

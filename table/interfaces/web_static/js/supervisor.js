@@ -130,7 +130,11 @@ function wireForms(ctx) {
   $("card-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const card = $("card-face").value.trim();
-    const reply = await ctx.act("confirm_card", { card });
+    const w = Status.waitingFor(ctx.status);
+    // The entry names the draw it is for: a second click is refused for the next unreadable card.
+    const args = w && w.action === "confirm_card" && Number.isInteger(w.draw_index) ? { card, draw_index: w.draw_index }
+      : { card };
+    const reply = await ctx.act("confirm_card", args);
     if (reply.ok) $("card-face").value = "";
   });
 }
