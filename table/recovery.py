@@ -152,6 +152,8 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
                               "decisions": {}}
             elif open_round is not None and e.round_id == open_round["round_id"]:
                 open_round["steps"].add(step)
+                if step == "close_bets" and isinstance(e.body.get("wagers"), dict):
+                    open_round["wagers"] = e.body["wagers"]  # the bets as frozen (816a.1)
                 if step == "decisions_done":
                     open_round["decisions"] = e.body.get("decisions", {})
                 if step == "held":  # held before the restart: it stays held for what held it
@@ -287,3 +289,24 @@ def _present(msg: dict[str, Any]) -> frozenset[int]:
     if "present" in msg:
         return frozenset(msg["present"])
     return frozenset(range(52)) - frozenset(msg["missing"])
+
+
+
+#: how far back (entries) a restart looks for the last round's bets: many rounds' worth
+LAST_BETS_WINDOW = 4096
+
+
+def last_bets(journal: Journal | None) -> "dict[int, Wagers] | None":
+    """The wagers the last round closed with (its ``close_bets`` entry), by seat: what
+    "same as last round" repeats after a restart. Looks back at most
+    :data:`LAST_BETS_WINDOW` entries (a restart's cost stays bounded); None without a
+    journal or a round in that window."""
+    from .rules.settlement import Wagers
+
+    if journal is None or not journal.last_seq:
+        return None
+    last = None
+    for e in journal.entries("round", since=max(0, journal.last_seq - LAST_BETS_WINDOW)):
+        if e.body.get("step") == "close_bets" and isinstance(e.body.get("wagers"), dict):
+            last = e.body["wagers"]
+    return {int(s): Wagers(**w) for s, w in last.items()} if last is not None else None

@@ -2,6 +2,7 @@
 // button, the seats, the dealer's hand (sealed until decisions are final: 58 Pa. Code
 // 816a.1; the page never receives it before then), decks, devices, alarms.
 
+import { betsKey, renderBets } from "./bets.js";
 import { boot } from "./boot.js";
 import { HistoryPanel } from "./history.js";
 import { Status } from "./model.js";
@@ -19,6 +20,7 @@ function render(ctx) {
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
   panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut],
     (box) => renderNow(box, status, me, act, { offline, signedOut, screen: "dealer" }));
+  panel($("bets"), betsKey(ctx), (box) => renderBets(box, ctx, ctx.redraw));
   panel($("round"), [model.round, w, Status.held(status), status && status.round], (box) => renderSeats(box, model, status, me, act));
   panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));

@@ -1,0 +1,131 @@
+"""Start-up: the table's state restored from the journal, and checked against anchors.
+
+Custody and the counts are restored from the journal (:mod:`table.recovery`);
+a round found in progress is held for a supervisor, never silently resumed
+(issue 5). Entries after the last signed checkpoint must carry valid MACs
+(nobody edited them while the controller was down). A journal behind a signed
+checkpoint seen off its own files (cut short, deleted, or an older copy put in
+its place) is not resumed until a supervisor acknowledges the incident; round
+numbers then go on past the anchor's, so none is used twice (issue 14).
+
+May touch: the journal (read, and the restart's entries), custody and the
+counts in :class:`~table.procedure.state.TableState`, the device cursor, the
+console (a supervisor's acknowledgement). Never a device beyond its identity.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from .. import recovery
+from ..console import Console
+from ..errors import TableError
+from ..files import read_regular
+from ..journal import check_signed, head_path
+from .intake import DeviceIntake
+from .state import TableDevices, TableState, by
+
+log = structlog.get_logger("table")
+
+
+class JournalTampered(TableError):
+    """Entries after the last signed checkpoint were changed while the controller was
+    down (their MACs do not hold): the controller refuses to resume and sign over them."""
+
+
+class Startup:
+    """Restores the table from its journal (:meth:`recover`).
+
+    ``anchors``: signed checkpoints seen off the journal's own files (the floor's,
+    MQTT's retained one); the journal's head file is added to them."""
+
+    def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
+                 anchors: list[dict[str, Any]]) -> None:
+        self.t = state
+        self.d = devices
+        self.intake = intake
+        self.console = console
+        self.anchors = anchors
+
+    def recover(self) -> None:
+        """Restore custody and counts from the journal; hold a round found in progress
+        for a supervisor. Raises :class:`JournalTampered` when an entry after the last
+        signed checkpoint fails its MAC."""
+        t = self.t
+        j = t.journal
+        if j is None:
+            return
+        for source in self.d.links:
+            t.cursor.identified(source, *self.d.ident(source))
+        if j.last_seq == 0:
+            with t.batch():
+                t.record("decks_registered", decks=t.custody.snapshot()["decks"], seats=t.seats)
+                for source in self.d.links:
+                    self.intake.identify(source)
+            # An empty journal where a signed checkpoint says there was one (the journal deleted
+            # or moved away): cut short to nothing, as much an incident as a tail cut short.
+            self.check_anchors()
+            return
+        bad = j.check_tail()
+        if bad is not None:
+            raise JournalTampered(f"journal entry {bad} was changed after it was written (its MAC does not hold); "
+                                  "a supervisor must examine the journal (tablectl audit verify)")
+        restored = recovery.restore(j, t.custody)
+        t.custody = restored.custody
+        t.rounds_played, t.rounds_opened = restored.rounds_played, restored.rounds_opened
+        self.check_anchors()
+        t.cards_read = restored.cards_read
+        t.next_draw = restored.next_draw
+        with t.batch():
+            if restored.held is not None:
+                t.held = h = restored.held
+                j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
+                         settled=h["settled"], number=h["number"],
+                         **({"decisions_final": True} if h.get("decisions_final") else {}))
+                log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
+            t.record("restart", places=t.custody.places(), rounds_played=t.rounds_played)
+            for source in self.d.links:
+                self.intake.identify(source)
+        log.info("recovered", places=t.custody.places(), rounds_played=t.rounds_played, held=t.held is not None)
+
+    def check_anchors(self) -> None:
+        """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
+        swapped in) is not resumed until a supervisor acknowledges it; the incident and
+        the acknowledgement are journaled, and round numbers go on past the anchor's so
+        none is used twice (issue 14)."""
+        t = self.t
+        j = t.journal
+        assert j is not None
+        seen = list(self.anchors)
+        try:
+            seen.append(json.loads(read_regular(head_path(j.path), max_bytes=1 << 20)))
+        except (OSError, ValueError):
+            pass
+        keys = {j.key.key_id: j.key.public}
+        behind = []
+        for cp in seen:
+            if not isinstance(cp, dict) or cp.get("table_id") != j.table_id or check_signed(cp, keys) is not None:
+                continue  # an anchor that is not this table's own signature proves nothing
+            seq = cp.get("seq")
+            if not isinstance(seq, int):
+                continue
+            mine = next(iter(j.entries("checkpoint", since=seq, upto=seq + 1)), None)
+            if mine is None or mine.body.get("checkpoint", {}).get("head") != cp.get("head"):
+                behind.append(cp)
+        if not behind:
+            return
+        cp = max(behind, key=lambda c: c["seq"])
+        what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
+                f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
+        t.record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
+        log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
+        t.publish("incident", what=what)
+        cmd = self.console.wait(("acknowledge_incident",),
+                                f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
+                                role="supervisor", voids=False)
+        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, anchor_seq=cp["seq"], **by(cmd))
+        t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
+        cmd.answer(ok=True, acknowledged=cp["seq"])
