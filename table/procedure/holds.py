@@ -321,7 +321,7 @@ class Holds:
         closed = next((e for e in entries if e.kind == "round" and e.body.get("step") == "close_bets"
                        and isinstance(e.body.get("wagers"), dict)), None)
         # the bets as frozen at close_bets (816a.1); before then, those known at the open
-        wagers = {int(s): Wagers(**w) for s, w in (closed or opened).body.get("wagers", {}).items()}
+        wagers = {int(s): Wagers.from_record(w) for s, w in (closed or opened).body.get("wagers", {}).items()}
         deck = t.custody.in_play or t.deck_in(P.IN_PLAY, P.IN_SHOE)
         if deck is None:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")
