@@ -332,6 +332,17 @@ def _opener(key: "TableKey", journal_table_id: str) -> Opener:
     return open_
 
 
+def journal_table_id(path: str | Path) -> str | None:
+    """The table id a journal file's metadata names (the id its commitments are bound
+    to), or None when it names none. Raises :class:`EventStreamError` when the file is
+    missing or not a readable journal."""
+    db = _connect(Path(path))
+    try:
+        return _journal_table_id(db)
+    finally:
+        db.close()
+
+
 def _journal_table_id(db: sqlite3.Connection) -> str | None:
     try:
         row = db.execute("SELECT value FROM meta WHERE key='table_id'").fetchone()
