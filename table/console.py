@@ -312,6 +312,12 @@ class Console:
             return f"{action} is not expected now; the table waits for {waits}"
         if action == "decide" and exp.seat is not None and cmd.args.get("seat") != exp.seat:
             return f"the table waits for seat {exp.seat}'s decision"
+        if (action == "confirm_card" and cmd.args.get("draw_index") is not None and exp.draw_index is not None
+                and cmd.args["draw_index"] != exp.draw_index):
+            # A card entry names the draw it is for: one typed twice (or meant for an earlier
+            # prompt) is never taken as the face of the next unreadable card.
+            return (f"that card was entered for card {cmd.args['draw_index'] + 1}, but the table waits for "
+                    f"unreadable card {exp.draw_index + 1}: read that card and enter it")
         if action != "place_bets" and any(p.action == action for p in self._pending):
             # (several seats' bets may queue: each is its own seat's, answered in turn)
             return f"{action} is already being carried out"

@@ -23,6 +23,11 @@ from table.interfaces.auth import PeopleFile, PinHasher
 from table.keys import generate, save
 from table.roles import Role
 
+#: the [link] timings of a bench whose devices are unplugged by a test: a link that goes
+#: away is given up on (the round held) after RECONNECT_WAIT_S
+RECONNECT_WAIT_S = 2.0
+FAST_LINK = (f"[link]\nreconnect_wait_s = {RECONNECT_WAIT_S}\nheartbeat_interval_ms = 200\nheartbeat_timeout_ms = 200\n"
+             "heartbeat_misses = 2\nreconnect_initial_ms = 50\nreconnect_max_ms = 200\n")
 #: cheap hashes for tests: verifying one costs milliseconds (the parameters are in the hash)
 CHEAP = PinHasher(argon2.PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1))
 PEOPLE = {"D-4": (Role.DEALER, "482913"), "S-17": (Role.SUPERVISOR, "739201"), "S-18": (Role.SUPERVISOR, "615048"),
@@ -149,14 +154,20 @@ class BenchTable:
                                f'[devices.shuffler]\nurl = "{self.shuffler.url}"\n'
                                f'[devices.shoe]\nurl = "{self.shoe.url}"\n{extra}')
         self.log = open(folder / "run.log", "wb")
+        self.rounds = rounds
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.start()
+
+    def start(self) -> None:
+        """``tablectl run`` (again, after :meth:`kill`: the same journal, port and devices);
+        returns once its web front door listens."""
         self.proc = subprocess.Popen(tablectl() + ["run", "--config", str(self.config), "--journal",
                                                    str(self.journal), "--table-key", str(self.key_file),
                                                    "--web", f"127.0.0.1:{self.port}",
-                                                   "--people-file", str(self.people), "--rounds", str(rounds),
+                                                   "--people-file", str(self.people), "--rounds", str(self.rounds),
                                                    "--log-format", "json"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        self.url = f"http://127.0.0.1:{self.port}"
-        wait_until(self._listening, 30, "the table's web front door")
+        wait_until(self._listening, 60, "the table's web front door")
 
     def _listening(self) -> bool:
         if self.proc.poll() is not None:
@@ -300,7 +311,12 @@ class ApiDealer:
                 else:
                     time.sleep(0.002)
             elif action in DEVICE_STEPS:
-                if key != last:
+                # Once per step: a deck's place moves (in the shuffler, shuffling) before the
+                # table's next instruction replaces this one, so a status a moment old can still
+                # ask for the deck just inserted (then "take" found it being shuffled).
+                step = (action, w.get("colour"), st.get("rounds_played"), (st.get("round") or {}).get("round_id"))
+                if key != last and step not in self.sent:
+                    self.sent.add(step)
                     self.hands.do(action, w.get("colour"))
                 else:
                     time.sleep(0.002)

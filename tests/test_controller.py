@@ -478,6 +478,7 @@ def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path)
         assert [p["colour"] for p in kinds(journal, "prompt") if p["action"] == "load_shoe"][-1] == "blue"
 
 
+@pytest.mark.alone  # bounds wall time (the void within 0.5 s): run apart from the parallel run
 def test_a_round_voided_while_the_shoe_is_away_is_carried_out_at_once_and_its_late_card_is_no_incident(tmp_path):
     """The shoe's cable is pulled mid-deal (and stays out): the round is held within the
     link's timeout; a void is carried out at once, without asking the shoe (a link that is

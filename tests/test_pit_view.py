@@ -76,6 +76,7 @@ def publish_forged_online(port: int, table_id: str) -> None:
         getattr(client, "_reset_sockets", lambda: None)()
 
 
+@pytest.mark.alone  # bounds wall time (offline within 5 s): run apart from the parallel run
 def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(floor):
     from playwright.sync_api import sync_playwright
 

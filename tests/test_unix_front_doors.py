@@ -201,6 +201,7 @@ def _status_time(path) -> float:
     return time.monotonic() - t0
 
 
+@pytest.mark.alone  # bounds wall time (status within 1 s): run apart from the parallel run
 def test_idle_clients_malformed_lines_and_a_100_mb_line_leave_the_console_answering(tmp_path, captured_logs):
     console = RecordingConsole()
     ctl = ControlSocket(tmp_path / "c.sock", console, max_connections=256)
@@ -245,6 +246,7 @@ def test_idle_clients_malformed_lines_and_a_100_mb_line_leave_the_console_answer
     assert max((len(line) for line in logged.splitlines()), default=0) < 1000
 
 
+@pytest.mark.alone  # bounds wall time (an answer within 1 s): run apart from the parallel run
 def test_descriptor_exhaustion_turns_clients_away_then_the_console_answers_again(tmp_path):
     console = RecordingConsole()
     ctl = ControlSocket(tmp_path / "c.sock", console)

@@ -113,6 +113,7 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
     0: "every commitment opens to its revealed card",
     1: "a card, an opening or a checkpoint does not match (each is named)",
     EXIT_UNREADABLE: "unreadable input, or bad usage",
+    3: "nothing was checked: the stream is empty or reveals no round (a failed command before the pipe)",
 })
 @audit_group.command("check-stream")
 @click.argument("stream", type=click.File("r"), default="-")
@@ -130,6 +131,13 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
         click.echo(f"tablectl audit check-stream: {exc}", err=True)
         sys.exit(EXIT_UNREADABLE)
     result = check_stream(events, keys)
+    # A check that checked nothing is not OK: an empty stream is what a failed
+    # `events tail` before the pipe gives ("no journal at ..."), and it must not pass.
+    nothing = result.ok and result.rounds == 0
+    if nothing:
+        result.problems.append("no events in the stream: nothing was checked" if not events else
+                               f"{len(events)} events but no round revealed or voided in them: no commitment "
+                               "was checked")
     if as_json:
         click.echo(json.dumps({"ok": result.ok, "rounds": result.rounds, "cards": result.cards,
                                "checkpoints": result.checkpoints, "problems": result.problems}))
@@ -138,5 +146,5 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
                    + (f", {result.checkpoints} checkpoints signed" if keys else ""))
     else:
         for p in result.problems:
-            click.echo(f"FAIL: {p}", err=True)
-    sys.exit(0 if result.ok else 1)
+            click.echo(f"{'NOTHING CHECKED' if nothing else 'FAIL'}: {p}", err=True)
+    sys.exit(3 if nothing else 0 if result.ok else 1)

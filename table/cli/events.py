@@ -9,7 +9,7 @@ import time
 import click
 
 from table.interfaces.event_socket import read_events
-from table.events import EventLog, EventStreamError
+from table.events import EventLog, EventStreamError, journal_table_id
 
 from .exits import exit_codes
 
@@ -31,7 +31,9 @@ def events_group() -> None:
               help="The controller's event socket (tablectl run --event-socket).")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
               help="Read the events from a journal file instead (read-only).")
-@click.option("--table-id", default="table", show_default=True, help="With --journal: the table id to put in events.")
+@click.option("--table-id", default=None,
+              help="With --journal: the table id to put in events (default: the one the journal names, to which "
+                   "its commitments are bound; another is refused).")
 @click.option("--seat", type=click.IntRange(1, 7), default=None,
               help="That seat's channel: its own cards as dealt (58 Pa. Code 816a.1).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events (reconnecting and resuming after a drop).")
@@ -65,8 +67,12 @@ def tail_command(since, socket_path, journal_path, table_id, seat, follow, count
         pass
 
 
-def _from_journal(path: str, table_id: str, since: int, seat: int | None, follow: bool):
-    with EventLog(path, table_id) as log:  # follows the file (polling), as the controller writes it
+def _from_journal(path: str, table_id: str | None, since: int, seat: int | None, follow: bool):
+    own = journal_table_id(path)
+    if table_id is not None and own is not None and table_id != own:
+        raise EventStreamError(f"{path} is the journal of table {own!r}: its commitments are bound to that id, so "
+                               f"events with --table-id {table_id!r} would not check; leave --table-id out")
+    with EventLog(path, table_id or own or "table") as log:  # follows the file (polling), as the controller writes it
         last = since
         while True:
             for ev in log.replay(last, seat=seat):

@@ -396,6 +396,11 @@ class _TableRun:
             a.journal_path, journal_hint = str(cfg.journal.path), "the config's journal.path"
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)
+        # One rule for every file the run creates: its folder must exist (the journal, the
+        # sockets, the trace); the service's socket folder is systemd's RuntimeDirectory.
+        for path, hint in ((a.control_socket, "--control-socket"), (a.event_socket, "--event-socket")):
+            if path:
+                _check_folder(path, hint)
         if a.trace_frames:
             _check_folder(a.trace_frames, "--trace-frames")
             if os.path.lexists(a.trace_frames):  # checked again, atomically, when it is created
@@ -448,6 +453,10 @@ class _TableRun:
     def _check_streams(self) -> None:
         """The event socket needs the journal; ``--web`` (or ``[web] listen``) parsed."""
         a, cfg = self.a, self.cfg
+        if a.config_path is not None and cfg is not None and not a.service:
+            for warning in unused_config(cfg.source, journal=self.journal is not None,
+                                         control_socket=a.control_socket):
+                click.echo(f"tablectl run: warning: {warning}", err=True)
         if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None:
             a.event_socket = str(cfg.console.event_socket)
         if a.event_socket and self.journal is None:
@@ -902,6 +911,32 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
                 f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
                 "reset amount, above the wager", param_hint="--meter-cents")
+
+
+def unused_config(source: Path | None, *, journal: bool, control_socket: str | None) -> list[str]:
+    """What a table config file sets that a run outside ``--service`` will not use, in
+    words naming the file, the key and what to give instead: ``[journal] path`` (only the
+    service journals by the config), ``[console] control_socket`` (the same), ``[mqtt]``
+    (it publishes the journal's events: nothing without a journal). ``source``: the file."""
+    if source is None:
+        return []
+    import tomllib
+
+    try:
+        raw = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # the config was read and checked already; nothing more to say here
+    out = []
+    if "path" in (raw.get("journal") or {}) and not journal:
+        out.append(f"{source}: [journal] path is used only with --service: this run keeps no journal "
+                   "(give --journal PATH, or run with --service)")
+    if "control_socket" in (raw.get("console") or {}) and control_socket is None:
+        out.append(f"{source}: [console] control_socket is used only with --service: this run opens no control "
+                   "socket (give --control-socket PATH, or run with --service)")
+    if (raw.get("mqtt") or {}).get("host") and not journal:
+        out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
+                   "broker (give --journal PATH, or run with --service)")
+    return out
 
 
 def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:

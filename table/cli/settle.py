@@ -46,5 +46,8 @@ def settle_cmd(round_file: str, profile_name: str | None) -> None:
         rnd = Round.from_file(round_file, profile=profile_name)
         out = settle_round(rnd)
     except (SettlementError, PaytableError) as e:
-        raise BadRound(str(e)) from None
+        # Every refusal names the round file first (then the key and the rule), as
+        # docs/settlement.md promises: a paytable's own problem names that file too.
+        text = str(e)
+        raise BadRound(text if text.startswith(f"{round_file}:") else f"{round_file}: {text}") from None
     click.echo(json.dumps(out, indent=2))

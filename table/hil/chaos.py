@@ -33,6 +33,8 @@ import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
+from table.bets import DEFAULT_LIMITS, wager_ledger
+from table.players import SimulatedPlayers
 from table.console import Command, Console
 from table.roles import Actor, Role
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld
@@ -432,11 +434,14 @@ class ChaosTable:
     time for (an unplug's duration, a slow dealer, the devices' resend
     back-off) and the controller's event timeout all run on it, so a soak
     compresses them alike; the host's link timers stay on real time, as they
-    guard a real transport. 1 (the default) is real time.
+    guard a real transport. 1 (the default) is real time. ``players``: seeded players
+    who sit down, leave and vary their bets (:class:`table.players.SimulatedPlayers`,
+    issue 23) instead of the fixed bet on every seat (scenarios keep the fixed bet: their
+    faults are placed by draw).
     """
 
     def __init__(self, *, seed: int, seats: int = 3, journal_path: str | Path | None = None,
-                 speed: float = 1.0) -> None:
+                 speed: float = 1.0, players: bool = False) -> None:
         self._stack = ExitStack()
         tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
         journal_path = journal_path or tmp / "journal.sqlite3"
@@ -463,7 +468,9 @@ class ChaosTable:
         self.controller = TableController(
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
             seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock))
+            console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock),
+            # players who sit down, leave and vary their bets (issue 23): the ledger counts them
+            players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()) if players else None)
         self._stack.callback(self.controller.close)  # first out: sign the journal's tail
 
     def _open(self, cls, transport, cfg):
@@ -637,7 +644,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     """
     rng = random.Random(seed)
     tally = _SoakTally()
-    with ChaosTable(seed=seed, seats=seats, speed=speed) as t:
+    with ChaosTable(seed=seed, seats=seats, speed=speed, players=True) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
         for n in range(1, rounds + 1):
@@ -647,7 +654,8 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
                 progress(n)
         tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
-    return tally.summary(rounds, seed, speed, truth, recorded)
+        ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned (issue 23)
+    return {**tally.summary(rounds, seed, speed, truth, recorded), "wagers": ledger.to_dict()}
 
 
 class _SoakTally:

@@ -50,7 +50,7 @@ from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.2.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers
+API_VERSION = "1.3.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -157,6 +157,10 @@ COMMANDS: tuple[Action, ...] = (
             "supervisor": SUPERVISOR}, ("deck_id",)),
     Action("confirm_card", "command", "Enter a card the shoe could not read.",
            {"card": _str(3, "rank and suit: 'Qs', 'Td', '10h'", r"^(10|[2-9TJQKAtjqka])[cdhsCDHS]$"),
+            "draw_index": {"type": "integer", "minimum": 0, "maximum": 63,
+                           "description": "the draw this card is for (waiting_for.draw_index, counted from 0): "
+                                          "refused when the table waits for another card, so an entry sent "
+                                          "twice is never taken for the next unreadable card"},
             "supervisor": SUPERVISOR}, ("card",)),
     Action("release_hold", "command", "Release a held round so it goes on (e.g. after a restart mid-round).",
            {"supervisor": SUPERVISOR, "reason": REASON, "round_id": ROUND_ID}),
@@ -184,6 +188,13 @@ COMMANDS: tuple[Action, ...] = (
                                      "it fails above at 95 %, and the verdict (rounds still sealed are left out)."),
     Action("audit_status", "query", "Whether the journal verifies (chain, checkpoint signatures, head file) and "
                                     "its last signed checkpoint."),
+    Action("history", "query", "The last rounds with their results (once settled, after the reveal: nothing of "
+                               "a round before it) and the incidents with who handled them, newest first, one "
+                               "page at a time.",
+           {"before": {"type": "integer", "minimum": 0, "description": "the journal seq to page back from "
+                                                                        "(next_before of the last page); absent: "
+                                                                        "the newest"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "rounds per page (10)"}}),
 )
 
 #: roles of the queries a front door answers itself (commands: table.roles.PERMISSIONS)
@@ -191,6 +202,7 @@ QUERY_ROLES: dict[str, frozenset[Role]] = {
     "whoami": ALL, "events": ALL, "subscribe": ALL, "unsubscribe": ALL,
     "shuffle_check": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
     "audit_status": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
+    "history": frozenset({Role.DEALER, Role.SUPERVISOR, Role.AUDITOR, Role.PIT}),
 }
 
 ACTIONS: dict[str, Action] = {a.name: a for a in COMMANDS}

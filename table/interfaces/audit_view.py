@@ -29,6 +29,8 @@ from protocols.cards import Card
 from table.journal import Journal, JournalError, disclosed_cards, verify
 from table.shuffle_check import PositionCounts, chi_square_report, chi_square_series
 
+from .history import history
+
 
 def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     """Per round, in order: the deck it was dealt from and the card indices in dealt
@@ -120,4 +122,10 @@ class AuditQueries:
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Query name -> blocking handler, for :class:`~table.interfaces.dispatch.Dispatcher`."""
-        return {"shuffle_check": self.shuffle_check, "audit_status": self.audit_status}
+        return {"shuffle_check": self.shuffle_check, "audit_status": self.audit_status, "history": self.history}
+
+    def history(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One page of the history panel (:func:`table.interfaces.history.history`): ``args``
+        ``before`` (journal seq) and ``limit`` (rounds)."""
+        args = args or {}
+        return history(self.path, before=args.get("before"), limit=args.get("limit", 10))

@@ -483,7 +483,7 @@ class Dispatcher:
             return refusal("bad_request", f"{action.name} needs a connection the table can push on: the "
                                           "WebSocket /api/v1/ws or the control socket; over HTTP poll "
                                           "GET /api/v1/events", rid), None
-        if action.name in ("shuffle_check", "audit_status"):
+        if action.name in ("shuffle_check", "audit_status", "history"):
             handler = self.queries.get(action.name)
             if handler is None:
                 return refusal("bad_request", f"{action.name}: this table runs without a journal, so it has "

@@ -288,8 +288,8 @@ def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: 
     ``group``, a group name, when given). A stale socket file a killed process left
     (nobody answers on it) is replaced; a path another live process serves, or any
     file that is not a socket, is refused (:class:`SocketInUse`): nothing is deleted
-    or taken over. Raises ``OSError`` (``KeyError`` for an unknown group becomes
-    ``OSError``)."""
+    or taken over. Raises ``OSError`` (``ENOENT`` when the folder does not exist: it is
+    never created; ``KeyError`` for an unknown group becomes ``OSError``)."""
     path = Path(path)
     try:
         st = os.lstat(path)
@@ -312,7 +312,9 @@ def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: 
                                                 "refusing to take it over")
         finally:
             probe.close()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():  # the same rule as the journal's: files are created, never folders
+        raise OSError(errno.ENOENT, f"folder {path.parent} does not exist (create it first: the table creates "
+                                    "files, never folders)")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         old = os.umask(0o177)  # no window in which the socket is open to all

@@ -61,7 +61,8 @@ KEYS_HELP = """console commands (type a line, then Enter):
   x NAME                 a second supervisor NAME confirms a void (after the decisions): asks NAME's PIN
   l                      release a held round: it goes on where it stood (supervisor)
   r DECK_ID              register a replacement deck (supervisor)
-  m CARD                 enter an unreadable card, e.g. m Qs (supervisor)
+  m CARD [N]             enter unreadable card N as the prompt counts it, e.g. m Qs 4 (supervisor); without N,
+                         the card the prompt shown names: refused when the table waits for another card
   a                      acknowledge the table's incidents (supervisor)"""
 
 #: what to type for each command the table can wait for (the prompt's second half)
@@ -183,7 +184,10 @@ def parse_key_line(line: str, supervisor: str) -> Command | None:
     if key == "r" and rest:
         return Command("register_deck", {"deck_id": rest[0], "supervisor": supervisor}, actor=actor)
     if key == "m" and rest:
-        return Command("confirm_card", {"card": rest[0], "supervisor": supervisor}, actor=actor)
+        args: dict = {"card": rest[0], "supervisor": supervisor}
+        if len(rest) > 1 and rest[1].isdigit() and int(rest[1]) >= 1:  # the card's number, counted from 1
+            args["draw_index"] = int(rest[1]) - 1
+        return Command("confirm_card", args, actor=actor)
     if key == "a":
         return Command("acknowledge_incident", {"supervisor": supervisor}, actor=actor)
     return None
@@ -390,6 +394,12 @@ class KeyConsole:
                 cmd = self._proven_void(cmd)
                 if cmd is None:
                     continue
+            if cmd.action == "confirm_card" and "draw_index" not in cmd.args:
+                # The card is for the draw the person was asked about when typing it: a line
+                # typed twice is refused for the next unreadable card, not taken as its face.
+                exp = self.console.expectation
+                if exp is not None and exp.action == "confirm_card" and exp.draw_index is not None:
+                    cmd.args["draw_index"] = exp.draw_index
             cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
             cmd.done = lambda result, a=cmd.action: self._reply(a, result)
             self.console.submit(cmd)

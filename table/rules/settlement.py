@@ -188,7 +188,9 @@ def _checked(wagers: Wagers, decision: Decision | str | None, seat_cards: Sequen
     for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
                          ("progressive", wagers.progressive)):
         if amount and getattr(tables, slot) is None:
-            raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
+            key = {"six_card_bonus": "six_card"}.get(slot, slot)
+            raise SettlementError(f"wagers.{key}: a {slot} wager was placed but the round names no paytables.{slot} "
+                                  "(a side wager is paid only from its filed paytable, 58 Pa. Code 649a.12)")
     return decision, seat, dealer
 
 
@@ -371,6 +373,13 @@ class Round:
             raise SettlementError("'paytables' must be an object naming at least 'ante_bonus'")
         _reject_unknown(pts, _SLOTS, "paytables: ")
         refs = {k: _paytable_ref(k, v, base_dir) for k, v in pts.items() if v is not None or k == "ante_bonus"}
+        for slot, ref in refs.items():  # each paytable's own problem names its key
+            try:
+                load_paytable(ref, base_dir=base_dir)
+            except PaytableError as e:  # still a PaytableError (its path and line kept), now naming the key
+                named = PaytableError(f"paytables.{slot}: {e}")
+                named.path, named.line = e.path, e.line
+                raise named from None
         meter = data.get("progressive_meter_cents")
         if meter is not None:
             _cents("progressive_meter_cents", meter, MAX_AMOUNT_CENTS)
@@ -445,6 +454,14 @@ class Round:
             return cls.from_dict(data, base_dir=p.parent, profile=profile)
         except SettlementError as e:
             raise SettlementError(f"{p}: {e}") from None
+
+
+def _settled_seat(s: SeatRound, rnd: "Round") -> SeatSettlement:
+    """One seat of a round, its errors naming the seat (``seats[seat N]``)."""
+    try:
+        return settle_seat(s.wagers, s.decision, s.cards, rnd.dealer, rnd.tables, rnd.profile)
+    except SettlementError as e:
+        raise SettlementError(f"seat {s.seat}: {e}") from None
 
 
 def parse_round_json(text: str, source: str = "<round>") -> Any:
@@ -540,7 +557,7 @@ def settle_round(rnd: Round) -> dict[str, Any]:
     :func:`table.rules.bank.settle_bank`). Amounts are int cents.
     """
     settled = [
-        (s, settle_seat(s.wagers, s.decision, s.cards, rnd.dealer, rnd.tables, rnd.profile)) for s in rnd.seats
+        (s, _settled_seat(s, rnd)) for s in rnd.seats
     ]
     dealer_v = evaluate(rnd.dealer, rnd.profile)
     t = rnd.tables
@@ -559,8 +576,8 @@ def settle_round(rnd: Round) -> dict[str, Any]:
     if rnd.profile.player_dealer_bank:
         if rnd.player_dealer_seat is None or rnd.bank_cents is None:
             raise SettlementError(
-                f"profile {rnd.profile.name}: a player-dealer banks the game; give "
-                "'player_dealer_seat' and 'bank_cents'"
+                f"profile {rnd.profile.name}: a player-dealer banks the game (California standards of play, "
+                "reference 000): give 'player_dealer_seat' and 'bank_cents'"
             )
         bank = settle_bank(
             rnd.player_dealer_seat, rnd.bank_cents, [(s.seat, st) for s, st in settled]

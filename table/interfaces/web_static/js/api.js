@@ -19,10 +19,17 @@ export async function signIn(person, pin) {
 
 /** The signed-in session, or null. */
 export async function whoami() {
-  const resp = await fetch(`${API}/session`, { credentials: "same-origin" });
+  const resp = await fetch(`${API}/session`, { credentials: "same-origin", cache: "no-store" });
   if (resp.status === 401) return null;
   const body = await resp.json().catch(() => null);
   return body && body.ok ? body : null;
+}
+
+/** True when the table answers and does not know this session (401: a restart ends every
+ *  session); false when it knows it; rejects when the table does not answer at all. */
+export async function sessionGone() {
+  const resp = await fetch(`${API}/session`, { credentials: "same-origin", cache: "no-store" });
+  return resp.status === 401;
 }
 
 export async function signOut() {
@@ -73,7 +80,7 @@ export class TableConnection {
       if (ev.code === 4401 || ev.code === 1008) { this.onState("signed_out"); return; }
       this.onState("offline");
       setTimeout(() => this._open(), this.retryMs);
-      this.retryMs = Math.min(this.retryMs * 2, 5000);
+      this.retryMs = Math.min(this.retryMs * 2, 2000); // a restarted table is seen within 2 s
     };
   }
 

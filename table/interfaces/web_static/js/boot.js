@@ -2,7 +2,7 @@
 // connect to the table, apply events to the model, keep the status fresh, and redraw
 // once per animation frame.
 
-import { TableConnection, signOut, whoami } from "./api.js";
+import { TableConnection, sessionGone, signOut, whoami } from "./api.js";
 import { TableModel } from "./model.js";
 import { badge, el, fill } from "./ui.js";
 
@@ -25,7 +25,9 @@ export async function boot({ allowed, render }) {
     return null;
   }
   const model = new TableModel();
-  const ctx = { me, model, status: null, connection: null };
+  // offline: the table does not answer (its last words are not shown as current);
+  // signedOut: the table answers but no longer knows this session (a restart): sign in again.
+  const ctx = { me, model, status: null, connection: null, offline: false, signedOut: false };
   const header = document.getElementById("who");
   const link = document.getElementById("connection");
   const messages = document.getElementById("messages");
@@ -71,15 +73,31 @@ export async function boot({ allowed, render }) {
     onStatus: (status) => { ctx.status = status; redraw(); },
     onState: (state, detail) => {
       const words = { live: badge("ok", "live"), connecting: badge("warn", "connecting…"),
-        offline: badge("bad", "OFFLINE: reconnecting"), signed_out: badge("bad", "session ended"),
+        offline: badge("bad", "OFFLINE: reconnecting"), signed_out: badge("bad", "session ended: sign in again"),
         error: badge("bad", `error: ${detail || ""}`) };
+      if (ctx.signedOut && state !== "signed_out") return;
       fill(link, words[state] || state);
       link.dataset.state = state;
-      if (state === "signed_out") location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
+      if (state === "live") { ctx.offline = false; redraw(); return; }
+      if (state === "offline" || state === "signed_out") {
+        if (!ctx.offline) { ctx.offline = true; ctx.status = null; redraw(); }
+        // The table answers HTTP but refuses the WebSocket: ask whether it still knows this
+        // session (after a restart it does not: sign in again, said at once, not retried for good).
+        if (state === "signed_out") sessionEnded();
+        else sessionGone().then((gone) => { if (gone) sessionEnded(); }).catch(() => {});
+      }
     },
   }).start();
+  function sessionEnded() {
+    if (ctx.signedOut) return;
+    ctx.signedOut = true;
+    ctx.connection.close();
+    fill(link, badge("bad", "session ended: sign in again"));
+    link.dataset.state = "signed_out";
+    redraw();
+  }
   setInterval(async () => {
-    if (document.hidden) return;
+    if (document.hidden || ctx.offline) return;
     try {
       const status = await ctx.connection.request({ action: "status" });
       if (status.ok) { ctx.status = status; redraw(); }

@@ -4,21 +4,64 @@
 // contract of issue 15, filled in by table/interfaces/status_view.py until the core
 // gives them itself): nothing else in the pages reads a status member.
 
+const linkDown = (s, name) => {
+  const l = s && s.links && s.links[name];
+  return Boolean(l) && !l.up;
+};
+
 /** Readers of the status object: the only code that knows its members. */
 export const Status = {
   waitingFor: (s) => (s && s.waiting_for) || null,
   decks: (s) => (s && Array.isArray(s.decks) ? s.decks
     : Object.entries((s && s.places) || {}).map(([deck_id, place]) => ({ deck_id, place, back_colour: null }))),
   links: (s) => (s && s.links) || {},
-  alarms: (s) => (s && Array.isArray(s.alarms) ? s.alarms : []),
+  /** The table's standing alarms; a held round is always one (after a restart the core
+   *  reports the hold, not yet its alarm), and so is a device whose link is down. */
+  alarms: (s) => {
+    const list = s && Array.isArray(s.alarms) ? s.alarms.slice() : [];
+    const held = s && s.held;
+    if (held && !list.some((a) => a.kind === "held")) {
+      list.unshift({ id: "held", kind: "held", text: `round ${held.round_id} held: ${held.reason || ""}`, since: null });
+    }
+    for (const name of ["shuffler", "shoe"]) {
+      if (linkDown(s, name) && !list.some((a) => a.kind === "device_down" && String(a.text).includes(name))) {
+        list.push({ id: `down-${name}`, kind: "device_down", text: `the ${name} does not answer (${s.links[name].state})`,
+          since: null });
+      }
+    }
+    return list;
+  },
   held: (s) => (s && s.held) || null,
+  /** The first device whose link is down ("shuffler" | "shoe"), or null. */
+  deviceDown: (s) => ["shoe", "shuffler"].find((n) => linkDown(s, n)) || null,
+  /** The round this status is about: the one running, else the held one ({number, state, round_id}). */
+  roundLine: (s) => {
+    const r = s && s.round;
+    const h = s && s.held;
+    if (h && (!r || r.round_id === h.round_id)) return { number: h.number ?? (r && r.number), round_id: h.round_id, state: "held" };
+    return r ? { number: r.number, round_id: r.round_id, state: r.state } : null;
+  },
+  /** A seat's wagers as placed ({ante: cents, ...}), from the status's round, or null. */
+  seatWagers: (s, seat) => {
+    const seats = s && s.round && s.round.seats;
+    const w = seats && seats[String(seat)] && seats[String(seat)].wagers;
+    return w || null;
+  },
   round: (s) => (s && s.round) || null,
   /** The bet book while a round takes bets (table.bets.BetBook.to_dict(); issue 23), or null. */
   bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
   voidNeedsSecondSupervisor: (s) => Boolean(s && s.void_needs_second_supervisor),
-  /** The pending void a second supervisor must confirm, when the core reports one. */
-  pendingVoid: (s) => (s && s.pending_void) || null,
+  /** The void a second supervisor must confirm (two-person rule), or null: the held round
+   *  names who asked it (held.void_requested_by), and the table waits for confirm_void. */
+  pendingVoid: (s) => {
+    const h = s && s.held;
+    const w = s && s.waiting_for;
+    const asked = h && h.void_requested_by;
+    if (!asked && !(w && w.action === "confirm_void")) return null;
+    return { supervisor: asked || null, round_id: (h && h.round_id) || (w && w.round_id) || null,
+      reason: (h && h.reason) || "" };
+  },
 };
 
 /** The action a second supervisor sends to confirm a void under the two-person rule. */
@@ -109,7 +152,7 @@ export class TableModel {
         break;
       case "card_dealt": {
         // The table-wide stream carries no face (816a.1): a card read, face down.
-        const card = { draw_index: d.draw_index, face: null, manual: Boolean(d.manual) };
+        const card = { draw_index: d.draw_index, face: null, manual: Boolean(d.manual), back: d.back_colour || null };
         if (d.to === "dealer") r.dealer.push(card);
         else {
           const s = seatOf(d.to);
@@ -134,7 +177,7 @@ export class TableModel {
         });
         break;
       }
-      case "round_settled": r.results = d.results || {}; r.net = d.net_cents || {}; break;
+      case "round_settled": r.results = d.results || {}; r.net = d.net_cents || {}; r.held = null; break;
       case "round_held": r.held = { reason: d.reason, settled: Boolean(d.settled) }; break;
       case "round_voided":
         r.voided = { reason: d.reason, supervisor: d.supervisor, returned: d.returned_cents || {} };

@@ -3,28 +3,67 @@
 // model and the status (nothing else is kept in the page).
 
 import { Status } from "./model.js";
-import { badge, cardEl, clock, el, fill, handHeadline, money, placeWords, stateWords, wagerName,
+import { badge, cardEl, clock, el, fill, handHeadline, money, placeWords, stateWords, tableWords, wagerName,
   wagerWords } from "./ui.js";
 
 const DEALER_ACTIONS = new Set(["close_bets", "confirm_collect"]);
 const BUTTON_WORDS = { close_bets: "Close bets", confirm_collect: "Confirm the collect" };
 const ROLE_WORDS = { dealer: "the dealer", supervisor: "a supervisor", device: "the dealer, at the devices" };
 
-/** What the table waits for, in words, with the one button that does it (when it is this person's). */
-export function renderNow(box, status, me, act) {
+/** The line above the banner: the round and its step, the held round during a hold. */
+function stepLine(status) {
+  const r = Status.roundLine(status);
+  if (!r) return "Between rounds";
+  return `Round ${r.number ?? ""}: ${stateWords(r.state)}`;
+}
+
+/**
+ * What the table waits for, in words, with the one button that does it (when it is this
+ * person's). `opts.offline`: the table does not answer (nothing it said before is shown as
+ * current); `opts.signedOut`: the session ended (a restart): sign in again;
+ * `opts.screen`: "dealer" | "supervisor", the screen this banner is on.
+ */
+export function renderNow(box, status, me, act, opts = {}) {
+  if (opts.signedOut) {
+    fill(box, el("p", { class: "now-step" }, "Session ended"),
+      el("p", { class: "now-what", id: "now-what", "data-waiting-action": "", "data-screen-state": "signed_out" },
+        "The table restarted or your session ended: sign in again."),
+      el("p", { class: "now-who" }, "What the table holds is shown again once you are signed in."),
+      el("a", { class: "big link-button primary", id: "sign-in-again",
+        href: `/?again=1&next=${encodeURIComponent(location.pathname)}` }, "Sign in again"));
+    return;
+  }
+  if (opts.offline) {
+    fill(box, el("p", { class: "now-step" }, "OFFLINE"),
+      el("p", { class: "now-what", id: "now-what", "data-waiting-action": "", "data-screen-state": "offline" },
+        "The table does not answer: what it waits for is unknown until it is back."),
+      el("p", { class: "now-who" }, "Do nothing at the table until this screen is live again."));
+    return;
+  }
   const w = Status.waitingFor(status);
-  const round = Status.round(status);
-  const head = el("p", { class: "now-step" }, round ? `Round ${round.number ?? ""}: ${stateWords(round.state)}`
-    : "Between rounds");
+  const head = el("p", { class: "now-step", id: "now-step", "data-step": (Status.roundLine(status) || {}).state || "" },
+    stepLine(status));
+  const down = Status.deviceDown(status);
+  if (down && (!w || w.role === "device" || w.action === "reconnect")) {
+    const l = Status.links(status)[down];
+    fill(box, head, el("p", { class: "now-what", id: "now-what", "data-waiting-action": w ? w.action || "" : "",
+      "data-screen-state": "device_down", "data-device": down },
+    `The ${down} is DOWN (${l.state}): check its cable and power.`),
+    el("p", { class: "now-who" }, w && w.action !== "reconnect"
+      ? `Then the table waits for ${w.what}.` : "The table goes on by itself once it answers again."));
+    return;
+  }
   if (!w) {
+    const r = Status.round(status);
     fill(box, head, el("p", { class: "now-what", id: "now-what", "data-waiting-action": "" },
-      status ? "The table is working: nothing to do." : "Connecting to the table…"));
+      !status ? "Connecting to the table…" : r ? `The table is recording round ${r.number}'s ${stateWords(r.state)}…`
+        : "The table is getting the next round ready…"));
     return;
   }
   const mine = w.role === "dealer" ? ["dealer", "supervisor"].includes(me.role) : w.role === me.role;
   const what = el("p", { class: "now-what", id: "now-what", "data-waiting-action": w.action || "",
     "data-waiting-role": w.role || "", "data-waiting-colour": w.colour || "" },
-  `The table waits for ${w.what}.`);
+  `The table waits for ${tableWords(w.what)}.`);
   const who = el("p", { class: "now-who" }, `Who: ${ROLE_WORDS[w.role] || w.role}`);
   let button = null;
   if (mine && DEALER_ACTIONS.has(w.action)) {
@@ -34,18 +73,21 @@ export function renderNow(box, status, me, act) {
     button = el("p", { class: "now-hint" }, w.seat ? `Seat ${w.seat}: press Play or Fold on the seat.`
       : "Press Play or Fold on each seat in turn, from seat 1.");
   } else if (w.role === "supervisor" && me.role === "supervisor") {
-    button = el("a", { class: "big link-button", href: "/supervisor.html" }, "Open the supervisor's screen");
+    button = opts.screen === "supervisor"
+      ? el("p", { class: "now-hint", id: "now-hint" }, "Use the forms below.")
+      : el("a", { class: "big link-button", href: "/supervisor.html" }, "Open the supervisor's screen");
   }
   fill(box, head, what, who, button);
 }
 
 function seatWagers(wagers) {
-  return Object.entries(wagers || {}).filter(([, v]) => v > 0)
-    .map(([k, v]) => el("li", { "data-wager-placed": k }, `${wagerName(k)} ${money(v)}`));
+  const placed = Object.entries(wagers || {}).filter(([, v]) => v > 0);
+  if (!placed.length) return [el("li", { "data-wager-placed": "" }, "no wager")];
+  return placed.map(([k, v]) => el("li", { "data-wager-placed": k, "data-cents": v }, `${wagerName(k)} ${money(v)}`));
 }
 
 function slots(cards, n = 3) {
-  const out = (cards || []).map((c) => cardEl(c.face));
+  const out = (cards || []).map((c) => cardEl(c.face, { back: c.back }));
   while (out.length < n) out.push(cardEl(null, { empty: true }));
   return out;
 }
@@ -84,7 +126,7 @@ export function renderSeats(box, model, status, me, act) {
     }
     return el("section", { class: "seat", "data-seat": s, "aria-label": `Seat ${s}` },
       el("h3", {}, `Seat ${s}`),
-      el("ul", { class: "placed" }, seatWagers(r.wagers[s])),
+      el("ul", { class: "placed", "aria-label": `seat ${s}'s wagers` }, seatWagers(Status.seatWagers(status, s) || r.wagers[s])),
       el("div", { class: "cards", "aria-label": `seat ${s}'s cards` }, slots(r.cards[s])),
       el("p", { class: "decision", "data-decision": decision || "" },
         decision ? (decision === "play" ? "plays" : "folds") : (r.decisionsFinal ? "" : "decision: —")),
@@ -95,9 +137,21 @@ export function renderSeats(box, model, status, me, act) {
     el("div", { class: "cards", "aria-label": "the dealer's cards" }, slots(r.dealer)),
     el("p", { class: "decision" }, r.dealerHand ? (r.qualifies ? "qualifies (queen high or better)"
       : "does not qualify") : "sealed until every seat has decided"));
-  const title = el("h2", {}, `Round ${r.number}`, r.held ? " — HELD" : "", r.voided ? " — VOIDED" : "",
-    r.closed && !r.voided ? " — closed" : "");
-  fill(box, title, el("div", { class: "seats" }, dealer, seats));
+  // Held only while the table says so: a released round goes on under its own step.
+  const heldNow = Status.held(status) && Status.held(status).round_id === r.id;
+  const title = el("h2", { id: "round-title", "data-held": heldNow ? "yes" : "no" }, `Round ${r.number}`,
+    heldNow ? " — HELD" : "", r.voided ? " — VOIDED" : "", r.closed && !r.voided ? " — closed" : "");
+  const max = Math.max(0, ...r.seats);
+  const empty = [];
+  for (let s = 1; s <= max; s += 1) {
+    if (!r.seats.includes(s)) {
+      empty.push(el("section", { class: "seat empty", "data-empty-seat": s, "aria-label": `Seat ${s}, empty` },
+        el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, "empty: no wager")));
+    }
+  }
+  const all = [...seats, ...empty].sort((a, b) => Number(a.dataset.seat || a.dataset.emptySeat)
+    - Number(b.dataset.seat || b.dataset.emptySeat));
+  fill(box, title, el("div", { class: "seats" }, dealer, all));
 }
 
 const COLOUR_CLASSES = new Set(["red", "blue", "green", "black", "grey", "purple", "orange", "brown"]);
@@ -114,7 +168,11 @@ export function renderDecks(box, status) {
 }
 
 /** Link health of both devices, in words. */
-export function renderLinks(box, status) {
+export function renderLinks(box, status, offline = false) {
+  if (offline) {
+    fill(box, el("h2", {}, "Devices"), el("p", { id: "links-unknown" }, badge("off", "unknown while the table does not answer")));
+    return;
+  }
   const links = Status.links(status);
   const items = ["shuffler", "shoe"].map((name) => {
     const l = links[name];
@@ -130,7 +188,11 @@ const ALARM_WORDS = { held: "ROUND HELD", device_down: "DEVICE DOWN", out_of_ser
   incident: "INCIDENT" };
 
 /** Alarms that stay until handled (the table's own list: held round, device down, deck out of service). */
-export function renderAlarms(box, status) {
+export function renderAlarms(box, status, offline = false) {
+  if (offline) {
+    fill(box, el("h2", {}, "Alarms"), el("p", { id: "alarms-unknown" }, badge("off", "unknown while the table does not answer")));
+    return;
+  }
   const alarms = Status.alarms(status);
   if (!alarms.length) {
     fill(box, el("h2", {}, "Alarms"), el("p", { id: "no-alarms" }, badge("ok", "none")));
@@ -138,5 +200,5 @@ export function renderAlarms(box, status) {
   }
   fill(box, el("h2", {}, "Alarms"), el("ul", { class: "alarms", role: "list" }, alarms.map((a) => el("li", {
     class: "alarm", "data-alarm": a.kind }, badge("bad", ALARM_WORDS[a.kind] || String(a.kind).toUpperCase()), " ",
-  a.text, a.since ? el("span", { class: "muted" }, ` since ${clock(a.since)}`) : null))));
+  tableWords(a.text), a.since ? el("span", { class: "muted" }, ` since ${clock(a.since)}`) : null))));
 }

@@ -41,4 +41,8 @@ whoami().then((me) => {
     form.before(p);
   }
 });
+if (new URLSearchParams(location.search).has("again")) {
+  // Sent here by a screen whose session the table no longer knows (a restart ends every session).
+  error.textContent = "The table restarted or your session ended: sign in again.";
+}
 document.getElementById("person").focus();

@@ -5,10 +5,11 @@
 // auditor sees this screen with its forms disabled, and the table refuses them anyway.
 
 import { boot } from "./boot.js";
+import { HistoryPanel } from "./history.js";
 import { VERDICT_WORDS, shuffleChart } from "./chart.js";
 import { SECOND_SUPERVISOR_ACTION, Status } from "./model.js";
 import { renderAlarms, renderDecks, renderLinks, renderNow } from "./panels.js";
-import { badge, clock, el, fill, panel, stateWords } from "./ui.js";
+import { badge, clock, count, el, fill, panel, stateWords, tableWords } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 5000; // the audit and the shuffle check are asked again at most this often
@@ -42,8 +43,11 @@ function renderHeld(box, status) {
     return;
   }
   fill(box, el("h2", {}, "Held round"),
-    el("p", { id: "held-round", "data-round": held.round_id }, badge("bad", "HELD"), ` round ${held.round_id}`),
-    el("p", {}, `Why: ${held.reason}`),
+    el("p", { id: "held-round", "data-round": held.round_id }, badge("bad", "HELD"),
+      ` round ${held.number ?? ""} (${held.round_id})`),
+    el("p", {}, `Why: ${tableWords(held.reason)}`),
+    held.void_requested_by ? el("p", { id: "held-void-asked" }, `Void asked by ${held.void_requested_by}: a second `
+      + "supervisor confirms it below.") : null,
     el("p", {}, held.settled
       ? "Its results were recorded before the hold: they stand (58 Pa. Code 816a.1); the dealer finishes the collect."
       : "Not settled: void it (the wagers are returned), or release it when it may go on."));
@@ -84,12 +88,12 @@ function renderShuffle(box) {
   const s = shuffle.shuffle_check;
   const decks = Object.entries(s.decks || {});
   fill(box, el("h2", {}, "Shuffle check"),
-    el("p", { id: "shuffle-verdict", "data-verdict": s.verdict }, `All decks, ${s.rounds} rounds: the shuffle `,
+    el("p", { id: "shuffle-verdict", "data-verdict": s.verdict }, `All decks, ${count(s.rounds, "round")}: the shuffle `,
       s.verdict === "fail" ? badge("bad", VERDICT_WORDS.fail) : s.verdict === "pass" ? badge("ok", VERDICT_WORDS.pass)
         : badge("off", VERDICT_WORDS.insufficient),
       s.p_value !== null && s.p_value !== undefined ? ` (p = ${Number(s.p_value).toPrecision(3)}, fails below 0.05)` : ""),
     decks.length ? decks.map(([d, c]) => el("figure", { class: "deck-chart" },
-      el("figcaption", {}, `Deck ${d}: ${c.rounds} rounds, ${VERDICT_WORDS[c.verdict] || c.verdict}`),
+      el("figcaption", {}, `Deck ${d}: ${count(c.rounds, "round")}, ${VERDICT_WORDS[c.verdict] || c.verdict}`),
       shuffleChart(d, c))) : el("p", {}, "No round is over yet."));
 }
 
@@ -100,10 +104,10 @@ function wireForms(ctx) {
     ev.preventDefault();
     const reason = $("void-reason").value.trim();
     if (!reason) { ctx.say("void: a reason is required", "bad"); $("void-reason").focus(); return; }
-    const round = ctx.model.round;
+    const running = Status.round(ctx.status);
     const held = Status.held(ctx.status);
     // The round this supervisor is looking at: the table refuses the void if another is running.
-    const roundId = held ? held.round_id : round && !round.closed ? round.id : null;
+    const roundId = held ? held.round_id : running ? running.round_id : null;
     const reply = await ctx.act("void", roundId ? { reason, round_id: roundId } : { reason });
     if (reply.ok) $("void-reason").value = "";
   });
@@ -126,7 +130,11 @@ function wireForms(ctx) {
   $("card-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const card = $("card-face").value.trim();
-    const reply = await ctx.act("confirm_card", { card });
+    const w = Status.waitingFor(ctx.status);
+    // The entry names the draw it is for: a second click is refused for the next unreadable card.
+    const args = w && w.action === "confirm_card" && Number.isInteger(w.draw_index) ? { card, draw_index: w.draw_index }
+      : { card };
+    const reply = await ctx.act("confirm_card", args);
     if (reply.ok) $("card-face").value = "";
   });
 }
@@ -139,12 +147,19 @@ function renderHints(ctx) {
   fill($("deck-hint"), out.length ? `Deck ${out.map((d) => `${d.deck_id} (${d.back_colour} backs)`).join(", ")} is out of `
     + (takeOutFirst ? "service: the dealer takes it out of the shuffler first, then register a replacement with the same "
       + "back colour." : "service: register a replacement with the same back colour.") : "No deck is out of service.");
+  // Cards are counted from 1, as the banner says them (the table's draw_index counts from 0).
   fill($("card-hint"), w && w.action === "confirm_card"
-    ? `The shoe could not read card ${w.draw_index ?? ""}: enter it as the card shows.` : "No card waits to be entered.");
+    ? `The shoe could not read card ${Number.isInteger(w.draw_index) ? w.draw_index + 1 : ""}: enter it as the card shows.`
+    : "No card waits to be entered.");
+  $("card-button").disabled = ctx.me.role !== "supervisor" || !(w && w.action === "confirm_card");
   const held = Status.held(status);
   const round = model.round;
-  fill($("void-round"), held ? `Held round ${held.round_id}.` : round && !round.closed
-    ? `Round ${round.number} (${round.id}), ${stateWords((Status.round(status) || {}).state)}.` : "No round is running.");
+  const running = Status.round(status);
+  fill($("void-round"), held ? `Held round ${held.number ?? ""} (${held.round_id}).` : running
+    ? `Round ${running.number} (${running.round_id}), ${stateWords(running.state)}.` : "No round is running.");
+  // Nothing to void: no round running and none held (the table would refuse it anyway).
+  $("void-button").disabled = ctx.me.role !== "supervisor" || !(held || running) || ctx.offline;
+  $("release-button").disabled = ctx.me.role !== "supervisor" || !held || Boolean(held.settled) || ctx.offline;
   const rule = Status.voidNeedsSecondSupervisor(status);
   fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
     : "Wagers are returned; refused once results are recorded (58 Pa. Code 816a.1).");
@@ -153,7 +168,8 @@ function renderHints(ctx) {
     if (!rule && !pending) { fill(box); return; }
     const mine = pending && pending.supervisor === ctx.me.person;
     fill(box, el("h3", {}, "Second supervisor"),
-      pending ? el("p", {}, `Void asked by ${pending.supervisor}: ${pending.reason || ""}`)
+      pending ? el("p", { id: "pending-void" }, `Void asked by ${pending.supervisor || "a supervisor"}: `
+        + tableWords(pending.reason))
         : el("p", { class: "muted" }, "When another supervisor asks for the void, confirm it here."),
       el("button", { id: "confirm-void", class: "danger", disabled: !pending || mine || ctx.me.role !== "supervisor",
         onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {}) },
@@ -163,16 +179,24 @@ function renderHints(ctx) {
 
 let lastRounds = -1;
 
+let history = null;
+let historyKey = null;
+
 function render(ctx) {
-  const { model, status, me } = ctx;
+  const { model, status, me, offline, signedOut } = ctx;
   const w = Status.waitingFor(status);
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
-  panel($("now"), [w, Status.round(status), status === null], (box) => renderNow(box, status, me, ctx.act));
-  panel($("alarms"), [Status.alarms(status)], (box) => renderAlarms(box, status));
-  panel($("held"), [Status.held(status)], (box) => renderHeld(box, status));
+  panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut],
+    (box) => renderNow(box, status, me, ctx.act, { offline, signedOut, screen: "supervisor" }));
+  panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
+  panel($("held"), [Status.held(status), offline], (box) => offline
+    ? fill(box, el("h2", {}, "Held round"), el("p", {}, badge("off", "unknown while the table does not answer")))
+    : renderHeld(box, status));
   panel($("incidents"), [model.incidents.map((i) => i.seq)], (box) => renderIncidents(box, model, ctx));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));
-  panel($("links"), [Status.links(status)], (box) => renderLinks(box, status));
+  panel($("links"), [Status.links(status), offline], (box) => renderLinks(box, status, offline));
+  const key = JSON.stringify([Status.roundsPlayed(status), Status.roundLine(status), model.incidents.length]);
+  if (history && status && key !== historyKey) { historyKey = key; history.refresh(); }
   panel($("audit"), [audit], renderAudit);
   panel($("shuffle"), [shuffle], renderShuffle);
   renderHints(ctx);
@@ -185,6 +209,11 @@ function render(ctx) {
 
 boot({ allowed: ["supervisor", "auditor"], render }).then((ctx) => {
   if (!ctx) return;
+  history = new HistoryPanel($("history"), ctx.request);
+  history.render();
   wireForms(ctx);
   refreshReports(ctx, true);
+  // The audit and the shuffle check follow the journal: asked again every REFRESH_MS while
+  // the screen is shown (each answer is cached by the table until the journal grows).
+  setInterval(() => { if (!document.hidden && !ctx.offline) refreshReports(ctx, true); }, REFRESH_MS);
 });

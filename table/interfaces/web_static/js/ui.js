@@ -35,13 +35,30 @@ export function cardFace(text) {
   return { symbol: `${rank}${sym}`, words: `${RANKS[rank] || rank} of ${suit}`, red: m[2] === "h" || m[2] === "d" };
 }
 
-/** A card: face down (read, not yet shown: 816a.1) when `face` is null, else its face. */
-export function cardEl(face, { empty = false } = {}) {
+const BACKS = new Set(["red", "blue", "green", "black", "grey", "purple", "orange", "brown"]);
+
+/** A card: face down (read, not yet shown: 816a.1) when `face` is null, in its deck's back
+ *  colour (`back`), else its face. */
+export function cardEl(face, { empty = false, back = null } = {}) {
   if (empty) return el("span", { class: "card card-empty", role: "img", "aria-label": "no card yet" }, "");
-  if (!face) return el("span", { class: "card card-back", role: "img", "aria-label": "card read, face down" }, "▒");
+  if (!face) {
+    const colour = BACKS.has(back) ? back : "unknown";
+    return el("span", { class: `card card-back back-${colour}`, role: "img", "data-back": colour,
+      "aria-label": `card read, face down${BACKS.has(back) ? ` (${back} back)` : ""}` }, "▒");
+  }
   const f = cardFace(face);
-  return el("span", { class: `card card-face${f.red ? " red" : ""}`, role: "img", "aria-label": f.words,
-    "data-card": face }, f.symbol);
+  return el("span", { class: `card card-face${f.red ? " red" : ""}${f.symbol.length > 2 ? " wide" : ""}`, role: "img",
+    "aria-label": f.words, "data-card": face }, f.symbol);
+}
+
+/** "1 round", "3 rounds": a count with its noun, singular for one. */
+export function count(n, noun, plural = `${noun}s`) {
+  return `${n} ${Number(n) === 1 ? noun : plural}`;
+}
+
+/** A table text for people: a card the table keeps sealed (masked "??") said in words. */
+export function tableWords(text) {
+  return String(text ?? "").replace(/\?\?/g, "a sealed card");
 }
 
 /** Cents as money: 1000 -> "10.00", signed when asked: "+10.00", "−10.00". */

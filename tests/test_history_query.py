@@ -1,0 +1,36 @@
+"""The history query (issue 25): the last rounds with results and the incidents with who
+handled them, newest first, a page at a time, from the journal read-only; nothing of a
+round before its reveal, and never a card."""
+
+from __future__ import annotations
+
+from table.interfaces.api_schema import ACTIONS
+from table.interfaces.history import history
+from table.roles import Role
+from test_integrity import table
+
+
+def test_three_rounds_in_pages_of_two_newest_first_with_the_settled_results(tmp_path):
+    with table(tmp_path, seats=2) as (ctl, sim, console, journal):
+        ctl.prepare()
+        results = [ctl.play_round() for _ in range(3)]
+        ctl.close()
+    path = tmp_path / "journal.sqlite3"
+    first = history(path, limit=2)["history"]
+    assert [r["number"] for r in first["rounds"]] == [3, 2]
+    assert all(r["outcome"] == "settled" for r in first["rounds"])
+    for r, result in zip(first["rounds"], [results[2], results[1]]):
+        assert r["net_cents"] == {str(st.seat): st.net_cents for st in result.seats}
+        assert r["house_cents"] == -sum(st.net_cents for st in result.seats)
+    assert first["next_before"] is not None
+    second = history(path, before=first["next_before"], limit=2)["history"]
+    assert [r["number"] for r in second["rounds"]] == [1] and second["next_before"] is None
+    text = repr(first) + repr(second)
+    for result in results:  # no card of any round is in the history (only results)
+        for card in [*result.dealer_hand, *(c for st in result.seats for c in st.cards)]:
+            assert f"'{card}'" not in text
+
+
+def test_the_history_is_for_the_floor_not_for_a_seat_terminal():
+    assert Role.SEAT not in ACTIONS["history"].roles
+    assert {Role.DEALER, Role.SUPERVISOR, Role.AUDITOR, Role.PIT} <= ACTIONS["history"].roles
