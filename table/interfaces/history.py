@@ -58,6 +58,34 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
+def _scan_back(db: sqlite3.Connection, upto: int, limit: int,
+               max_scan: int) -> tuple[list[tuple[int, str, str, str | None, str]], list[int], int]:
+    """The journal's rows of :data:`KINDS` before seq ``upto``, newest first, read back in
+    chunks of :data:`CHUNK` until ``limit`` rounds have their opening among them (or
+    ``max_scan`` rows were read). Returns ``(rows, seqs of the openings, cursor)``:
+    ``cursor`` is the seq the reading stopped at (0: the journal's start)."""
+    kinds = ",".join("?" for _ in KINDS)
+    rows: list[tuple[int, str, str, str | None, str]] = []
+    opened: list[int] = []
+    cursor, scanned = upto, 0
+    # Back in chunks until `limit` rounds have their opening in what was read.
+    while cursor > 1 and len(opened) < limit and scanned < max_scan:
+        chunk = db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq < ? AND kind IN ({kinds}) "
+                           "ORDER BY seq DESC LIMIT ?", (cursor, *KINDS, CHUNK)).fetchall()
+        if not chunk:
+            cursor = 0
+            break
+        for row in chunk:
+            rows.append(row)
+            scanned += 1
+            if row[2] == "round" and json.loads(row[4]).get("step") == "open":
+                opened.append(row[0])
+                if len(opened) >= limit:
+                    break
+        cursor = rows[-1][0]
+    return rows, opened, cursor
+
+
 def history(journal_path: str | Path, *, before: int | None = None, limit: int = 10,
             max_scan: int = MAX_SCAN) -> dict[str, Any]:
     """One page of the table's history, newest first (see the module docstring for the
@@ -69,25 +97,7 @@ def history(journal_path: str | Path, *, before: int | None = None, limit: int =
     try:
         head = db.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
         upto = head + 1 if before is None else max(0, min(int(before), head + 1))
-        kinds = ",".join("?" for _ in KINDS)
-        rows: list[tuple[int, str, str, str | None, str]] = []
-        opened: list[int] = []
-        cursor, scanned = upto, 0
-        # Back in chunks until `limit` rounds have their opening in what was read.
-        while cursor > 1 and len(opened) < limit and scanned < max_scan:
-            chunk = db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq < ? AND kind IN ({kinds}) "
-                               "ORDER BY seq DESC LIMIT ?", (cursor, *KINDS, CHUNK)).fetchall()
-            if not chunk:
-                cursor = 0
-                break
-            for row in chunk:
-                rows.append(row)
-                scanned += 1
-                if row[2] == "round" and json.loads(row[4]).get("step") == "open":
-                    opened.append(row[0])
-                    if len(opened) >= limit:
-                        break
-            cursor = rows[-1][0]
+        rows, opened, cursor = _scan_back(db, upto, limit, max_scan)
     finally:
         db.close()
     start = opened[-1] if len(opened) >= limit else (cursor if cursor > 1 else 0)
@@ -100,43 +110,7 @@ def history(journal_path: str | Path, *, before: int | None = None, limit: int =
         body = json.loads(text)
         r = rounds.get(rid) if rid else None
         if kind == "round":
-            step = body.get("step")
-            if step == "open":
-                wagers = body.get("wagers") or {}
-                r = rounds[rid] = {"seq": seq, "round_id": rid, "number": body.get("number"), "opened": ts, "closed": None,
-                                   "seats": sorted(int(s) for s in wagers),
-                                   "wagers_cents": {str(s): _cents(w) for s, w in wagers.items() if isinstance(w, dict)},
-                                   "outcome": "in_progress", "net_cents": None, "house_cents": None, "holds": [],
-                                   "voided": None, "released_by": []}
-                continue
-            if r is None:
-                continue
-            if step == "held":
-                r["outcome"] = "held"
-                r["holds"].append({"reason": _text(body.get("reason")), "cause": body.get("cause"), "ts": ts})
-                incidents.append({"seq": seq, "ts": ts, "type": "round_held", "round_id": rid, "number": r["number"],
-                                  "what": f"round {r['number']} held: {_text(body.get('reason'))}", "handled_by": []})
-            elif step == "released":
-                r["outcome"] = "in_progress"
-                r["released_by"].append(str(body.get("supervisor") or ""))
-                _handled(incidents, rid, "released", body.get("supervisor"), ts)
-            elif step == "settle":  # after the reveal: the results are public from here
-                net = {str(s): res.get("net") for s, res in (body.get("results") or {}).items() if isinstance(res, dict)}
-                r["net_cents"] = net
-                r["house_cents"] = -sum(v for v in net.values() if isinstance(v, int))
-                r["outcome"] = "settled"
-            elif step == "voided":
-                sups = [p for p in (body.get("supervisor"), body.get("second_supervisor")) if p]
-                r["voided"] = {"reason": _text(body.get("reason")), "supervisors": sups}
-                r["outcome"] = "voided"
-                for p in sups:
-                    _handled(incidents, rid, "voided", p, ts)
-            elif step == "closed":
-                r["closed"] = ts
-                if body.get("voided") and r["outcome"] != "voided":
-                    r["outcome"] = "voided"
-                elif r["outcome"] == "in_progress" and r["net_cents"] is not None:
-                    r["outcome"] = "settled"
+            _round_step(rounds, incidents, seq, ts, rid, body)
         elif kind == "violation":
             incidents.append({"seq": seq, "ts": ts, "type": "custody_violation", "round_id": rid,
                               "number": r["number"] if r else None,
@@ -147,25 +121,74 @@ def history(journal_path: str | Path, *, before: int | None = None, limit: int =
                               "number": r["number"] if r else None, "what": _text(body.get("what")),
                               "handled_by": []})
         elif kind == "supervisor":
-            action = str(body.get("action") or "")
-            who = body.get("supervisor")
-            if action == "acknowledge_incident":
-                for i in incidents:
-                    if i["type"] == "incident" and not i["handled_by"]:
-                        i["handled_by"].append({"action": "acknowledged", "supervisor": who, "ts": ts})
-            elif action == "void_requested":
-                _handled(incidents, rid, "asked for a void", who, ts)
-            elif rid:
-                _handled(incidents, rid, action.replace("_", " "), who, ts)
-            else:  # a deck registered, a card entered between rounds: the latest incident it answers
-                for i in reversed(incidents):
-                    if i["type"] == "custody_violation":
-                        i["handled_by"].append({"action": action.replace("_", " "), "supervisor": who, "ts": ts})
-                        break
+            _supervisor_step(incidents, rid, body, ts)
     out_rounds = sorted(rounds.values(), key=lambda x: x["seq"], reverse=True)[:limit]
     incidents.reverse()
     return {"history": {"rounds": out_rounds, "incidents": incidents[:50],
                         "next_before": start if start > 1 else None, "head": head}}
+
+
+def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any]], seq: int, ts: str,
+                rid: str | None, body: dict[str, Any]) -> None:
+    """Apply one ``round`` entry (``body``, at journal ``seq``, time ``ts``) to its round in
+    ``rounds``: opened, held (an incident), released, settled, voided or closed."""
+    r = rounds.get(rid) if rid else None
+    step = body.get("step")
+    if step == "open":
+        wagers = body.get("wagers") or {}
+        rounds[rid] = {"seq": seq, "round_id": rid, "number": body.get("number"), "opened": ts, "closed": None,
+                       "seats": sorted(int(s) for s in wagers),
+                       "wagers_cents": {str(s): _cents(w) for s, w in wagers.items() if isinstance(w, dict)},
+                       "outcome": "in_progress", "net_cents": None, "house_cents": None, "holds": [],
+                       "voided": None, "released_by": []}
+        return
+    if r is None:
+        return
+    if step == "held":
+        r["outcome"] = "held"
+        r["holds"].append({"reason": _text(body.get("reason")), "cause": body.get("cause"), "ts": ts})
+        incidents.append({"seq": seq, "ts": ts, "type": "round_held", "round_id": rid, "number": r["number"],
+                          "what": f"round {r['number']} held: {_text(body.get('reason'))}", "handled_by": []})
+    elif step == "released":
+        r["outcome"] = "in_progress"
+        r["released_by"].append(str(body.get("supervisor") or ""))
+        _handled(incidents, rid, "released", body.get("supervisor"), ts)
+    elif step == "settle":  # after the reveal: the results are public from here
+        net = {str(s): res.get("net") for s, res in (body.get("results") or {}).items() if isinstance(res, dict)}
+        r["net_cents"] = net
+        r["house_cents"] = -sum(v for v in net.values() if isinstance(v, int))
+        r["outcome"] = "settled"
+    elif step == "voided":
+        sups = [p for p in (body.get("supervisor"), body.get("second_supervisor")) if p]
+        r["voided"] = {"reason": _text(body.get("reason")), "supervisors": sups}
+        r["outcome"] = "voided"
+        for p in sups:
+            _handled(incidents, rid, "voided", p, ts)
+    elif step == "closed":
+        r["closed"] = ts
+        if body.get("voided") and r["outcome"] != "voided":
+            r["outcome"] = "voided"
+        elif r["outcome"] == "in_progress" and r["net_cents"] is not None:
+            r["outcome"] = "settled"
+
+
+def _supervisor_step(incidents: list[dict[str, Any]], rid: str | None, body: dict[str, Any], ts: str) -> None:
+    """Note a ``supervisor`` entry (``body``) against the incidents it handles."""
+    action = str(body.get("action") or "")
+    who = body.get("supervisor")
+    if action == "acknowledge_incident":
+        for i in incidents:
+            if i["type"] == "incident" and not i["handled_by"]:
+                i["handled_by"].append({"action": "acknowledged", "supervisor": who, "ts": ts})
+    elif action == "void_requested":
+        _handled(incidents, rid, "asked for a void", who, ts)
+    elif rid:
+        _handled(incidents, rid, action.replace("_", " "), who, ts)
+    else:  # a deck registered, a card entered between rounds: the latest incident it answers
+        for i in reversed(incidents):
+            if i["type"] == "custody_violation":
+                i["handled_by"].append({"action": action.replace("_", " "), "supervisor": who, "ts": ts})
+                break
 
 
 def _handled(incidents: list[dict[str, Any]], round_id: str | None, action: str, who: Any, ts: str) -> None:
