@@ -67,5 +67,6 @@ state_path = "{tmp_path / 'mqtt.json'}"
     info.wait_for_publish(5)
     forger.disconnect()
     forger.loop_stop()
-    assert fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public) is None
+    refused = fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public)
+    assert "not table t-anchor's key" in refused["anchor_refused"]  # passed on as refused: an incident (issue 24)
     assert json.loads(json.dumps(last))["table_id"] == "t-anchor"
