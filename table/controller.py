@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import json
 import queue
 import threading
 import time
@@ -61,7 +60,7 @@ from protocols.messages import (
 )
 from protocols.vectors import message_to_dict
 
-from . import recovery
+from . import anchors as anchor_check, recovery
 from .console import Command, Console, Expectation, VoidArrived, VoidPolicy
 from .custody import CustodyViolation, Deck, DeckCustody, DeckPlace, Rule
 from .errors import (
@@ -73,8 +72,7 @@ from .errors import (
     ShufflerStopped,
     TableError,
 )
-from .files import read_regular
-from .journal import Journal, b64, check_signed, fresh_seal_nonce, head_path
+from .journal import Journal, b64, fresh_seal_nonce
 from .round import RoundMachine
 from .rules.hands import dealer_qualifies, evaluate
 from .rules.profiles import PENNSYLVANIA, RulesProfile
@@ -732,40 +730,38 @@ class TableController:
         """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
         swapped in) is not resumed until a supervisor acknowledges it; the incident and
         the acknowledgement are journaled, and round numbers go on past the anchor's so
-        none is used twice (issue 14)."""
+        none is used twice (issue 14). An anchor refused (not this table's signature,
+        another table's, malformed: :func:`table.anchors.classify`) is an incident too,
+        held for a supervisor the same way (issue 24)."""
         j = self.journal
         assert j is not None
-        seen = list(self.anchors)
-        try:
-            seen.append(json.loads(read_regular(head_path(j.path), max_bytes=1 << 20)))
-        except (OSError, ValueError):
-            pass
-        keys = {j.key.key_id: j.key.public}
-        behind = []
-        for cp in seen:
-            if not isinstance(cp, dict) or cp.get("table_id") != j.table_id or check_signed(cp, keys) is not None:
-                continue  # an anchor that is not this table's own signature proves nothing
-            seq = cp.get("seq")
-            if not isinstance(seq, int):
-                continue
-            mine = next(iter(j.entries("checkpoint", since=seq, upto=seq + 1)), None)
-            if mine is None or mine.body.get("checkpoint", {}).get("head") != cp.get("head"):
-                behind.append(cp)
-        if not behind:
+        check = anchor_check.classify(self.anchors, j)
+        if not check.incident:
             return
-        cp = max(behind, key=lambda c: c["seq"])
-        what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
-                f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
-        self._record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
-        log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
-        self._publish("incident", what=what)
-        cmd = self.console.wait(("acknowledge_incident",),
-                                f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
-                                role="supervisor", voids=False)
-        self._record("supervisor", action="acknowledge_incident", supervisor=cmd.person, anchor_seq=cp["seq"],
-                     **self._by(cmd))
-        self.rounds_opened = max(self.rounds_opened, int(cp.get("rounds_opened") or 0))
-        cmd.answer(ok=True, acknowledged=cp["seq"])
+        for r in check.refused:
+            what = (f"an anchor was refused ({r.source}): {r.reason}; a forged or malformed anchor is an attack "
+                    "in progress, not the absence of one")
+            self._record("incident", what=what, anchor_source=r.source, anchor_refused=r.reason,
+                         anchor_seq=r.seq, journal_seq=j.last_seq)
+            log.error("anchor_refused", source=r.source, reason=r.reason, journal_seq=j.last_seq)
+            self._publish("incident", what=what)
+        cp = max(check.behind, key=lambda c: c["seq"]) if check.behind else None
+        if cp is not None:
+            what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
+                    f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
+            self._record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
+            log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
+            self._publish("incident", what=what)
+            waiting = f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}"
+        else:
+            waiting = f"a supervisor to acknowledge {len(check.refused)} refused anchor(s) (a forged anchor?)"
+        cmd = self.console.wait(("acknowledge_incident",), waiting, role="supervisor", voids=False)
+        self._record("supervisor", action="acknowledge_incident", supervisor=cmd.person,
+                     anchor_seq=cp["seq"] if cp is not None else None,
+                     **({"anchors_refused": len(check.refused)} if check.refused else {}), **self._by(cmd))
+        if cp is not None:
+            self.rounds_opened = max(self.rounds_opened, int(cp.get("rounds_opened") or 0))
+        cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")
 
     def _ident(self, source: str) -> tuple[str, int]:
         ident = self._links[source].identity
