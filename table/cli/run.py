@@ -565,7 +565,7 @@ def _authenticator(cfg: Any, people_file: str | None) -> Any:
             return Authenticator.from_config(cfg.auth) if people_file is None else \
                 Authenticator(people_file, session_ttl_s=cfg.auth.session_ttl_s,
                               session_idle_s=cfg.auth.session_idle_s, max_failures=cfg.auth.max_failures,
-                              lockout_s=cfg.auth.lockout_s)
+                              lockout_s=cfg.auth.lockout_s, table_screens=cfg.auth.table_screens)
         return Authenticator(people_file or DEFAULT_PEOPLE_FILE)
     except PeopleFileError as exc:
         raise click.UsageError(str(exc)) from None
