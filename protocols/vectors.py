@@ -135,6 +135,7 @@ def _golden_images() -> dict[str, bytes]:
     }
 
 
+# long: one golden exchange script, step after step as the device sees it; split, it would not read as one
 def _update_exchanges() -> list[dict[str, Any]]:
     """A signed update of the golden shoe from power-up, every refusal, a power cut
     mid-transfer, activation, and a power cut during the trial boot (a roll-back)."""

@@ -383,6 +383,113 @@ class _Client:
     out: list[bytes] = field(default_factory=list)
 
 
+class _ControlLoop:
+    """The control lines of one emulator, from stdin and from control-socket clients, on
+    one selector: each line is answered ``ok ...`` or ``error ...`` on its channel."""
+
+    def __init__(self, emulator: StandaloneEmulator, stdout: TextIO, stop: list[int | str]) -> None:
+        self.emulator = emulator
+        self.stdout = stdout
+        self.stop = stop
+        self.sel = selectors.DefaultSelector()
+        self.clients: dict[int, _Client] = {}
+        self.control: socket.socket | None = None
+        self.stdin_fd: int | None = None
+        self._stdin_buf = b""
+
+    def answer(self, line: bytes) -> bytes:
+        """The reply to one control line (empty for a blank line or a comment)."""
+        text = line.decode("utf-8", "replace").strip()
+        if not text or text.startswith("#"):
+            return b""
+        try:
+            return f"ok {self.emulator.command(text)}\n".encode()
+        except ControlError as exc:
+            return f"error {exc}\n".encode()
+        except _Quit:
+            self.stop.append("quit")
+            return b"ok quitting\n"
+
+    def watch_stdin(self, fd: int | None) -> None:
+        """Read commands on ``fd`` too (not a file or /dev/null, which a selector refuses)."""
+        if fd is None:
+            return
+        try:
+            self.sel.register(fd, selectors.EVENT_READ, "stdin")
+            self.stdin_fd = fd
+        except (PermissionError, ValueError, OSError):
+            pass  # /dev/null or a file (a bench's `cmd &`): no commands on stdin
+
+    def run(self, wake_r: socket.socket) -> None:
+        """Serve until ``stop`` holds a reason (a signal's wake byte, or ``quit``)."""
+        while not self.stop:
+            for key, _ in self.sel.select():
+                what = key.data
+                if what == "wake":
+                    try:
+                        wake_r.recv(512)
+                    except BlockingIOError:
+                        pass
+                elif what == "accept":
+                    self._accept()
+                elif what == "stdin":
+                    self._read_stdin()
+                else:
+                    self._read_client(key.fd)
+
+    def _accept(self) -> None:
+        assert self.control is not None
+        try:
+            conn, _ = self.control.accept()
+        except BlockingIOError:
+            return
+        conn.setblocking(True)
+        self.clients[conn.fileno()] = _Client(conn)
+        self.sel.register(conn, selectors.EVENT_READ, "client")
+
+    def _read_stdin(self) -> None:
+        assert self.stdin_fd is not None
+        data = os.read(self.stdin_fd, 4096)
+        if not data:
+            self.sel.unregister(self.stdin_fd)  # EOF: keep serving until a signal
+            return
+        self._stdin_buf += data
+        while b"\n" in self._stdin_buf:
+            line, self._stdin_buf = self._stdin_buf.split(b"\n", 1)
+            reply = self.answer(line)
+            if reply:
+                self.stdout.write(reply.decode())
+                self.stdout.flush()
+
+    def _read_client(self, fd: int) -> None:
+        client = self.clients[fd]
+        try:
+            data = client.sock.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self.sel.unregister(client.sock)
+            client.sock.close()
+            del self.clients[fd]
+            return
+        client.buf += data
+        while b"\n" in client.buf:
+            line, client.buf = client.buf.split(b"\n", 1)
+            reply = self.answer(line)
+            if reply:
+                try:
+                    client.sock.sendall(reply)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.sock.close()
+        self.sel.close()
+        if self.control is not None:
+            self.control.close()
+
+
 def serve(options: EmulatorOptions, *, stdout: TextIO, stdin_fd: int | None = None,
           signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> int:
     """Run one emulator until SIGTERM/SIGINT or ``quit``; return the exit status (0).
@@ -398,19 +505,18 @@ def serve(options: EmulatorOptions, *, stdout: TextIO, stdin_fd: int | None = No
     opened (nothing is left behind).
     """
     emulator = StandaloneEmulator(options)
-    control: socket.socket | None = None
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
     wake_w.setblocking(False)
     old_handlers: dict[int, object] = {}
     old_wakeup = -1
-    sel = selectors.DefaultSelector()
-    clients: dict[int, _Client] = {}
     stop: list[int | str] = []
+    loop = _ControlLoop(emulator, stdout, stop)
     try:
         if options.control is not None:
-            control = socket.create_server(options.control)
-            control.setblocking(False)
+            loop.control = socket.create_server(options.control)
+            loop.control.setblocking(False)
+
         def on_signal(signum, frame) -> None:
             stop.append(signum)
 
@@ -419,92 +525,23 @@ def serve(options: EmulatorOptions, *, stdout: TextIO, stdin_fd: int | None = No
             old_handlers[s] = signal.signal(s, on_signal)
         emulator.start()
         stdout.write(emulator.url + "\n")
-        if control is not None:
-            host, port = control.getsockname()[:2]
+        if loop.control is not None:
+            host, port = loop.control.getsockname()[:2]
             stdout.write(f"control {host}:{port}\n")
         stdout.flush()
         emulator._log.info("listening", url=emulator.url, kind=options.kind,
                            serial=emulator.device.serial_number, pty=getattr(emulator.port, "path", None))
-        sel.register(wake_r, selectors.EVENT_READ, "wake")
-        if control is not None:
-            sel.register(control, selectors.EVENT_READ, "accept")
-        stdin_buf = b""
-        if stdin_fd is not None:
-            try:
-                sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
-            except (PermissionError, ValueError, OSError):
-                stdin_fd = None  # /dev/null or a file (a bench's `cmd &`): no commands on stdin
-
-        def answer(line: bytes) -> bytes:
-            text = line.decode("utf-8", "replace").strip()
-            if not text or text.startswith("#"):
-                return b""
-            try:
-                return f"ok {emulator.command(text)}\n".encode()
-            except ControlError as exc:
-                return f"error {exc}\n".encode()
-            except _Quit:
-                stop.append("quit")
-                return b"ok quitting\n"
-
-        while not stop:
-            for key, _ in sel.select():
-                what = key.data
-                if what == "wake":
-                    try:
-                        wake_r.recv(512)
-                    except BlockingIOError:
-                        pass
-                elif what == "accept":
-                    try:
-                        conn, _ = control.accept()
-                    except BlockingIOError:
-                        continue
-                    conn.setblocking(True)
-                    clients[conn.fileno()] = _Client(conn)
-                    sel.register(conn, selectors.EVENT_READ, "client")
-                elif what == "stdin":
-                    data = os.read(stdin_fd, 4096)
-                    if not data:
-                        sel.unregister(stdin_fd)  # EOF: keep serving until a signal
-                        continue
-                    stdin_buf += data
-                    while b"\n" in stdin_buf:
-                        line, stdin_buf = stdin_buf.split(b"\n", 1)
-                        reply = answer(line)
-                        if reply:
-                            stdout.write(reply.decode())
-                            stdout.flush()
-                else:
-                    client = clients[key.fd]
-                    try:
-                        data = client.sock.recv(4096)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        sel.unregister(client.sock)
-                        client.sock.close()
-                        del clients[key.fd]
-                        continue
-                    client.buf += data
-                    while b"\n" in client.buf:
-                        line, client.buf = client.buf.split(b"\n", 1)
-                        reply = answer(line)
-                        if reply:
-                            try:
-                                client.sock.sendall(reply)
-                            except OSError:
-                                pass
+        loop.sel.register(wake_r, selectors.EVENT_READ, "wake")
+        if loop.control is not None:
+            loop.sel.register(loop.control, selectors.EVENT_READ, "accept")
+        loop.watch_stdin(stdin_fd)
+        loop.run(wake_r)
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
         if old_handlers or old_wakeup != -1:
             signal.set_wakeup_fd(old_wakeup)
-        for client in clients.values():
-            client.sock.close()
-        sel.close()
-        if control is not None:
-            control.close()
+        loop.close()
         emulator.stop()
         wake_r.close()
         wake_w.close()

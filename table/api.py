@@ -116,10 +116,14 @@ class RoundOpened(Event):
 
 @dataclass(frozen=True)
 class BetsClosed(Event):
-    """No more bets: dealing starts."""
+    """No more bets: dealing starts. ``seats``: the seats in play (the only seats dealt),
+    ``wagers``: each one's wagers as frozen, in cents (event schema 1.3; empty from an
+    older table, whose round_opened carries them)."""
 
     TYPE: ClassVar[str] = "bets_closed"
     number: int | None = None
+    seats: list[int] = field(default_factory=list)
+    wagers: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

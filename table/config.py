@@ -23,6 +23,12 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     ante_bonus = "pa-649a12b-1"
     pair_plus = "example-pp-649a12d" # optional, as are six_card_bonus and progressive
 
+    [limits]                        # the table's limits, cents (optional; defaults: table.bets)
+    chip_cents = 500                # the smallest chip
+    [limits.ante]
+    minimum_cents = 1000
+    maximum_cents = 100000          # also pair_plus, six_card, progressive (often min == max)
+
     [link]                          # units are in the key names
     retransmit_initial_ms = 50
     ...
@@ -287,6 +293,50 @@ class PaytablesConfig:
     pair_plus: str | None = None
     six_card_bonus: str | None = None
     progressive: str | None = None
+
+
+_CENTS = (1, 100_000_000)  # table.rules.wagers.MAX_WAGER_CENTS: no single wager is above $1,000,000
+
+
+@dataclass(frozen=True)
+class WagerLimitSection:
+    """``[limits.KIND]`` (``ante``, ``pair_plus``, ``six_card``, ``progressive``): the
+    table ``minimum_cents`` and ``maximum_cents`` of that wager (equal for a fixed
+    amount, as most progressives are) and, optionally, its own ``chip_cents`` (default:
+    ``[limits] chip_cents``)."""
+
+    minimum_cents: int = _spec(range=_CENTS)
+    maximum_cents: int = _spec(range=_CENTS)
+    chip_cents: int | None = _spec(None, range=_CENTS)
+
+
+@dataclass(frozen=True)
+class LimitsSection:
+    """``[limits]``: the table's limits (``table.bets.TableLimits``; 58 Pa. Code 816a.1 has
+    the table minimum and maximum posted). ``chip_cents``: the smallest chip, every bet a
+    multiple of it, for each ``[limits.KIND]`` given without its own; a kind not given
+    keeps its default (ante, Pair Plus, Six Card Bonus $1..$1,000; progressive a fixed
+    $1; a $1 chip: ``table.bets.DEFAULT_LIMITS``, which take the fixed bets of
+    ``tablectl run --ante-cents 1000 --side-cents 500 --progressive-cents 100``)."""
+
+    chip_cents: int = _spec(100, range=_CENTS)
+    ante: WagerLimitSection | None = None
+    pair_plus: WagerLimitSection | None = None
+    six_card: WagerLimitSection | None = None
+    progressive: WagerLimitSection | None = None
+
+    def table_limits(self) -> Any:
+        """The :class:`table.bets.TableLimits` of these keys. Raises
+        :class:`table.bets.LimitsError` (``key`` ``"KIND.FIELD"``), already checked at load."""
+        from .bets import TableLimits
+
+        given = {}
+        for kind in ("ante", "pair_plus", "six_card", "progressive"):
+            sec = getattr(self, kind)
+            if sec is not None:
+                given[kind] = {"minimum_cents": sec.minimum_cents, "maximum_cents": sec.maximum_cents,
+                               **({"chip_cents": sec.chip_cents} if sec.chip_cents is not None else {})}
+        return TableLimits.from_dict(given, chip_cents=self.chip_cents)
 
 
 @dataclass(frozen=True)
@@ -593,6 +643,7 @@ class TableConfig:
     devices: DevicesConfig
     decks: tuple[DeckConfig, ...] = field(default_factory=_default_decks, metadata={"check_all": _check_decks})
     paytables: PaytablesConfig = field(default_factory=PaytablesConfig)
+    limits: LimitsSection = field(default_factory=LimitsSection)
     link: LinkSection = field(default_factory=LinkSection)
     journal: JournalSection = field(default_factory=JournalSection)
     console: ConsoleSection = field(default_factory=ConsoleSection)
@@ -848,6 +899,22 @@ def _check_paytables(tables: PaytablesConfig, path: tuple, errs: _Collector) -> 
             errs.add(path + (slot,), f"{name!r} is a {pt.kind} paytable, not {slot}; allowed: {allowed}")
 
 
+def _check_limits(limits: LimitsSection, path: tuple, errs: _Collector) -> None:
+    """Limits a bet can keep: a minimum of at least one chip, a maximum not below it, both
+    multiples of the chip (table.bets.Limit)."""
+    from .bets import LimitsError
+
+    try:
+        limits.table_limits()
+    except LimitsError as exc:
+        kind, _, key = exc.key.partition(".")
+        if key == "chip_cents" and getattr(limits, kind).chip_cents is None:
+            errs.add(path + ("chip_cents",), f"{exc} (the chip of [limits.{kind}], from [limits] chip_cents)")
+        else:
+            errs.add(path + (kind, key), f"{exc}; allowed: a whole number of chips from one chip up to "
+                                         "maximum_cents")
+
+
 def _check_link(link: LinkSection, path: tuple, errs: _Collector) -> None:
     """Whatever else the link itself refuses (its own bounds may be tighter)."""
     try:
@@ -909,6 +976,7 @@ def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> No
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
+    LimitsSection: _check_limits,
     DevicesConfig: _check_devices,
     FirmwareSection: _check_vendor_keys,
 }

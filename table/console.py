@@ -41,7 +41,9 @@ from .rules.strategy import Decide
 class Command:
     """One dealer or supervisor command (from the control socket, a screen, a key).
 
-    ``action``: ``close_bets``, ``confirm_collect``, ``decide`` (``seat``,
+    ``action``: ``place_bets`` (``seat`` or ``all_seats``; ``ante``, ``pair_plus``,
+    ``six_card``, ``progressive`` in cents, or ``empty``/``same_as_last``/``table_minimum``:
+    :meth:`table.bets.BetBook.apply`), ``close_bets``, ``confirm_collect``, ``decide`` (``seat``,
     ``decision``), ``void`` (``reason``, ``supervisor``), ``confirm_void``
     (``supervisor``: the second supervisor of the two-person rule),
     ``register_deck`` (``deck_id``, ``supervisor``), ``confirm_card`` (``card``,
@@ -150,7 +152,7 @@ class Console:
     ``status`` command).
     """
 
-    DEALER_ACTIONS = ("close_bets", "confirm_collect", "decide")
+    DEALER_ACTIONS = ("place_bets", "close_bets", "confirm_collect", "decide")
     SUPERVISOR_ACTIONS = ("void", "confirm_void", "register_deck", "confirm_card", "release_hold",
                           "acknowledge_incident")
 
@@ -310,7 +312,8 @@ class Console:
             return f"{action} is not expected now; the table waits for {waits}"
         if action == "decide" and exp.seat is not None and cmd.args.get("seat") != exp.seat:
             return f"the table waits for seat {exp.seat}'s decision"
-        if any(p.action == action for p in self._pending):
+        if action != "place_bets" and any(p.action == action for p in self._pending):
+            # (several seats' bets may queue: each is its own seat's, answered in turn)
             return f"{action} is already being carried out"
         return None
 
@@ -327,6 +330,8 @@ class Console:
                 a["supervisor"] = person_name(a["supervisor"], "supervisor")
         if cmd.action == "void" or (cmd.action == "release_hold" and a.get("reason") is not None):
             a["reason"] = reason_text(a.get("reason"))
+        if cmd.action == "place_bets":
+            _check_bet_args(a)
         if cmd.action == "decide":
             if not isinstance(a.get("seat"), int) or isinstance(a.get("seat"), bool):
                 raise InvalidArgument("seat must be a whole number")
@@ -424,6 +429,13 @@ class Console:
             with self._cv:
                 left = list(self._pending)
                 self._pending.clear()
+                if self._between:
+                    # A command was taken: the ones queued behind it (bets for the next
+                    # seats, then close_bets) are answered by the next expect(), taken
+                    # if it accepts them, as if they had come just after this one.
+                    room = max(0, 16 - len(self._deferred))
+                    self._deferred.extend(left[:room])
+                    left = left[room:]
             for cmd in left:
                 cmd.answer(ok=False, code="not_expected", error=f"{cmd.action} was not carried out: the table "
                                                                  "no longer waits for it")
@@ -433,6 +445,33 @@ class Console:
                     self._expect = None  # deferred commands stay deferred: the next expect() answers them
             if cleared:
                 self._tell(None)
+
+
+#: the arguments a place_bets command may carry (table.bets.BetBook.apply)
+BET_ARGS = ("seat", "all_seats", "ante", "pair_plus", "six_card", "progressive", "empty", "same_as_last",
+            "table_minimum")
+
+
+def _check_bet_args(a: dict[str, Any]) -> None:
+    """The shape of a ``place_bets`` command's arguments (whatever front door it came
+    through): known keys only, a seat or ``all_seats``, whole cents, flags ``true``. The
+    limits themselves are the bet book's (:class:`table.bets.BetBook`). Raises
+    :class:`InvalidArgument`."""
+    unknown = sorted(str(k)[:20] for k in a if k not in BET_ARGS)
+    if unknown:
+        raise InvalidArgument(f"unknown argument {unknown[0]!r}; allowed: {', '.join(BET_ARGS)}")
+    seat = a.get("seat")
+    if (seat is None) == (a.get("all_seats") is not True):
+        raise InvalidArgument("give seat (a whole number) or all_seats: true")
+    if seat is not None and (isinstance(seat, bool) or not isinstance(seat, int)):
+        raise InvalidArgument("seat must be a whole number")
+    for k in ("ante", "pair_plus", "six_card", "progressive"):
+        v = a.get(k, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidArgument(f"{k} must be a whole number of cents, 0 or more")
+    for k in ("all_seats", "empty", "same_as_last", "table_minimum"):
+        if k in a and a[k] is not True:
+            raise InvalidArgument(f"{k} must be true when given")
 
 
 def console_decisions(console: "Console") -> Decide:

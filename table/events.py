@@ -78,7 +78,7 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.2.0"
+SCHEMA_VERSION = "1.3.0"  # 1.3.0: bets_closed carries the seats in play and their wagers
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -204,6 +204,11 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         data = {"number": body.get("number"), "seats": sorted(int(s) for s in wagers), "wagers": wagers}
     elif etype == "bets_closed":
         data = {"number": body.get("number")}
+        if "wagers" in body:  # the bets as frozen (issue 23; 816a.1): published before the first card
+            wagers = {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
+                      for s, w in sorted(body["wagers"].items(), key=lambda kv: int(kv[0]))}
+            data["seats"] = [int(s) for s in wagers]
+            data["wagers"] = wagers
     elif etype == "card_dealt":
         to = body.get("to")
         data = {"to": _to(to), "draw_index": body.get("draw_index"), "back_colour": body.get("back_colour"),

@@ -301,75 +301,108 @@ def update_firmware(
     :class:`FirmwareUpdateFailed`, ``roles.InvalidArgument`` (a bad supervisor name)
     and ``journal.JournalError`` (nothing is sent unless the attempt is journaled first).
     """
-    supervisor = person_name(supervisor, "supervisor")
-    sha = hashlib.sha256(data).hexdigest()
-    phase = on_phase or (lambda name: None)
+    u = _Update(url, data, journal, person_name(supervisor, "supervisor"), on_phase)
     cfg = dataclasses.replace(link_config or LinkConfig(), firmware_allowlist=(), firmware_approved=())
-    who = {"supervisor": supervisor, "os_user": f"uid:{os.getuid()}"}
-
-    def record(step: str, **body: Any) -> int:
-        entry = journal.append(JOURNAL_KIND, step=step, image_sha256=sha, **who, **body)
-        return int(getattr(entry, "seq", 0) or 0)
-
-    def refuse(exc: FirmwareRefused, ident: DeviceIdentity | None = None, info: FirmwareInfo | None = None,
-               header: ImageHeader | None = None) -> FirmwareRefused:
-        record("refused", by=exc.by, reason=exc.reason.value, detail=exc.detail,
-               nak=exc.code.name.lower() if exc.code is not None else None,
-               device=_device_fields(url, ident, info), image=_image_fields(header) if header else None)
-        log.warning("firmware_refused", by=exc.by, reason=exc.reason.value, detail=exc.detail, image_sha256=sha)
-        return exc
-
-    phase("checks")
+    u.phase("checks")
     try:
         image = verify_image(data, accepted_keys)
     except FirmwareRefused as exc:
-        raise refuse(exc) from None
-    header = image.header
+        raise u.refuse(exc) from None
+    u.header = header = image.header
     busy = round_in_progress(journal)
     if busy is not None:
-        raise refuse(FirmwareRefused(Refusal.ROUND_IN_PROGRESS, f"{busy}: update between rounds, with the "
-                                                                "round closed"), header=header)
-
+        raise u.refuse(FirmwareRefused(Refusal.ROUND_IN_PROGRESS, f"{busy}: update between rounds, with the "
+                                                                  "round closed"))
     link = Link(transport_for(url, usb_backend=usb_backend, read_timeout_ms=cfg.read_timeout_ms),
                 name="firmware", config=cfg)
-    ident: DeviceIdentity | None = None
-    info: FirmwareInfo | None = None
     try:
+        transfer, before = u.reach(link, chunk_size)
+        u.send(transfer, progress, before)
+    finally:
+        link.close()
+    assert u.ident is not None and u.info is not None
+    return _verify_after_activation(url, header, u.ident, u.info, before, u.sha, transfer.resumed_from or 0, cfg,
+                                    usb_backend, activation_timeout_s, u.record, u.phase)
+
+
+class _Update:
+    """One update attempt's record: every step journaled with the image's SHA-256, who
+    ran it, and what the device said it was (docs/firmware.md)."""
+
+    def __init__(self, url: Any, data: bytes, journal: "Journal", supervisor: str,
+                 on_phase: Callable[[str], None] | None) -> None:
+        self.url = url
+        self.data = data
+        self.journal = journal
+        self.sha = hashlib.sha256(data).hexdigest()
+        self.phase: Callable[[str], None] = on_phase or (lambda name: None)
+        self.who = {"supervisor": supervisor, "os_user": f"uid:{os.getuid()}"}
+        self.header: ImageHeader | None = None
+        self.ident: DeviceIdentity | None = None
+        self.info: FirmwareInfo | None = None
+
+    def record(self, step: str, **body: Any) -> int:
+        """Journal one step of the attempt; returns its seq."""
+        entry = self.journal.append(JOURNAL_KIND, step=step, image_sha256=self.sha, **self.who, **body)
+        return int(getattr(entry, "seq", 0) or 0)
+
+    def refuse(self, exc: FirmwareRefused) -> FirmwareRefused:
+        """Journal a refusal (the host's or the device's) and return it, to be raised."""
+        self.record("refused", by=exc.by, reason=exc.reason.value, detail=exc.detail,
+                    nak=exc.code.name.lower() if exc.code is not None else None,
+                    device=_device_fields(self.url, self.ident, self.info),
+                    image=_image_fields(self.header) if self.header else None)
+        log.warning("firmware_refused", by=exc.by, reason=exc.reason.value, detail=exc.detail, image_sha256=self.sha)
+        return exc
+
+    def reach(self, link: Link, chunk_size: int) -> tuple[FirmwareTransfer, str]:
+        """Open the link, identify the device, read its firmware info and status, and check
+        the image against it (SPEC §9.4). Returns the transfer and the version it runs."""
+        header = self.header
+        assert header is not None
         try:
             link.open()
-            ident = link.handshake(None)  # type: ignore[arg-type]  # the kind is checked against the image below
+            self.ident = link.handshake(None)  # type: ignore[arg-type]  # the kind is checked against the image below
             transfer = FirmwareTransfer(link, chunk_size=chunk_size)
             try:
-                info = transfer.info()
+                self.info = transfer.info()
             except RequestRefused as exc:
-                raise refuse(FirmwareRefused(Refusal.NOT_SUPPORTED, f"the device answers GetFirmwareInfo with "
-                                                                    f"{exc.code}: it takes no signed updates"),
-                             ident, None, header) from None
+                raise self.refuse(FirmwareRefused(Refusal.NOT_SUPPORTED, f"the device answers GetFirmwareInfo with "
+                                                                         f"{exc.code}: it takes no signed updates")
+                                  ) from None
             status = link.request(GetStatus(), StatusReply)
             assert isinstance(status, StatusReply)
         except (TransportError, LinkError, HandshakeError) as exc:
-            record("failed", outcome="unreachable", detail=str(exc), device=_device_fields(url, ident, info),
-                   image=_image_fields(header))
-            raise FirmwareUpdateFailed("unreachable", f"cannot reach the device at {url}: {exc}; nothing was "
+            self.record("failed", outcome="unreachable", detail=str(exc),
+                        device=_device_fields(self.url, self.ident, self.info), image=_image_fields(header))
+            raise FirmwareUpdateFailed("unreachable", f"cannot reach the device at {self.url}: {exc}; nothing was "
                                                       "sent") from None
+        ident, info = self.ident, self.info
         try:
             check_device(header, ident, info, status)
         except FirmwareRefused as exc:
-            raise refuse(exc, ident, info, header) from None
+            raise self.refuse(exc) from None
         before = ident.firmware_version
-        record("started", device=_device_fields(url, ident, info), image=_image_fields(header),
-               firmware_before=before, device_held=info.received)
+        self.record("started", device=_device_fields(self.url, ident, info), image=_image_fields(header),
+                    firmware_before=before, device_held=info.received)
         log.info("firmware_update_started", serial=ident.serial_number, firmware_before=before,
-                 image_version=header.version_text, image_sha256=sha)
+                 image_version=header.version_text, image_sha256=self.sha)
+        return transfer, before
+
+    def send(self, transfer: FirmwareTransfer, progress: Progress | None, before: str) -> None:
+        """Transfer, commit and activate; a NAK is a refusal, a lost link an interruption
+        the same update resumes."""
+        info = self.info
+        assert info is not None
         step = "transfer"
         try:
-            phase(step)
-            transfer.send(data, progress)
+            self.phase(step)
+            transfer.send(self.data, progress)
             step = "commit"
-            phase(step)
+            self.phase(step)
             transfer.commit()
             step = "activate"
-            phase(step)
+            self.phase(step)
             try:
                 transfer.activate()
             except (LinkLost, LinkTimeout) as exc:
@@ -378,21 +411,18 @@ def update_firmware(
         except RequestRefused as exc:
             code = exc.code if isinstance(exc.code, NakCode) else None
             reason = _NAK_REFUSAL.get(code, Refusal.DEVICE_REFUSED) if code is not None else Refusal.DEVICE_REFUSED
-            raise refuse(FirmwareRefused(reason, f"at the {step}: NAK {code.name if code else exc.code}; the device "
-                                                 f"still runs {before} from slot {info.slot_name}",
-                                         by="device", code=code), ident, info, header) from None
+            raise self.refuse(FirmwareRefused(reason, f"at the {step}: NAK {code.name if code else exc.code}; the "
+                                                      f"device still runs {before} from slot {info.slot_name}",
+                                              by="device", code=code)) from None
         except (LinkError, UpdateProtocolError) as exc:
             held = (transfer.resumed_from or 0) + transfer.bytes_sent
-            record("failed", outcome="interrupted", during=step, detail=str(exc), device=_device_fields(url, ident, info),
-                   image=_image_fields(header), firmware_before=before)
+            self.record("failed", outcome="interrupted", during=step, detail=str(exc),
+                        device=_device_fields(self.url, self.ident, info), image=_image_fields(self.header),
+                        firmware_before=before)
             raise FirmwareUpdateFailed("interrupted", (
                 f"the {step} was interrupted ({exc}); the device still runs {before} from slot {info.slot_name}: "
-                f"the new image is not active (about {held} of {len(data)} bytes were sent). Run the same "
+                f"the new image is not active (about {held} of {len(self.data)} bytes were sent). Run the same "
                 f"update again: the device resumes from the bytes it holds")) from None
-    finally:
-        link.close()
-    return _verify_after_activation(url, header, ident, info, before, sha, transfer.resumed_from or 0, cfg,
-                                    usb_backend, activation_timeout_s, record, phase)
 
 
 def _verify_after_activation(url: Any, header: ImageHeader, ident: DeviceIdentity, info: FirmwareInfo,

@@ -55,6 +55,7 @@ SUPERVISOR_ONLY = frozenset({Role.SUPERVISOR})
 #: action -> the roles that may ask it (docs/console.md)
 PERMISSIONS: dict[str, frozenset[Role]] = {
     "status": ALL,
+    "place_bets": FLOOR_STAFF,
     "close_bets": FLOOR_STAFF,
     "confirm_collect": FLOOR_STAFF,
     "decide": FLOOR_STAFF,

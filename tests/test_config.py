@@ -284,3 +284,56 @@ def test_a_bad_firmware_allowlist_names_the_key(value):
         parse_config(MINIMAL.replace('url = "/dev/threecard/shoe"',
                                      f'url = "/dev/threecard/shoe"\nfirmware_allowlist = {value}'))
     assert "devices.shoe.firmware_allowlist" in str(info.value)
+
+
+# -- [limits] (issue 23) ---------------------------------------------------------------------------
+
+
+def test_limits_default_when_the_config_sets_none_and_take_the_fixed_bets():
+    from table.bets import DEFAULT_LIMITS, BetBook
+
+    lim = parse_config(MINIMAL).limits.table_limits()
+    assert lim == DEFAULT_LIMITS
+    book = BetBook(lim, 3)
+    assert book.place(1, ante=1000, pair_plus=500, six_card=500, progressive=100) is not None
+
+
+def test_the_example_config_sets_limits():
+    lim = load_config(EXAMPLE).limits.table_limits()
+    assert (lim.ante.minimum_cents, lim.ante.maximum_cents, lim.ante.chip_cents) == (500, 50_000, 100)
+    assert lim.progressive.minimum_cents == lim.progressive.maximum_cents == 100
+
+
+def test_limits_a_kind_without_its_own_chip_takes_the_tables():
+    lim = parse_config(MINIMAL + "[limits]\nchip_cents = 500\n[limits.ante]\nminimum_cents = 1000\n"
+                                 "maximum_cents = 20000\n[limits.progressive]\nminimum_cents = 100\n"
+                                 "maximum_cents = 100\nchip_cents = 100\n").limits.table_limits()
+    assert (lim.ante.chip_cents, lim.progressive.chip_cents) == (500, 100)
+
+
+@pytest.mark.parametrize("body, key, line, words", [
+    ("[limits.ante]\nminimum_cents = 1000\nmaximum_cents = 500\n", "limits.ante.maximum_cents", 12,
+     "below minimum_cents (1000)"),
+    ("[limits.ante]\nminimum_cents = 250\nmaximum_cents = 5000\n", "limits.ante.minimum_cents", 11,
+     "not a multiple of chip_cents (100)"),
+    ("[limits]\nchip_cents = 500\n[limits.pair_plus]\nminimum_cents = 100\nmaximum_cents = 5000\n",
+     "limits.pair_plus.minimum_cents", 13, "below one chip (500 cents)"),
+    ("[limits.progressive]\nminimum_cents = 100\n", "limits.progressive.maximum_cents", 10, "missing required key"),
+    ("[limits.ante]\nminimum_cents = 0\nmaximum_cents = 5000\n", "limits.ante.minimum_cents", 11, "out of range"),
+    ("[limits.ante]\nminimum_cents = 500\nmaximum_cents = 5.5\n", "limits.ante.maximum_cents", 12,
+     "expected an integer"),
+    ("[limits.antes]\nminimum_cents = 500\nmaximum_cents = 5000\n", "limits.antes", 10, "did you mean 'ante'"),
+])
+def test_limits_problems_name_the_file_line_and_key(body, key, line, words):
+    p = only(MINIMAL + body)
+    assert p.key == key and words in p.message, p
+    assert p.line == line, p
+    assert p.render("table.toml").startswith(f"table.toml:{line}: {key}: ")
+
+
+def test_cli_check_names_a_bad_limit(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text(MINIMAL + "[limits.six_card]\nminimum_cents = 500\nmaximum_cents = 250\n")
+    r = CliRunner().invoke(main, ["config", "check", str(f)])
+    assert r.exit_code == 1
+    assert f"{f}:12: limits.six_card.maximum_cents: 250 is below minimum_cents (500)" in r.output

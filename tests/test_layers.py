@@ -147,6 +147,51 @@ def test_no_import_circle():
     assert circles(REPO) == []
 
 
+#: the conductor and the vendor facade above the procedure's parts: a part never imports them
+ABOVE_THE_PARTS = ("table.controller", "table.api")
+
+
+def part_violations(root: Path) -> list[str]:
+    """Imports by a part of ``table/procedure/`` of the conductor, the vendor facade, or
+    anything outside the core (a front door, the CLI, the service, the bench): the
+    parts are conducted; they never reach up (docs/architecture.md, "The procedure")."""
+    mods = modules(root)
+    known = set(mods) | {"bench"}
+    out = []
+    for name, path in mods.items():
+        if not name.startswith("table.procedure"):
+            continue
+        for target in sorted(imports(name, path, known)):
+            if target in ABOVE_THE_PARTS or (target.startswith("table.") and room(target) != "core"):
+                out.append(f"{name} imports {target}: a part of the procedure imports only the core below it")
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            mod = (node.module or "") if isinstance(node, ast.ImportFrom) and not node.level else ""
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [mod]
+            if any(n == "bench" or n.startswith("bench.") for n in names):
+                out.append(f"{name} imports {names[0]}: a part of the procedure never imports the bench")
+    return out
+
+
+def test_the_procedure_parts_never_reach_up():
+    assert [m for m in modules(REPO) if m.startswith("table.procedure.")], "the parts are where the docs say"
+    assert part_violations(REPO) == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("from ..controller import TableController\n", "imports table.controller"),
+    ("from table.interfaces.web import X\n", "imports table.interfaces.web"),
+    ("def f():\n    from ..cli.run import run_command\n", "imports table.cli.run"),
+    ("import bench.rounds\n", "never imports the bench"),
+])
+def test_the_part_checker_catches_a_part_reaching_up(tmp_path, text, expected):
+    root = _plant(tmp_path, {"table/controller.py": "", "table/procedure/__init__.py": "",
+                             "table/procedure/intake.py": text, "table/interfaces/__init__.py": "",
+                             "table/interfaces/web.py": "", "table/cli/__init__.py": "", "table/cli/run.py": ""})
+    found = part_violations(root)
+    assert any(expected in line for line in found), found
+
+
 def test_no_cli_module_in_the_core():
     assert not [p.name for p in (REPO / "table").glob("cli_*.py")]
 

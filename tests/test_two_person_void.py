@@ -175,9 +175,9 @@ def test_a_void_accepted_the_instant_before_the_results_are_recorded_is_carried_
     settlement (the last instant a void is allowed): its answer said "a second supervisor
     must confirm", so the round is held for one; it is never settled and paid after that
     answer (found by a new user: round 1043 paid after a 200 "accepted")."""
-    import table.controller as controller_module
+    import table.procedure.round_play as round_module  # where the round settles its seats
 
-    real = controller_module.settle_seat
+    real = round_module.settle_seat
     answers: list = []
 
     def settle_seat(*args, **kwargs):  # the settlement's computation: the void arrives meanwhile
@@ -186,7 +186,7 @@ def test_a_void_accepted_the_instant_before_the_results_are_recorded_is_carried_
         return real(*args, **kwargs)
 
     with table(tmp_path) as (ctl, sim, console, journal):
-        mocker.patch.object(controller_module, "settle_seat", side_effect=settle_seat)
+        mocker.patch.object(round_module, "settle_seat", side_effect=settle_seat)
         ctl.prepare()
         with pytest.raises(RoundHeld):
             ctl.play_round()

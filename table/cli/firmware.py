@@ -231,43 +231,13 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
         journal = Journal(jpath)
     except JournalError as exc:
         raise click.BadParameter(str(exc), param_hint="--journal") from None
-    bar: Any = None
-    shown = 0
-    tenths = -1
-
-    def progress(held: int, total: int) -> None:
-        """A progress bar on a terminal; elsewhere (a log, a pipe) a line every 10 %."""
-        nonlocal bar, shown, tenths
-        if not sys.stderr.isatty():
-            step = held * 10 // total
-            if step > tenths:
-                tenths = step
-                click.echo(f"tablectl firmware: sent {held * 100 // total}% ({held} of {total} bytes)", err=True)
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label="sending", file=sys.stderr, show_percent=True, show_pos=True)
-            bar.__enter__()
-        if (held - shown) * 200 >= total or held == total:  # redraw at each half percent, not every chunk
-            bar.update(held - shown)
-            shown = held
-
-    def phase(name: str) -> None:
-        nonlocal bar
-        if bar is not None and name != "transfer":
-            bar.__exit__(None, None, None)
-            bar = None
-        text = {"checks": "checking the image and the device", "commit": "the device verifies the whole image",
-                "activate": "activating: the device restarts into the new image",
-                "verify": "waiting for the device to come back"}.get(name)
-        if text:
-            click.echo(f"tablectl firmware: {text}", err=True)
-
+    shown = _Progress()
     code = 0
     backend = (ctx.obj or {}).get("usb_backend") if isinstance(ctx.obj, dict) else None  # tests: emulated USB
     try:
         outcome = update_firmware(url, data, accepted_keys=keys, journal=journal, supervisor=supervisor,
                                   usb_backend=backend,
-                                  link_config=config.link.link_config(), progress=progress, on_phase=phase,
+                                  link_config=config.link.link_config(), progress=shown.progress, on_phase=shown.phase,
                                   activation_timeout_s=config.firmware.activation_timeout_s)
     except FirmwareRefused as exc:
         result: dict[str, Any] = {"outcome": "refused", "by": exc.by, "reason": exc.reason.value, "detail": exc.detail}
@@ -286,8 +256,7 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
         message = outcome.summary()
         code = 0 if outcome.updated else EXIT_ROLLED_BACK
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        shown.close()
         journal.close()
     if as_json:
         click.echo(json.dumps(result))
@@ -296,3 +265,46 @@ def update_command(ctx: click.Context, url: str, image_path: str, supervisor: st
     elif not as_json:
         click.echo(message)
     sys.exit(code)
+
+
+class _Progress:
+    """How an update's progress is shown: a bar on a terminal; elsewhere (a log, a pipe)
+    a line every 10 %; a line for each phase."""
+
+    PHASES = {"checks": "checking the image and the device", "commit": "the device verifies the whole image",
+              "activate": "activating: the device restarts into the new image",
+              "verify": "waiting for the device to come back"}
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.shown = 0
+        self.tenths = -1
+
+    def progress(self, held: int, total: int) -> None:
+        """``held`` of ``total`` bytes are on the device."""
+        if not sys.stderr.isatty():
+            step = held * 10 // total
+            if step > self.tenths:
+                self.tenths = step
+                click.echo(f"tablectl firmware: sent {held * 100 // total}% ({held} of {total} bytes)", err=True)
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="sending", file=sys.stderr, show_percent=True,
+                                         show_pos=True)
+            self.bar.__enter__()
+        if (held - self.shown) * 200 >= total or held == total:  # redraw at each half percent, not every chunk
+            self.bar.update(held - self.shown)
+            self.shown = held
+
+    def phase(self, name: str) -> None:
+        """The update enters phase ``name`` (``update_firmware``'s ``on_phase``)."""
+        if name != "transfer":
+            self.close()
+        text = self.PHASES.get(name)
+        if text:
+            click.echo(f"tablectl firmware: {text}", err=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None

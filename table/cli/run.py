@@ -13,6 +13,7 @@ import queue
 import signal
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -215,13 +216,7 @@ class RunResults:
                    "Card faces of CardDrawn frames are masked (docs/cli.md).")
 @click.option("--trace-card-faces", "trace_card_faces", is_flag=True,
               help="With --simulate and --trace-frames: do not mask card faces in the trace (emulated decks only).")
-def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, deck_colours, shuffler_url,
-                shoe_url, link_dir, log_file, log_level, transport="serial", log_format=None, config_path=None,
-                service=False, journal_path=None, control_socket=None, supervisor=None, dealer_socket=None,
-                pair_plus=None, six_card=None, progressive=None, side_cents=500, progressive_cents=100,
-                meter_cents=10_000_000, event_socket=None, scenario=None, weak_shuffle=False,
-                profile_name="pennsylvania", table_key=None, anchors_file=None, web=None, people_file=None,
-                trace_frames=None, trace_card_faces=False) -> None:
+def run_command(**params: Any) -> None:
     """Deal ROUNDS of Three Card Poker through the shuffler and the shoe.
 
     With --simulate the devices are firmware emulators on real pseudo-terminals
@@ -239,283 +234,399 @@ def run_command(simulate, rounds, seats, seed, as_json, ante_cents, ante_bonus, 
     when that is a terminal.
     """
     ctx = click.get_current_context()
-    if scenario is not None:
-        _run_scenario(scenario, simulate, as_json, journal_path)
+    a = _RunArgs(**params)
+    if a.scenario is not None:
+        _run_scenario(a.scenario, a.simulate, a.as_json, a.journal_path)
         return
-    settings = merge_config(ctx, config_path, service)
-    seats, deck_colours, ante_bonus, shuffler_url, shoe_url, log_level, log_format = (settings.options[k] for k in (
-        "seats", "deck_colours", "ante_bonus", "shuffler_url", "shoe_url", "log_level", "log_format"))
-    if service and as_json:
-        raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
-    if simulate:
-        given = [flag for name, flag in _REAL_TABLE_OPTIONS if given_on_command_line(ctx, name)]
-        if given:
-            raise click.UsageError(f"--simulate brings its own emulated devices and virtual dealer; it cannot be "
-                                   f"used with {' or '.join(given)} (drop --simulate to run a real table)")
-    if trace_card_faces and not simulate:
-        raise click.UsageError("--trace-card-faces shows the cards a real shoe reads, which nothing readable "
-                               "without the table's key may reveal (58 Pa. Code 816a.1): it is for --simulate only")
-    if trace_card_faces and not trace_frames:
-        raise click.UsageError("--trace-card-faces needs --trace-frames FILE")
-    svc = ServiceRun(service, settings.config.table.id if settings.config is not None else None)
-    colours = parse_deck_colours(deck_colours, "--deck-colours")
-    if transport == "usb" and link_dir:
-        raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
-    if not simulate and not (shuffler_url and shoe_url):
-        raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
-    _configure_run_logging(ctx, log_file, service, log_level, log_format)
-    tables = _load_tables(settings, ante_bonus, pair_plus, six_card, progressive, meter_cents)
-    _check_meter(tables, meter_cents, progressive_cents)
+    _TableRun(ctx, a).run()
 
-    journal_hint = "--journal"
-    if journal_path is None and service and settings.config is not None and not simulate:
-        journal_path, journal_hint = str(settings.config.journal.path), "the config's journal.path"
-    if journal_path:
-        _check_folder(journal_path, journal_hint)
-    if trace_frames:
-        _check_folder(trace_frames, "--trace-frames")
-        if os.path.lexists(trace_frames):  # checked again, atomically, when it is created
-            raise click.BadParameter(f"{trace_frames} already exists; a trace is always a new file (choose another "
-                                     "name)", param_hint="--trace-frames")
-    journal = None
-    anchors: list = []
-    if journal_path:
-        cfg_key = settings.config.journal.key_file if settings.config is not None else None
+
+@dataclass
+class _RunArgs:
+    """``tablectl run``'s options, as click gives them (the names of its parameters)."""
+
+    simulate: bool = False
+    rounds: int = 10
+    seats: int | None = None
+    seed: int | None = None
+    as_json: bool = False
+    ante_cents: int = 1000
+    ante_bonus: str | None = None
+    deck_colours: str | None = None
+    shuffler_url: str | None = None
+    shoe_url: str | None = None
+    link_dir: str | None = None
+    log_file: Any = None
+    log_level: str | None = None
+    transport: str = "serial"
+    log_format: str | None = None
+    config_path: str | None = None
+    service: bool = False
+    journal_path: str | None = None
+    control_socket: str | None = None
+    supervisor: str | None = None
+    dealer_socket: str | None = None
+    pair_plus: str | None = None
+    six_card: str | None = None
+    progressive: str | None = None
+    side_cents: int = 500
+    progressive_cents: int = 100
+    meter_cents: int = 10_000_000
+    event_socket: str | None = None
+    scenario: str | None = None
+    weak_shuffle: bool = False
+    profile_name: str = "pennsylvania"
+    table_key: str | None = None
+    anchors_file: str | None = None
+    web: str | None = None
+    people_file: str | None = None
+    trace_frames: str | None = None
+    trace_card_faces: bool = False
+
+
+class _TableRun:
+    """One ``tablectl run``: options checked, the journal and front doors opened, the
+    devices and the controller built, rounds dealt, the outcome printed. Each phase is
+    a method, in the order :meth:`run` takes them."""
+
+    def __init__(self, ctx: click.Context, a: _RunArgs) -> None:
+        self.ctx = ctx
+        self.a = a
+        self.settings = merge_config(ctx, a.config_path, a.service)
+        self.cfg = self.settings.config
+        o = self.settings.options
+        self.seats, self.ante_bonus = o["seats"], o["ante_bonus"]
+        a.shuffler_url, a.shoe_url = o["shuffler_url"], o["shoe_url"]
+        self.journal: Journal | None = None
+        self.anchors: list = []
+        self.voided: list[dict[str, str]] = []
+        self.error: str | None = None
+        self.code = 0
+        self.controller: TableController | None = None
+
+    def run(self) -> None:
+        """The phases of the run, in order; exits with the documented code."""
+        a, o = self.a, self.settings.options
+        self._check_options()
+        self.svc = ServiceRun(a.service, self.cfg.table.id if self.cfg is not None else None)
+        self.colours = parse_deck_colours(o["deck_colours"], "--deck-colours")
+        _configure_run_logging(self.ctx, a.log_file, a.service, o["log_level"], o["log_format"])
+        self.tables = _load_tables(self.settings, self.ante_bonus, a.pair_plus, a.six_card, a.progressive,
+                                   a.meter_cents)
+        _check_meter(self.tables, a.meter_cents, a.progressive_cents)
+        self._open_journal()
+        self._check_streams()
+        signal.signal(signal.SIGTERM, _raise_exit)
+        # Past a file size limit the kernel's default kills the process mid-write; ignored,
+        # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        self.profile = get_profile(a.profile_name)
+        self.results = RunResults(self.seats, a.as_json and not a.service, sys.stdout, self.profile)
+        with ExitStack() as stack:
+            if self.journal is not None:
+                stack.callback(self.journal.close)
+            self._open_front_doors(stack)
+            try:
+                self._build_table(stack)
+                self._deal(stack)
+            except JournalWriteError as exc:
+                # Nothing more can be recorded, so nothing more is done: the devices keep their
+                # unacknowledged events and a restart holds the round (docs/journal.md).
+                self.error, self.code = (f"journal unwritable ({exc.reason}): the round is held and the table "
+                                         f"stops; free the disk or fix the journal, then restart ({exc})"), EXIT_JOURNAL
+                self.svc.stopping(f"journal unwritable: {exc.reason}")
+            except JournalTampered as exc:
+                self.error, self.code = str(exc), EXIT_CUSTODY
+            except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
+                self.error, self.code = str(exc), EXIT_CUSTODY
+            except (TableError, LinkError) as exc:
+                self.error, self.code = str(exc), EXIT_DEVICE
+            except KeyboardInterrupt as exc:
+                self.error = "interrupted by SIGTERM" if isinstance(exc, _Terminated) else "interrupted"
+                self.code = EXIT_INTERRUPTED
+                self.svc.stopping(self.error)
+            ctl = self.controller
+            self.violations = len(ctl.custody.violations) if ctl else 0
+            self.cards_read = ctl.cards_read if ctl else 0
+        self._report()
+
+    # -- 1. the options -------------------------------------------------------------------------
+
+    def _check_options(self) -> None:
+        """Combinations of options that cannot work together (``click.UsageError``)."""
+        a, ctx = self.a, self.ctx
+        if a.service and a.as_json:
+            raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
+        if a.simulate:
+            given = [flag for name, flag in _REAL_TABLE_OPTIONS if given_on_command_line(ctx, name)]
+            if given:
+                raise click.UsageError(f"--simulate brings its own emulated devices and virtual dealer; it cannot be "
+                                       f"used with {' or '.join(given)} (drop --simulate to run a real table)")
+        if a.trace_card_faces and not a.simulate:
+            raise click.UsageError("--trace-card-faces shows the cards a real shoe reads, which nothing readable "
+                                   "without the table's key may reveal (58 Pa. Code 816a.1): it is for --simulate only")
+        if a.trace_card_faces and not a.trace_frames:
+            raise click.UsageError("--trace-card-faces needs --trace-frames FILE")
+        if a.transport == "usb" and a.link_dir:
+            raise click.UsageError("--link-dir makes pty symlinks; it cannot be used with --transport usb")
+        if not a.simulate and not (a.shuffler_url and a.shoe_url):
+            raise click.UsageError("give --simulate, or both --shuffler-url and --shoe-url for a real table")
+
+    # -- 2. the journal and its anchors ------------------------------------------------------------
+
+    def _open_journal(self) -> None:
+        """The journal (``--journal``, or the config's in service mode), its table key, and
+        the anchors to check it against (``--anchors``, the floor's broker). Raises
+        ``click.BadParameter`` naming the option."""
+        a, cfg = self.a, self.cfg
+        journal_hint = "--journal"
+        if a.journal_path is None and a.service and cfg is not None and not a.simulate:
+            a.journal_path, journal_hint = str(cfg.journal.path), "the config's journal.path"
+        if a.journal_path:
+            _check_folder(a.journal_path, journal_hint)
+        if a.trace_frames:
+            _check_folder(a.trace_frames, "--trace-frames")
+            if os.path.lexists(a.trace_frames):  # checked again, atomically, when it is created
+                raise click.BadParameter(f"{a.trace_frames} already exists; a trace is always a new file (choose "
+                                         "another name)", param_hint="--trace-frames")
+        if not a.journal_path:
+            return
         try:
-            key, made = table_key_for(journal_path, table_key or cfg_key, service=service)
+            key, made = table_key_for(a.journal_path, a.table_key or (cfg.journal.key_file if cfg else None),
+                                      service=a.service)
         except KeyFileError as exc:
             raise click.BadParameter(str(exc), param_hint="--table-key") from None
         if made:
             click.echo(f"tablectl run: made a table key {key.source} (key id {key.key_id}) beside the journal; "
                        "a real table keeps its key in systemd credentials (docs/journal.md)", err=True)
-        table_id = settings.config.table.id if settings.config is not None else "table"
+        table_id = cfg.table.id if cfg is not None else "table"
         try:
-            journal = Journal(journal_path, key=key, table_id=table_id)
+            self.journal = journal = Journal(a.journal_path, key=key, table_id=table_id)
         except JournalError as exc:
             raise click.BadParameter(str(exc), param_hint=journal_hint) from None
-        anchors_path = anchors_file or (settings.config.journal.anchors if settings.config is not None else None)
+        anchors_path = a.anchors_file or (cfg.journal.anchors if cfg is not None else None)
         try:
-            anchors = load_anchors(anchors_path) if anchors_path and Path(anchors_path).exists() else []
+            self.anchors = load_anchors(anchors_path) if anchors_path and Path(anchors_path).exists() else []
         except JournalError as exc:
             journal.close()
             raise click.BadParameter(str(exc), param_hint="--anchors") from None
-        if settings.config is not None and settings.config.mqtt.host and not simulate:
+        if cfg is not None and cfg.mqtt.host and not a.simulate:
             # The floor's broker keeps the table's latest signed checkpoint: an anchor no one
             # at the table can take back (docs/journal.md).
             from table.interfaces.mqtt import fetch_checkpoint
 
-            cp = fetch_checkpoint(settings.config.mqtt.settings(key), table_id, key.public)
+            cp = fetch_checkpoint(cfg.mqtt.settings(key), table_id, key.public)
             if cp is not None:
-                anchors.append(cp)
-    if journal is not None and simulate and journal.last_seq:
-        journal.close()
-        raise click.BadParameter(
-            f"{journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate starts "
-            "a fresh simulated table; give a new journal path", param_hint="--journal")
+                self.anchors.append(cp)
+        if a.simulate and journal.last_seq:
+            journal.close()
+            raise click.BadParameter(
+                f"{a.journal_path} already holds {journal.last_seq} entries of an earlier table, but --simulate "
+                "starts a fresh simulated table; give a new journal path", param_hint="--journal")
 
-    cfg = settings.config
-    if event_socket is None and cfg is not None and cfg.console.event_socket is not None:
-        event_socket = str(cfg.console.event_socket)
-    if event_socket and journal is None:
-        raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
-    web_listen = web or (cfg.web.listen if cfg is not None else None)
-    web_host_port = _host_port(web_listen) if web_listen else None
-    # The journal's own table key signs the MQTT messages and opens a seat's sealed cards.
-    signing_key = journal.key if journal is not None else None
-    signal.signal(signal.SIGTERM, _raise_exit)
-    # Past a file size limit the kernel's default kills the process mid-write; ignored,
-    # the write fails with EFBIG and the journal reports "file size limit" (exit 5).
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    voided: list[dict[str, str]] = []
-    error: str | None = None
-    code = 0
-    profile = get_profile(profile_name)
-    results = RunResults(seats, as_json and not service, sys.stdout, profile)
-    with ExitStack() as stack:
-        controller = None
-        if journal is not None:
-            stack.callback(journal.close)
-        trace = None
-        if trace_frames:
+    def _check_streams(self) -> None:
+        """The event socket needs the journal; ``--web`` (or ``[web] listen``) parsed."""
+        a, cfg = self.a, self.cfg
+        if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None:
+            a.event_socket = str(cfg.console.event_socket)
+        if a.event_socket and self.journal is None:
+            raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
+        web_listen = a.web or (cfg.web.listen if cfg is not None else None)
+        self.web_host_port = _host_port(web_listen) if web_listen else None
+
+    # -- 3. the front doors ------------------------------------------------------------------------
+
+    def _open_front_doors(self, stack: ExitStack) -> None:
+        """The console every front door feeds, the frame trace, the control socket, the web,
+        and the terminal's keys. Raises ``click.UsageError`` when a door cannot open."""
+        a, cfg, journal = self.a, self.cfg, self.journal
+        self.trace = None
+        if a.trace_frames:
             from table.frame_trace import FrameTrace
 
             try:
-                trace = stack.enter_context(FrameTrace(trace_frames, card_faces=trace_card_faces))
+                self.trace = stack.enter_context(FrameTrace(a.trace_frames, card_faces=a.trace_card_faces))
             except OSError as exc:
                 raise click.BadParameter(exc.strerror or str(exc), param_hint="--trace-frames") from None
-        console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
-        if control_socket is None and service and settings.config is not None:
-            control_socket = str(settings.config.console.control_socket)
-        front = FrontDoorLoop()
+        self.console = console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
+        if a.control_socket is None and a.service and cfg is not None:
+            a.control_socket = str(cfg.console.control_socket)
+        self.front = front = FrontDoorLoop()
         stack.callback(front.close)
-        roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
-                                stream_pending=journal is not None)
+        self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+        self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                     stream_pending=journal is not None)
         if journal is not None:  # the shuffle check and the audit status, read from the journal file
             from table.interfaces.audit_view import AuditQueries
 
-            dispatcher.queries.update(AuditQueries(journal_path, public_keys=(journal.key.public,),
-                                                   anchors=lambda: anchors).handlers())
+            self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
+                                                        anchors=lambda: self.anchors).handlers())
         try:
-            if control_socket:
-                stack.callback(ControlSocket(control_socket, console, front=front, roles=roles, dispatcher=dispatcher,
+            if a.control_socket:
+                stack.callback(ControlSocket(a.control_socket, console, front=front, roles=self.roles,
+                                             dispatcher=self.dispatcher,
                                              socket_group=cfg.console.socket_group if cfg else None,
                                              max_connections=cfg.console.max_connections if cfg else 256,
                                              idle_timeout_s=cfg.console.idle_timeout_s if cfg else 300.0).close)
-            if web_host_port is not None:
-                stack.callback(_open_web(web_host_port, dispatcher, front, cfg, people_file).close)
+            if self.web_host_port is not None:
+                stack.callback(_open_web(self.web_host_port, self.dispatcher, front, cfg, a.people_file).close)
                 console.attached = True
         except OSError as exc:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
-        key_console = None
-        if sys.stdin.isatty() and not as_json and not service:
-            key_console = KeyConsole(console, supervisor or "terminal", sys.stdin, sys.stderr,
-                                     pin_check=_terminal_pin_check(cfg, people_file))
+        self.key_console = None
+        if sys.stdin.isatty() and not a.as_json and not a.service:
+            self.key_console = KeyConsole(console, a.supervisor or "terminal", sys.stdin, sys.stderr,
+                                          pin_check=_terminal_pin_check(cfg, a.people_file))
+
+    # -- 4. the devices and the controller --------------------------------------------------------
+
+    def _dealer(self, stack: ExitStack) -> tuple[Any, Any, Any]:
+        """``(dealer, decide, usb_backend)``: the virtual dealer of a simulated table (whose
+        emulators give the device URLs), a remote one, or the person at a real table."""
+        a = self.a
+        if a.simulate:
+            from simulators.pty_port import PtyLinkError
+            from simulators.table import SimulatedTable
+
+            try:
+                sim = stack.enter_context(SimulatedTable(self.colours, seed=a.seed, link_dir=a.link_dir,
+                                                         transport=a.transport,
+                                                         shuffle="riffle1" if a.weak_shuffle else "random"))
+            except PtyLinkError as exc:
+                raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
+            a.shuffler_url, a.shoe_url = sim.shuffler_url, sim.shoe_url
+            return sim.dealer, q64_player, sim.usb_backend
+        if a.dealer_socket:
+            from table.hil.remote_dealer import RemoteDealer
+
+            dealer = RemoteDealer(a.dealer_socket)
+            stack.callback(dealer.close)
+            return dealer, q64_player, None
+        from table.interfaces.terminal import ConsoleDealer
+
+        # prompts only; nothing reads stdin here; decisions come in on the console; real USB
+        # devices: pyusb picks libusb
+        return ConsoleDealer(), console_decisions(self.console), None
+
+    def _build_table(self, stack: ExitStack) -> None:
+        """Open both devices and build the controller; the event stream and MQTT follow it."""
+        a, journal = self.a, self.journal
         cursor = device_cursor(journal) if journal is not None else DeviceCursor()
-        resume = cursor.resume
-        try:
-            events: queue.Queue = queue.Queue(maxsize=1024)
-            if simulate:
-                from simulators.table import SimulatedTable
+        events: queue.Queue = queue.Queue(maxsize=1024)
+        dealer, decide, usb_backend = self._dealer(stack)
+        trace = self.trace
+        shuffler = stack.enter_context(Shuffler.open(a.shuffler_url, events=events, name="shuffler",
+                                                     usb_backend=usb_backend,
+                                                     config=self.settings.link_config("shuffler", journal),
+                                                     ack_on_delivery=journal is None, resume=cursor.resume,
+                                                     frame_trace=trace.hook("shuffler") if trace else None))
+        shoe = stack.enter_context(CardShoe.open(a.shoe_url, events=events, name="shoe", usb_backend=usb_backend,
+                                                 config=self.settings.link_config("shoe", journal),
+                                                 ack_on_delivery=journal is None, resume=cursor.resume,
+                                                 frame_trace=trace.hook("shoe") if trace else None))
+        self.svc.devices_up(stack, shuffler, shoe)
+        deck_ids = self.settings.deck_ids()
+        custody = DeckCustody([(deck_ids[0], self.colours[0]), (deck_ids[1], self.colours[1])])
+        self.controller = controller = TableController(
+            shuffler, shoe, events, dealer, custody, seats=self.seats, ante_cents=a.ante_cents, tables=self.tables,
+            decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
+            profile=self.profile, auto_dealer=bool(a.simulate or a.dealer_socket),
+            side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
+            anchors=self.anchors)
+        stack.callback(_close_quietly, controller)
+        if self.key_console is not None:
+            # payouts before the collect (a person pays them), holds, voids and incidents
+            self.key_console.follow(controller, payouts=not (a.simulate or a.dealer_socket))
+        elif not a.service and not a.as_json:
+            controller.subscribe(_say_incidents)  # what the table found and did about it, in words
+        if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+            from table.interfaces.event_socket import serve_for
+            from table.interfaces.mqtt import MqttSetupError
 
-                from simulators.pty_port import PtyLinkError
+            try:
+                serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
+                          dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key)
+            except (MqttSetupError, OSError) as exc:
+                raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 
-                try:
-                    sim = stack.enter_context(SimulatedTable(colours, seed=seed, link_dir=link_dir, transport=transport,
-                                                            shuffle="riffle1" if weak_shuffle else "random"))
-                except PtyLinkError as exc:
-                    raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
-                usb_backend = sim.usb_backend
-                shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
-                decide = q64_player
-            elif dealer_socket:
-                from table.hil.remote_dealer import RemoteDealer
+    # -- 5. the rounds ---------------------------------------------------------------------------
 
-                dealer = RemoteDealer(dealer_socket)
-                stack.callback(dealer.close)
-                decide = q64_player
-                usb_backend = None
-            else:
-                from table.interfaces.terminal import ConsoleDealer
-
-                dealer = ConsoleDealer()  # prompts only; nothing reads stdin here
-                decide = console_decisions(console)  # decisions come in on the console
-                usb_backend = None  # real USB devices: pyusb picks libusb
-            shuffler = stack.enter_context(Shuffler.open(shuffler_url, events=events, name="shuffler", usb_backend=usb_backend,
-                                                         config=settings.link_config("shuffler", journal),
-                                                         ack_on_delivery=journal is None, resume=resume,
-                                                         frame_trace=trace.hook("shuffler") if trace else None))
-            shoe = stack.enter_context(CardShoe.open(shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                     config=settings.link_config("shoe", journal),
-                                                     ack_on_delivery=journal is None, resume=resume,
-                                                     frame_trace=trace.hook("shoe") if trace else None))
-            svc.devices_up(stack, shuffler, shoe)
-            deck_ids = settings.deck_ids()
-            custody = DeckCustody([(deck_ids[0], colours[0]), (deck_ids[1], colours[1])])
-            controller = TableController(shuffler, shoe, events, dealer, custody, seats=seats,
-                                         ante_cents=ante_cents, tables=tables, decide=decide, timing=settings.timing(),
-                                         journal=journal, console=console, profile=profile,
-                                         auto_dealer=bool(simulate or dealer_socket),
-                                         side_wagers=_side_wagers(tables, side_cents, progressive_cents),
-                                         cursor=cursor, anchors=anchors)
-            stack.callback(_close_quietly, controller)
-            if key_console is not None:
-                # payouts before the collect (a person pays them), holds, voids and incidents
-                key_console.follow(controller, payouts=not (simulate or dealer_socket))
-            elif not service and not as_json:
-                controller.subscribe(_say_incidents)  # what the table found and did about it, in words
-            if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
-                from table.interfaces.event_socket import serve_for
-
-                from table.interfaces.mqtt import MqttSetupError
-
-                try:
-                    serve_for(stack, controller, journal_path, event_socket, settings.config, front=front,
-                              dispatcher=dispatcher, roles=roles, table_key=signing_key)
-                except (MqttSetupError, OSError) as exc:
-                    raise click.UsageError(f"cannot serve the event stream: {exc}") from None
-            controller.prepare()  # a round held across a restart: the first play_round() resolves it
-            # --rounds counts rounds dealt: a voided round does not count (the service
-            # without --rounds deals until stopped).
-            unlimited = svc.unlimited(given_on_command_line(ctx, "rounds"))
-            bar = _progress_bar(stack, rounds) if as_json and not unlimited else None
-            dealt = 0
+    def _deal(self, stack: ExitStack) -> None:
+        """Deal until ``--rounds`` rounds are dealt (a voided round does not count; the service
+        without ``--rounds`` deals until stopped). A held round or an absent device waits for
+        a supervisor when a front door is attached, and ends the run otherwise."""
+        a, controller = self.a, self.controller
+        assert controller is not None
+        controller.prepare()  # a round held across a restart: the first play_round() resolves it
+        unlimited = self.svc.unlimited(given_on_command_line(self.ctx, "rounds"))
+        bar = _progress_bar(stack, a.rounds) if a.as_json and not unlimited else None
+        dealt = 0
+        last_wait = None
+        while unlimited or dealt < a.rounds:
+            try:
+                r = controller.play_round()
+            except RoundVoided as exc:
+                self.voided.append({"round_id": exc.round_id, "reason": mask_cards(exc.reason)})
+                if a.service:
+                    log.warning("round_voided", round_id=exc.round_id, reason=mask_cards(exc.reason))
+                elif not a.as_json:
+                    click.echo(voided_line(exc.round_id, exc.reason))
+                continue
+            except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
+                if not self.console.attached:
+                    raise
+                # The next play_round() first waits for the supervisors to void or release it;
+                # with no round held (a device away between rounds) it tries the step again.
+                held = controller.held is not None
+                text = mask_cards(str(exc)) + ("; waiting for a supervisor" if held else "")
+                if a.service:
+                    log.warning("round_held" if held else "table_waits", reason=mask_cards(str(exc)))
+                elif text != last_wait:  # one line while the same device stays away
+                    click.echo(f"tablectl run: {text}", err=True)
+                last_wait = text
+                continue
             last_wait = None
-            while unlimited or dealt < rounds:
-                try:
-                    r = controller.play_round()
-                except RoundVoided as exc:
-                    voided.append({"round_id": exc.round_id, "reason": mask_cards(exc.reason)})
-                    if service:
-                        log.warning("round_voided", round_id=exc.round_id, reason=mask_cards(exc.reason))
-                    elif not as_json:
-                        click.echo(voided_line(exc.round_id, exc.reason))
-                    continue
-                except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
-                    if not console.attached:
-                        raise
-                    # The next play_round() first waits for the supervisors to void or release it;
-                    # with no round held (a device away between rounds) it tries the step again.
-                    held = controller.held is not None
-                    text = mask_cards(str(exc)) + ("; waiting for a supervisor" if held else "")
-                    if service:
-                        log.warning("round_held" if held else "table_waits", reason=mask_cards(str(exc)))
-                    elif text != last_wait:  # one line while the same device stays away
-                        click.echo(f"tablectl run: {text}", err=True)
-                    last_wait = text
-                    continue
-                last_wait = None
-                dealt += 1
-                if bar is not None:
-                    bar.update(1)
-                if service:
-                    svc.round_done(r, round_to_json(r))
-                    continue
-                results.add(r)
-        except JournalWriteError as exc:
-            # Nothing more can be recorded, so nothing more is done: the devices keep their
-            # unacknowledged events and a restart holds the round (docs/journal.md).
-            error, code = (f"journal unwritable ({exc.reason}): the round is held and the table stops; "
-                           f"free the disk or fix the journal, then restart ({exc})"), EXIT_JOURNAL
-            svc.stopping(f"journal unwritable: {exc.reason}")
-        except JournalTampered as exc:
-            error, code = str(exc), EXIT_CUSTODY
-        except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
-            error, code = str(exc), EXIT_CUSTODY
-        except (TableError, LinkError) as exc:
-            error, code = str(exc), EXIT_DEVICE
-        except KeyboardInterrupt as exc:
-            error, code = ("interrupted by SIGTERM" if isinstance(exc, _Terminated) else "interrupted"), EXIT_INTERRUPTED
-            svc.stopping(error)
-        violations = len(controller.custody.violations) if controller else 0
-        cards_read = controller.cards_read if controller else 0
+            dealt += 1
+            if bar is not None:
+                bar.update(1)
+            if a.service:
+                self.svc.round_done(r, round_to_json(r))
+                continue
+            self.results.add(r)
 
-    net_by_seat = results.net_by_seat
-    if service:
-        # A stop is routine (info); anything else that ended the run is an error.
-        svc.summary(cards_read, violations, error, stopped=code == EXIT_INTERRUPTED, voided=len(voided))
-        sys.exit(code)  # the summary record says why; stdout carries JSON log lines only
-    if as_json:
-        out: dict[str, Any] = {
-            "cards_read": cards_read,
-            "custody_violations": violations,
-            "net_by_seat": net_by_seat,
-            "voided": voided,
-            "seed": seed,
-            "ante_cents": ante_cents,
-            "profile": profile.name,
-            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-                          if getattr(tables, k) is not None},
-        }
-        if error:
-            out["error"] = error
-        results.finish(out)
-    else:
-        for line in summary_lines(results.count, cards_read, violations, net_by_seat, voided=len(voided)):
-            click.echo(line)
-    if error:
-        click.echo(f"tablectl run: {error}", err=True)
-        sys.exit(code)
+    # -- 6. the outcome --------------------------------------------------------------------------
+
+    def _report(self) -> None:
+        """The summary (text, ``--json``, or the service's log record) and the exit status."""
+        a, results = self.a, self.results
+        if a.service:
+            # A stop is routine (info); anything else that ended the run is an error.
+            self.svc.summary(self.cards_read, self.violations, self.error, stopped=self.code == EXIT_INTERRUPTED,
+                             voided=len(self.voided))
+            sys.exit(self.code)  # the summary record says why; stdout carries JSON log lines only
+        if a.as_json:
+            tables = self.tables
+            out: dict[str, Any] = {
+                "cards_read": self.cards_read,
+                "custody_violations": self.violations,
+                "net_by_seat": results.net_by_seat,
+                "voided": self.voided,
+                "seed": a.seed,
+                "ante_cents": a.ante_cents,
+                "profile": self.profile.name,
+                "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
+                                                                   "progressive") if getattr(tables, k) is not None},
+            }
+            if self.error:
+                out["error"] = self.error
+            results.finish(out)
+        else:
+            for line in summary_lines(results.count, self.cards_read, self.violations, results.net_by_seat,
+                                      voided=len(self.voided)):
+                click.echo(line)
+        if self.error:
+            click.echo(f"tablectl run: {self.error}", err=True)
+            sys.exit(self.code)
 
 
 def _run_scenario(path: str, simulate: bool, as_json: bool, journal_path: str | None) -> None:

@@ -15,7 +15,9 @@ A **request** is one JSON object (``docs/schemas/api-request-v1.schema.json``)::
 the reply; ``action`` names the command or query; the other members are its
 arguments. A **reply** (``api-reply-v1.schema.json``) names the request's id
 and says ``ok``; a refusal carries ``error`` (words for a person) and, when a
-front door refused it before the table saw it, ``code`` (:data:`ERROR_CODES`).
+front door refused it before the table saw it, ``code`` (:data:`ERROR_CODES`);
+the table's own refusals carry one of :data:`TABLE_CODES` (a bet refused: the
+seat, the wager and the limit too).
 A command's reply is the table's own answer (accepted, refused with a reason,
 or not expected now), passed through.
 
@@ -42,11 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from table.bets import REFUSAL_CODES as BET_CODES
 from table.events import SCHEMA as EVENT_SCHEMA
+from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.1.0"  # 1.1.0: a void's outcome pushed as a "result"
+API_VERSION = "1.2.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -59,6 +63,14 @@ ERROR_CODES = {
     "timeout": (504, "the table did not answer in time; the command may still take effect, ask for status"),
     "locked": (429, "too many failed sign-ins for this person or address; wait"),
     "internal": (500, "a front door failed; the table's state is unchanged by it"),
+}
+
+#: codes of the table's own refusals (the core's answer, passed through; HTTP 409): a command
+#: not expected now, a void refused, and each way a bet is refused (table.bets.REFUSAL_CODES)
+TABLE_CODES = {
+    "not_expected": "the table does not wait for this now; the answer says what it waits for",
+    "refused": "the table refused it; the answer says why",
+    **BET_CODES,
 }
 
 _PRINTABLE = r"^[^\u0000-\u001f\u007f-\u009f]*$"
@@ -74,6 +86,7 @@ SUPERVISOR = _str(MAX_NAME, "the supervisor's id; over HTTP/WebSocket the signed
                             "name when absent")
 REASON = _str(MAX_REASON, "why, in words (journaled; card faces are masked in the public stream)")
 SEAT = {"type": "integer", "minimum": 1, "maximum": 7, "description": "a seat, 1..7"}
+CENTS = {"type": "integer", "minimum": 0, "maximum": MAX_WAGER_CENTS}
 ROUND_ID = _str(64, "the round this is meant for; refused when another round is running", r"^[A-Za-z0-9_-]+$")
 
 
@@ -111,6 +124,20 @@ COMMANDS: tuple[Action, ...] = (
     Action("status", "query", "The table's state in words and figures: deck places, the round and its step, "
                               "the held round, violations (nothing sealed)."),
     Action("close_bets", "command", "Betting is closed; the deal may start (a real table, before the deal)."),
+    Action("place_bets", "command", "Set one seat's wagers for the round open for bets (or every seat's, "
+                                    "all_seats): amounts in cents, or empty, same_as_last, table_minimum. Refused "
+                                    "with a code (below_minimum, above_maximum, not_chip_multiple, needs_ante, "
+                                    "no_such_seat, ...) naming the seat, the wager and the limit; final once bets "
+                                    "close (58 Pa. Code 649a.7, 816a.1). Since 1.2.0.",
+           {"seat": SEAT,
+            "all_seats": {"const": True, "description": "every seat of the layout, all or nothing (instead of seat)"},
+            "ante": {**CENTS, "description": "the ante in cents (the play wager equals it, 649a.7); 0: none"},
+            "pair_plus": {**CENTS, "description": "Pair Plus in cents; alone (no ante) it is a route into the round"},
+            "six_card": {**CENTS, "description": "Six Card Bonus in cents (needs an ante)"},
+            "progressive": {**CENTS, "description": "the progressive wager in cents (needs an ante)"},
+            "empty": {"const": True, "description": "the seat bets nothing this round (it is not dealt)"},
+            "same_as_last": {"const": True, "description": "what the seat bet last round (empty if it was)"},
+            "table_minimum": {"const": True, "description": "the ante at the table minimum, no side wager"}}),
     Action("confirm_collect", "command", "The round's cards are in the discard rack (a real table, after "
                                          "settlement)."),
     Action("decide", "command", "A seat plays or folds, entered by the dealer, each seat in turn (649a.11).",
@@ -202,7 +229,12 @@ def reply_schema() -> dict[str, Any]:
             "id": {"oneOf": [{"type": "string", "maxLength": 64}, {"type": "integer"}, {"type": "null"}]},
             "ok": {"type": "boolean"},
             "error": {"type": "string", "maxLength": 2000},
-            "code": {"enum": list(ERROR_CODES)},
+            "code": {"enum": [*ERROR_CODES, *TABLE_CODES],
+                     "description": "a front door's refusal (ERROR_CODES) or the table's own (TABLE_CODES)"},
+            "seat": {"type": "integer", "description": "place_bets refused: the seat"},
+            "wager": {"enum": ["ante", "pair_plus", "six_card", "progressive"],
+                      "description": "place_bets refused: the wager at fault"},
+            "limit_cents": {"type": "integer", "description": "place_bets refused: the limit broken, in cents"},
         },
         "if": {"properties": {"ok": {"const": False}}},
         "then": {"required": ["ok", "error"]},

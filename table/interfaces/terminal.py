@@ -20,6 +20,7 @@ import threading
 from typing import IO, Any, Callable
 
 from protocols.cards import BackColour
+from table.bets import money
 from table.console import Command, Console, Expectation
 from table.roles import Actor, Role
 
@@ -51,6 +52,8 @@ class ConsoleDealer:
 
 KEYS_HELP = """console commands (type a line, then Enter):
   s                      the table's state in words
+  b SEAT a25 pp10 6c5 pr1  seat SEAT's bets in dollars: ante, Pair Plus, Six Card Bonus, progressive (dealer)
+  b SEAT - / = / min     seat SEAT empty / same as last round / the table minimum (SEAT * : every seat)
   c                      close bets (dealer)
   p SEAT / f SEAT        seat SEAT plays / folds (dealer)
   k                      confirm the collect, once the round is paid (dealer)
@@ -63,11 +66,74 @@ KEYS_HELP = """console commands (type a line, then Enter):
 
 #: what to type for each command the table can wait for (the prompt's second half)
 KEY_FOR = {
-    "close_bets": "press c", "confirm_collect": "press k", "decide": "p {seat} to play / f {seat} to fold",
+    "place_bets": "b SEAT a25 pp10 (or b SEAT - / = / min) to bet", "close_bets": "press c", "confirm_collect": "press k", "decide": "p {seat} to play / f {seat} to fold",
     "void": "v REASON to void it", "confirm_void": "x NAME (a second supervisor) to confirm the void",
     "release_hold": "l to release it", "register_deck": "r NEW_DECK_ID to register the replacement",
     "confirm_card": "m CARD (e.g. m Qs) to enter it", "acknowledge_incident": "a to acknowledge",
 }
+
+
+#: the short form's wager prefixes (``b 3 a25 pp10 6c5 pr1``), longest first
+BET_PREFIXES = (("pp", "pair_plus"), ("6c", "six_card"), ("pr", "progressive"), ("a", "ante"))
+
+
+def _dollars(text: str, what: str) -> int:
+    """``"25"`` -> 2500 cents, ``"12.50"`` -> 1250; raises ``ValueError`` naming ``what``."""
+    whole, dot, frac = text.partition(".")
+    if not whole.isdigit() or len(whole) > 7 or (dot and not (frac.isdigit() and len(frac) <= 2)):
+        raise ValueError(f"{what}: {text!r} is not an amount in dollars (e.g. 25 or 12.50)")
+    return int(whole) * 100 + (int(frac.ljust(2, "0")) if dot else 0)
+
+
+def parse_bet_args(rest: list[str]) -> dict[str, Any]:
+    """The words after ``b`` to a ``place_bets`` command's arguments (docs/console.md):
+    ``3 a25 pp10 6c5 pr1`` (amounts in dollars, cents after a point: ``a12.50``),
+    ``3 -`` (empty), ``3 =`` (same as last round), ``3 min`` (the table minimum); ``*``
+    instead of a seat: every seat. Raises ``ValueError`` saying what is wrong."""
+    if not rest:
+        raise ValueError("say which seat: b SEAT a25 pp10 6c5 pr1, b SEAT -, b SEAT =, b SEAT min (SEAT * : every seat)")
+    seat, words = rest[0], rest[1:]
+    args: dict[str, Any] = {}
+    if seat == "*":
+        args["all_seats"] = True
+    elif seat.isdigit() and len(seat) <= 2:
+        args["seat"] = int(seat)
+    else:
+        raise ValueError(f"{seat!r} is not a seat: give its number (1..7) or * for every seat")
+    if not words:
+        raise ValueError(f"say what seat {seat} bets: a25 pp10 6c5 pr1, - (empty), = (same as last round), min")
+    if len(words) == 1 and words[0].lower() in ("-", "=", "min"):
+        args[{"-": "empty", "=": "same_as_last", "min": "table_minimum"}[words[0].lower()]] = True
+        return args
+    if "all_seats" in args:
+        raise ValueError("b * takes -, = or min; give amounts seat by seat")
+    for word in words:
+        low = word.lower()
+        for prefix, kind in BET_PREFIXES:
+            if low.startswith(prefix) and low[len(prefix):]:
+                if kind in args:
+                    raise ValueError(f"{kind.replace('_', ' ')} is given twice")
+                args[kind] = _dollars(low[len(prefix):], kind.replace("_", " "))
+                break
+        else:
+            raise ValueError(f"{word!r}: a wager is a25 (ante), pp10 (Pair Plus), 6c5 (Six Card), pr1 (progressive), "
+                             "in dollars")
+    return args
+
+
+def describe_bets(result: dict) -> str:
+    """A ``place_bets`` answer in words: each seat's wagers and the seats now in play."""
+    names = {"ante": "ante", "pair_plus": "Pair Plus", "six_card": "Six Card", "progressive": "progressive"}
+    parts = []
+    for seat, w in sorted((result.get("seats") or {}).items(), key=lambda kv: int(kv[0])):
+        if not w or not any(w.values()):
+            parts.append(f"seat {seat} empty")
+        else:
+            parts.append(f"seat {seat} " + ", ".join(f"{names.get(k, k)} {money(v)}"
+                                                     for k, v in w.items() if v))
+    in_play = result.get("in_play")
+    tail = f" (in play: {', '.join(map(str, in_play)) or 'none'})" if in_play is not None else ""
+    return "; ".join(parts) + tail
 
 
 def prompt_for(exp: Expectation) -> str | None:
@@ -94,6 +160,11 @@ def parse_key_line(line: str, supervisor: str) -> Command | None:
     actor = Actor(supervisor, Role.SUPERVISOR, source="terminal")
     if key == "s":
         return Command("status", actor=actor)
+    if key == "b":
+        try:
+            return Command("place_bets", parse_bet_args(rest), actor=actor)
+        except ValueError:
+            return None  # KeyConsole says why (bet_line_problem)
     if key == "c":
         return Command("close_bets", actor=actor)
     if key == "k":
@@ -200,7 +271,9 @@ class KeyConsole:
     def _prompt(self, exp: Expectation | None) -> None:
         if exp is not None:
             line = prompt_for(exp)
-            if line:
+            # The table waits again for the same after each bet: say it once, not after every seat.
+            if line and line != getattr(self, "_last_prompt", None):
+                self._last_prompt = line
                 self._say(f">>> {line}")
 
     def follow(self, controller, *, payouts: bool = True) -> None:
@@ -225,6 +298,8 @@ class KeyConsole:
     def _reply(self, action: str, result: dict) -> None:
         if action == "status":
             self._say(describe_status(result))
+        elif action == "place_bets" and result.get("ok"):
+            self._say(f"<<< bets: {describe_bets(result)}")
         elif result.get("ok"):
             what = result.get("what") or ", ".join(f"{k} {v}" for k, v in result.items()
                                                    if k not in ("ok", "accepted", "id"))
@@ -301,6 +376,12 @@ class KeyConsole:
                     self.console.submit(cmd)
                 continue
             cmd = parse_key_line(line, self.supervisor)
+            if cmd is None and line.strip()[:2].lower() in ("b", "b ", "b\t"):
+                try:
+                    parse_bet_args(shlex.split(line.strip())[1:])
+                except ValueError as exc:
+                    self._say(f"<<< place bets: {exc}")
+                    continue
             if cmd is None:
                 if line.strip():
                     self._say(KEYS_HELP)

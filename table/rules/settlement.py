@@ -153,6 +153,20 @@ def settle_seat(
     for a seat with no ante (or none for a seat with one), a wager whose
     paytable is not in ``tables``, or a meter line paying less than its wager.
     """
+    decision, seat, dealer = _checked(wagers, decision, seat_cards, dealer_cards, tables)
+    player = evaluate(seat, profile)
+    dealer_v = evaluate(dealer, profile)
+    qualifies = dealer_qualifies(dealer_v)
+    out = _ante_and_play(wagers, decision, player, dealer_v, qualifies, tables)
+    six = six_card_hand(seat + dealer) if wagers.six_card else None
+    out += _side_wagers(wagers, decision, player, six, tables)
+    return SeatSettlement(decision, player, dealer_v, qualifies, tuple(out), six)
+
+def _checked(wagers: Wagers, decision: Decision | str | None, seat_cards: Sequence[Card | str],
+             dealer_cards: Sequence[Card | str], tables: Tables) -> tuple[Decision | None, list[Card], list[Card]]:
+    """The inputs of :func:`settle_seat`, checked: the decision parsed (None for a seat
+    with no ante, 649a.7), both hands of three cards, no card held twice, a paytable for
+    every side wager placed. Raises :class:`SettlementError`."""
     if not isinstance(wagers, Wagers):
         raise SettlementError(f"wagers must be Wagers, got {show(wagers)}")
     if wagers.ante == 0:
@@ -171,19 +185,22 @@ def settle_seat(
     dealer = _cards(dealer_cards, "dealer")
     if set(seat) & set(dealer):
         raise SettlementError(f"card dealt twice: {', '.join(sorted(str(c) for c in set(seat) & set(dealer)))}")
-    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card), ("progressive", wagers.progressive)):
+    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
+                         ("progressive", wagers.progressive)):
         if amount and getattr(tables, slot) is None:
             raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
+    return decision, seat, dealer
 
-    player = evaluate(seat, profile)
-    dealer_v = evaluate(dealer, profile)
-    qualifies = dealer_qualifies(dealer_v)
-    meter = tables.progressive_meter_cents
+
+def _ante_and_play(wagers: Wagers, decision: Decision | None, player: Any, dealer_v: Any, qualifies: bool,
+                   tables: Tables) -> list[WagerResult]:
+    """The ante, the play wager and the ante bonus against the dealer's hand (649a.11,
+    649a.12(a)-(c), 649b.4(b)); a fold forfeits the ante and with it Pair Plus."""
     out: list[WagerResult] = []
     ante = wagers.ante
-    plays = decision is Decision.PLAY
-
-    if ante and not plays:
+    if not ante:
+        return out
+    if decision is not Decision.PLAY:
         # 649a.11(b)(1): a fold forfeits the ante, and with it any Pair Plus wager.
         out.append(WagerResult("ante", ante, Outcome.LOSE, -ante, "649a.11(b)(1) fold forfeits the ante"))
         if wagers.pair_plus:
@@ -191,51 +208,57 @@ def settle_seat(
                 WagerResult("pair_plus", wagers.pair_plus, Outcome.LOSE, -wagers.pair_plus,
                             "649a.11(b)(1) fold forfeits the Pair Plus wager")
             )
-    elif ante:
-        play = ante  # 649a.11: the play wager equals the ante
-        if not qualifies:
-            # 649a.11: dealer below queen high pays the ante 1 to 1 and returns the play wager.
-            out.append(WagerResult("ante", ante, Outcome.WIN, ante, "649a.11 dealer does not qualify: ante paid 1 to 1"))
-            out.append(WagerResult("play", play, Outcome.PUSH, 0, "649a.11 dealer does not qualify: play wager returned"))
-        elif player > dealer_v:
-            # 649a.12(a): winning ante and play wagers are paid 1 to 1.
-            out.append(WagerResult("ante", ante, Outcome.WIN, ante, "649a.12(a) player beats a qualifying dealer: 1 to 1"))
-            out.append(WagerResult("play", play, Outcome.WIN, play, "649a.12(a) player beats a qualifying dealer: 1 to 1"))
-        elif player == dealer_v:
-            out.append(WagerResult("ante", ante, Outcome.PUSH, 0, "649a.11 equal hands: push"))
-            out.append(WagerResult("play", play, Outcome.PUSH, 0, "649a.11 equal hands: push"))
-        else:
-            out.append(WagerResult("ante", ante, Outcome.LOSE, -ante, "649a.11 qualifying dealer hand is higher"))
-            out.append(WagerResult("play", play, Outcome.LOSE, -play, "649a.11 qualifying dealer hand is higher"))
-        # 649a.12(b), (c); 649b.4(b): ante bonus whenever the player plays, whatever the dealer holds.
-        bonus = _paid("ante_bonus", ante, tables.ante_bonus, player,
-                      f"{tables.ante_bonus.section or '649a.12(b)'} ante bonus, paid whenever the player plays", meter)
-        if bonus is not None:
-            out.append(bonus)
+        return out
+    play = ante  # 649a.11: the play wager equals the ante
+    if not qualifies:
+        # 649a.11: dealer below queen high pays the ante 1 to 1 and returns the play wager.
+        out.append(WagerResult("ante", ante, Outcome.WIN, ante, "649a.11 dealer does not qualify: ante paid 1 to 1"))
+        out.append(WagerResult("play", play, Outcome.PUSH, 0, "649a.11 dealer does not qualify: play wager returned"))
+    elif player > dealer_v:
+        # 649a.12(a): winning ante and play wagers are paid 1 to 1.
+        out.append(WagerResult("ante", ante, Outcome.WIN, ante, "649a.12(a) player beats a qualifying dealer: 1 to 1"))
+        out.append(WagerResult("play", play, Outcome.WIN, play, "649a.12(a) player beats a qualifying dealer: 1 to 1"))
+    elif player == dealer_v:
+        out.append(WagerResult("ante", ante, Outcome.PUSH, 0, "649a.11 equal hands: push"))
+        out.append(WagerResult("play", play, Outcome.PUSH, 0, "649a.11 equal hands: push"))
+    else:
+        out.append(WagerResult("ante", ante, Outcome.LOSE, -ante, "649a.11 qualifying dealer hand is higher"))
+        out.append(WagerResult("play", play, Outcome.LOSE, -play, "649a.11 qualifying dealer hand is higher"))
+    # 649a.12(b), (c); 649b.4(b): ante bonus whenever the player plays, whatever the dealer holds.
+    bonus = _paid("ante_bonus", ante, tables.ante_bonus, player,
+                  f"{tables.ante_bonus.section or '649a.12(b)'} ante bonus, paid whenever the player plays",
+                  tables.progressive_meter_cents)
+    if bonus is not None:
+        out.append(bonus)
+    return out
 
-    if wagers.pair_plus and (plays or not ante):
+
+def _side_wagers(wagers: Wagers, decision: Decision | None, player: Any, six: Any,
+                 tables: Tables) -> list[WagerResult]:
+    """Pair Plus (649a.12(d); lost with a fold), Six Card Bonus (649a.12(f), 649b.5(b))
+    and the progressive (649a.12(e)), which stand after a fold (649a.11(b)(3)).
+    ``six``: the best five of the seat's and the dealer's six cards (None: no Six Card wager)."""
+    meter = tables.progressive_meter_cents
+    out: list[WagerResult] = []
+    if wagers.pair_plus and (decision is Decision.PLAY or not wagers.ante):
         # 649a.12(d): Pair Plus is paid on the player's hand whatever the dealer holds.
         pp = wagers.pair_plus
         won = _paid("pair_plus", pp, tables.pair_plus, player, "649a.12(d) Pair Plus on the player's hand", meter)
         out.append(won or WagerResult("pair_plus", pp, Outcome.LOSE, -pp, "649a.12(d) Pair Plus: below a pair"))
-
-    six = None
     if wagers.six_card:
         # 649a.12(f), 649b.5(b); a fold does not forfeit it (649a.11(b)(3)).
-        six = six_card_hand(seat + dealer)
         sc = wagers.six_card
         won = _paid("six_card", sc, tables.six_card_bonus, six,
                     "649a.12(f) Six Card Bonus, best five of six; stands after a fold (649a.11(b)(3))", meter)
         out.append(won or WagerResult("six_card", sc, Outcome.LOSE, -sc, "649a.12(f) Six Card Bonus: below three of a kind"))
-
     if wagers.progressive:
         # 649a.12(e); stands after a fold (649a.11(b)(3)).
         pg = wagers.progressive
         won = _paid("progressive", pg, tables.progressive, player,
                     "649a.12(e) progressive on the player's hand; stands after a fold (649a.11(b)(3))", meter)
         out.append(won or WagerResult("progressive", pg, Outcome.LOSE, -pg, "649a.12(e) progressive: no paying line"))
+    return out
 
-    return SeatSettlement(decision, player, dealer_v, qualifies, tuple(out), six)
 
 
 # --------------------------------------------------------------------------

@@ -50,7 +50,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..hands import HandValue, SixCardHand
@@ -375,29 +375,8 @@ def parse_paytable(text: str, source: str | Path = "<string>") -> Paytable:
         if line not in allowed:
             raise err(f"unknown line {line!r} for a {kind} paytable; allowed: {', '.join(allowed)}")
         lines[line] = _parse_payout(kind, line, raw, err)
-    # 58 Pa. Code 649a.12(g): mini-royal floors where an operator adds the line.
-    floor = MINI_ROYAL_FLOORS.get(kind)
-    if floor is not None:
-        for line in ("mini_royal_spades", "mini_royal"):
-            p = lines.get(line)
-            if p is not None and p.value < floor:
-                raise err_at(line, "pays")(
-                    f"line {line!r} pays {p}, below the 58 Pa. Code 649a.12(g) floor of "
-                    f"{floor} to 1 for a mini royal on a {kind} paytable"
-                )
     section = data.get("section")
-    if section is not None:
-        if section not in LICENSED:
-            raise err_at("section")(
-                f"no licensed figures known for section {section!r}; known: {', '.join(LICENSED)}"
-            )
-        for line, p in lines.items():
-            figures = LICENSED[section].get(line)
-            if figures is not None and (p.form, p.value) not in figures:
-                shown = " or ".join(str(Payout(f, v)) for f, v in figures)
-                raise err_at(line, "pays")(
-                    f"line {line!r} pays {p}, but 58 Pa. Code {section} licenses {shown}"
-                )
+    _check_figures(kind, section, lines, err_at)
     order = {ln: i for i, ln in enumerate(allowed)}
     ordered = dict(sorted(lines.items(), key=lambda kv: order[kv[0]]))
     return Paytable(
@@ -412,6 +391,34 @@ def parse_paytable(text: str, source: str | Path = "<string>") -> Paytable:
         notes=data.get("notes", ""),
         source=str(source),
     )
+
+
+def _check_figures(kind: str, section: str | None, lines: dict[str, Payout], err_at: Any) -> None:
+    """The payouts against the rules: mini-royal lines at or above the 58 Pa. Code
+    649a.12(g) floors, and every line one of the figures ``section`` licenses.
+    ``err_at(key, table)`` makes the :class:`PaytableError` naming the line."""
+    # 58 Pa. Code 649a.12(g): mini-royal floors where an operator adds the line.
+    floor = MINI_ROYAL_FLOORS.get(kind)
+    if floor is not None:
+        for line in ("mini_royal_spades", "mini_royal"):
+            p = lines.get(line)
+            if p is not None and p.value < floor:
+                raise err_at(line, "pays")(
+                    f"line {line!r} pays {p}, below the 58 Pa. Code 649a.12(g) floor of "
+                    f"{floor} to 1 for a mini royal on a {kind} paytable"
+                )
+    if section is not None:
+        if section not in LICENSED:
+            raise err_at("section")(
+                f"no licensed figures known for section {section!r}; known: {', '.join(LICENSED)}"
+            )
+        for line, p in lines.items():
+            figures = LICENSED[section].get(line)
+            if figures is not None and (p.form, p.value) not in figures:
+                shown = " or ".join(str(Payout(f, v)) for f, v in figures)
+                raise err_at(line, "pays")(
+                    f"line {line!r} pays {p}, but 58 Pa. Code {section} licenses {shown}"
+                )
 
 
 def _shipped_files() -> list[tuple[str, str]]:

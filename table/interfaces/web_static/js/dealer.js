@@ -2,6 +2,7 @@
 // button, the seats, the dealer's hand (sealed until decisions are final: 58 Pa. Code
 // 816a.1; the page never receives it before then), decks, devices, alarms.
 
+import { betsKey, renderBets } from "./bets.js";
 import { boot } from "./boot.js";
 import { Status } from "./model.js";
 import { renderAlarms, renderDecks, renderLinks, renderNow, renderSeats } from "./panels.js";
@@ -14,6 +15,7 @@ function render(ctx) {
   const w = Status.waitingFor(status);
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
   panel($("now"), [w, Status.round(status), status === null], (box) => renderNow(box, status, me, act));
+  panel($("bets"), betsKey(ctx), (box) => renderBets(box, ctx, ctx.redraw));
   panel($("round"), [model.round, w], (box) => renderSeats(box, model, status, me, act));
   panel($("alarms"), [Status.alarms(status)], (box) => renderAlarms(box, status));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));

@@ -13,6 +13,8 @@ export const Status = {
   alarms: (s) => (s && Array.isArray(s.alarms) ? s.alarms : []),
   held: (s) => (s && s.held) || null,
   round: (s) => (s && s.round) || null,
+  /** The bet book while a round takes bets (table.bets.BetBook.to_dict(); issue 23), or null. */
+  bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
   voidNeedsSecondSupervisor: (s) => Boolean(s && s.void_needs_second_supervisor),
   /** The pending void a second supervisor must confirm, when the core reports one. */
@@ -97,7 +99,14 @@ export class TableModel {
     const r = this._roundFor(ev);
     if (!r) return;
     switch (ev.type) {
-      case "bets_closed": r.betsClosed = true; break;
+      case "bets_closed": // since event schema 1.3: the seats in play and their wagers, as frozen
+        r.betsClosed = true;
+        if (Array.isArray(d.seats)) {
+          r.seats = d.seats.filter((s) => Number.isInteger(s));
+          r.wagers = d.wagers || {};
+          for (const s of r.seats) r.cards[s] = r.cards[s] || [];
+        }
+        break;
       case "card_dealt": {
         // The table-wide stream carries no face (816a.1): a card read, face down.
         const card = { draw_index: d.draw_index, face: null, manual: Boolean(d.manual) };

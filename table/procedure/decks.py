@@ -1,0 +1,331 @@
+"""The deck procedure: two decks moving shuffler -> shoe -> discard rack.
+
+Between rounds the verified deck comes out of the shuffler into the shoe and
+the deck just played goes from the discard rack into the shuffler to be
+shuffled and counted (58 Pa. Code 649a.3(b); California TCP standards of
+play: two decks of different back colours, alternating every round). A deck
+whose count is wrong is out of service until a supervisor registers its
+replacement (COMAR 36.05.03.27 C). After a restart the devices' own status
+says which steps were already done; what they did with no record is adopted
+as an incident.
+
+May touch: custody (through the devices' events, :mod:`table.procedure.intake`),
+the dealer (physical prompts), the console's expectation, the shuffler's and
+shoe's status and the shuffle command. Never a round's cards or wagers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import structlog
+
+from firmware_bridge.errors import LinkError
+from protocols.cards import BackColour
+from protocols.messages import DeckDelivered, DeckInserted, DeckVerified, DeviceState, Message, ShoeLoaded
+
+from ..console import Command, Console, Expectation
+from ..custody import CustodyViolation, Deck, DeckPlace as P, Rule
+from ..errors import DeviceFault, DeviceTimeout, ShufflerStopped, TableError
+from ..sealing import mask_cards
+from .intake import DeviceIntake, journaled_message
+from .state import TableDevices, TableState, by
+
+log = structlog.get_logger("table")
+
+#: ``wait_person(accepts, what, **kw) -> Command``: a person's command (the holds part's, so a
+#: void accepted meanwhile is carried out)
+WaitPerson = Callable[..., Command]
+
+
+class DeckProcedure:
+    """Moves the decks until the table is ready for a round (:meth:`advance`)."""
+
+    #: how often the shoe's status is read while the dealer empties it (it sends no event for that)
+    SHOE_CLEAR_POLL_S = 0.25
+    #: a bound on the steps one :meth:`advance` takes (a loop that never settles is a fault)
+    MAX_STEPS = 40
+
+    def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
+                 wait_person: WaitPerson) -> None:
+        self.t = state
+        self.d = devices
+        self.intake = intake
+        self.console = console
+        self.wait_person = wait_person
+
+    def advance(self) -> None:
+        """Move the decks until the table is ready for a round: a verified deck in
+        the shoe, not the one played last, and the other deck verified in the
+        shuffler (649a.3(b)). Works from any custody state, so it also finishes
+        a procedure a restart interrupted. A deck out of service is taken out of
+        the shuffler, then a supervisor registers its replacement (COMAR 36.05.03.27 C).
+        Raises :class:`TableError` when custody cannot reach a ready state."""
+        stops = 0
+        for _ in range(self.MAX_STEPS):
+            c = self.t.custody
+            out = self.t.deck_in(P.OUT_OF_SERVICE)
+            if out is not None:
+                if self._shuffler_holds(out.back_colour):
+                    self._step("take_from_shuffler", out.back_colour, DeckDelivered,
+                               f"the out-of-service {out.back_colour} deck {out.deck_id} out of the shuffler")
+                    continue
+                self._replace_deck(out)
+                continue
+            in_shuffler = self.t.deck_in(P.IN_SHUFFLER, P.SHUFFLING, P.VERIFIED)
+            in_shoe = self.t.deck_in(P.DELIVERED, P.IN_SHOE, P.IN_PLAY)
+            if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
+                    and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
+                self.console.expect(None)
+                return
+            if in_shoe is not None and in_shoe.place is P.IN_PLAY:
+                raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
+            if in_shuffler is not None and in_shuffler.place is P.SHUFFLING:
+                self.await_verification(in_shuffler)
+            elif in_shuffler is not None and in_shuffler.place is P.IN_SHUFFLER:
+                try:
+                    self._shuffle(in_shuffler)
+                except ShufflerStopped as exc:
+                    stops += 1
+                    if stops > 3:
+                        raise
+                    log.warning("shuffle_repeated", reason=str(exc), attempt=stops)
+            elif in_shoe is not None and in_shoe.place is P.DELIVERED:
+                self._step("load_shoe", in_shoe.back_colour, ShoeLoaded, f"the {in_shoe.back_colour} deck in the shoe")
+            elif in_shuffler is not None and in_shoe is None and in_shuffler is not c.last_played:
+                self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
+                           f"the {in_shuffler.back_colour} deck out of the shuffler")
+            elif in_shuffler is None:
+                self._insert_next(in_shoe)
+            else:
+                raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
+        raise TableError(f"the decks did not reach a ready state: {self.t.custody.places()}")
+
+    def _insert_next(self, in_shoe: Deck | None) -> None:
+        """The shuffler is empty: the deck from the discard rack (or off the table) goes in;
+        one the shuffler already holds (a restart) is that one."""
+        c = self.t.custody
+        ready = [d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE) and d is not in_shoe]
+        inside = self._shuffler_colour() if ready else None
+        nxt = next((d for d in ready if d.back_colour == inside), ready[0] if ready else None)
+        if nxt is None:
+            raise TableError(f"no deck can go into the shuffler: {c.places()}")
+        self._step("insert_deck", nxt.back_colour, DeckInserted, f"the {nxt.back_colour} deck in the shuffler")
+
+    # -- the devices' own word ---------------------------------------------------------------
+
+    def _shuffler_colour(self) -> BackColour | None:
+        """The back colour of the deck the shuffler holds (its own status), None when empty."""
+        try:
+            st = self.d.shuffler.status()
+        except LinkError as exc:
+            raise self._device_away("shuffler", exc) from exc
+        return None if st.state is DeviceState.IDLE else st.back_colour
+
+    def _shuffler_holds(self, colour: BackColour) -> bool:
+        """Whether the shuffler still holds a deck of ``colour`` (its own status)."""
+        return self._shuffler_colour() == colour
+
+    def _device_status(self, action: str, colour: BackColour) -> str:
+        """Whether a device already shows ``action`` done (after a restart): ``"done"``,
+        ``"todo"``, or ``"occupied"`` (the shoe holds a deck the table has no record of).
+        For a deck put in, the device must hold a deck of ``colour`` (the previous
+        deck's stub left in the shoe is not the next deck loaded)."""
+        which = "shoe" if action == "load_shoe" else "shuffler"
+        links = self.d.links
+        if not links[self.d.shoe_name if which == "shoe" else self.d.shuffler_name].alive:
+            self._expect_reconnect(which)  # said now: the status request waits for the link to come back
+        try:
+            return self._device_status_of(action, colour)
+        finally:
+            exp = self.console.expectation
+            if exp is not None and exp.action == "reconnect" and (links[self.d.shuffler_name].alive
+                                                                   and links[self.d.shoe_name].alive):
+                self.console.expect(None)  # the device is back: the step says what it waits for now
+
+    def _device_status_of(self, action: str, colour: BackColour) -> str:
+        try:
+            if action == "take_from_shuffler":
+                return "done" if self.d.shuffler.status().state is DeviceState.IDLE else "todo"
+            if action in ("insert_deck", "load_shoe"):
+                st = (self.d.shuffler if action == "insert_deck" else self.d.shoe).status()
+                if st.state is DeviceState.IDLE:
+                    return "todo"
+                if st.back_colour == colour:
+                    return "done"
+                if action == "load_shoe":
+                    # The stub of a deck the table collected is cleared as the next deck goes in; a deck
+                    # it has no record of on the table (a restart without the journal) is an incident.
+                    known = next((d for d in self.t.custody.decks.values() if d.back_colour == st.back_colour),
+                                 None)
+                    if known is None or known.place is P.OFF_TABLE:
+                        return "occupied"
+                return "todo"
+        except LinkError as exc:
+            raise self._device_away("shuffler" if action != "load_shoe" else "shoe", exc) from exc
+        return "todo"
+
+    def _expect_reconnect(self, which: str) -> None:
+        self.console.expect(Expectation("reconnect", f"the {which} to be connected again (its link is down: "
+                                        "check its cable and power)", "device"))
+
+    def _device_away(self, which: str, exc: Exception) -> DeviceFault:
+        """A device the next step needs does not answer (its link is down): the table says
+        it waits for it (``waiting_for``: ``reconnect``), and the step is tried again."""
+        self._expect_reconnect(which)
+        return DeviceFault(f"the {which} does not answer ({exc}); the table goes on when it is back")
+
+    # -- one physical step --------------------------------------------------------------------
+
+    def _step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
+        """Journal the prompt, ask the dealer, wait for the device to confirm.
+
+        When the device already shows the action done (a restart came between the
+        action and its record) its event is on its way, resent within the device's
+        retransmit schedule (SPEC §6.3); when none comes in that time the event was
+        taken before the restart by a controller that kept no journal: the table
+        adopts what the device reports (journaled as an incident) and goes on."""
+        status = self._device_status(action, colour)
+        deck_id = self.t.custody.deck(colour).deck_id
+        if status == "occupied":  # the shoe holds another deck, of which the table has no record
+            self._clear_shoe(colour)
+        elif status == "done":
+            device = "shoe" if action == "load_shoe" else "shuffler"
+            self.console.expect(Expectation(
+                "device_record", f"the {device}'s own record of {what} (it shows it done before the restart; "
+                f"resent within {self.d.resend_window_s:g} s, else the table takes the {device}'s word)", "device",
+                colour=str(colour), deck_id=deck_id))
+            try:
+                self.intake.expect(expect, self.d.resend_window_s, what)
+            except DeviceTimeout:
+                self._adopt(action, colour, what)
+            self.console.expect(None)
+            return
+        self.t.record("prompt", action=action, colour=str(colour))
+        r = self.t.round
+        self.console.expect(Expectation(action, f"the dealer to put {what}" if action != "take_from_shuffler"
+                                        else f"the dealer to take {what}", "device", (),
+                                        round_id=r.round_id if r else None, colour=str(colour), deck_id=deck_id))
+        args = () if action == "take_from_shuffler" else (colour,)
+        getattr(self.d.dealer, action)(*args)
+        self.intake.expect(expect, self.d.dealer_wait_s, what)
+
+    def _clear_shoe(self, wanted: BackColour) -> None:
+        """The shoe holds a deck the table has no record of (a restart without the journal,
+        or a stub left in it): an incident; the dealer is asked to take it out into the
+        discard rack (it is counted in the shuffler before it is dealt), and the table
+        waits until the shoe is empty. The shoe sends no event when emptied, so its
+        status is read every :attr:`SHOE_CLEAR_POLL_S` until then."""
+        try:
+            found = self.d.shoe.status().back_colour
+        except LinkError as exc:
+            raise self._device_away("shoe", exc) from exc
+        text = (f"the shoe holds a {found} deck the table has no record of loading: it goes to the discard rack, "
+                f"and through the shuffler to be counted before it is dealt")
+        self.t.record("incident", what=text)
+        log.warning("shoe_holds_unknown_deck", back_colour=str(found))
+        self.t.alarm("incident", text)
+        self.t.publish("incident", what=text)
+        deck = next((d for d in self.t.custody.decks.values() if d.back_colour == found), None)
+        self.console.expect(Expectation("collect", f"the dealer to take the {found} deck out of the shoe and put it "
+                                        f"in the discard rack, before the {wanted} deck is loaded", "device", (),
+                                        colour=str(found), deck_id=deck.deck_id if deck else None))
+        self.d.dealer.collect()
+        deadline = time.monotonic() + self.d.dealer_wait_s
+        while True:
+            try:
+                if self.d.shoe.status().state is DeviceState.IDLE:
+                    break
+            except LinkError as exc:
+                raise self._device_away("shoe", exc) from exc
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"the shoe still holds the {found} deck after {self.d.dealer_wait_s:g} s")
+            time.sleep(self.SHOE_CLEAR_POLL_S)
+        self.console.expect(None)
+
+    def _adopt(self, action: str, colour: BackColour, what: str) -> None:
+        """A device shows ``action`` done but its event was taken by an earlier controller
+        with no record (a restart without the journal): custody takes the device's word,
+        and a deck found in the shuffler is counted again before it is dealt."""
+        deck = self.t.custody.deck(colour)
+        msg = {"insert_deck": DeckInserted(colour), "take_from_shuffler": DeckDelivered(colour),
+               "load_shoe": ShoeLoaded(colour)}[action]
+        text = {"insert_deck": f"the shuffler holds the {colour} deck from before the restart: it is counted again",
+                "take_from_shuffler": f"the {colour} deck is already out of the shuffler",
+                "load_shoe": f"the shoe already holds the {colour} deck"}[action]
+        with self.t.batch():
+            self.t.record("incident", what=f"no record of {what}: {text}")
+            self.t.record("device_event", source="adopted", message=journaled_message(msg))
+        log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
+        self.t.alarm("incident", f"no record of {what}: {text}")
+        self.t.publish("incident", what=text)
+        self.intake.apply(msg)
+
+    # -- shuffle and count ------------------------------------------------------------------------
+
+    def _shuffle(self, deck: Deck) -> None:
+        # The command entry is the custody step (start_shuffle) too: journal, then act.
+        self.t.record("command", command="shuffle", colour=str(deck.back_colour))
+        self.t.custody.on_shuffle_started(deck.back_colour)
+        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device",
+                                        colour=str(deck.back_colour), deck_id=deck.deck_id))
+        self.d.shuffler.shuffle()
+        self.await_verification(deck, after_restart=False)
+
+    def await_verification(self, deck: Deck, after_restart: bool = True) -> None:
+        """Wait for the shuffler's count of ``deck``. After a restart the journal may
+        say "shuffling" for a command that never reached the shuffler: its status
+        (still holding an unshuffled deck) tells, and the shuffle is sent again. A
+        count that is wrong puts the deck out of service (an alarm; :meth:`advance`
+        has it taken out and replaced)."""
+        if after_restart:
+            try:
+                state = self.d.shuffler.status().state
+            except LinkError as exc:
+                raise DeviceFault(f"cannot read shuffler status: {exc}") from exc
+            if state is DeviceState.HAS_DECK:
+                self.t.record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
+                self.d.shuffler.shuffle()
+        try:
+            self.intake.expect(DeckVerified, self.d.timing.shuffle_timeout_s,
+                               f"verification of the {deck.back_colour} deck")
+        except CustodyViolation as v:
+            if v.rule is not Rule.DECK_INCOMPLETE:
+                raise
+            log.error("deck_failed_verification", deck_id=deck.deck_id, detail=mask_cards(v.detail))
+            self.t.alarm("out_of_service", f"deck {deck.deck_id} ({deck.back_colour}) is out of service: "
+                                           f"{mask_cards(v.detail)}", key=f"oos:{deck.back_colour}")
+            return
+        log.info("deck_verified", deck_id=deck.deck_id, places=self.t.custody.places())
+
+    def _replace_deck(self, out: Deck) -> None:
+        """A deck failed verification (and is out of the shuffler): it stays out until a
+        supervisor registers a replacement (issue 5; COMAR 36.05.03.27 C)."""
+        log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
+        custody = self.t.custody
+
+        def check(cmd: Command) -> dict[str, Any] | None:
+            deck_id = str(cmd.args.get("deck_id") or "").strip()
+            if not deck_id:
+                return {"code": "bad_request", "error": "register_deck needs deck_id"}
+            colour = cmd.args.get("colour")
+            if colour is not None and str(colour).lower() != str(out.back_colour):
+                return {"code": "refused", "error": f"the deck out of service has {out.back_colour} backs, "
+                                                    f"not {colour}"}
+            if any(d.deck_id == deck_id for d in custody.decks.values()):
+                return {"code": "refused", "error": f"deck id {deck_id!r} is already in use"}
+            return None
+
+        cmd = self.wait_person(("register_deck",), f"a supervisor to register a replacement for deck "
+                               f"{out.deck_id} ({out.back_colour})", role="supervisor", check=check)
+        deck_id = str(cmd.args.get("deck_id") or "").strip()
+        try:
+            new = custody.replace_deck(out.back_colour, deck_id)
+        except (ValueError, CustodyViolation) as exc:
+            cmd.answer(ok=False, code="refused", error=str(exc))
+            return
+        self.t.record("supervisor", action="register_deck", supervisor=cmd.person, new_deck_id=deck_id,
+                      replaces=out.deck_id, colour=str(out.back_colour), **by(cmd))
+        self.t.clear_alarm(f"oos:{out.back_colour}")
+        cmd.answer(ok=True, deck_id=new.deck_id, replaces=out.deck_id)

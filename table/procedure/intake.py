@@ -1,0 +1,458 @@
+"""Device intake: every device event journaled, answered, and checked for its device
+and its place in the draw order.
+
+One thread (the controller's) consumes the one queue both links deliver into,
+in arrival order. Each event is written to the journal before anything is done
+with it and ACKed to the device only then, so a controller killed at any point
+gets the event again after restart (SPEC §6.3). Link notices (down, up,
+rebooted, another device) and events the link refused are handled here.
+
+Every card accounted for (issue 14): per shoe load the draw index runs 0, 1,
+2 ... with no gap (SPEC §4.3); a gap, a card event the host had to refuse, or
+a card with no round to go to is journaled (its face sealed, with a commitment
+to it) and raises, so the caller holds the round: a card is never shifted onto
+the next seat.
+
+May touch: the links (acknowledge, health, identity), the event queue, custody
+(each non-card event is applied as :func:`table.recovery.apply` replays it),
+the journal through :class:`~table.procedure.state.TableState`. Never asks a
+person for anything: the parts above do.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any, Callable
+
+import structlog
+
+from firmware_bridge.errors import LinkError
+from firmware_bridge.link import DeviceEvent, LinkNotice, RefusedEvent
+from protocols.cards import Card
+from protocols.messages import (
+    CardDrawn,
+    CardUnreadable,
+    DeckDelivered,
+    DeckInserted,
+    DeckVerified,
+    Message,
+    ShoeEmpty,
+    ShoeLoaded,
+    ShufflerFault,
+)
+from protocols.vectors import message_to_dict
+
+from ..custody import CustodyViolation, Deck, DeckPlace as P, Rule
+from ..errors import DeviceFault, DeviceTimeout, ShufflerStopped
+from ..journal import b64, fresh_seal_nonce
+from ..sealing import commitment, mask_cards
+from .state import TableDevices, TableState
+
+log = structlog.get_logger("table")
+
+
+class ConsoleWake:
+    """The marker a console puts in the event queue: a void was accepted (carry it out now)."""
+
+
+def journaled_message(msg: Message) -> dict[str, Any]:
+    """A device message as its ``device_event`` entry holds it: :func:`message_to_dict`,
+    except that a ``DeckVerified`` names the cards ``missing`` from the 52 instead of
+    every card ``present`` (the same set; an empty list for a whole deck, issue 18).
+    :func:`table.recovery.apply` reads both forms."""
+    d = message_to_dict(msg)
+    if isinstance(msg, DeckVerified):
+        d["missing"] = sorted(set(range(52)) - set(d.pop("present")))
+    return d
+
+
+class DeviceIntake:
+    """Takes the devices' events off the shared queue, journals and answers each.
+
+    ``on_wake``: called when a console's void wakes a device wait (the holds part
+    carries the void out then); set by the conductor once the parts exist.
+    """
+
+    #: cards in a verified deck: what the shoe holds when it is loaded (SPEC §4.2)
+    DECK_SIZE = 52
+
+    def __init__(self, state: TableState, devices: TableDevices) -> None:
+        self.t = state
+        self.d = devices
+        self.on_wake: Callable[[], None] = lambda: None
+        self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
+
+    # -- answering and identity ------------------------------------------------------------
+
+    def answer(self, ev: DeviceEvent) -> None:
+        """ACK (or NAK, for a refused event) a device event once it is journaled."""
+        j = self.t.journal
+        if j is not None and j.in_batch:
+            raise RuntimeError("a device event is answered only once its entry is durable, never inside a batch")
+        link = self.d.links.get(ev.source)
+        if link is not None:
+            link.acknowledge(ev)
+
+    def identify(self, source: str) -> None:
+        """Journal which device a link speaks to (its boot id: the cursor's key)."""
+        ident = self.d.links[source].identity
+        if ident is None:
+            return
+        self.t.cursor.identified(source, ident.serial_number, ident.boot_id)
+        self.t.record("device", source=source, serial=ident.serial_number, boot_id=ident.boot_id,
+                      firmware=ident.firmware_version)
+
+    def wake(self) -> None:
+        """Wake the controller from a device wait: a void was accepted (Console.wake)."""
+        try:
+            self.d.events.put_nowait(DeviceEvent("console", ConsoleWake(), time.monotonic()))
+        except queue.Full:
+            pass  # events are waiting: the controller reads them, and checks the void at each step
+
+    # -- the next event --------------------------------------------------------------------
+
+    def next_event(self, timeout_s: float, what: str) -> DeviceEvent:
+        """The next device event, journaled then answered; link notices and refused
+        events are handled here. A ``CardDrawn`` is returned unjournaled: the caller
+        journals it where it goes (:meth:`card_entry`), then answers it. Raises
+        :class:`DeviceTimeout` when nothing came within ``timeout_s`` (on the table's
+        clock), :class:`DeviceFault` when a link is down past its reconnect wait."""
+        clock = self.d.timing.clock
+        deadline = clock.monotonic() + timeout_s
+        while True:
+            now = time.monotonic()  # the link's deadlines are real time; the event's is on the clock
+            remaining = clock.real_s(deadline - clock.monotonic())  # real seconds
+            down = self._link_down_deadline()
+            if down is not None and self.t.round is not None:
+                if now >= down[1]:  # a round whose device stays away is held within the link's timeout
+                    raise DeviceFault(f"the {down[0]} link has been down for more than "
+                                      f"{self.d.links[down[0]].config.reconnect_wait_s:g} s while waiting for {what}")
+                remaining = min(remaining, down[1] - now)
+            try:
+                ev = self.d.events.get(timeout=remaining) if remaining > 0 else self.d.events.get_nowait()
+            except queue.Empty:
+                if down is not None and self.t.round is not None and clock.monotonic() < deadline:
+                    continue  # the link's own deadline: checked at the top
+                for link in self.d.links.values():
+                    if not link.alive:
+                        raise DeviceFault(f"{link.name} link down while waiting for {what}") from None
+                raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from None
+            msg = ev.message
+            if isinstance(msg, ConsoleWake):  # a void was accepted: carried out within this device step
+                self.on_wake()
+                continue
+            if isinstance(msg, LinkNotice):
+                self._on_notice(ev, msg)
+                continue
+            if isinstance(msg, RefusedEvent):
+                self._on_refused(ev, msg)
+                continue
+            if isinstance(msg, CardDrawn):
+                return ev
+            self.t.record("device_event", source=ev.source, dseq=ev.seq, message=journaled_message(msg))
+            self.t.cursor.journaled(ev.source, ev.seq)
+            self.answer(ev)
+            log.debug("device_event", source=ev.source, message=type(msg).__name__)
+            if isinstance(msg, ShoeLoaded) and ev.source == self.d.shoe_name:
+                self.t.next_draw = 0
+                self.t.in_flight_round = None
+            return ev
+
+    def _link_down_deadline(self) -> tuple[str, float] | None:
+        """The link down the longest and when its timeout (``reconnect_wait_s``) ends."""
+        if not self._links_down:
+            return None
+        name, since = min(self._links_down.items(), key=lambda kv: kv[1])
+        return name, since + self.d.links[name].config.reconnect_wait_s
+
+    def _on_notice(self, ev: DeviceEvent, msg: LinkNotice) -> None:
+        self.t.record("link", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+        if msg.kind == "link_down":
+            self._links_down.setdefault(ev.source, time.monotonic())
+            self.t.alarm("device_down", f"the {ev.source} link is down: {mask_cards(msg.detail)}",
+                         key=f"down:{ev.source}")
+        elif msg.kind in ("link_up", "device_rebooted"):
+            self._links_down.pop(ev.source, None)
+            self.t.clear_alarm(f"down:{ev.source}")
+        if msg.kind in ("link_up", "device_rebooted"):
+            self.identify(ev.source)
+        if msg.kind in ("identity_changed", "handshake_refused"):
+            raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
+        if msg.kind == "device_rebooted" and self.t.round is not None and ev.source == self.d.shoe_name:
+            raise DeviceFault("the shoe rebooted during the round: card reads may be missing")
+        log.warning("link_notice", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+
+    def _on_refused(self, ev: DeviceEvent, msg: RefusedEvent) -> None:
+        """A device event the link refused (undecodable, or not from this kind of device,
+        SPEC §4.5, §6.3): journaled as an incident, then NAKed. A card the shoe could
+        not report leaves a card unaccounted for: the round is held (never a shifted
+        deal); an unreadable count puts the deck being shuffled out of service."""
+        t = self.t
+        what = f"{ev.source} sent {msg.name}, refused: {msg.reason.replace('_', ' ')}"
+        sealed = {"detail": msg.detail, "payload": msg.payload.hex()} if t.journal is not None else None
+        t.record("incident", what=what, source=ev.source, dseq=ev.seq, type=msg.type, sealed=sealed)
+        t.cursor.journaled(ev.source, ev.seq)
+        self.answer(ev)
+        log.error("event_refused", source=ev.source, message=msg.name, reason=msg.reason)
+        if msg.reason == "undecodable" and msg.type == DeckVerified.TYPE and ev.source == self.d.shuffler_name:
+            deck = t.deck_in(P.SHUFFLING, P.IN_SHUFFLER)
+            if deck is not None:
+                with t.batch():
+                    t.op("fail_verification", colour=str(deck.back_colour))
+                    t.custody.take_out_of_service(deck.back_colour)
+                v = CustodyViolation(Rule.DECK_INCOMPLETE, f"the shuffler's count of deck {deck.deck_id} "
+                                     f"({deck.back_colour}) could not be read: out of service")
+                t.violation(v)
+                raise v
+        if t.round is None:
+            if msg.type in (CardDrawn.TYPE, CardUnreadable.TYPE) and ev.source == self.d.shoe_name:
+                raise DeviceFault(f"{what}: a card left the shoe with no round in progress")
+            return
+        if msg.reason == "wrong_device":
+            raise CustodyViolation(Rule.EVENT_FROM_WRONG_DEVICE, f"{msg.name} arrived on the {ev.source}'s link")
+        raise CustodyViolation(Rule.CARD_UNACCOUNTED if ev.source == self.d.shoe_name
+                               else Rule.EVENT_FROM_WRONG_DEVICE,
+                               f"the {ev.source} sent {msg.name} that could not be decoded: "
+                               f"a card may have left the shoe unrecorded")
+
+    # -- cards -----------------------------------------------------------------------------
+
+    def card_entry(self, ev: DeviceEvent, card: Card, to: int | None, *, round_id: str | None = None,
+                   **flags: Any) -> None:
+        """Journal one card the shoe read (sealed until the reveal, with a commitment
+        to it, issue 14), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
+        None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
+        ``extra``, ``refused`` with the rule, ``gap``)."""
+        t = self.t
+        msg = ev.message
+        r = t.round
+        rid = round_id or (r.round_id if r is not None else (t.held or {}).get("round_id"))
+        body: dict[str, Any] = {"dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
+                                "back_colour": str(msg.back_colour), **flags}
+        if ev.source != "shoe":  # "shoe" is the default a reader assumes (journal format 3)
+            body["source"] = ev.source
+        if t.journal is not None:
+            # The commitment's nonce comes from the sealed blob's fresh nonce and the round's
+            # seal key (journal.commit_nonce): secret while the face is sealed, opened with it.
+            seal_nonce = fresh_seal_nonce()
+            nonce = t.journal.commit_nonce(rid, seal_nonce)
+            body["commit"] = b64(bytes.fromhex(commitment(t.table_id, rid, msg.draw_index, str(card), nonce)))
+            t.record("card_read", round_id=rid, sealed={"card": str(card)}, seal_nonce=seal_nonce, **body)
+        t.cursor.journaled(ev.source, ev.seq)
+        self.answer(ev)
+        if ev.source == self.d.shoe_name:
+            t.next_draw = msg.draw_index + 1
+
+    def check_draw(self, ev: DeviceEvent) -> CustodyViolation | None:
+        """Every card accounted for: per shoe load the draw index runs 0, 1, 2 ... with
+        no gap (SPEC §4.3); a gap means a card left the shoe unreported."""
+        index = ev.message.draw_index
+        expected = self.t.next_draw % 256
+        if ev.source == self.d.shoe_name and index != expected:
+            return CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe's draw {index} follows draw {expected - 1}: "
+                                    f"{(index - expected) % 256} card(s) left the shoe unrecorded")
+        return None
+
+    def apply(self, msg: Message) -> Deck | None:
+        """Feed one non-card device event to custody (already journaled: the replay of
+        :func:`table.recovery.apply` does the same). Raises :class:`CustodyViolation`
+        (journaled), :class:`ShufflerStopped` on a shuffler fault, :class:`DeviceFault`
+        on an empty shoe."""
+        t = self.t
+        c = t.custody
+        if isinstance(msg, DeckInserted):
+            return c.on_deck_inserted(msg.back_colour)
+        if isinstance(msg, DeckVerified):
+            try:
+                return c.on_deck_verified(msg)
+            except CustodyViolation as v:
+                t.violation(v)
+                raise
+        if isinstance(msg, DeckDelivered):
+            return c.on_deck_delivered(msg.back_colour)
+        if isinstance(msg, ShoeLoaded):
+            return c.on_shoe_loaded(msg.back_colour)
+        if isinstance(msg, ShufflerFault):
+            shuffling = [d for d in c.decks.values() if d.place is P.SHUFFLING]
+            if shuffling:
+                c.on_shuffle_fault(shuffling[0].back_colour)
+            t.record("incident", what=f"shuffler fault: {msg.code.name.lower()}")
+            raise ShufflerStopped(f"shuffler fault: {msg.code.name.lower()}; clear it, then the shuffle is repeated")
+        if isinstance(msg, ShoeEmpty):
+            raise DeviceFault(f"the shoe is empty after {msg.draws} draws")
+        return None
+
+    def apply_journaled(self, msg: Message) -> None:
+        """:meth:`apply`, journaling the violation it raises unless it is a deck found
+        incomplete (already journaled by custody's own step)."""
+        try:
+            self.apply(msg)
+        except CustodyViolation as v:
+            if v.rule is not Rule.DECK_INCOMPLETE:
+                self.t.violation(v)
+            raise
+
+    def expect(self, kind: type[Message], timeout_s: float, what: str, *, cards: bool = False) -> Any:
+        """Consume events (applying each to custody) until one of ``kind`` arrives.
+        ``cards``: return card events (the deal); otherwise a card is a stray, handled
+        by :meth:`stray_card`. Returns the :class:`DeviceEvent` for a card, else the
+        message."""
+        while True:
+            ev = self.next_event(timeout_s, what)
+            msg = ev.message
+            if isinstance(msg, (CardDrawn, CardUnreadable)):
+                if cards and self.t.round is not None:
+                    return ev
+                self.stray_card(ev)
+                continue
+            self.apply_journaled(msg)
+            if isinstance(msg, kind):
+                return msg
+
+    def stray_card(self, ev: DeviceEvent) -> None:
+        """A card event when no card is being dealt: read after a restart for the held
+        round (taken into its custody), or drawn with no round (an incident), or
+        drawn while the round is past its deal (one too many: a misdeal)."""
+        t = self.t
+        msg = ev.message
+        if t.round is not None:  # past the deal: a card beyond it
+            if isinstance(msg, CardDrawn):
+                self.card_entry(ev, msg.card, None, extra=True)
+            t.record("incident", what="card drawn beyond the deal", draw_index=msg.draw_index)
+            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"draw {msg.draw_index} beyond the 3 cards to each seat "
+                                   "and the dealer: misdeal")
+        if t.held is not None and isinstance(msg, CardDrawn):
+            self.late_card(ev)  # drawn for the held round before a restart
+            return
+        if t.held is None and t.in_flight_round is not None and ev.source == self.d.shoe_name:
+            self._voided_late_card(ev)  # drawn for a round voided while the shoe was away
+            return
+        if isinstance(msg, CardDrawn):
+            self.stray_entry(ev)
+        t.record("incident", what="card drawn with no round in progress", draw_index=msg.draw_index)
+        raise DeviceFault("a card was drawn with no round in progress: incident recorded")
+
+    def stray_entry(self, ev: DeviceEvent) -> None:
+        """Journal a card read with no round in progress, dealt to nobody; custody
+        counts it out of the deck in the shoe (a later read of it is a duplicate).
+        Read twice already: the duplicate is recorded as a violation; the caller
+        goes on as for any stray (an incident, no round to hold)."""
+        msg = ev.message
+        try:
+            self.t.custody.on_card_read_between_rounds(msg.card, msg.back_colour)
+        except CustodyViolation as v:
+            self.card_entry(ev, msg.card, None, stray=True, refused=v.rule.value)
+            self.t.violation(v)
+            return
+        self.card_entry(ev, msg.card, None, stray=True)
+
+    def late_card(self, ev: DeviceEvent) -> None:
+        """A card read that arrived after a restart, for the round now held."""
+        msg = ev.message
+        try:
+            self.t.custody.on_card_read(msg.card, msg.back_colour)
+        except CustodyViolation as v:
+            self.card_entry(ev, msg.card, None, late=True, refused=v.rule.value)
+            self.t.violation(v)
+            return
+        self.t.cards_read += 1
+        self.card_entry(ev, msg.card, None, late=True)
+
+    def _voided_late_card(self, ev: DeviceEvent) -> None:
+        """A card the shoe read for a round voided while it was away (its event arrives once
+        the shoe is back): journaled with that round, dealt to nobody; the round's cards
+        are collected already, so nothing is held (a gap in the draws is recorded)."""
+        msg = ev.message
+        gap = {"gap": True} if self.check_draw(ev) is not None else {}
+        if isinstance(msg, CardDrawn):
+            self.card_entry(ev, msg.card, None, round_id=self.t.in_flight_round, late=True, voided=True, **gap)
+        else:
+            self.t.next_draw = msg.draw_index + 1
+        log.warning("card_after_void", draw_index=msg.draw_index, **gap)
+
+    # -- what the devices already delivered ---------------------------------------------------
+
+    def take_in_delivered(self) -> None:
+        """At start-up: take in the events the devices have already delivered (sent but
+        never journaled and ACKed before a restart). Nothing waits here: an event
+        still on its way is taken by the step that waits for it (issue 18)."""
+        t = self.t
+        while True:
+            try:
+                ev = self.next_event(0, "events held by the devices")
+            except DeviceTimeout:
+                return
+            msg = ev.message
+            if isinstance(msg, CardDrawn):
+                if t.held is not None:
+                    self.late_card(ev)
+                else:
+                    self.stray_entry(ev)
+                    t.record("incident", what="card read after a restart with no round in progress",
+                             draw_index=msg.draw_index)
+            elif isinstance(msg, CardUnreadable):
+                t.record("incident", what="card unreadable after a restart", draw_index=msg.draw_index)
+            else:
+                self.apply_journaled(msg)
+
+    def drain(self, early: bool = False) -> None:
+        """Take every device event already delivered, without waiting. A card event
+        here is out of turn: drawn before betting closed (``early``), or beyond the
+        deal. Either holds the round (raises :class:`CustodyViolation`)."""
+        while True:
+            try:
+                ev = self.next_event(0, "cards out of turn")
+            except DeviceTimeout:
+                return
+            msg = ev.message
+            if isinstance(msg, (CardDrawn, CardUnreadable)):
+                if not early:
+                    self.stray_card(ev)  # raises: a card beyond the deal
+                if isinstance(msg, CardDrawn):
+                    self.card_entry(ev, msg.card, None, early=True)
+                self.t.record("incident", what="card drawn before betting closed", draw_index=msg.draw_index)
+                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"draw {msg.draw_index} before betting closed")
+            self.apply(msg)
+
+    def shoe_count(self) -> int:
+        """How many cards the shoe holds now (its own status). Raises :class:`DeviceFault`
+        when the shoe does not answer."""
+        try:
+            return self.d.shoe.status().cards
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
+
+    def cards_in_flight(self, flag: str) -> None:
+        """Before the cards are collected: take in the events of cards the shoe let out
+        that it has not reported yet (its own count says how many), so none surfaces
+        in a later round as a card drawn with no round in progress."""
+        if not self.d.links[self.d.shoe_name].alive:
+            return  # the shoe is away: not asked (a void is carried out now); its cards arrive later, as late cards
+        try:
+            out = self.DECK_SIZE - self.d.shoe.status().cards
+        except LinkError:
+            return  # the shoe is away: what it holds arrives after it comes back, as a late card
+        if out > self.t.next_draw:
+            self.await_cards(out, **{flag: True})
+
+    def await_cards(self, out: int, **flags: Any) -> None:
+        """Wait (within the link's event timeout, a deadline the device keeps) for the card
+        events up to ``out`` cards drawn since the load; journal each, dealt to nobody."""
+        clock = self.d.timing.clock
+        deadline = clock.monotonic() + self.d.timing.event_timeout_s
+        while self.t.next_draw < out:
+            remaining = deadline - clock.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                ev = self.next_event(remaining, "the events of the cards the shoe let out")
+            except DeviceTimeout:
+                return
+            msg = ev.message
+            if isinstance(msg, CardDrawn):
+                self.card_entry(ev, msg.card, None, **flags)
+            elif isinstance(msg, CardUnreadable):
+                self.t.next_draw = msg.draw_index + 1
+            else:
+                self.apply(msg)

@@ -1,0 +1,129 @@
+"""Start-up: the table's state restored from the journal, and checked against anchors.
+
+Custody and the counts are restored from the journal (:mod:`table.recovery`);
+a round found in progress is held for a supervisor, never silently resumed
+(issue 5). Entries after the last signed checkpoint must carry valid MACs
+(nobody edited them while the controller was down). A journal behind a signed
+checkpoint seen off its own files (cut short, deleted, or an older copy put in
+its place) is not resumed until a supervisor acknowledges the incident; round
+numbers then go on past the anchor's, so none is used twice (issue 14). An
+anchor that must be refused (forged, another table's, malformed) is the same
+incident (issue 24; :mod:`table.anchors`).
+
+May touch: the journal (read, and the restart's entries), custody and the
+counts in :class:`~table.procedure.state.TableState`, the device cursor, the
+console (a supervisor's acknowledgement). Never a device beyond its identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from .. import anchors as anchor_check, recovery
+from ..console import Console
+from ..errors import TableError
+from .intake import DeviceIntake
+from .state import TableDevices, TableState, by
+
+log = structlog.get_logger("table")
+
+
+class JournalTampered(TableError):
+    """Entries after the last signed checkpoint were changed while the controller was
+    down (their MACs do not hold): the controller refuses to resume and sign over them."""
+
+
+class Startup:
+    """Restores the table from its journal (:meth:`recover`).
+
+    ``anchors``: signed checkpoints seen off the journal's own files (the floor's,
+    MQTT's retained one); the journal's head file is added to them."""
+
+    def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
+                 anchors: list[dict[str, Any]]) -> None:
+        self.t = state
+        self.d = devices
+        self.intake = intake
+        self.console = console
+        self.anchors = anchors
+
+    def recover(self) -> None:
+        """Restore custody and counts from the journal; hold a round found in progress
+        for a supervisor. Raises :class:`JournalTampered` when an entry after the last
+        signed checkpoint fails its MAC."""
+        t = self.t
+        j = t.journal
+        if j is None:
+            return
+        for source in self.d.links:
+            t.cursor.identified(source, *self.d.ident(source))
+        if j.last_seq == 0:
+            with t.batch():
+                t.record("decks_registered", decks=t.custody.snapshot()["decks"], seats=t.seats)
+                for source in self.d.links:
+                    self.intake.identify(source)
+            # An empty journal where a signed checkpoint says there was one (the journal deleted
+            # or moved away): cut short to nothing, as much an incident as a tail cut short.
+            self.check_anchors()
+            return
+        bad = j.check_tail()
+        if bad is not None:
+            raise JournalTampered(f"journal entry {bad} was changed after it was written (its MAC does not hold); "
+                                  "a supervisor must examine the journal (tablectl audit verify)")
+        restored = recovery.restore(j, t.custody)
+        t.custody = restored.custody
+        t.rounds_played, t.rounds_opened = restored.rounds_played, restored.rounds_opened
+        self.check_anchors()
+        t.cards_read = restored.cards_read
+        t.next_draw = restored.next_draw
+        with t.batch():
+            if restored.held is not None:
+                t.held = h = restored.held
+                j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
+                         settled=h["settled"], number=h["number"],
+                         **({"decisions_final": True} if h.get("decisions_final") else {}))
+                log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
+            t.record("restart", places=t.custody.places(), rounds_played=t.rounds_played)
+            for source in self.d.links:
+                self.intake.identify(source)
+        log.info("recovered", places=t.custody.places(), rounds_played=t.rounds_played, held=t.held is not None)
+
+    def check_anchors(self) -> None:
+        """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
+        swapped in) is not resumed until a supervisor acknowledges it; the incident and
+        the acknowledgement are journaled, and round numbers go on past the anchor's so
+        none is used twice (issue 14). An anchor refused (not this table's signature,
+        another table's, malformed: :func:`table.anchors.classify`) is an incident too,
+        held for a supervisor the same way (issue 24)."""
+        t = self.t
+        j = t.journal
+        assert j is not None
+        check = anchor_check.classify(self.anchors, j)
+        if not check.incident:
+            return
+        for r in check.refused:
+            what = (f"an anchor was refused ({r.source}): {r.reason}; a forged or malformed anchor is an attack "
+                    "in progress, not the absence of one")
+            t.record("incident", what=what, anchor_source=r.source, anchor_refused=r.reason, anchor_seq=r.seq,
+                     journal_seq=j.last_seq)
+            log.error("anchor_refused", source=r.source, reason=r.reason, journal_seq=j.last_seq)
+            t.publish("incident", what=what)
+        cp = max(check.behind, key=lambda c: c["seq"]) if check.behind else None
+        if cp is not None:
+            what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
+                    f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
+            t.record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
+            log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
+            t.publish("incident", what=what)
+            waiting = f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}"
+        else:
+            waiting = f"a supervisor to acknowledge {len(check.refused)} refused anchor(s) (a forged anchor?)"
+        cmd = self.console.wait(("acknowledge_incident",), waiting, role="supervisor", voids=False)
+        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person,
+                 anchor_seq=cp["seq"] if cp is not None else None,
+                 **({"anchors_refused": len(check.refused)} if check.refused else {}), **by(cmd))
+        if cp is not None:
+            t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
+        cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")

@@ -1,0 +1,189 @@
+"""The dealer enters bets on the dealer's screen (issue 23), in real Chromium (Playwright, Debian's
+chromium), through the web front door and the one dispatcher, against the table's betting step
+(the console's wait for place_bets / close_bets, answered from the bet book): chip buttons,
+"same as last round", "table minimum", "empty", a refusal shown beside its seat, and the time it
+takes to enter a typical round's bets for 7 seats (printed)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from console_helpers import CHEAP, CHROMIUM_ARGS, PEOPLE, chromium_path, screenshot_dir
+from test_bets_api import BettingTable
+from table.bets import BetBook, Limit, TableLimits
+from table.console import Command, Console
+from table.events import EventLog
+from table.interfaces.auth import Authenticator, PeopleFile
+from table.interfaces.dispatch import Dispatcher, EventHub
+from table.interfaces.serving import FrontDoorLoop
+from table.interfaces.web import WebFrontDoor
+from table.journal import Journal
+from table.keys import generate
+from table.rules.settlement import Wagers
+
+CHROMIUM = chromium_path()
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
+                                                          "apt-get install chromium)"),
+              pytest.mark.timeout(240)]
+STEP_MS = 20_000
+LIMITS = TableLimits(ante=Limit(500, 50_000, 500), pair_plus=Limit(500, 10_000, 500),
+                     six_card=Limit(500, 2_500, 500), progressive=Limit(100, 100, 100))
+LAST = {1: Wagers(2_500, 1_000), 2: Wagers(1_000, 500), 3: Wagers(500), 5: Wagers(0, 1_000), 6: Wagers(5_000, 0, 500, 100)}
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(no_leaks_but):
+    """conftest's leak check, but for Playwright's own pool threads (``asyncio_N``)."""
+    yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
+
+
+@pytest.fixture
+def screen_table(tmp_path):
+    """A web front door on a console whose table takes bets for a round of a 7-seat layout."""
+    os.chmod(tmp_path, 0o700)
+    people = PeopleFile(tmp_path / "people.toml")
+    role, pin = PEOPLE["D-4"]
+    people.add("D-4", role, pin, hasher=CHEAP)
+    key = generate()
+    with Journal(tmp_path / "journal.sqlite3", key=key, table_id="t-bets") as j:
+        j.append("table_open", places={"A": "in_shoe", "B": "verified"})
+        j.append("round", round_id="r00002-00000000", step="open", number=2, wagers={})
+    console = Console()
+    book = BetBook(LIMITS, 7, last=LAST)
+
+    def status() -> dict:
+        exp = console.expectation
+        return {"round": {"number": 2, "round_id": "r00002-00000000", "state": "open_for_bets"},
+                "waiting_for": exp.to_dict() if exp else None, "bets": book.to_dict(), "rounds_played": 1}
+
+    console.status = status
+    front = FrontDoorLoop("test-bets-web")
+    events = EventLog(tmp_path / "journal.sqlite3", "t-bets", key=key).start()
+    hub = EventHub(events, front)
+    auth = Authenticator(tmp_path / "people.toml", hasher=CHEAP)
+    door = WebFrontDoor("127.0.0.1", 0, Dispatcher(console, front, hub=hub), auth, front)
+    console.attached = True
+    table = BettingTable(console, book)
+    try:
+        yield door, table
+    finally:
+        table.finish()
+        door.close()
+        hub.close()
+        front.close()
+        events.close()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        warm = browser.new_context()
+        warm.new_page().set_content("<p>warm</p>")
+        warm.close()
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def dealer_screen(chromium, door):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors
+    page.goto(door.url + "/")
+    page.fill("#person", "D-4")
+    page.fill("#pin", PEOPLE["D-4"][1])
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/dealer.html")
+    page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
+    page.wait_for_selector("#bet-spot-7", timeout=STEP_MS)
+    return page
+
+
+def placed(page, seat: int) -> str:
+    return page.inner_text(f"#bet-{seat}-placed")
+
+
+def click_and_see(page, selector: str, seat: int, words: str) -> None:
+    """Press a button, then wait until the seat's spot shows the table's answer."""
+    page.click(selector)
+    page.wait_for_function("([s, w]) => { const e = document.getElementById(`bet-${s}-placed`);"
+                           " return e && e.textContent === w; }", arg=[seat, words], timeout=STEP_MS)
+
+
+def test_the_dealer_enters_a_rounds_bets_for_seven_seats(chromium, screen_table):
+    door, table = screen_table
+    page = dealer_screen(chromium, door)
+    assert [placed(page, s) for s in range(1, 8)] == ["empty"] * 7
+    taps = 0
+    start = time.monotonic()
+    # Most players bet what they bet last round: one press for the whole table.
+    page.click("#bets-all-last")
+    taps += 1
+    page.wait_for_function("() => document.getElementById('bets-in-play').dataset.count === '5'", timeout=STEP_MS)
+    # Seat 1 presses: a $25 chip more on the ante (now $50).
+    click_and_see(page, "#bet-1-chip-2500", 1, "Ante $50 · Pair Plus $10")
+    taps += 1
+    # Seat 4 sits down at the table minimum.
+    click_and_see(page, "#bet-4-min", 4, "Ante $5")
+    taps += 1
+    # Seat 4 adds Pair Plus $5 and the progressive: choose the wager, then the chip.
+    page.click("#bet-4-kind-pair_plus")
+    click_and_see(page, "#bet-4-chip-500", 4, "Ante $5 · Pair Plus $5")
+    page.click("#bet-4-kind-progressive")
+    click_and_see(page, "#bet-4-chip-100", 4, "Ante $5 · Pair Plus $5 · Progressive $1")
+    taps += 4
+    # Seat 5 (Pair Plus alone last round) leaves: empty.
+    click_and_see(page, "#bet-5-empty", 5, "empty")
+    taps += 1
+    # Seat 7 sits down with $10 of Pair Plus alone: two $5 chips.
+    page.click("#bet-7-kind-pair_plus")
+    click_and_see(page, "#bet-7-chip-500", 7, "Pair Plus $5")
+    click_and_see(page, "#bet-7-chip-500", 7, "Pair Plus $10")
+    taps += 3
+    page.screenshot(path=str(screenshot_dir() / "bets-open.png"), full_page=True)
+    page.click("#bets-close")
+    taps += 1
+    table.thread.join(STEP_MS / 1000)
+    took = time.monotonic() - start
+    assert table.frozen == {1: Wagers(5_000, 1_000), 2: Wagers(1_000, 500), 3: Wagers(500),
+                            4: Wagers(500, 500, 0, 100), 6: Wagers(5_000, 0, 500, 100), 7: Wagers(0, 1_000)}
+    assert page.errors == []
+    page.screenshot(path=str(screenshot_dir() / "bets-seven-seats.png"), full_page=True)
+    # A person needs about a second a press on a touchscreen (reach, press, see the answer):
+    print(f"\nbets for 7 seats (6 in play) entered in {took:.2f} s by the browser, {taps} presses: "
+          f"about {taps} s for a person at ~1 s a press")
+
+
+def test_a_refused_bet_is_shown_beside_its_seat_and_changes_nothing(chromium, screen_table):
+    door, table = screen_table
+    page = dealer_screen(chromium, door)
+    # Six Card Bonus with no ante: refused (649a.7), said beside seat 3.
+    page.click("#bet-3-kind-six_card")
+    page.click("#bet-3-chip-500")
+    page.wait_for_selector("#bet-3-refused", timeout=STEP_MS)
+    assert "seat 3: a Six Card Bonus wager needs an ante" in page.inner_text("#bet-3-refused")
+    assert placed(page, 3) == "empty"
+    # Above the Six Card maximum ($25): the refusal names the limit.
+    click_and_see(page, "#bet-3-min", 3, "Ante $5")
+    assert page.locator("#bet-3-refused").count() == 0  # the next accepted bet clears it
+    page.click("#bet-3-kind-six_card")
+    for total in ("$5", "$10", "$15", "$20", "$25"):
+        click_and_see(page, "#bet-3-chip-500", 3, f"Ante $5 · Six Card {total}")
+    page.click("#bet-3-chip-500")
+    page.wait_for_selector("#bet-3-refused", timeout=STEP_MS)
+    assert "above the table maximum of $25" in page.inner_text("#bet-3-refused")
+    assert placed(page, 3) == "Ante $5 · Six Card $25"
+    # Closing with a seat in play works; the bets are what the screen showed.
+    page.click("#bets-close")
+    table.thread.join(STEP_MS / 1000)
+    assert table.frozen == {3: Wagers(500, 0, 2_500)}
+    assert page.errors == []
