@@ -279,3 +279,45 @@ def test_descriptor_exhaustion_turns_clients_away_then_the_console_answers_again
         for c in clients:
             c.close()
         ctl.close()
+
+
+def test_binding_a_socket_never_changes_the_process_umask(tmp_path, monkeypatch):
+    """``unix_listener`` set the umask to 0177 around its bind: a file another thread
+    created meanwhile got mode 0600 instead of what its own umask gave (issue 24, point 7).
+    The socket is now bound in a private 0700 folder and linked into place."""
+    import threading
+
+    from table.interfaces.serving import unix_listener
+
+    calls = []
+    real_umask = os.umask
+    monkeypatch.setattr(os, "umask", lambda m: calls.append(m) or real_umask(m))
+    made, stop = [], threading.Event()
+
+    def create_files() -> None:  # another thread of the process, making files all along
+        n = 0
+        while not stop.is_set():
+            p = tmp_path / "files" / f"f{n}"
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            os.close(fd)
+            made.append(p)
+            n += 1
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "socks").mkdir()
+    before = real_umask(0o022)
+    worker = threading.Thread(target=create_files)
+    worker.start()
+    try:
+        for i in range(100):
+            sock = unix_listener(tmp_path / "socks" / f"s{i}.sock", mode=0o660)
+            sock.close()
+    finally:
+        stop.set()
+        worker.join(10)
+        real_umask(before)
+    assert calls == []  # the umask was never touched
+    assert made and {oct(os.stat(p).st_mode & 0o777) for p in made} == {"0o644"}
+    modes = {oct(os.lstat(tmp_path / "socks" / f"s{i}.sock").st_mode & 0o777) for i in range(100)}
+    assert modes == {"0o660"} and sorted(os.listdir(tmp_path / "socks"))[:1] == ["s0.sock"]
+    assert not [n for n in os.listdir(tmp_path / "socks") if not n.endswith(".sock")]  # no private folder left

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
 import grp
 import os
 import socket
 import stat
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -314,24 +316,36 @@ def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: 
             probe.close()
     path.parent.mkdir(parents=True, exist_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bound in a private folder (0700: nobody else can reach the socket through it), given
+    # its group and mode there, then linked into place: no window in which the socket is
+    # open to all, and the process's umask is never changed (another thread creating a
+    # file meanwhile would get the wrong mode; issue 24).
+    private = Path(tempfile.mkdtemp(prefix=".s", dir=path.parent))
+    staged = private / "s"
     try:
-        old = os.umask(0o177)  # no window in which the socket is open to all
-        try:
-            server.bind(str(path))
-        finally:
-            os.umask(old)
+        server.bind(str(staged))
         if group is not None:
             try:
                 gid = grp.getgrnam(group).gr_gid
             except KeyError:
                 raise OSError(errno.EINVAL, f"group {group!r} (socket_group) does not exist") from None
-            os.chown(path, -1, gid)
-        os.chmod(path, mode)
+            os.chown(staged, -1, gid)
+        os.chmod(staged, mode)
         server.listen(backlog)
         server.setblocking(False)
+        try:
+            os.link(staged, path)  # never replaces: a file that appeared meanwhile is refused
+        except FileExistsError:
+            raise SocketInUse(errno.EEXIST, f"{path} appeared while the socket was being bound; "
+                                            "refusing to replace it") from None
     except OSError:
         server.close()
         raise
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink()
+        with contextlib.suppress(OSError):
+            private.rmdir()
     return server
 
 
