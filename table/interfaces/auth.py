@@ -449,14 +449,16 @@ class Authenticator:
                       and (k[0] if isinstance(k, tuple) else None) not in known][:5000]:
                 table.pop(k, None)
 
-    def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http") -> tuple[str, Session]:
+    def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http",
+                origin: str | None = None) -> tuple[str, Session]:
         """Check ``pin`` for ``person_id``; returns (token, session). ``address``: the
-        peer's IP, which decides the origin (:meth:`origin`). Raises
+        peer's IP, which decides the origin (:meth:`origin`) unless ``origin`` is given
+        (the terminal at the table: ``"table"``; the control socket: ``"other"``). Raises
         :class:`SignInLocked` while locked out (at that origin), ``PermissionError`` for
         an unknown person or a wrong PIN (one message for both), :class:`PeopleFileError`.
         Blocking (an Argon2 hash): call it from a worker thread."""
         now = self.clock()
-        origin = self.origin(address)
+        origin = self.origin(address) if origin not in (TABLE, OTHER) else origin
         pkey = (person_id if isinstance(person_id, str) else "", origin)
         keys: list[tuple[dict[Any, _Failures], Any, int]] = [(self._person_failures, pkey, self.max_failures)]
         if origin == OTHER:  # at the table's own screens, the person's count alone
