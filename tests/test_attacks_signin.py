@@ -124,7 +124,8 @@ def _post_from(port: int, source: str, person: str, pin: str) -> int:
         conn.close()
 
 
-def _flood(door, stop: threading.Event, counts: dict, addresses: int = 50, each: int = 20) -> list[threading.Thread]:
+def _flood(door, stop: threading.Event, counts: dict, addresses: int = 50, each: int = 20,
+           person: str = "S-2") -> list[threading.Thread]:
     port = door.address[1]
 
     def attacker(i: int) -> None:
@@ -132,7 +133,7 @@ def _flood(door, stop: threading.Event, counts: dict, addresses: int = 50, each:
             if stop.is_set():
                 return
             try:
-                status = _post_from(port, f"127.0.0.{i + 2}", "S-2", "000000")
+                status = _post_from(port, f"127.0.0.{i + 2}", person, "000000")
             except OSError:
                 status = "refused"
             with counts["lock"]:
@@ -176,3 +177,56 @@ def test_s2_is_signed_in_at_the_table_within_2_s_during_a_flood(web):  # noqa: F
         stop.set()
         for t in threads:
             t.join(60)
+
+
+def test_a_sign_in_flood_leaves_the_table_dealing_and_the_screens_answering(tmp_path):
+    """Sign-ins as fast as 40 clients from 40 addresses can send them (bounded: 40 x 50)
+    while a simulated table deals: every round is dealt and settled, the screens answer,
+    and S-17 signs in at the table's own screen in the middle of it."""
+    import subprocess
+
+    from console_helpers import PEOPLE, free_port, make_people, wait_until
+    from test_crash import tablectl
+
+    os.chmod(tmp_path, 0o700)
+    people = make_people(tmp_path / "people.toml")
+    port = free_port()
+    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "30", "--seed", "5", "--json",
+                                          "--journal", str(tmp_path / "j.sqlite3"), "--web", f"127.0.0.1:{port}",
+                                          "--people-file", str(people), "--log-file", str(tmp_path / "run.log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    class Door:
+        address = ("127.0.0.1", port)
+
+    def listening():
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            with socket_module.create_connection(Door.address, timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    import socket as socket_module
+
+    stop, counts = threading.Event(), {"lock": threading.Lock()}
+    try:
+        wait_until(listening, 60, "the table's web front door")
+        threads = _flood(Door, stop, counts, addresses=40, each=50, person="S-17")
+        wait_until(lambda: sum(v for k, v in counts.items() if k != "lock") >= 200, 120, "the flood to start")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/api/v1/session", json.dumps({"person": "S-17", "pin": PEOPLE["S-17"][1]}),
+                     {"content-type": "application/json"})
+        assert conn.getresponse().status == 200  # at the table's own screen, during the flood
+        conn.close()
+        for t in threads:
+            t.join(120)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert len(json.loads(out)["rounds"]) == 30  # the table dealt on
+    assert counts.get(429, 0) > 0 and counts.get(200, 0) == 0
