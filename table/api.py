@@ -379,14 +379,17 @@ class Table:
         """Open the journal and devices, start the event stream (socket, MQTT) and the
         rounds thread; return once the table is ready to deal (decks shuffled and
         verified, a held round resolved). Raises what opening or preparing raised
-        (``TableError``, ``LinkError``, ``JournalError``, ``OSError``), or
-        ``TimeoutError`` when not ready within ``ready_timeout_s``."""
+        (``TableError``, ``LinkError``, ``JournalError``, ``OSError``;
+        :class:`~table.notary_client.NotaryError` when the config's ``[floor]`` notary
+        cannot be reached under ``unreachable = "refuse"``), or ``TimeoutError`` when
+        not ready within ``ready_timeout_s``."""
         from devices import CardShoe, Shuffler
 
         from .custody import DeckCustody
         from .firmware import link_config_for
         from .journal import Journal
         from .keys import table_key_for
+        from .notary_client import floor_anchors
         from .recovery import device_cursor
 
         st = self._stack
@@ -394,6 +397,9 @@ class Table:
             key, _ = table_key_for(self.journal_path, self.config.journal.key_file)
             journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
+            # The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
+            # anchor; a journal behind it is held as an incident (issue 28). Raises NotaryError.
+            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
             if self.simulate:
                 from simulators.table import SimulatedTable
 
@@ -416,7 +422,7 @@ class Table:
             self.controller = TableController(
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
-                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor)
+                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors)
             self.events = EventLog(self.journal_path, self.table_id, key=key)
             st.callback(self.events.close)
             self.events.start()

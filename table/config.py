@@ -44,6 +44,11 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     format = "json"                 # json | console
     level = "info"                  # debug | info | warning | error
 
+    [floor]                         # the floor's notary (docs/integration.md)
+    url = "http://floor1:8091"
+    public_key = "/etc/threecard/floor.key.pub"
+    unreachable = "refuse"          # refuse | warn
+
 Validation collects every problem before raising :class:`ConfigError`: unknown
 keys, missing required keys, wrong types, values out of range, unknown colours,
 paytables and URL forms. Each problem names the key as a dotted path
@@ -621,6 +626,36 @@ class MqttSection:
                             status_interval_s=float(self.status_interval_s), table_key=table_key)
 
 
+def _floor_url(v: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.password is not None:
+        raise ValueError(f"{v!r} is not the floor's address; allowed: http://HOST:PORT or https://HOST:PORT "
+                         "(no password in the URL)")
+    return v.rstrip("/")
+
+
+@dataclass(frozen=True)
+class FloorSection:
+    """``[floor]``: the floor's notary (``tablectl floor serve``, docs/integration.md). ``url``:
+    the floor (unset: no notary); ``public_key``: the floor key's public half (PEM), which
+    signs its answers; ``unreachable``: what the table does at start when the floor cannot be
+    reached or its answer does not verify, ``"refuse"`` (the default: it does not start) or
+    ``"warn"`` (it starts on its own head file and the broker's checkpoint); ``timeout_s``:
+    the request's deadline."""
+
+    url: str | None = _spec(None, check=lambda v: _floor_url(v))
+    public_key: Path | None = _spec(None, check=_abs_path)
+    unreachable: str = _spec("refuse", choices=("refuse", "warn"))
+    timeout_s: float = _spec(3.0, range=(0.1, 60.0))
+
+    def __post_init__(self) -> None:
+        if self.url is not None and self.public_key is None:
+            raise _KeyedError("public_key", "url is given without the floor's public_key: its answers could not "
+                                            "be checked")
+
+
 def _mqtt_user(v: str) -> str:
     if not 1 <= len(v) <= 64 or not v.isprintable() or " " in v:
         raise ValueError(f"{v!r} is not an MQTT username; allowed: 1-64 printable characters without spaces")
@@ -653,6 +688,7 @@ class TableConfig:
     log: LogSection = field(default_factory=LogSection)
     mqtt: MqttSection = field(default_factory=MqttSection)
     firmware: FirmwareSection = field(default_factory=FirmwareSection)
+    floor: FloorSection = field(default_factory=FloorSection)
     source: Path | None = field(default=None, compare=False, metadata={"internal": True})
 
     @property

@@ -38,6 +38,8 @@ from firmware_bridge.link import DeviceEvent, DeviceIdentity
 from protocols.cards import Card
 
 from . import recovery
+from .bets import DEFAULT_LIMITS, BetBook, TableLimits, offered_kinds
+from .players import FixedPlayers
 from .console import Console
 from .custody import DeckCustody
 from .errors import RoundVoided, Sealed, TableError
@@ -45,7 +47,7 @@ from .journal import Journal
 from .procedure.decks import DeckProcedure
 from .procedure.holds import Holds
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
-from .procedure.round_play import RoundPlay
+from .procedure.round_play import Players, RoundPlay
 from .procedure.startup import JournalTampered, Startup
 from .procedure.state import (
     CardRead,
@@ -60,7 +62,7 @@ from .procedure.state import (
     wager_dict,
 )
 from .rules.profiles import PENNSYLVANIA, RulesProfile
-from .rules.settlement import Tables, Wagers
+from .rules.settlement import Tables
 from .rules.strategy import Decide, q64_player
 
 __all__ = ["TableController", "TableTiming", "Dealer", "CardRead", "SeatResult", "RoundResult", "SeatView",
@@ -81,7 +83,11 @@ class TableController:
     events (:func:`table.recovery.device_cursor`; the same object the links'
     ``resume`` hook reads). ``anchors``: signed checkpoints seen off the journal's
     own files (the head file is added): a journal behind one is not resumed until a
-    supervisor acknowledges it. Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    supervisor acknowledges it. ``limits``: the table's limits (``[limits]``; None:
+    the documented defaults, and a dealer who closes bets with none placed gets the
+    fixed bet on every seat, as before bets were placed). ``players``: who bets on a
+    simulated table (:mod:`table.players`; default the fixed bet, ``ante_cents`` and
+    ``side_wagers`` on every seat). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -110,6 +116,8 @@ class TableController:
         side_wagers: dict[str, int] | None = None,
         cursor: recovery.DeviceCursor | None = None,
         anchors: list[dict[str, Any]] | None = None,
+        limits: TableLimits | None = None,
+        players: Players | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -126,8 +134,14 @@ class TableController:
         self.intake = DeviceIntake(t, d)
         self.holds = Holds(t, d, self.intake, self.console)
         self.decks = DeckProcedure(t, d, self.intake, self.console, self.holds.wait_person)
+        # The bets: placed by people within the table's limits, or by the simulated players
+        # (the fixed bet of ante_cents and side_wagers unless others are given), 649a.7, 816a.1.
+        book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),
+                      last=recovery.last_bets(journal))
         self.rounds = RoundPlay(t, d, self.intake, self.holds, self.console, tables=tables, profile=profile,
-                                decide=decide)
+                                decide=decide, book=book,
+                                players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
+                                fixed_when_none=limits is None)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []))
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
@@ -220,6 +234,7 @@ class TableController:
             round_info = {"round_id": r.round_id, "number": r.number, "state": r.machine.state,
                           "deck_id": r.deck.deck_id, "back_colour": str(r.deck.back_colour),
                           "dealer_cards": len(r.dealer), "seats": seats}
+        bets = self.rounds.book.to_dict()
         exp = self.console.expectation
         links = {}
         for name, link in self.devices.links.items():
@@ -245,6 +260,7 @@ class TableController:
             "links": links,
             "alarms": t.alarms_now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,
+            "bets": bets,
         }
 
     # -- start-up and shutdown --------------------------------------------------------------------
@@ -316,8 +332,7 @@ class TableController:
             if voided is not None:  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(*voided)
         self.decks.advance()
-        wagers = {s: Wagers(ante=self.ante_cents, **self.side_wagers) for s in range(1, self.seats + 1)}
-        return self.rounds.run(self.rounds.open(wagers))
+        return self.rounds.run(self.rounds.open())
 
     def resolve_held(self) -> RoundResult | None:
         """Resolve a held round as the supervisors decide (:meth:`Holds.resolve`): a

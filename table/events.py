@@ -180,6 +180,13 @@ def openings(table_id: str, round_id: str | None, seal_key_hex: str | None,
     return out
 
 
+def _every_wager(wagers: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Each seat's wagers as the stream carries them: every kind, 0 where none was placed,
+    in seat order."""
+    return {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
+            for s, w in sorted(wagers.items(), key=lambda kv: int(kv[0]))}
+
+# long: one branch per published event type, in the order of the event schema's table (docs/integration.md)
 def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None, body: dict[str, Any],
            table_id: str, round_cards: Callable[[str], list[tuple[int, dict[str, Any]]]],
            opener: Opener | None = None, journal_table_id: str | None = None) -> Derived:
@@ -199,14 +206,12 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
     data: dict[str, Any]
     seat_card = None
     if etype == "round_opened":
-        wagers = {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
-                  for s, w in body.get("wagers", {}).items()}
+        wagers = _every_wager(body.get("wagers", {}))
         data = {"number": body.get("number"), "seats": sorted(int(s) for s in wagers), "wagers": wagers}
     elif etype == "bets_closed":
         data = {"number": body.get("number")}
         if "wagers" in body:  # the bets as frozen (issue 23; 816a.1): published before the first card
-            wagers = {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
-                      for s, w in sorted(body["wagers"].items(), key=lambda kv: int(kv[0]))}
+            wagers = _every_wager(body["wagers"])
             data["seats"] = [int(s) for s in wagers]
             data["wagers"] = wagers
     elif etype == "card_dealt":

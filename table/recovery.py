@@ -144,28 +144,7 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
             apply(custody, e, journal)  # the held round's cards, left out of the checkpoint
     for e in journal.entries(since=since):
         if e.kind == "round":
-            step = e.body.get("step")
-            if step == "open":
-                opened += 1
-                open_round = {"round_id": e.round_id, "deck_id": e.deck_id, "number": e.body.get("number"),
-                              "open_seq": e.seq, "steps": set(), "wagers": e.body.get("wagers", {}),
-                              "decisions": {}}
-            elif open_round is not None and e.round_id == open_round["round_id"]:
-                open_round["steps"].add(step)
-                if step == "decisions_done":
-                    open_round["decisions"] = e.body.get("decisions", {})
-                if step == "held":  # held before the restart: it stays held for what held it
-                    open_round["cause"] = e.body.get("cause", "custody")
-                    open_round["reason"] = e.body.get("reason")
-                    # held with its decisions final (the two-person rule), even if not journaled yet
-                    open_round["decisions_final"] = bool(open_round.get("decisions_final")
-                                                         or e.body.get("decisions_final"))
-                if step == "closed":
-                    if not e.body.get("voided"):
-                        played += 1
-                    open_round = None
-            elif step == "closed" and not e.body.get("voided"):
-                played += 1  # a held round from before the checkpoint, closed after it
+            open_round, played, opened = _round_step(e, open_round, played, opened)
         elif e.kind == "card_read" and e.body.get("source", "shoe") == "shoe":
             next_draw = int(e.body.get("draw_index", next_draw - 1)) + 1
             if not e.body.get("refused"):
@@ -201,6 +180,35 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
         if open_round.get("void_request"):
             held["void_request"] = open_round["void_request"]
     return Restored(custody, played, opened, cards, held["round_id"] if held else None, held, next_draw, cursor)
+
+
+def _round_step(e: Entry, open_round: dict[str, Any] | None, played: int,
+                opened: int) -> tuple[dict[str, Any] | None, int, int]:
+    """One ``round`` entry replayed by :func:`restore`: the round it opens, steps, holds or
+    closes. Returns ``(open_round, rounds_played, rounds_opened)`` after it."""
+    step = e.body.get("step")
+    if step == "open":
+        opened += 1
+        open_round = {"round_id": e.round_id, "deck_id": e.deck_id, "number": e.body.get("number"),
+                      "open_seq": e.seq, "steps": set(), "wagers": e.body.get("wagers", {}), "decisions": {}}
+    elif open_round is not None and e.round_id == open_round["round_id"]:
+        open_round["steps"].add(step)
+        if step == "close_bets" and isinstance(e.body.get("wagers"), dict):
+            open_round["wagers"] = e.body["wagers"]  # the bets as frozen (816a.1)
+        if step == "decisions_done":
+            open_round["decisions"] = e.body.get("decisions", {})
+        if step == "held":  # held before the restart: it stays held for what held it
+            open_round["cause"] = e.body.get("cause", "custody")
+            open_round["reason"] = e.body.get("reason")
+            # held with its decisions final (the two-person rule), even if not journaled yet
+            open_round["decisions_final"] = bool(open_round.get("decisions_final") or e.body.get("decisions_final"))
+        if step == "closed":
+            if not e.body.get("voided"):
+                played += 1
+            open_round = None
+    elif step == "closed" and not e.body.get("voided"):
+        played += 1  # a held round from before the checkpoint, closed after it
+    return open_round, played, opened
 
 
 def placed(wagers: dict[str, dict[str, int]], decisions: dict[str, str]) -> dict[str, int]:
@@ -287,3 +295,24 @@ def _present(msg: dict[str, Any]) -> frozenset[int]:
     if "present" in msg:
         return frozenset(msg["present"])
     return frozenset(range(52)) - frozenset(msg["missing"])
+
+
+
+#: how far back (entries) a restart looks for the last round's bets: many rounds' worth
+LAST_BETS_WINDOW = 4096
+
+
+def last_bets(journal: Journal | None) -> "dict[int, Wagers] | None":
+    """The wagers the last round closed with (its ``close_bets`` entry), by seat: what
+    "same as last round" repeats after a restart. Looks back at most
+    :data:`LAST_BETS_WINDOW` entries (a restart's cost stays bounded); None without a
+    journal or a round in that window."""
+    from .rules.settlement import Wagers
+
+    if journal is None or not journal.last_seq:
+        return None
+    last = None
+    for e in journal.entries("round", since=max(0, journal.last_seq - LAST_BETS_WINDOW)):
+        if e.body.get("step") == "close_bets" and isinstance(e.body.get("wagers"), dict):
+            last = e.body["wagers"]
+    return {int(s): Wagers.from_record(w) for s, w in last.items()} if last is not None else None

@@ -19,13 +19,17 @@ from typing import Any
 
 
 class Role(str, enum.Enum):
-    """A role at the table. ``seat``: a seat terminal, which sees its own seat's channel."""
+    """A role at the table. ``seat``: a seat terminal, which sees its own seat's channel.
+    ``pit_boss`` and ``floor_manager`` are the floor's roles (``tablectl floor serve``'s
+    reports, which show money; COMAR 36.05.03.25): they may ask a table nothing."""
 
     DEALER = "dealer"
     SUPERVISOR = "supervisor"
     PIT = "pit"
     AUDITOR = "auditor"
     SEAT = "seat"
+    PIT_BOSS = "pit_boss"
+    FLOOR_MANAGER = "floor_manager"
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,10 @@ class Actor:
         return d
 
 
-ALL = frozenset(Role)
+#: the floor service's roles (table/floor/reports.py): no table action is theirs
+FLOOR_ROLES = frozenset({Role.PIT_BOSS, Role.FLOOR_MANAGER})
+#: every role at the table
+ALL = frozenset(Role) - FLOOR_ROLES
 FLOOR_STAFF = frozenset({Role.DEALER, Role.SUPERVISOR})
 SUPERVISOR_ONLY = frozenset({Role.SUPERVISOR})
 

@@ -67,3 +67,63 @@ class Broker:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "integration.md"
+
+
+def documented_bridge(central_port: int, prefix: str = "site-a/") -> str:
+    """The two-broker bridge config of docs/integration.md ("A two-broker bridge"), as the pit's
+    broker runs it, pointed at a central broker on 127.0.0.1:``central_port`` (anonymous here:
+    the account lines dropped) with topic prefix ``prefix``."""
+    import re
+
+    (block,) = re.findall(r"^```\n(# bridge:.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    lines = []
+    for line in block.splitlines():
+        if line.startswith(("remote_username", "remote_password", "#")):
+            continue
+        if line.startswith("address "):
+            line = f"address 127.0.0.1:{central_port}"
+        lines.append(line.replace("site-a/", prefix))
+    return "\n".join(lines) + "\n"
+
+
+def start_bridged(folder: Path, prefix: str = "site-a/", timeout_s: float = 20.0) -> tuple[Broker, Broker]:
+    """Two real mosquitto brokers, ``(edge, central)``: the edge (where tables publish) bridges
+    ``threecard/#`` out to the central one under ``prefix``, with the documented config.
+    Returns once a message published on the edge has reached the central broker."""
+    import paho.mqtt.client as mqtt
+
+    central = Broker(folder / "central").start()
+    edge = Broker(folder / "edge")
+    edge.conf.write_text(edge.conf.read_text() + documented_bridge(central.port, prefix))
+    try:
+        edge.start()
+        got = []
+        sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bridge-probe-{os.getpid()}-{time.monotonic_ns()}")
+        sub.on_connect = lambda c, u, f, rc, p=None: c.subscribe(f"{prefix}threecard/probe/#", 1)
+        sub.on_message = lambda c, u, m: got.append(m.topic)
+        sub.connect("127.0.0.1", central.port, 5)
+        sub.loop_start()
+        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bridge-probe-pub-{os.getpid()}")
+        pub.connect("127.0.0.1", edge.port, 5)
+        pub.loop_start()
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not got:  # the bridge connects on its own time: probe until a message crosses it
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the bridge did not carry a message within {timeout_s} s: "
+                                       f"{edge.log.read_text()[-2000:]}")
+                pub.publish("threecard/probe/probe/events", b"probe", qos=1)
+                time.sleep(0.2)
+        finally:
+            for c in (sub, pub):
+                c.disconnect()
+                c.loop_stop()
+                getattr(c, "_reset_sockets", lambda: None)()
+    except BaseException:
+        edge.stop()
+        central.stop()
+        raise
+    return edge, central

@@ -344,7 +344,8 @@ def test_bets_closed_the_moment_the_round_opens_are_taken_not_refused(tmp_path):
         console.on_expectation(dealer)
         ctl.prepare()
         result = ctl.play_round()
-        assert replies[0] == {"ok": True, "round_id": result.round_id}, replies
+        # the close is answered with the seats it deals (issue 23: only seats with a wager are dealt)
+        assert replies[0] == {"ok": True, "round_id": result.round_id, "seats": [1, 2]}, replies
         assert all(r["ok"] for r in replies) and len(replies) == 4, replies
 
 

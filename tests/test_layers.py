@@ -4,7 +4,7 @@ Imports point down only: ``protocols`` imports nothing of the project;
 ``simulators`` imports ``protocols``; ``firmware_bridge`` imports
 ``protocols``; ``devices`` imports ``firmware_bridge`` and ``protocols``;
 nothing below ``table`` imports ``table``. Inside ``table`` the rooms stand
-cli > (service, hil) > interfaces > core: the core (``table/*.py`` and
+cli > (service, hil, floor) > interfaces > core: the core (``table/*.py`` and
 ``table/rules/``) never imports a room above it. No module takes part in an
 import circle. Every import counts, at module level or inside a function.
 """
@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("protocols", "firmware_bridge", "devices", "simulators", "table")
-ROOMS = ("cli", "interfaces", "service", "hil")
+ROOMS = ("cli", "interfaces", "service", "hil", "floor")
 
 #: what each layer may import, besides itself
 LAYER_MAY_IMPORT = {
@@ -34,8 +34,15 @@ ROOM_MAY_IMPORT = {
     "interfaces": {"core", "interfaces"},
     "service": {"core", "interfaces", "service"},
     "hil": {"core", "interfaces", "hil"},
-    "cli": {"core", "interfaces", "service", "hil", "cli"},
+    # the floor service: reads what tables signed (core journal/keys, interfaces' MQTT checks), never the procedure
+    "floor": {"core", "interfaces", "floor"},
+    "cli": {"core", "interfaces", "service", "hil", "floor", "cli"},
 }
+
+
+#: core modules the floor never imports: it reads what tables signed, never runs their procedure
+FLOOR_MAY_NOT = ("table.controller", "table.procedure", "table.round", "table.recovery", "table.console",
+                 "table.custody")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -77,7 +84,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def room(module: str) -> str:
-    """The room of a ``table`` module: ``cli``, ``interfaces``, ``service``, ``hil`` or ``core``."""
+    """The room of a ``table`` module: ``cli``, ``interfaces``, ``service``, ``hil``, ``floor`` or ``core``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "core"
 
@@ -96,6 +103,10 @@ def violations(root: Path) -> list[str]:
             elif layer == tlayer == "table" and room(target) not in ROOM_MAY_IMPORT[room(name)]:
                 out.append(f"{name} ({room(name)}) imports {target} ({room(target)}): "
                            f"{room(name)} may import only {sorted(ROOM_MAY_IMPORT[room(name)])}")
+            elif layer == "table" and room(name) == "floor" and any(
+                    target == f or target.startswith(f + ".") for f in FLOOR_MAY_NOT):
+                out.append(f"{name} (floor) imports {target}: the floor reads what tables signed, never the "
+                           "table's procedure")
     return out
 
 
@@ -215,6 +226,12 @@ def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
       "table/interfaces/mqtt.py": ""}, "table.controller (core) imports table.interfaces.mqtt"),
     ({"table/interfaces/web.py": "from table.cli.run import run_command\n", "table/interfaces/__init__.py": "",
       "table/cli/__init__.py": "", "table/cli/run.py": ""}, "table.interfaces.web (interfaces) imports table.cli.run"),
+    ({"table/floor/ingest.py": "from table.controller import TableController\n", "table/floor/__init__.py": "",
+      "table/controller.py": ""}, "table.floor.ingest (floor) imports table.controller"),
+    ({"table/floor/web.py": "def f():\n    from table.procedure.state import TableState\n", "table/floor/__init__.py": "",
+      "table/procedure/__init__.py": "", "table/procedure/state.py": ""}, "table.floor.web (floor) imports table.procedure"),
+    ({"table/floor/ingest.py": "import table.hil.chaos\n", "table/floor/__init__.py": "",
+      "table/hil/__init__.py": "", "table/hil/chaos.py": ""}, "table.floor.ingest (floor) imports table.hil.chaos"),
 ])
 def test_the_checker_catches_a_planted_violation(tmp_path, files, expected):
     found = violations(_plant(tmp_path, files))

@@ -65,6 +65,12 @@ state_path = "{tmp_path / 'mqtt.json'}"
     info = forger.publish(checkpoint_topic("f1", "t-anchor"), sign_message(generate(), checkpoint_topic("f1", "t-anchor"),
                                                                            forged), qos=1, retain=True)
     info.wait_for_publish(5)
+    assert fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public) is None
+    # Nor is a message the table really signed as another kind (an event, a status) put on that
+    # topic: what is signed names the kind of message (threecard.signed/2).
+    events_topic = "threecard/f1/t-anchor/events"
+    info = forger.publish(checkpoint_topic("f1", "t-anchor"), sign_message(key, events_topic, forged), qos=1, retain=True)
+    info.wait_for_publish(5)
     forger.disconnect()
     forger.loop_stop()
     refused = fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public)

@@ -146,9 +146,14 @@ def test_forged_messages_fail_the_documented_recipe(tmp_path):
             r["verify"](topic, payload, trusted)
         with pytest.raises(ForgedMessage):
             verify_message(payload, topic, key.public)
-    # A genuine message moved to another table's topic fails too.
+    # A genuine message moved to another table's topic fails too, and so does one moved to another kind.
     with pytest.raises(r["Forged"]):
         r["verify"]("threecard/pit2/pit2-tcp-08/events", moved, {"pit2-tcp-08": trusted["pit2-tcp-07"]})
+    with pytest.raises(r["Forged"]):
+        r["verify"](status_topic, moved, trusted)
+    # One that crossed a bridge adding a prefix still checks out, in the recipe and in verify_message.
+    assert r["verify"]("site-a/threecard/pit2/pit2-tcp-07/events", moved, trusted)["seq"] == 1
+    assert verify_message(moved, "site-a/threecard/pit2/pit2-tcp-07/events", key.public)["seq"] == 1
     # A genuine but old online: true (a replay) does not bring the table back.
     old = next(m for m in accepted if m.get("online") is True)
     assert board.update({**old, "online": False, "ts": old["ts"]})

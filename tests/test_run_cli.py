@@ -85,7 +85,8 @@ def test_on_a_terminal_rounds_are_readable_and_logs_are_not_json(tmp_path):
     cfg = tmp_path / "table.toml"
     cfg.write_text(CONFIG)
     for extra in ([], ["--config", str(cfg)]):
-        rc, text = on_a_terminal(["run", "--simulate", "--rounds", "2", "--seats", "7", "--seed", "7", *extra])
+        rc, text = on_a_terminal(["run", "--simulate", "--rounds", "2", "--seats", "7", "--seed", "7",
+                                  "--ante-cents", "1000", *extra])  # the fixed bet: every seat in play
         assert rc == 0, text
         lines = text.splitlines()
         assert not [line for line in lines if line.lstrip().startswith("{")], text

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "The table's public event stream (docs/integration.md)."),
     'firmware': ('table.cli.firmware:firmware_group',
         'Signed firmware images: make a vendor key, sign, inspect, update a device.'),
+    'floor': ('table.cli.floor:floor_group',
+        "The floor: every table's signed records in one database, the notary, the floor reports."),
     'hand': ('table.cli.hand:hand_cmd',
         "Print a hand's category and ranking key; with --vs, which of two hands wins."),
     'people': ('table.cli.people:people_group',

@@ -54,7 +54,8 @@ def people_group() -> None:
 @people_group.command("add")
 @click.argument("person_id")
 @click.option("--role", type=click.Choice([r.value for r in Role]), required=True,
-              help="dealer, supervisor, pit (observer), auditor, or seat (a seat terminal; give --seat).")
+              help="dealer, supervisor, pit (observer), auditor, or seat (a seat terminal; give --seat); "
+                   "pit_boss or floor_manager for the floor's reports (tablectl floor serve).")
 @click.option("--seat", type=click.IntRange(1, 7), default=None, help="The seat of a seat terminal (1-7).")
 @click.option("--replace", is_flag=True, help="Replace the person's PIN and role if they are already there.")
 @click.option("--pin-stdin", is_flag=True, help="Read the PIN from the first line of stdin (for provisioning "

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import queue
+import secrets
 import signal
 import sys
 from contextlib import ExitStack
@@ -418,6 +419,14 @@ class _TableRun:
             cp = fetch_checkpoint(cfg.mqtt.settings(key), table_id, key.public)
             if cp is not None:
                 self.anchors.append(cp)
+        if cfg is not None and cfg.floor.url and not a.simulate:
+            # The floor's notary: the highest checkpoint the floor saw, which it never lowers
+            # (issue 28); the broker's retained one can be republished by an insider.
+            try:
+                self.anchors += _floor_anchors(cfg.floor, table_id, key)
+            except click.BadParameter:
+                journal.close()
+                raise
         if a.simulate and journal.last_seq:
             journal.close()
             raise click.BadParameter(
@@ -536,7 +545,7 @@ class _TableRun:
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
             profile=self.profile, auto_dealer=bool(a.simulate or a.dealer_socket),
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors)
+            anchors=self.anchors, limits=self._limits(), players=self._players())
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
@@ -552,6 +561,28 @@ class _TableRun:
                           dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key)
             except (MqttSetupError, OSError) as exc:
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
+
+    def _limits(self) -> Any:
+        """The config's ``[limits]`` (``table.bets.TableLimits``), None when it sets none
+        (the documented defaults; a dealer who only closes bets then gets the fixed bet)."""
+        lim = self.cfg.limits if self.cfg is not None else None
+        if lim is None or all(getattr(lim, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+            return None
+        return lim.table_limits()
+
+    def _players(self) -> Any:
+        """Who bets on a simulated table: seeded players who sit down and leave and vary
+        their bets within the limits (issue 23), unless ``--ante-cents`` asks for the fixed
+        bet on every seat (None: the controller's fixed bet)."""
+        a = self.a
+        if not a.simulate or given_on_command_line(self.ctx, "ante_cents"):
+            return None
+        from table.bets import DEFAULT_LIMITS, offered_kinds
+        from table.players import SimulatedPlayers
+
+        seed = a.seed if a.seed is not None else secrets.randbits(32)
+        sides = [k for k in offered_kinds(self.tables) if k != "ante"]
+        return SimulatedPlayers(seed, self._limits() or DEFAULT_LIMITS, self.seats, sides)
 
     # -- 5. the rounds ---------------------------------------------------------------------------
 
@@ -836,6 +867,22 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 f"{meter_cents} cents: line {line!r} of {tables.progressive.name} pays {payout}, less than the "
                 f"{progressive_cents}-cent progressive wager (--progressive-cents); a real meter starts at its "
                 "reset amount, above the wager", param_hint="--meter-cents")
+
+
+def _floor_anchors(section: Any, table_id: str, key: Any) -> list:
+    """The floor notary's anchor (table/notary_client.py); a floor that cannot be reached
+    under ``[floor] unreachable = "refuse"``, or an unreadable floor key, is bad usage."""
+    from table.keys import KeyFileError
+    from table.notary_client import NotaryError, floor_anchors
+
+    try:
+        return floor_anchors(section, table_id=table_id, table_public=key.public)
+    except KeyFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
+    except NotaryError as exc:
+        raise click.BadParameter(f"{exc}; the table does not start without the floor's checkpoint "
+                                 "([floor] unreachable = \"refuse\"; docs/integration.md)",
+                                 param_hint="the config's floor.url") from None
 
 
 def _check_folder(path: str, option: str) -> None:

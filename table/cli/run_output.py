@@ -79,7 +79,7 @@ def round_lines(r: RoundResult, profile: RulesProfile | None = None, width: int 
     q = "qualifies" if r.dealer_qualifies else "does not qualify"
     lines = [f"round {r.number:4d}  deck {r.deck_id} ({r.deck_colour})  dealer {dealer}  {dealer_label}, {q}"]
     for s in r.seats:
-        lines += seat_lines(s.seat, s.cards, s.decision.value,
+        lines += seat_lines(s.seat, s.cards, s.decision.value if s.decision is not None else None,
                             [w.to_dict() for w in s.settlement.results], s.net_cents, profile, width)
     return lines
 
@@ -148,7 +148,7 @@ def round_to_json(r: RoundResult) -> dict[str, Any]:
             {
                 "seat": s.seat,
                 "cards": [str(c) for c in s.cards],
-                "decision": s.decision.value,
+                "decision": s.decision.value if s.decision is not None else None,
                 "net": s.net_cents,
                 "wagers": [w.to_dict() for w in s.settlement.results],
             }

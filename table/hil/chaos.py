@@ -636,143 +636,171 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     card it read must reach the journal once, in order.
     """
     rng = random.Random(seed)
-    injected_by_kind: collections.Counter[str] = collections.Counter()
-    detected_by_kind: collections.Counter[str] = collections.Counter()
-    withdrawn_by_kind: collections.Counter[str] = collections.Counter()
-    false_alarms = 0
-    expected_incomplete = 0
-    short_decks: list[tuple[int, BackColour, Card, int]] = []  # (round, colour, card, counts then): not found yet
-    late: str | None = None
-    late_round = 0
-    previous: str | None = None
-    anomalies: list[dict[str, Any]] = []
-    outcomes: collections.Counter[str] = collections.Counter()
-    late_by_kind: collections.Counter[str] = collections.Counter()
-    extra_alarm_rounds = 0
-    excused = 0
-    stray_notices = 0
-
-    def credit(kind: str, late: bool = False) -> None:
-        detected_by_kind[kind] += 1
-        late_by_kind[kind] += late
-
+    tally = _SoakTally()
     with ChaosTable(seed=seed, seats=seats, speed=speed) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
         for n in range(1, rounds + 1):
             kind = rng.choice(FAULT_KINDS) if rng.random() < fault_rate else None
-            before = t.detections()
-            n_incomplete = len(t.incomplete_details)
-            n_missing = len(inj.missing)
-            n_counts = len(t.counts)
-            if kind:
-                inj.inject(kind)
-            outcome = t.play()
-            outcomes[outcome] += 1
-            struck = inj.withdraw_unstruck(kind or "")
-            if kind == "missing_card":
-                struck = len(inj.missing) > n_missing  # else there was no card to take
-            if kind and not struck:
-                withdrawn_by_kind[kind] += 1
-                kind = None
-            if kind:
-                injected_by_kind[kind] += 1
-            if kind == "missing_card":
-                short_decks.append((n, *inj.missing[-1], n_counts))
-            after = t.detections()
-            new = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
-            # Each failed count: the short decks it reports, else a foreign or cloned
-            # card going back with its deck (expected), else an alarm.
-            unexplained = 0
-            for detail in t.incomplete_details[n_incomplete:]:
-                found = [d for d in short_decks if _matches_missing(detail, d[1], d[2])]
-                for d in found:
-                    short_decks.remove(d)
-                    credit("missing_card")
-                if not found:
-                    if expected_incomplete:
-                        expected_incomplete -= 1
-                    else:
-                        unexplained += 1
-            for d in [d for d in short_decks if str(d[1]) in t.counts[d[3]:]]:
-                # Its deck was counted and the controller did not report the card missing.
-                short_decks.remove(d)
-                anomalies.append({"round": d[0], "what": "undetected", "fault": "missing_card",
-                                  "card": f"{d[2]} ({d[1]})"})
-            new.pop("violation:deck_incomplete", None)
-            if unexplained:
-                new["violation:deck_incomplete"] = unexplained
-            if kind in ("foreign_card", "duplicate_read"):
-                expected_incomplete += 1
-            alarms = {k for k in new if k.startswith(("violation:", "incident:"))}
-            aftermath = alarms & set(AFTERMATH.get(previous or "", ()))
-            excused += sum(new[k] for k in aftermath)
-            alarms -= aftermath
-            notices = {k for k in new if k.startswith("link:") and not k.endswith(":link_up")}
-            if late is not None:
-                # Last round's fault may show in this round (a straggling card event,
-                # a reboot noticed at the next request): detection one round late,
-                # counted apart in faults_detected_late.
-                if set(new) & set(DETECTED_BY[late]):
-                    credit(late, late=True)
-                    alarms -= set(DETECTED_BY[late])
-                    notices -= set(DETECTED_BY[late])
-                else:
-                    anomalies.append({"round": late_round, "what": "undetected", "fault": late,
-                                      "next_round_saw": dict(new)})
-                late = None
-            if kind and kind != "missing_card":
-                if set(new) & set(DETECTED_BY[kind]):
-                    credit(kind)
-                else:
-                    late, late_round = kind, n
-                alarms -= set(DETECTED_BY[kind])
-                notices -= set(DETECTED_BY[kind])
-            if kind and alarms:
-                # A faulted round with an alarm its fault does not explain: listed, not
-                # counted as a false alarm (the fault may have caused it), for review.
-                extra_alarm_rounds += 1
-                anomalies.append({"round": n, "what": "extra_alarm", "fault": kind, "alarms": sorted(alarms),
-                                  "outcome": outcome})
-            if kind is None and previous is None and late is None and notices - {"link:shoe:crc_error"}:
-                stray_notices += 1  # a link notice with no link fault behind it
-                anomalies.append({"round": n, "what": "link_notice_without_fault", "notices": sorted(notices)})
-            if kind is None and alarms:
-                false_alarms += 1
-                anomalies.append({"round": n, "what": "false_alarm", "alarms": sorted(alarms),
-                                  "saw": dict(new), "outcome": outcome, "previous_fault": previous})
-            previous = kind
+            tally.round(n, kind, t, inj)
             if progress:
                 progress(n)
-        if late is not None:
-            anomalies.append({"round": late_round, "what": "undetected", "fault": late, "next_round_saw": {}})
+        tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
-    pending = len(short_decks)  # decks not counted again before the end: neither detected nor missed
-    if pending:
-        injected_by_kind["missing_card"] -= pending
-    lost, duplicated, misread = _compare_reads(truth, recorded)
-    return {
-        "rounds": rounds,
-        "faults_injected": injected_by_kind.total(),
-        "faults_detected": detected_by_kind.total(),
-        "lost_events": lost,
-        "duplicated_events": duplicated,
-        "false_alarms": false_alarms,
-        "misread_events": misread,
-        "faults_detected_late": late_by_kind.total(),
-        "faults_withdrawn": withdrawn_by_kind.total(),
-        "faults_pending_at_end": pending,
-        "extra_alarm_rounds": extra_alarm_rounds,
-        "alarms_excused_as_aftermath": excused,
-        "link_notices_without_fault": stray_notices,
-        "by_kind": {k: {"injected": injected_by_kind[k], "detected": detected_by_kind[k],
-                        "detected_late": late_by_kind[k], "withdrawn": withdrawn_by_kind[k]} for k in FAULT_KINDS},
-        "outcomes": dict(outcomes),
-        "card_events": len(recorded),
-        "seed": seed,
-        "clock_speed": speed,
-        "anomalies": anomalies,
-    }
+    return tally.summary(rounds, seed, speed, truth, recorded)
+
+
+class _SoakTally:
+    """The soak's counting (:func:`run_soak`): each round's fault, what the journal showed
+    for it, and every anomaly, by round."""
+
+    def __init__(self) -> None:
+        self.injected: collections.Counter[str] = collections.Counter()
+        self.detected: collections.Counter[str] = collections.Counter()
+        self.withdrawn: collections.Counter[str] = collections.Counter()
+        self.late_by_kind: collections.Counter[str] = collections.Counter()
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        self.false_alarms = 0
+        self.expected_incomplete = 0
+        #: (round, colour, card, counts then): a card taken out, not found missing yet
+        self.short_decks: list[tuple[int, BackColour, Card, int]] = []
+        self.late: str | None = None
+        self.late_round = 0
+        self.previous: str | None = None
+        self.anomalies: list[dict[str, Any]] = []
+        self.extra_alarm_rounds = 0
+        self.excused = 0
+        self.stray_notices = 0
+
+    def credit(self, kind: str, late: bool = False) -> None:
+        self.detected[kind] += 1
+        self.late_by_kind[kind] += late
+
+    def round(self, n: int, kind: str | None, t: "ChaosTable", inj: "FaultInjector") -> None:
+        """Play round ``n`` with fault ``kind`` (None: none) and count what it showed."""
+        before = t.detections()
+        n_incomplete, n_missing, n_counts = len(t.incomplete_details), len(inj.missing), len(t.counts)
+        if kind:
+            inj.inject(kind)
+        outcome = t.play()
+        self.outcomes[outcome] += 1
+        struck = inj.withdraw_unstruck(kind or "")
+        if kind == "missing_card":
+            struck = len(inj.missing) > n_missing  # else there was no card to take
+        if kind and not struck:
+            self.withdrawn[kind] += 1
+            kind = None
+        if kind:
+            self.injected[kind] += 1
+        if kind == "missing_card":
+            self.short_decks.append((n, *inj.missing[-1], n_counts))
+        after = t.detections()
+        new = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
+        self._counts(t, n_incomplete, new)
+        if kind in ("foreign_card", "duplicate_read"):
+            self.expected_incomplete += 1
+        self._alarms(n, kind, new, outcome)
+        self.previous = kind
+
+    def _counts(self, t: "ChaosTable", n_incomplete: int, new: dict[str, int]) -> None:
+        """Each failed count: the short decks it reports, else a foreign or cloned card going
+        back with its deck (expected), else an alarm (left in ``new``)."""
+        unexplained = 0
+        for detail in t.incomplete_details[n_incomplete:]:
+            found = [d for d in self.short_decks if _matches_missing(detail, d[1], d[2])]
+            for d in found:
+                self.short_decks.remove(d)
+                self.credit("missing_card")
+            if not found:
+                if self.expected_incomplete:
+                    self.expected_incomplete -= 1
+                else:
+                    unexplained += 1
+        for d in [d for d in self.short_decks if str(d[1]) in t.counts[d[3]:]]:
+            # Its deck was counted and the controller did not report the card missing.
+            self.short_decks.remove(d)
+            self.anomalies.append({"round": d[0], "what": "undetected", "fault": "missing_card",
+                                   "card": f"{d[2]} ({d[1]})"})
+        new.pop("violation:deck_incomplete", None)
+        if unexplained:
+            new["violation:deck_incomplete"] = unexplained
+
+    def _alarms(self, n: int, kind: str | None, new: dict[str, int], outcome: str) -> None:
+        """The round's alarms and link notices: each explained by its fault (this round's, or
+        last round's showing late), excused as a fault's aftermath, or an anomaly."""
+        previous = self.previous
+        alarms = {k for k in new if k.startswith(("violation:", "incident:"))}
+        aftermath = alarms & set(AFTERMATH.get(previous or "", ()))
+        self.excused += sum(new[k] for k in aftermath)
+        alarms -= aftermath
+        notices = {k for k in new if k.startswith("link:") and not k.endswith(":link_up")}
+        if self.late is not None:
+            # Last round's fault may show in this round (a straggling card event, a reboot
+            # noticed at the next request): detection one round late, counted apart.
+            if set(new) & set(DETECTED_BY[self.late]):
+                self.credit(self.late, late=True)
+                alarms -= set(DETECTED_BY[self.late])
+                notices -= set(DETECTED_BY[self.late])
+            else:
+                self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
+                                       "next_round_saw": dict(new)})
+            self.late = None
+        if kind and kind != "missing_card":
+            if set(new) & set(DETECTED_BY[kind]):
+                self.credit(kind)
+            else:
+                self.late, self.late_round = kind, n
+            alarms -= set(DETECTED_BY[kind])
+            notices -= set(DETECTED_BY[kind])
+        if kind and alarms:
+            # A faulted round with an alarm its fault does not explain: listed, not counted
+            # as a false alarm (the fault may have caused it), for review.
+            self.extra_alarm_rounds += 1
+            self.anomalies.append({"round": n, "what": "extra_alarm", "fault": kind, "alarms": sorted(alarms),
+                                   "outcome": outcome})
+        if kind is None and previous is None and self.late is None and notices - {"link:shoe:crc_error"}:
+            self.stray_notices += 1  # a link notice with no link fault behind it
+            self.anomalies.append({"round": n, "what": "link_notice_without_fault", "notices": sorted(notices)})
+        if kind is None and alarms:
+            self.false_alarms += 1
+            self.anomalies.append({"round": n, "what": "false_alarm", "alarms": sorted(alarms),
+                                   "saw": dict(new), "outcome": outcome, "previous_fault": previous})
+
+    def end(self) -> None:
+        """The last round's fault never showed."""
+        if self.late is not None:
+            self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
+                                   "next_round_saw": {}})
+
+    def summary(self, rounds: int, seed: int, speed: float, truth: Any, recorded: Any) -> dict[str, Any]:
+        """The soak's summary (docs/emulators.md): counts, by kind, and the anomalies."""
+        pending = len(self.short_decks)  # decks not counted again before the end: neither detected nor missed
+        if pending:
+            self.injected["missing_card"] -= pending
+        lost, duplicated, misread = _compare_reads(truth, recorded)
+        return {
+            "rounds": rounds,
+            "faults_injected": self.injected.total(),
+            "faults_detected": self.detected.total(),
+            "lost_events": lost,
+            "duplicated_events": duplicated,
+            "false_alarms": self.false_alarms,
+            "misread_events": misread,
+            "faults_detected_late": self.late_by_kind.total(),
+            "faults_withdrawn": self.withdrawn.total(),
+            "faults_pending_at_end": pending,
+            "extra_alarm_rounds": self.extra_alarm_rounds,
+            "alarms_excused_as_aftermath": self.excused,
+            "link_notices_without_fault": self.stray_notices,
+            "by_kind": {k: {"injected": self.injected[k], "detected": self.detected[k],
+                            "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k]}
+                        for k in FAULT_KINDS},
+            "outcomes": dict(self.outcomes),
+            "card_events": len(recorded),
+            "seed": seed,
+            "clock_speed": speed,
+            "anomalies": self.anomalies,
+        }
 
 
 # --- scenarios -----------------------------------------------------------------------

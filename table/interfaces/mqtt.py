@@ -8,17 +8,25 @@ Topics (``{floor}`` and ``{table}`` are the config's ``mqtt.floor`` and ``table.
 Every message is **signed with the table key** (Ed25519, :mod:`table.keys`), so a
 subscriber can reject a message that did not come from the table (a forged
 ``round_settled``, a retained ``online: true`` published by someone else). The
-MQTT payload is an envelope (``docs/schemas/signed-v1.schema.json``)::
+MQTT payload is an envelope (``docs/schemas/signed-v2.schema.json``)::
 
-    {"schema": "threecard.signed/1", "key_id": "3f2a9c0d1e5b7a68",
+    {"schema": "threecard.signed/2", "key_id": "3f2a9c0d1e5b7a68",
      "payload": "{\"schema\":\"threecard.events/1\",\"seq\":17,...}",
      "sig": "<base64 of the Ed25519 signature>"}
 
 ``payload`` is the message's JSON text, exactly as signed; the signature is
-over ``b"threecard.signed/1\n" + topic + b"\n" + payload`` (UTF-8), so a
-message moved to another topic fails too. :func:`verify_message` (and the
-standalone recipe in ``docs/integration.md``) checks it and returns the
-message. The floor keeps each table's public key (``tablectl audit keygen``
+over ``b"threecard.signed/2\n" + table_id + b"/" + kind + b"\n" + payload``
+(UTF-8): what is signed names the table and the message's kind (``events``,
+``status``, ``checkpoint``: the topic's last segment), never the broker's topic,
+so a message that crossed a bridge adding a prefix (``site-a/threecard/...``)
+still verifies, while one moved to another table's topic, or from ``events`` to
+``status``, does not. The message inside names its table too (``table_id``,
+checked) and carries its own order (an event's ``seq``, a status's ``ts``, a
+checkpoint's ``seq``). :func:`verify_message` (and the standalone recipe in
+``docs/integration.md``) checks it and returns the message. Envelopes of schema
+``threecard.signed/1`` (signed over the whole topic: tables of an earlier
+release) are still accepted on an unprefixed ``threecard/FLOOR/TABLE/KIND``
+topic. The floor keeps each table's public key (``tablectl audit keygen``
 writes ``FILE.pub``).
 
 The status is published again every ``status_interval_s`` with a fresh
@@ -71,6 +79,7 @@ import binascii
 import datetime as _dt
 import json
 import os
+import re
 import ssl
 import stat
 import threading
@@ -92,7 +101,10 @@ log = structlog.get_logger("table.mqtt")
 STATUS_SCHEMA = "threecard.status/1"
 #: a changed table summary is published at most this often (s)
 STATUS_MIN_INTERVAL_S = 0.5
-SIGNED_SCHEMA = "threecard.signed/1"
+SIGNED_SCHEMA = "threecard.signed/2"
+#: the envelope of tables of an earlier release: signed over the whole topic
+SIGNED_SCHEMA_V1 = "threecard.signed/1"
+_SEGMENT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class MqttUnavailable(RuntimeError):
@@ -109,15 +121,46 @@ class ForgedMessage(ValueError):
     envelope at all): it did not come from the table. The message says why."""
 
 
-def signing_input(topic: str, payload: str) -> bytes:
-    """The bytes a table signs for ``payload`` published on ``topic``."""
-    return SIGNED_SCHEMA.encode() + b"\n" + topic.encode() + b"\n" + payload.encode()
+_KEY_IDS: dict[int, tuple[Ed25519PublicKey, str]] = {}
+
+
+def _key_id(public: Ed25519PublicKey) -> str:
+    """:func:`table.keys.key_id` of ``public``, remembered per key object (a floor verifies
+    hundreds of messages a second against the same few hundred keys; bounded)."""
+    got = _KEY_IDS.get(id(public))
+    if got is not None and got[0] is public:
+        return got[1]
+    if len(_KEY_IDS) >= 4096:
+        _KEY_IDS.clear()
+    kid = key_id_of(public)
+    _KEY_IDS[id(public)] = (public, kid)  # the object is kept: its id is not reused while cached
+    return kid
+
+
+def topic_subject(topic: str) -> tuple[str, str]:
+    """``(table_id, kind)`` of a table topic ``[PREFIX/]threecard/FLOOR/TABLE/KIND``: its
+    last two segments, whatever prefix a bridge put before them. Raises
+    :class:`ForgedMessage` when the topic has no such segments."""
+    parts = topic.split("/")
+    if len(parts) < 4 or not _SEGMENT.match(parts[-1]) or not _SEGMENT.match(parts[-2]):
+        raise ForgedMessage("not a table topic ([PREFIX/]threecard/FLOOR/TABLE/KIND)")
+    return parts[-2], parts[-1]
+
+
+def signing_input(table_id: str, kind: str, payload: str) -> bytes:
+    """The bytes a table signs for ``payload``, its message of ``kind`` (``events``,
+    ``status``, ``checkpoint``) as table ``table_id``: the table and the message, not the
+    broker's topic (a bridge may prefix it)."""
+    return SIGNED_SCHEMA.encode() + b"\n" + f"{table_id}/{kind}".encode() + b"\n" + payload.encode()
 
 
 def sign_message(key: TableKey, topic: str, message: dict[str, Any]) -> str:
-    """The signed envelope (JSON text) of ``message`` for ``topic``."""
+    """The signed envelope (JSON text) of ``message`` for ``topic`` (``threecard/FLOOR/TABLE/KIND``:
+    what is signed is its table and kind, :func:`signing_input`). Raises :class:`ForgedMessage`
+    when ``topic`` is not a table topic."""
+    table_id, kind = topic_subject(topic)
     payload = json.dumps(message, separators=(",", ":"))
-    sig = base64.b64encode(key.sign(signing_input(topic, payload))).decode()
+    sig = base64.b64encode(key.sign(signing_input(table_id, kind, payload))).decode()
     return json.dumps({"schema": SIGNED_SCHEMA, "key_id": key.key_id, "payload": payload, "sig": sig},
                       separators=(",", ":"))
 
@@ -125,36 +168,50 @@ def sign_message(key: TableKey, topic: str, message: dict[str, Any]) -> str:
 def verify_message(raw: bytes | str, topic: str,
                    keys: Ed25519PublicKey | Mapping[str, Ed25519PublicKey]) -> dict[str, Any]:
     """The message inside the signed envelope ``raw`` received on ``topic``, after checking
-    it was signed by the key of the topic's table: ``keys`` is that table's public key,
-    or table id -> public key for a floor of tables (a table's key is good for its own
-    topics only). Raises :class:`ForgedMessage` saying why."""
-    parts = topic.split("/")
-    if len(parts) != 4 or parts[0] != "threecard":
-        raise ForgedMessage("not a table topic (threecard/FLOOR/TABLE/KIND)")
-    table = parts[2]
+    it was signed by the key of the topic's table for the topic's kind of message.
+
+    ``topic``: ``[PREFIX/]threecard/FLOOR/TABLE/KIND`` as received (any prefix a bridge
+    added is ignored: the signature covers TABLE and KIND, :func:`signing_input`);
+    ``keys``: that table's public key, or table id -> public key for a floor of tables (a
+    table's key is good for its own topics only). The message must name the same table
+    (``table_id``). Returns the message (a dict). Raises :class:`ForgedMessage` saying why:
+    not an envelope, an unknown table, another key, a bad signature (changed, or moved to
+    another table's topic or another kind), a message naming another table."""
+    table, kind = topic_subject(topic)
     try:
         env = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ForgedMessage("not JSON: not a signed table message") from None
-    if not isinstance(env, dict) or env.get("schema") != SIGNED_SCHEMA or set(env) != {"schema", "key_id",
-                                                                                        "payload", "sig"}:
+    if not isinstance(env, dict) or env.get("schema") not in (SIGNED_SCHEMA, SIGNED_SCHEMA_V1) or set(env) != {
+            "schema", "key_id", "payload", "sig"}:
         raise ForgedMessage(f"not a {SIGNED_SCHEMA} envelope")
     kid, payload, sig = env["key_id"], env["payload"], env["sig"]
     if not (isinstance(kid, str) and isinstance(payload, str) and isinstance(sig, str)):
         raise ForgedMessage("envelope members of the wrong type")
+    if env["schema"] == SIGNED_SCHEMA:
+        signed = signing_input(table, kind, payload)
+    else:  # an earlier release signed the whole topic: only an unprefixed one can check out
+        parts = topic.split("/")
+        if len(parts) != 4 or parts[0] != "threecard":
+            raise ForgedMessage(f"a {SIGNED_SCHEMA_V1} message (signed over its topic) on a prefixed topic "
+                                "cannot be checked: upgrade the table")
+        signed = SIGNED_SCHEMA_V1.encode() + b"\n" + topic.encode() + b"\n" + payload.encode()
     public = keys if isinstance(keys, Ed25519PublicKey) else keys.get(table)
     if public is None:
         raise ForgedMessage(f"no public key for table {table[:32]!r}: this subscriber does not know it")
-    if kid != key_id_of(public):
+    if kid != _key_id(public):
         raise ForgedMessage(f"signed with key {kid[:16]!r}, not table {table[:32]}'s key")
     try:
         signature = base64.b64decode(sig, validate=True)
     except (binascii.Error, ValueError):
         raise ForgedMessage("the signature is not base64") from None
-    if len(signature) != 64 or not verify_signature(public, signature, signing_input(topic, payload)):
+    if len(signature) != 64 or not verify_signature(public, signature, signed):
         raise ForgedMessage("bad signature: the message did not come from the table (or was changed, or moved "
-                            "from another topic)")
-    message = json.loads(payload)
+                            "from another table's topic or another kind of message)")
+    try:
+        message = json.loads(payload)
+    except ValueError:
+        raise ForgedMessage("the signed payload is not JSON") from None
     if not isinstance(message, dict) or message.get("table_id") != table:
         raise ForgedMessage("the message's table_id is not the topic's table")
     return message

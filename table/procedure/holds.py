@@ -159,7 +159,9 @@ class Holds:
             return
         hold_from = r.machine.state
         settled = hold_from in ("settle", "collect")
-        final = hold_from == "dealer_reveal" or bool(r.decisions) and len(r.decisions) == len(r.wagers)
+        # every seat with an ante has decided (a Pair Plus-only seat has none to make, 649a.7)
+        deciding = sum(1 for w in r.wagers.values() if w.ante)
+        final = hold_from == "dealer_reveal" or bool(r.decisions) and len(r.decisions) == deciding
         sealed = {"reason": reason} if t.journal is not None and CARD_FACE.search(reason) else None
         # decisions_final is journaled with the hold: a restart before the next checkpoint
         # keeps the two-person rule (the decisions may be in memory only, not yet journaled)
@@ -316,7 +318,10 @@ class Holds:
         rid = held["round_id"]
         entries = [e for e in j.entries(since=int(held.get("open_seq", 1)) - 1) if e.round_id == rid]
         opened = next(e for e in entries if e.kind == "round" and e.body.get("step") == "open")
-        wagers = {int(s): Wagers(**w) for s, w in opened.body["wagers"].items()}
+        closed = next((e for e in entries if e.kind == "round" and e.body.get("step") == "close_bets"
+                       and isinstance(e.body.get("wagers"), dict)), None)
+        # the bets as frozen at close_bets (816a.1); before then, those known at the open
+        wagers = {int(s): Wagers.from_record(w) for s, w in (closed or opened).body.get("wagers", {}).items()}
         deck = t.custody.in_play or t.deck_in(P.IN_PLAY, P.IN_SHOE)
         if deck is None:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")

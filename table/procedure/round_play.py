@@ -21,7 +21,7 @@ shoe's count. Never moves decks between rounds (:mod:`table.procedure.decks`).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -29,6 +29,7 @@ from firmware_bridge.errors import LinkError
 from protocols.cards import Card
 from protocols.messages import CardDrawn, CardUnreadable, DeckInserted
 
+from ..bets import BetBook, BetRefused
 from ..console import Command, Console, Expectation, VoidArrived, VoidPolicy
 from ..custody import CustodyViolation, Rule
 from ..errors import DeviceFault, DeviceTimeout, RoundHeld
@@ -45,14 +46,28 @@ from .state import CardRead, RoundInPlay, RoundResult, SeatResult, TableDevices,
 log = structlog.get_logger("table")
 
 
+class Players(Protocol):
+    """Who places the bets of a simulated table (:mod:`table.players`)."""
+
+    def place(self, book: BetBook) -> dict[int, Wagers]:
+        """Place this round's bets in ``book``; returns them by seat."""
+        ...
+
+
 class RoundPlay:
     """Deals, decides, reveals, settles and collects one round.
 
     ``tables``: the filed paytables; ``profile``: the rules profile ranking hands;
-    ``decide``: each seat's play or fold (a person's entry, or a strategy)."""
+    ``decide``: each seat's play or fold (a person's entry, or a strategy);
+    ``book``: the bets as placed (:class:`~table.bets.BetBook`); ``players``: who
+    places them on a simulated table (``place(book)``: seeded players, or the fixed
+    bet of ``--ante-cents``), and at a real table when nobody placed any and
+    ``fixed_when_none`` (a table whose config sets no limits: old clients that only
+    close bets keep the fixed bet)."""
 
     def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, holds: Holds,
-                 console: Console, *, tables: Tables, profile: RulesProfile, decide: Decide) -> None:
+                 console: Console, *, tables: Tables, profile: RulesProfile, decide: Decide, book: BetBook,
+                 players: Players, fixed_when_none: bool) -> None:
         self.t = state
         self.d = devices
         self.intake = intake
@@ -61,13 +76,20 @@ class RoundPlay:
         self.tables = tables
         self.profile = profile
         self.decide = decide
+        self.book = book
+        self.players = players
+        self.fixed_when_none = fixed_when_none
 
     # -- the round, start to end -------------------------------------------------------------
 
-    def open(self, wagers: dict[int, Wagers]) -> RoundInPlay:
-        """Open the next round on the deck in the shoe, with ``wagers`` by seat (journaled
-        in its ``open`` entry, 816a.1). The decks must be ready (custody's start_round)."""
+    def open(self) -> RoundInPlay:
+        """Open the next round on the deck in the shoe, open for bets. On a simulated
+        table its players place their bets now (journaled in the ``open`` entry); at a
+        real table the dealer places them until bets close. The decks must be ready
+        (custody's start_round)."""
         t = self.t
+        self.book.open_round()
+        wagers = self.players.place(self.book) if self.d.auto_dealer else {}
         number = t.rounds_opened + 1
         round_id = f"r{number:05d}-{uuid.uuid4().hex[:8]}"
         deck = t.custody.start_round()
@@ -111,6 +133,8 @@ class RoundPlay:
         the step it stood at."""
         self.holds.set_void_policy()
         if r.machine.state == "open_for_bets":
+            if resumed and not self.d.auto_dealer:
+                self.replay_bets(r)
             self._close_bets(r, announce=not resumed)
         if r.machine.state == "bets_closed":
             self._step(r, "start_dealing")
@@ -123,7 +147,7 @@ class RoundPlay:
         self._confirm_collect(r)
         self._collect(r)
         self._close(r)
-        seats = [SeatResult(s, r.hands[s], r.decisions[s], r.results[s]) for s in r.wagers]
+        seats = [SeatResult(s, r.hands[s], r.decisions.get(s), r.results[s]) for s in r.wagers]
         return RoundResult(r.number, r.round_id, r.deck.deck_id, r.deck.back_colour, list(r.dealer), qualifies,
                            seats, list(r.reads))
 
@@ -135,15 +159,63 @@ class RoundPlay:
         if announce:
             log.info("round_open", number=r.number, back_colour=str(r.deck.back_colour), seats=self.t.seats)
             self.t.publish("round_opened", number=r.number, seats=self.t.seats, back_colour=str(r.deck.back_colour))
-        if not self.d.auto_dealer:
-            cmd = self.holds.wait_person(("close_bets",), "the dealer to close bets")
-            self.t.record("console", action="close_bets", **by(cmd))
-            cmd.answer(ok=True, round_id=r.round_id)
+        if self.d.auto_dealer:
+            frozen = self.book.freeze()
+        else:
+            frozen = self._take_bets(r)
         self.intake.drain(early=True)  # a card drawn while bets are open is an incident that holds the round
         self.holds.check_void(r)
+        with self.t.lock:
+            r.wagers = frozen
+            r.hands = {s: [] for s in frozen}
+        # The bets as frozen are journaled and published before the first card (816a.1).
         with self.t.batch():
-            self._step(r, "close_bets")
+            self._step(r, "close_bets", wagers=wager_dict(frozen))
             self._step(r, "start_dealing")
+        self.t.publish("bets_closed", number=r.number, seats=list(frozen), wagers=wager_dict(frozen))
+
+    def _take_bets(self, r: RoundInPlay) -> dict[int, Wagers]:
+        """At a real table: each ``place_bets`` is checked against the table's limits and
+        answered (a refusal names the seat, the wager and the limit), journaled with
+        who placed it, until the dealer closes bets; ``close_bets`` with no seat in play
+        is refused and betting goes on. Returns the frozen bets."""
+        while True:
+            # A table with limits asks for bets; one without (an old client that only closes
+            # bets, the fixed bet on every seat) says it waits for close_bets, as it always did.
+            cmd = self.holds.wait_person(("place_bets", "close_bets"), "the dealer to place bets, then close them",
+                                         action="close_bets" if self.fixed_when_none else "place_bets")
+            if cmd.action == "place_bets":
+                answer = self.book.apply(cmd.args)
+                if answer.get("ok"):
+                    self.t.record("console", action="place_bets", seats=answer.get("seats", {}), **by(cmd))
+                    with self.t.lock:
+                        r.wagers = self.book.wagers
+                cmd.answer(**answer)
+                continue
+            if not self.book.seats_in_play and self.fixed_when_none:
+                self.players.place(self.book)  # an old client that only closes bets: the fixed bet, every seat
+            try:
+                frozen = self.book.freeze()
+            except BetRefused as exc:
+                cmd.answer(**exc.to_answer())
+                continue
+            self.t.record("console", action="close_bets", **by(cmd))
+            cmd.answer(ok=True, round_id=r.round_id, seats=list(frozen))
+            return frozen
+
+    def replay_bets(self, r: RoundInPlay) -> None:
+        """A round released while open for bets (after a restart): the bets placed before it
+        are placed again in the book from their journal entries, nothing re-entered."""
+        j = self.t.journal
+        if j is None or r.open_seq is None:
+            return
+        self.book.open_round()
+        for e in j.entries("console", since=r.open_seq):
+            if e.round_id == r.round_id and e.body.get("action") == "place_bets":
+                for seat, amounts in (e.body.get("seats") or {}).items():
+                    self.book.place(int(seat), **(amounts or {}))
+        with self.t.lock:
+            r.wagers = self.book.wagers
 
     # -- 2. the deal --------------------------------------------------------------------------------
 
@@ -262,8 +334,8 @@ class RoundPlay:
     def _decisions(self, r: RoundInPlay) -> None:
         """Each seat in turn plays or folds (649a.11); then every seat's cards are
         published: no wager depends on them any more (816a.1)."""
-        for s in r.wagers:
-            if s in r.decisions:
+        for s, w in r.wagers.items():
+            if s in r.decisions or not w.ante:  # a Pair Plus-only seat has no decision to make (649a.7)
                 continue
             try:
                 r.decisions[s] = self.decide(s, list(r.hands[s]))
@@ -310,7 +382,7 @@ class RoundPlay:
         accepted up to this instant is carried out (held for a second supervisor),
         never dropped after its "accepted"."""
         for s, w in r.wagers.items():
-            r.results[s] = settle_seat(w, r.decisions[s], r.hands[s], r.dealer, self.tables, self.profile)
+            r.results[s] = settle_seat(w, r.decisions.get(s), r.hands[s], r.dealer, self.tables, self.profile)
         pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results "
                                                                   "stand (58 Pa. Code 816a.1)"))
         if pending is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .hands import HandValue, SixCardHand
 
@@ -113,6 +113,12 @@ class Wagers:
     def total(self) -> int:
         """Cents placed before the deal (play wager excluded)."""
         return self.ante + self.pair_plus + self.six_card + self.progressive
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Wagers":
+        """One seat's wagers as journaled (only the wagers placed; a missing kind is 0).
+        Raises :class:`SettlementError` as the constructor does."""
+        return cls(**{k: int(record.get(k, 0)) for k in ("ante", "pair_plus", "six_card", "progressive")})
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
-// The pit view: every table of a pit, pushed by the pit server (tablectl pit serve) from
-// the floor's MQTT broker. Online / offline / no news, held alarms and links carry words
-// and shapes, never colour alone.
+// The pit view: every table of the pits, pushed by the pit server (tablectl pit serve) from
+// the floor's MQTT brokers: the whole board once, then only the tables that changed.
+// Online / offline / no news, held alarms and links carry words and shapes, never colour alone.
 
-import { badge, clock, el, fill, money, panel, stateWords } from "./ui.js";
+import { badge, clock, el, fill, money, stateWords } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -38,11 +38,51 @@ function tableCard(t) {
       : "No round result yet."));
 }
 
-function render(board) {
+// The board as the page holds it: a full frame replaces it, a delta frame replaces only
+// the tables it carries (each card redrawn alone, in table order).
+const cards = new Map();
+
+function header(board) {
   fill($("pit-name"), `Pit ${board.pit}`);
   fill($("forged"), board.forged ? badge("bad", `${board.forged} forged message(s) dropped`) : "");
   fill($("updated"), `updated ${clock(board.ts)}`);
-  panel($("tables"), board.tables, (box) => fill(box, board.tables.map(tableCard)));
+  fill($("brokers"), (board.brokers || []).map((b) => el("span", { "data-broker": b.broker },
+    `broker ${b.broker} `, b.connected ? badge("ok", "connected") : badge("bad", "NOT CONNECTED"), " ")));
+}
+
+function refusedList(refused, limit) {
+  const box = $("refused");
+  box.hidden = !refused.length;
+  fill(box, refused.length ? [
+    el("h2", {}, badge("bad", "REFUSED"), ` ${refused.length} table(s) past this pit's limit of ${limit} tables`),
+    el("p", { class: "muted" }, "Their messages are counted, not shown: raise --max-tables, or split the pit."),
+    el("ul", {}, refused.map((r) => el("li", { "data-refused": r.table_id },
+      `${r.table_id}: ${r.messages} message(s) refused`))),
+  ] : []);
+}
+
+function place(t) {
+  const node = tableCard(t);
+  const old = cards.get(t.table_id);
+  if (old) { old.replaceWith(node); cards.set(t.table_id, node); return; }
+  const box = $("tables");
+  const after = [...cards.keys()].filter((id) => id > t.table_id).sort()[0];
+  box.insertBefore(node, after ? cards.get(after) : null);
+  cards.set(t.table_id, node);
+}
+
+function render(frame) {
+  header(frame);
+  if (frame.type === "full") {
+    cards.clear();
+    const nodes = (frame.tables || []).map((t) => { const n = tableCard(t); cards.set(t.table_id, n); return n; });
+    fill($("tables"), nodes);  // sorted by table id by the server
+    if (!(frame.tables || []).length) fill($("tables"), el("p", { class: "muted" }, "No table in this pit."));
+  } else {
+    (frame.tables || []).forEach(place);
+  }
+  if (frame.refused) refusedList(frame.refused, frame.max_tables);
+  $("tables").dataset.version = frame.version;
 }
 
 function connect(delay = 500) {

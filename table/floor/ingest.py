@@ -1,0 +1,477 @@
+"""The floor's ingest: every table message from the brokers, checked against its table's key,
+kept in the floor database; the notary's rule applied to every checkpoint.
+
+:meth:`Floor.receive` (a broker client's thread) checks the message's signature with
+:func:`table.interfaces.mqtt.verify_message` (one call site, :meth:`Floor._verify`),
+and a checkpoint's own signature with :func:`table.journal.check_signed`; what does
+not verify is dropped, counted and logged (and an alarm row, at most one per table,
+day and reason), never stored. What verifies is queued (bounded: a full queue makes
+the broker's thread wait, so QoS 1 backs up at the broker, nothing is lost here)
+and written by one writer thread in transactions of up to ``batch_max`` messages.
+
+What is kept (``table/floor/migrations.py``), from the topics
+``threecard/{floor}/{table}/events | status | checkpoint``:
+
+* ``round_opened`` and ``bets_closed`` (the bets as frozen), ``round_settled``, ``round_voided``
+  -> ``round_results`` (wagers,
+  the players' net, the table's win = minus the players' net), by gaming day;
+* ``incident``, ``custody_violation``, ``round_held``, ``round_voided`` -> ``incidents``;
+* ``checkpoint`` (event or retained) -> ``checkpoints`` and the ``notary``
+  (:mod:`table.floor.notary`); a lower or forked one -> an ``alarms`` row;
+* ``day_report`` events (when tables publish them) -> ``day_reports``;
+* the status -> ``tables_seen``; its alarms -> ``alarms`` (source ``table``).
+
+Other events (cards dealt, decisions) are checked and counted, not kept: the
+table's journal keeps them, and the reports do not need them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import queue
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from zoneinfo import ZoneInfo
+
+import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from table.interfaces.mqtt import ForgedMessage, verify_message
+from table.journal import check_signed
+from table.keys import key_id as key_id_of
+
+from .notary import judge
+from .store import Store, StoreError, Tx
+
+log = structlog.get_logger("table.floor")
+
+#: the largest message taken (a checkpoint's digests grow with its stretch; a round is ~30 entries)
+MAX_MESSAGE = 256 * 1024
+#: the game every Three Card Poker table reports under (``round_results.game``)
+GAME = "three_card_poker"
+#: the most refusal reasons counted apart (``Counts.by_reason``)
+MAX_REASONS = 64
+INCIDENT_TYPES = ("incident", "custody_violation", "round_held", "round_voided")
+
+
+@dataclass(frozen=True)
+class GamingDay:
+    """Which gaming day a time falls in: the day in ``tz`` of the time minus ``starts``
+    (the hour the gaming day begins, e.g. 6 for 06:00; COMAR 36.05.03.25 reports by
+    gaming day, month to date and year to date)."""
+
+    tz: str = "UTC"
+    starts_h: int = 0
+
+    def of(self, ts: str) -> str:
+        """The gaming day (``YYYY-MM-DD``) of the ISO 8601 time ``ts``; raises ``ValueError``."""
+        t = _dt.datetime.fromisoformat(ts)
+        if t.tzinfo is None:
+            raise ValueError(f"{ts!r} has no time zone")
+        local = t.astimezone(ZoneInfo(self.tz)) - _dt.timedelta(hours=self.starts_h)
+        return local.date().isoformat()
+
+
+@dataclass
+class Counts:
+    """What the floor has taken and refused since it started (``GET /api/v1/floor/health``)."""
+
+    received: int = 0
+    verified: int = 0
+    stored: int = 0
+    forged: int = 0
+    too_big: int = 0
+    unknown_table: int = 0
+    refused_checkpoints: int = 0
+    write_errors: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
+
+
+def _cents(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+class Floor:
+    """The floor's ingest into ``store`` (a migrated :class:`~table.floor.store.Store`).
+
+    ``keys``: table id -> public key (``TABLE_ID.pub``; only these tables are believed);
+    ``day``: the :class:`GamingDay`; ``queue_max``: messages waiting for the writer;
+    ``batch_max``: messages per transaction. :meth:`start` starts the writer,
+    :meth:`close` drains and stops it. ``counts``: :class:`Counts`.
+    """
+
+    def __init__(self, store: Store, keys: dict[str, Ed25519PublicKey], *, day: GamingDay = GamingDay(),
+                 queue_max: int = 20_000, batch_max: int = 2_000) -> None:
+        self.store = store
+        self.keys = dict(keys)
+        self.day = day
+        self.counts = Counts()
+        self.batch_max = batch_max
+        self._q: queue.Queue = queue.Queue(maxsize=queue_max)
+        self._cv = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._forged_alarms: set[str] = set()
+        self._pending = 0  # messages received and not yet written or refused (wait_idle)
+
+    # -- receiving (the broker clients' threads) ------------------------------------------------
+
+    def _verify(self, topic: str, payload: bytes) -> dict[str, Any]:
+        """The one place the floor checks a table's signature (``table.interfaces.mqtt``)."""
+        return verify_message(payload, topic, self.keys)
+
+    def receive(self, topic: str, payload: bytes) -> bool:
+        """Check and queue one broker message; True when it verified. Blocks while the
+        writer's queue is full (until :meth:`close`)."""
+        with self._cv:
+            self.counts.received += 1
+            self._pending += 1  # until it is written or refused (wait_idle)
+        if len(payload) > MAX_MESSAGE:
+            self._refuse(topic, f"larger than {MAX_MESSAGE} bytes", "too_big")
+            return False
+        parts = topic.split("/")
+        kind = parts[3] if len(parts) == 4 else ""
+        try:
+            message = self._verify(topic, payload)
+            if kind == "checkpoint":
+                self._check_checkpoint(parts[2], message)
+            elif kind == "events" and message.get("type") == "checkpoint":
+                self._check_checkpoint(parts[2], message.get("data"))
+        except ForgedMessage as exc:
+            self._refuse(topic, str(exc), "unknown_table" if "no public key" in str(exc) else "forged")
+            return False
+        if kind not in ("events", "status", "checkpoint"):
+            self._refuse(topic, f"not a table topic the floor keeps ({kind[:32]!r})", "forged")
+            return False
+        with self._cv:
+            self.counts.verified += 1
+        item = (kind, parts[1], parts[2], message)
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return True
+
+    def _check_checkpoint(self, table_id: str, cp: Any) -> None:
+        public = self.keys[table_id]
+        if not isinstance(cp, dict) or not isinstance(cp.get("seq"), int) or not isinstance(cp.get("head"), str):
+            raise ForgedMessage("not a signed checkpoint (seq, head, sig)")
+        why = check_signed(cp, {key_id_of(public): public})
+        if why is not None or cp.get("table_id") != table_id:
+            raise ForgedMessage(f"a checkpoint not signed by table {table_id}'s key ({why or 'another table_id'})")
+
+    def _refuse(self, topic: str, why: str, counter: str) -> None:
+        parts = topic.split("/")
+        table = parts[2] if len(parts) == 4 else "?"
+        reason = why[:60] if counter != "unknown_table" else "no public key for the topic's table"
+        with self._cv:
+            setattr(self.counts, counter, getattr(self.counts, counter) + 1)
+            if reason not in self.counts.by_reason and len(self.counts.by_reason) >= MAX_REASONS:
+                reason = "other"  # bounded: a stream of new reasons counts here
+            n = self.counts.by_reason.get(reason, 0) + 1
+            self.counts.by_reason[reason] = n
+            self._pending -= 1
+            self._cv.notify_all()
+        if n == 1 or n % 1000 == 0:  # logged, not flooded
+            log.warning("floor_message_refused", topic=topic[:200], error=why[:200], count=n)
+        if table in self.keys:  # one alarm row per known table, gaming day and reason (bounded)
+            day = self.day.of(_now())
+            aid = _digest("refused", table, day, why[:60])
+            if aid not in self._forged_alarms:
+                if len(self._forged_alarms) >= 10_000:  # the rows stay; only the memory of them is bounded
+                    self._forged_alarms.clear()
+                self._forged_alarms.add(aid)
+                self._enqueue_alarm(aid, table, "forged_message", f"a message on {topic[:120]} was refused: {why[:200]}")
+
+    def _enqueue_alarm(self, aid: str, table: str | None, kind: str, text: str) -> None:
+        with self._cv:
+            self._pending += 1
+        try:
+            self._q.put_nowait(("alarm", "", table or "", {"alarm_id": aid, "kind": kind, "text": text}))
+        except queue.Full:
+            with self._cv:
+                self._pending -= 1
+            log.error("floor_alarm_not_queued", table=table, kind=kind, text=text[:200])
+
+    # -- writing (the writer thread) ------------------------------------------------------------
+
+    def start(self) -> "Floor":
+        """Start the writer thread."""
+        self._thread = threading.Thread(target=self._write_loop, name="floor-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _write_loop(self) -> None:
+        pending: list[tuple] = []
+        backoff = 0.5
+        while True:
+            if not pending:
+                try:
+                    pending.append(self._q.get(timeout=0.5))
+                except queue.Empty:
+                    if self._stop.is_set():
+                        return
+                    continue
+                while len(pending) < self.batch_max:
+                    try:
+                        pending.append(self._q.get_nowait())
+                    except queue.Empty:
+                        break
+            try:
+                after = self._write(pending)
+            except StoreError as exc:  # the database is away: keep the batch, try again (bounded queue)
+                with self._cv:
+                    self.counts.write_errors += 1
+                log.error("floor_write_failed", error=str(exc)[:300], batch=len(pending))
+                if self._stop.wait(backoff):
+                    return
+                backoff = min(backoff * 2, 10.0)
+                continue
+            backoff = 0.5
+            for fn in after:  # counted and logged before anyone waiting on the write is woken
+                fn()
+            with self._cv:
+                self._pending -= len(pending)
+                self.counts.stored += len(pending)
+                self._cv.notify_all()
+            pending = []
+
+    def _write(self, batch: list[tuple]) -> list[Callable[[], None]]:
+        after: list[Callable[[], None]] = []
+        with self.store.transaction() as tx:
+            for kind, floor, table, message in batch:
+                if kind == "status":
+                    self._status(tx, floor, table, message)
+                elif kind == "checkpoint":
+                    after += self._checkpoint(tx, table, message, retained=True)
+                elif kind == "alarm":
+                    self._alarm(tx, message["alarm_id"], table or None, "floor", message["kind"], message["text"],
+                                message)
+                else:
+                    after += self._event(tx, table, message)
+        return after
+
+    def _alarm(self, tx: Tx, aid: str, table: str | None, source: str, kind: str, text: str,
+               detail: dict[str, Any]) -> None:
+        tx.execute("INSERT INTO alarms (alarm_id, table_id, source, kind, text, ts, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                   " ON CONFLICT (alarm_id) DO NOTHING",
+                   (aid, table, source, kind, text[:1000], _now(), json.dumps(detail, separators=(",", ":"))[:8000]))
+
+    def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> None:
+        now = _now()
+        online = 1 if status.get("online") is True else 0
+        text = json.dumps(status, separators=(",", ":"))
+        tx.execute("INSERT INTO tables_seen (table_id, floor, key_id, first_seen, last_seen, online, status) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id) DO UPDATE SET floor = excluded.floor, "
+                   "key_id = excluded.key_id, last_seen = excluded.last_seen, online = excluded.online, "
+                   "status = excluded.status",
+                   (table, floor, key_id_of(self.keys[table]), now, now, online, text))
+        summary = status.get("table") if isinstance(status.get("table"), dict) else {}
+        alarms = summary.get("alarms") if isinstance(summary.get("alarms"), list) else []
+        day = self.day.of(now)
+        for a in alarms[:32]:
+            if isinstance(a, dict):
+                k, t = str(a.get("kind", "?"))[:64], str(a.get("text", ""))[:500]
+                self._alarm(tx, _digest("table", table, day, k, t), table, "table", k, t, a)
+
+    def _event(self, tx: Tx, table: str, ev: dict[str, Any]) -> list[Callable[[], None]]:
+        etype, data = ev.get("type"), ev.get("data") if isinstance(ev.get("data"), dict) else {}
+        seq, ts, rid = ev.get("seq"), str(ev.get("ts", "")), ev.get("round_id")
+        if not isinstance(seq, int):
+            return []
+        try:
+            day = self.day.of(ts)
+        except ValueError:
+            day = self.day.of(_now())
+        if etype == "checkpoint":
+            return self._checkpoint(tx, table, data, retained=False)
+        if etype in ("round_opened", "bets_closed") and isinstance(rid, str) and isinstance(data.get("wagers"), dict):
+            # the wagers at the open, replaced by the bets as frozen at bets_closed (issue 23) when it carries them
+            wagers = data.get("wagers") if isinstance(data.get("wagers"), dict) else {}
+            wagered = sum(_cents(v) for w in wagers.values() if isinstance(w, dict) for v in w.values())
+            tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "
+                       "wagered_cents, seq, wagers_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, "
+                       "round_id) DO UPDATE SET wagered_cents = excluded.wagered_cents, wagers_seq = excluded.wagers_seq "
+                       "WHERE round_results.wagers_seq < excluded.wagers_seq",  # a re-delivered open changes nothing
+                       (table, rid, GAME, data.get("number") if isinstance(data.get("number"), int) else None, day,
+                        ts, wagered, seq, seq))
+        elif etype == "round_settled" and isinstance(rid, str):
+            nets = data.get("net_cents") if isinstance(data.get("net_cents"), dict) else {}
+            players = sum(_cents(v) for v in nets.values())
+            tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "
+                       "wagered_cents, settled, players_net_cents, table_win_cents, settled_ts, seq) "
+                       "VALUES (?, ?, ?, ?, ?, ?, 0, 1, ?, ?, ?, ?) ON CONFLICT (table_id, round_id) DO UPDATE SET "
+                       "settled = 1, players_net_cents = excluded.players_net_cents, "
+                       "table_win_cents = excluded.table_win_cents, settled_ts = excluded.settled_ts",
+                       (table, rid, GAME, data.get("number") if isinstance(data.get("number"), int) else None, day,
+                        ts, players, -players, ts, seq))
+        elif etype == "day_report":
+            gday = data.get("gaming_day") if isinstance(data.get("gaming_day"), str) else day
+            tx.execute("INSERT INTO day_reports (table_id, gaming_day, seq, game, table_win_cents, body, received_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, gaming_day, seq) DO NOTHING",
+                       (table, gday[:10], seq, GAME, _cents(data.get("table_win_cents")),
+                        json.dumps(ev, separators=(",", ":")), _now()))
+        if etype == "round_voided" and isinstance(rid, str):
+            tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "
+                       "wagered_cents, voided, seq) VALUES (?, ?, ?, NULL, ?, ?, 0, 1, ?) ON CONFLICT (table_id, "
+                       "round_id) DO UPDATE SET voided = 1", (table, rid, GAME, day, ts, seq))
+        if etype in INCIDENT_TYPES:
+            what = data.get("what") or data.get("reason") or data.get("rule") or etype
+            tx.execute("INSERT INTO incidents (table_id, seq, type, round_id, ts, what) VALUES (?, ?, ?, ?, ?, ?) "
+                       "ON CONFLICT (table_id, seq) DO NOTHING",
+                       (table, seq, etype, rid if isinstance(rid, str) else None, ts, str(what)[:1000]))
+        return []
+
+    def _checkpoint(self, tx: Tx, table: str, cp: dict[str, Any], *, retained: bool) -> list[Callable[[], None]]:
+        lock = " FOR UPDATE" if self.store.kind == "postgresql" else ""
+        rows = tx.query("SELECT seq, head FROM notary WHERE table_id = ?" + lock, (table,))
+        notary = (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+        def kept(seq: int) -> str | None:
+            r = tx.query("SELECT head FROM checkpoints WHERE table_id = ? AND seq = ?", (table, seq))
+            return str(r[0][0]) if r else None
+
+        def kept_within(lo: int, hi: int) -> int | None:
+            r = tx.query("SELECT MIN(seq) FROM checkpoints WHERE table_id = ? AND seq >= ? AND seq < ?", (table, lo, hi))
+            return int(r[0][0]) if r and r[0][0] is not None else None
+
+        verdict = judge(cp, notary, kept, kept_within, retained=retained)
+        signed = json.dumps(cp, separators=(",", ":"), sort_keys=True)
+        now = _now()
+        if verdict.kind in ("raise", "history"):
+            tx.execute("INSERT INTO checkpoints (table_id, seq, head, first_seq, rounds_opened, ts, signed, received_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, seq) DO NOTHING",
+                       (table, cp["seq"], cp["head"], cp.get("from") if isinstance(cp.get("from"), int) else None,
+                        _cents(cp.get("rounds_opened")), str(cp.get("ts", "")), signed, now))
+        if verdict.kind == "raise":
+            tx.execute("INSERT INTO notary (table_id, seq, head, signed, updated_at) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
+                       "signed = excluded.signed, updated_at = excluded.updated_at WHERE notary.seq < excluded.seq",
+                       (table, cp["seq"], cp["head"], signed, now))
+        if not verdict.refused:
+            return []
+        text = f"table {table}: checkpoint {cp['seq']} refused by the notary: {verdict.why}"
+        self._alarm(tx, _digest("notary", verdict.kind, table, cp["seq"], cp["head"]), table, "floor",
+                    f"checkpoint_{verdict.kind}", text, {"checkpoint": cp, "notary_seq": notary[0] if notary else None})
+
+        def tell() -> None:
+            with self._cv:
+                self.counts.refused_checkpoints += 1
+            log.error("floor_checkpoint_refused", table_id=table, verdict=verdict.kind, seq=cp["seq"],
+                      notary_seq=notary[0] if notary else None, why=verdict.why)
+        return [tell]
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def notary_checkpoint(self, table_id: str) -> dict[str, Any] | None:
+        """The notary's highest signed checkpoint of ``table_id`` (as the table signed it), or None."""
+        rows = self.store.query("SELECT signed FROM notary WHERE table_id = ?", (table_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until every message received so far is written or refused (or ``timeout_s`` passes)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._pending > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate()`` holds, re-checked after every write (or ``timeout_s`` passes)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 1.0))
+        return True
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Write what is queued (up to ``timeout_s``), then stop the writer."""
+        self.wait_idle(timeout_s)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+
+def client_id() -> str:
+    """A broker client id unique to this process (several floors may share a broker)."""
+    return f"threecard-floor-{socket.gethostname()[:24]}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class BrokerFeed:
+    """One broker's messages into a :class:`Floor` (paho-mqtt; reconnects 1..30 s by itself).
+    ``broker``: a :class:`table.interfaces.pit.BrokerAddress`; ``floors``: the topic segments
+    to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
+
+    KINDS = ("events", "status", "checkpoint")
+
+    def __init__(self, floor: Floor, broker: Any, *, floors: tuple[str, ...] = ("+",), password: str | None = None,
+                 ca_file: str | None = None) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.floor = floor
+        self.broker = broker
+        self.topics = [f"threecard/{f}/+/{k}" for f in floors for k in self.KINDS]
+        #: set once subscribed (SUBACK), cleared when the connection is lost
+        self.connected = threading.Event()
+        self.client_id = client_id()
+        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
+        self._client.reconnect_delay_set(1, 30)
+        if broker.username:
+            self._client.username_pw_set(broker.username, password)
+        if broker.tls:
+            import ssl
+
+            self._client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_subscribe = self._on_subscribe
+        self._client.on_message = lambda client, userdata, msg: floor.receive(msg.topic, msg.payload)
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
+        if reason.is_failure:
+            log.warning("floor_broker_refused", host=self.broker.host, reason=str(reason))
+            return
+        client.subscribe([(t, 1) for t in self.topics])
+        log.info("floor_subscribed", host=self.broker.host, port=self.broker.port, client_id=self.client_id)
+
+    def _on_subscribe(self, *args: Any) -> None:
+        self.connected.set()  # subscribed: retained messages follow
+
+    def _on_disconnect(self, *args: Any) -> None:
+        self.connected.clear()
+        log.warning("floor_broker_lost", host=self.broker.host, port=self.broker.port)
+
+    def start(self) -> "BrokerFeed":
+        self._client.connect_async(self.broker.host, self.broker.port, keepalive=15)
+        self._client.loop_start()
+        return self
+
+    def close(self) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()
+        reset = getattr(self._client, "_reset_sockets", None)
+        if reset is not None:
+            reset()

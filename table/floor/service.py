@@ -1,0 +1,86 @@
+"""The floor put together from its config: database, ingest, one feed per broker, the web side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from table.interfaces.pit import BrokerAddress, PitSetupError, load_table_keys
+from table.keys import KeyFileError, load_private_key
+
+from .config import FloorConfig, FloorConfigError
+from .ingest import BrokerFeed, Floor, GamingDay
+from .store import open_store
+from .web import FloorServer, floor_app
+
+log = structlog.get_logger("table.floor")
+
+
+class FloorService:
+    """``tablectl floor serve``: :meth:`start` opens the database (migrated), starts the
+    writer, the web side and a feed per ``[[broker]]``; :meth:`close` stops them in
+    reverse. Raises :class:`FloorConfigError` for unusable keys or broker URLs,
+    :class:`~table.floor.store.StoreError` for the database, ``OSError`` for the address."""
+
+    def __init__(self, config: FloorConfig) -> None:
+        self.config = config
+        try:
+            self.keys = load_table_keys(config.table_keys)
+        except PitSetupError as exc:
+            raise FloorConfigError(f"floor.table_keys: {exc}") from None
+        try:
+            self.floor_key = load_private_key(config.key_file)
+        except KeyFileError as exc:
+            raise FloorConfigError(f"floor.key_file: {exc}") from None
+        try:
+            self.brokers = [(BrokerAddress.parse(b.url), b) for b in config.brokers]
+        except PitSetupError as exc:
+            raise FloorConfigError(f"broker.url: {exc}") from None
+        self.store: Any = None
+        self.floor: Floor | None = None
+        self.server: FloorServer | None = None
+        self.feeds: list[BrokerFeed] = []
+
+    def start(self) -> "FloorService":
+        self.store = open_store(self.config.database)
+        try:
+            self.floor = Floor(self.store, self.keys, day=GamingDay(self.config.timezone, self.config.day_starts_h))
+            self.floor.start()
+            routes = []
+            if self.config.people_file is not None:
+                from .reports import report_routes
+
+                routes = report_routes(self.floor, self.config.people_file)
+            host, _, port = self.config.listen.rpartition(":")
+            self.server = FloorServer(floor_app(self.floor, self.floor_key, extra_routes=routes), host, int(port))
+            for address, b in self.brokers:
+                password = None
+                if b.password_file is not None:
+                    password = Path(b.password_file).read_text().strip("\r\n")
+                self.feeds.append(BrokerFeed(self.floor, address, floors=b.floors, password=password,
+                                             ca_file=str(b.ca_file) if b.ca_file else None).start())
+        except BaseException:
+            self.close()
+            raise
+        log.info("floor_started", database=self.store.where, url=self.url, brokers=len(self.feeds),
+                 tables=len(self.keys))
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url if self.server is not None else ""
+
+    def close(self) -> None:
+        for feed in self.feeds:
+            feed.close()
+        self.feeds = []
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.floor is not None:
+            self.floor.close()
+        if self.store is not None:
+            self.store.close()
+            self.store = None

@@ -1,0 +1,110 @@
+"""The floor's HTTP side (Starlette on uvicorn, in its own thread): the notary's answer to a
+starting table, the floor's health, and (behind sign-in) the reports and the floor page.
+
+``GET /api/v1/notary/{table_id}?nonce=HEX`` answers with the notary's highest signed
+checkpoint of the table, in an envelope signed by the floor key
+(:func:`table.notary_client.sign_answer`; the format in ``docs/integration.md``). It
+needs no sign-in: the checkpoint is the table's own signed record, and the answer is
+good only for the nonce the table sent. ``GET /api/v1/floor/health``: what the
+floor has taken and refused (:class:`table.floor.ingest.Counts`), no money.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import socket
+import threading
+from dataclasses import asdict
+from typing import Any
+
+from table.keys import TableKey
+from table.notary_client import sign_answer
+
+from .ingest import Floor
+
+_TABLE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NONCE = re.compile(r"^[0-9a-f]{16,64}$")
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
+                    (b"referrer-policy", b"no-referrer"), (b"cache-control", b"no-store"),
+                    (b"content-security-policy", b"default-src 'self'; connect-src 'self'; frame-ancestors 'none'")]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def floor_app(floor: Floor, floor_key: TableKey, *, extra_routes: list[Any] | None = None) -> Any:
+    """The floor's ASGI app: the notary, the health, and ``extra_routes`` (the reports)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from .store import StoreError
+
+    async def notary(request: Request) -> Response:
+        table_id = request.path_params["table_id"]
+        nonce = request.query_params.get("nonce", "")
+        if not _TABLE.match(table_id) or not _NONCE.match(nonce):
+            return JSONResponse({"error": "give a table id and ?nonce= of 16-64 lowercase hex digits"}, 400)
+        if table_id not in floor.keys:
+            return JSONResponse({"error": f"the floor does not know table {table_id}"}, 404)
+        try:
+            cp = floor.notary_checkpoint(table_id)
+        except StoreError:
+            return JSONResponse({"error": "the floor database cannot be read"}, 503)
+        return Response(sign_answer(floor_key, table_id, nonce, cp, _now()), media_type="application/json")
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"counts": asdict(floor.counts), "database": floor.store.kind})
+
+    routes = [Route("/api/v1/notary/{table_id}", notary), Route("/api/v1/floor/health", health),
+              *(extra_routes or [])]
+    inner = Starlette(routes=routes)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await inner(scope, receive, with_headers)
+
+    return app
+
+
+class FloorServer:
+    """Serves ``app`` on ``host:port`` (port 0: a free one, :attr:`port`) in its own thread.
+    Raises ``OSError`` when the address cannot be bound."""
+
+    def __init__(self, app: Any, host: str, port: int, *, name: str = "floor-web") -> None:
+        import uvicorn
+
+        host = host.strip("[]")
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(128)  # connections wait in the backlog until uvicorn's loop takes them: no start-up race
+        self.port = self.sock.getsockname()[1]
+        self.host = host
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
+                                timeout_graceful_shutdown=2, limit_concurrency=256)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name=name,
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(5)
+        self.sock.close()

@@ -1,0 +1,55 @@
+"""`tablectl floor serve` and `tablectl run`'s [floor] at the command line: bad usage is exit 2
+naming the key, a database that cannot be opened exit 1, a floor that does not answer stops a
+table under the default `unreachable = "refuse"` (exit 2, naming floor.url) and not under "warn"."""
+
+from __future__ import annotations
+
+import subprocess
+
+from table.keys import generate, save
+
+from console_helpers import tablectl
+from mqtt_broker import free_port
+
+
+def test_floor_serve_refuses_a_bad_config_and_an_unusable_database(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[floor]\ndatabase = "f.sqlite3"\ncolour = "red"\n')
+    done = subprocess.run(tablectl() + ["floor", "serve", "--config", str(bad)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "floor.colour: unknown key" in done.stderr and "floor.key_file" in done.stderr
+    save(generate(), tmp_path / "floor.key")
+    (tmp_path / "tables").mkdir()
+    save(generate(), tmp_path / "t1.key")
+    (tmp_path / "tables" / "pit1-tcp-01.pub").write_bytes((tmp_path / "t1.key.pub").read_bytes())
+    cfg = tmp_path / "floor.toml"
+    cfg.write_text(f'[floor]\ndatabase = "postgresql://floor@/floor?host={tmp_path}/nosuchdir&connect_timeout=2"\n'
+                   f'key_file = "floor.key"\ntable_keys = "tables"\nlisten = "127.0.0.1:0"\n'
+                   f'[[broker]]\nurl = "mqtt://127.0.0.1:{free_port()}"\n')
+    done = subprocess.run(tablectl() + ["floor", "serve", "--config", str(cfg)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and "cannot connect to the floor database" in done.stderr
+
+
+def _table(tmp_path, policy: str) -> str:
+    if not (tmp_path / "floor.key").exists():
+        save(generate(), tmp_path / "floor.key")
+    path = tmp_path / f"table-{policy}.toml"
+    path.write_text(f'[table]\nid = "t1"\nseats = 1\n[devices.shuffler]\nurl = "{tmp_path}/no-shuffler"\n'
+                    f'[devices.shoe]\nurl = "{tmp_path}/no-shoe"\n[floor]\nurl = "http://127.0.0.1:{free_port()}"\n'
+                    f'public_key = "{tmp_path / "floor.key.pub"}"\ntimeout_s = 1\nunreachable = "{policy}"\n')
+    return str(path)
+
+
+def test_a_table_does_not_start_when_the_floor_does_not_answer_unless_told_to_warn(tmp_path):
+    refused = subprocess.run(tablectl() + ["run", "--config", _table(tmp_path, "refuse"), "--journal",
+                                           str(tmp_path / "j.sqlite3"), "--rounds", "1"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "floor.url" in refused.stderr and "cannot be reached" in refused.stderr
+    warned = subprocess.run(tablectl() + ["run", "--config", _table(tmp_path, "warn"), "--journal",
+                                          str(tmp_path / "j2.sqlite3"), "--rounds", "1", "--log-file",
+                                          str(tmp_path / "log")], capture_output=True, text=True, timeout=60)
+    assert "floor.url" not in warned.stderr  # it went on, to the devices (absent here)
+    assert "no-shuffler" in warned.stderr or "shuffler" in warned.stderr
+    assert "floor_notary_not_used" in (tmp_path / "log").read_text()

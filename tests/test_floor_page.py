@@ -1,0 +1,164 @@
+"""The floor page in real Chromium (issue 28): the README's floor example run as written (two
+simulated tables publishing to a real mosquitto, `tablectl floor serve` on SQLite), both tables
+on the page, the report behind sign-in, no horizontal scroll on a 390 px phone; a fluctuation's
+investigation note entered on the page, stored with who wrote it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console_helpers import CHROMIUM_ARGS, chromium_path, screenshot_dir, wait_until
+from floor_helpers import SignedTable, needs_mosquitto
+from mqtt_broker import Broker, free_port
+
+CHROMIUM = chromium_path()
+README = Path(__file__).resolve().parent.parent / "README.md"
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"),
+              needs_mosquitto, pytest.mark.timeout(240), pytest.mark.long]
+PIN = "739201"
+
+
+def readme_floor_example() -> str:
+    text = README.read_text()
+    section = text[text.index("## The floor:"):]
+    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture
+def readme_floor(tmp_path):
+    """The README's floor example, its ports moved to free ones and the PIN typed on stdin."""
+    broker = Broker(tmp_path / "broker").start()
+    web = free_port()
+    script = (readme_floor_example().replace("1883", str(broker.port)).replace("8091", str(web))
+              .replace("--role floor_manager FM-1", f"--role floor_manager --pin-stdin FM-1 <<< {PIN}"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["bash", "-euc", script + "\nwait\n"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "example.log", "wb"), text=True)
+    try:
+        url = f"http://127.0.0.1:{web}"
+        wait_until(lambda: url in (proc.stdout.readline() or "") or proc.poll() is not None, 60, "the floor's address")
+        assert proc.poll() is None, (tmp_path / "example.log").read_text()[-3000:]
+        yield url, tmp_path / "floor"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # the example's own session: the floor and both tables
+        except ProcessLookupError:
+            pass
+        proc.wait(30)
+        proc.stdout.close()
+        broker.stop()
+
+
+def no_horizontal_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(readme_floor):
+    from playwright.sync_api import sync_playwright
+
+    url, folder = readme_floor
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            errors = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(url)
+            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
+                page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
+                                       "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
+            assert no_horizontal_scroll(page)
+            page.fill("#person", "FM-1")
+            page.fill("#pin", "000000")
+            page.click("#signin-form button")
+            page.wait_for_function("() => document.querySelector('#signin-error').textContent.length > 0")
+            assert page.is_hidden("#reports")
+            page.fill("#pin", PIN)
+            page.click("#signin-form button")
+            page.wait_for_selector("#reports:not([hidden])")
+            assert "FM-1 (floor manager)" in page.inner_text("#who")
+            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's rounds of the day, from its signed results
+                page.wait_for_function("id => { const c = document.querySelector(`#rows [data-table=\"${id}\"]`);"
+                                       " return c && /rounds\\s*[1-9]/.test(c.textContent); }", arg=t, timeout=60_000)
+            assert "Year to date" in page.inner_text("#totals")
+            assert no_horizontal_scroll(page)
+            page.screenshot(path=str(screenshot_dir() / "floor-readme-example-390px.png"), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()
+    assert (folder / "floor.sqlite3").exists()
+
+
+def test_a_fluctuation_gets_an_investigation_note_on_the_page(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from table.floor.config import parse_floor_config
+    from table.floor.service import FloorService
+    from table.interfaces.auth import PeopleFile
+    from table.keys import generate, save
+    from table.roles import Role
+
+    from console_helpers import CHEAP
+
+    t = SignedTable(tmp_path / "t", "pit1-tcp-09")
+    t.publish_key(tmp_path / "keys")
+    save(generate(), tmp_path / "floor.key")
+    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP)
+    cfg = parse_floor_config(f"""
+[floor]
+database = "{tmp_path / 'floor.sqlite3'}"
+key_file = "{tmp_path / 'floor.key'}"
+table_keys = "{tmp_path / 'keys'}"
+people_file = "{tmp_path / 'people.toml'}"
+listen = "127.0.0.1:0"
+[[broker]]
+url = "mqtt://127.0.0.1:{free_port()}"
+""")
+    service = FloorService(cfg).start()  # its broker is away: the messages below are handed to it
+    try:
+        stream = []
+        for n in range(40):
+            stream += t.round(n + 1, ts=f"2026-02-{1 + n % 28:02d}T20:00:00+00:00",
+                              nets={"1": -1000} if n % 2 else {"1": 1000})
+        for n in range(12):
+            stream += t.round(200 + n, ts="2026-03-05T20:00:00+00:00", nets={"1": 1000})
+        for topic, payload in stream:
+            service.floor.receive(topic, payload.encode())
+        assert service.floor.wait_idle(30)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 390, "height": 844})
+                errors = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(service.url)
+                page.fill("#person", "PB-3")
+                page.fill("#pin", PIN)
+                page.click("#signin-form button")
+                page.wait_for_selector("#reports:not([hidden])")
+                page.fill("#day", "2026-03-05")
+                page.click("#day-form button[type=submit]")
+                card = page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]')
+                card.wait_for(timeout=20_000)
+                card.locator("textarea").fill("seat 1 paid twice on a straight; video reviewed with surveillance")
+                card.locator("button").click()
+                page.wait_for_function("() => /PB-3 \\(pit_boss\\)/.test((document.querySelector("
+                                       "'[data-fluctuation=\"pit1-tcp-09/2026-03-05\"]') || {}).textContent || '')")
+                assert "video reviewed" in page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]').inner_text()
+                assert no_horizontal_scroll(page)
+                page.screenshot(path=str(screenshot_dir() / "floor-fluctuation-note-390px.png"), full_page=True)
+                assert errors == []
+            finally:
+                browser.close()
+        rows = service.store.query("SELECT author, role, table_id, gaming_day FROM notes")
+        assert rows == [("PB-3", "pit_boss", "pit1-tcp-09", "2026-03-05")]
+    finally:
+        service.close()
+        t.close()
