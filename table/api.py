@@ -389,7 +389,7 @@ class Table:
         from .firmware import link_config_for
         from .journal import Journal
         from .keys import table_key_for
-        from .notary_client import floor_anchors
+        from .notary_client import NotaryError, floor_anchors
         from .recovery import device_cursor
 
         st = self._stack
@@ -399,7 +399,13 @@ class Table:
             st.callback(journal.close)
             # The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
             # anchor; a journal behind it is held as an incident (issue 28). Raises NotaryError.
-            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
+            unconfirmed = None
+            try:
+                anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
+            except NotaryError as exc:
+                if self.config.floor.unreachable != "hold":
+                    raise
+                anchors, unconfirmed = [], str(exc)  # held for a supervisor's acknowledgement at start
             if self.simulate:
                 from simulators.table import SimulatedTable
 
@@ -422,7 +428,8 @@ class Table:
             self.controller = TableController(
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
-                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors)
+                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
+                limits=self.config.limits.given(), unconfirmed=unconfirmed)
             self.events = EventLog(self.journal_path, self.table_id, key=key)
             st.callback(self.events.close)
             self.events.start()

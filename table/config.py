@@ -47,7 +47,7 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [floor]                         # the floor's notary (docs/integration.md)
     url = "http://floor1:8091"
     public_key = "/etc/threecard/floor.key.pub"
-    unreachable = "refuse"          # refuse | warn
+    unreachable = "refuse"          # refuse | hold | warn
 
 Validation collects every problem before raising :class:`ConfigError`: unknown
 keys, missing required keys, wrong types, values out of range, unknown colours,
@@ -329,6 +329,13 @@ class LimitsSection:
     pair_plus: WagerLimitSection | None = None
     six_card: WagerLimitSection | None = None
     progressive: WagerLimitSection | None = None
+
+    def given(self) -> Any:
+        """:meth:`table_limits` when the config sets a limit of its own, else None (the
+        documented defaults; a dealer who only closes bets then gets the fixed bet)."""
+        if all(getattr(self, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+            return None
+        return self.table_limits()
 
     def table_limits(self) -> Any:
         """The :class:`table.bets.TableLimits` of these keys. Raises
@@ -641,13 +648,14 @@ class FloorSection:
     """``[floor]``: the floor's notary (``tablectl floor serve``, docs/integration.md). ``url``:
     the floor (unset: no notary); ``public_key``: the floor key's public half (PEM), which
     signs its answers; ``unreachable``: what the table does at start when the floor cannot be
-    reached or its answer does not verify, ``"refuse"`` (the default: it does not start) or
-    ``"warn"`` (it starts on its own head file and the broker's checkpoint); ``timeout_s``:
-    the request's deadline."""
+    reached or its answer does not verify, ``"refuse"`` (the default: it does not start),
+    ``"hold"`` (it starts, journals an incident and deals nothing until a supervisor
+    acknowledges it) or ``"warn"`` (it starts on its own head file and the broker's
+    checkpoint, with a warning in the log); ``timeout_s``: the request's deadline."""
 
     url: str | None = _spec(None, check=lambda v: _floor_url(v))
     public_key: Path | None = _spec(None, check=_abs_path)
-    unreachable: str = _spec("refuse", choices=("refuse", "warn"))
+    unreachable: str = _spec("refuse", choices=("refuse", "hold", "warn"))
     timeout_s: float = _spec(3.0, range=(0.1, 60.0))
 
     def __post_init__(self) -> None:

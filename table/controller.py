@@ -87,7 +87,9 @@ class TableController:
     the documented defaults, and a dealer who closes bets with none placed gets the
     fixed bet on every seat, as before bets were placed). ``players``: who bets on a
     simulated table (:mod:`table.players`; default the fixed bet, ``ante_cents`` and
-    ``side_wagers`` on every seat). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    ``side_wagers`` on every seat). ``unconfirmed``: why the floor's notary could not
+    confirm the journal's end (``[floor] unreachable = "hold"``): the table then holds
+    for a supervisor's acknowledgement before it deals, as for a journal behind an anchor. Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -118,6 +120,7 @@ class TableController:
         anchors: list[dict[str, Any]] | None = None,
         limits: TableLimits | None = None,
         players: Players | None = None,
+        unconfirmed: str | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -142,7 +145,7 @@ class TableController:
                                 decide=decide, book=book,
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
                                 fixed_when_none=limits is None)
-        self.startup = Startup(t, d, self.intake, self.console, list(anchors or []))
+        self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
         self.console.wake = self.intake.wake

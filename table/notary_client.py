@@ -155,10 +155,11 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
     """The anchors the floor's notary gives the table at start: ``[checkpoint]``, or ``[]``
     when the floor has none, or when it cannot be reached and ``section.unreachable``
     is ``"warn"``; an answer that does not verify is, under ``"warn"``, a refused
-    anchor (:func:`table.anchors.refused_anchor`: an incident at start-up). ``section``: the table config's
-    ``[floor]`` (:class:`table.config.FloorSection`: ``url``, ``public_key``,
+    anchor (:func:`table.anchors.refused_anchor`: an incident at start-up).
+    ``section``: the table config's ``[floor]`` (:class:`table.config.FloorSection`: ``url``, ``public_key``,
     ``unreachable``, ``timeout_s``); no ``url``: no notary, ``[]``. Raises
-    :class:`NotaryError` under ``unreachable = "refuse"``, and ``KeyFileError`` for an
+    :class:`NotaryError` under ``unreachable = "refuse"`` or ``"hold"`` (the caller then
+    holds the table for a supervisor: ``TableController(unconfirmed=...)``), and ``KeyFileError`` for an
     unreadable ``public_key``."""
     if section is None or not getattr(section, "url", None):
         return []
@@ -169,8 +170,8 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
         cp = fetch_floor_checkpoint(section.url, floor_public=floor_public, table_id=table_id,
                                     table_public=table_public, timeout_s=section.timeout_s)
     except NotaryError as exc:
-        if section.unreachable == "refuse":
-            raise
+        if section.unreachable in ("refuse", "hold"):
+            raise  # "hold": the caller starts the table held for a supervisor (TableController unconfirmed=)
         log.warning("floor_notary_not_used", reason=exc.reason, error=str(exc)[:300], policy="warn")
         if exc.reason == "refused" and "answer" in str(exc):
             # An answer that came and does not verify is not the absence of an anchor: an

@@ -53,3 +53,49 @@ def test_a_table_does_not_start_when_the_floor_does_not_answer_unless_told_to_wa
     assert "floor.url" not in warned.stderr  # it went on, to the devices (absent here)
     assert "no-shuffler" in warned.stderr or "shuffler" in warned.stderr
     assert "floor_notary_not_used" in (tmp_path / "log").read_text()
+
+
+def test_an_unreachable_floor_under_hold_starts_the_table_held_for_a_supervisor(tmp_path):
+    """[floor] unreachable = "hold": the table starts, journals an incident, and deals only
+    once a supervisor acknowledges that the floor could not confirm the journal's end."""
+    import time
+
+    from table.interfaces.control_socket import send
+    from table.journal import Journal
+
+    dev, dealer = tmp_path / "dev", tmp_path / "dealer.sock"
+    journal, control = tmp_path / "j.sqlite3", tmp_path / "control.sock"
+    cfg = _table(tmp_path, "hold")
+    sim = subprocess.Popen(tablectl() + ["simulate-table", "--link-dir", str(dev), "--dealer-socket", str(dealer),
+                                         "--seed", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sim.stdout.readline().startswith("ready")
+        run = tablectl() + ["run", "--config", cfg, "--shuffler-url", str(dev / "shuffler"), "--shoe-url",
+                            str(dev / "shoe"), "--dealer-socket", str(dealer), "--journal", str(journal),
+                            "--log-file", str(tmp_path / "log")]
+        alone = subprocess.run(run + ["--rounds", "1"], capture_output=True, text=True, timeout=120)
+        assert alone.returncode == 3 and "acknowledge" in alone.stderr  # nobody to ask: it does not deal
+        proc = subprocess.Popen(run + ["--rounds", "1", "--control-socket", str(control)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = send(control, {"action": "status"}, timeout_s=30)
+                if (status.get("waiting_for") or {}).get("action") == "acknowledge_incident":
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert send(control, {"action": "acknowledge_incident", "supervisor": "S-9"}, timeout_s=30)["ok"]
+        assert proc.wait(60) == 0, proc.stderr.read()
+        proc.stderr.close()
+    finally:
+        sim.terminate()
+        sim.wait(10)
+        sim.stdout.close()
+    with Journal(journal, read_only=True) as j:
+        incidents = [e.body["what"] for e in j.entries("incident")]
+        acks = [e.body for e in j.entries("supervisor") if e.body.get("action") == "acknowledge_incident"]
+    assert any("could not be checked with the floor's notary" in w for w in incidents), incidents
+    assert acks and acks[-1].get("unconfirmed") is True

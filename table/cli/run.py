@@ -300,6 +300,8 @@ class _TableRun:
         a.shuffler_url, a.shoe_url = o["shuffler_url"], o["shoe_url"]
         self.journal: Journal | None = None
         self.anchors: list = []
+        #: why the floor could not confirm the journal's end ([floor] unreachable = "hold")
+        self.unconfirmed: str | None = None
         self.voided: list[dict[str, str]] = []
         self.error: str | None = None
         self.code = 0
@@ -423,10 +425,11 @@ class _TableRun:
             # The floor's notary: the highest checkpoint the floor saw, which it never lowers
             # (issue 28); the broker's retained one can be republished by an insider.
             try:
-                self.anchors += _floor_anchors(cfg.floor, table_id, key)
+                anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key)
             except click.BadParameter:
                 journal.close()
                 raise
+            self.anchors += anchors
         if a.simulate and journal.last_seq:
             journal.close()
             raise click.BadParameter(
@@ -545,7 +548,7 @@ class _TableRun:
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
             profile=self.profile, auto_dealer=bool(a.simulate or a.dealer_socket),
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors, limits=self._limits(), players=self._players())
+            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed)
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
@@ -565,10 +568,7 @@ class _TableRun:
     def _limits(self) -> Any:
         """The config's ``[limits]`` (``table.bets.TableLimits``), None when it sets none
         (the documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        lim = self.cfg.limits if self.cfg is not None else None
-        if lim is None or all(getattr(lim, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
-            return None
-        return lim.table_limits()
+        return self.cfg.limits.given() if self.cfg is not None else None
 
     def _players(self) -> Any:
         """Who bets on a simulated table: seeded players who sit down and leave and vary
@@ -869,17 +869,21 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 "reset amount, above the wager", param_hint="--meter-cents")
 
 
-def _floor_anchors(section: Any, table_id: str, key: Any) -> list:
-    """The floor notary's anchor (table/notary_client.py); a floor that cannot be reached
-    under ``[floor] unreachable = "refuse"``, or an unreadable floor key, is bad usage."""
+def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:
+    """The floor notary's anchor (table/notary_client.py), and why the journal's end could
+    not be confirmed by the floor under ``[floor] unreachable = "hold"`` (None: confirmed,
+    or not asked); a floor that cannot be reached under ``"refuse"``, or an unreadable
+    floor key, is bad usage."""
     from table.keys import KeyFileError
     from table.notary_client import NotaryError, floor_anchors
 
     try:
-        return floor_anchors(section, table_id=table_id, table_public=key.public)
+        return floor_anchors(section, table_id=table_id, table_public=key.public), None
     except KeyFileError as exc:
         raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
     except NotaryError as exc:
+        if section.unreachable == "hold":
+            return [], str(exc)
         raise click.BadParameter(f"{exc}; the table does not start without the floor's checkpoint "
                                  "([floor] unreachable = \"refuse\"; docs/integration.md)",
                                  param_hint="the config's floor.url") from None

@@ -39,15 +39,18 @@ class Startup:
     """Restores the table from its journal (:meth:`recover`).
 
     ``anchors``: signed checkpoints seen off the journal's own files (the floor's,
-    MQTT's retained one); the journal's head file is added to them."""
+    MQTT's retained one); the journal's head file is added to them. ``unconfirmed``: why
+    the floor could not confirm the journal's end (``[floor] unreachable = "hold"``):
+    an incident a supervisor acknowledges before the table deals."""
 
     def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
-                 anchors: list[dict[str, Any]]) -> None:
+                 anchors: list[dict[str, Any]], *, unconfirmed: str | None = None) -> None:
         self.t = state
         self.d = devices
         self.intake = intake
         self.console = console
         self.anchors = anchors
+        self.unconfirmed = unconfirmed
 
     def recover(self) -> None:
         """Restore custody and counts from the journal; hold a round found in progress
@@ -102,6 +105,8 @@ class Startup:
         assert j is not None
         check = anchor_check.classify(self.anchors, j)
         if not check.incident:
+            if self.unconfirmed:
+                self._hold_unconfirmed(self.unconfirmed)
             return
         for r in check.refused:
             what = (f"an anchor was refused ({r.source}): {r.reason}; a forged or malformed anchor is an attack "
@@ -127,3 +132,20 @@ class Startup:
         if cp is not None:
             t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
         cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")
+
+    def _hold_unconfirmed(self, why: str) -> None:
+        """The floor's notary could not confirm the journal's end (``[floor] unreachable =
+        "hold"``): nothing says it was not rolled back, so a supervisor acknowledges that
+        before the table deals (journaled, as for a journal behind an anchor)."""
+        t = self.t
+        j = t.journal
+        assert j is not None
+        what = f"the journal's end could not be checked with the floor's notary: {why}"
+        t.record("incident", what=what, journal_seq=j.last_seq)
+        log.error("journal_end_unconfirmed", journal_seq=j.last_seq, error=why[:300])
+        t.publish("incident", what=what)
+        cmd = self.console.wait(("acknowledge_incident",),
+                                "a supervisor to acknowledge that the floor could not confirm the journal's end",
+                                role="supervisor", voids=False)
+        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, unconfirmed=True, **by(cmd))
+        cmd.answer(ok=True, acknowledged="unconfirmed")
