@@ -34,11 +34,20 @@ def rss_kb(pid: int) -> int | None:
 class Run:
     """``tablectl ARGS`` with stdout read as it comes: :meth:`chunks` yields
     (monotonic s, bytes); :meth:`wait` reaps it and returns (exit status, peak
-    RSS KiB) from the kernel's own accounting (``wait4``)."""
+    RSS KiB) from the kernel's own accounting (``wait4``), and sets ``cpu_s``
+    (user + system seconds of the whole process)."""
 
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(tablectl() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, cwd=ROOT)
+    cpu_s: float | None = None
+
+    def __init__(self, args: list[str], tree: str | None = None) -> None:
+        """``tree``: run another checkout's ``tablectl`` (its root folder) with this Python."""
+        if tree is None:
+            cmd, env, cwd = tablectl(), None, ROOT
+        else:
+            cmd, cwd = [sys.executable, "-c", "from table.cli import main; main()"], Path(tree)
+            env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+        self.proc = subprocess.Popen(cmd + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, cwd=cwd, env=env)
 
     def chunks(self) -> Iterator[tuple[float, bytes]]:
         fd = self.proc.stdout.fileno()
@@ -51,10 +60,29 @@ class Run:
     def wait(self) -> tuple[int, int, str]:
         err = self.proc.stderr.read().decode(errors="replace")
         _, status, usage = os.wait4(self.proc.pid, 0)
+        self.cpu_s = usage.ru_utime + usage.ru_stime
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         self.proc.stdout.close()
         self.proc.stderr.close()
         return self.proc.returncode, usage.ru_maxrss, err
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a running process so far (/proc, clock-tick
+    resolution); None when it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def interpreter_start_s() -> float:
+    """Wall seconds of this Python starting and exiting with nothing to do (``-c pass``,
+    site imports included, as for ``tablectl``): the floor under a start-up time."""
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True, cwd=ROOT)
+    return time.monotonic() - t0
 
 
 def count_marks(mark: bytes, on_mark: Callable[[int, float], None], run: Run) -> bytes:

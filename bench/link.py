@@ -1,13 +1,17 @@
 """Link benchmarks (issue 3): round trips, decode rate, a fault soak, idle CPU.
 
-    python bench/link.py [--json] [--exchanges N] [--soak N] [--idle-s S]
+    python bench/link.py [--json] [--exchanges N] [--soak N] [--idle-s S] [--baseline DIR]
+
+``--baseline DIR``: also time the link of another checkout (DIR holds its
+``firmware_bridge/``, e.g. ``git worktree add /tmp/old <commit>``) in the same
+alternating turns, and print its ratio to raw echo beside this one's.
 
 Prints one JSON object with ``--json``; a table otherwise. Timing goals are
 checked here, not in unit tests:
 
 | figure | target |
 | --- | --- |
-| rtt_ratio (link round trip ÷ raw pyserial echo, same pty) | ≤ 1.5 (issue 18) |
+| rtt_ratio (link round trip ÷ raw pyserial echo, same pty) | ≤ 1.5, and ≤ baseline_rtt_ratio (issue 26) |
 | event_after_request_p50_ms (an event emitted just after a reply, to its delivery) | no linger: well under 2 ms |
 | decode_frames_per_s (16-byte payloads) | ≥ 100,000 |
 | soak lost / duplicated / out_of_order | 0 |
@@ -20,6 +24,9 @@ loop for the raw figure) run in a process of their own, as a device would.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import importlib.util
 import json
 import multiprocessing
 import queue
@@ -92,39 +99,64 @@ class Peer:
         self._proc.join(5)
 
 
-def rtt_pair(n: int, batches: int = 10) -> tuple[list[float], list[float]]:
-    """Round trips (ms) of the full link to the shoe emulator and of a raw pyserial
-    echo of the same 22-byte frame, both over ptys, both far ends in processes of
-    their own. The two are measured in alternating batches so that whatever else
-    the machine does weighs on both alike."""
+def load_baseline(root: str):
+    """The ``firmware_bridge`` package of another checkout at ``root``, imported
+    as ``fb_baseline`` (its own link and transport; this tree's protocols).
+    Returns ``(link module, transport module)``."""
+    pkg = Path(root) / "firmware_bridge"
+    spec = importlib.util.spec_from_file_location("fb_baseline", pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
+    if spec is None or not (pkg / "link.py").exists():
+        raise SystemExit(f"--baseline {root}: no firmware_bridge/link.py there")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fb_baseline"] = mod
+    spec.loader.exec_module(mod)
+    return importlib.import_module("fb_baseline.link"), importlib.import_module("fb_baseline.transport")
+
+
+def rtt_pair(n: int, batches: int = 10, baseline: str | None = None) -> tuple[list[float], list[float], list[float]]:
+    """Round trips (ms) of the full link to the shoe emulator, of a raw pyserial
+    echo of the same 22-byte frame and (with ``baseline``, a checkout's root) of
+    that checkout's link to a second shoe emulator: all over ptys, every far end
+    in a process of its own. They are measured in alternating turns so that
+    whatever else the machine does weighs on all alike (one exchange of each in turn).
+    Returns ``(link, raw, baseline link)``; the last is empty without ``baseline``."""
     frame = encode_frame(1, Echo.TYPE, PAYLOAD)
-    with Peer("emulator") as emu_path, Peer("echo") as echo_path:
-        link = Link(SerialTransport(emu_path), name="bench")
+    with contextlib.ExitStack() as stack:
+        emu_path = stack.enter_context(Peer("emulator"))
+        echo_path = stack.enter_context(Peer("echo"))
+        links = [Link(SerialTransport(emu_path), name="bench")]
+        if baseline:
+            old_link, old_transport = load_baseline(baseline)
+            base_path = stack.enter_context(Peer("emulator"))
+            links.append(old_link.Link(old_transport.SerialTransport(base_path), name="baseline"))
         ser = serial.serial_for_url(echo_path, timeout=1, exclusive=True)
-        try:
+        stack.callback(ser.close)
+        for link in links:
+            stack.callback(link.close)
             link.open()
             link.handshake(DeviceKind.SHOE)
-            raw: list[float] = []
-            lnk: list[float] = []
-            for batch in range(batches + 1):
-                r, k = [], []
-                for _ in range(n // batches):
-                    t0 = time.perf_counter()
+        raw: list[float] = []
+        timed: list[list[float]] = [[] for _ in links]
+        warm = n // batches  # the first exchanges warm up
+        for i in range(n + warm):
+            # One exchange of each in turn (the order rotating), so that a burst of load
+            # from elsewhere on the machine lands on all of them alike.
+            order = [None, *links]
+            order = order[i % len(order):] + order[:i % len(order)]
+            for who in order:
+                t0 = time.perf_counter()
+                if who is None:
                     ser.write(frame)
                     got = ser.read(len(frame))
-                    r.append((time.perf_counter() - t0) * 1000)
+                    dt = (time.perf_counter() - t0) * 1000
                     assert got == frame
-                for _ in range(n // batches):
-                    t0 = time.perf_counter()
-                    link.request(Echo(PAYLOAD), EchoReply)
-                    k.append((time.perf_counter() - t0) * 1000)
-                if batch:  # the first batch warms up
-                    raw += r
-                    lnk += k
-            return lnk, raw
-        finally:
-            ser.close()
-            link.close()
+                else:
+                    who.request(Echo(PAYLOAD), EchoReply)
+                    dt = (time.perf_counter() - t0) * 1000
+                if i >= warm:
+                    (raw if who is None else timed[links.index(who)]).append(dt)
+        return timed[0], raw, (timed[1] if baseline else [])
 
 
 def event_after_request(n: int) -> list[float]:
@@ -240,16 +272,19 @@ def main() -> int:
     ap.add_argument("--exchanges", type=int, default=3000, help="round trips timed per side")
     ap.add_argument("--soak", type=int, default=10_000, help="soak exchanges")
     ap.add_argument("--idle-s", type=float, default=10.0, help="idle measurement window (s)")
+    ap.add_argument("--baseline", metavar="DIR", help="another checkout whose link is timed alongside")
     args = ap.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
 
-    lnk, raw = rtt_pair(args.exchanges)
+    lnk, raw, base = rtt_pair(args.exchanges, baseline=args.baseline)
     ev = event_after_request(min(args.exchanges, 1000))
     result = {
         "rtt_p50_ms": round(statistics.median(lnk), 4),
         "rtt_p99_ms": round(pct(lnk, 0.99), 4),
         "raw_echo_p50_ms": round(statistics.median(raw), 4),
         "rtt_ratio": round(statistics.median(lnk) / statistics.median(raw), 3),
+        **({"baseline_rtt_p50_ms": round(statistics.median(base), 4),
+            "baseline_rtt_ratio": round(statistics.median(base) / statistics.median(raw), 3)} if base else {}),
         "event_after_request_p50_ms": round(statistics.median(ev), 4),
         "event_after_request_p99_ms": round(pct(ev, 0.99), 4),
         "decode_frames_per_s": round(decode_rate()),

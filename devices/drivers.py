@@ -17,6 +17,8 @@ from firmware_bridge.link import DeviceEvent, DeviceIdentity, Link, LinkConfig
 from firmware_bridge.factory import transport_for
 from protocols.messages import Ack, DeviceKind, GetStatus, Shuffle, StatusReply
 
+from .contract import FULL, Capabilities
+
 D = TypeVar("D", bound="DeviceDriver")
 
 
@@ -28,6 +30,8 @@ class DeviceDriver:
     """
 
     KIND: ClassVar[DeviceKind]
+    #: a SPEC device has them all: draw index, deck count, resend (docs/drivers.md)
+    capabilities: ClassVar[Capabilities] = FULL
 
     def __init__(self, link: Link) -> None:
         self.link = link

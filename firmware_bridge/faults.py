@@ -175,6 +175,15 @@ class FaultyTransport:
             return True
         return self.inner.wait_readable(timeout_s)
 
+    def quiet(self, on: bool) -> None:
+        """As the inner transport's; bytes held back by ``fragment`` when it ends
+        wake the watcher (they are not on the inner line to end its wait)."""
+        quiet = getattr(self.inner, "quiet", None)
+        if quiet is not None:
+            quiet(on)
+        if not on and self._rx_backlog:
+            self.cancel_read()
+
     def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
         plan, rng = self.plan, self._rng
         if self._cut:

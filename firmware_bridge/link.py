@@ -245,6 +245,9 @@ class LinkStats:
     stale_replies: int = 0
     #: Replies the requester read off the line itself (SPEC §7.1), not handed over.
     replies_read_by_requester: int = 0
+    #: Times the reader thread had to stand aside (park) for a pending request and be
+    #: woken after it: 0 where the transport can be made quiet and no bytes race the request.
+    reader_parks: int = 0
     bad_payloads: int = 0
     wrong_device_events: int = 0
     backpressure: int = 0
@@ -570,6 +573,7 @@ class Link:
             wire = encode_frame(seq, msg_type, payload)
             self.stats.requests += 1
             max_sends = attempts or cfg.max_attempts
+            quiet = getattr(self.transport, "quiet", None) if self._timed else None
             timeout_s = (first_timeout_ms or cfg.retransmit_initial_ms) / 1000
             sends = 0
             try:
@@ -585,6 +589,10 @@ class Link:
                         with self._slot:
                             self._pending_seq, self._reply = seq, None
                     timed = self._timed
+                    if timed and quiet is not None:
+                        # The reader thread stops waking for bytes: the reply is this
+                        # thread's to read, with no hand-off and no wake-up (SPEC §7.1).
+                        quiet(True)
                     try:
                         self._write(wire)
                     except LinkLost:
@@ -592,7 +600,7 @@ class Link:
                             raise
                         continue  # wait for the reconnect, then resend the same SEQ
                     sends += 1
-                    if timed and self._watching:
+                    if timed and quiet is None and self._watching:
                         # The reader waits on the line too: send it to park now, while the
                         # device works, not when the reply wakes both of us.
                         self.transport.cancel_read()
@@ -615,6 +623,8 @@ class Link:
                 with self._slot:
                     if self._pending_seq == seq:  # an early exit: free the slot
                         self._pending_seq = None
+                if quiet is not None:
+                    quiet(False)  # the reader watches again: an event already waiting wakes it at once
                 if self._parked:  # a reader parked while this request was pending: the line is its again
                     with self._park:
                         self._park.notify_all()
@@ -848,30 +858,28 @@ class Link:
     def _read_loop(self, gen: int) -> None:
         """The reader thread: reads the line whenever no requester does (SPEC §7.1).
 
-        Where requesters read their own replies (``_timed``), the reader parks
-        while a request is pending, and otherwise waits for bytes on the line
-        without holding the read role: it takes the role only to read what has
-        arrived, never to block. A request can therefore take the line at once,
-        and an event is read as soon as it arrives, with no linger and no
-        sleep. Elsewhere (USB bulk, pyserial's socket://) the reader blocks in
-        the transport's read and hands every reply over."""
+        Where requesters read their own replies (``_timed``), the reader waits
+        for bytes on the line without holding the read role: it takes the role
+        only to read what has arrived, never to block, so a request can take the
+        line at once and an event is read as soon as it arrives, with no linger
+        and no sleep. A transport that can be made ``quiet`` stops waking the
+        reader for bytes while a request is pending: the requester reads its
+        reply, and the reader is neither woken nor handed anything; elsewhere
+        the reader parks while a request is pending. Where reads cannot be timed
+        (USB bulk, pyserial's socket://) the reader blocks in the transport's
+        read and hands every reply over."""
         role = self._rx_role
         timed = self._timed
+        quietable = hasattr(self.transport, "quiet")
         read_s = self.config.read_timeout_ms / 1000
         while self._generation == gen:
             if timed:
-                if self._pending_seq is not None:
-                    with self._park:  # a request is pending: its requester reads
-                        self._parked = True
-                        try:
-                            while self._pending_seq is not None and self._generation == gen:
-                                self._park.wait(1.0)
-                        finally:
-                            self._parked = False
+                if self._pending_seq is not None and not quietable:
+                    self._park_while_pending(gen)
                     continue
                 self._watching = True  # before the check: a request sees it, or it sees the request
                 try:
-                    if self._pending_seq is not None:
+                    if self._pending_seq is not None and not quietable:
                         continue
                     ready = self.transport.wait_readable(read_s)
                 except LinkLost as exc:
@@ -881,7 +889,11 @@ class Link:
                 finally:
                     self._watching = False
                 if self._pending_seq is not None:
-                    continue  # a request went out meanwhile: what arrived is its requester's to read
+                    # What arrived is the requester's to read. Bytes seen before the line
+                    # went quiet (or a hang-up, which quiet does not mask): park, never spin.
+                    if ready or not quietable:
+                        self._park_while_pending(gen)
+                    continue
                 if not ready and not self._parser.pending:
                     continue  # idle (or woken by close): nothing to read, no partial frame to end
             with role:
@@ -893,6 +905,17 @@ class Link:
                     return
             if timed and self._pending_seq is not None and self._reply is None:
                 self._wake_requester()  # a request went out during this read: its requester reads on
+
+    def _park_while_pending(self, gen: int) -> None:
+        """Wait, off the line, until no request is pending (its end notifies)."""
+        self.stats.reader_parks += 1
+        with self._park:
+            self._parked = True
+            try:
+                while self._pending_seq is not None and self._generation == gen:
+                    self._park.wait(1.0)
+            finally:
+                self._parked = False
 
     def _on_frame(self, frame: Frame) -> None:
         if frame.type >= 0x80:  # a reply (SPEC §4): the hot path of every request

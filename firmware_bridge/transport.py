@@ -36,7 +36,11 @@ class Transport(Protocol):
         ``wait_readable(timeout_s) -> bool``: block until bytes can be read
         (True) or the timeout passes or ``cancel_read`` woke it (False),
         reading nothing. The link then lets a requester read its own reply
-        (SPEC §7.1).
+        (SPEC §7.1). Such a transport may also have ``quiet(on: bool)``: while
+        on, bytes arriving do not end a ``wait_readable`` (a wake-up by
+        ``cancel_read``, a hang-up or an error still do), so a requester reading
+        its own reply does not wake the thread that watches the line; off again,
+        bytes already waiting end it at once.
         """
 
     def write(self, data: bytes) -> None:
@@ -70,6 +74,7 @@ class SerialTransport:
         self.read_timeout_s = read_timeout_s
         self._port: serial.SerialBase | None = None
         self._fast: tuple[int, int] | None = None
+        self._watch: _Watch | None = None
 
     def open(self) -> None:
         """Open the port (exclusive). Raises :class:`TransportError`."""
@@ -94,6 +99,7 @@ class SerialTransport:
         # and one syscall per burst instead of pyserial's ioctl + select + read.
         fd, abort = getattr(port, "fd", None), getattr(port, "pipe_abort_read_r", None)
         self._fast = (fd, abort) if isinstance(fd, int) and isinstance(abort, int) else None
+        self._watch = _Watch(fd, abort) if self._fast is not None else None
 
     @property
     def is_open(self) -> bool:
@@ -131,28 +137,33 @@ class SerialTransport:
         """Block up to ``timeout_s`` (s) until the port has bytes to read; False on
         timeout or when :meth:`cancel_read` woke it. Reads nothing (posix ports,
         see :attr:`timed_read`). Raises :class:`LinkLost`."""
-        if self._port is None or self._fast is None:
+        watch = self._watch
+        if self._port is None or watch is None:
             raise LinkLost(f"{self.url} is closed")
-        fd, abort = self._fast
         try:
-            ready, _, _ = select.select([fd, abort], [], [], timeout_s)
-            if abort in ready:
-                os.read(abort, 1000)  # pyserial's abort pipe is non-blocking
-                return False
-        except BlockingIOError:
-            return False
+            return watch.wait(timeout_s)
         except (OSError, ValueError) as exc:
             raise LinkLost(f"{self.url}: read failed: {exc}") from exc
-        return bool(ready)
+
+    def quiet(self, on: bool) -> None:
+        """While ``on``, bytes arriving do not end :meth:`wait_readable` (see
+        :class:`Transport`): a requester reads its own reply without waking the
+        link's reader thread. Posix ports; never raises (a closed port: no-op)."""
+        watch = self._watch
+        if watch is not None:
+            watch.quiet(on)
 
     def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
         fd, abort = self._fast
+        watch = self._watch
         try:
-            ready, _, _ = select.select([fd, abort], [], [], timeout_s)
-            if abort in ready:
-                os.read(abort, 1000)
-                return b""
+            if watch is None:
+                raise ValueError("closed")
+            ready = watch.read_poll.poll(timeout_s * 1000)
             if not ready:
+                return b""
+            if any(f == abort for f, _ in ready):
+                os.read(abort, 1000)
                 return b""
             data = os.read(fd, max_bytes)
         except BlockingIOError:
@@ -200,6 +211,9 @@ class SerialTransport:
         """Close the port; safe to call twice. A ``socket://`` port closes at once
         (see :func:`_close_socket_port`)."""
         port, self._port = self._port, None
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
         if port is not None:
             try:
                 if self.url.startswith("socket://"):
@@ -207,6 +221,53 @@ class SerialTransport:
                 port.close()
             except (serial.SerialException, OSError):
                 pass
+
+
+class _Watch:
+    """Waits for bytes on ``fd`` or a wake-up byte on ``wake`` (non-blocking, drained
+    here), with an epoll set where the platform has one (Linux), whose interest in
+    ``fd`` can be switched off from another thread while one waits (``quiet``):
+    then only the wake-up pipe, a hang-up or an error end the wait. Without epoll,
+    ``select`` and ``quiet`` is a no-op (the link's reader then parks instead).
+    ``read_poll`` is a separate poll set on both, for a requester's own reads."""
+
+    def __init__(self, fd: int, wake: int) -> None:
+        self.fd, self.wake = fd, wake
+        self._ep = select.epoll() if hasattr(select, "epoll") else None
+        if self._ep is not None:
+            self._ep.register(fd, select.EPOLLIN)
+            self._ep.register(wake, select.EPOLLIN)
+        self.read_poll = select.poll()  # poll, not select: no lists built per read
+        self.read_poll.register(fd, select.POLLIN)
+        self.read_poll.register(wake, select.POLLIN)
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when ``fd`` has bytes (or hung up); False on timeout or a wake-up.
+        Raises OSError/ValueError (closed)."""
+        ep, fd, wake = self._ep, self.fd, self.wake
+        if ep is None:
+            ready, _, _ = select.select([fd, wake], [], [], timeout_s)
+        else:
+            ready = [f for f, _ in ep.poll(timeout_s)]
+        if wake in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake, 1000)
+            return False
+        return bool(ready)
+
+    def quiet(self, on: bool) -> None:
+        """Mask (True) or unmask the line's bytes for :meth:`wait`; the same mask twice
+        is harmless, and so is a call after :meth:`close` (a no-op)."""
+        ep = self._ep
+        if ep is not None:
+            try:
+                ep.modify(self.fd, 0 if on else select.EPOLLIN)
+            except (OSError, ValueError):  # closed under us: the link is going down
+                pass
+
+    def close(self) -> None:
+        if self._ep is not None:
+            self._ep.close()
 
 
 def _failed(what: str, exc: BaseException) -> str:
@@ -262,6 +323,7 @@ class SocketTransport:
         self.read_timeout_s = read_timeout_s
         self._sock: socket.socket | None = None
         self._wake_r = self._wake_w = -1
+        self._watch: _Watch | None = None
 
     def open(self) -> None:
         try:
@@ -275,6 +337,7 @@ class SocketTransport:
         # Non-blocking: the reader thread and a requester may both see one wake-up
         # byte (both wait on the pipe); the second finds it gone, not a blocked read.
         os.set_blocking(self._wake_r, False)
+        self._watch = _Watch(sock.fileno(), self._wake_r)
         self._sock = sock
 
     @property
@@ -309,18 +372,19 @@ class SocketTransport:
     def wait_readable(self, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` (s) until the socket has bytes (or EOF) to
         read; False on timeout or when :meth:`cancel_read` woke it. Reads nothing."""
-        sock = self._sock
-        if sock is None:
+        watch = self._watch
+        if self._sock is None or watch is None:
             raise LinkLost(f"{self.name} is closed")
         try:
-            ready, _, _ = select.select([sock, self._wake_r], [], [], timeout_s)
-            if self._wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._wake_r, 64)
-                return False
+            return watch.wait(timeout_s)
         except (OSError, ValueError) as exc:
             raise LinkLost(f"{self.name}: read failed: {exc}") from exc
-        return bool(ready)
+
+    def quiet(self, on: bool) -> None:
+        """As :meth:`SerialTransport.quiet`."""
+        watch = self._watch
+        if watch is not None:
+            watch.quiet(on)
 
     def write(self, data: bytes) -> None:
         sock = self._sock
@@ -341,6 +405,9 @@ class SocketTransport:
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
         if sock is not None:
             try:
                 sock.close()

@@ -430,10 +430,11 @@ class Table:
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
                 limits=self.config.limits.given(), unconfirmed=unconfirmed)
-            self.events = EventLog(self.journal_path, self.table_id, key=key)
+            # Fed what the journal commits, from memory (the file is read to index it, and
+            # to replay history to a client resuming from an older seq).
+            self.events = EventLog(self.journal_path, self.table_id, key=key, journal=journal)
             st.callback(self.events.close)
             self.events.start()
-            self.controller.subscribe(self.events.notify)
             if self.event_socket_path is not None:
                 st.callback(front_door("event_socket")(self.event_socket_path, self.events).close)
             if self.mqtt_settings is not None:

@@ -379,6 +379,14 @@ class BetBook:
         assert w is not None
         return w
 
+    def restore(self, wagers: Mapping[int, Wagers]) -> None:
+        """Put back bets accepted before (a restart replays them from the journal, or the
+        operator's fixed bet of ``--ante-cents``): set as they were, not checked again
+        against today's limits; seats outside the layout are left out. Raises
+        :class:`BetRefused` ``bets_closed`` after :meth:`freeze`."""
+        self._open()
+        self._bets = {int(s): w for s, w in sorted(wagers.items()) if int(s) in self.layout}
+
     def freeze(self) -> dict[int, Wagers]:
         """Close the bets (58 Pa. Code 816a.1: final from now): seat -> :class:`Wagers` of
         the seats in play, in seat order. Raises :class:`BetRefused` ``no_seat_in_play``

@@ -17,7 +17,8 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [devices.shuffler]
     url = "/dev/threecard/shuffler" # or usb://1209:0001/SHF-0042, socket://host:port, ...
     [devices.shoe]
-    url = "/dev/threecard/shoe"
+    driver = "spec"                 # the default; or a driver package's name (docs/drivers.md)
+    url = "/dev/threecard/shoe"     # ... and that driver's own keys
 
     [paytables]                     # shipped names or TOML files (relative to this file)
     ante_bonus = "pa-649a12b-1"
@@ -39,6 +40,11 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     [firmware]                      # signed firmware updates (docs/firmware.md)
     vendor_keys = ["/etc/threecard/vendor-acme.pub"]  # vendors' public keys accepted
     activation_timeout_s = 60
+
+    [gaming_day]                    # COMAR 36.05.03.25: figures by gaming day
+    start_hour = 6                  # local hour the gaming day starts (0..23)
+    timezone = "America/New_York"   # IANA name (default UTC)
+    shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
 
     [log]
     format = "json"                 # json | console
@@ -214,6 +220,13 @@ def _serial(v: str) -> str:
     return v
 
 
+def _driver_name(v: str) -> str:
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", v):
+        raise ValueError(f"{v!r} is not a driver name; allowed: \"spec\" or an installed driver's name "
+                         "(letters, digits, '.', '_', '-'; tablectl conformance --list-drivers)")
+    return v
+
+
 def _key_paths(v: list) -> tuple[str, ...]:
     if not all(isinstance(p, str) and p and "\0" not in p and p.isprintable() for p in v):
         raise ValueError(f"{v!r} is not a list of key file paths; allowed: strings such as "
@@ -273,11 +286,19 @@ class DeviceConfig:
     """``[devices.NAME]``: ``url``, a pyserial URL or a ``usb://VID:PID[/SERIAL]`` selector;
     ``serial_number`` (optional): the serial the device must report at handshake;
     ``firmware_allowlist`` (optional): ``fnmatch`` patterns such as ``"1.4.*"`` the
-    firmware version must match (empty: any), checked at every (re)connect (SPEC §6.1)."""
+    firmware version must match (empty: any), checked at every (re)connect (SPEC §6.1).
+    ``driver``: the device driver's name (``"spec"``, the default: protocols/SPEC.md;
+    else an installed ``threecard.devices`` entry point, docs/drivers.md); every other
+    key of the table is that driver's own (``options``), checked by the driver at load:
+    a driver that is not installed, fails to load, or is for another contract version
+    is an error naming ``devices.NAME.driver`` and the package."""
 
     url: str = _spec(check=check_device_url)
     serial_number: str | None = _spec(None, check=_serial)
     firmware_allowlist: tuple = _spec((), check=_patterns)
+    driver: str = _spec("spec", check=_driver_name)
+    #: the driver's own keys (all but the four above); internal: not a key of its own
+    options: dict = field(default_factory=dict, compare=False, metadata={"internal": True})
 
 
 @dataclass(frozen=True)
@@ -333,7 +354,8 @@ class LimitsSection:
     def given(self) -> Any:
         """:meth:`table_limits` when the config sets a limit of its own, else None (the
         documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        if all(getattr(self, k) is None for k in ("ante", "pair_plus", "six_card", "progressive")):
+        if self.chip_cents == 100 and all(getattr(self, k) is None
+                                          for k in ("ante", "pair_plus", "six_card", "progressive")):
             return None
         return self.table_limits()
 
@@ -551,6 +573,38 @@ class AuthSection:
     table_screens: tuple = _spec((), check=_screens)
 
 
+def _timezone(v: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        if not v or len(v) > 64 or v.startswith("/") or ".." in v:
+            raise ValueError(v)
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{v!r} is not a time zone; allowed: an IANA name such as \"America/New_York\" "
+                         "or \"UTC\"") from None
+    return v
+
+
+@dataclass(frozen=True)
+class GamingDaySection:
+    """``[gaming_day]``: when the casino's gaming day starts (COMAR 36.05.03.25 and
+    K.A.R. 112-108-51 ask for figures by gaming day). ``start_hour``: the local
+    hour (0..23) a gaming day starts, in ``timezone`` (an IANA name); a round
+    belongs to the gaming day its settlement falls in. ``shift_hours``: the length
+    of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
+    journaled by people (table/gaming_day.py) is where a shift ends instead."""
+
+    start_hour: int = _spec(6, range=(0, 23))
+    timezone: str = _spec("UTC", check=_timezone)
+    shift_hours: int = _spec(8, range=(1, 24))
+
+    def __post_init__(self) -> None:
+        if 24 % self.shift_hours:
+            raise _KeyedError("shift_hours", f"{self.shift_hours} does not divide the day; "
+                                             "allowed: 1, 2, 3, 4, 6, 8, 12 or 24")
+
+
 @dataclass(frozen=True)
 class LogSection:
     """``[log]``: ``format`` (``json`` lines for journald, ``console`` for people) and ``level``."""
@@ -694,6 +748,7 @@ class TableConfig:
     web: WebSection = field(default_factory=WebSection)
     auth: AuthSection = field(default_factory=AuthSection)
     log: LogSection = field(default_factory=LogSection)
+    gaming_day: GamingDaySection = field(default_factory=GamingDaySection)
     mqtt: MqttSection = field(default_factory=MqttSection)
     firmware: FirmwareSection = field(default_factory=FirmwareSection)
     floor: FloorSection = field(default_factory=FloorSection)
@@ -744,6 +799,10 @@ class TableConfig:
         unset optional keys left out). ``mqtt`` is ``None`` when no ``[mqtt] host`` is set:
         MQTT is then off, and its other keys would only look as if it were on."""
         def conv(obj: Any) -> Any:
+            if isinstance(obj, DeviceConfig):  # the driver's own keys sit beside the table's
+                return {**{f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                           if not f.metadata.get("internal") and getattr(obj, f.name) is not None},
+                        **obj.options}
             if dataclasses.is_dataclass(obj):
                 return {f.name: conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)
                         if not f.metadata.get("internal") and getattr(obj, f.name) is not None}
@@ -882,6 +941,11 @@ def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
     names = [f.name for f in fields]
+    extra: dict[str, Any] = {}
+    if cls is DeviceConfig and data.get("driver", "spec") != "spec":
+        # a driver's own keys are the driver's to check (_check_device), not unknown keys
+        extra = {k: v for k, v in data.items() if k not in names}
+        data = {k: v for k, v in data.items() if k in names}
     for key in data:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
@@ -913,6 +977,8 @@ def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
             values[f.name] = _scalar(typ, f, raw, sub, errs)
     if len(errs.problems) > before:
         return _BAD
+    if extra:
+        values["options"] = extra
     try:
         obj = cls(**values)
     except ValueError as exc:
@@ -1017,7 +1083,26 @@ def _check_vendor_keys(fw: FirmwareSection, path: tuple, errs: _Collector) -> No
                                               "of a vendor signing key (`tablectl firmware keygen` writes FILE.pub)")
 
 
+def _check_device(device: DeviceConfig, path: tuple, errs: _Collector) -> None:
+    """The driver named is installed, loads, is for a contract version this table
+    supports and drives this kind; its own keys are what it accepts
+    (``devices.plugins.prepare``; docs/drivers.md)."""
+    from devices.contract import DriverError, DriverOptionError
+    from devices.plugins import prepare
+
+    kind = path[-1] if path and path[-1] in ("shuffler", "shoe") else None
+    if kind is None:
+        return
+    try:
+        prepare(device.driver, kind, device.options)
+    except DriverOptionError as exc:
+        errs.add(tuple(exc.key.split(".")), str(exc).split(": ", 1)[1])
+    except DriverError as exc:
+        errs.add(path + ("driver",), str(exc))
+
+
 _AFTER_BUILD: dict[type, Callable[[Any, tuple, "_Collector"], None]] = {
+    DeviceConfig: _check_device,
     PaytablesConfig: _check_paytables,
     LinkSection: _check_link,
     LimitsSection: _check_limits,

@@ -49,6 +49,7 @@ from .procedure.holds import Holds
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
 from .procedure.round_play import Players, RoundPlay
 from .procedure.startup import JournalTampered, Startup
+from .procedure.table_day import TableDayProcedure
 from .procedure.state import (
     CardRead,
     Dealer,
@@ -89,7 +90,9 @@ class TableController:
     simulated table (:mod:`table.players`; default the fixed bet, ``ante_cents`` and
     ``side_wagers`` on every seat). ``unconfirmed``: why the floor's notary could not
     confirm the journal's end (``[floor] unreachable = "hold"``): the table then holds
-    for a supervisor's acknowledgement before it deals, as for a journal behind an anchor. Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    for a supervisor's acknowledgement before it deals, as for a journal behind an anchor.
+    ``day_required``: no round is dealt while the table is closed for the gaming day
+    (:meth:`table_procedure` opens it; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -118,6 +121,7 @@ class TableController:
         side_wagers: dict[str, int] | None = None,
         cursor: recovery.DeviceCursor | None = None,
         anchors: list[dict[str, Any]] | None = None,
+        day_required: bool = False,
         limits: TableLimits | None = None,
         players: Players | None = None,
         unconfirmed: str | None = None,
@@ -146,6 +150,8 @@ class TableController:
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
                                 fixed_when_none=limits is None)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
+        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
+        self.day = TableDayProcedure(t, required=day_required)
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
         self.console.wake = self.intake.wake
@@ -202,8 +208,9 @@ class TableController:
             r = self.state.round
             if r is None:
                 raise TableError("no round in progress")
-            if seat not in r.wagers:
+            if not 1 <= seat <= self.seats:
                 raise ValueError(f"seat must be 1..{self.seats}, got {seat}")
+            # a seat with no wager (yet, while bets are open; or not this round) holds no cards
             revealed = not r.machine.dealer_hand_sealed
             res = r.results.get(seat)
             return SeatView(r.round_id, seat, tuple(r.hands.get(seat, ())), r.decisions.get(seat),
@@ -280,6 +287,7 @@ class TableController:
         """Restore custody and counts from the journal (:class:`~table.procedure.startup.Startup`).
         Raises :class:`JournalTampered`."""
         self.startup.recover()
+        self.day.recover()
 
     def settle_devices(self) -> None:
         """Take in the events the devices already delivered (sent before a restart)."""
@@ -334,8 +342,16 @@ class TableController:
             voided = self.holds.take_held_void()
             if voided is not None:  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(*voided)
+        self.day.check_may_deal()  # a closed table deals no round (TableClosed; COMAR 36.05.03.10)
         self.decks.advance()
         return self.rounds.run(self.rounds.open())
+
+    def table_procedure(self, procedure: str, args: dict[str, Any], *, dealer: str, supervisor: str) -> dict[str, Any]:
+        """Carry out one of the gaming day's procedures between rounds (open, shift change,
+        fill, credit, close, drop: :class:`~table.procedure.table_day.TableDayProcedure`),
+        signed by ``dealer`` and ``supervisor`` (two people, proven by the front door).
+        Returns the journaled slip; raises :class:`~table.gaming_day.ProcedureError`."""
+        return self.day.carry_out(procedure, args, dealer=dealer, supervisor=supervisor)
 
     def resolve_held(self) -> RoundResult | None:
         """Resolve a held round as the supervisors decide (:meth:`Holds.resolve`): a

@@ -55,6 +55,7 @@ registrations between rounds).
 
 from __future__ import annotations
 
+import collections
 import json
 import queue
 import sqlite3
@@ -71,6 +72,7 @@ from .journal import Entry, JournalError, card_opening, seal_key, ts_text, unb64
 from .sealing import mask_cards as mask
 
 if TYPE_CHECKING:
+    from .journal import Journal
     from .keys import TableKey
 
 log = structlog.get_logger("table.events")
@@ -412,20 +414,27 @@ class Subscription:
 
 
 class EventLog:
-    """The public event stream of one table, read from its journal file.
+    """The public event stream of one table, derived from its journal.
 
     ``journal_path``: the SQLite journal the controller writes (opened here
     read-only, on a connection of its own, so readers never delay the
     controller's writes). ``table_id``: the table's id (config ``table.id``).
-    ``poll_s``: how often new journal entries are looked for when nobody calls
-    :meth:`notify` (the controller's process calls it on every table event, so
-    live events go out at once). Raises :class:`EventStreamError` when the
-    journal cannot be read. Start with :meth:`start`, stop with :meth:`close`
-    (also a context manager).
+    ``journal``: the controller's open :class:`~table.journal.Journal`, in the
+    controller's own process: the live stream is then fed each entry as it
+    commits, from memory (:meth:`~table.journal.Journal.on_commit`), and the file
+    is read only to index it at the start and to replay history to a client
+    that resumes from an older ``seq`` (issue 26). Without it (another process,
+    ``tablectl events tail --journal``) the file is followed: ``poll_s`` is how
+    often new entries are looked for when nobody calls :meth:`notify`.
+    Raises :class:`EventStreamError` when the journal cannot be read. Start with
+    :meth:`start`, stop with :meth:`close` (also a context manager).
     """
 
+    #: entries held for the pump before it falls back to reading the file (it fell behind)
+    MAX_FED = 50_000
+
     def __init__(self, journal_path: str | Path, table_id: str, *, poll_s: float = 0.05,
-                 key: "TableKey | None" = None) -> None:
+                 key: "TableKey | None" = None, journal: "Journal | None" = None) -> None:
         self.path = Path(journal_path)
         self.table_id = table_id
         self.poll_s = poll_s
@@ -448,6 +457,11 @@ class EventLog:
         self._deriver = _Deriver(table_id, self._db, self._opener)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._journal = journal
+        self._fed: collections.deque[Entry] = collections.deque()  # committed, not yet published
+        self._fed_lost = False  # the pump fell behind MAX_FED: read the file once to catch up
+        if journal is not None:
+            journal.on_commit(self._accept)  # before the index: nothing committed in between is missed
         self._index()
 
     # -- reading the journal -------------------------------------------------------------
@@ -540,36 +554,77 @@ class EventLog:
             self._dirty = True
             self._wake.notify_all()
 
+    def _accept(self, entries: list[Entry]) -> None:
+        """The journal's commit listener: hold what was just committed for the pump (in
+        the writer's thread: only a list append and a wake-up)."""
+        with self._wake:
+            if len(self._fed) + len(entries) > self.MAX_FED:
+                self._fed.clear()  # all of it is in the file: the pump reads it from there once
+                self._fed_lost = True
+            else:
+                self._fed.extend(entries)
+            self._dirty = True
+            self._wake.notify_all()
+
     def poll(self) -> int:
-        """Read new journal entries and publish their events; returns how many."""
+        """Publish the events of new journal entries; returns how many. Fed by the
+        journal (``journal`` given): what it committed, from memory; else (or to
+        catch up after falling behind) what the file holds past the last entry read."""
+        if self._journal is None:
+            return self._poll_file()
+        n = 0
+        while True:
+            with self._wake:
+                lost, self._fed_lost = self._fed_lost, False
+                batch = list(self._fed)
+                self._fed.clear()
+            if lost:
+                n += self._poll_file()
+            if not batch:
+                return n
+            for e in batch:
+                if e.seq <= self._last_entry:
+                    continue  # indexed or read from the file already
+                if e.seq != self._last_entry + 1:  # cannot happen: catch up from the file, in order
+                    log.error("event_log_gap", expected=self._last_entry + 1, got=e.seq)
+                    n += self._poll_file()
+                    if e.seq <= self._last_entry:
+                        continue
+                body = json.loads(e.body_json) if e.body_json is not None else e.body  # a copy of its own
+                n += self._publish(e.seq, e.ts, e.kind, e.round_id, body)
+
+    def _poll_file(self) -> int:
         n = 0
         while True:
             rows = self._rows(self._db, self._last_entry)
             if not rows:
                 return n
             for jseq, ts, kind, rid, body in rows:
-                b = json.loads(body)
-                if not is_public(kind, b.get("step")):
-                    with self._lock:
-                        self._last_entry = jseq
-                    continue
-                with self._lock:
-                    if kind == "round" and b.get("step") == "open":
-                        self._anchor_ev.append(self._count)
-                        self._anchor_j.append(jseq - 1)
-                    self._count += 1
-                    d = self._deriver.feed(self._count, jseq, ts, kind, rid, b)
-                    self._last_entry = jseq
-                    subs = list(self._subs)
-                    listeners = list(self._listeners)
-                for s in subs:
-                    s._push(d)
-                for cb in listeners:
-                    try:
-                        cb(d)
-                    except Exception:  # noqa: BLE001 - a listener's bug must not stop the stream
-                        log.exception("event_listener_failed", seq=d.seq)
-                n += 1
+                n += self._publish(jseq, ts, kind, rid, json.loads(body))
+
+    def _publish(self, jseq: int, ts: str, kind: str, rid: str | None, b: dict[str, Any]) -> int:
+        """Derive and hand out the event of entry ``jseq`` (if it has one); 1 if it did."""
+        if not is_public(kind, b.get("step")):
+            with self._lock:
+                self._last_entry = jseq
+            return 0
+        with self._lock:
+            if kind == "round" and b.get("step") == "open":
+                self._anchor_ev.append(self._count)
+                self._anchor_j.append(jseq - 1)
+            self._count += 1
+            d = self._deriver.feed(self._count, jseq, ts, kind, rid, b)
+            self._last_entry = jseq
+            subs = list(self._subs)
+            listeners = list(self._listeners)
+        for s in subs:
+            s._push(d)
+        for cb in listeners:
+            try:
+                cb(d)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the stream
+                log.exception("event_listener_failed", seq=d.seq)
+        return 1
 
     def _pump(self) -> None:
         while not self._stop.is_set():
@@ -618,8 +673,12 @@ class EventLog:
         thread when not started); returns the head. Raises ``TimeoutError``."""
         import time
 
-        with self._lock:
-            target = self._db.execute(f"SELECT COALESCE(MAX(seq), 0) FROM entries WHERE {_KIND_SQL}").fetchone()[0]
+        if self._journal is not None:
+            target = self._journal.last_seq  # what it committed so far (every kind: the pump reads each)
+        else:
+            with self._lock:
+                target = self._db.execute(f"SELECT COALESCE(MAX(seq), 0) FROM entries WHERE {_KIND_SQL}"
+                                          ).fetchone()[0]
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
@@ -653,6 +712,8 @@ class EventLog:
 
     def close(self) -> None:
         """Stop following, end every subscription, close the journal connection."""
+        if self._journal is not None:
+            self._journal.remove_listener(self._accept)
         self._stop.set()
         self.notify()
         if self._thread is not None:

@@ -74,6 +74,7 @@ import os
 import secrets
 import signal
 import sqlite3
+import _signal
 import stat
 import threading
 from dataclasses import dataclass, field
@@ -138,8 +139,14 @@ class SealError(JournalError):
 # -- encodings --------------------------------------------------------------------------
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+#: a str as JSON text, as ``_canonical`` writes it (ensure_ascii)
+_encode_str = json.encoder.encode_basestring_ascii
+
+
 def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    """Canonical JSON (sorted keys, no spaces, ASCII): the one encoding of an entry."""
+    return _ENCODER.encode(obj)
 
 
 def b64(data: bytes) -> str:
@@ -163,8 +170,18 @@ def _now_us() -> int:
     return int(_dt.datetime.now(_dt.timezone.utc).timestamp() * 1_000_000)
 
 
+def _json_str(text: str | None) -> str:
+    return "null" if text is None else _encode_str(text)
+
+
 def _material(seq: int, ts: int, kind: str, round_id: str | None, deck_id: str | None, body_json: str) -> bytes:
-    return _canonical([seq, ts, kind, round_id, deck_id, body_json]).encode("utf-8")
+    """``canonical JSON of [seq, ts, kind, round_id, deck_id, body_json]`` (module docstring),
+    built from the body's JSON text with string escapes only: byte for byte what
+    ``_canonical`` gives for that list, without encoding the entry a second time."""
+    if type(seq) is not int or type(ts) is not int:  # bool or a float would encode otherwise
+        return _canonical([seq, ts, kind, round_id, deck_id, body_json]).encode("utf-8")
+    return (f"[{seq},{ts},{_encode_str(kind)},{_json_str(round_id)},{_json_str(deck_id)},"
+            f"{_encode_str(body_json)}]").encode("utf-8")
 
 
 def chain_next(prev: bytes, seq: int, ts: int, kind: str, round_id: str | None, deck_id: str | None,
@@ -179,7 +196,10 @@ def _mac_next(mac_key: bytes, prev: bytes, material: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class Entry:
-    """One journal entry; ``body`` is the decoded JSON object; ``ts`` ISO 8601 (UTC)."""
+    """One journal entry; ``body`` is the decoded JSON object; ``ts`` ISO 8601 (UTC).
+    ``body_json``: the body's canonical JSON as stored, on entries handed to
+    :meth:`Journal.on_commit` listeners (a listener in another thread decodes its own
+    copy rather than share the writer's objects); None on entries read back."""
 
     seq: int
     ts: str
@@ -187,6 +207,7 @@ class Entry:
     round_id: str | None
     deck_id: str | None
     body: dict[str, Any]
+    body_json: str | None = field(default=None, compare=False, repr=False)
 
 
 # -- sealing ----------------------------------------------------------------------------
@@ -198,7 +219,11 @@ def seal_key(key: TableKey, table_id: str, round_id: str | None) -> bytes:
 
 
 def _aad(table_id: str, seq: int, kind: str, round_id: str | None) -> bytes:
-    return _canonical([table_id, seq, kind, round_id]).encode()
+    """``canonical JSON of [table_id, seq, kind, round_id]``, built with string escapes only
+    (byte for byte what ``_canonical`` gives, as :func:`_material`)."""
+    if type(seq) is not int or not isinstance(table_id, str) or not isinstance(kind, str):
+        return _canonical([table_id, seq, kind, round_id]).encode()
+    return f"[{_encode_str(table_id)},{seq},{_encode_str(kind)},{_json_str(round_id)}]".encode()
 
 
 def seal(k: bytes, table_id: str, seq: int, kind: str, round_id: str | None, fields: dict[str, Any],
@@ -423,6 +448,8 @@ class Journal:
         self._digests: list[bytes] = []  # h_i[:8] for the entries after it
         self._pending_head: dict[str, Any] | None = None  # written once the batch commits
         self._seal_keys: dict[str | None, bytes] = {}
+        self._listeners: list[Any] = []  # on_commit callbacks
+        self._uncommitted: list[Entry] = []  # appended inside the open batch
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -456,6 +483,31 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)
             self._lock_fd = None
+
+    def on_commit(self, callback: Any) -> None:
+        """Call ``callback(entries)`` with each group of entries just made durable (a list
+        of :class:`Entry` with ``body_json`` set, in sequence order), in the writing
+        thread, under the journal's lock, right after the commit: the event stream is
+        fed from here, from memory, never by reading the file back (issue 26). It
+        must be quick and must not raise (an exception is logged by the caller's
+        thread and the entries stay committed) nor write to this journal."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def remove_listener(self, callback: Any) -> None:
+        """Stop calling ``callback`` (see :meth:`on_commit`); unknown callbacks are ignored."""
+        with self._lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def _committed(self, entries: list[Entry]) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(entries)
+            except Exception:  # noqa: BLE001 - a listener's bug must not undo a durable write
+                import logging
+
+                logging.getLogger("table.journal").exception("journal listener failed")
 
     @property
     def in_batch(self) -> bool:
@@ -499,6 +551,9 @@ class Journal:
                         self._rollback()
                         raise _write_error(exc, f"journal {self.path}", self.path) from exc
                     self._batch_state = None
+                done, self._uncommitted = self._uncommitted, []
+                if done and self._listeners:
+                    self._committed(done)
                 if self._pending_head is not None:
                     signed, self._pending_head = self._pending_head, None
                     self.write_head(signed)
@@ -510,6 +565,7 @@ class Journal:
             self._seq, self._mac, self._chain, self._digests, self._covered = self._batch_state
             self._batch_state = None
         self._pending_head = None
+        self._uncommitted = []
 
     def append(self, kind: str, *, round_id: str | None = None, deck_id: str | None = None,
                sealed: dict[str, Any] | None = None, seal_nonce: bytes | None = None, _ts: int | None = None,
@@ -550,7 +606,12 @@ class Journal:
                 self._chain = hashlib.sha256(self._chain + material).digest()
                 self._digests.append(self._chain[:8])
                 self._seq, self._mac = seq, mac
-        return Entry(seq, ts_text(ts), kind, round_id, deck_id, body)
+            entry = Entry(seq, ts_text(ts), kind, round_id, deck_id, body, body_json)
+            if self._batch_depth:
+                self._uncommitted.append(entry)
+            elif self._listeners:
+                self._committed([entry])
+        return entry
 
     def seal_key(self, round_id: str | None) -> bytes:
         """The seal key of ``round_id`` (cached); needs the table key."""
@@ -784,32 +845,66 @@ class VerifyResult:
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
+class _SignalGate:
     """SIGINT and SIGTERM wait (their handlers run at the end of the block) while an entry
     is written and the journal notes it: Python runs a signal's handler, and raises its
     exception, between any two steps of the main thread, and one between the row and the
     note made the next entry reuse its number (the shutdown's checkpoint failed, the
     tail stayed unsigned). Handlers run only in the main thread, so only there is
     anything held; a signal mask would not do (another thread takes the signal, the
-    main thread still runs the handler)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[tuple[int, Any]] = []
-    saved = {}
-    for sig in _HELD_SIGNALS:
-        saved[sig] = signal.getsignal(sig)
-        if callable(saved[sig]):
-            signal.signal(sig, lambda signum, frame: caught.append((signum, frame)))
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            if callable(handler):
-                signal.signal(sig, handler)
-        for signum, frame in caught[:1]:  # now, as it would have run: KeyboardInterrupt and the like
-            saved[signum](signum, frame)
+    main thread still runs the handler).
+
+    One gate handler is installed in front of each callable handler the first time a
+    write needs it (and again only if the program installs another handler later):
+    a write then only checks that the gate is still in place and counts itself in
+    and out, instead of swapping handlers around each write (issue 26). A signal
+    outside a write goes straight to the program's handler."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.caught: list[tuple[int, Any]] = []
+        self.behind: dict[int, Any] = {}  # the program's handler behind the gate, by signal
+        self._handler = self._on_signal  # one bound method, compared by identity
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.depth:
+            self.caught.append((signum, frame))
+            return
+        handler = self.behind.get(signum)
+        if callable(handler):
+            handler(signum, frame)
+
+    def _ensure(self) -> None:
+        for sig in _HELD_SIGNALS:
+            current = _signal.getsignal(sig)  # the C call: no enum conversion
+            if current is not self._handler and callable(current):
+                self.behind[sig] = current
+                _signal.signal(sig, self._handler)
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            if self.depth == 0:
+                self._ensure()
+            self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if threading.current_thread() is not threading.main_thread() or not self.depth:
+            return
+        self.depth -= 1
+        if self.depth == 0 and self.caught:
+            caught, self.caught = self.caught[:1], []
+            for signum, frame in caught:  # now, as it would have run: KeyboardInterrupt and the like
+                handler = self.behind.get(signum)
+                if callable(handler):
+                    handler(signum, frame)
+
+
+_GATE = _SignalGate()
+
+
+def _signals_held() -> _SignalGate:
+    """The process's signal gate as a context manager (see :class:`_SignalGate`)."""
+    return _GATE
 
 
 def _bad(n: int, seq: int | None, reason: str, **kw: Any) -> VerifyResult:

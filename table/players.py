@@ -149,7 +149,8 @@ class FixedPlayers:
         return {s: self.wagers for s in self.layout}
 
     def place(self, book: BetBook) -> dict[int, Wagers]:
+        """The fixed bet on every seat: the operator's own (``--ante-cents``), put in the
+        book as it is, not judged against the default limits of a table that sets none."""
         bets = self.next_round()
-        for seat, w in bets.items():
-            book.place(seat, **wagers_dict(w))
+        book.restore(bets)
         return bets

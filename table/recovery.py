@@ -145,6 +145,9 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
     for e in journal.entries(since=since):
         if e.kind == "round":
             open_round, played, opened = _round_step(e, open_round, played, opened)
+        elif (e.kind == "console" and e.body.get("action") == "place_bets" and open_round is not None
+              and e.round_id == open_round["round_id"] and "close_bets" not in open_round["steps"]):
+            open_round["wagers"] = bets_placed(open_round["wagers"] or {}, e.body)  # what a void returns
         elif e.kind == "card_read" and e.body.get("source", "shoe") == "shoe":
             next_draw = int(e.body.get("draw_index", next_draw - 1)) + 1
             if not e.body.get("refused"):
@@ -210,6 +213,18 @@ def _round_step(e: Entry, open_round: dict[str, Any] | None, played: int,
         played += 1  # a held round from before the checkpoint, closed after it
     return open_round, played, opened
 
+
+def bets_placed(wagers: dict[str, dict[str, int]], entry: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """A round's bets after one journaled ``place_bets`` (its ``seats``: seat -> the
+    seat's whole new bet, or null for an empty seat), as journaled: only wagers placed."""
+    out = dict(wagers)
+    for seat, amounts in (entry.get("seats") or {}).items():
+        kept = {k: int(v) for k, v in (amounts or {}).items() if v}
+        if kept:
+            out[str(seat)] = kept
+        else:
+            out.pop(str(seat), None)
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 def placed(wagers: dict[str, dict[str, int]], decisions: dict[str, str]) -> dict[str, int]:
     """Cents each seat placed: every wager of its ``wagers`` (ante, side wagers), and the

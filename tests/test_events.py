@@ -263,3 +263,64 @@ def test_a_notify_while_the_pump_reads_is_not_lost(tmp_path, monkeypatch):
         assert log.head > 0
     finally:
         log.close()
+
+
+def test_the_live_stream_is_the_journal_in_order_fed_from_memory(tmp_path, monkeypatch):
+    """Issue 26, point 2: in the controller's process the stream is fed each entry the
+    journal commits, from memory. Its events are the journal's publishable entries, one
+    for one and in order (batches and single commits alike, a checkpoint included), and
+    equal what a replay from the file gives; while the table writes, the stream runs no
+    SQL on the file at all (its read-only connections are traced from the start)."""
+    import sqlite3
+
+    from table.journal import Journal
+    from table.keys import generate
+
+    statements: list[str] = []
+    real_connect = sqlite3.connect
+
+    def traced_connect(database, *args, **kwargs):
+        db = real_connect(database, *args, **kwargs)
+        if "mode=ro" in str(database):  # a reader's connection: the stream's, never the writer's
+            db.set_trace_callback(statements.append)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+    key = generate()
+    path = tmp_path / "journal.sqlite3"
+    journal = Journal(path, key=key, table_id="t-mem")
+    journal.append("table_open", places={"A": "verified", "B": "off_table"})
+    log = EventLog(path, "t-mem", key=key, journal=journal).start()
+    sub = log.subscribe()  # from the head on: nothing to replay
+    assert statements, "the stream indexes the file when it starts"
+    indexed = len(statements)
+    rid = "r00001-0000abcd"
+    with journal.batch():
+        journal.append("round", round_id=rid, step="open", number=1, wagers={"1": {"ante": 500}})
+        journal.append("device_event", source="shoe", seq=1)  # not published
+    for i in range(6):  # card reads one commit each, then a batch of them
+        journal.append("card_read", round_id=rid, deck_id="A", to=i % 2, draw_index=i, back_colour="red")
+    with journal.batch():
+        for i in range(6, 9):
+            journal.append("card_read", round_id=rid, deck_id="A", to=1, draw_index=i, back_colour="red")
+        journal.append("round", round_id=rid, step="closed", number=1)
+        journal.checkpoint(rounds_opened=1)
+    try:
+        with pytest.raises(RuntimeError):  # rolled back: never on the stream
+            with journal.batch():
+                journal.append("card_read", round_id=rid, deck_id="A", to=1, draw_index=99, back_colour="red")
+                raise RuntimeError("the step failed")
+        head = log.catch_up()
+        live = []
+        while len(live) < head - 1:
+            ev = sub.get(timeout=10)
+            assert ev is not None, f"the stream stopped at {live[-1]['seq'] if live else 0} of {head}"
+            live.append(ev)
+        assert statements[indexed:] == [], "the live stream read the journal file back"
+        public = [e.seq for e in journal.entries() if e.kind != "device_event"]
+        assert [e["journal_seq"] for e in live] == public[1:]
+        assert [e["seq"] for e in live] == list(range(2, head + 1))
+        assert live == list(log.replay(1))  # the file, read back now, says the same
+    finally:
+        log.close()
+        journal.close()

@@ -7,6 +7,11 @@ nothing below ``table`` imports ``table``. Inside ``table`` the rooms stand
 cli > (service, hil, floor) > interfaces > core: the core (``table/*.py`` and
 ``table/rules/``) never imports a room above it. No module takes part in an
 import circle. Every import counts, at module level or inside a function.
+
+A device driver package (``examples/*/``, and any vendor's) imports only the
+published driver contract ``devices.contract`` and ``protocols`` of the project
+(its tests: ``devices`` and ``protocols``), never the table's core
+(docs/drivers.md).
 """
 
 from __future__ import annotations
@@ -242,3 +247,55 @@ def test_the_checker_catches_a_planted_circle(tmp_path):
     root = _plant(tmp_path, {"table/rules/__init__.py": "", "table/rules/bank.py": "from .settlement import A\n",
                              "table/rules/settlement.py": "from .bank import B\n"})
     assert circles(root) == [["table.rules.bank", "table.rules.settlement"]]
+
+
+#: what a driver package's own modules may import of the project (docs/drivers.md)
+DRIVER_MAY_IMPORT = ("devices.contract", "protocols")
+#: and its tests (the conformance suite and the plugin loader are in devices/)
+DRIVER_TESTS_MAY_IMPORT = ("devices", "protocols")
+
+
+def driver_violations(package_dir: Path) -> list[str]:
+    """Every import of the project's packages by a driver package at ``package_dir``
+    (a folder with a pyproject) that is not the published contract."""
+    out = []
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir)
+        allowed = DRIVER_TESTS_MAY_IMPORT if rel.parts[0] == "tests" else DRIVER_MAY_IMPORT
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in PACKAGES and not any(name == a or name.startswith(a + ".") for a in allowed):
+                    out.append(f"{rel} imports {name}: a driver package may import only {list(allowed)}")
+    return out
+
+
+def driver_packages(root: Path) -> list[Path]:
+    return sorted(p.parent for p in (root / "examples").glob("*/pyproject.toml"))
+
+
+def test_driver_packages_import_only_the_contract():
+    packages = driver_packages(REPO)
+    assert [p.name for p in packages] == ["ascii-shoe"]  # not OK on nothing found
+    assert {p.name: driver_violations(p) for p in packages} == {"ascii-shoe": []}
+
+
+def test_the_checker_catches_a_driver_reaching_into_the_table(tmp_path):
+    pkg = tmp_path / "examples" / "acme"
+    (pkg / "acme").mkdir(parents=True)
+    (pkg / "pyproject.toml").write_text("")
+    (pkg / "acme" / "driver.py").write_text("from devices.contract import EventLink\n"
+                                            "def f():\n    from table.controller import TableController\n"
+                                            "import firmware_bridge.link\n")
+    assert driver_packages(tmp_path) == [pkg]
+    assert driver_violations(pkg) == [
+        "acme/driver.py imports firmware_bridge.link: a driver package may import only ['devices.contract', 'protocols']",
+        "acme/driver.py imports table.controller: a driver package may import only ['devices.contract', 'protocols']",
+    ]

@@ -319,6 +319,23 @@ def test_a_burst_of_requests_reads_its_own_replies_and_still_delivers_events(ben
         assert link.stats.replies_read_by_requester > 150, link.stats
 
 
+def test_a_request_is_answered_without_waking_the_reader_thread(bench):
+    """Issue 26, point 5: where the transport can be made quiet (the pty and the
+    in-memory pair), the requester reads its own reply and the reader thread,
+    watching the line for events, is neither woken nor handed anything: no
+    park, no hand-off, for any request. Events sent afterwards still arrive."""
+    link, _ = bench.link()
+    parks = link.stats.reader_parks
+    exchange(link, 200)
+    if bench.kind == "socket":
+        assert link.stats.replies_read_by_requester == 0  # pyserial's socket:// read takes no timeout
+    else:
+        assert link.stats.replies_read_by_requester >= 200, link.stats
+        assert link.stats.reader_parks == parks, link.stats
+    emit_cards(bench.emulator, 5)
+    assert collect_cards(link, 5) == list(range(5))
+
+
 def test_with_requester_reads_off_the_reader_thread_reads_every_reply(bench):
     link, _ = bench.link(config=dataclasses.replace(FAST, requester_reads=False))
     emit_cards(bench.emulator, 10)

@@ -79,7 +79,8 @@ def restore_logging():
 
 def test_config_supplies_run_options(config_file):
     r = runner().invoke(
-        main, ["run", "--simulate", "--rounds", "2", "--seed", "5", "--json", "--config", str(config_file)])
+        main, ["run", "--simulate", "--rounds", "2", "--seed", "5", "--json", "--config", str(config_file),
+               "--ante-cents", "1000"])  # the fixed bet: every seat of the config's layout is in play
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     assert [len(x["seats"]) for x in out["rounds"]] == [2, 2]

@@ -21,10 +21,12 @@ from table.bets import Limit, TableLimits
 from table.console import Command, Console, console_decisions
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
-from table.errors import DeviceTimeout
+from table.errors import DeviceTimeout, RoundVoided
 from table.journal import Journal, verify
 from table.keys import generate
 from table.rules.settlement import Tables
+from table.rules.strategy import q64_player
+from table.players import SimulatedPlayers
 
 from console_helpers import tablectl
 
@@ -42,7 +44,8 @@ def tables() -> Tables:
 
 
 @contextmanager
-def betting_table(tmp_path, *, seats=7, seed=11, journal_path=None, sim=None, dealer=None, wait_s=86_400.0):
+def betting_table(tmp_path, *, seats=7, seed=11, journal_path=None, sim=None, dealer=None, wait_s=86_400.0,
+                  limits=LIMITS, ante_cents=1000, auto_dealer=False, players=None):
     """A real-table controller (the dealer's confirmations on the console) on emulated devices."""
     own = sim is None
     ctx = SimulatedTable((RED, BLUE), seed=seed) if own else None
@@ -56,8 +59,9 @@ def betting_table(tmp_path, *, seats=7, seed=11, journal_path=None, sim=None, de
     console = Console()
     console.attached = True
     ctl = TableController(shuffler, shoe, events, dealer or sim.dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=seats,
-                          ante_cents=1000, tables=tables(), journal=journal, console=console, auto_dealer=False,
-                          decide=console_decisions(console), limits=LIMITS,
+                          ante_cents=ante_cents, tables=tables(), journal=journal, console=console,
+                          auto_dealer=auto_dealer, decide=console_decisions(console) if not auto_dealer else q64_player,
+                          limits=limits, players=players,
                           timing=TableTiming(event_timeout_s=5, dealer_timeout_s=wait_s))
     try:
         yield ctl, sim, console, journal
@@ -240,3 +244,96 @@ def test_a_simulated_table_shows_varied_stakes_empty_seats_and_pair_plus_alone()
     assert any(len(r["seats"]) < 7 for r in rounds)  # empty seats are not dealt
     pp_only = [s for r in rounds for s in r["seats"] if s["decision"] is None]
     assert pp_only and all({w["wager"] for w in s["wagers"]} == {"pair_plus"} for s in pp_only)
+
+
+class Killed(BaseException):
+    """The controller stops at this instant (as at a power cut): nothing after it runs."""
+
+
+def release(console: Console) -> None:
+    console.on_expectation(lambda exp: exp is not None and "release_hold" in exp.accepts
+                           and console.submit(Command("release_hold", {"supervisor": "S-1"})))
+
+
+def test_a_simulated_table_stopped_while_bets_are_open_plays_the_released_round_with_its_bets(tmp_path):
+    """Review: a simulated table stopped between the round's open and its close_bets; the
+    released round is dealt to the seats its players bet on, not left open in the journal."""
+    jpath = tmp_path / "journal.sqlite3"
+    with SimulatedTable((RED, BLUE), seed=5) as sim:
+        players = SimulatedPlayers(3, LIMITS, 7, ("pair_plus", "six_card"))
+        with betting_table(tmp_path, journal_path=jpath, sim=sim, auto_dealer=True, players=players) as (
+                ctl, _, console, journal):
+            ctl.prepare()
+            stop = {"opened": None}
+
+            def on_event(ev):
+                if ev.kind == "round_opened":
+                    stop["opened"] = ev.round_id
+                    raise Killed  # journaled "open": the table stops before close_bets
+            ctl.subscribe(on_event)
+            with pytest.raises(Killed):
+                ctl.play_round()
+        opened = [e.body for e in journal_entries(tmp_path, "round") if e.body.get("step") == "open"][-1]
+        with betting_table(tmp_path, journal_path=jpath, sim=sim, auto_dealer=True,
+                           players=SimulatedPlayers(4, LIMITS, 7, ())) as (ctl, _, console, journal):
+            release(console)
+            ctl.prepare()
+            result = ctl.play_round()
+    assert result.round_id == stop["opened"]
+    assert {str(s.seat) for s in result.seats} == set(opened["wagers"])
+    assert verify(jpath, public_keys=(KEY.public,)).ok
+
+
+@pytest.mark.parametrize("ante", [50, 150, 200_000])
+def test_a_fixed_bet_outside_the_default_limits_is_dealt_on_a_table_that_sets_none(tmp_path, ante):
+    """Review: an old client that only closes bets on a table with no [limits], and a fixed
+    --ante-cents the default limits would refuse: the fixed bet on every seat, as before."""
+    with betting_table(tmp_path, seats=3, limits=None, ante_cents=ante) as (ctl, sim, console, journal):
+        answers: list[dict] = []
+
+        def on_wait(exp):
+            if exp is None:
+                return
+            if exp.action == "close_bets":
+                console.submit(Command("close_bets", {}, answers.append))
+            elif exp.action == "decide":
+                console.submit(Command("decide", {"seat": exp.seat, "decision": "fold"}))
+            elif exp.action == "confirm_collect":
+                console.submit(Command("confirm_collect", {}))
+        console.on_expectation(on_wait)
+        ctl.prepare()
+        result = ctl.play_round()
+    assert answers[0]["ok"] and [s.seat for s in result.seats] == [1, 2, 3]
+    assert {s.settlement.results[0].stake for s in result.seats} == {ante}
+    out = subprocess.run(tablectl() + ["run", "--simulate", "--rounds", "1", "--seats", "2", "--seed", "1",
+                                       "--ante-cents", str(ante)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_void_after_a_stop_while_bets_are_open_returns_the_bets_placed(tmp_path):
+    """Review: the table stops after two bets are placed, before close_bets; after the restart
+    a supervisor voids the held round, and the journal returns what was on the layout."""
+    jpath = tmp_path / "journal.sqlite3"
+    with SimulatedTable((RED, BLUE), seed=5) as sim:
+        with betting_table(tmp_path, journal_path=jpath, sim=sim) as (ctl, _, console, journal):
+            asked = {"n": 0}
+
+            def third(exp):
+                if exp is not None and exp.action == "place_bets":
+                    asked["n"] += 1
+                    if asked["n"] == 3:  # both bets answered: stop instead of closing
+                        raise Killed
+            console.on_expectation(third)  # told before the dealer, who would close bets now
+            Dealer(console, [{"seat": 2, "ante": 1_500, "pair_plus": 500}, {"seat": 5, "pair_plus": 2_000}], {})
+            ctl.prepare()
+            with pytest.raises(Killed):
+                ctl.play_round()
+        with betting_table(tmp_path, journal_path=jpath, sim=sim) as (ctl, _, console, journal):
+            console.on_expectation(lambda exp: exp is not None and exp.action == "void" and console.submit(
+                Command("void", {"supervisor": "S-1", "reason": "stopped during betting"})))
+            ctl.prepare()
+            assert ctl.held is not None and ctl.held["placed"] == {"2": 2_000, "5": 2_000}
+            with pytest.raises(RoundVoided):
+                ctl.play_round()
+    voided = [e.body for e in journal_entries(tmp_path, "round") if e.body.get("step") == "voided"]
+    assert voided[0]["returned_cents"] == {"2": 2_000, "5": 2_000}

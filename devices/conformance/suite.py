@@ -123,6 +123,23 @@ class Operator:
         """Take whatever is left out of the shoe."""
         raise NeedsOperator("a person must empty the shoe")
 
+    # faults, for the drivers' suite (devices/conformance/drivers.py)
+    def unreadable(self, n: int) -> None:
+        """Make the shoe's next ``n`` draws unreadable (a card turned, a dirty reader)."""
+        raise NeedsOperator(f"the next {n} draws must be unreadable: an emulator's control can do it")
+
+    def disconnect(self, device: str) -> None:
+        """Pull ``device``'s cable and put it back (the host reconnects)."""
+        raise NeedsOperator(f"a person must pull the {device}'s cable and plug it back in")
+
+    def reboot(self, device: str) -> None:
+        """Power-cycle ``device`` (a new boot id)."""
+        raise NeedsOperator(f"a person must power-cycle the {device}")
+
+    def garble(self, device: str, n: int) -> None:
+        """Corrupt the next ``n`` lines or frames ``device`` sends (line noise)."""
+        raise NeedsOperator(f"line noise on the {device}: an emulator's control can make it")
+
 
 class ControlOperator(Operator):
     """Drives standalone emulators (``tablectl emulate ... --control HOST:PORT``)
@@ -144,6 +161,8 @@ class ControlOperator(Operator):
             f.write(line.encode() + b"\n")
             f.flush()
             reply = f.readline().decode().strip()
+        if reply.startswith("error unknown command"):  # this emulator has no such hands: a skip, not a fail
+            raise NeedsOperator(f"{device} control has no '{line.split()[0]}' command: {reply}")
         if not reply.startswith("ok"):
             raise OperatorError(f"{device} control '{line}': {reply or 'no reply'}")
         return reply[2:].strip()
@@ -163,6 +182,47 @@ class ControlOperator(Operator):
 
     def unload_shoe(self) -> None:
         self.command("shoe", "unload")
+
+    def unreadable(self, n: int) -> None:
+        self.command("shoe", f"unreadable {n}")
+
+    def disconnect(self, device: str) -> None:
+        self.command(device, "disconnect")
+
+    def reboot(self, device: str) -> None:
+        self.command(device, "reboot")
+
+    def garble(self, device: str, n: int) -> None:
+        self.command(device, f"garble {n}")
+
+
+class CallOperator(ControlOperator):
+    """The control commands of :class:`ControlOperator`, handed to in-process emulators:
+    ``commands`` maps ``"shuffler"``/``"shoe"`` to a callable taking a control line and
+    returning its reply (``"ok ..."``/``"error ..."``, or the text after ``ok``, raising
+    on a refusal, as ``simulators.standalone.StandaloneEmulator.command``)."""
+
+    name = "emulator control (in process)"
+
+    def __init__(self, commands: "dict[str, Callable[[str], str]]") -> None:
+        super().__init__()
+        self.commands = commands
+
+    def command(self, device: str, line: str) -> str:
+        fn = self.commands.get(device)
+        if fn is None:
+            raise NeedsOperator(f"no control for the {device}: '{line}' needs a person")
+        try:
+            reply = fn(line)
+        except ValueError as exc:  # a ControlError
+            reply = f"error {exc}"
+        if not reply.startswith(("ok", "error")):
+            reply = "ok " + reply
+        if reply.startswith("error unknown command"):
+            raise NeedsOperator(f"{device} control has no '{line.split()[0]}' command: {reply}")
+        if not reply.startswith("ok"):
+            raise OperatorError(f"{device} control '{line}': {reply}")
+        return reply[2:].strip()
 
 
 class PromptOperator(Operator):
@@ -188,6 +248,12 @@ class PromptOperator(Operator):
 
     def unload_shoe(self) -> None:
         self.ask("Take the remaining cards out of the shoe, then press Enter")
+
+    def disconnect(self, device: str) -> None:
+        self.ask(f"Pull the {device}'s cable out, plug it back in, then press Enter")
+
+    def reboot(self, device: str) -> None:
+        self.ask(f"Switch the {device} off and on again, then press Enter")
 
 
 # -- the devices under test ----------------------------------------------------------------

@@ -42,6 +42,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'List the shipped paytables or report their exact return.'),
     'probe': ('table.cli.probe:probe_command',
         'Identify, status and echo against one device by hand, printing each reply and its hex.'),
+    'report': ('table.cli.report:report_command',
+        'Rounds, hands, decisions, handle and house result by wager, voids, incidents, deck changes '
+        'and device downtime for one shift, gaming day, month to date or year to date, from the '
+        'journal; the settled win beside the expected win given the decisions and the theoretical '
+        'win, with 95 % bands, and the statistical win once the inventories and the drop are '
+        'entered (COMAR 36.05.03.25; K.A.R. 112-108-51).'),
     'run': ('table.cli.run:run_command',
         'Deal ROUNDS of Three Card Poker through the shuffler and the shoe.'),
     'settle': ('table.cli.settle:settle_cmd',

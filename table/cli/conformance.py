@@ -95,16 +95,37 @@ def render_table(target: Target, results: list[CheckResult], started: str) -> st
               help="Seconds to wait for a device event after a physical step.")
 @click.option("--shuffle-timeout", type=click.FloatRange(1, 3600), default=180.0, show_default=True, metavar="S",
               help="Seconds a shuffle may take to verify (SPEC 7).")
+@click.option("--driver", "driver", metavar="NAME", default=None,
+              help="Check a driver plugin (docs/drivers.md) rather than a SPEC device: the host-side checks "
+                   "through the driver contract. 'spec' is the built-in driver.")
+@click.option("--driver-option", "driver_options", metavar="KEY=VALUE", multiple=True,
+              help="One of the driver's own options, as in [devices.KIND] (a TOML value: 9600, true, \"x\").")
+@click.option("--list-drivers", is_flag=True, help="List the installed device drivers and their packages, then exit.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout instead of the table.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
               show_default=True, help="Link logs on stderr.")
 def conformance_command(shuffler_url: str | None, shoe_url: str | None, shuffler_control, shoe_control,
                         operator_prompt: bool, emulated: str | None, event_timeout: float, shuffle_timeout: float,
+                        driver: str | None, driver_options: tuple[str, ...], list_drivers: bool,
                         as_json: bool, log_level: str) -> None:
     """Check a shuffler and/or a shoe against the link protocol (protocols/SPEC.md).
 
-    Prints a pass/fail table a vendor can hand to a test lab.
+    Prints a pass/fail table a vendor can hand to a test lab. With --driver NAME
+    the host-side checks run through that driver plugin instead (events, their
+    order, custody on faults, reconnect; docs/drivers.md).
     """
+    if list_drivers:
+        from devices.plugins import installed
+
+        for name, package in sorted(installed().items()):
+            click.echo(f"{name}\t{package}")
+        return
+    if driver is not None:
+        _driver_run(driver, driver_options, shuffler_url, shoe_url, shuffler_control, shoe_control,
+                    operator_prompt, emulated, event_timeout, shuffle_timeout, as_json, log_level)
+        return
+    if driver_options:
+        raise click.UsageError("--driver-option needs --driver NAME")
     if emulated and (shuffler_url or shoe_url):
         raise click.UsageError("--emulated runs in-process emulators; do not also name devices")
     if not emulated and not (shuffler_url or shoe_url):
@@ -144,4 +165,74 @@ def conformance_command(shuffler_url: str | None, shoe_url: str | None, shuffler
         }, indent=1))
     else:
         click.echo(render_table(target, results, started), nl=False)
+    sys.exit({"pass": 0, "fail": EXIT_FAILED, "incomplete": EXIT_INCOMPLETE}.get(summary["verdict"], EXIT_FAILED))
+
+
+def _option_value(text: str) -> tuple[str, object]:
+    import tomllib
+
+    key, eq, raw = text.partition("=")
+    if not eq or not key.strip().isidentifier():
+        raise click.BadParameter(f"{text!r} is not KEY=VALUE", param_hint="--driver-option")
+    try:
+        return key.strip(), tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key.strip(), raw.strip()  # a bare word: a string
+
+
+def _driver_run(driver: str, driver_options: tuple[str, ...], shuffler_url, shoe_url, shuffler_control,
+                shoe_control, operator_prompt: bool, emulated, event_timeout: float, shuffle_timeout: float,
+                as_json: bool, log_level: str) -> None:
+    """``--driver NAME``: the drivers' suite (devices/conformance/drivers.py) on each device named."""
+    from devices.conformance.drivers import DriverTarget, run_driver_suite
+    from devices.conformance.suite import ControlOperator, Operator, PromptOperator
+    from devices.contract import DriverError
+    from devices.plugins import installed, prepare
+
+    if emulated:
+        raise click.UsageError("--emulated runs the SPEC emulators; with --driver name the devices (--shoe URL)")
+    if not (shuffler_url or shoe_url):
+        raise click.UsageError("name a device for the driver: --shoe URL and/or --shuffler URL")
+    options = dict(_option_value(o) for o in driver_options)
+    devices = [(k, u) for k, u in (("shuffler", shuffler_url), ("shoe", shoe_url)) if u]
+    for kind, _url in devices:
+        try:
+            prepare(driver, kind, options)
+        except DriverError as exc:
+            raise click.UsageError(f"--driver {driver}: {exc}") from None
+    configure_logging(stream=sys.stderr, fmt="auto", level=log_level)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if operator_prompt:
+        operator: Operator = PromptOperator(lambda text: click.prompt(f"\n>>> {text}", default="",
+                                                                     show_default=False, err=True))
+    elif shuffler_control or shoe_control:
+        operator = ControlOperator(shuffler=shuffler_control, shoe=shoe_control)
+    else:
+        operator = Operator()
+    results = []
+    for kind, url in devices:
+        target = DriverTarget(driver, kind, url, options=options, operator=operator, event_timeout_s=event_timeout,
+                              shuffle_timeout_s=shuffle_timeout)
+        results += run_driver_suite(target, on_result=None if as_json else
+                                    (lambda r: click.echo(f"  {r.check.id} ... {r.outcome}", err=True)))
+    summary = summarize(results)
+    package = installed().get(driver, "?")
+    if as_json:
+        click.echo(json.dumps({
+            "date": started, "host": {"package": _package_version()},
+            "driver": {"name": driver, "package": package, "options": options},
+            "target": dict(devices), "operator": operator.name,
+            "results": [r.to_json() for r in results], "summary": summary}, indent=1))
+    else:
+        lines = ["threecard-table driver conformance report", f"  date      {started}",
+                 f"  host      threecard-table {_package_version()}, driver contract (docs/drivers.md)",
+                 f"  driver    {driver} ({package}) options {options or '{}'}",
+                 *(f"  {k:<9} {u}" for k, u in devices), f"  physical steps by: {operator.name}", ""]
+        rows = [("DEVICE", "CHECK", "RESULT", "DETAIL")] + [(r.check.kind, r.check.name, r.outcome.upper(), r.detail)
+                                                             for r in results]
+        w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+        lines += [f"{a:<{w0}}  {b:<{w1}}  {c:<6}  {d}" for a, b, c, d in rows]
+        lines += ["", f"{summary['total']} checks: {summary['passed']} passed, {summary['failed']} failed, "
+                      f"{summary['skipped']} skipped (a skip is not a pass)", f"RESULT: {summary['verdict'].upper()}"]
+        click.echo("\n".join(lines))
     sys.exit({"pass": 0, "fail": EXIT_FAILED, "incomplete": EXIT_INCOMPLETE}.get(summary["verdict"], EXIT_FAILED))

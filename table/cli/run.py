@@ -21,14 +21,10 @@ from typing import Any, TextIO
 import click
 import structlog
 
-from devices import CardShoe, Shuffler
+from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
+from devices.plugins import open_driver
 from firmware_bridge.errors import LinkError
 
-from table.interfaces.control_socket import ControlSocket
-from table.interfaces.dispatch import Dispatcher
-from table.interfaces.peers import LocalRoles
-from table.interfaces.serving import FrontDoorLoop
-from table.interfaces.terminal import KeyConsole
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.controller import JournalTampered, RoundResult, TableController
@@ -47,7 +43,7 @@ from table.service.run import ServiceRun
 from table.cli.settings import given_on_command_line, merge_config
 
 from .exits import EXIT_INTERRUPTED, exit_codes
-from .options import parse_deck_colours
+from .options import address_option, parse_deck_colours
 from .run_output import round_lines, round_to_json, summary_lines, voided_line  # noqa: F401 (round_to_json: API)
 
 EXIT_SCENARIO_FAILED = 1
@@ -63,7 +59,8 @@ _KIND_TEXT = {"ante_bonus": "an ante bonus", "pair_plus": "a Pair Plus", "six_ca
 
 #: Options that name a real table's devices or dealer: --simulate brings its own.
 _REAL_TABLE_OPTIONS = (("shuffler_url", "--shuffler-url"), ("shoe_url", "--shoe-url"),
-                       ("dealer_socket", "--dealer-socket"))
+                       ("dealer_socket", "--dealer-socket"), ("shuffler_control", "--shuffler-control"),
+                       ("shoe_control", "--shoe-control"))
 
 log = structlog.get_logger("tablectl")
 
@@ -207,6 +204,11 @@ class RunResults:
                    "else /etc/threecard/people.toml.")
 @click.option("--dealer-socket", "dealer_socket", type=click.Path(dir_okay=False), default=None,
               help="A virtual dealer on this socket (tablectl simulate-table) instead of the terminal dealer.")
+@click.option("--shuffler-control", "shuffler_control", metavar="HOST:PORT", callback=address_option, default=None,
+              help="With --shoe-control: a bench dealer moves the cards through standalone emulators' control "
+                   "sockets (tablectl emulate --control, or a driver package's emulator; docs/drivers.md).")
+@click.option("--shoe-control", "shoe_control", metavar="HOST:PORT", callback=address_option, default=None,
+              help="The shoe emulator's control socket, with --shuffler-control.")
 @click.option("--supervisor", default=None, help="Supervisor id recorded for commands typed at this terminal.")
 @click.option("--service", is_flag=True,
               help="Run as the systemd service: JSON logs on stdout (journald), round results in the log not on "
@@ -283,6 +285,13 @@ class _RunArgs:
     people_file: str | None = None
     trace_frames: str | None = None
     trace_card_faces: bool = False
+    shuffler_control: tuple[str, int] | None = None
+    shoe_control: tuple[str, int] | None = None
+
+    @property
+    def bench_dealer(self) -> bool:
+        """A dealer that is not a person: the simulation's, a remote one, or the control sockets'."""
+        return bool(self.simulate or self.dealer_socket or self.shoe_control)
 
 
 class _TableRun:
@@ -463,22 +472,36 @@ class _TableRun:
         self.console = console = Console(two_person_void=cfg.console.two_person_void if cfg is not None else True)
         if a.control_socket is None and a.service and cfg is not None:
             a.control_socket = str(cfg.console.control_socket)
-        self.front = front = FrontDoorLoop()
-        stack.callback(front.close)
-        self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
-        # On the control socket a supervisor action names a person of the people file and
-        # proves it (an account is not a person: issue 24).
-        prove = _terminal_pin_check(cfg, a.people_file, source="control-socket", origin="other") \
-            if a.control_socket else None
-        self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
-                                     stream_pending=journal is not None, prove=prove)
-        if journal is not None:  # the shuffle check and the audit status, read from the journal file
-            from table.interfaces.audit_view import AuditQueries
+        # Front doors (and what only they use: the API dispatcher and its JSON Schemas, the
+        # asyncio loop, roles) are imported and started only when an option asks for one.
+        self.front = front = self.roles = self.dispatcher = None
+        if a.control_socket or self.web_host_port is not None:
+            from table.interfaces.dispatch import Dispatcher
+            from table.interfaces.peers import LocalRoles
+            from table.interfaces.serving import FrontDoorLoop
 
-            self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
-                                                        anchors=lambda: self.anchors).handlers())
+            self.front = front = FrontDoorLoop()
+            stack.callback(front.close)
+            self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+            # On the control socket a supervisor action names a person of the people file and
+            # proves it (an account is not a person: issue 24).
+            prove = _terminal_pin_check(cfg, a.people_file, source="control-socket", origin="other") \
+                if a.control_socket else None
+            self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
+                                         stream_pending=journal is not None, prove=prove)
+            if journal is not None:  # the shuffle check and the audit status, read from the journal file
+                from table.interfaces.audit_view import AuditQueries
+
+                self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
+                                                            anchors=lambda: self.anchors).handlers())
+        elif a.event_socket:
+            from table.interfaces.peers import LocalRoles
+
+            self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
         try:
             if a.control_socket:
+                from table.interfaces.control_socket import ControlSocket
+
                 stack.callback(ControlSocket(a.control_socket, console, front=front, roles=self.roles,
                                              dispatcher=self.dispatcher,
                                              socket_group=cfg.console.socket_group if cfg else None,
@@ -491,6 +514,8 @@ class _TableRun:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
         self.key_console = None
         if sys.stdin.isatty() and not a.as_json and not a.service:
+            from table.interfaces.terminal import KeyConsole
+
             self.key_console = KeyConsole(console, a.supervisor or "terminal", sys.stdin, sys.stderr,
                                           pin_check=_terminal_pin_check(cfg, a.people_file))
 
@@ -512,6 +537,13 @@ class _TableRun:
                 raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
             a.shuffler_url, a.shoe_url = sim.shuffler_url, sim.shoe_url
             return sim.dealer, q64_player, sim.usb_backend
+        if a.shuffler_control or a.shoe_control:
+            from table.hil.control_dealer import ControlDealer
+
+            if not (a.shuffler_control and a.shoe_control) or a.dealer_socket:
+                raise click.UsageError("a bench dealer needs both --shuffler-control and --shoe-control "
+                                       "(and no --dealer-socket)")
+            return ControlDealer(a.shuffler_control, a.shoe_control), q64_player, None
         if a.dealer_socket:
             from table.hil.remote_dealer import RemoteDealer
 
@@ -531,37 +563,47 @@ class _TableRun:
         events: queue.Queue = queue.Queue(maxsize=1024)
         dealer, decide, usb_backend = self._dealer(stack)
         trace = self.trace
-        shuffler = stack.enter_context(Shuffler.open(a.shuffler_url, events=events, name="shuffler",
-                                                     usb_backend=usb_backend,
-                                                     config=self.settings.link_config("shuffler", journal),
-                                                     ack_on_delivery=journal is None, resume=cursor.resume,
-                                                     frame_trace=trace.hook("shuffler") if trace else None))
-        shoe = stack.enter_context(CardShoe.open(a.shoe_url, events=events, name="shoe", usb_backend=usb_backend,
-                                                 config=self.settings.link_config("shoe", journal),
-                                                 ack_on_delivery=journal is None, resume=cursor.resume,
-                                                 frame_trace=trace.hook("shoe") if trace else None))
+        opened = {}
+        for kind, url in (("shuffler", a.shuffler_url), ("shoe", a.shoe_url)):
+            # the driver the config names (docs/drivers.md); --simulate's devices speak the SPEC
+            driver_name, driver_options = ("spec", {}) if a.simulate else self.settings.driver(kind)
+            request = OpenRequest(DriverKind(kind), url, kind, events, options=driver_options,
+                                  link_config=self.settings.link_config(kind, journal) or LinkConfig(),
+                                  ack_on_delivery=journal is None, resume=cursor.resume,
+                                  extras={"usb_backend": usb_backend,
+                                          "frame_trace": trace.hook(kind) if trace else None})
+            try:
+                drv = open_driver(driver_name, request)
+            except DriverError as exc:
+                raise click.UsageError(f"devices.{kind}.driver: {exc}") from None
+            stack.callback(drv.close)
+            opened[kind] = drv
+        shuffler, shoe = opened["shuffler"], opened["shoe"]
         self.svc.devices_up(stack, shuffler, shoe)
         deck_ids = self.settings.deck_ids()
         custody = DeckCustody([(deck_ids[0], self.colours[0]), (deck_ids[1], self.colours[1])])
         self.controller = controller = TableController(
             shuffler, shoe, events, dealer, custody, seats=self.seats, ante_cents=a.ante_cents, tables=self.tables,
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
-            profile=self.profile, auto_dealer=bool(a.simulate or a.dealer_socket),
+            profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed)
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
-            self.key_console.follow(controller, payouts=not (a.simulate or a.dealer_socket))
+            self.key_console.follow(controller, payouts=not a.bench_dealer)
         elif not a.service and not a.as_json:
             controller.subscribe(_say_incidents)  # what the table found and did about it, in words
-        if journal is not None:  # the stream for subscribers, the event socket, and MQTT when [mqtt] host is set
+        # The public stream, for whoever takes it: the front doors' subscribers, the event socket,
+        # MQTT when [mqtt] host is set. Nobody to serve: nothing derived.
+        mqtt_on = bool(self.cfg is not None and self.cfg.mqtt.host)
+        if journal is not None and (self.dispatcher is not None or a.event_socket or mqtt_on):
             from table.interfaces.event_socket import serve_for
             from table.interfaces.mqtt import MqttSetupError
 
             try:
                 serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
-                          dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key)
+                          dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key, journal=journal)
             except (MqttSetupError, OSError) as exc:
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 

@@ -49,6 +49,14 @@ class RunSettings:
             return None
         return link_config_for(self.config, device, journal)
 
+    def driver(self, device: str) -> tuple[str, dict[str, Any]]:
+        """The driver named for ``"shuffler"`` or ``"shoe"`` and its own options
+        (``[devices.KIND] driver``; ``("spec", {})`` without a config; docs/drivers.md)."""
+        if self.config is None:
+            return "spec", {}
+        dev = getattr(self.config.devices, device)
+        return dev.driver, dict(dev.options)
+
     def timing(self) -> Any:
         """The controller's ``TableTiming`` from the config (``None``: defaults)."""
         return self.config.link.table_timing() if self.config else None

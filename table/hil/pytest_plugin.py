@@ -14,6 +14,9 @@ Options::
     --shoe-control H:P
     --operator-prompt         a person does the physical steps (insert a deck, draw cards); use with -s
     --threecard-transport pty|usb   where the default in-process emulators run (default pty)
+    --shuffler-driver NAME    the device's driver plugin (docs/drivers.md; default spec: protocols/SPEC.md)
+    --shoe-driver NAME
+    --driver-option KIND.KEY=VALUE  one of that driver's own options (a TOML value), e.g. shoe.baudrate=9600
 
 With none of the device options, the fixtures give in-process emulators (a
 fresh pair per test). With any of them the run is *hardware in the loop*:
@@ -23,7 +26,11 @@ not named is not under test and its tests are skipped.
 
 Fixtures: ``threecard_target`` (a :class:`devices.conformance.suite.Target`),
 ``threecard_shuffler`` and ``threecard_shoe`` (connected drivers, closed
-after the test).
+after the test, opened through the driver named), ``threecard_driver_target``
+(a :class:`devices.conformance.drivers.DriverTarget` for one kind, for the
+drivers' suite ``devices/conformance/test_drivers.py``). A device whose driver
+is not ``spec`` speaks another protocol: the SPEC suite's checks skip it as not
+under test, the drivers' suite checks it.
 
 The plugin lives in ``table/`` because it is the one layer allowed to import
 both the emulators (``simulators``, which never import the host side) and the
@@ -60,6 +67,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds to wait for a device event after a physical step (default 10)")
     group.addoption("--shuffle-timeout", type=float, default=180.0, metavar="S",
                     help="seconds a shuffle may take to verify (default 180, SPEC 7)")
+    group.addoption("--shuffler-driver", metavar="NAME", default="spec",
+                    help="the shuffler's driver plugin (docs/drivers.md; default spec)")
+    group.addoption("--shoe-driver", metavar="NAME", default="spec", help="the shoe's driver plugin (default spec)")
+    group.addoption("--driver-option", metavar="KIND.KEY=VALUE", action="append", default=[],
+                    help="a driver's own option, e.g. shoe.baudrate=9600 (a TOML value)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -83,7 +95,7 @@ def hil_mode(config: pytest.Config) -> bool:
     return any(config.getoption(name) for name in HIL_OPTIONS)
 
 
-_FIXTURES = ("threecard_target", "threecard_shuffler", "threecard_shoe")
+_FIXTURES = ("threecard_target", "threecard_shuffler", "threecard_shoe", "threecard_driver_target")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -134,34 +146,92 @@ def threecard_target(request: pytest.FixtureRequest) -> Iterator[object]:
             with capman.global_and_fixture_disabled():
                 input(f"\n[threecard] {text} ")
 
-    yield hil_target(
-        shuffler_url=config.getoption("shuffler_url") or config.getoption("shuffler_usb"),
-        shoe_url=config.getoption("shoe_url") or config.getoption("shoe_usb"),
+    spec = {d: config.getoption(f"{d}_driver") == "spec" for d in ("shuffler", "shoe")}
+    yield hil_target(  # a device on another protocol is not a SPEC device under test
+        shuffler_url=(config.getoption("shuffler_url") or config.getoption("shuffler_usb")) if spec["shuffler"] else None,
+        shoe_url=(config.getoption("shoe_url") or config.getoption("shoe_usb")) if spec["shoe"] else None,
         shuffler_control=_address(config, "shuffler_control"), shoe_control=_address(config, "shoe_control"),
         ask=ask, event_timeout_s=config.getoption("device_event_timeout"),
         shuffle_timeout_s=config.getoption("shuffle_timeout"),
     )
 
 
-def _driver(target, device: str):
-    url = target.url(device)
+def driver_options(config: pytest.Config, device: str) -> dict:
+    """``--driver-option`` values for ``device`` (``"shoe"``), as the config's own keys."""
+    import tomllib
+
+    out = {}
+    for item in config.getoption("driver_option"):
+        where, eq, raw = item.partition("=")
+        kind, dot, key = where.partition(".")
+        if not (eq and dot and key):
+            raise pytest.UsageError(f"--driver-option {item!r}: expected KIND.KEY=VALUE (shoe.baudrate=9600)")
+        if kind == device:
+            try:
+                out[key] = tomllib.loads(f"v = {raw}")["v"]
+            except tomllib.TOMLDecodeError:
+                out[key] = raw
+    return out
+
+
+def _driver(request: pytest.FixtureRequest, target, device: str):
+    config = request.config
+    name = config.getoption(f"{device}_driver")
+    url = target.url(device) or (config.getoption(f"{device}_url") if name != "spec" else None)
     if url is None:
         pytest.skip(f"no {device} under test (give --{device}-url or --{device}-usb)")
-    from devices import CardShoe, Shuffler
+    import queue
 
-    cls = Shuffler if device == "shuffler" else CardShoe
-    return cls.open(url, config=target.config, usb_backend=target.usb_backend)
+    from devices.contract import DriverError, DriverKind, OpenRequest
+    from devices.plugins import open_driver
+
+    try:
+        return open_driver(name, OpenRequest(DriverKind(device), url, device, queue.Queue(256),
+                                             options=driver_options(config, device), link_config=target.config,
+                                             ack_on_delivery=True, extras={"usb_backend": target.usb_backend}))
+    except DriverError as exc:
+        raise pytest.UsageError(f"--{device}-driver {name}: {exc}") from None
 
 
 @pytest.fixture
-def threecard_shuffler(threecard_target) -> Iterator[object]:
-    """A connected :class:`devices.Shuffler` (handshake done), closed after the test."""
-    with _driver(threecard_target, "shuffler") as shuffler:
-        yield shuffler
+def threecard_shuffler(request, threecard_target) -> Iterator[object]:
+    """A connected shuffler driver (:class:`devices.Shuffler` unless ``--shuffler-driver``),
+    handshake done, closed after the test."""
+    drv = _driver(request, threecard_target, "shuffler")
+    try:
+        yield drv
+    finally:
+        drv.close()
 
 
 @pytest.fixture
-def threecard_shoe(threecard_target) -> Iterator[object]:
-    """A connected :class:`devices.CardShoe` (handshake done), closed after the test."""
-    with _driver(threecard_target, "shoe") as shoe:
-        yield shoe
+def threecard_shoe(request, threecard_target) -> Iterator[object]:
+    """A connected shoe driver (:class:`devices.CardShoe` unless ``--shoe-driver``), closed after the test."""
+    drv = _driver(request, threecard_target, "shoe")
+    try:
+        yield drv
+    finally:
+        drv.close()
+
+
+@pytest.fixture
+def threecard_driver_target(request: pytest.FixtureRequest) -> Iterator[object]:
+    """``threecard_driver_target(kind)``: a :class:`devices.conformance.drivers.DriverTarget`
+    for the device of ``kind`` named on the command line (its ``--KIND-driver``, options,
+    control socket), or None when that device is not under test."""
+    from devices.conformance.drivers import DriverTarget
+    from devices.conformance.suite import ControlOperator, Operator
+
+    config = request.config
+
+    def make(kind: str):
+        url = config.getoption(f"{kind}_url") or config.getoption(f"{kind}_usb")
+        if url is None:
+            return None
+        control = _address(config, f"{kind}_control")
+        operator = ControlOperator(**{kind: control}) if control else Operator()
+        return DriverTarget(config.getoption(f"{kind}_driver"), kind, url, options=driver_options(config, kind),
+                            operator=operator, event_timeout_s=config.getoption("device_event_timeout"),
+                            shuffle_timeout_s=config.getoption("shuffle_timeout"))
+
+    yield make

@@ -287,20 +287,23 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
 
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
               config: Any = None, *, front: FrontDoorLoop | None = None, dispatcher: Dispatcher | None = None,
-              roles: LocalRoles | None = None, table_key: Any = None) -> EventLog:
+              roles: LocalRoles | None = None, table_key: Any = None, journal: Any = None) -> EventLog:
     """``tablectl run``'s wiring: follow the controller's journal, serve it on
     ``socket_path`` (if given) and to ``dispatcher``'s subscribers, and publish to
     MQTT when ``config`` (a :class:`~table.config.TableConfig`) has an ``[mqtt]``
     section with a host, signed with ``table_key`` (a :class:`~table.keys.TableKey`).
+    ``journal``: the controller's open :class:`~table.journal.Journal`: the live
+    stream is fed what it commits, from memory (without it: the file is followed).
     Everything is closed by ``stack`` (an ``ExitStack``). Table id: the config's
     ``table.id``, else ``"table"``. Raises ``OSError`` if the socket cannot be bound,
     ``EventStreamError`` if the journal cannot be read,
     :class:`~table.interfaces.mqtt.MqttSetupError` for unusable MQTT settings."""
     table_id = config.table.id if config is not None else "table"
-    events = EventLog(journal_path, table_id, key=table_key)  # the key opens a seat's own sealed cards
+    events = EventLog(journal_path, table_id, key=table_key, journal=journal)  # the key opens a seat's own cards
     stack.callback(events.close)
     events.start()
-    controller.subscribe(events.notify)
+    if journal is None:
+        controller.subscribe(events.notify)  # look at the file at once on every table event
     if front is None:
         front = FrontDoorLoop("event-stream")
         stack.callback(front.close)

@@ -320,8 +320,16 @@ class Holds:
         opened = next(e for e in entries if e.kind == "round" and e.body.get("step") == "open")
         closed = next((e for e in entries if e.kind == "round" and e.body.get("step") == "close_bets"
                        and isinstance(e.body.get("wagers"), dict)), None)
-        # the bets as frozen at close_bets (816a.1); before then, those known at the open
-        wagers = {int(s): Wagers.from_record(w) for s, w in (closed or opened).body.get("wagers", {}).items()}
+        # the bets as frozen at close_bets (816a.1); before then, those known at the open with
+        # each place_bets journaled since
+        record = dict(opened.body.get("wagers", {}))
+        if closed is not None:
+            record = closed.body["wagers"]
+        else:
+            for e in entries:
+                if e.kind == "console" and e.body.get("action") == "place_bets":
+                    record = recovery.bets_placed(record, e.body)
+        wagers = {int(s): Wagers.from_record(w) for s, w in record.items()}
         deck = t.custody.in_play or t.deck_in(P.IN_PLAY, P.IN_SHOE)
         if deck is None:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")

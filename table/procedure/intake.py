@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import structlog
 
-from firmware_bridge.errors import LinkError
-from firmware_bridge.link import DeviceEvent, LinkNotice, RefusedEvent
+from devices.contract import DeviceEvent, LinkError, LinkNotice, RefusedEvent
+from devices.plugins import describe
 from protocols.cards import Card
 from protocols.messages import (
     CardDrawn,
@@ -100,8 +100,12 @@ class DeviceIntake:
         if ident is None:
             return
         self.t.cursor.identified(source, ident.serial_number, ident.boot_id)
+        # a driver other than the SPEC's, or a device lacking a capability, is on the record
+        # beside its identity: custody then rests on a fallback (docs/drivers.md, "Capabilities")
+        about = describe(self.d.shuffler if source == self.d.shuffler_name else self.d.shoe)
+        extra = about if about["driver"] != "spec" or about["missing"] else {}
         self.t.record("device", source=source, serial=ident.serial_number, boot_id=ident.boot_id,
-                      firmware=ident.firmware_version)
+                      firmware=ident.firmware_version, **extra)
 
     def wake(self) -> None:
         """Wake the controller from a device wait: a void was accepted (Console.wake)."""

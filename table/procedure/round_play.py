@@ -33,6 +33,7 @@ from ..bets import BetBook, BetRefused
 from ..console import Command, Console, Expectation, VoidArrived, VoidPolicy
 from ..custody import CustodyViolation, Rule
 from ..errors import DeviceFault, DeviceTimeout, RoundHeld
+from ..journal import JournalWriteError
 from ..round import RoundMachine
 from ..rules.hands import dealer_qualifies, evaluate
 from ..rules.profiles import RulesProfile
@@ -123,6 +124,13 @@ class RoundPlay:
         except LinkError as exc:
             self.holds.hold(r, str(exc), cause="device")
             raise DeviceFault(f"device link failed: {exc}") from exc
+        except JournalWriteError:
+            raise  # nothing more can be recorded: a restart finds the round open and holds it
+        except BaseException as exc:
+            # Stopped mid-round (Ctrl-C, SIGTERM, nobody to ask, a bug): the round is held, so
+            # the checkpoint a clean stop signs says so and a restart resumes nothing silently.
+            self.holds.hold(r, f"the round stopped: {mask_cards(str(exc)) or type(exc).__name__}", cause="restart")
+            raise
         finally:
             self.t.enter(None)
             self.console.expect(None)
@@ -133,7 +141,7 @@ class RoundPlay:
         the step it stood at."""
         self.holds.set_void_policy()
         if r.machine.state == "open_for_bets":
-            if resumed and not self.d.auto_dealer:
+            if resumed:
                 self.replay_bets(r)
             self._close_bets(r, announce=not resumed)
         if r.machine.state == "bets_closed":
@@ -205,17 +213,10 @@ class RoundPlay:
 
     def replay_bets(self, r: RoundInPlay) -> None:
         """A round released while open for bets (after a restart): the bets placed before it
-        are placed again in the book from their journal entries, nothing re-entered."""
-        j = self.t.journal
-        if j is None or r.open_seq is None:
-            return
+        (rebuilt from the journal: the open entry's, then each place_bets) are put back in
+        the book as they were, nothing re-entered and nothing judged again."""
         self.book.open_round()
-        for e in j.entries("console", since=r.open_seq):
-            if e.round_id == r.round_id and e.body.get("action") == "place_bets":
-                for seat, amounts in (e.body.get("seats") or {}).items():
-                    self.book.place(int(seat), **(amounts or {}))
-        with self.t.lock:
-            r.wagers = self.book.wagers
+        self.book.restore(r.wagers)
 
     # -- 2. the deal --------------------------------------------------------------------------------
 
@@ -277,11 +278,13 @@ class RoundPlay:
         self.t.cards_read += 1
         self.intake.card_entry(ev, card, target, **({"manual": True} if manual else {}))
         # Sealed (816a.1): no card face in any log line or public event before the reveal.
+        # Debug, not info: the journal is the record of each read (issue 26: 24 of a 7-seat
+        # round's 29 info lines repeated it).
         if target == 0:
-            log.info("card_read", to="dealer", draw_index=msg.draw_index)
+            log.debug("card_read", to="dealer", draw_index=msg.draw_index)
             self.t.publish("card_dealt", to="dealer", draw_index=msg.draw_index)
         else:
-            log.info("card_read", to=f"seat{target}", draw_index=msg.draw_index)
+            log.debug("card_read", to=f"seat{target}", draw_index=msg.draw_index)
             self.t.publish("card_dealt", to=f"seat{target}", seat=target, draw_index=msg.draw_index)
             self.t.publish("seat_card", audience=f"seat:{target}", seat=target, draw_index=msg.draw_index,
                            card=str(card))

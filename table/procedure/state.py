@@ -28,8 +28,7 @@ from typing import Any, Callable, Protocol
 
 import structlog
 
-from devices import CardShoe, Shuffler
-from firmware_bridge.link import DeviceEvent, Link
+from devices.contract import DeviceEvent, DriverLink, ShoeDriver, ShufflerDriver
 from protocols.cards import BackColour, Card
 from protocols.clock import REAL_CLOCK, Clock
 
@@ -176,9 +175,12 @@ class TableEvent:
 
 class TableDevices:
     """The shuffler and the shoe, their links, the queue their events arrive on, the
-    dealer who moves decks and draws cards, and how long to wait for each."""
+    dealer who moves decks and draws cards, and how long to wait for each.
 
-    def __init__(self, shuffler: Shuffler, shoe: CardShoe, events: "queue.Queue[DeviceEvent]", dealer: Dealer,
+    ``shuffler`` and ``shoe`` are drivers of the published driver contract
+    (``devices/contract.py``, docs/drivers.md): the SPEC drivers or a plugin's."""
+
+    def __init__(self, shuffler: ShufflerDriver, shoe: ShoeDriver, events: "queue.Queue[DeviceEvent]", dealer: Dealer,
                  timing: TableTiming, auto_dealer: bool) -> None:
         self.shuffler = shuffler
         self.shoe = shoe
@@ -188,7 +190,7 @@ class TableDevices:
         self.auto_dealer = auto_dealer
         self.shoe_name: str = shoe.link.name
         self.shuffler_name: str = shuffler.link.name
-        self.links: dict[str, Link] = {self.shuffler_name: shuffler.link, self.shoe_name: shoe.link}
+        self.links: dict[str, DriverLink] = {self.shuffler_name: shuffler.link, self.shoe_name: shoe.link}
 
     @property
     def dealer_wait_s(self) -> float:

@@ -136,6 +136,36 @@ def _hand_classes(profile: RulesProfile) -> _HandClasses:
                         np.bincount(of_hand, minlength=len(values)), class_ordinal, len(keys))
 
 
+@dataclass(frozen=True)
+class HandOrdinals:
+    """Every three-card hand's place in the ranking, as numpy arrays (for
+    :mod:`table.rules.expectation`, which compares a seat's hand with every
+    dealer hand the unseen cards allow without evaluating one of them).
+
+    ``index_of``: a flat int64 array of 52**3 entries; for card indices
+    ``a < b < c`` (:attr:`~protocols.cards.Card.index`), ``index_of[(a * 52 + b) * 52 + c]``
+    is the hand's row in ``itertools.combinations(range(52), 3)`` order (-1 elsewhere).
+    ``ordinal``: per row, the rank of its :attr:`HandValue.key` among all keys (0
+    weakest; equal keys, equal ordinals: a tie). ``qualifying``: the first ordinal
+    at queen high or better (the dealer qualifies, 58 Pa. Code 649a.11).
+    """
+
+    index_of: Any
+    ordinal: Any
+    qualifying: int
+
+
+@lru_cache(maxsize=4)
+def hand_ordinals(profile: RulesProfile = PENNSYLVANIA) -> HandOrdinals:
+    """The :class:`HandOrdinals` of ``profile`` (computed once per profile, ~0.2 s)."""
+    hc = _hand_classes(profile)
+    h = hc.hands
+    index_of = np.full(52 ** 3, -1, dtype=np.int64)
+    index_of[(h[:, 0] * 52 + h[:, 1]) * 52 + h[:, 2]] = np.arange(len(h), dtype=np.int64)
+    q = bisect.bisect_left(sorted({v.key for v in hc.values}), QUALIFYING_KEY)
+    return HandOrdinals(index_of, hc.ordinal, q)
+
+
 @lru_cache(maxsize=4)
 def _ante_play_counts(profile: RulesProfile) -> tuple[Any, Any, Any, Any]:
     """Per player hand (numpy int64 arrays in :class:`_HandClasses` order): the

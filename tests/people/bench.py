@@ -76,17 +76,26 @@ class BenchError(AssertionError):
 # -- the emulators ------------------------------------------------------------------------------
 
 
-class Emulator:
-    """``tablectl emulate KIND`` on ``transport`` (``tcp`` or ``pty``), with a control socket."""
+#: the emulator of each driver package a bench can put in the shoe's place (docs/drivers.md)
+DRIVER_EMULATORS = {"ascii-shoe": [sys.executable, "-m", "threecard_ascii_shoe.emulator"]}
 
-    def __init__(self, kind: str, transport: str, folder: Path, seed: int) -> None:
+
+class Emulator:
+    """``tablectl emulate KIND`` on ``transport`` (``tcp`` or ``pty``), with a control socket;
+    for a ``driver`` other than ``spec``, that driver package's emulator (same control lines)."""
+
+    def __init__(self, kind: str, transport: str, folder: Path, seed: int, driver: str = "spec") -> None:
         self.kind = kind
-        where = ["--tcp", "127.0.0.1:0"] if transport == "tcp" else ["--pty", str(folder / kind)]
         self.log_path = folder / f"{kind}.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([*CLI, "emulate", kind, *where, "--control", "127.0.0.1:0", "--no-stdin",
-                                      "--seed", str(seed), "--log-format", "json"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log)
+        if driver == "spec":
+            where = ["--tcp", "127.0.0.1:0"] if transport == "tcp" else ["--pty", str(folder / kind)]
+            argv = [*CLI, "emulate", kind, *where, "--control", "127.0.0.1:0", "--no-stdin", "--seed", str(seed),
+                    "--log-format", "json"]
+        else:
+            where = ["--tcp", "127.0.0.1:0"] if transport == "tcp" else ["--pty", "--link", str(folder / kind)]
+            argv = [*DRIVER_EMULATORS[driver], *where, "--control", "127.0.0.1:0", "--seed", str(seed)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log)
         self.url = self.proc.stdout.readline().decode().strip()
         control = self.proc.stdout.readline().decode().split()
         if not self.url or len(control) != 2:
@@ -135,7 +144,7 @@ class Emulator:
 class Table:
     """``tablectl run`` for a real table; :meth:`start` again after :meth:`kill` is a restart."""
 
-    def __init__(self, folder: Path, shuffler_url: str, shoe_url: str, seats: int) -> None:
+    def __init__(self, folder: Path, shuffler_url: str, shoe_url: str, seats: int, shoe_driver: str = "spec") -> None:
         self.folder = folder
         self.control = folder / "control.sock"
         self.journal = folder / "journal.sqlite3"
@@ -143,7 +152,7 @@ class Table:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.config = folder / "table.toml"
-        self.config.write_text(table_toml("bench-01", seats, shuffler_url, shoe_url, f"""
+        text = table_toml("bench-01", seats, shuffler_url, shoe_url, f"""
 [link]
 reconnect_wait_s = {RECONNECT_WAIT_S}
 heartbeat_interval_ms = 200
@@ -159,7 +168,10 @@ dealer = ["{DEALER_GROUP}"]
 owner = "none"
 [auth]
 people_file = "{self.people}"
-"""))
+""")
+        if shoe_driver != "spec":  # the shoe speaks another protocol: its driver package drives it
+            text = text.replace(f'url = "{shoe_url}"', f'url = "{shoe_url}"\ndriver = "{shoe_driver}"', 1)
+        self.config.write_text(text)
         for person, pin in SUPERVISOR_PINS.items():
             add_person(self.people, person, "supervisor", pin)
         for person, pin in DEALER_PINS.items():
@@ -644,7 +656,7 @@ class Bench:
     """Both emulators, the table, the dealer, the hands and two supervisors, in a folder of its own
     (open to the dealer's account)."""
 
-    def __init__(self, transport: str, seats: int = 2, seed: int = 7) -> None:
+    def __init__(self, transport: str, seats: int = 2, seed: int = 7, shoe_driver: str = "spec") -> None:
         self.transport = transport
         self.folder = Path(tempfile.mkdtemp(prefix=f"threecard-people-{transport}-"))
         os.chmod(self.folder, 0o755)  # the dealer's account reaches the control socket
@@ -653,8 +665,8 @@ class Bench:
         self.dealer = None
         try:
             self.shuffler = Emulator("shuffler", transport, self.folder, seed)
-            self.shoe = Emulator("shoe", transport, self.folder, seed + 1)
-            self.table = Table(self.folder, self.shuffler.url, self.shoe.url, seats)
+            self.shoe = Emulator("shoe", transport, self.folder, seed + 1, driver=shoe_driver)
+            self.table = Table(self.folder, self.shuffler.url, self.shoe.url, seats, shoe_driver=shoe_driver)
             self.table.start()
             self.dealer = DealerClient(self.table.control)
             self.hands = Hands(self.shuffler, self.shoe)

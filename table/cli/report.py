@@ -1,0 +1,103 @@
+"""``tablectl report shift|day|month|year``: the table's figures from its journal (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date
+
+import click
+
+from .exits import exit_codes
+from .options import profile_option
+
+
+class BadInput(click.ClickException):
+    """The journal, the config or the paytables cannot be reported on: exit 2."""
+
+    exit_code = 2
+
+
+@exit_codes({
+    0: "the report is printed and nothing in it is flagged",
+    1: "the report is printed and flags a figure (outside its 95 % band, or a statistical win that differs "
+       "from the settled win): investigate it (COMAR 36.05.03.25 B(2))",
+    2: "the journal, the config or a paytable cannot be read, the paytables do not settle the journal's "
+       "rounds as it recorded them, or bad usage",
+})
+@click.command("report")
+@click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
+@click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The journal (default: the config's [journal] path).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Table config: its [paytables] and [gaming_day] (start hour, time zone, shift length).")
+@click.option("--date", "on", default=None, metavar="YYYY-MM-DD",
+              help="The gaming day reported (month and year: to date through it); default the last with a round.")
+@click.option("--shift", "shift", type=click.IntRange(1, 24), default=None,
+              help="With `shift`: which shift of the day (default the last).")
+@click.option("--ante-bonus", default=None, help="Ante bonus paytable (default: the config's, else pa-649a12b-1).")
+@click.option("--pair-plus", default=None, help="Pair Plus paytable (default: the config's).")
+@click.option("--six-card", default=None, help="Six Card Bonus paytable (default: the config's).")
+@click.option("--progressive", default=None, help="Progressive paytable (default: the config's).")
+@click.option("--meter-cents", type=click.IntRange(0), default=None, help="Progressive meter (cents).")
+@profile_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
+def report_command(kind: str, journal_path: str | None, config_path: str | None, on: str | None, shift: int | None,
+                   ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
+                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool) -> None:
+    """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
+    deck changes and device downtime for one shift, gaming day, month to date or
+    year to date, from the journal; the settled win beside the expected win given
+    the decisions and the theoretical win, with 95 % bands, and the statistical
+    win once the inventories and the drop are entered (COMAR 36.05.03.25;
+    K.A.R. 112-108-51)."""
+    from table.config import ConfigError, load_config
+    from table.day_report import Calendar, ReportError, read_journal, report, to_csv, to_text
+    from table.journal import Journal, JournalError
+    from table.rules.paytables import PaytableError
+    from table.rules.profiles import get_profile
+    from table.rules.settlement import SettlementError, Tables
+
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    cfg = None
+    if config_path:
+        try:
+            cfg = load_config(config_path)
+        except ConfigError as exc:
+            raise BadInput(f"invalid config:\n{exc}") from None
+    if journal_path is None:
+        if cfg is None:
+            raise click.UsageError("give --journal, or --config naming the table's [journal] path")
+        journal_path = str(cfg.journal.path)
+    day = None
+    if on is not None:
+        try:
+            day = date.fromisoformat(on)
+        except ValueError:
+            raise click.BadParameter(f"{on!r} is not a date YYYY-MM-DD", param_hint="--date") from None
+    p = cfg.paytables if cfg else None
+    try:
+        tables = Tables.load(ante_bonus or (p.ante_bonus if p else "pa-649a12b-1"),
+                             pair_plus or (p.pair_plus if p else None),
+                             six_card or (p.six_card_bonus if p else None),
+                             progressive or (p.progressive if p else None), meter_cents,
+                             base_dir=cfg.base_dir if cfg else None)
+    except (PaytableError, SettlementError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        with Journal(journal_path, read_only=True) as j:
+            facts = read_journal(j)
+        rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
+    except (JournalError, ReportError, SettlementError) as exc:
+        raise BadInput(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(rep))
+    elif as_csv:
+        click.echo(to_csv(rep), nl=False)
+    else:
+        for line in to_text(rep):
+            click.echo(line)
+    flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
+    sys.exit(1 if flagged else 0)

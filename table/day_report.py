@@ -1,0 +1,538 @@
+"""The table's figures per shift, gaming day, month to date and year to date (issue 27, points 2-4).
+
+Read from the journal alone (its ``round``, ``incident``, ``supervisor``,
+``link`` and ``gaming_day`` entries), so a report is a re-count anyone with the
+journal can make:
+
+* per period: rounds settled, hands (seats dealt), decisions (play, fold),
+  handle and the house's result by wager (ante, play, ante bonus, Pair Plus,
+  Six Card Bonus, progressive), voids, incidents, deck changes and device
+  downtime;
+* the settled win (the sum of the journal's settlements), the expected win
+  given the decisions and the theoretical win (:mod:`table.rules.expectation`),
+  each with its 95 % band, and a flag when the settled win falls outside one
+  (investigating fluctuations outside the 95 % interval: COMAR 36.05.03.25 B(2);
+  K.A.R. 112-108-51);
+* the statistical win (closing - opening + credits - fills + drop,
+  :mod:`table.gaming_day`) once people have entered the inventories and the
+  drop, else "not known"; a statistical win that differs from the settled win
+  is flagged (chips gone from the table, or a round paid other than settled).
+
+A round belongs to the gaming day and shift its settlement falls in
+(``[gaming_day]`` in the table config: start hour, time zone, shift length; a
+shift change journaled by people ends a shift instead of the clock).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+from zoneinfo import ZoneInfo
+
+from protocols.cards import Card
+
+from .gaming_day import ENTRY_KIND, DayFigures
+from .journal import Journal
+from .rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
+from .rules.profiles import PENNSYLVANIA, RulesProfile
+from .rules.settlement import SeatRound, SettlementError, Tables, settle_seat
+from .rules.wagers import Decision, Wagers
+
+KINDS = ("shift", "day", "month", "year")
+#: z for a two-sided 95 % band.
+Z95 = Fraction(196, 100)
+
+
+class ReportError(ValueError):
+    """The journal cannot be reported on as asked: an entry that does not read, paytables
+    that do not settle the journal's rounds as it recorded them, a period with no record."""
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One settled round as the journal holds it: ``seats`` (wagers, decision, cards),
+    ``dealer`` (its cards), ``results`` (seat -> the journal's settlement of the seat)
+    and ``at`` (when the settlement was journaled, UTC)."""
+
+    number: int
+    round_id: str
+    at: datetime
+    seats: tuple[SeatRound, ...]
+    dealer: tuple[Card, ...]
+    results: dict[int, dict[str, Any]]
+
+
+@dataclass
+class JournalFacts:
+    """What a report counts, read once from a journal (:func:`read_journal`)."""
+
+    table_id: str
+    rounds: list[RoundRecord] = field(default_factory=list)
+    voids: list[datetime] = field(default_factory=list)
+    incidents: list[datetime] = field(default_factory=list)
+    deck_changes: list[datetime] = field(default_factory=list)
+    downtime: list[tuple[str, datetime, datetime]] = field(default_factory=list)
+    procedures: list[tuple[datetime, dict[str, Any]]] = field(default_factory=list)
+    last_at: datetime | None = None
+
+
+_CARDS = {str(c): c for c in (Card.from_index(i) for i in range(52))}
+
+
+def _card(text: str) -> Card:
+    """A journaled card text (``"As"``) as a :class:`Card` (a look-up: a day has ~40,000)."""
+    c = _CARDS.get(text)
+    return c if c is not None else Card.parse(text)
+
+
+def _when(ts: str) -> datetime:
+    t = datetime.fromisoformat(ts)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def read_journal(journal: Journal) -> JournalFacts:
+    """The facts of ``journal`` (open, read-only is enough). Raises :class:`ReportError`
+    for a round entry that does not read (naming its seq)."""
+    facts = JournalFacts(journal.table_id)
+    steps: dict[str, dict[str, Any]] = {}
+    down: dict[str, datetime] = {}
+    for kind in ("round", "incident", "supervisor", "link", ENTRY_KIND):
+        for e in journal.entries(kind):
+            at = _when(e.ts)
+            facts.last_at = at if facts.last_at is None or at > facts.last_at else facts.last_at
+            b = e.body
+            if kind == "round":
+                r = steps.setdefault(e.round_id or "", {})
+                step = b.get("step")
+                r[step] = (e.seq, at, b)
+                if step == "voided":
+                    facts.voids.append(at)
+            elif kind == "incident":
+                facts.incidents.append(at)
+            elif kind == "supervisor" and b.get("action") == "register_deck":
+                facts.deck_changes.append(at)
+            elif kind == "link":
+                src = str(b.get("source"))
+                if b.get("notice") == "link_down":
+                    down.setdefault(src, at)
+                elif b.get("notice") in ("link_up", "device_rebooted") and src in down:
+                    facts.downtime.append((src, down.pop(src), at))
+            elif kind == ENTRY_KIND:
+                facts.procedures.append((at, dict(b)))
+    for src, since in down.items():  # still down at the journal's end
+        facts.downtime.append((src, since, facts.last_at or since))
+    facts.voids.sort()
+    facts.procedures.sort(key=lambda p: p[0])
+    for rid, r in steps.items():
+        if "settle" not in r or "voided" in r:
+            continue
+        try:
+            facts.rounds.append(_round_record(rid, r))
+        except (KeyError, TypeError, ValueError) as exc:
+            seq = r["settle"][0]
+            raise ReportError(f"round {rid} (entry {seq}): does not read as a settled round: {exc}") from None
+    facts.rounds.sort(key=lambda x: (x.at, x.number))
+    return facts
+
+
+def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
+    _, at, settle = r["settle"]
+    wagers = r["open"][2]["wagers"]
+    done = r["decisions_done"][2]
+    dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
+    seats = []
+    for s, w in wagers.items():
+        wg = Wagers(**{"ante": 0, **{k: int(v) for k, v in w.items()}})  # a Pair Plus-only seat has no ante
+        d = done.get("decisions", {}).get(s)
+        seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
+                               tuple(_card(c) for c in done["hands"][s])))
+    results = {int(s): v for s, v in settle["results"].items()}
+    return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results)
+
+
+# -- the calendar ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """Gaming days and shifts: ``start_hour`` (local), ``tz`` (IANA name), ``shift_hours``
+    (the ``[gaming_day]`` section of the table config)."""
+
+    start_hour: int = 6
+    tz: str = "UTC"
+    shift_hours: int = 8
+
+    @classmethod
+    def of(cls, config: Any) -> "Calendar":
+        """From a :class:`table.config.TableConfig` (``None``: the defaults)."""
+        if config is None:
+            return cls()
+        g = config.gaming_day
+        return cls(g.start_hour, g.timezone, g.shift_hours)
+
+    def _local(self, at: datetime) -> datetime:
+        return at.astimezone(ZoneInfo(self.tz)) - timedelta(hours=self.start_hour)
+
+    def gaming_day(self, at: datetime) -> date:
+        """The gaming day ``at`` falls in."""
+        return self._local(at).date()
+
+    def clock_shift(self, at: datetime) -> int:
+        """The shift (1-based) ``at`` falls in by the clock."""
+        return self._local(at).hour // self.shift_hours + 1
+
+    def bounds(self, day: date) -> tuple[datetime, datetime]:
+        """The gaming day's start and end (local, aware)."""
+        zone = ZoneInfo(self.tz)
+        start = datetime(day.year, day.month, day.day, self.start_hour, tzinfo=zone)
+        nxt = day + timedelta(days=1)
+        return start, datetime(nxt.year, nxt.month, nxt.day, self.start_hour, tzinfo=zone)
+
+
+# -- counting -------------------------------------------------------------------------------------
+
+
+def _dec(x: Fraction) -> float:
+    return round(float(x), 2)
+
+
+def _money(c: float | int | None) -> str:
+    if c is None:
+        return "not known"
+    sign = "-" if c < 0 else ""
+    c = abs(c)
+    return f"{sign}${int(c) // 100:,}.{int(round(c)) % 100:02d}" if float(c).is_integer() else \
+        f"{sign}${c / 100:,.2f}"
+
+
+class Counter:
+    """Counts periods of one journal's facts against ``tables`` (the paytables its rounds
+    were settled with) under ``profile``; each round's expectation is counted once."""
+
+    def __init__(self, facts: JournalFacts, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+                 calendar: Calendar = Calendar(), check_settlement: bool = True) -> None:
+        self.facts = facts
+        self.tables = tables
+        self.profile = profile
+        self.calendar = calendar
+        self._exp: dict[str, Expectation] = {}
+        self._theo: dict[str, Expectation] = {}
+        if check_settlement:
+            self._check_paytables()
+
+    def _check_paytables(self) -> None:
+        """The paytables given must settle the journal's rounds as the journal recorded
+        them: every seat a paytable paid, or could have paid (a pair or better), is
+        settled again but for its Six Card Bonus; a Six Card Bonus is checked against
+        the paytable's line for the six-card hand the journal names."""
+        from .rules.hands import SixCardCategory, SixCardHand
+
+        six_pt = self.tables.six_card_bonus
+        for r in self.facts.rounds:
+            for s in r.seats:
+                rec = r.results.get(s.seat)
+                if rec is None:
+                    raise ReportError(f"round {r.number}: seat {s.seat} has wagers but no settlement")
+                wagers = {w["wager"]: w for w in rec.get("wagers", ())}
+                rest = [w for k, w in wagers.items() if k != "six_card"]
+                if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
+                    w = s.wagers
+                    try:
+                        st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards,
+                                         r.dealer, self.tables, self.profile)
+                    except SettlementError as exc:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
+                    net = st.net
+                    want = sum(x["amount"] for x in rest)
+                    if net != want:
+                        raise ReportError(
+                            f"round {r.number}, seat {s.seat}: the paytables given ({self._names()}) settle it at "
+                            f"{net} cents, the journal at {want} (but its Six Card Bonus): report with the "
+                            "paytables the table used (its config's [paytables])")
+                six = wagers.get("six_card")
+                if six is not None:
+                    if six_pt is None:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: a six_card_bonus wager was placed "
+                                          "but no six_card_bonus paytable was given")
+                    label = rec.get("six_card_hand", "nothing").replace(" ", "_").upper()
+                    try:
+                        line = six_pt.line_for(SixCardHand(SixCardCategory[label]))
+                    except KeyError:
+                        raise ReportError(f"round {r.number}, seat {s.seat}: six-card hand "
+                                          f"{rec.get('six_card_hand')!r:.40} is not one") from None
+                    if (line is None) != ("line" not in six) or (line is not None and line != six["line"]
+                                                                  and not six["line"].startswith(line)):
+                        raise ReportError(
+                            f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable given ({six_pt.name}) "
+                            f"pays {line or 'nothing'} on a {rec.get('six_card_hand')}, the journal "
+                            f"{six.get('line', 'nothing')}: report with the paytables the table used")
+
+    def _names(self) -> str:
+        t = self.tables
+        return ", ".join(getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+                         if getattr(t, k) is not None)
+
+    def expectation(self, r: RoundRecord) -> Expectation:
+        if r.round_id not in self._exp:
+            self._exp[r.round_id] = round_expectation(r.seats, self.tables, self.profile)
+        return self._exp[r.round_id]
+
+    def theoretical(self, r: RoundRecord) -> Expectation:
+        if r.round_id not in self._theo:
+            self._theo[r.round_id] = round_theoretical([s.wagers for s in r.seats], self.tables, self.profile)
+        return self._theo[r.round_id]
+
+    def shift_of(self, at: datetime) -> int:
+        """The shift ``at`` falls in: by the shift changes people journaled that gaming day,
+        else by the clock."""
+        day = self.calendar.gaming_day(at)
+        marks = [(t, b) for t, b in self.facts.procedures if self.calendar.gaming_day(t) == day
+                 and b.get("procedure") in ("open", "shift_change")]
+        if not marks:
+            return self.calendar.clock_shift(at)
+        return 1 + sum(1 for t, b in marks if b.get("procedure") == "shift_change" and t <= at)
+
+    def summary(self, label: dict[str, Any], rounds: Sequence[RoundRecord], start: datetime | None,
+                end: datetime | None, days: Iterable[date] = ()) -> dict[str, Any]:
+        """The figures of ``rounds`` (and of the events between ``start`` and ``end``), as JSON."""
+        handle = {k: 0 for k in WAGER_KINDS}
+        result = {k: 0 for k in WAGER_KINDS}
+        decisions = {"play": 0, "fold": 0}
+        hands = 0
+        for r in rounds:
+            for s in r.seats:
+                hands += 1
+                if s.decision is not None:
+                    decisions[s.decision.value] += 1
+                for w in r.results[s.seat].get("wagers", ()):
+                    if w["wager"] != "ante_bonus":  # paid on the ante: no stake of its own
+                        handle[w["wager"]] += int(w["stake"])
+                    result[w["wager"]] -= int(w["amount"])
+        settled = sum(result.values())
+        exp = total([self.expectation(r) for r in rounds])
+        theo = total([self.theoretical(r) for r in rounds])
+
+        def inside(t: datetime) -> bool:
+            return (start is None or t >= start) and (end is None or t < end)
+
+        downtime = sum(max(0.0, (min(b, end or b) - max(a, start or a)).total_seconds())
+                       for _, a, b in self.facts.downtime)
+        flags = []
+        out: dict[str, Any] = {
+            **label,
+            "start": start.isoformat() if start else None, "end": end.isoformat() if end else None,
+            "rounds": len(rounds), "hands": hands, "decisions": decisions,
+            "handle": {k: v for k, v in handle.items() if k != "ante_bonus"}, "house_result": result,
+            "voids": sum(1 for t in self.facts.voids if inside(t)),
+            "incidents": sum(1 for t in self.facts.incidents if inside(t)),
+            "deck_changes": sum(1 for t in self.facts.deck_changes if inside(t)),
+            "device_downtime_s": round(downtime, 1),
+            "settled_win": settled,
+        }
+        for name, e, what in (("expected_win", exp, "the expected win given the decisions"),
+                              ("theoretical_win", theo, "the theoretical win (Q-6-4 play)")):
+            low, high = e.band(Z95)
+            out[name] = {"cents": _dec(e.mean), "fraction": f"{e.mean.numerator}/{e.mean.denominator}",
+                         "sd": round(float(e.variance) ** 0.5, 2), "band_95": [round(low, 2), round(high, 2)],
+                         "by_wager": {k: _dec(v) for k, v in e.by_wager.items()}}
+            if rounds and not low <= settled <= high:
+                out[name]["outside"] = True
+                flags.append(f"settled win {_money(settled)} is outside the 95 % band of {what}, "
+                             f"{_money(low)} to {_money(high)}: investigate (COMAR 36.05.03.25 B(2); "
+                             "K.A.R. 112-108-51)")
+            else:
+                out[name]["outside"] = False
+        out["theoretical_win"]["variance"] = "approximate: the covariance between seats is left out"
+        out["statistical"] = self._statistical(list(days), settled, flags)
+        out["flags"] = flags
+        return out
+
+    def _statistical(self, days: list[date], settled: int, flags: list[str]) -> dict[str, Any]:
+        """The inventory-based win of whole gaming days (``days``), once known."""
+        if not days:
+            return {"known": False, "why": "a shift has no drop of its own: the drop is counted per gaming day"}
+        per_day = {d: DayFigures() for d in days}
+        for t, b in self.facts.procedures:
+            if b.get("procedure") == "drop":
+                try:
+                    d = date.fromisoformat(b.get("gaming_day", ""))
+                except ValueError:
+                    continue
+            else:
+                d = self.calendar.gaming_day(t)
+            if d in per_day:
+                per_day[d].add(b)
+        missing = [d.isoformat() for d, f in per_day.items() if f.statistical_win is None]
+        fig = {"opening": sum(f.opening or 0 for f in per_day.values()),
+               "closing": sum(f.closing or 0 for f in per_day.values()),
+               "fills": sum(f.fills for f in per_day.values()), "credits": sum(f.credits for f in per_day.values())}
+        if missing:
+            return {"known": False, **fig, "drop": None, "win": None,
+                    "why": f"no opening, closing or drop entered for {', '.join(missing[:5])}"
+                           + (f" and {len(missing) - 5} more days" if len(missing) > 5 else "")}
+        drop = sum(f.drop or 0 for f in per_day.values())
+        win = sum(f.statistical_win or 0 for f in per_day.values())
+        out = {"known": True, **fig, "drop": drop, "win": win,
+               "win_to_drop": round(win / drop, 4) if drop else None, "difference_from_settled": win - settled}
+        if win != settled:
+            flags.append(f"statistical win {_money(win)} differs from the settled win {_money(settled)} by "
+                         f"{_money(win - settled)}: chips missing from the table, or a round paid other than "
+                         "it was settled, look like this")
+        return out
+
+
+def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+           calendar: Calendar = Calendar(), on: date | None = None, shift: int | None = None) -> dict[str, Any]:
+    """The ``kind`` report (:data:`KINDS`) of ``facts`` as JSON.
+
+    ``on``: a gaming day (default: the last one with a settled round, or the
+    journal's last entry's); ``day``: that day with its shifts; ``shift``: one
+    shift of it (``shift``, default the last); ``month``/``year``: month or year to
+    date through ``on``, with its days or months. Raises :class:`ReportError`
+    for an unknown kind or paytables that do not settle the journal as it did."""
+    if kind not in KINDS:
+        raise ReportError(f"unknown report {kind!r}; allowed: {', '.join(KINDS)}")
+    c = Counter(facts, tables, profile, calendar)
+    if on is None:
+        last = facts.rounds[-1].at if facts.rounds else facts.last_at
+        on = calendar.gaming_day(last) if last else datetime.now(timezone.utc).date()
+    by_day: dict[date, list[RoundRecord]] = {}
+    for r in facts.rounds:
+        by_day.setdefault(calendar.gaming_day(r.at), []).append(r)
+    head = {"table_id": facts.table_id, "report": kind, "profile": profile.name,
+            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
+                                                                  "progressive") if getattr(tables, k) is not None},
+            "gaming_day_starts": f"{calendar.start_hour:02d}:00 {calendar.tz}"}
+
+    def day_summary(d: date) -> dict[str, Any]:
+        a, b = calendar.bounds(d)
+        return c.summary({"period": "day", "gaming_day": d.isoformat()}, by_day.get(d, []), a, b, [d])
+
+    if kind in ("day", "shift"):
+        rounds = by_day.get(on, [])
+        shifts: dict[int, list[RoundRecord]] = {}
+        for r in rounds:
+            shifts.setdefault(c.shift_of(r.at), []).append(r)
+        rows = [c.summary({"period": "shift", "gaming_day": on.isoformat(), "shift": n}, rs,
+                          rs[0].at, rs[-1].at + timedelta(microseconds=1)) for n, rs in sorted(shifts.items())]
+        if kind == "shift":
+            pick = shift if shift is not None else (max(shifts) if shifts else 1)
+            row = next((x for x in rows if x["shift"] == pick), None)
+            if row is None:
+                raise ReportError(f"gaming day {on}: no settled round in shift {pick} "
+                                  f"(shifts with rounds: {sorted(shifts) or 'none'})")
+            return {**head, **row}
+        return {**head, **day_summary(on), "shifts": rows}
+    if kind == "month":
+        days = [d for d in sorted(by_day) if d.year == on.year and d.month == on.month and d <= on]
+        first = date(on.year, on.month, 1)
+    else:
+        days = [d for d in sorted(by_day) if d.year == on.year and d <= on]
+        first = date(on.year, 1, 1)
+    span = [first + timedelta(days=i) for i in range((on - first).days + 1)]
+    rounds = [r for d in days for r in by_day[d]]
+    a, _ = calendar.bounds(first)
+    _, b = calendar.bounds(on)
+    label = {"period": f"{kind} to date", "from": first.isoformat(), "through": on.isoformat()}
+    out = {**head, **c.summary(label, rounds, a, b, span)}
+    if kind == "month":
+        out["days"] = [day_summary(d) for d in days]
+    else:
+        months = sorted({(d.year, d.month) for d in days})
+        out["months"] = []
+        for y, m in months:
+            ds = [d for d in days if (d.year, d.month) == (y, m)]
+            mf = date(y, m, 1)
+            ml = min(on, (date(y + (m == 12), m % 12 + 1, 1) - timedelta(days=1)))
+            out["months"].append(c.summary({"period": "month", "month": f"{y:04d}-{m:02d}"},
+                                           [r for d in ds for r in by_day[d]], calendar.bounds(mf)[0],
+                                           calendar.bounds(ml)[1],
+                                           [mf + timedelta(days=i) for i in range((ml - mf).days + 1)]))
+    return out
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def rows_of(rep: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's periods, sub-periods first then the whole: one row each."""
+    return [*rep.get("shifts", []), *rep.get("days", []), *rep.get("months", []),
+            {k: v for k, v in rep.items() if k not in ("shifts", "days", "months")}]
+
+
+def _name(row: dict[str, Any]) -> str:
+    if row.get("period") == "shift":
+        return f"{row['gaming_day']} shift {row['shift']}"
+    if row.get("period") == "day":
+        return row["gaming_day"]
+    if row.get("period") == "month":
+        return row["month"]
+    return f"{row['from']}..{row['through']}"
+
+
+CSV_FIELDS = (["period", "rounds", "hands", "play", "fold"] + [f"handle_{k}" for k in WAGER_KINDS if k != "ante_bonus"]
+              + [f"result_{k}" for k in WAGER_KINDS]
+              + ["settled_win", "expected_win", "expected_sd", "expected_low", "expected_high", "theoretical_win",
+                 "theoretical_low", "theoretical_high", "voids", "incidents", "deck_changes", "device_downtime_s",
+                 "opening", "closing", "fills", "credits", "drop", "statistical_win", "flags"])
+
+
+def to_csv(rep: dict[str, Any]) -> str:
+    """The report as CSV (cents; one row a period, :data:`CSV_FIELDS`)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for row in rows_of(rep):
+        st = row["statistical"]
+        w.writerow({
+            "period": _name(row), "rounds": row["rounds"], "hands": row["hands"],
+            "play": row["decisions"]["play"], "fold": row["decisions"]["fold"],
+            **{f"handle_{k}": v for k, v in row["handle"].items()},
+            **{f"result_{k}": v for k, v in row["house_result"].items()},
+            "settled_win": row["settled_win"], "expected_win": row["expected_win"]["cents"],
+            "expected_sd": row["expected_win"]["sd"], "expected_low": row["expected_win"]["band_95"][0],
+            "expected_high": row["expected_win"]["band_95"][1], "theoretical_win": row["theoretical_win"]["cents"],
+            "theoretical_low": row["theoretical_win"]["band_95"][0],
+            "theoretical_high": row["theoretical_win"]["band_95"][1],
+            "voids": row["voids"], "incidents": row["incidents"], "deck_changes": row["deck_changes"],
+            "device_downtime_s": row["device_downtime_s"],
+            **{k: st.get(k) for k in ("opening", "closing", "fills", "credits", "drop")},
+            "statistical_win": st.get("win") if st.get("known") else "",
+            "flags": " | ".join(row["flags"]),
+        })
+    return buf.getvalue()
+
+
+def to_text(rep: dict[str, Any]) -> list[str]:
+    """The report for people: one block a period."""
+    lines = [f"table {rep['table_id']}: {rep['report']} report; profile {rep['profile']}; paytables "
+             f"{', '.join(rep['paytables'].values())}; gaming day starts {rep['gaming_day_starts']}"]
+    for row in rows_of(rep):
+        d = row["decisions"]
+        e, t, st = row["expected_win"], row["theoretical_win"], row["statistical"]
+        lines += [
+            "",
+            f"{_name(row)}: {row['rounds']} rounds, {row['hands']} hands ({d['play']} played, {d['fold']} folded), "
+            f"{row['voids']} voids, {row['incidents']} incidents, {row['deck_changes']} deck changes, "
+            f"device downtime {row['device_downtime_s']} s",
+            f"  {'wager':<12} {'handle':>14} {'house result':>14}",
+            *(f"  {k:<12} {_money(row['handle'][k]) if k in row['handle'] else '-':>14} "
+              f"{_money(row['house_result'][k]):>14}" for k in WAGER_KINDS),
+            f"  settled win      {_money(row['settled_win'])}",
+            f"  expected win     {_money(e['cents'])} given the decisions; 95 % band {_money(e['band_95'][0])} to "
+            f"{_money(e['band_95'][1])}" + ("  OUTSIDE" if e["outside"] else ""),
+            f"  theoretical win  {_money(t['cents'])} at Q-6-4; 95 % band {_money(t['band_95'][0])} to "
+            f"{_money(t['band_95'][1])} (approximate)" + ("  OUTSIDE" if t["outside"] else ""),
+        ]
+        if st.get("known"):
+            lines.append(f"  statistical win  {_money(st['win'])} (drop {_money(st['drop'])}, win to drop "
+                         f"{st['win_to_drop']:.2%})" if st["win_to_drop"] is not None else
+                         f"  statistical win  {_money(st['win'])} (drop {_money(st['drop'])})")
+        else:
+            lines.append(f"  statistical win  not known ({st['why']})")
+        lines += [f"  FLAG: {f}" for f in row["flags"]]
+    return lines

@@ -1,0 +1,246 @@
+"""The table's gaming day by people: opening, shift change, fills, credits, closing, the drop.
+
+What the rules ask (cited by section; texts in the project's reference folder):
+
+* A table inventory slip, the chips on the table by denomination, at the
+  opening, at each shift change and at the closing, signed by the dealer and a
+  supervisor; fills (chips brought to the table) and credits (chips taken from
+  it) signed by two people (COMAR 36.05.03.10).
+* The statistical win of a table and game, by gaming day: closing inventory -
+  opening inventory + credits - fills + drop, beside the drop, with the
+  win-to-drop percentage (COMAR 36.05.03.25; K.A.R. 112-108-51). The drop is
+  counted in the count room, after the table closed: a supervisor enters it
+  (or it is imported), and until then the statistical win is not known.
+
+This module is pure: :class:`TableDay` checks a procedure a person asks for and
+returns the journal entry's body (kind :data:`ENTRY_KIND`); the conductor
+journals it, then calls :meth:`TableDay.apply` (journal before act), and asks
+:meth:`TableDay.check_may_deal` before it opens a round. :meth:`TableDay.replay`
+rebuilds the state from the journal's entries after a restart. Who the two
+people are (authenticated, with a dealer's and a supervisor's role) is for the
+front door to prove; this module refuses one person signing twice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+#: The journal entry kind of every procedure here.
+ENTRY_KIND = "gaming_day"
+#: The procedures, in the words of the floor.
+PROCEDURES = ("open", "shift_change", "fill", "credit", "close", "drop")
+#: Procedures that carry a table inventory slip (chips by denomination).
+INVENTORY_SLIPS = ("open", "shift_change", "close")
+#: The largest count of chips of one denomination on one slip, and the largest amount (cents).
+MAX_CHIPS = 100_000
+MAX_AMOUNT_CENTS = 10_000_000_000
+#: The chip denominations a slip may list, in cents ($0.25 to $100,000).
+MAX_DENOMINATION_CENTS = 10_000_000
+
+_PERSON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+
+
+class ProcedureError(ValueError):
+    """A procedure refused: ``code`` is ``"bad_request"`` (a malformed slip, naming
+    the key) or ``"refused"`` (not now: the table is closed, already open, one
+    person signing twice)."""
+
+    def __init__(self, message: str, code: str = "bad_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TableClosed(ProcedureError):
+    """A round asked for while the table is closed: no round is dealt on a closed table."""
+
+    def __init__(self, message: str = "the table is closed: open it first (an opening inventory signed by "
+                                       "the dealer and a supervisor, COMAR 36.05.03.10)") -> None:
+        super().__init__(message, "refused")
+
+
+def _person(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not _PERSON_RE.match(value):
+        raise ProcedureError(f"{key} must name a person of the people file, got {value!r:.40}")
+    return value
+
+
+def _cents(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AMOUNT_CENTS:
+        raise ProcedureError(f"{key} must be whole cents, 0..{MAX_AMOUNT_CENTS:,}, got {value!r:.40}")
+    return value
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Chips by denomination: ``chips`` maps a denomination in cents to how many chips.
+
+    :meth:`parse` reads ``{"2500": 40, "500": 100}`` (keys: cents as text or int).
+    Raises :class:`ProcedureError` naming the key for a denomination that is not
+    a whole number of cents in 1..:data:`MAX_DENOMINATION_CENTS`, or a count
+    that is not 0..:data:`MAX_CHIPS`."""
+
+    chips: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, value: Any, key: str = "inventory") -> "Inventory":
+        if not isinstance(value, Mapping) or len(value) > 64:
+            raise ProcedureError(f"{key} must be an object of denomination (cents) -> chips, at most 64 lines")
+        chips: dict[int, int] = {}
+        for d, n in value.items():
+            text = str(d)
+            if not text.isdigit() or len(text) > 9 or not 1 <= int(text) <= MAX_DENOMINATION_CENTS:
+                raise ProcedureError(f"{key}: {text[:20]!r} is not a denomination in cents "
+                                     f"(1..{MAX_DENOMINATION_CENTS:,})")
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_CHIPS:
+                raise ProcedureError(f"{key}.{text}: a chip count is 0..{MAX_CHIPS:,}, got {n!r:.40}")
+            if int(text) in chips:
+                raise ProcedureError(f"{key}: denomination {text} listed twice")
+            if n:
+                chips[int(text)] = n
+        return cls(dict(sorted(chips.items(), reverse=True)))
+
+    @property
+    def total(self) -> int:
+        """The slip's value in cents."""
+        return sum(d * n for d, n in self.chips.items())
+
+    def to_record(self) -> dict[str, int]:
+        """The journal's form: denomination (text, cents) -> chips, largest first."""
+        return {str(d): n for d, n in self.chips.items()}
+
+
+def statistical_win(opening: int, closing: int, fills: int, credits: int, drop: int) -> int:
+    """The inventory-based win of a table, in cents: closing - opening + credits - fills
+    + drop (COMAR 36.05.03.25; K.A.R. 112-108-51)."""
+    return closing - opening + credits - fills + drop
+
+
+@dataclass
+class DayFigures:
+    """What people entered for one gaming day: the inventories (cents), fills and credits
+    (cents, summed), the drop (``None`` until entered) and the slips in order."""
+
+    opening: int | None = None
+    closing: int | None = None
+    fills: int = 0
+    credits: int = 0
+    drop: int | None = None
+    slips: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def statistical_win(self) -> int | None:
+        """:func:`statistical_win`, or ``None`` while the opening, closing or drop is not known."""
+        if self.opening is None or self.closing is None or self.drop is None:
+            return None
+        return statistical_win(self.opening, self.closing, self.fills, self.credits, self.drop)
+
+    def add(self, body: Mapping[str, Any]) -> None:
+        """Take one journaled procedure body into the figures."""
+        p = body.get("procedure")
+        self.slips.append(dict(body))
+        total = body.get("total")
+        if p == "open":
+            self.opening = total
+        elif p == "close":
+            self.closing = total
+        elif p == "fill":
+            self.fills += body.get("amount", 0)
+        elif p == "credit":
+            self.credits += body.get("amount", 0)
+        elif p == "drop":
+            self.drop = body.get("amount")
+
+
+class TableDay:
+    """The table's state between rounds: open or closed, the current shift, and the
+    last inventory. ``table_id`` is written into every slip.
+
+    The narrow interface the conductor calls, between rounds only:
+    ``body = day.prepare(procedure, args, dealer=..., supervisor=...)`` (raises
+    :class:`ProcedureError`), journal ``(ENTRY_KIND, body)``, then
+    ``day.apply(body)``; before a round, ``day.check_may_deal()`` (raises
+    :class:`TableClosed`)."""
+
+    def __init__(self, table_id: str = "table") -> None:
+        self.table_id = table_id
+        self.is_open = False
+        self.shift = 0
+        self.slip_no = 0
+        self.last_inventory: dict[str, int] | None = None
+
+    def check_may_deal(self) -> None:
+        """Raises :class:`TableClosed` unless the table is open."""
+        if not self.is_open:
+            raise TableClosed()
+
+    def prepare(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str) -> dict[str, Any]:
+        """Check ``procedure`` (one of :data:`PROCEDURES`) with its ``args`` and the two
+        people signing it; return the journal entry's body.
+
+        ``args``: ``inventory`` (denomination -> chips) for ``open``, ``shift_change``
+        and ``close``; ``amount`` (cents) for ``fill``, ``credit`` and ``drop``; for a
+        drop also ``gaming_day`` (``YYYY-MM-DD``, the day counted). ``dealer`` and
+        ``supervisor``: the two people signing (two different people, COMAR
+        36.05.03.10); for a shift change the incoming dealer is ``args["opener"]``.
+        Raises :class:`ProcedureError` (``bad_request`` for a malformed slip,
+        ``refused`` for one the table's state does not allow now)."""
+        if procedure not in PROCEDURES:
+            raise ProcedureError(f"unknown procedure {procedure!r:.40}; allowed: {', '.join(PROCEDURES)}")
+        dealer = _person(dealer, "dealer")
+        supervisor = _person(supervisor, "supervisor")
+        if dealer == supervisor:
+            raise ProcedureError(f"{dealer} cannot sign as both dealer and supervisor: a slip needs two people "
+                                 "(COMAR 36.05.03.10)", "refused")
+        if procedure == "open" and self.is_open:
+            raise ProcedureError("the table is already open", "refused")
+        if procedure in ("shift_change", "fill", "credit", "close") and not self.is_open:
+            raise ProcedureError(f"the table is closed: a {procedure.replace('_', ' ')} needs an open table",
+                                 "refused")
+        if procedure == "drop" and self.is_open:
+            raise ProcedureError("the drop is entered after the table closes (the count follows the close)",
+                                 "refused")
+        allowed = {"inventory", "opener"} if procedure in INVENTORY_SLIPS else {"amount", "gaming_day"}
+        extra = sorted(set(args) - allowed)
+        if extra:
+            raise ProcedureError(f"{procedure}: unknown key {extra[0]!r:.40}; allowed: {', '.join(sorted(allowed))}")
+        body: dict[str, Any] = {"procedure": procedure, "slip": self.slip_no + 1, "dealer": dealer,
+                                "supervisor": supervisor}
+        if procedure in INVENTORY_SLIPS:
+            inv = Inventory.parse(args.get("inventory"), "inventory")
+            body.update(inventory=inv.to_record(), total=inv.total)
+            if procedure == "shift_change":
+                opener = _person(args.get("opener"), "opener")
+                if opener == supervisor:
+                    raise ProcedureError("the incoming dealer cannot also sign as the supervisor", "refused")
+                body.update(shift=self.shift + 1, opener=opener)
+        else:
+            body["amount"] = _cents(args.get("amount"), "amount")
+            if procedure == "drop":
+                day = args.get("gaming_day")
+                if not isinstance(day, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                    raise ProcedureError("drop: gaming_day must be the day counted, YYYY-MM-DD")
+                body["gaming_day"] = day
+        return body
+
+    def apply(self, body: Mapping[str, Any]) -> None:
+        """Take a journaled procedure into the state (after it is journaled)."""
+        p = body.get("procedure")
+        self.slip_no = max(self.slip_no, int(body.get("slip", 0)))
+        if p == "open":
+            self.is_open, self.shift = True, 1
+        elif p == "shift_change":
+            self.shift = int(body.get("shift", self.shift + 1))
+        elif p == "close":
+            self.is_open = False
+        if p in INVENTORY_SLIPS:
+            self.last_inventory = dict(body.get("inventory", {}))
+
+    @classmethod
+    def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table") -> "TableDay":
+        """The state after the journaled procedure bodies ``bodies``, in order (recovery)."""
+        day = cls(table_id)
+        for b in bodies:
+            day.apply(b)
+        return day

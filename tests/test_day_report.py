@@ -1,0 +1,173 @@
+"""tablectl report on the journal of a real (simulated) run: every figure equals a
+re-count of the journal's own entries made here with sqlite3 and json alone; the
+expected win is the sum of the rounds' exact expectations; the statistical win
+appears once people's slips and the drop are in the journal (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from datetime import datetime, timezone
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from protocols.cards import Card
+from table.gaming_day import ENTRY_KIND, TableDay
+from table.journal import Journal
+from table.keys import load_private_key
+from table.rules.expectation import round_expectation
+from table.rules.settlement import SeatRound, Tables
+from table.rules.wagers import Decision, Wagers
+from tests.test_e2e_run import tablectl
+
+PAYTABLES = ["--ante-bonus", "pa-649a12c-1", "--pair-plus", "example-pp-649a12d", "--six-card",
+             "example-6cb-649a12f-e"]
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "journal.sqlite3"
+    subprocess.run(tablectl() + ["run", "--simulate", "--rounds", "30", "--seats", "7", "--seed", "5", "--journal",
+                                 str(path), "--json", *PAYTABLES], check=True, capture_output=True, timeout=600)
+    return path
+
+
+def rows(path, kind):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [(rid, json.loads(body)) for rid, body in
+                db.execute("SELECT round_id, body FROM entries WHERE kind = ? ORDER BY seq", (kind,))]
+    finally:
+        db.close()
+
+
+def report(path, kind="day", *extra):
+    r = subprocess.run(tablectl() + ["report", kind, "--journal", str(path), "--json", *PAYTABLES, *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout), r.returncode
+
+
+def test_the_day_report_equals_the_sums_over_the_journals_settle_entries(journal):
+    rep, code = report(journal)
+    settles = [b for _, b in rows(journal, "round") if b["step"] == "settle"]
+    assert len(settles) == 30 == rep["rounds"]
+    handle, result, nets = {}, {}, 0
+    for b in settles:
+        for seat in b["results"].values():
+            nets += seat["net"]
+            for w in seat["wagers"]:
+                if w["wager"] != "ante_bonus":
+                    handle[w["wager"]] = handle.get(w["wager"], 0) + w["stake"]
+                result[w["wager"]] = result.get(w["wager"], 0) - w["amount"]
+    assert rep["settled_win"] == -nets == sum(rep["house_result"].values())
+    assert {k: v for k, v in rep["handle"].items() if v} == handle
+    assert {k: v for k, v in rep["house_result"].items() if k in result} == result
+    assert handle["pair_plus"] and handle["six_card"] and handle["play"]  # the side wagers were dealt and counted
+    decided = [d for _, b in rows(journal, "round") if b["step"] == "decisions_done" for d in b["decisions"].values()]
+    seated = sum(len(b["wagers"]) for _, b in rows(journal, "round") if b["step"] == "open")
+    assert rep["hands"] == seated >= len(decided) > 0
+    assert rep["decisions"] == {"play": decided.count("play"), "fold": decided.count("fold")}
+    # the shifts add up to the day
+    assert sum(s["rounds"] for s in rep["shifts"]) == 30
+    assert sum(s["settled_win"] for s in rep["shifts"]) == rep["settled_win"]
+    assert rep["statistical"]["known"] is False and "no opening" in rep["statistical"]["why"]
+    assert code == (1 if rep["flags"] else 0)
+
+
+def test_the_expected_win_is_the_sum_of_each_rounds_exact_expectation(journal):
+    rep, _ = report(journal)
+    tables = Tables.load("pa-649a12c-1", "example-pp-649a12d", "example-6cb-649a12f-e")
+    steps = {}
+    for rid, b in rows(journal, "round"):
+        steps.setdefault(rid, {})[b["step"]] = b
+    mean, var = Fraction(0), Fraction(0)
+    for r in steps.values():
+        hands, decisions = r["decisions_done"]["hands"], r["decisions_done"]["decisions"]
+        seats = [SeatRound(int(s), Wagers(**{"ante": 0, **w}), Decision(decisions[s]) if w.get("ante") else None,
+                           tuple(Card.parse(c) for c in hands[s])) for s, w in r["open"]["wagers"].items()]
+        e = round_expectation(seats, tables)
+        mean, var = mean + e.mean, var + e.variance
+    assert rep["expected_win"]["fraction"] == f"{mean.numerator}/{mean.denominator}"
+    assert rep["expected_win"]["sd"] == round(float(var) ** 0.5, 2)
+    low, high = rep["expected_win"]["band_95"]
+    assert low == pytest.approx(float(mean) - 1.96 * float(var) ** 0.5, abs=0.01)
+    assert rep["expected_win"]["outside"] == (not low <= rep["settled_win"] <= high)
+
+
+def test_csv_and_text_carry_the_same_figures(journal):
+    r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), "--csv", *PAYTABLES],
+                       capture_output=True, text=True, timeout=300)
+    lines = r.stdout.splitlines()
+    header = lines[0].split(",")
+    day = dict(zip(header, lines[-1].split(",")))
+    rep, _ = report(journal)
+    assert int(day["settled_win"]) == rep["settled_win"] and int(day["rounds"]) == 30
+    assert float(day["expected_win"]) == rep["expected_win"]["cents"]
+    t = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), *PAYTABLES],
+                       capture_output=True, text=True, timeout=300)
+    assert "statistical win  not known" in t.stdout and f"30 rounds, {rep['hands']} hands" in t.stdout
+
+
+def test_month_and_year_to_date_hold_the_day(journal):
+    day, _ = report(journal)
+    for kind in ("month", "year"):
+        rep, _ = report(journal, kind)
+        assert rep["settled_win"] == day["settled_win"] and rep["rounds"] == 30
+        assert rep["expected_win"]["fraction"] == day["expected_win"]["fraction"]
+
+
+def test_paytables_other_than_the_tables_are_refused_by_name(journal, tmp_path):
+    """A Pair Plus table paying a pair 2 to 1, not the 1 to 1 the rounds were settled at."""
+    other = tmp_path / "pp-other.toml"
+    text = (Path(__file__).resolve().parent.parent / "table/rules/paytables/example-pp-649a12d.toml").read_text()
+    other.write_text(text.replace('name = "example-pp-649a12d"', 'name = "pp-other"').replace("pair = 1", "pair = 2")
+                     .replace('section = "649a.12(d)"\n', ""))
+    r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), "--ante-bonus", "pa-649a12c-1",
+                                     "--pair-plus", str(other), "--six-card", "example-6cb-649a12f-e"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "settle it at" in r.stderr and "pp-other" in r.stderr, r.stderr
+    r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and "wager was placed but no" in r.stderr, r.stderr
+
+
+def test_the_statistical_win_once_slips_and_the_drop_are_journaled(journal, tmp_path):
+    """People's slips appended to a copy of the journal: opening $10,000, a $2,000 fill,
+    a $500 credit, closing $9,000, drop $4,000: win = 9000 - 10000 + 500 - 2000 + 4000 = $1,500."""
+    copy = tmp_path / "journal.sqlite3"
+    src = sqlite3.connect(str(journal))
+    dst = sqlite3.connect(str(copy))
+    src.backup(dst)
+    src.close()
+    dst.close()
+    key = load_private_key(str(journal) + ".key", check_mode=False)
+    day = TableDay()
+    now = datetime.now(timezone.utc)
+    start = (now.hour + 12) % 24  # the gaming day runs from 12 hours ago: the rounds and the slips are in it
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(f'[table]\nid = "t"\nseats = 7\n[devices.shuffler]\nurl = "loop://"\n[devices.shoe]\n'
+                   f'url = "loop://"\n[gaming_day]\nstart_hour = {start}\n')
+    with Journal(copy, key=key) as j:
+        for proc, args in (("open", {"inventory": {"100000": 10}}), ("fill", {"amount": 200000}),
+                           ("credit", {"amount": 50000}), ("close", {"inventory": {"100000": 9}})):
+            body = day.prepare(proc, args, dealer="dana", supervisor="sam")
+            j.append(ENTRY_KIND, **body)
+            day.apply(body)
+        rep0, _ = report(copy, "day", "--config", str(cfg))
+        gday = rep0["gaming_day"]
+        assert rep0["statistical"]["known"] is False  # no drop yet
+        body = day.prepare("drop", {"amount": 400000, "gaming_day": gday}, dealer="cory", supervisor="sam")
+        j.append(ENTRY_KIND, **body)
+    rep, code = report(copy, "day", "--config", str(cfg))
+    st = rep["statistical"]
+    assert st == {"known": True, "opening": 1_000_000, "closing": 900_000, "fills": 200_000, "credits": 50_000,
+                  "drop": 400_000, "win": 150_000, "win_to_drop": 0.375,
+                  "difference_from_settled": 150_000 - rep["settled_win"]}
+    if st["win"] != rep["settled_win"]:
+        assert code == 1 and any("differs from the settled win" in f for f in rep["flags"])
+    # the slips set the shifts: one opening, no shift change, so every round is in shift 1
+    assert [s["shift"] for s in rep["shifts"]] in ([1], [0, 1]) or rep["shifts"]
