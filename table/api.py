@@ -51,7 +51,7 @@ from .rules.strategy import q64_player
 log = structlog.get_logger("table.api")
 
 #: version of this API (semver): major = incompatible change to a name in ``__all__``.
-API_VERSION = "1.0.0"
+API_VERSION = "1.1.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23)
 
 __all__ = [
     "API_VERSION", "SCHEMA", "SCHEMA_VERSION",

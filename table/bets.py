@@ -453,3 +453,85 @@ class BetBook:
             self._set(s, w)
         return {"ok": True, "seats": {str(s): (None if w is None else wagers_dict(w)) for s, w in new.items()},
                 "in_play": list(self.seats_in_play)}
+
+
+# -- the money check: every wager placed is settled or returned, nothing lost or created --------
+
+
+@dataclass
+class WagerLedger:
+    """What the journal says of the wagers of its rounds (issue 23; the soak's counting).
+
+    ``rounds``: rounds ended (settled or voided); ``placed_cents``: the wagers frozen at
+    close_bets of those rounds (ante and side wagers; the play wager is made later);
+    ``settled_cents``: the stakes of those wagers in the settlements; ``returned_cents``:
+    what voids returned of them; ``open_rounds``: rounds not ended when the journal
+    stops; ``problems``: one line per seat whose wagers do not balance (a wager settled
+    that was never placed, or placed and neither settled nor returned)."""
+
+    rounds: int = 0
+    placed_cents: int = 0
+    settled_cents: int = 0
+    returned_cents: int = 0
+    open_rounds: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost or created, and at least one round ended (an empty journal proves
+        nothing)."""
+        return self.rounds > 0 and not self.problems and \
+            self.placed_cents == self.settled_cents + self.returned_cents
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "placed_cents": self.placed_cents, "settled_cents": self.settled_cents,
+                "returned_cents": self.returned_cents, "open_rounds": self.open_rounds,
+                "problems": list(self.problems[:50]), "ok": self.ok}
+
+
+def wager_ledger(entries: Iterable[Any]) -> WagerLedger:
+    """Balance each ended round's wagers from journal ``entries`` (objects with ``kind``,
+    ``round_id`` and ``body``, as :meth:`table.journal.Journal.entries` yields them):
+    the wagers as frozen (the round's ``close_bets`` entry, or its ``open`` entry in a
+    journal from before bets were placed) against the stakes settled (``settle``:
+    each seat's ``ante``, ``pair_plus``, ``six_card``, ``progressive`` results) or what a
+    void returned (``voided``: ``returned_cents``, which also counts a play wager once
+    the seat played, so it may exceed the frozen total by exactly the ante)."""
+    led = WagerLedger()
+    frozen: dict[str, dict[str, dict[str, int]]] = {}
+    for e in entries:
+        if e.kind != "round" or not e.round_id:
+            continue
+        step, body, rid = e.body.get("step"), e.body, e.round_id
+        if step == "open":
+            frozen[rid] = {str(s): dict(w) for s, w in (body.get("wagers") or {}).items()}
+        elif step == "close_bets" and "wagers" in body:
+            frozen[rid] = {str(s): dict(w) for s, w in body["wagers"].items()}
+        elif step == "settle" and rid in frozen:
+            placed = frozen.pop(rid)
+            led.rounds += 1
+            results = body.get("results") or {}
+            for seat in sorted(set(placed) | set(results), key=int):
+                want = {k: int(placed.get(seat, {}).get(k, 0)) for k in WAGER_KINDS}
+                got = {k: 0 for k in WAGER_KINDS}
+                for w in (results.get(seat) or {}).get("wagers", []):
+                    if w.get("wager") in got:
+                        got[w["wager"]] += int(w.get("stake", 0))
+                led.placed_cents += sum(want.values())
+                led.settled_cents += sum(got.values())
+                if want != got:
+                    led.problems.append(f"round {rid} seat {seat}: placed {want}, settled {got}")
+        elif step == "voided" and rid in frozen:
+            placed = frozen.pop(rid)
+            led.rounds += 1
+            returned = {str(s): int(v) for s, v in (body.get("returned_cents") or {}).items()}
+            for seat in sorted(set(placed) | set(returned), key=int):
+                want = sum(int(v) for k, v in placed.get(seat, {}).items() if k in WAGER_KINDS)
+                back = returned.get(seat, 0)
+                ante = int(placed.get(seat, {}).get("ante", 0))
+                led.placed_cents += want
+                led.returned_cents += min(back, want)
+                if not (back == want or (ante and back == want + ante)):
+                    led.problems.append(f"round {rid} seat {seat}: placed {want} cents, the void returned {back}")
+    led.open_rounds = len(frozen)
+    return led

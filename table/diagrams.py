@@ -23,8 +23,10 @@ MACHINES = {
                         "Where a deck is. Table-wide rules across the two decks (alternation, one deck in the "
                         "discard rack, the other deck verified before a round) are in `table/custody.py`."),
     "round-procedure.md": ("Round procedure", ROUND_STATES, ROUND_TRANSITIONS, "open_for_bets",
-                           "One round. The dealer's hand is sealed until `decisions_done` (58 Pa. Code 816a.1); "
-                           "`void` is a supervisor's, with a reason, before settle."),
+                           "One round. Bets are placed while it is open for bets and frozen at `close_bets`; only "
+                           "the seats with a wager are dealt ([bets.md](bets.md)). The dealer's hand is sealed "
+                           "until `decisions_done` (58 Pa. Code 816a.1); `void` is a supervisor's, with a "
+                           "reason, before settle."),
 }
 
 

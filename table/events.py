@@ -80,7 +80,7 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.3.0"  # 1.3.0: bets_closed carries the seats in play and their wagers
+SCHEMA_VERSION = "1.3.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -230,10 +230,11 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         if body.get("late") or body.get("replayed"):
             data["after_restart"] = True
     elif etype == "decisions_final":
-        hands = body.get("hands", {})
+        hands, decisions = body.get("hands", {}), body.get("decisions", {})
+        # Every seat in play, a Pair Plus-only seat too (no decision: 649a.7, null since 1.3.0).
+        seats = sorted({str(s) for s in decisions} | {str(s) for s in hands}, key=int)
         data = {"number": body.get("number"),
-                "seats": {str(s): {"decision": d, "cards": list(hands.get(str(s), []))}
-                          for s, d in sorted(body.get("decisions", {}).items(), key=lambda kv: int(kv[0]))}}
+                "seats": {s: {"decision": decisions.get(s), "cards": list(hands.get(s, []))} for s in seats}}
     elif etype == "dealer_revealed":
         data = {"number": body.get("number"), "dealer_hand": body["dealer_hand"],
                 "dealer_qualifies": bool(body["dealer_qualifies"]),

@@ -217,3 +217,59 @@ def test_limits_from_a_config_table():
     with pytest.raises(LimitsError) as info:
         TableLimits.from_dict({"ante": {"minimum_cents": 1_000, "maximum_cents": 500}})
     assert info.value.key == "ante.maximum_cents"
+
+
+# -- the ledger: wagers placed against wagers settled (the soak's counting) -------------------
+
+
+class E:
+    def __init__(self, step, rid="r1", **body):
+        self.kind, self.round_id, self.body = "round", rid, {"step": step, **body}
+
+
+def settle(results):
+    return E("settle", results={s: {"wagers": [{"wager": k, "stake": v, "outcome": "win", "amount": v}
+                                               for k, v in w.items()]} for s, w in results.items()})
+
+
+def test_the_ledger_balances_wagers_placed_against_settled_and_returned():
+    from table.bets import wager_ledger
+
+    journal = [E("open", number=1, wagers={}), E("close_bets", number=1, wagers={"1": {"ante": 500, "pair_plus": 500},
+                                                                                 "3": {"pair_plus": 1000}}),
+               settle({"1": {"ante": 500, "play": 500, "pair_plus": 500}, "3": {"pair_plus": 1000}}),
+               E("open", "r2", wagers={}), E("close_bets", "r2", wagers={"2": {"ante": 1000}}),
+               E("voided", "r2", returned_cents={"2": 2000}),  # the play wager was made before the void
+               E("open", "r3", wagers={})]
+    led = wager_ledger(journal)
+    assert led.ok, led
+    assert (led.rounds, led.placed_cents, led.settled_cents, led.returned_cents, led.open_rounds) == (2, 3000, 2000,
+                                                                                                      1000, 1)
+    # a wager settled that was never placed, or one placed and lost, is named
+    bad = wager_ledger(journal[:2] + [settle({"1": {"ante": 500, "pair_plus": 500}, "3": {"pair_plus": 500}})])
+    assert not bad.ok and bad.problems == ["round r1 seat 3: placed {'ante': 0, 'pair_plus': 1000, 'six_card': 0, "
+                                           "'progressive': 0}, settled {'ante': 0, 'pair_plus': 500, 'six_card': 0, "
+                                           "'progressive': 0}"]
+    created = wager_ledger(journal[:2] + [settle({"1": {"ante": 500, "pair_plus": 500}, "3": {"pair_plus": 1000},
+                                                  "4": {"ante": 500}})])
+    assert not created.ok and "seat 4" in created.problems[0]
+    short = wager_ledger(journal[3:5] + [E("voided", "r2", returned_cents={"2": 500})])
+    assert not short.ok and "the void returned 500" in short.problems[0]
+    assert not wager_ledger([]).ok  # an empty journal proves nothing
+
+
+def test_the_ledger_balances_a_simulated_tables_journal(tmp_path):
+    """On the journal a real run writes (whatever placed the bets): every wager settled."""
+    from table.api import Table
+    from table.bets import wager_ledger
+    from table.config import DeviceConfig, DevicesConfig, JournalSection, TableConfig, TableSection
+    from table.journal import Journal
+
+    cfg = TableConfig(TableSection("pit1-tcp-01", 3),
+                      DevicesConfig(DeviceConfig("/dev/threecard/shuffler"), DeviceConfig("/dev/threecard/shoe")),
+                      journal=JournalSection(tmp_path / "journal.sqlite3"))
+    with Table(cfg, simulate=True, seed=5, rounds=3) as t:
+        t.wait(120)
+    with Journal(tmp_path / "journal.sqlite3") as j:
+        led = wager_ledger(j.entries())
+    assert led.ok and led.rounds == 3 and led.placed_cents == led.settled_cents > 0, led

@@ -221,3 +221,13 @@ def test_bets_closed_publishes_the_seats_in_play_and_their_wagers():
                  "t1", lambda rid: []).event
     assert old["data"] == {"number": 4}  # an older journal's entry: still valid
     assert_valid([old])
+
+
+def test_decisions_final_shows_a_pair_plus_only_seats_cards_with_no_decision():
+    body = {"step": "decisions_done", "number": 4, "decisions": {"1": "play"},
+            "hands": {"1": ["As", "Kd", "2c"], "5": ["7h", "7d", "Qs"]}}
+    ev = derive(12, 40, "2026-12-01T22:00:00.000000+00:00", "round", "r00004-abcdef12", body, "t1",
+                lambda rid: []).event
+    assert ev["data"]["seats"] == {"1": {"decision": "play", "cards": ["As", "Kd", "2c"]},
+                                   "5": {"decision": None, "cards": ["7h", "7d", "Qs"]}}
+    assert_valid([ev])

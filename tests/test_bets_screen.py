@@ -187,3 +187,114 @@ def test_a_refused_bet_is_shown_beside_its_seat_and_changes_nothing(chromium, sc
     table.thread.join(STEP_MS / 1000)
     assert table.frozen == {3: Wagers(500, 0, 2_500)}
     assert page.errors == []
+
+
+# -- against a real table: tablectl run --web, emulators, the dealer's hands -----------------------
+
+REAL_LIMITS = """
+[paytables]
+ante_bonus = "pa-649a12b-1"
+pair_plus = "example-pp-649a12d"
+six_card_bonus = "example-6cb-649a12f-e"
+
+[limits]
+chip_cents = 500
+[limits.ante]
+minimum_cents = 500
+maximum_cents = 50000
+[limits.pair_plus]
+minimum_cents = 500
+maximum_cents = 10000
+[limits.six_card]
+minimum_cents = 500
+maximum_cents = 2500
+"""
+
+
+@pytest.fixture
+def real_table(tmp_path):
+    from console_helpers import BenchTable
+
+    table = BenchTable(tmp_path / "bench", seats=7, rounds=1, extra=REAL_LIMITS)
+    try:
+        yield table
+    finally:
+        table.stop()
+
+
+def test_bets_entered_on_the_screen_are_the_bets_a_real_table_deals_and_settles(chromium, real_table, tmp_path):
+    """Seven seats' bets entered by clicking at a real table: only the seats in play are dealt;
+    the settlement is exactly `tablectl settle` of the round as journaled (the frozen wagers,
+    the cards, the decisions)."""
+    import json
+    import subprocess
+
+    from console_helpers import Hands, tablectl
+    from test_web_console import drive, events_of, open_screen, settled_on_screen, waiting
+
+    bench = real_table
+    page, _ = open_screen(chromium, bench, "D-4")
+    hands = Hands(bench)
+    drive(page, hands, until=lambda p: waiting(p) == "place_bets")
+    page.wait_for_selector("#bets-all-min", timeout=STEP_MS)
+    taps, start = 0, time.monotonic()
+    page.click("#bets-all-min")  # the first round: every seat at the table minimum, then each as it bets
+    page.wait_for_function("() => document.getElementById('bets-in-play').dataset.count === '7'", timeout=STEP_MS)
+    taps += 1
+    click_and_see(page, "#bet-1-chip-2500", 1, "Ante $30")
+    page.click("#bet-1-kind-pair_plus")
+    click_and_see(page, "#bet-1-chip-500", 1, "Ante $30 · Pair Plus $5")
+    page.click("#bet-2-kind-six_card")
+    click_and_see(page, "#bet-2-chip-500", 2, "Ante $5 · Six Card $5")
+    click_and_see(page, "#bet-3-empty", 3, "empty")
+    click_and_see(page, "#bet-4-chip-10000", 4, "Ante $105")
+    click_and_see(page, "#bet-5-empty", 5, "empty")
+    page.click("#bet-5-kind-pair_plus")
+    click_and_see(page, "#bet-5-chip-2500", 5, "Pair Plus $25")  # Pair Plus alone
+    click_and_see(page, "#bet-6-chip-500", 6, "Ante $10")
+    taps += 11
+    # a Six Card bet over its maximum is refused beside seat 2 and changes nothing
+    for _ in range(5):
+        page.click("#bet-2-chip-500")
+        taps += 1
+        if page.locator("#bet-2-refused").count():
+            break
+    page.wait_for_selector("#bet-2-refused", timeout=STEP_MS)
+    assert "above the table maximum of $25" in page.inner_text("#bet-2-refused")
+    page.click("#bets-close")
+    taps += 1
+    page.wait_for_function("() => document.getElementById('now-what').dataset.waitingAction !== 'place_bets'",
+                           timeout=STEP_MS)
+    took = time.monotonic() - start
+    print(f"\nreal table: bets for 7 seats (6 in play) entered in {took:.2f} s by the browser, {taps} presses: "
+          f"about {taps} s for a person at ~1 s a press")
+    closed = events_of(bench, "bets_closed")[0]["data"]
+    assert closed["seats"] == [1, 2, 4, 5, 6, 7]
+    assert closed["wagers"]["2"] == {"ante": 500, "pair_plus": 0, "six_card": 2500, "progressive": 0}
+    assert closed["wagers"]["5"] == {"ante": 0, "pair_plus": 2500, "six_card": 0, "progressive": 0}
+    drive(page, hands, until=settled_on_screen, decisions={4: "fold"}, confirm_collect=False)
+    assert len(hands.draws) == 3 * (6 + 1)  # the seats in play and the dealer: seat 3 got no card
+    dealt = {e["data"]["seat"] for e in events_of(bench, "card_dealt") if e["data"].get("seat")}
+    assert dealt == {1, 2, 4, 5, 6, 7}
+    final = events_of(bench, "decisions_final")[0]["data"]["seats"]
+    assert "5" in final and final["5"]["decision"] is None  # Pair Plus alone: no decision (649a.7)
+    dealer = events_of(bench, "dealer_revealed")[0]["data"]["dealer_hand"]
+    settled = events_of(bench, "round_settled")[0]["data"]["results"]
+    round_file = tmp_path / "round.json"
+    round_file.write_text(json.dumps({
+        "paytables": {"ante_bonus": "pa-649a12b-1", "pair_plus": "example-pp-649a12d",
+                      "six_card_bonus": "example-6cb-649a12f-e"},
+        "dealer": dealer,
+        "seats": [{"seat": int(s), "cards": final[s]["cards"], "wagers": w,
+                   **({"decision": final[s]["decision"]} if w["ante"] else {})}
+                  for s, w in closed["wagers"].items()]}))
+    out = subprocess.run(tablectl() + ["settle", str(round_file)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    again = {str(s["seat"]): s for s in json.loads(out.stdout)["seats"]}
+    assert set(again) == set(settled)
+    for s, res in settled.items():
+        assert res["net"] == again[s]["net"], (s, res, again[s])
+        assert [(w["wager"], w["stake"], w["outcome"], w["amount"]) for w in res["wagers"]] == \
+            [(w["wager"], w["stake"], w["outcome"], w["amount"]) for w in again[s]["wagers"]]
+    assert page.errors == []
+    page.screenshot(path=str(screenshot_dir() / "bets-real-table.png"), full_page=True)

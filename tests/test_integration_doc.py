@@ -32,7 +32,7 @@ def test_python_examples_run():
     finally:
         structlog.configure(**saved)
     text = out.getvalue()
-    assert "API 1.0.0" in text and "sealed:" in text and "refused:" in text
+    assert "API 1.1.0" in text and "sealed:" in text and "refused:" in text
     assert "seat 1 saw its own cards as dealt:" in text
     assert "commitments: all hold" in text
 

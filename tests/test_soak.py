@@ -43,6 +43,8 @@ def test_soak_cli_json_summary():
     assert out["rounds"] == 120 and out["faults_injected"] > 20
     assert out["faults_detected"] == out["faults_injected"], out["by_kind"]
     assert (out["lost_events"], out["duplicated_events"], out["false_alarms"]) == (0, 0, 0)
+    # every wager placed was settled or returned by a void: nothing lost or created (issue 23)
+    assert out["wagers"]["ok"] and out["wagers"]["rounds"] >= out["outcomes"]["played"], out["wagers"]
     assert proc.returncode == 0
 
 
@@ -104,7 +106,9 @@ def _fake_summary(rounds, seed, *, seats=3, fault_rate=0.3, progress=None, speed
             "link_notices_without_fault": 0,
             "by_kind": {"jam": {"injected": 1, "detected": 1, "detected_late": 0, "withdrawn": 0}},
             "outcomes": {"played": rounds},
-            "card_events": 12 * rounds, "seed": seed, "anomalies": []}
+            "card_events": 12 * rounds, "seed": seed, "anomalies": [],
+            "wagers": {"rounds": rounds, "placed_cents": 3000 * rounds, "settled_cents": 3000 * rounds,
+                       "returned_cents": 0, "open_rounds": 0, "problems": [], "ok": True}}
 
 
 def test_soak_text_summary_values_line_up(monkeypatch):
@@ -117,7 +121,7 @@ def test_soak_text_summary_values_line_up(monkeypatch):
     monkeypatch.setattr(chaos, "run_soak", _fake_summary)
     r = CliRunner().invoke(main, ["soak", "--rounds", "2"])
     assert r.exit_code == 0, r.output
-    rows = [line for line in r.output.splitlines() if line and not line.startswith((" ", "outcomes:"))]
+    rows = [line for line in r.output.splitlines() if line and not line.startswith((" ", "outcomes:", "wagers:"))]
     assert rows[-1].startswith("link_notices_without_fault ") and any(x.startswith("alarms_excused_as_aftermath ")
                                                                      for x in rows)
     value_columns = {len(line.rstrip("0123456789")) for line in rows}  # where each (numeric) value starts

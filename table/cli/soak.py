@@ -90,8 +90,15 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
             click.echo(f"  {kind:{width - 2}} injected {n['injected']:5}  detected {n['detected']:5} "
                        f"(late {n['detected_late']:3})  withdrawn {n['withdrawn']:4}")
         click.echo("outcomes: " + "  ".join(f"{k} {v}" for k, v in summary["outcomes"].items()))
+        w = summary["wagers"]
+        click.echo(f"wagers: placed {w['placed_cents']} cents in {w['rounds']} rounds ended = settled "
+                   f"{w['settled_cents']} + returned by voids {w['returned_cents']}: "
+                   f"{'balanced' if w['ok'] else 'NOT BALANCED'}; {w['open_rounds']} round(s) still open")
+        for line in w["problems"]:
+            click.echo(f"  {line}")
         for a in summary["anomalies"]:
             click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")
     bad = (summary["faults_detected"] < summary["faults_injected"] or summary["lost_events"]
-           or summary["duplicated_events"] or summary["false_alarms"] or summary["misread_events"])
+           or summary["duplicated_events"] or summary["false_alarms"] or summary["misread_events"]
+           or summary["wagers"]["problems"])
     sys.exit(1 if bad else 0)

@@ -33,6 +33,7 @@ import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
+from table.bets import wager_ledger
 from table.console import Command, Console
 from table.roles import Actor, Role
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld
@@ -647,7 +648,8 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
                 progress(n)
         tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
-    return tally.summary(rounds, seed, speed, truth, recorded)
+        ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned (issue 23)
+    return {**tally.summary(rounds, seed, speed, truth, recorded), "wagers": ledger.to_dict()}
 
 
 class _SoakTally:

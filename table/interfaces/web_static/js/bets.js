@@ -108,16 +108,23 @@ function spot(ctx, bets, s, open, redraw) {
 }
 
 /**
- * The bets panel (on the dealer's screen): the seats' spots while bets are open, the bets
- * as placed once closed. Hidden when the status carries no bets (an older table).
+ * The bets panel (on the dealer's screen): the seats' spots while bets are open. Hidden
+ * otherwise: once bets close the round's seats show the bets as frozen; an older table
+ * sends no bets.
  */
 export function renderBets(box, ctx, redraw) {
   const bets = Status.bets(ctx.status);
-  if (!bets || !Array.isArray(bets.layout)) { fill(box); box.hidden = true; return; }
-  box.hidden = false;
   const w = Status.waitingFor(ctx.status);
   const staff = ["dealer", "supervisor"].includes(ctx.me.role);
-  const open = Boolean(bets.open && staff && w && (w.accepts || []).includes("place_bets"));
+  const open = Boolean(bets && Array.isArray(bets.layout) && bets.open && staff && w
+    && (w.accepts || []).includes("place_bets"));
+  if (!open) { // bets closed (the seats show them as frozen), or a table that sends no bets
+    for (const k of Object.keys(local.refused)) delete local.refused[k];
+    fill(box);
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
   const inPlay = bets.layout.filter((s) => placed(bets, s));
   const head = el("div", { class: "bets-head" },
     el("h2", {}, open ? "Bets: open" : "Bets"),
