@@ -60,6 +60,7 @@ def test_an_unreachable_floor_under_hold_starts_the_table_held_for_a_supervisor(
     once a supervisor acknowledges that the floor could not confirm the journal's end."""
     import time
 
+    from console_helpers import PEOPLE, make_people
     from table.interfaces.control_socket import send
     from table.journal import Journal
 
