@@ -200,6 +200,20 @@ def _patterns(v: list) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _screens(v: list) -> tuple[str, ...]:
+    import ipaddress
+
+    if not isinstance(v, list) or len(v) > 64:
+        raise ValueError(f"{v!r} is not a list of at most 64 addresses")
+    for a in v:
+        try:
+            ipaddress.ip_network(a, strict=False)
+        except (ValueError, TypeError):
+            raise ValueError(f"{a!r} is not an IP address or network; allowed: strings such as \"10.1.2.3\" "
+                             "or \"10.1.2.0/28\"") from None
+    return tuple(v)
+
+
 def _serial(v: str) -> str:
     if not v or len(v) > 64 or not v.isprintable():
         raise ValueError(f"{v!r} is not a serial number; allowed: 1-64 printable characters")
@@ -545,14 +559,18 @@ class AuthSection:
     """``[auth]``: signing in over HTTP/WebSocket. ``people_file``: who may sign in,
     their role and PIN hash (``tablectl people add``; absolute); ``session_ttl_s``:
     a session ends this long after sign-in; ``session_idle_s``: or after this long
-    unused; ``max_failures``: failed sign-ins of one person before a lock-out of
-    ``lockout_s`` (doubling with each further failure, at most an hour)."""
+    unused; ``max_failures``: failed sign-ins of one person (at one origin) before a
+    lock-out of ``lockout_s`` (doubling with each further failure, at most an hour);
+    ``table_screens``: IP addresses or networks of the table's own screens besides
+    loopback: failures from anywhere else never lock a person out there (issue 24;
+    ``table.interfaces.auth``)."""
 
     people_file: Path = _spec(Path("/etc/threecard/people.toml"), check=_abs_path)
     session_ttl_s: float = _spec(8 * 3600.0, range=(60, 7 * 86_400))
     session_idle_s: float = _spec(900.0, range=(30, 86_400))
     max_failures: int = _spec(5, range=(1, 100))
     lockout_s: float = _spec(30.0, range=(1, 3600))
+    table_screens: tuple = _spec((), check=_screens)
 
 
 def _timezone(v: str) -> str:

@@ -80,7 +80,8 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.3.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats
+SCHEMA_VERSION = "1.4.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats;
+#                             1.4.0: checkpoint v3 (state_sha256: every byte of the checkpoint entry signed)
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {

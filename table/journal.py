@@ -105,10 +105,10 @@ CREATE TABLE IF NOT EXISTS entries (
 #: key-derivation purposes (:meth:`table.keys.TableKey.derive`)
 SEAL_PURPOSE = "threecard/journal-seal/1"
 MAC_PURPOSE = "threecard/journal-mac/1"
-CHECKPOINT_VERSION = 2
-#: bytes of ``h_i`` a checkpoint's ``digests`` keep per entry: v1 8, v2 4 (they only name
-#: the first entry changed; the signed ``head`` is the whole 32-byte hash)
-DIGEST_BYTES = {1: 8, 2: 4}
+CHECKPOINT_VERSION = 3
+#: bytes of ``h_i`` a checkpoint's ``digests`` keep per entry: v1 8, v2 and v3 4 (they only
+#: name the first entry changed; the signed ``head`` is the whole 32-byte hash)
+DIGEST_BYTES = {1: 8, 2: 4, 3: 4}
 DIGEST_LEN = DIGEST_BYTES[CHECKPOINT_VERSION]
 #: the label of a card commitment's nonce (:func:`commit_nonce`)
 COMMIT_NONCE_LABEL = b"threecard/commit-nonce/1"
@@ -323,6 +323,51 @@ def _write_error(exc: BaseException, what: str, path: Path | None = None) -> Jou
     return JournalWriteError(f"cannot write {what}: {reason} ({exc})", reason)
 
 
+def state_digest(state: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a checkpoint's recovery state in canonical JSON: what a v3
+    checkpoint signs of its own entry's ``state``."""
+    return hashlib.sha256(_canonical(state).encode("utf-8")).hexdigest()
+
+
+def checkpoint_entry_problem(seq: int, ts: int, round_id: Any, deck_id: Any, body: str) -> str | None:
+    """Why the ``checkpoint`` entry stored as (``seq``, ``ts``, ``round_id``, ``deck_id``,
+    ``body``) is not exactly what its own signature covers, or None when it is.
+
+    A v3 checkpoint signs the chain up to the entry before it *and* its own entry
+    (issue 24): the entry's body must be exactly the canonical JSON of
+    ``{"checkpoint": signed, "state": state}``, with ``state`` hashing to the signed
+    ``state_sha256``, ``ts`` the signed time, no round or deck, and the signature in
+    its one canonical base64url spelling. So a change to any byte of the entry is
+    found with the public key alone (the signature itself is checked by the caller).
+    Older versions (v1, v2) did not sign their own state: they are reported as such."""
+    try:
+        obj = json.loads(body)
+    except ValueError as exc:
+        return f"its body is not JSON ({exc})"
+    if not isinstance(obj, dict) or not isinstance(obj.get("checkpoint"), dict):
+        return "its body holds no checkpoint"
+    cp = obj["checkpoint"]
+    if not isinstance(cp.get("v"), int) or cp["v"] < 3:
+        return f"a v{cp.get('v')} checkpoint, which does not sign its own recovery state"
+    if set(obj) != {"checkpoint", "state"} or not isinstance(obj["state"], dict):
+        return "its body holds more or less than the signed checkpoint and its state"
+    if body != _canonical(obj):
+        return "its body is not the canonical JSON that was written"
+    if state_digest(obj["state"]) != cp.get("state_sha256"):
+        return "its recovery state is not the one signed"
+    if ts_text(ts) != cp.get("ts"):
+        return "its time is not the one signed"
+    if round_id is not None or deck_id is not None:
+        return "it names a round or a deck, which a checkpoint never does"
+    sig = cp.get("sig")
+    try:
+        if not isinstance(sig, str) or b64(unb64(sig)) != sig:
+            return "its signature is not spelled canonically"
+    except ValueError:
+        return "its signature is not base64url"
+    return None
+
+
 def head_path(path: str | Path) -> Path:
     """The file holding the journal's latest signed checkpoint: ``JOURNAL.head``."""
     p = Path(path)
@@ -523,7 +568,8 @@ class Journal:
         self._uncommitted = []
 
     def append(self, kind: str, *, round_id: str | None = None, deck_id: str | None = None,
-               sealed: dict[str, Any] | None = None, seal_nonce: bytes | None = None, **body: Any) -> Entry:
+               sealed: dict[str, Any] | None = None, seal_nonce: bytes | None = None, _ts: int | None = None,
+               **body: Any) -> Entry:
         """Write one entry and commit it durably before returning (unless inside
         :meth:`batch`, which commits at its end).
 
@@ -532,12 +578,13 @@ class Journal:
         ``seal_nonce``: the fresh nonce to seal them with (:func:`fresh_seal_nonce`),
         when the caller derived a commitment's nonce from it (:meth:`commit_nonce`).
         Raises :class:`JournalWriteError` if the write fails (nothing recorded).
+        ``_ts``: the entry's time (µs), for :meth:`checkpoint`, which signs it.
         """
         if self.read_only:
             raise JournalWriteError(f"journal {self.path} is open read-only", "read-only")
         if sealed is not None and self.key is None:
             raise JournalError("sealing a field needs the table key")
-        ts = _now_us()
+        ts = _now_us() if _ts is None else _ts
         with self._lock:
             self._ensure_chain()
             seq = self._seq + 1
@@ -624,13 +671,16 @@ class Journal:
         with self._lock:
             self._ensure_chain()
             assert self._chain is not None
+            # v3 signs every byte of its own entry too (issue 24): its time, and the hash of
+            # its recovery state; the entry is nothing but the two (checkpoint_entry_problem).
+            ts = _now_us()
             signed = {"v": CHECKPOINT_VERSION, "table_id": self.table_id, "seq": self._seq,
                       "head": self._chain.hex(), "from": self._covered + 1,
                       "digests": b64(b"".join(d[:DIGEST_LEN] for d in self._digests)), "rounds_opened": state.get("rounds_opened", 0),
-                      "key_id": self.key.key_id, "ts": ts_text(_now_us())}
+                      "key_id": self.key.key_id, "ts": ts_text(ts), "state_sha256": state_digest(state)}
             signed["sig"] = b64(self.key.sign(_canonical(signed).encode()))
             covered = self._seq
-            self.append("checkpoint", checkpoint=signed, state=state)
+            self.append("checkpoint", checkpoint=signed, state=state, _ts=ts)
             self._covered = covered
             self._digests = [self._chain[:8]]  # the checkpoint entry opens the next stretch
             if self._batch_depth:
@@ -753,7 +803,7 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 
 
 #: ``status`` values of :class:`VerifyResult`, and ``tablectl audit verify``'s exit code for each
-STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3}
+STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3, "unsigned": 4}
 
 
 @dataclass(frozen=True)
@@ -762,13 +812,18 @@ class VerifyResult:
 
     ``status``: ``"ok"`` (chain, signatures and anchors hold), ``"unanchored"``
     (the chain holds but no signed checkpoint, head file or anchor vouches for
-    its end: a truncation or a rollback could not be seen), ``"tampered"``
+    its end: a truncation or a rollback could not be seen), ``"unsigned"``
+    (everything up to the last signed checkpoint holds and is anchored, but
+    ``unsigned_tail`` entries after it, of the kinds ``tail_kinds`` counts, are
+    vouched for by nothing that was checked: no signature covers them and no
+    table key checked their MACs; issue 24), ``"tampered"``
     (``first_bad`` names the first entry edited, deleted or reordered, or the
     ``reason`` says which checkpoint or anchor disagrees). ``entries``: how many
     entries were read; ``checkpoints``: signed checkpoints verified;
     ``unsigned_tail``: entries after the last checkpoint (a round in progress,
-    or a controller stopped without a clean shutdown); ``notes``: what else an
-    auditor should know.
+    or a controller stopped without a clean shutdown); ``tail_kinds``: how many
+    of them of each kind; ``tail_checked``: their MACs were checked with the table
+    key; ``notes``: what else an auditor should know.
     """
 
     status: str
@@ -778,11 +833,13 @@ class VerifyResult:
     checkpoints: int = 0
     unsigned_tail: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    tail_kinds: dict[str, int] = field(default_factory=dict)
+    tail_checked: bool = False
 
     @property
     def ok(self) -> bool:
-        """True when nothing was found wrong (``ok`` or ``unanchored``)."""
-        return self.status in ("ok", "unanchored")
+        """True when nothing was found wrong (``ok``, ``unanchored`` or ``unsigned``)."""
+        return self.status in ("ok", "unanchored", "unsigned")
 
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -948,7 +1005,9 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         kept: dict[int, bytes] = {0: GENESIS}
         stretch: list[bytes] = []  # h_i[:8] since the last checkpoint entry
         stretch_from = 1
-        n_cp, last_cp = 0, 0
+        n_cp, last_cp, old_cps = 0, 0, 0
+        carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
+        tail_kinds: dict[str, int] = {}  # the entries since the last checkpoint entry, by kind
 
         def signed_ok(cp: dict[str, Any], where: str) -> VerifyResult | None:
             if cp.get("table_id") != table_id:
@@ -979,6 +1038,14 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
                     bad = signed_ok(cp, where)
                     if bad is not None:
                         return _bad(count, seq, bad.reason)
+                    if isinstance(cp.get("v"), int) and cp["v"] >= 3:
+                        why = checkpoint_entry_problem(seq, ts, rid, did, body)
+                        if why is not None and keys:  # unsigned, nothing of it is vouched for anyway
+                            return _bad(count, seq, f"{where} is not what was signed: {why}")
+                    else:
+                        old_cps += 1
+                    if isinstance(cp.get("seq"), int):
+                        carried[cp["seq"]] = cp.get("sig")
                     if cp.get("seq") != seq - 1 or cp.get("from") != stretch_from:
                         return _bad(count, seq, f"{where} covers {cp.get('from')}..{cp.get('seq')}, "
                                                 f"not {stretch_from}..{seq - 1}")
@@ -989,6 +1056,8 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
                                                      "they were rewritten"))
                     n_cp, last_cp = n_cp + 1, seq
                     stretch, stretch_from = [], seq
+                    tail_kinds = {}
+                tail_kinds[kind] = tail_kinds.get(kind, 0) + 1
                 material = _material(seq, ts, kind, rid, did, body)
                 h = hashlib.sha256(h + material).digest()
                 stretch.append(h[:8])
@@ -1021,6 +1090,14 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
             failures.append(_bad(count, count + 1, f"{where} covers entries up to {seq}, but the journal ends at "
                                                    f"{count}: entries {count + 1}..{seq} are missing (truncated or "
                                                    "rolled back)"))
+        elif seq + 1 > count:
+            # A checkpoint is signed as its entry is written: the entry after the ones it
+            # covers is the checkpoint entry that carries it.
+            failures.append(_bad(count, count + 1, f"{where} was written as entry {seq + 1}, but the journal ends "
+                                                   f"at {count}: its checkpoint entry is missing (truncated)"))
+        elif carried.get(seq) != cp.get("sig"):
+            failures.append(_bad(count, seq + 1, f"{where} was written as entry {seq + 1}, which is not the "
+                                                 "checkpoint entry carrying it (changed or replaced)"))
         elif kept[seq].hex() != cp.get("head"):
             first = _locate(p, cp)
             failures.append(_bad(count, first, f"{where} (entries up to {seq}) does not match the journal: "
@@ -1040,14 +1117,30 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
                      "checked, so they vouch for nothing (give --public-key)")
     elif n_cp and not keys:
         notes.append("no public key given: checkpoint signatures were not checked")
-    tail = count - last_cp
+    if old_cps:
+        notes.append(f"{old_cps} checkpoint entries of an older version (v1, v2) sign the chain but not their own "
+                     "recovery state")
+    # The checkpoint entry itself is signed (v3: every byte of it), so the tail is what
+    # comes after it. Without checkpoints nothing is signed at all.
+    tail = count - last_cp if n_cp else count
+    if not n_cp:
+        tail_kinds = dict(tail_kinds)
+    else:
+        tail_kinds = {k: v for k, v in tail_kinds.items() if k != "checkpoint" or v > 1}
+        if "checkpoint" in tail_kinds:
+            tail_kinds["checkpoint"] -= 1
+    checked = mac_key is not None
     if tail and n_cp:
-        notes.append(f"{tail} entries after the last signed checkpoint are not signed yet "
-                     "(a round in progress, or a controller stopped without a clean shutdown)")
+        what = ", ".join(f"{n} {k}" for k, n in sorted(tail_kinds.items()))
+        notes.append(f"{tail} entries after the last signed checkpoint ({what}) are covered by no signature "
+                     + ("; their MACs were checked with the table key" if checked else
+                        "and nothing checked them (a round in progress, a controller stopped without a clean "
+                        "shutdown, or entries appended by someone else): only --key can check their MACs"))
     if not anchored and keys:  # without keys the note above says why already
         notes.append("nothing outside the journal vouches for its end (no signed head file, no anchors): "
                      "a truncation or an older copy could not be told apart")
-    return VerifyResult("ok" if anchored else "unanchored", count, None, "", n_cp, tail, tuple(notes))
+    status = "unanchored" if not anchored else "unsigned" if tail and not checked else "ok"
+    return VerifyResult(status, count, None, "", n_cp, tail, tuple(notes), tail_kinds, checked and bool(tail))
 
 
 def _first_in(cp: dict[str, Any], stretch: list[bytes], start: int) -> int | None:

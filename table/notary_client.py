@@ -153,9 +153,10 @@ def fetch_floor_checkpoint(url: str, *, floor_public: Ed25519PublicKey, table_id
 
 def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey) -> list[dict[str, Any]]:
     """The anchors the floor's notary gives the table at start: ``[checkpoint]``, or ``[]``
-    when the floor has none, or when it cannot be reached (or answers what does not
-    verify) and ``section.unreachable`` is ``"warn"``. ``section``: the table config's
-    ``[floor]`` (:class:`table.config.FloorSection`: ``url``, ``public_key``,
+    when the floor has none, or when it cannot be reached and ``section.unreachable``
+    is ``"warn"``; an answer that does not verify is, under ``"warn"``, a refused
+    anchor (:func:`table.anchors.refused_anchor`: an incident at start-up).
+    ``section``: the table config's ``[floor]`` (:class:`table.config.FloorSection`: ``url``, ``public_key``,
     ``unreachable``, ``timeout_s``); no ``url``: no notary, ``[]``. Raises
     :class:`NotaryError` under ``unreachable = "refuse"`` or ``"hold"`` (the caller then
     holds the table for a supervisor: ``TableController(unconfirmed=...)``), and ``KeyFileError`` for an
@@ -172,6 +173,12 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
         if section.unreachable in ("refuse", "hold"):
             raise  # "hold": the caller starts the table held for a supervisor (TableController unconfirmed=)
         log.warning("floor_notary_not_used", reason=exc.reason, error=str(exc)[:300], policy="warn")
+        if exc.reason == "refused" and "answer" in str(exc):
+            # An answer that came and does not verify is not the absence of an anchor: an
+            # incident the table holds for (table.anchors; issue 24).
+            from .anchors import refused_anchor
+
+            return [refused_anchor(f"the floor's notary at {section.url}", str(exc))]
         return []
     if cp is None:
         log.info("floor_notary_empty", table_id=table_id)

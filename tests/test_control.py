@@ -2,32 +2,42 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
+from table.interfaces.auth import Authenticator, PeopleFile
 from table.interfaces.control_socket import ControlSocket, send
-from table.interfaces.terminal import parse_key_line
+from table.interfaces.terminal import parse_key_line, pin_checker
 from table.console import Command, Console, Expectation, VoidPolicy
 from table.roles import Actor, Role
+
+from console_helpers import CHEAP
 
 
 def test_socket_commands_reach_the_console_and_get_answers(tmp_path):
     console = Console()
     console.status = lambda: {"rounds_played": 3}
-    sock = ControlSocket(tmp_path / "ctl.sock", console)
+    os.chmod(tmp_path, 0o700)
+    people = PeopleFile(tmp_path / "people.toml")
+    people.add("S-1", Role.SUPERVISOR, "590317", hasher=CHEAP)
+    auth = Authenticator(tmp_path / "people.toml", hasher=CHEAP)
+    sock = ControlSocket(tmp_path / "ctl.sock", console,
+                         prove=pin_checker(auth, source="control-socket", origin="other"))
     try:
         assert console.attached
         assert send(sock.path, {"action": "status"}) == {"ok": True, "rounds_played": 3}
         assert send(sock.path, {"action": "dance"})["ok"] is False
         assert "bad request" in send(sock.path, {"no": "action"})["error"]
         # No round: a void is refused at once, saying why (never left waiting for a round).
-        refused = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1"})
+        refused = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1", "pin": "590317"})
         assert refused["ok"] is False and "no round is in progress" in refused["error"]
         # A round in progress: accepted at once; the controller carries it out within a device step.
         console.set_void_policy(VoidPolicy("r00007-abc", ""))
-        accepted = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1"})
+        accepted = send(sock.path, {"action": "void", "reason": "misdeal", "supervisor": "S-1", "pin": "590317"})
         assert accepted["ok"] is True and accepted["accepted"] is True and accepted["round_id"] == "r00007-abc"
         taken = console.take_void()
-        assert taken is not None and taken.args["reason"] == "misdeal"
+        assert taken is not None and taken.args == {"reason": "misdeal", "supervisor": "S-1"}  # no PIN passed on
+        assert taken.person == "S-1"
     finally:
         sock.close()
     assert not sock.path.exists()

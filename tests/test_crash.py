@@ -39,6 +39,7 @@ from tests.tables import table_toml
 from table.journal import Journal, verify
 from table.keys import load_private_key
 from table.recovery import restore
+from console_helpers import PEOPLE, make_people
 
 KILLS = int(os.environ.get("CRASH_KILLS", "100"))
 SEED = 2026
@@ -131,7 +132,7 @@ def _void(control: Path) -> int:
     two-person rule is off here, see the test)."""
     try:
         reply = send(control, {"action": "void", "reason": "crash test: round interrupted",
-                               "supervisor": "S-TEST"}, timeout_s=10)
+                               "supervisor": "S-17", "pin": PEOPLE["S-17"][1]}, timeout_s=10)
     except (OSError, ValueError, ConnectionError):
         return 0  # killed or restarting under us
     return int(bool(reply.get("ok") and "second supervisor" not in str(reply.get("what", ""))))
@@ -178,7 +179,8 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
     # No --log-file: the JSON log records come on stderr, where the test reads them.
     run = tablectl() + ["run", "--config", str(cfg), "--shuffler-url", str(dev / "shuffler"), "--shoe-url",
                         str(dev / "shoe"), "--dealer-socket", str(dealer), "--journal", str(journal),
-                        "--control-socket", str(control), "--seats", "3"]
+                        "--control-socket", str(control), "--seats", "3",
+                        "--people-file", str(make_people(tmp_path / "people.toml"))]
     rng = random.Random(SEED)
     voids = 0
     kills = ended = 0

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from console_helpers import PEOPLE, make_people
+
 RANKS = "23456789TJQKA"
 ROUNDS, SEATS, ANTE = 50, 6, 1000
 
@@ -190,6 +192,7 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--config", str(cfg), "--rounds", "100", "--seats", "7",
                                           "--seed", "3",
                                           "--control-socket", str(control), "--journal", str(journal), "--json",
+                                          "--people-file", str(make_people(tmp_path / "people.toml")),
                                           "--log-file", str(tmp_path / "run.log")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     voided = threading.Event()
@@ -198,7 +201,8 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
         deadline = time.monotonic() + 60
         while not voided.is_set() and time.monotonic() < deadline and proc.poll() is None:
             try:
-                if send(control, {"action": "void", "reason": "test: misdeal", "supervisor": "S-1"},
+                if send(control, {"action": "void", "reason": "test: misdeal", "supervisor": "S-17",
+                                  "pin": PEOPLE["S-17"][1]},
                         timeout_s=5).get("ok"):
                     voided.set()
             except (OSError, ValueError, ConnectionError):

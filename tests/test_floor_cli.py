@@ -8,7 +8,7 @@ import subprocess
 
 from table.keys import generate, save
 
-from console_helpers import tablectl
+from console_helpers import PEOPLE, make_people, tablectl
 from mqtt_broker import free_port
 
 
@@ -60,6 +60,7 @@ def test_an_unreachable_floor_under_hold_starts_the_table_held_for_a_supervisor(
     once a supervisor acknowledges that the floor could not confirm the journal's end."""
     import time
 
+    from console_helpers import PEOPLE, make_people
     from table.interfaces.control_socket import send
     from table.journal import Journal
 
@@ -75,7 +76,8 @@ def test_an_unreachable_floor_under_hold_starts_the_table_held_for_a_supervisor(
                             "--log-file", str(tmp_path / "log")]
         alone = subprocess.run(run + ["--rounds", "1"], capture_output=True, text=True, timeout=120)
         assert alone.returncode == 3 and "acknowledge" in alone.stderr  # nobody to ask: it does not deal
-        proc = subprocess.Popen(run + ["--rounds", "1", "--control-socket", str(control)],
+        proc = subprocess.Popen(run + ["--rounds", "1", "--control-socket", str(control),
+                                       "--people-file", str(make_people(tmp_path / "people.toml"))],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while True:
@@ -87,7 +89,8 @@ def test_an_unreachable_floor_under_hold_starts_the_table_held_for_a_supervisor(
                 pass
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        assert send(control, {"action": "acknowledge_incident", "supervisor": "S-9"}, timeout_s=30)["ok"]
+        assert send(control, {"action": "acknowledge_incident", "supervisor": "S-17", "pin": PEOPLE["S-17"][1]},
+                    timeout_s=30)["ok"]  # a person of the people file, proved (issue 24)
         assert proc.wait(60) == 0, proc.stderr.read()
         proc.stderr.close()
     finally:

@@ -40,6 +40,7 @@ from table.keys import generate
 from table.logs import configure_logging
 from table.rules.settlement import Tables
 from tests.test_crash import tablectl
+from console_helpers import PEOPLE, make_people
 
 RED, BLUE = BackColour.RED, BackColour.BLUE
 KEY = generate()
@@ -365,13 +366,15 @@ def test_a_journal_swapped_for_an_older_copy_waits_for_a_supervisor(tmp_path):
         refused = subprocess.run(run + ["--rounds", "1", "--anchors", str(anchors)], capture_output=True, text=True,
                                  timeout=120)
         assert refused.returncode == 3 and "acknowledge" in refused.stderr
-        proc = subprocess.Popen(run + ["--rounds", "1", "--anchors", str(anchors), "--control-socket", str(control)],
+        proc = subprocess.Popen(run + ["--rounds", "1", "--anchors", str(anchors), "--control-socket", str(control),
+                                       "--people-file", str(make_people(tmp_path / "people.toml"))],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         from table.interfaces.control_socket import send
         deadline = time.monotonic() + 60
         while True:
             try:
-                reply = send(control, {"action": "acknowledge_incident", "supervisor": "S-9"}, timeout_s=30)
+                reply = send(control, {"action": "acknowledge_incident", "supervisor": "S-17",
+                                       "pin": PEOPLE["S-17"][1]}, timeout_s=30)
                 if reply.get("ok"):
                     break
             except OSError:

@@ -60,7 +60,11 @@ def test_entries_survive_reopening_and_verify(journal_file):
         assert j.last_seq == 16
         assert j.check_tail() is None
     result = verify(journal_file, public_keys=[KEY.public])
-    assert result.status == "ok" and result.checkpoints == 3 and result.unsigned_tail == 1
+    # Nothing signed vouches for the round opened after the last checkpoint (issue 24) ...
+    assert result.status == "unsigned" and result.checkpoints == 3 and result.unsigned_tail == 1
+    assert result.tail_kinds == {"round": 1}
+    # ... unless the table key checks its MAC.
+    assert verify(journal_file, key=KEY).status == "ok"
 
 
 def test_files_are_private_and_one_writer_at_a_time(journal_file):

@@ -65,7 +65,8 @@ state_path = "{tmp_path / 'mqtt.json'}"
     info = forger.publish(checkpoint_topic("f1", "t-anchor"), sign_message(generate(), checkpoint_topic("f1", "t-anchor"),
                                                                            forged), qos=1, retain=True)
     info.wait_for_publish(5)
-    assert fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public) is None
+    refused = fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public)
+    assert "not table t-anchor's key" in refused["anchor_refused"]  # passed on as refused: an incident (issue 24)
     # Nor is a message the table really signed as another kind (an event, a status) put on that
     # topic: what is signed names the kind of message (threecard.signed/2).
     events_topic = "threecard/f1/t-anchor/events"
@@ -73,5 +74,6 @@ state_path = "{tmp_path / 'mqtt.json'}"
     info.wait_for_publish(5)
     forger.disconnect()
     forger.loop_stop()
-    assert fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public) is None
+    refused = fetch_checkpoint(MqttSettings(port=broker.port, floor="f1"), "t-anchor", key.public)
+    assert "signature" in refused["anchor_refused"], refused  # refused too, and passed on (issue 24)
     assert json.loads(json.dumps(last))["table_id"] == "t-anchor"

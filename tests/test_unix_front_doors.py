@@ -20,13 +20,17 @@ import structlog
 from frontdoor_helpers import (NOBODY, RecordingConsole, control_requests, event_request, group_id, run_as,
                                seat_journal, SEAT_KEY)
 
+from console_helpers import CHEAP, PEOPLE, make_people
+
 from table.events import EventLog
+from table.interfaces.auth import Authenticator
 from table.interfaces.control_socket import ControlSocket, send
 from table.interfaces.dispatch import EventHub
 from table.interfaces.event_socket import EventSocket
 from table.interfaces.peers import LocalRoles
 from table.interfaces.serving import FrontDoorLoop
-from table.roles import Role
+from table.interfaces.terminal import pin_checker
+from table.roles import Actor, Role
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start clients as other accounts")
 
@@ -46,8 +50,13 @@ def doors():
     front = FrontDoorLoop("test-doors")
     events = EventLog(seat_journal(tmp_path / "journal.sqlite3"), "t-unix", key=SEAT_KEY).start()
     hub = EventHub(events, front)
+    os.chmod(tmp_path, 0o700)
+    make_people(tmp_path / "people.toml")
+    os.chmod(tmp_path, 0o755)
+    prove = pin_checker(Authenticator(tmp_path / "people.toml", hasher=CHEAP), source="control-socket",
+                        origin="other")
     ctl = ControlSocket(tmp_path / "control.sock", console, front=front, roles=roles(), hub=hub,
-                        socket_group=ACCESS)
+                        socket_group=ACCESS, prove=prove)
     evs = EventSocket(tmp_path / "events.sock", events, front=front, hub=hub, roles=roles(), socket_group=ACCESS)
     try:
         yield console, ctl, evs
@@ -60,10 +69,11 @@ def doors():
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+PROOF = {"supervisor": "S-17", "pin": PEOPLE["S-17"][1]}  # a person of the people file, proved (issue 24)
 SUPERVISOR_ACTIONS = [
-    {"id": "v", "action": "void", "reason": "misdeal", "supervisor": "S-1"},
-    {"id": "r", "action": "register_deck", "deck_id": "A2", "supervisor": "S-1"},
-    {"id": "m", "action": "confirm_card", "card": "Qs", "supervisor": "S-1"},
+    {"id": "v", "action": "void", "reason": "misdeal", **PROOF},
+    {"id": "r", "action": "register_deck", "deck_id": "A2", **PROOF},
+    {"id": "m", "action": "confirm_card", "card": "Qs", **PROOF},
 ]
 
 
@@ -88,10 +98,11 @@ def test_a_supervisor_account_reaches_the_table_with_its_actor(doors):
     replies = run_as(NOBODY, [group_id(ACCESS), group_id(SUPERVISORS)], control_requests(ctl.path, [
         *SUPERVISOR_ACTIONS, {"id": 9, "action": "void", "reason": "misdeal"}]))
     assert [r["id"] for r in replies] == ["v", "r", "m", 9]
-    assert all("not expected now" in r["error"] for r in replies)  # passed through from the core
-    assert [c.action for c in console.seen] == ["void", "register_deck", "confirm_card", "void"]
-    assert {c.actor.role for c in console.seen} == {Role.SUPERVISOR}
-    assert console.seen[3].args == {"reason": "misdeal", "supervisor": "nobody"}  # absent: the account's name
+    assert all("not expected now" in r["error"] for r in replies[:3])  # passed through from the core
+    assert [c.action for c in console.seen] == ["void", "register_deck", "confirm_card"]
+    assert {c.actor for c in console.seen} == {Actor("S-17", Role.SUPERVISOR, source="control-socket")}
+    # Without naming and proving a person: an account is not a person (issue 24).
+    assert replies[3]["code"] == "forbidden" and "PIN" in replies[3]["error"]
 
 
 @root_only
@@ -281,3 +292,45 @@ def test_descriptor_exhaustion_turns_clients_away_then_the_console_answers_again
         for c in clients:
             c.close()
         ctl.close()
+
+
+def test_binding_a_socket_never_changes_the_process_umask(tmp_path, monkeypatch):
+    """``unix_listener`` set the umask to 0177 around its bind: a file another thread
+    created meanwhile got mode 0600 instead of what its own umask gave (issue 24, point 7).
+    The socket is now bound in a private 0700 folder and linked into place."""
+    import threading
+
+    from table.interfaces.serving import unix_listener
+
+    calls = []
+    real_umask = os.umask
+    monkeypatch.setattr(os, "umask", lambda m: calls.append(m) or real_umask(m))
+    made, stop = [], threading.Event()
+
+    def create_files() -> None:  # another thread of the process, making files all along
+        n = 0
+        while not stop.is_set():
+            p = tmp_path / "files" / f"f{n}"
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            os.close(fd)
+            made.append(p)
+            n += 1
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "socks").mkdir()
+    before = real_umask(0o022)
+    worker = threading.Thread(target=create_files)
+    worker.start()
+    try:
+        for i in range(100):
+            sock = unix_listener(tmp_path / "socks" / f"s{i}.sock", mode=0o660)
+            sock.close()
+    finally:
+        stop.set()
+        worker.join(10)
+        real_umask(before)
+    assert calls == []  # the umask was never touched
+    assert made and {oct(os.stat(p).st_mode & 0o777) for p in made} == {"0o644"}
+    modes = {oct(os.lstat(tmp_path / "socks" / f"s{i}.sock").st_mode & 0o777) for i in range(100)}
+    assert modes == {"0o660"} and sorted(os.listdir(tmp_path / "socks"))[:1] == ["s0.sock"]
+    assert not [n for n in os.listdir(tmp_path / "socks") if not n.endswith(".sock")]  # no private folder left

@@ -57,6 +57,8 @@ def keygen_command(key_file: str, force: bool) -> None:
     1: "it was tampered with (the first bad entry, or the checkpoint or anchor it disagrees with, is named)",
     EXIT_UNREADABLE: "missing, unreadable or not a journal, or bad usage",
     3: "it holds, but no head file and no anchor vouch for its end, or no --public-key checked them (unanchored)",
+    4: "it holds and is anchored up to its last signed checkpoint, but the entries after it (how many, of which "
+       "kinds, is printed) are covered by no signature and no --key checked their MACs (unsigned)",
 })
 @audit_group.command("verify")
 @click.argument("journal", type=click.Path(dir_okay=False))
@@ -89,10 +91,16 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
         click.echo(json.dumps({"status": result.status, "ok": result.ok, "entries": result.entries,
                                "first_bad": result.first_bad, "reason": result.reason,
                                "checkpoints": result.checkpoints, "unsigned_tail": result.unsigned_tail,
+                               "tail_kinds": result.tail_kinds, "tail_checked": result.tail_checked,
                                "notes": list(result.notes)}))
     elif result.status == "ok":
         click.echo(f"OK: {result.entries} entries, hash chain intact, {result.checkpoints} signed checkpoints"
                    + ("" if public_keys or key_file else " (signatures not checked: give --public-key)"))
+    elif result.status == "unsigned":
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.tail_kinds.items()))
+        click.echo(f"UNSIGNED: {result.entries} entries; the first {result.entries - result.unsigned_tail} hold and "
+                   f"are signed, but nothing vouches for the last {result.unsigned_tail} ({kinds}): no signature "
+                   "covers them and no --key checked their MACs", err=True)
     elif result.status == "unanchored":
         why = ("no --public-key was given, so the head file's signature could not be checked" if not public_keys
                and not key_file else "no signed head file or --anchors vouch for it")

@@ -492,8 +492,12 @@ class _TableRun:
             self.front = front = FrontDoorLoop()
             stack.callback(front.close)
             self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
+            # On the control socket a supervisor action names a person of the people file and
+            # proves it (an account is not a person: issue 24).
+            prove = _terminal_pin_check(cfg, a.people_file, source="control-socket", origin="other") \
+                if a.control_socket else None
             self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
-                                         stream_pending=journal is not None)
+                                         stream_pending=journal is not None, prove=prove)
             if journal is not None:  # the shuffle check and the audit status, read from the journal file
                 from table.interfaces.audit_view import AuditQueries
 
@@ -758,23 +762,26 @@ def _authenticator(cfg: Any, people_file: str | None) -> Any:
             return Authenticator.from_config(cfg.auth) if people_file is None else \
                 Authenticator(people_file, session_ttl_s=cfg.auth.session_ttl_s,
                               session_idle_s=cfg.auth.session_idle_s, max_failures=cfg.auth.max_failures,
-                              lockout_s=cfg.auth.lockout_s)
+                              lockout_s=cfg.auth.lockout_s, table_screens=cfg.auth.table_screens)
         return Authenticator(people_file or DEFAULT_PEOPLE_FILE)
     except PeopleFileError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def _terminal_pin_check(cfg: Any, people_file: str | None) -> Any:
-    """The terminal's check of a second supervisor's PIN (``x NAME``), or None when
-    nobody is in the people file (the terminal then refuses ``x`` and says why)."""
+def _terminal_pin_check(cfg: Any, people_file: str | None, *, source: str = "terminal",
+                        origin: str = "table") -> Any:
+    """The terminal's check of a supervisor's PIN (``v``, ``x NAME``, ``l``, ``r``, ``m``,
+    ``a``), or the control socket's (``source="control-socket"``, ``origin="other"``);
+    None when nobody is in the people file (supervisor actions are then refused there,
+    saying why)."""
     from table.interfaces.terminal import pin_checker
 
     try:
         auth = _authenticator(cfg, people_file)
-    except click.UsageError as exc:  # the terminal still works; only x (a second supervisor) is refused
-        log.warning("terminal_second_supervisor_unavailable", error=str(exc)[:300])
+    except click.UsageError as exc:  # the terminal still works; supervisor actions are refused
+        log.warning("supervisor_proof_unavailable", source=source, error=str(exc)[:300])
         return None
-    return pin_checker(auth) if auth.people() else None
+    return pin_checker(auth, source=source, origin=origin) if auth.people() else None
 
 
 def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:

@@ -82,8 +82,10 @@ def _str(max_len: int, description: str, pattern: str = _PRINTABLE) -> dict[str,
 
 
 SUPERVISOR = _str(MAX_NAME, "the supervisor's id; over HTTP/WebSocket the signed-in person (filled in when "
-                            "absent, refused when it names someone else); on the Unix socket the account's "
-                            "name when absent")
+                            "absent, refused when it names someone else); on the Unix socket a person of the "
+                            "people file, proved by their pin (required there)")
+PIN = _str(64, "the supervisor's PIN (the people file): on the Unix control socket every supervisor action "
+                "names a person of the people file (supervisor) and proves it; never journaled nor logged")
 REASON = _str(MAX_REASON, "why, in words (journaled; card faces are masked in the public stream)")
 SEAT = {"type": "integer", "minimum": 1, "maximum": 7, "description": "a seat, 1..7"}
 CENTS = {"type": "integer", "minimum": 0, "maximum": MAX_WAGER_CENTS}
@@ -146,26 +148,26 @@ COMMANDS: tuple[Action, ...] = (
            ("seat", "decision")),
     Action("void", "command", "Void the round: wagers returned, cards collected (58 Pa. Code 816a.1: refused once "
                               "results are recorded).",
-           {"reason": REASON, "supervisor": SUPERVISOR, "round_id": ROUND_ID}, ("reason",)),
+           {"reason": REASON, "supervisor": SUPERVISOR, "pin": PIN, "round_id": ROUND_ID}, ("reason",)),
     Action("confirm_void", "command", "A second supervisor confirms a void asked after the decisions were final "
                                       "(the two-person rule): not the supervisor who asked it.",
-           {"supervisor": SUPERVISOR, "round_id": ROUND_ID}),
+           {"supervisor": SUPERVISOR, "pin": PIN, "round_id": ROUND_ID}),
     Action("register_deck", "command", "Register a replacement deck (same back colour) for one out of service.",
            {"deck_id": _str(8, "the new deck's id: 1-8 letters, digits, '_', '-'", r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
             "colour": {"enum": ["red", "blue", "green", "black", "grey", "purple", "orange", "brown"],
                        "description": "its back colour (must be the out-of-service deck's)"},
-            "supervisor": SUPERVISOR}, ("deck_id",)),
+            "supervisor": SUPERVISOR, "pin": PIN}, ("deck_id",)),
     Action("confirm_card", "command", "Enter a card the shoe could not read.",
            {"card": _str(3, "rank and suit: 'Qs', 'Td', '10h'", r"^(10|[2-9TJQKAtjqka])[cdhsCDHS]$"),
             "draw_index": {"type": "integer", "minimum": 0, "maximum": 63,
                            "description": "the draw this card is for (waiting_for.draw_index, counted from 0): "
                                           "refused when the table waits for another card, so an entry sent "
                                           "twice is never taken for the next unreadable card"},
-            "supervisor": SUPERVISOR}, ("card",)),
+            "supervisor": SUPERVISOR, "pin": PIN}, ("card",)),
     Action("release_hold", "command", "Release a held round so it goes on (e.g. after a restart mid-round).",
-           {"supervisor": SUPERVISOR, "reason": REASON, "round_id": ROUND_ID}),
+           {"supervisor": SUPERVISOR, "pin": PIN, "reason": REASON, "round_id": ROUND_ID}),
     Action("acknowledge_incident", "command", "Acknowledge an incident or alarm the table raised.",
-           {"supervisor": SUPERVISOR, "incident": {"oneOf": [{"type": "integer", "minimum": 0},
+           {"supervisor": SUPERVISOR, "pin": PIN, "incident": {"oneOf": [{"type": "integer", "minimum": 0},
                                                              _str(64, "the incident's id", r"^[A-Za-z0-9_.:-]+$")],
                                                   "description": "which incident (its id or event seq)"},
             "note": REASON}),

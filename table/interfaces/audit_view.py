@@ -99,7 +99,7 @@ class AuditQueries:
                                   "p_value": report["p_value"], "rounds": report["rounds"], "decks": decks}}
 
     def audit_status(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """``{"audit": {"status", "ok", "entries", "checkpoints", "unsigned_tail", "reason",
+        """``{"audit": {"status", "ok", "entries", "checkpoints", "unsigned_tail", "tail_kinds", "reason",
         "first_bad", "last_checkpoint": {"seq", "ts", "rounds_opened", "key_id"} | None}}``."""
         return self._cached("audit_status", self._audit_status)
 
@@ -117,6 +117,7 @@ class AuditQueries:
             pass
         return {"audit": {"status": result.status, "ok": result.ok, "entries": result.entries,
                           "checkpoints": result.checkpoints, "unsigned_tail": result.unsigned_tail,
+                          "tail_kinds": result.tail_kinds,
                           "reason": result.reason[:300], "first_bad": result.first_bad,
                           "last_checkpoint": last}}
 

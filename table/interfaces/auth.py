@@ -24,13 +24,23 @@ or write it, when it is a symlink, or when its folder is world-writable
 (the hashes of short PINs must not be handed to an offline attack).
 
 **Sign-in**: ``person`` + ``pin``. An unknown person costs the same hash as
-a known one (no timing oracle). After ``max_failures`` failed sign-ins a
-person is locked out for ``lockout_s``, doubling with each further failure
-(at most an hour); an address that fails often is locked out the same way,
-so a PIN cannot be guessed by trying every person. Guesses still being
-checked count against the limit, so a burst sent at once gets no more tries
-than ``max_failures``. At most two hashes run at
-once (each takes 64 MiB), in the front doors' worker pool, never on the loop.
+a known one (no timing oracle). Each sign-in has an **origin** (issue 24):
+``table``, the table's own screens (``127.0.0.1``, ``::1`` and the addresses
+or networks of ``[auth] table_screens``), or ``other``, everything else.
+Failures are counted per person *and origin*: after ``max_failures`` failed
+sign-ins a person is locked out *at that origin* for ``lockout_s``, doubling
+with each further failure (at most an hour). So wrong PINs sent from the floor
+network, from any number of addresses, never lock a supervisor out of the
+table's own screens. From ``other`` an address that fails often is locked out
+the same way (a PIN cannot be guessed by trying every person), a person's
+failures are forgotten only a day after the last one (a sign-in does not
+reset them, so the guess budget :func:`guess_budget` holds), and at most
+:data:`MAX_OTHER_IN_FLIGHT` sign-ins are checked at once, on their own hashing
+slot: a flood can neither take the table's own slot nor the front doors'
+worker threads. Guesses still being checked count against the limit, so a
+burst sent at once gets no more tries than ``max_failures``. At most two
+hashes run at once (each takes 64 MiB: one for each origin), in the front
+doors' worker pool, never on the loop.
 
 **Sessions**: a random 256-bit token (``secrets``), kept only as its SHA-256;
 it ends ``session_ttl_s`` after sign-in, after ``session_idle_s`` unused, at
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import ipaddress
 import os
 import re
 import secrets
@@ -71,6 +82,39 @@ MAX_SESSIONS_PER_PERSON = 4
 #: failed sign-ins from one address before it is locked out like a person
 MAX_ADDRESS_FAILURES = 20
 MAX_LOCKOUT_S = 3600.0
+#: a person's failures from outside the table's screens are forgotten this long after the last
+FORGET_AFTER_S = 86_400.0
+#: sign-ins from outside the table's screens being checked at once, at most
+MAX_OTHER_IN_FLIGHT = 2
+#: the table's own screens, always (the kiosk browser on the table PC)
+LOOPBACK_SCREENS = ("127.0.0.1", "::1")
+TABLE, OTHER = "table", "other"
+
+
+def guess_budget(max_failures: int, lockout_s: float, seconds: float) -> int:
+    """The most wrong PINs one person can be sent from one origin in ``seconds``
+    (``max_failures`` at once, then one per lock-out, each twice as long as the one
+    before, at most :data:`MAX_LOCKOUT_S`). ``docs/web-console.md`` gives the figures
+    for the defaults."""
+    n, t = max_failures, 0.0
+    while True:
+        t += min(lockout_s * 2 ** (n - max_failures), MAX_LOCKOUT_S)
+        if t > seconds:
+            return n
+        n += 1
+
+
+def screen_networks(addresses: Any = ()) -> tuple[Any, ...]:
+    """The table's own screens: :data:`LOOPBACK_SCREENS` and ``addresses`` (IP addresses
+    or networks, ``"10.1.2.3"``, ``"10.1.2.0/28"``), as ``ipaddress`` networks. Raises
+    ``ValueError`` naming one that is not an address."""
+    out = []
+    for a in (*LOOPBACK_SCREENS, *addresses):
+        try:
+            out.append(ipaddress.ip_network(str(a), strict=False))
+        except ValueError:
+            raise ValueError(f"[auth] table_screens: {a!r} is not an IP address or network") from None
+    return tuple(out)
 
 
 class PeopleFileError(ValueError):
@@ -314,6 +358,7 @@ class SignInLocked(Exception):
 class _Failures:
     count: int = 0
     locked_until: float = 0.0
+    last: float = 0.0
 
 
 class Authenticator:
@@ -323,12 +368,14 @@ class Authenticator:
     person added or removed takes effect without a restart; ``hasher``: the PIN
     hasher; ``session_ttl_s``, ``session_idle_s``, ``max_failures``, ``lockout_s``
     as ``[auth]`` (``table.config.AuthSection``). ``clock``: monotonic seconds
-    (tests may pass their own).
+    (tests may pass their own). ``table_screens``: addresses or networks of the table's
+    own screens besides loopback (``[auth] table_screens``; see the module docstring).
     """
 
     def __init__(self, people_file: str | Path, *, hasher: PinHasher | None = None,
                  session_ttl_s: float = 8 * 3600.0, session_idle_s: float = 900.0, max_failures: int = 5,
-                 lockout_s: float = 30.0, clock: Any = time.monotonic) -> None:
+                 lockout_s: float = 30.0, clock: Any = time.monotonic, table_screens: Any = ()) -> None:
+        self.screens = screen_networks(table_screens)
         self.people_file = Path(people_file)
         self.hasher = hasher or PinHasher()
         self.session_ttl_s = session_ttl_s
@@ -340,18 +387,32 @@ class Authenticator:
         self._people: dict[str, Person] = {}
         self._stamp: tuple[int, int, int] | None = None
         self._sessions: dict[str, Session] = {}
-        self._person_failures: dict[str, _Failures] = {}
+        self._person_failures: dict[tuple[str, str], _Failures] = {}  # (person, origin)
         self._address_failures: dict[str, _Failures] = {}
         #: sign-ins being checked now, per person id and per address (a burst is bounded)
         self._in_flight: dict[tuple[int, str], int] = {}
-        self._hashing = threading.BoundedSemaphore(2)
+        self._hashing = threading.BoundedSemaphore(1)  # sign-ins from outside the table's screens
+        self._hashing_table = threading.BoundedSemaphore(1)  # the table's own screens': never a flood's
+        self._other_in_flight = 0
         self.people()  # a broken file is reported at start, not at the first sign-in
 
     @classmethod
     def from_config(cls, section: Any, **kw: Any) -> "Authenticator":
         """From a :class:`~table.config.AuthSection`."""
         return cls(section.people_file, session_ttl_s=section.session_ttl_s, session_idle_s=section.session_idle_s,
-                   max_failures=section.max_failures, lockout_s=section.lockout_s, **kw)
+                   max_failures=section.max_failures, lockout_s=section.lockout_s,
+                   table_screens=getattr(section, "table_screens", ()), **kw)
+
+    def origin(self, address: str) -> str:
+        """``"table"`` when ``address`` (the peer's IP) is one of the table's own screens,
+        else ``"other"`` (an unparsable or empty address too)."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return OTHER
+        mapped = getattr(ip, "ipv4_mapped", None)
+        ip = mapped or ip
+        return TABLE if any(ip.version == n.version and ip in n for n in self.screens) else OTHER
 
     def people(self) -> dict[str, Person]:
         """The people now in the file (re-read when it changed). Raises :class:`PeopleFileError`."""
@@ -370,30 +431,40 @@ class Authenticator:
 
     # -- sign-in ----------------------------------------------------------------------------
 
-    def _locked_for(self, table: dict[str, _Failures], key: str, now: float) -> float:
+    def _locked_for(self, table: dict[Any, _Failures], key: Any, now: float) -> float:
         f = table.get(key)
         return max(0.0, f.locked_until - now) if f else 0.0
 
-    def _fail(self, table: dict[str, _Failures], key: str, limit: int, now: float) -> None:
+    def _fail(self, table: dict[Any, _Failures], key: Any, limit: int, now: float) -> None:
         f = table.setdefault(key, _Failures())
+        if f.count and now - f.last > FORGET_AFTER_S:
+            f.count = 0
         f.count += 1
+        f.last = now
         if f.count >= limit:
             f.locked_until = now + min(self.lockout_s * 2 ** (f.count - limit), MAX_LOCKOUT_S)
-        if len(table) > 10_000:  # bound memory: forget the oldest unlocked entries
-            for k in [k for k, v in table.items() if v.locked_until <= now][:5000]:
+        if len(table) > 10_000:  # bound memory: forget the oldest unlocked entries, never a known person's
+            known = self._people
+            for k in [k for k, v in table.items() if v.locked_until <= now
+                      and (k[0] if isinstance(k, tuple) else None) not in known][:5000]:
                 table.pop(k, None)
 
-    def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http") -> tuple[str, Session]:
-        """Check ``pin`` for ``person_id``; returns (token, session). Raises
-        :class:`SignInLocked` while locked out, ``PermissionError`` for an unknown
-        person or a wrong PIN (one message for both), :class:`PeopleFileError`.
+    def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http",
+                origin: str | None = None) -> tuple[str, Session]:
+        """Check ``pin`` for ``person_id``; returns (token, session). ``address``: the
+        peer's IP, which decides the origin (:meth:`origin`) unless ``origin`` is given
+        (the terminal at the table: ``"table"``; the control socket: ``"other"``). Raises
+        :class:`SignInLocked` while locked out (at that origin), ``PermissionError`` for
+        an unknown person or a wrong PIN (one message for both), :class:`PeopleFileError`.
         Blocking (an Argon2 hash): call it from a worker thread."""
         now = self.clock()
-        keys = [(self._person_failures, person_id, self.max_failures), (self._address_failures, address,
-                                                                          MAX_ADDRESS_FAILURES)]
+        origin = self.origin(address) if origin not in (TABLE, OTHER) else origin
+        pkey = (person_id if isinstance(person_id, str) else "", origin)
+        keys: list[tuple[dict[Any, _Failures], Any, int]] = [(self._person_failures, pkey, self.max_failures)]
+        if origin == OTHER:  # at the table's own screens, the person's count alone
+            keys.append((self._address_failures, address, MAX_ADDRESS_FAILURES))
         with self._lock:
-            wait = max(self._locked_for(self._person_failures, person_id, now),
-                       self._locked_for(self._address_failures, address, now))
+            wait = max(self._locked_for(table, key, now) for table, key, _ in keys)
             if wait > 0:
                 raise SignInLocked(wait)
             # Guesses in flight count as failures until answered: a burst sent at once
@@ -402,18 +473,25 @@ class Authenticator:
                 f = table.get(key)
                 if self._in_flight.get((id(table), key), 0) >= max(1, limit - (f.count if f else 0)):
                     raise SignInLocked(1.0)
+            if origin == OTHER:
+                if self._other_in_flight >= MAX_OTHER_IN_FLIGHT:
+                    raise SignInLocked(1.0)
+                self._other_in_flight += 1
             for table, key, _ in keys:
                 self._in_flight[(id(table), key)] = self._in_flight.get((id(table), key), 0) + 1
         try:
             person = self.people().get(person_id) if isinstance(person_id, str) else None
-            if not self._hashing.acquire(timeout=30):
+            slot = self._hashing_table if origin == TABLE else self._hashing
+            if not slot.acquire(timeout=30):
                 raise SignInLocked(1.0)
             try:
                 good = self.hasher.verify(person.pin if person else None, pin if isinstance(pin, str) else "")
             finally:
-                self._hashing.release()
+                slot.release()
         finally:
             with self._lock:
+                if origin == OTHER:
+                    self._other_in_flight -= 1
                 for table, key, _ in keys:
                     n = self._in_flight.pop((id(table), key), 1) - 1
                     if n > 0:
@@ -422,13 +500,15 @@ class Authenticator:
         with self._lock:
             if not good:
                 if isinstance(person_id, str) and len(person_id) <= 64:
-                    self._fail(self._person_failures, person_id, self.max_failures, now)
-                self._fail(self._address_failures, address, MAX_ADDRESS_FAILURES, now)
+                    self._fail(self._person_failures, pkey, self.max_failures, now)
+                if origin == OTHER:
+                    self._fail(self._address_failures, address, MAX_ADDRESS_FAILURES, now)
                 log.warning("sign_in_failed", person=person_id[:64] if isinstance(person_id, str) else None,
-                            address=address[:64])
+                            address=address[:64], origin=origin)
                 raise PermissionError("unknown person or wrong PIN")
             assert person is not None
-            self._person_failures.pop(person_id, None)
+            if origin == TABLE:  # from outside, failures are forgotten only with time (the budget holds)
+                self._person_failures.pop(pkey, None)
             token = secrets.token_urlsafe(32)
             digest = hashlib.sha256(token.encode()).hexdigest()
             session = Session(person.actor(source), now, now, time.time() + self.session_ttl_s, digest)
@@ -439,7 +519,8 @@ class Authenticator:
                 oldest = min(self._sessions.values(), key=lambda s: s.last_used)
                 self._sessions.pop(oldest.digest, None)
             self._sessions[digest] = session
-        log.info("signed_in", person=person.id, role=person.role.value, seat=person.seat, address=address[:64])
+        log.info("signed_in", person=person.id, role=person.role.value, seat=person.seat, address=address[:64],
+                 origin=origin)
         return token, session
 
     def session(self, token: str | None, *, touch: bool = True) -> Session | None:

@@ -5,7 +5,7 @@ One request object per line, one reply object per line
 
     {"id": 1, "action": "status"}
     {"id": 1, "ok": true, "places": {...}, ...}
-    {"id": 2, "action": "void", "reason": "misdeal", "supervisor": "S-17"}
+    {"id": 2, "action": "void", "reason": "misdeal", "supervisor": "S-17", "pin": "..."}
     {"id": 2, "ok": false, "code": "forbidden", "error": "void is for supervisor; alice is signed in as dealer"}
 
 Compatible with the first version: a request without ``id`` gets its reply
@@ -137,7 +137,11 @@ class ControlSocket:
     what (:class:`~table.interfaces.peers.LocalRoles`; default: root and this
     process's own account are supervisors, nobody else has a role); ``hub``: the
     event stream for ``subscribe`` (none: refused); ``dispatcher``: share one
-    with other front doors (default: a new one). Raises ``OSError`` if the socket
+    with other front doors (default: a new one, with ``prove``). ``prove``:
+    ``(person, pin) -> Actor``, the people file's PIN check: an account is not a
+    person, so every supervisor action here names a person of the people file
+    and proves it with their PIN, or is refused (issue 24; ``docs/console.md``).
+    Raises ``OSError`` if the socket
     cannot be bound. :meth:`close` stops it and removes the socket file.
     """
 
@@ -145,13 +149,14 @@ class ControlSocket:
                  roles: LocalRoles | None = None, hub: EventHub | None = None,
                  dispatcher: Dispatcher | None = None, socket_group: str | None = None,
                  max_connections: int = 256, idle_timeout_s: float = 300.0,
-                 reply_timeout_s: float = 30.0) -> None:
+                 reply_timeout_s: float = 30.0, prove: Any = None) -> None:
         self.path = Path(path)
         self.console = console
         self._own_front = front is None
         self.front = front or FrontDoorLoop("control-socket")
         self.roles = roles or LocalRoles()
-        self.dispatcher = dispatcher or Dispatcher(console, self.front, hub=hub, reply_timeout_s=reply_timeout_s)
+        self.dispatcher = dispatcher or Dispatcher(console, self.front, hub=hub, reply_timeout_s=reply_timeout_s,
+                                                   prove=prove)
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         try:
@@ -192,7 +197,7 @@ class ControlSocket:
             ticket.busy += 1 if on else -1
             ticket.set_idle_timeout(None if on else self.idle_timeout_s)
 
-        channel = Channel("control-socket", actor, signed_in=False, on_subscribe=subscribed)
+        channel = Channel("control-socket", actor, signed_in=False, on_subscribe=subscribed, proves_people=True)
         try:
             await serve_lines(reader, writer, channel, self.dispatcher, ticket)
         finally:

@@ -263,8 +263,12 @@ class Channel:
     ``actor``: who is authenticated on it (``None``: nobody yet); ``push``: a
     coroutine sending an unsolicited message (events), ``None`` on plain HTTP;
     ``signed_in``: the actor is a signed-in person (HTTP/WebSocket), so a
-    supervisor argument must be that person; otherwise (a Unix account) an absent
-    supervisor argument is filled with the account's name. ``on_subscribe``:
+    supervisor argument must be that person. ``proves_people``: the actor is an
+    account, not a person (the Unix control socket): every supervisor action must
+    name a person of the people file and prove it with their PIN (``supervisor``,
+    ``pin``), and that person is who acts and who counts for the two-person rule
+    (issue 24). Otherwise an absent supervisor argument is filled with the
+    actor's name. ``on_subscribe``:
     called with True/False when a subscription starts/ends (a transport lifts its
     idle timeout meanwhile).
     """
@@ -274,6 +278,7 @@ class Channel:
     push: Send | None = None
     signed_in: bool = False
     on_subscribe: Callable[[bool], None] | None = None
+    proves_people: bool = False
     subscription: asyncio.Task[Any] | None = field(default=None, repr=False)
     feed: Feed | None = field(default=None, repr=False)
 
@@ -292,14 +297,18 @@ class Dispatcher:
     when the table runs without a journal: ``events``/``subscribe`` are then
     refused; with ``stream_pending`` the stream is still to come: ``busy``);
     ``front``: the loop the transports run on; ``reply_timeout_s``: how long a
-    command may wait for the table's answer.
+    command may wait for the table's answer; ``prove``: ``(person, pin) -> Actor``,
+    the people file's PIN check (:func:`~table.interfaces.terminal.pin_checker`) for
+    channels that must prove people (``Channel.proves_people``); ``None``: nobody
+    can be proved there, so their supervisor actions are refused.
     """
 
     def __init__(self, console: Console, front: FrontDoorLoop, *, hub: EventHub | None = None,
                  reply_timeout_s: float = 30.0, table_id: str = "table",
                  queries: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
-                 stream_pending: bool = False) -> None:
+                 stream_pending: bool = False, prove: Callable[[str, str], Actor] | None = None) -> None:
         self.console = console
+        self.prove = prove
         #: read-only queries answered from the journal (audit_view.AuditQueries.handlers()):
         #: name -> a blocking function of the arguments, run in the pool
         self.queries = dict(queries or {})
@@ -385,9 +394,44 @@ class Dispatcher:
             return refusal("bad_request", f"bad request: {action.name}: {exc}", rid), None
         except PermissionError as exc:
             return refusal("forbidden", str(exc), rid), None
+        pin = args.pop("pin", None)  # never journaled, logged or handed to the core
+        if channel.proves_people and "supervisor" in action.args:
+            proven = await self._proven(channel, action, args.get("supervisor") if "supervisor" in req else None,
+                                        pin, rid)
+            if isinstance(proven, dict):
+                return proven, None
+            actor, args["supervisor"] = proven, proven.person
         if action.name not in QUERY_ROLES:  # the core's: commands, and status
             return await self._command(channel, actor, action, args, rid), None
         return await self._query(channel, actor, action, args, rid)
+
+    async def _proven(self, channel: Channel, action: Action, person: Any, pin: Any, rid: Any) -> Actor | dict:
+        """The supervisor a request on an account's channel names and proves with their PIN
+        (the people file), or the refusal: an account (root, the service's own, a group's)
+        is not a person, and the two-person rule counts people (issue 24)."""
+        if self.prove is None:
+            return refusal("forbidden", f"{action.name}: the control socket acts for people of the people file, "
+                                        "and this table has none ([auth] people_file): use a signed-in screen", rid)
+        if not isinstance(person, str) or not isinstance(pin, str):
+            return refusal("forbidden", f"{action.name}: name the supervisor (a person of the people file) and "
+                                        "give their PIN: {\"supervisor\": \"S-17\", \"pin\": \"...\"}; an "
+                                        "account is not a person", rid)
+        from .auth import SignInLocked
+
+        try:
+            proven = await self.front.run_blocking(self.prove, person, pin)
+        except SignInLocked as exc:
+            return refusal("locked", f"{action.name}: {exc}", rid)
+        except PermissionError:
+            log.warning("api_pin_refused", action=action.name, person=clip(person), account=clip(
+                channel.actor.person if channel.actor else None), source=channel.source)
+            return refusal("forbidden", f"{action.name}: unknown person or wrong PIN", rid)
+        except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+            return refusal("internal", f"{action.name}: the PIN cannot be checked ({clip(str(exc), 160)})", rid)
+        if proven.role is not Role.SUPERVISOR:
+            return refusal("forbidden", f"{action.name} is for supervisor; {proven.person} is {proven.role.value}",
+                           rid)
+        return Actor(proven.person, Role.SUPERVISOR, source=channel.source)
 
     @staticmethod
     def _may(actor: Actor, action: Action) -> bool:

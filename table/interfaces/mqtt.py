@@ -90,6 +90,7 @@ from typing import Any, Mapping
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from table.anchors import refused_anchor
 from table.config import MqttSettings
 from table.events import EventLog
 from table.files import UnsafeFile, read_regular, write_atomic
@@ -252,8 +253,10 @@ def fetch_checkpoint(settings: MqttSettings, table_id: str, public: Ed25519Publi
     """The table's latest signed checkpoint as the floor's broker keeps it (the retained
     ``.../checkpoint`` message), verified with the table's ``public`` key; None when the
     broker has none, cannot be reached within ``timeout_s`` (a network deadline, at
-    start-up only), or the message does not verify. A controller whose journal is
-    behind it does not resume until a supervisor acknowledges (issue 14)."""
+    start-up only). A controller whose journal is
+    behind it does not resume until a supervisor acknowledges (issue 14). A retained
+    message that does not verify is returned as :func:`table.anchors.refused_anchor`'s
+    stand-in: the controller journals it as an incident and holds (issue 24)."""
     try:
         import paho.mqtt.client as mqtt
     except ImportError:  # pragma: no cover
@@ -278,7 +281,9 @@ def fetch_checkpoint(settings: MqttSettings, table_id: str, public: Ed25519Publi
         try:
             got["cp"] = verify_message(message.payload, topic, public)
         except ForgedMessage as exc:
+            # Passed on, not dropped: a forged anchor is an incident (table.anchors).
             log.warning("anchor_refused", topic=topic, error=str(exc)[:200])
+            got["cp"] = refused_anchor(f"the broker's retained {topic}", str(exc))
         done.set()
 
     client.on_connect, client.on_message = on_connect, on_message

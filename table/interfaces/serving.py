@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
 import grp
 import os
 import socket
 import stat
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -180,6 +182,7 @@ class Ticket:
     def touch(self) -> None:
         """A complete request arrived: the idle clock starts again."""
         self.last_active = time.monotonic()
+        self.guard._touched(self)
 
     def set_idle_timeout(self, seconds: float | None) -> None:
         self.idle_timeout_s = seconds
@@ -201,6 +204,14 @@ class Ticket:
         self.guard._release(self)
 
 
+#: connections a listener takes from the kernel's queue in one go, without waiting
+ACCEPT_BATCH = 64
+#: the kernel queue of connections not accepted yet (capped by net.core.somaxconn, 4096 on
+#: current kernels): a flood of idle clients fits in it, so no newcomer's SYN is dropped and
+#: retried a second later (issue 24: a status request after 2,000 idle clients)
+BACKLOG = 4096
+
+
 class ConnectionGuard:
     """Bounds one listener's connections: count (with fair eviction) and idle time.
 
@@ -218,6 +229,10 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.tickets: set[Ticket] = set()
+        #: each peer's tickets, longest idle first (admission order, moved to the end when
+        #: touched): the victim is found without a scan of every connection (issue 24: the
+        #: scan made each of 2,000 newcomers cost ~1 ms, and the status request behind them waited)
+        self._by_peer: dict[Any, dict[Ticket, None]] = {}
         self.counts = {"admitted": 0, "refused": 0, "evicted": 0, "idle": 0, "exhausted": 0}
 
     def admit(self, peer: Any, close: Callable[[str], None]) -> Ticket | None:
@@ -232,18 +247,25 @@ class ConnectionGuard:
             victim.end("the server is full and this connection was the longest idle")
         t = Ticket(self, peer, close, self.idle_timeout_s)
         self.tickets.add(t)
+        self._by_peer.setdefault(peer, {})[t] = None
         self.counts["admitted"] += 1
         self._arm(t)
         return t
 
     def _victim(self) -> Ticket | None:
-        idle = [t for t in self.tickets if not t.busy and not t.closed]
-        if not idle:
-            return None
-        per_peer: dict[Any, int] = {}
-        for t in self.tickets:
-            per_peer[t.peer] = per_peer.get(t.peer, 0) + 1
-        return min(idle, key=lambda t: (-per_peer[t.peer], t.last_active))
+        """The longest idle connection of the peer holding the most (fair to the others);
+        None when every connection is busy."""
+        for peer in sorted(self._by_peer, key=lambda p: -len(self._by_peer[p])):
+            for t in self._by_peer[peer]:  # longest idle first
+                if not t.busy and not t.closed:
+                    return t
+        return None
+
+    def _touched(self, t: Ticket) -> None:
+        mine = self._by_peer.get(t.peer)
+        if mine is not None and t in mine:
+            del mine[t]
+            mine[t] = None
 
     def _arm(self, t: Ticket) -> None:
         if t._timer is not None:
@@ -269,6 +291,11 @@ class ConnectionGuard:
             t._timer.cancel()
             t._timer = None
         self.tickets.discard(t)
+        mine = self._by_peer.get(t.peer)
+        if mine is not None:
+            mine.pop(t, None)
+            if not mine:
+                del self._by_peer[t.peer]
 
     def close_all(self, reason: str) -> None:
         for t in list(self.tickets):
@@ -283,7 +310,7 @@ class SocketInUse(OSError):
     taken over (issue 14)."""
 
 
-def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: str | None = None) -> socket.socket:
+def unix_listener(path: Path, *, backlog: int = BACKLOG, mode: int = 0o660, group: str | None = None) -> socket.socket:
     """A listening, non-blocking Unix stream socket at ``path`` with ``mode`` (and
     ``group``, a group name, when given). A stale socket file a killed process left
     (nobody answers on it) is replaced; a path another live process serves, or any
@@ -316,28 +343,40 @@ def unix_listener(path: Path, *, backlog: int = 1024, mode: int = 0o660, group: 
         raise OSError(errno.ENOENT, f"folder {path.parent} does not exist (create it first: the table creates "
                                     "files, never folders)")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bound in a private folder (0700: nobody else can reach the socket through it), given
+    # its group and mode there, then linked into place: no window in which the socket is
+    # open to all, and the process's umask is never changed (another thread creating a
+    # file meanwhile would get the wrong mode; issue 24).
+    private = Path(tempfile.mkdtemp(prefix=".s", dir=path.parent))
+    staged = private / "s"
     try:
-        old = os.umask(0o177)  # no window in which the socket is open to all
-        try:
-            server.bind(str(path))
-        finally:
-            os.umask(old)
+        server.bind(str(staged))
         if group is not None:
             try:
                 gid = grp.getgrnam(group).gr_gid
             except KeyError:
                 raise OSError(errno.EINVAL, f"group {group!r} (socket_group) does not exist") from None
-            os.chown(path, -1, gid)
-        os.chmod(path, mode)
+            os.chown(staged, -1, gid)
+        os.chmod(staged, mode)
         server.listen(backlog)
         server.setblocking(False)
+        try:
+            os.link(staged, path)  # never replaces: a file that appeared meanwhile is refused
+        except FileExistsError:
+            raise SocketInUse(errno.EEXIST, f"{path} appeared while the socket was being bound; "
+                                            "refusing to replace it") from None
     except OSError:
         server.close()
         raise
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink()
+        with contextlib.suppress(OSError):
+            private.rmdir()
     return server
 
 
-def tcp_listener(host: str, port: int, *, backlog: int = 1024) -> socket.socket:
+def tcp_listener(host: str, port: int, *, backlog: int = BACKLOG) -> socket.socket:
     """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one).
     Raises ``OSError`` (address in use, unknown host)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -404,23 +443,38 @@ class Listener:
             backoff = 0.01
             if self._spare is None:
                 self._spare = self._open_spare()
-            conn.setblocking(False)
-            try:
-                peer = self.peer_of(conn, addr)
-            except OSError as exc:
-                log.warning("peer_unknown", listener=self.name, error=clip(str(exc), 200))
-                conn.close()
-                continue
-            try:
-                result = self.handle(conn, peer)
-            except Exception as exc:  # noqa: BLE001 - one connection's failure must not end the listener
-                log.warning("connection_setup_failed", listener=self.name, error=clip(str(exc), 200))
-                conn.close()
-                continue
-            if asyncio.iscoroutine(result):
-                task = self.loop.create_task(result)
-                self._tasks.add(task)
-                task.add_done_callback(self._done)
+            self._take(conn, addr)
+            # Drain the kernel's queue without a trip through the selector for each: after a
+            # flood of idle clients the request behind them is reached at once (issue 24).
+            for _ in range(ACCEPT_BATCH):
+                try:
+                    conn, addr = self.sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    break  # sock_accept above sees it again and handles it
+                self._take(conn, addr)
+            await asyncio.sleep(0)  # let the connections just taken (and everyone else) run
+
+    def _take(self, conn: socket.socket, addr: Any) -> None:
+        """Hand one accepted connection to the front door's handler."""
+        conn.setblocking(False)
+        try:
+            peer = self.peer_of(conn, addr)
+        except OSError as exc:
+            log.warning("peer_unknown", listener=self.name, error=clip(str(exc), 200))
+            conn.close()
+            return
+        try:
+            result = self.handle(conn, peer)
+        except Exception as exc:  # noqa: BLE001 - one connection's failure must not end the listener
+            log.warning("connection_setup_failed", listener=self.name, error=clip(str(exc), 200))
+            conn.close()
+            return
+        if asyncio.iscoroutine(result):
+            task = self.loop.create_task(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

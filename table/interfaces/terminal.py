@@ -137,6 +137,11 @@ def describe_bets(result: dict) -> str:
     return "; ".join(parts) + tail
 
 
+#: the terminal's supervisor actions besides void and confirm_void, each proved by the PIN of
+#: the terminal's supervisor when there is a people file (issue 24)
+PROVEN_ACTIONS = ("release_hold", "register_deck", "confirm_card", "acknowledge_incident")
+
+
 def prompt_for(exp: Expectation) -> str | None:
     """The line a terminal prints when the table starts waiting for ``exp`` (None: a
     physical action the dealer's own prompt already names)."""
@@ -390,29 +395,39 @@ class KeyConsole:
                 if line.strip():
                     self._say(KEYS_HELP)
                 continue
-            if cmd.action == "void":
-                cmd = self._proven_void(cmd)
-                if cmd is None:
-                    continue
             if cmd.action == "confirm_card" and "draw_index" not in cmd.args:
-                # The card is for the draw the person was asked about when typing it: a line
+                # The card is for the draw the person was asked about when typing it (taken before the PIN is asked): a line
                 # typed twice is refused for the next unreadable card, not taken as its face.
                 exp = self.console.expectation
                 if exp is not None and exp.action == "confirm_card" and exp.draw_index is not None:
                     cmd.args["draw_index"] = exp.draw_index
+            if cmd.action == "void":
+                cmd = self._proven_void(cmd)
+                if cmd is None:
+                    continue
+            elif cmd.action in PROVEN_ACTIONS and self.pin_check is not None:
+                # Every supervisor action at the terminal is a person's, proved (issue 24):
+                # the --supervisor name is typed, and anyone at the keyboard could type it.
+                actor = self._proven_supervisor(self.supervisor, cmd.action.replace("_", " "))
+                if actor is None:
+                    continue
+                cmd = Command(cmd.action, {**cmd.args, "supervisor": actor.person}, actor=actor)
             cmd.reply = lambda result, a=cmd.action: self._reply(a, result)
             cmd.done = lambda result, a=cmd.action: self._reply(a, result)
             self.console.submit(cmd)
 
 
-def pin_checker(auth: Any) -> Callable[[str, str], Actor]:
+def pin_checker(auth: Any, *, source: str = "terminal", origin: str = "table") -> Callable[[str, str], Actor]:
     """``(person, pin) -> Actor`` from an :class:`~table.interfaces.auth.Authenticator`:
     the same Argon2id check and lock-outs as a sign-in on the web, with no session
-    left behind. Raises ``PermissionError`` (unknown person or wrong PIN),
+    left behind. ``source``: the front door asking (``terminal``, ``control-socket``);
+    ``origin``: whose failure count it uses (the terminal is at the table: ``table``;
+    the control socket ``other``, so guesses there never lock anyone out at the
+    table's own screens). Raises ``PermissionError`` (unknown person or wrong PIN),
     :class:`~table.interfaces.auth.SignInLocked`."""
 
     def check(person: str, pin: str) -> Actor:
-        token, session = auth.sign_in(person, pin, address="terminal", source="terminal")
+        token, session = auth.sign_in(person, pin, address=source, source=source, origin=origin)
         auth.sign_out(token)
         return session.actor
 

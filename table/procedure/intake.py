@@ -254,8 +254,10 @@ class DeviceIntake:
         index = ev.message.draw_index
         expected = self.t.next_draw % 256
         if ev.source == self.d.shoe_name and index != expected:
-            return CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe's draw {index} follows draw {expected - 1}: "
-                                    f"{(index - expected) % 256} card(s) left the shoe unrecorded")
+            # Counted as people count, from 1 (the draw index itself counts from 0, SPEC §4.3).
+            return CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe's card {index + 1} (draw index {index}) "
+                                    f"follows card {expected}: {(index - expected) % 256} card(s) left the shoe "
+                                    "unrecorded")
         return None
 
     def apply(self, msg: Message) -> Deck | None:
@@ -324,7 +326,7 @@ class DeviceIntake:
             if isinstance(msg, CardDrawn):
                 self.card_entry(ev, msg.card, None, extra=True)
             t.record("incident", what="card drawn beyond the deal", draw_index=msg.draw_index)
-            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"draw {msg.draw_index} beyond the 3 cards to each seat "
+            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"card {msg.draw_index + 1} drawn (draw index {msg.draw_index}) beyond the 3 cards to each seat "
                                    "and the dealer: misdeal")
         if t.held is not None and isinstance(msg, CardDrawn):
             self.late_card(ev)  # drawn for the held round before a restart
@@ -416,7 +418,8 @@ class DeviceIntake:
                 if isinstance(msg, CardDrawn):
                     self.card_entry(ev, msg.card, None, early=True)
                 self.t.record("incident", what="card drawn before betting closed", draw_index=msg.draw_index)
-                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"draw {msg.draw_index} before betting closed")
+                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"card {msg.draw_index + 1} drawn (draw index {msg.draw_index}) "
+                                       "before betting closed")
             self.apply(msg)
 
     def shoe_count(self) -> int:

@@ -6,7 +6,9 @@ a round found in progress is held for a supervisor, never silently resumed
 (nobody edited them while the controller was down). A journal behind a signed
 checkpoint seen off its own files (cut short, deleted, or an older copy put in
 its place) is not resumed until a supervisor acknowledges the incident; round
-numbers then go on past the anchor's, so none is used twice (issue 14).
+numbers then go on past the anchor's, so none is used twice (issue 14). An
+anchor that must be refused (forged, another table's, malformed) is the same
+incident (issue 24; :mod:`table.anchors`).
 
 May touch: the journal (read, and the restart's entries), custody and the
 counts in :class:`~table.procedure.state.TableState`, the device cursor, the
@@ -15,16 +17,13 @@ console (a supervisor's acknowledgement). Never a device beyond its identity.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import structlog
 
-from .. import recovery
+from .. import anchors as anchor_check, recovery
 from ..console import Console
 from ..errors import TableError
-from ..files import read_regular
-from ..journal import check_signed, head_path
 from .intake import DeviceIntake
 from .state import TableDevices, TableState, by
 
@@ -98,42 +97,41 @@ class Startup:
         """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
         swapped in) is not resumed until a supervisor acknowledges it; the incident and
         the acknowledgement are journaled, and round numbers go on past the anchor's so
-        none is used twice (issue 14)."""
+        none is used twice (issue 14). An anchor refused (not this table's signature,
+        another table's, malformed: :func:`table.anchors.classify`) is an incident too,
+        held for a supervisor the same way (issue 24)."""
         t = self.t
         j = t.journal
         assert j is not None
-        seen = list(self.anchors)
-        try:
-            seen.append(json.loads(read_regular(head_path(j.path), max_bytes=1 << 20)))
-        except (OSError, ValueError):
-            pass
-        keys = {j.key.key_id: j.key.public}
-        behind = []
-        for cp in seen:
-            if not isinstance(cp, dict) or cp.get("table_id") != j.table_id or check_signed(cp, keys) is not None:
-                continue  # an anchor that is not this table's own signature proves nothing
-            seq = cp.get("seq")
-            if not isinstance(seq, int):
-                continue
-            mine = next(iter(j.entries("checkpoint", since=seq, upto=seq + 1)), None)
-            if mine is None or mine.body.get("checkpoint", {}).get("head") != cp.get("head"):
-                behind.append(cp)
-        if not behind:
+        check = anchor_check.classify(self.anchors, j)
+        if not check.incident:
             if self.unconfirmed:
                 self._hold_unconfirmed(self.unconfirmed)
             return
-        cp = max(behind, key=lambda c: c["seq"])
-        what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
-                f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
-        t.record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
-        log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
-        t.publish("incident", what=what)
-        cmd = self.console.wait(("acknowledge_incident",),
-                                f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}",
-                                role="supervisor", voids=False)
-        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, anchor_seq=cp["seq"], **by(cmd))
-        t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
-        cmd.answer(ok=True, acknowledged=cp["seq"])
+        for r in check.refused:
+            what = (f"an anchor was refused ({r.source}): {r.reason}; a forged or malformed anchor is an attack "
+                    "in progress, not the absence of one")
+            t.record("incident", what=what, anchor_source=r.source, anchor_refused=r.reason, anchor_seq=r.seq,
+                     journal_seq=j.last_seq)
+            log.error("anchor_refused", source=r.source, reason=r.reason, journal_seq=j.last_seq)
+            t.publish("incident", what=what)
+        cp = max(check.behind, key=lambda c: c["seq"]) if check.behind else None
+        if cp is not None:
+            what = (f"the journal is behind a signed checkpoint seen off the table (entry {cp['seq']}, "
+                    f"{cp.get('rounds_opened')} rounds opened): it was cut short or an older copy was put in its place")
+            t.record("incident", what=what, anchor_seq=cp["seq"], anchor_head=cp.get("head"), journal_seq=j.last_seq)
+            log.error("journal_behind_anchor", anchor_seq=cp["seq"], journal_seq=j.last_seq)
+            t.publish("incident", what=what)
+            waiting = f"a supervisor to acknowledge that the journal is behind checkpoint {cp['seq']}"
+        else:
+            waiting = f"a supervisor to acknowledge {len(check.refused)} refused anchor(s) (a forged anchor?)"
+        cmd = self.console.wait(("acknowledge_incident",), waiting, role="supervisor", voids=False)
+        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person,
+                 anchor_seq=cp["seq"] if cp is not None else None,
+                 **({"anchors_refused": len(check.refused)} if check.refused else {}), **by(cmd))
+        if cp is not None:
+            t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
+        cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")
 
     def _hold_unconfirmed(self, why: str) -> None:
         """The floor's notary could not confirm the journal's end (``[floor] unreachable =
