@@ -102,6 +102,7 @@ def percentile(values: list[float], q: float) -> float:
     return s[k]
 
 
+# long: one bench run read top to bottom (start the table, the pages, deal, time, print); left for planning
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--rounds", type=int, default=1000)

@@ -949,6 +949,7 @@ def check_signed(cp: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -> str |
     return None if verify_signature(pub, sig, message) else "its signature does not verify"
 
 
+# long: the auditor's one pass over every entry in order, each check beside the entry it reads; to be split with care (left for planning)
 def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
            anchors: Iterable[dict[str, Any]] = (), key: TableKey | None = None) -> VerifyResult:
     """Check the journal at ``path``, read-only; never raises for a corrupt file.

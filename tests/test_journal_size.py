@@ -35,7 +35,7 @@ FORMAT_3_BOUND = 13_000
 def run(tmp_path_factory) -> tuple[Path, dict]:
     tmp = tmp_path_factory.mktemp("size")
     journal = tmp / "journal.sqlite3"
-    proc = subprocess.run(tablectl() + ["run", "--simulate", "--rounds", str(ROUNDS), "--seats", str(SEATS),
+    proc = subprocess.run(tablectl() + ["run", "--simulate", "--ante-cents", "1000", "--rounds", str(ROUNDS), "--seats", str(SEATS),
                                         "--seed", "3", "--json", "--journal", str(journal),
                                         "--log-file", str(tmp / "run.log")],
                           capture_output=True, text=True, timeout=300)

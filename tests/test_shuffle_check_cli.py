@@ -14,7 +14,7 @@ from tests.test_e2e_run import tablectl
 def _start(tmp_path, name, *extra):
     """A 160-round simulated run with its own journal, started (not waited for)."""
     journal = tmp_path / f"{name}.sqlite3"
-    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "160", "--seats", "3", "--seed", "21",
+    proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--ante-cents", "1000", "--rounds", "160", "--seats", "3", "--seed", "21",
                                           "--journal", str(journal), "--json", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return proc, journal

@@ -44,7 +44,7 @@ def test_an_empty_journal_says_how_many_rounds_a_verdict_takes(tmp_path):
 
 def test_a_short_run_is_told_how_many_more_rounds_of_each_deck(tmp_path):
     journal = tmp_path / "j.sqlite3"
-    run = subprocess.run([*CLI, "run", "--simulate", "--rounds", "10", "--seats", "3", "--seed", "1", "--json",
+    run = subprocess.run([*CLI, "run", "--simulate", "--ante-cents", "1000", "--rounds", "10", "--seats", "3", "--seed", "1", "--json",
                           "--journal", str(journal), "--log-file", str(tmp_path / "run.log")],
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
