@@ -27,8 +27,11 @@ SEATS = 7
 #: bytes of journal files a round at 7 seats, format 3, over 40 rounds: measured ~12.1 KB
 #: (~11.6 KB a round over 100: a journal's first pages, the schema and the table's
 #: opening, weigh more on 40); margin for the random parts (hand categories, results,
-#: page fill)
-FORMAT_3_BOUND = 13_000
+#: page fill). Since issues 23 and 24 a round also journals its bets as frozen in the
+#: close_bets entry and each checkpoint signs its state's SHA-256 (checkpoint v3): measured
+#: 13.3 KB over 40 rounds in a fresh clone; the compact format (issue 26, point 4) is what
+#: brings it down, not this bound
+FORMAT_3_BOUND = 14_000
 
 
 @pytest.fixture(scope="module")
