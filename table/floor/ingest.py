@@ -43,7 +43,7 @@ from zoneinfo import ZoneInfo
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from table.interfaces.mqtt import ForgedMessage, verify_message
+from table.interfaces.mqtt import ForgedMessage, stop_client, verify_message
 from table.journal import check_signed
 from table.keys import key_id as key_id_of
 
@@ -470,8 +470,4 @@ class BrokerFeed:
         return self
 
     def close(self) -> None:
-        self._client.disconnect()
-        self._client.loop_stop()
-        reset = getattr(self._client, "_reset_sockets", None)
-        if reset is not None:
-            reset()
+        stop_client(self._client)

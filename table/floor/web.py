@@ -18,6 +18,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from table.interfaces.web import with_headers
 from table.keys import TableKey
 from table.notary_client import sign_answer
 
@@ -61,21 +62,7 @@ def floor_app(floor: Floor, floor_key: TableKey, *, extra_routes: list[Any] | No
 
     routes = [Route("/api/v1/notary/{table_id}", notary), Route("/api/v1/floor/health", health),
               *(extra_routes or [])]
-    inner = Starlette(routes=routes)
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await inner(scope, receive, send)
-            return
-
-        async def with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
-            await send(message)
-
-        await inner(scope, receive, with_headers)
-
-    return app
+    return with_headers(Starlette(routes=routes), SECURITY_HEADERS)
 
 
 class FloorServer:

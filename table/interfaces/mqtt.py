@@ -294,13 +294,20 @@ def fetch_checkpoint(settings: MqttSettings, table_id: str, public: Ed25519Publi
     except (OSError, ValueError) as exc:
         log.warning("anchor_unreachable", host=settings.host, error=str(exc)[:200])
     finally:
-        client.disconnect()
-        client.loop_stop()
-        reset = getattr(client, "_reset_sockets", None)
-        if reset is not None:
-            reset()
+        stop_client(client)
     return got.get("cp")
 
+
+
+def stop_client(client: Any) -> None:
+    """Disconnect a paho client and stop its network thread. paho closes its wake-up
+    socketpair only when the client is garbage-collected: closed now, so a stopped
+    client holds no descriptor."""
+    client.disconnect()
+    client.loop_stop()
+    reset = getattr(client, "_reset_sockets", None)
+    if reset is not None:
+        reset()
 
 def checkpoint_topic(floor: str, table_id: str) -> str:
     """The retained topic holding a table's latest signed journal checkpoint (docs/journal.md)."""
@@ -556,13 +563,7 @@ class MqttPublisher:
                 info.wait_for_publish(timeout_s)
             except (RuntimeError, ValueError) as exc:
                 log.warning("mqtt_offline_status_failed", error=str(exc))
-        self._client.disconnect()
-        self._client.loop_stop()
-        # paho closes its wake-up socketpair only when the client is garbage-collected:
-        # close it now, so a stopped publisher holds no descriptor.
-        reset = getattr(self._client, "_reset_sockets", None)
-        if reset is not None:
-            reset()
+        stop_client(self._client)
         with self._cv:
             self._dirty = True
         self._save_state()

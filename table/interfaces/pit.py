@@ -60,8 +60,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.keys import KeyFileError, load_public_key
 
-from .mqtt import ForgedMessage, verify_message
-from .web import SECURITY_HEADERS, STATIC_DIR
+from .mqtt import ForgedMessage, stop_client, verify_message
+from .web import STATIC_DIR, with_headers
 
 log = structlog.get_logger("table.pit")
 
@@ -455,11 +455,7 @@ class PitSubscriber:
         return self
 
     def close(self) -> None:
-        self._client.disconnect()
-        self._client.loop_stop()
-        reset = getattr(self._client, "_reset_sockets", None)
-        if reset is not None:
-            reset()
+        stop_client(self._client)
 
 
 #: Put in a page's queue in place of frames it was too slow for: send it the whole board again.
@@ -513,24 +509,6 @@ async def _broadcast(board: PitBoard, queues: "set[asyncio.Queue]", state: dict[
             board.listeners.remove(wake)
 
 
-def _with_security_headers(inner: Any) -> Any:
-    """The ASGI app ``inner`` with :data:`SECURITY_HEADERS` added to every HTTP response."""
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await inner(scope, receive, send)
-            return
-
-        async def with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
-            await send(message)
-
-        await inner(scope, receive, with_headers)
-
-    return app
-
-
 def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
     """The pit view's ASGI app: the page, ``GET /api/v1/pit`` (the whole board),
     ``/api/v1/pit/ws`` (a ``full`` frame, then ``delta`` frames: one per tick with
@@ -581,7 +559,7 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
               WebSocketRoute("/api/v1/pit/ws", ws),
               Mount("/js", app=StaticFiles(directory=str(static_dir / "js"))),
               Mount("/css", app=StaticFiles(directory=str(static_dir / "css")))]
-    return _with_security_headers(Starlette(routes=routes))
+    return with_headers(Starlette(routes=routes))
 
 
 class PitServer:

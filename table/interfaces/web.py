@@ -75,6 +75,25 @@ SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options",
                     (b"content-security-policy", b"default-src 'self'; connect-src 'self'; frame-ancestors 'none'")]
 
 
+def with_headers(inner: Any, headers: list[tuple[bytes, bytes]] = SECURITY_HEADERS) -> Any:
+    """The ASGI app ``inner`` with ``headers`` added to every HTTP response (the pit view's
+    and the floor's pages; WebSocket scopes pass through untouched)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *headers]}
+            await send(message)
+
+        await inner(scope, receive, send_with_headers)
+
+    return app
+
+
 class _BoundedServerLog(logging.Filter):
     """uvicorn's own log lines, bounded: no traceback, a clipped message, at most
     :attr:`PER_WINDOW` lines of one kind per :attr:`WINDOW_S` (a flood of malformed
