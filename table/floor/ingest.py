@@ -437,14 +437,9 @@ class BrokerFeed:
         #: set once subscribed (SUBACK), cleared when the connection is lost
         self.connected = threading.Event()
         self.client_id = client_id()
-        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
-        self._client.reconnect_delay_set(1, 30)
-        if broker.username:
-            self._client.username_pw_set(broker.username, password)
-        if broker.tls:
-            import ssl
+        from table.interfaces.pit import broker_client
 
-            self._client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        self._client = broker_client(mqtt, broker, self.client_id, password, ca_file)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_subscribe = self._on_subscribe

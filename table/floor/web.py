@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-import socket
-import threading
 from dataclasses import asdict
 from typing import Any
 
-from table.interfaces.web import with_headers
+from table.interfaces.web import AppServer, with_headers
 from table.keys import TableKey
 from table.notary_client import sign_answer
 
@@ -65,33 +63,9 @@ def floor_app(floor: Floor, floor_key: TableKey, *, extra_routes: list[Any] | No
     return with_headers(Starlette(routes=routes), SECURITY_HEADERS)
 
 
-class FloorServer:
+class FloorServer(AppServer):
     """Serves ``app`` on ``host:port`` (port 0: a free one, :attr:`port`) in its own thread.
     Raises ``OSError`` when the address cannot be bound."""
 
     def __init__(self, app: Any, host: str, port: int, *, name: str = "floor-web") -> None:
-        import uvicorn
-
-        host = host.strip("[]")
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(128)  # connections wait in the backlog until uvicorn's loop takes them: no start-up race
-        self.port = self.sock.getsockname()[1]
-        self.host = host
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
-                                timeout_graceful_shutdown=2, limit_concurrency=256)
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name=name,
-                                        daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(5)
-        self.sock.close()
+        super().__init__(app, host, port, name=name, limit_concurrency=256)

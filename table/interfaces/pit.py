@@ -61,7 +61,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from table.keys import KeyFileError, load_public_key
 
 from .mqtt import ForgedMessage, stop_client, verify_message
-from .web import STATIC_DIR, with_headers
+from .web import STATIC_DIR, AppServer, with_headers
 
 log = structlog.get_logger("table.pit")
 
@@ -402,6 +402,23 @@ def unique_client_id(pit: str) -> str:
     return f"threecard-pit-{pit[:24]}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+def broker_client(mqtt: Any, broker: BrokerAddress, client_id: str, password: str | None,
+                  ca_file: str | None) -> Any:
+    """A paho client for a subscriber of ``broker`` (the pit view's, the floor's): a clean
+    session under ``client_id``, reconnecting by itself (1..30 s), the broker account's
+    ``password``, and TLS checked against ``ca_file`` for ``mqtts://``. ``mqtt``: the
+    ``paho.mqtt.client`` module (imported by the caller, an optional extra)."""
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True)
+    client.reconnect_delay_set(1, 30)
+    if broker.username:
+        client.username_pw_set(broker.username, password)
+    if broker.tls:
+        import ssl
+
+        client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+    return client
+
+
 class PitSubscriber:
     """The board's MQTT client for one broker (paho-mqtt): subscribes to the board's
     topics (``[PREFIX/]threecard/{pit}/+/status|events``) on ``broker``, reconnecting by
@@ -420,14 +437,7 @@ class PitSubscriber:
         self.connected = False
         self.connects = 0
         self.client_id = client_id or unique_client_id(board.pits[0])
-        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
-        self._client.reconnect_delay_set(1, 30)
-        if broker.username:
-            self._client.username_pw_set(broker.username, password)
-        if broker.tls:
-            import ssl
-
-            self._client.tls_set(ca_certs=ca_file, cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        self._client = broker_client(mqtt, broker, self.client_id, password, ca_file)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = lambda client, userdata, msg: board.receive(msg.topic, msg.payload)
@@ -562,37 +572,12 @@ def pit_app(board: PitBoard, static_dir: Path = STATIC_DIR) -> Any:
     return with_headers(Starlette(routes=routes))
 
 
-class PitServer:
+class PitServer(AppServer):
     """Serves :func:`pit_app` on ``host:port`` (uvicorn, in its own thread; port 0: a free
     one, :attr:`port`). Raises ``OSError`` when the address cannot be bound."""
 
     def __init__(self, board: PitBoard, host: str, port: int) -> None:
-        import socket
-
-        import uvicorn
-
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(128)  # connections wait in the backlog until uvicorn serves: none refused at start
-        self.port = self.sock.getsockname()[1]
-        self.host = host
-        config = uvicorn.Config(pit_app(board), log_config=None, access_log=False, lifespan="off",
-                                server_header=False, ws_max_size=4096, timeout_graceful_shutdown=2)
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="pit-web",
-                                        daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(5)
-        self.sock.close()
+        super().__init__(pit_app(board), host, port, name="pit-web", ws_max_size=4096)
 
 
 __all__ = ["BrokerAddress", "PitBoard", "PitServer", "PitSetupError", "PitSubscriber", "TableCard", "load_table_keys",

@@ -42,6 +42,7 @@ import json
 import logging
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,42 @@ SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options",
                     (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
                     (b"content-security-policy", b"default-src 'self'; connect-src 'self'; frame-ancestors 'none'")]
 
+
+
+class AppServer:
+    """Serves the ASGI ``app`` on ``host:port`` with uvicorn in its own thread (port 0: a
+    free one, :attr:`port`). The socket listens before the thread starts, so a client
+    connecting at once waits in the backlog instead of being refused. ``options``:
+    more ``uvicorn.Config`` keys. Raises ``OSError`` when the address cannot be bound."""
+
+    def __init__(self, app: Any, host: str, port: int, *, name: str, **options: Any) -> None:
+        import uvicorn
+
+        host = host.strip("[]")
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.host = host
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
+                                timeout_graceful_shutdown=2, **options)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name=name,
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (an IPv6 host in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving and close the socket (waits up to 5 s for the thread)."""
+        self.server.should_exit = True
+        self._thread.join(5)
+        self.sock.close()
 
 def with_headers(inner: Any, headers: list[tuple[bytes, bytes]] = SECURITY_HEADERS) -> Any:
     """The ASGI app ``inner`` with ``headers`` added to every HTTP response (the pit view's
