@@ -152,7 +152,7 @@ class Console:
     ``status`` command).
     """
 
-    DEALER_ACTIONS = ("place_bets", "close_bets", "confirm_collect", "decide")
+    DEALER_ACTIONS = ("place_bets", "close_bets", "confirm_collect", "decide", "dealer_hands")
     SUPERVISOR_ACTIONS = ("void", "confirm_void", "register_deck", "confirm_card", "release_hold",
                           "acknowledge_incident")
 
@@ -176,6 +176,9 @@ class Console:
         #: the controller's handler of an ``acknowledge_incident`` the table is not waiting for
         #: (alarms are acknowledged any time); None: only when waited for
         self.acknowledge: Callable[[Command], None] | None = None
+        #: on a simulated table dealt at a person's pace (table.hil.training.TrainingHands):
+        #: does the physical step the table waits for (``dealer_hands``); None elsewhere
+        self.hands: Any = None
         self.status: Callable[[], dict[str, Any]] = lambda: {}
 
     # -- what the table waits for ------------------------------------------------------------
@@ -216,6 +219,14 @@ class Console:
         for cmd, why in refused:
             cmd.answer(ok=False, code="not_expected", error=why)
         self._tell(exp)
+
+    def waiting_dict(self, exp: Expectation) -> dict[str, Any]:
+        """``exp`` for the status (``waiting_for``): on a training table a physical step its
+        hands can do also accepts ``dealer_hands``."""
+        d = exp.to_dict()
+        if self.hands is not None and self.hands.can_do(exp):
+            d["accepts"] = [*d["accepts"], "dealer_hands"]
+        return d
 
     def between(self) -> None:
         """The controller is about to say what it waits for (it has just made a step visible,
@@ -280,6 +291,14 @@ class Console:
             return
         if action == "void":
             self._submit_void(cmd)
+            return
+        if action == "dealer_hands":
+            if self.hands is None:
+                cmd.answer(ok=False, code="not_expected", error="dealer_hands is for a simulated table dealt at a "
+                           "person's pace (tablectl run --simulate --pace person): here the dealer's own hands "
+                           "do the physical steps")
+            else:
+                self.hands(cmd)
             return
         with self._cv:
             exp = self._expect

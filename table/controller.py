@@ -266,7 +266,7 @@ class TableController:
             "round": round_info,
             "held": held,
             "violations": len(t.custody.violations),
-            "waiting_for": exp.to_dict() if exp is not None else None,
+            "waiting_for": self.console.waiting_dict(exp) if exp is not None else None,
             "links": links,
             "alarms": t.alarms_now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,

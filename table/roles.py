@@ -66,6 +66,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "close_bets": FLOOR_STAFF,
     "confirm_collect": FLOOR_STAFF,
     "decide": FLOOR_STAFF,
+    "dealer_hands": FLOOR_STAFF,
     "void": SUPERVISOR_ONLY,
     "confirm_void": SUPERVISOR_ONLY,
     "register_deck": SUPERVISOR_ONLY,

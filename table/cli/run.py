@@ -138,6 +138,10 @@ class RunResults:
 })
 @click.command("run")
 @click.option("--simulate", is_flag=True, help="Emulated shuffler and shoe on real ptys, with a virtual dealer.")
+@click.option("--pace", type=click.Choice(["machine", "person"]), default="machine", show_default=True,
+              help="With --simulate: machine (the virtual dealer and players do every step at once), or person "
+                   "(training: nothing moves until the trainee does it on the dealer's screen or at the terminal: "
+                   "bets, each card dealt, Play or Fold, the collect; docs/emulators.md).")
 @click.option("--rounds", type=click.IntRange(1), default=10, show_default=True, help="Rounds to deal.")
 @click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True, help="Player seats (1-7).")
 @click.option("--seed", type=int, default=None, help="Seed the simulated shuffles for a reproducible run (default: secrets.SystemRandom).")
@@ -249,6 +253,7 @@ class _RunArgs:
     """``tablectl run``'s options, as click gives them (the names of its parameters)."""
 
     simulate: bool = False
+    pace: str = "machine"
     rounds: int = 10
     seats: int | None = None
     seed: int | None = None
@@ -290,8 +295,9 @@ class _RunArgs:
 
     @property
     def bench_dealer(self) -> bool:
-        """A dealer that is not a person: the simulation's, a remote one, or the control sockets'."""
-        return bool(self.simulate or self.dealer_socket or self.shoe_control)
+        """A dealer that is not a person: the simulation's (unless at a person's pace), a
+        remote one, or the control sockets'."""
+        return bool((self.simulate and self.pace != "person") or self.dealer_socket or self.shoe_control)
 
 
 class _TableRun:
@@ -374,6 +380,13 @@ class _TableRun:
             if given:
                 raise click.UsageError(f"--simulate brings its own emulated devices and virtual dealer; it cannot be "
                                        f"used with {' or '.join(given)} (drop --simulate to run a real table)")
+        if a.pace == "person" and not a.simulate:
+            raise click.UsageError("--pace person paces a simulated table (add --simulate); at a real table the "
+                                   "dealer's own hands set the pace")
+        if a.pace == "person" and not (a.web or a.control_socket or sys.stdin.isatty()
+                                       or (self.cfg is not None and self.cfg.web.listen)):
+            raise click.UsageError("--pace person waits for the trainee: give --web HOST:PORT (the dealer's screen) "
+                                   "or --control-socket, or run it at a terminal")
         if a.trace_card_faces and not a.simulate:
             raise click.UsageError("--trace-card-faces shows the cards a real shoe reads, which nothing readable "
                                    "without the table's key may reveal (58 Pa. Code 816a.1): it is for --simulate only")
@@ -545,6 +558,13 @@ class _TableRun:
             except PtyLinkError as exc:
                 raise click.BadParameter(str(exc), param_hint="'--link-dir'") from None
             a.shuffler_url, a.shoe_url = sim.shuffler_url, sim.shoe_url
+            if a.pace == "person":  # training: the trainee's hands through the table's control socket
+                from simulators.hands import HandsServer
+                from table.hil.training import TrainingDealer, TrainingHands
+
+                hands = stack.enter_context(HandsServer(sim.dealer, sim.shoe))
+                self.console.hands = TrainingHands(self.console, hands.address)
+                return TrainingDealer(hands.address), console_decisions(self.console), sim.usb_backend
             return sim.dealer, q64_player, sim.usb_backend
         if a.shuffler_control or a.shoe_control:
             from table.hil.control_dealer import ControlDealer
@@ -619,7 +639,12 @@ class _TableRun:
     def _limits(self) -> Any:
         """The config's ``[limits]`` (``table.bets.TableLimits``), None when it sets none
         (the documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        return self.cfg.limits.given() if self.cfg is not None else None
+        given = self.cfg.limits.given() if self.cfg is not None else None
+        if given is None and self.a.pace == "person":  # the trainee places bets, within the default limits
+            from table.bets import DEFAULT_LIMITS
+
+            return DEFAULT_LIMITS
+        return given
 
     def _players(self) -> Any:
         """Who bets on a simulated table: seeded players who sit down and leave and vary

@@ -146,6 +146,15 @@ COMMANDS: tuple[Action, ...] = (
            {"seat": SEAT, "decision": {"enum": ["play", "fold"], "description": "play (the play wager, equal to "
                                                                                 "the ante) or fold"}},
            ("seat", "decision")),
+    Action("dealer_hands", "command", "Training (tablectl run --simulate --pace person): the dealer's hands do the "
+           "physical step the table waits for (insert, take or load a deck; deal the next card) through the "
+           "simulated table's control socket; refused on any other table, and for a step already done.",
+           {"step": {"enum": ["insert_deck", "take_from_shuffler", "load_shoe", "draw_card"],
+                     "description": "the step this press is for (waiting_for.action): refused when the table "
+                                    "waits for another"},
+            "draw_index": {"type": "integer", "minimum": 0, "maximum": 51,
+                           "description": "for draw_card: the card this press deals (waiting_for.draw_index): "
+                                          "a double tap is refused, never dealt as the next card"}}),
     Action("void", "command", "Void the round: wagers returned, cards collected (58 Pa. Code 816a.1: refused once "
                               "results are recorded).",
            {"reason": REASON, "supervisor": SUPERVISOR, "pin": PIN, "round_id": ROUND_ID}, ("reason",)),

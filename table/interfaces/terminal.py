@@ -57,6 +57,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
   c                      close bets (dealer)
   p SEAT / f SEAT        seat SEAT plays / folds (dealer)
   k                      confirm the collect, once the round is paid (dealer)
+  d                      training (run --simulate --pace person): do the physical step prompted (deal the card)
   v REASON...            void the round (supervisor)
   x NAME                 a second supervisor NAME confirms a void (after the decisions): asks NAME's PIN
   l                      release a held round: it goes on where it stood (supervisor)
@@ -67,7 +68,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
 
 #: what to type for each command the table can wait for (the prompt's second half)
 KEY_FOR = {
-    "place_bets": "b SEAT a25 pp10 (or b SEAT - / = / min) to bet", "close_bets": "press c", "confirm_collect": "press k", "decide": "p {seat} to play / f {seat} to fold",
+    "place_bets": "b SEAT a25 pp10 (or b SEAT - / = / min) to bet", "close_bets": "press c", "confirm_collect": "press k", "dealer_hands": "press d (training: the dealer's hands)", "decide": "p {seat} to play / f {seat} to fold",
     "void": "v REASON to void it", "confirm_void": "x NAME (a second supervisor) to confirm the void",
     "release_hold": "l to release it", "register_deck": "r NEW_DECK_ID to register the replacement",
     "confirm_card": "m CARD (e.g. m Qs) to enter it", "acknowledge_incident": "a to acknowledge",
@@ -175,6 +176,8 @@ def parse_key_line(line: str, supervisor: str) -> Command | None:
         return Command("close_bets", actor=actor)
     if key == "k":
         return Command("confirm_collect", actor=actor)
+    if key == "d":  # training (--pace person): the dealer's hands do the step prompted
+        return Command("dealer_hands", actor=actor)
     if key in ("p", "f") and rest and rest[0].isdigit():
         return Command("decide", {"seat": int(rest[0]), "decision": "play" if key == "p" else "fold"}, actor=actor)
     if key == "v" and rest:

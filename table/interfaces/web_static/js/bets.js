@@ -9,7 +9,7 @@
 // chips add to.
 
 import { Status } from "./model.js";
-import { el, fill, money } from "./ui.js";
+import { besideError, el, fill, money } from "./ui.js";
 
 const KINDS = ["ante", "pair_plus", "six_card", "progressive"];
 const KIND_WORDS = { ante: "Ante", pair_plus: "Pair Plus", six_card: "Six Card", progressive: "Progressive" };
@@ -136,13 +136,13 @@ export function renderBets(box, ctx, redraw) {
       onclick: () => send(ctx, null, { table_minimum: true }, redraw) }, "Every seat: table min") : null,
     open && w.action !== "close_bets" && (w.accepts || []).includes("close_bets")
       ? el("button", { class: "primary", id: "bets-close", disabled: inPlay.length === 0,
-        onclick: () => ctx.act("close_bets", {}) }, "Close bets") : null);
+        onclick: () => ctx.act("close_bets", {}, "bets-close") }, "Close bets") : null);
   const all = local.refused["*"] ? el("p", { class: "bet-refused", id: "bets-refused", role: "alert" },
     local.refused["*"]) : null;
-  fill(box, head, all, el("div", { class: "bet-spots" }, bets.layout.map((s) => spot(ctx, bets, s, open, redraw))));
+  fill(box, head, besideError(ctx.errors, "bets-close"), all, el("div", { class: "bet-spots" }, bets.layout.map((s) => spot(ctx, bets, s, open, redraw))));
 }
 
 /** What the panel shows depends on: for panel()'s redraw-when-changed. */
 export function betsKey(ctx) {
-  return [Status.bets(ctx.status), Status.waitingFor(ctx.status), local];
+  return [Status.bets(ctx.status), Status.waitingFor(ctx.status), local, ctx.errors["bets-close"] || null];
 }

@@ -49,19 +49,34 @@ export async function boot({ allowed, render }) {
     while (messages.children.length > 6) messages.lastElementChild.remove();
   };
   ctx.request = (req) => ctx.connection.request(req);
-  /** Send a command; say the table's answer (accepted, or refused with its reason). */
-  ctx.act = async (action, args = {}) => {
+  /** Errors shown beside the button that caused them: place (the button's id) -> the
+   *  table's words; cleared by that button's next success. */
+  ctx.errors = {};
+  const beside = (place) => {
+    const box = place && document.getElementById(`${place}-error`);
+    if (box && box.dataset.static === "yes") { box.textContent = ctx.errors[place] || ""; box.hidden = !ctx.errors[place]; }
+  };
+  /** Send a command; say the table's answer (accepted, or refused with its reason), in the
+   *  messages and, when `place` names the button that sent it, beside that button. */
+  ctx.act = async (action, args = {}, place = null) => {
+    const words = action.replace(/_/g, " ");
+    const refused = (error) => {
+      ctx.say(`${words}: ${error}`, "bad");
+      if (place) { ctx.errors[place] = `Refused: ${error}`; beside(place); }
+    };
     try {
       const reply = await ctx.connection.request({ action, ...args });
       if (reply.ok) {
-        ctx.say(`${action.replace(/_/g, " ")}: accepted`);
+        ctx.say(`${words}: accepted`);
+        if (place) { delete ctx.errors[place]; beside(place); }
         if (action === "decide" && model.round) model.decided(model.round.id, args.seat, args.decision);
-      } else ctx.say(`${action.replace(/_/g, " ")}: ${reply.error}`, "bad");
+      } else refused(reply.error);
       const status = await ctx.connection.request({ action: "status" });
       if (status.ok) { ctx.status = status; redraw(); }
       return reply;
     } catch (err) {
-      ctx.say(`${action.replace(/_/g, " ")}: ${err.message}`, "bad");
+      refused(err.message);
+      redraw();
       return { ok: false, error: err.message };
     }
   };

@@ -18,10 +18,11 @@ function render(ctx) {
   const { model, status, me, act, offline, signedOut } = ctx;
   const w = Status.waitingFor(status);
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
-  panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut],
-    (box) => renderNow(box, status, me, act, { offline, signedOut, screen: "dealer" }));
+  panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut, ctx.errors],
+    (box) => renderNow(box, status, me, act, { offline, signedOut, screen: "dealer", errors: ctx.errors }));
   panel($("bets"), betsKey(ctx), (box) => renderBets(box, ctx, ctx.redraw));
-  panel($("round"), [model.round, w, Status.held(status), status && status.round], (box) => renderSeats(box, model, status, me, act));
+  panel($("round"), [model.round, w, Status.held(status), status && status.round, Status.layout(status), ctx.errors],
+    (box) => renderSeats(box, model, status, me, act, ctx.errors));
   panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));
   panel($("links"), [Status.links(status), offline], (box) => renderLinks(box, status, offline));

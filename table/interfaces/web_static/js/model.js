@@ -48,6 +48,8 @@ export const Status = {
     return w || null;
   },
   round: (s) => (s && s.round) || null,
+  /** The table's seats as configured ([table] seats; the bet book's layout), or null (an older table). */
+  layout: (s) => (s && s.bets && Array.isArray(s.bets.layout) ? s.bets.layout.filter((n) => Number.isInteger(n)) : null),
   /** The bet book while a round takes bets (table.bets.BetBook.to_dict(); issue 23), or null. */
   bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),

@@ -3,7 +3,7 @@
 // model and the status (nothing else is kept in the page).
 
 import { Status } from "./model.js";
-import { badge, cardEl, clock, el, fill, handHeadline, money, placeWords, stateWords, tableWords, wagerName,
+import { badge, besideError, cardEl, clock, el, fill, handHeadline, money, placeWords, stateWords, tableWords, wagerName,
   wagerWords } from "./ui.js";
 
 const DEALER_ACTIONS = new Set(["close_bets", "confirm_collect"]);
@@ -66,9 +66,16 @@ export function renderNow(box, status, me, act, opts = {}) {
   `The table waits for ${tableWords(w.what)}.`);
   const who = el("p", { class: "now-who" }, `Who: ${ROLE_WORDS[w.role] || w.role}`);
   let button = null;
+  const errors = opts.errors || {};
   if (mine && DEALER_ACTIONS.has(w.action)) {
-    button = el("button", { class: "big primary", id: "do-now", onclick: () => act(w.action, {}) },
-      BUTTON_WORDS[w.action]);
+    button = [el("button", { class: "big primary", id: "do-now", onclick: () => act(w.action, {}, "do-now") },
+      BUTTON_WORDS[w.action]), besideError(errors, "do-now")];
+  } else if ((w.accepts || []).includes("dealer_hands") && ["dealer", "supervisor"].includes(me.role)) {
+    // Training (run --simulate --pace person): the trainee's hands, through the simulated table.
+    const args = { step: w.action, ...(Number.isInteger(w.draw_index) ? { draw_index: w.draw_index } : {}) };
+    button = [el("button", { class: "big primary", id: "do-hands", "data-step": w.action,
+      onclick: () => act("dealer_hands", args, "do-hands") }, handsWords(w)), besideError(errors, "do-hands")];
+    who.append(" — training table: the button is the dealer's hands");
   } else if (w.action === "decide") {
     button = el("p", { class: "now-hint" }, w.seat ? `Seat ${w.seat}: press Play or Fold on the seat.`
       : "Press Play or Fold on each seat in turn, from seat 1.");
@@ -78,6 +85,15 @@ export function renderNow(box, status, me, act, opts = {}) {
       : el("a", { class: "big link-button", href: "/supervisor.html" }, "Open the supervisor's screen");
   }
   fill(box, head, what, who, button);
+}
+
+/** The training button's words: the physical step, as the trainee does it. */
+function handsWords(w) {
+  if (w.action === "draw_card") return Number.isInteger(w.draw_index) ? `Deal card ${w.draw_index + 1}` : "Deal the next card";
+  if (w.action === "insert_deck") return `Put the ${w.colour || ""} deck into the shuffler`;
+  if (w.action === "take_from_shuffler") return "Take the deck out of the shuffler";
+  if (w.action === "load_shoe") return `Load the ${w.colour || ""} deck into the shoe`;
+  return "Do it";
 }
 
 function seatWagers(wagers) {
@@ -93,10 +109,13 @@ function slots(cards, n = 3) {
 }
 
 /** The seats (wagers, cards face down until decisions are final, decisions, results) and the dealer's hand. */
-export function renderSeats(box, model, status, me, act) {
+export function renderSeats(box, model, status, me, act, errors = {}) {
   const r = model.round;
+  const layout = Status.layout(status);
+  const layoutLine = layout ? el("p", { class: "muted", id: "layout-seats", "data-seats": layout.length },
+    `This table has ${layout.length} seat${layout.length === 1 ? "" : "s"}.`) : null;
   if (!r) {
-    fill(box, el("p", { class: "muted" }, "No round yet."));
+    fill(box, el("p", { class: "muted" }, "No round yet."), layoutLine);
     return;
   }
   const w = Status.waitingFor(status);
@@ -108,10 +127,11 @@ export function renderSeats(box, model, status, me, act) {
     if (deciding && !decision && (!w.seat || w.seat === s)) {
       buttons = el("div", { class: "decide" },
         el("button", { class: "big play", id: `play-${s}`, "aria-label": `Seat ${s} plays`,
-          onclick: () => act("decide", { seat: s, decision: "play" }) }, "Play"),
+          onclick: () => act("decide", { seat: s, decision: "play" }, `decide-${s}`) }, "Play"),
         el("button", { class: "big fold", id: `fold-${s}`, "aria-label": `Seat ${s} folds`,
-          onclick: () => act("decide", { seat: s, decision: "fold" }) }, "Fold"));
+          onclick: () => act("decide", { seat: s, decision: "fold" }, `decide-${s}`) }, "Fold"));
     }
+    const refusedHere = besideError(errors, `decide-${s}`);
     let outcome = null;
     if (result) {
       const net = r.net ? r.net[s] : result.net;
@@ -130,7 +150,7 @@ export function renderSeats(box, model, status, me, act) {
       el("div", { class: "cards", "aria-label": `seat ${s}'s cards` }, slots(r.cards[s])),
       el("p", { class: "decision", "data-decision": decision || "" },
         decision ? (decision === "play" ? "plays" : "folds") : (r.decisionsFinal ? "" : "decision: —")),
-      buttons, outcome);
+      buttons, refusedHere, outcome);
   });
   const dealer = el("section", { class: "seat dealer", "data-seat": "dealer", "aria-label": "Dealer's hand" },
     el("h3", {}, "Dealer"),
@@ -141,9 +161,10 @@ export function renderSeats(box, model, status, me, act) {
   const heldNow = Status.held(status) && Status.held(status).round_id === r.id;
   const title = el("h2", { id: "round-title", "data-held": heldNow ? "yes" : "no" }, `Round ${r.number}`,
     heldNow ? " — HELD" : "", r.voided ? " — VOIDED" : "", r.closed && !r.voided ? " — closed" : "");
-  const max = Math.max(0, ...r.seats);
+  // The table's own layout (status: bets.layout); an older table: up to the last seat in play.
+  const seatsAt = layout || Array.from({ length: Math.max(0, ...r.seats) }, (_, i) => i + 1);
   const empty = [];
-  for (let s = 1; s <= max; s += 1) {
+  for (const s of seatsAt) {
     if (!r.seats.includes(s)) {
       empty.push(el("section", { class: "seat empty", "data-empty-seat": s, "aria-label": `Seat ${s}, empty` },
         el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, "empty: no wager")));
@@ -151,7 +172,7 @@ export function renderSeats(box, model, status, me, act) {
   }
   const all = [...seats, ...empty].sort((a, b) => Number(a.dataset.seat || a.dataset.emptySeat)
     - Number(b.dataset.seat || b.dataset.emptySeat));
-  fill(box, title, el("div", { class: "seats" }, dealer, all));
+  fill(box, title, layoutLine, el("div", { class: "seats" }, dealer, all));
 }
 
 const COLOUR_CLASSES = new Set(["red", "blue", "green", "black", "grey", "purple", "orange", "brown"]);

@@ -9,7 +9,7 @@ import { HistoryPanel } from "./history.js";
 import { VERDICT_WORDS, shuffleChart } from "./chart.js";
 import { SECOND_SUPERVISOR_ACTION, Status } from "./model.js";
 import { renderAlarms, renderDecks, renderLinks, renderNow } from "./panels.js";
-import { badge, clock, count, el, fill, panel, stateWords, tableWords } from "./ui.js";
+import { badge, besideError, clock, count, el, fill, panel, stateWords, tableWords } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 5000; // the audit and the shuffle check are asked again at most this often
@@ -61,8 +61,8 @@ function renderIncidents(box, model, ctx) {
   fill(box, el("h2", {}, "Incidents"), items.length ? el("ul", { class: "alarms" }, items.map((i) => el("li", {
     class: "alarm", "data-incident": i.seq }, badge("warn", clock(i.ts)), " ", words(i), " ",
   el("button", { class: "small", id: `ack-${i.seq}`, "aria-label": `Acknowledge incident ${i.seq}`,
-    disabled: ctx.me.role !== "supervisor", onclick: () => ctx.act("acknowledge_incident", { incident: i.seq }) },
-  "Acknowledge")))) : el("p", {}, badge("ok", "none since this screen opened")));
+    disabled: ctx.me.role !== "supervisor", onclick: () => ctx.act("acknowledge_incident", { incident: i.seq }, `ack-${i.seq}`) },
+  "Acknowledge"), besideError(ctx.errors, `ack-${i.seq}`)))) : el("p", {}, badge("ok", "none since this screen opened")));
 }
 
 function renderAudit(box) {
@@ -103,12 +103,19 @@ function wireForms(ctx) {
   $("void-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const reason = $("void-reason").value.trim();
-    if (!reason) { ctx.say("void: a reason is required", "bad"); $("void-reason").focus(); return; }
+    if (!reason) {
+      ctx.say("void: a reason is required", "bad");
+      ctx.errors["void-button"] = "Refused: a void needs a reason (it is journaled).";
+      $("void-button-error").textContent = ctx.errors["void-button"];
+      $("void-button-error").hidden = false;
+      $("void-reason").focus();
+      return;
+    }
     const running = Status.round(ctx.status);
     const held = Status.held(ctx.status);
     // The round this supervisor is looking at: the table refuses the void if another is running.
     const roundId = held ? held.round_id : running ? running.round_id : null;
-    const reply = await ctx.act("void", roundId ? { reason, round_id: roundId } : { reason });
+    const reply = await ctx.act("void", roundId ? { reason, round_id: roundId } : { reason }, "void-button");
     if (reply.ok) $("void-reason").value = "";
   });
   $("release-form").addEventListener("submit", async (ev) => {
@@ -118,13 +125,13 @@ function wireForms(ctx) {
     const args = {};
     if (reason) args.reason = reason;
     if (held) args.round_id = held.round_id;
-    const reply = await ctx.act("release_hold", args);
+    const reply = await ctx.act("release_hold", args, "release-button");
     if (reply.ok) $("release-reason").value = "";
   });
   $("deck-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const deckId = $("deck-id").value.trim();
-    const reply = await ctx.act("register_deck", { deck_id: deckId });
+    const reply = await ctx.act("register_deck", { deck_id: deckId }, "deck-button");
     if (reply.ok) $("deck-id").value = "";
   });
   $("card-form").addEventListener("submit", async (ev) => {
@@ -134,7 +141,7 @@ function wireForms(ctx) {
     // The entry names the draw it is for: a second click is refused for the next unreadable card.
     const args = w && w.action === "confirm_card" && Number.isInteger(w.draw_index) ? { card, draw_index: w.draw_index }
       : { card };
-    const reply = await ctx.act("confirm_card", args);
+    const reply = await ctx.act("confirm_card", args, "card-button");
     if (reply.ok) $("card-face").value = "";
   });
 }
@@ -164,7 +171,7 @@ function renderHints(ctx) {
   fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
     : "Wagers are returned; refused once results are recorded (58 Pa. Code 816a.1).");
   const pending = Status.pendingVoid(status);
-  panel($("second-supervisor"), [rule, pending, ctx.me.person], (box) => {
+  panel($("second-supervisor"), [rule, pending, ctx.me.person, ctx.errors["confirm-void"] || null], (box) => {
     if (!rule && !pending) { fill(box); return; }
     const mine = pending && pending.supervisor === ctx.me.person;
     fill(box, el("h3", {}, "Second supervisor"),
@@ -172,8 +179,9 @@ function renderHints(ctx) {
         + tableWords(pending.reason))
         : el("p", { class: "muted" }, "When another supervisor asks for the void, confirm it here."),
       el("button", { id: "confirm-void", class: "danger", disabled: !pending || mine || ctx.me.role !== "supervisor",
-        onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {}) },
-      mine ? "Another supervisor must confirm your void" : "Confirm the void"));
+        onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {},
+          "confirm-void") },
+      mine ? "Another supervisor must confirm your void" : "Confirm the void"), besideError(ctx.errors, "confirm-void"));
   });
 }
 
@@ -192,7 +200,7 @@ function render(ctx) {
   panel($("held"), [Status.held(status), offline], (box) => offline
     ? fill(box, el("h2", {}, "Held round"), el("p", {}, badge("off", "unknown while the table does not answer")))
     : renderHeld(box, status));
-  panel($("incidents"), [model.incidents.map((i) => i.seq)], (box) => renderIncidents(box, model, ctx));
+  panel($("incidents"), [model.incidents.map((i) => i.seq), ctx.errors], (box) => renderIncidents(box, model, ctx));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));
   panel($("links"), [Status.links(status), offline], (box) => renderLinks(box, status, offline));
   const key = JSON.stringify([Status.roundsPlayed(status), Status.roundLine(status), model.incidents.length]);

@@ -137,3 +137,9 @@ export function panel(container, key, build) {
   }
   return true;
 }
+
+/** The error of the button `place` (its id), shown beside it (ctx.errors; null: none). */
+export function besideError(errors, place) {
+  const text = errors && errors[place];
+  return text ? el("p", { class: "beside-error", id: `${place}-error`, role: "alert", "data-for": place }, text) : null;
+}
