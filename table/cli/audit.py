@@ -156,3 +156,41 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
         for p in result.problems:
             click.echo(f"{'NOTHING CHECKED' if nothing else 'FAIL'}: {p}", err=True)
     sys.exit(3 if nothing else 0 if result.ok else 1)
+
+
+@exit_codes({
+    0: "every byte of FILE is covered by a good signature of a key given",
+    1: "it is not (what failed is named: not JSON, not canonical, another key, a signature that does not verify)",
+    EXIT_UNREADABLE: "FILE or a key cannot be read, or bad usage",
+})
+@audit_group.command("report")
+@click.argument("report_file", type=click.Path(dir_okay=False))
+@click.option("--public-key", "public_keys", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="The table's public key (KEY_FILE.pub); repeat for every key the table has used.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def report_check_command(report_file: str, public_keys: tuple[str, ...], as_json: bool) -> None:
+    """Check a signed report (`tablectl report ... --signed FILE`, or the supervisor's
+    download): the table's signature covers every byte of FILE (docs/reporting.md)."""
+    from table.files import UnsafeFile, read_regular
+    from table.signed_report import MAX_BYTES, check_signed_report
+
+    try:
+        keys = [load_public_key(p) for p in public_keys]
+        data = read_regular(report_file, max_bytes=MAX_BYTES + 1)
+    except KeyFileError as exc:
+        click.echo(f"tablectl audit report: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    except (UnsafeFile, OSError) as exc:
+        click.echo(f"tablectl audit report: cannot read {report_file}: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    result = check_signed_report(data, keys)
+    if as_json:
+        click.echo(json.dumps({"ok": result.ok, "problem": result.problem, "key_id": result.key_id,
+                               "table_id": result.table_id, "signed_at": result.signed_at}))
+    elif result.ok:
+        rep = result.report or {}
+        click.echo(f"OK: {report_file}: the {rep.get('report', 'report')} report of table {result.table_id}, signed "
+                   f"at {result.signed_at} by key {result.key_id}; every byte is covered by the signature")
+    else:
+        click.echo(f"FAIL: {report_file}: {result.problem}", err=True)
+    sys.exit(0 if result.ok else 1)

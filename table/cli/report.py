@@ -43,9 +43,16 @@ class BadInput(click.ClickException):
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
+@click.option("--signed", "signed_path", type=click.Path(dir_okay=False), default=None, metavar="OUT",
+              help="Also write the report JSON signed by the table key to OUT (the copy a regulator files; "
+                   "`tablectl audit report OUT --public-key KEY.pub` checks it; docs/reporting.md).")
+@click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
+              help="With --signed: the table's private key (default: the config's [journal] key_file, the "
+                   "systemd credential threecard-table-key, else JOURNAL.key beside the journal).")
 def report_command(kind: str, journal_path: str | None, config_path: str | None, on: str | None, shift: int | None,
                    ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
-                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool) -> None:
+                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool,
+                   signed_path: str | None, table_key: str | None) -> None:
     """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
     deck changes and device downtime for one shift, gaming day, month to date or
     year to date, from the journal; the settled win beside the expected win given
@@ -61,6 +68,8 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
+    if table_key and not signed_path:
+        raise click.UsageError("--table-key signs a report: give --signed OUT too")
     cfg = None
     if config_path:
         try:
@@ -92,6 +101,8 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
         rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None
+    if signed_path:
+        _write_signed(rep, signed_path, journal_path, table_key or (cfg.journal.key_file if cfg else None))
     if as_json:
         click.echo(json.dumps(rep))
     elif as_csv:
@@ -101,3 +112,37 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
             click.echo(line)
     flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
     sys.exit(1 if flagged else 0)
+
+
+def _write_signed(rep: dict, out: str, journal_path: str, key_file: str | None) -> None:
+    """Write ``rep`` signed by the table key to ``out`` (mode 0644: a report is for filing),
+    naming the table the journal names.
+    The key: ``key_file``, else the systemd credential, else ``JOURNAL.key`` beside the
+    journal; never a new one (a report signed by a key nobody knows proves nothing).
+    Raises :class:`BadInput`."""
+    from pathlib import Path
+
+    from table.files import UnsafeFile, write_atomic
+    from table.journal import Journal, JournalError
+    from table.keys import KeyFileError, load_private_key, load_table_key
+    from table.signed_report import SignedReportError, sign_report
+
+    try:
+        if key_file:
+            key = load_private_key(key_file)
+        else:
+            try:
+                key = load_table_key(None)
+            except KeyFileError:
+                beside = Path(journal_path).with_name(Path(journal_path).name + ".key")
+                if not beside.exists():
+                    raise KeyFileError(f"no table key to sign with: give --table-key (no credential "
+                                       f"threecard-table-key, no {beside})") from None
+                key = load_private_key(beside)
+        with Journal(journal_path, read_only=True) as j:
+            table_id = j.table_id
+        write_atomic(out, sign_report(rep, key, table_id), mode=0o644)
+    except KeyFileError as exc:
+        raise BadInput(str(exc)) from None
+    except (JournalError, SignedReportError, UnsafeFile, OSError) as exc:
+        raise BadInput(f"cannot write the signed report {out}: {exc}") from None
