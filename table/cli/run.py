@@ -517,7 +517,9 @@ class _TableRun:
                                              max_connections=cfg.console.max_connections if cfg else 256,
                                              idle_timeout_s=cfg.console.idle_timeout_s if cfg else 300.0).close)
             if self.web_host_port is not None:
-                stack.callback(_open_web(self.web_host_port, self.dispatcher, front, cfg, a.people_file).close)
+                signer = _report_signer(journal) if journal is not None else None
+                stack.callback(_open_web(self.web_host_port, self.dispatcher, front, cfg, a.people_file,
+                                         signer).close)
                 console.attached = True
         except OSError as exc:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
@@ -784,7 +786,15 @@ def _terminal_pin_check(cfg: Any, people_file: str | None, *, source: str = "ter
     return pin_checker(auth, source=source, origin=origin) if auth.people() else None
 
 
-def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
+def _report_signer(journal: Journal) -> Any:
+    """Signs a report with the journal's table key, naming its table (the web's signed download)."""
+    from table.signed_report import sign_report
+
+    return lambda rep: sign_report(rep, journal.key, journal.table_id)
+
+
+def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None,
+              report_signer: Any = None) -> Any:
     """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
     from table.interfaces.web import WebFrontDoor
 
@@ -798,7 +808,7 @@ def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any,
                             tls_certfile=w.tls_certfile if w else None, tls_keyfile=w.tls_keyfile if w else None,
                             max_connections=w.max_connections if w else 256,
                             idle_timeout_s=w.idle_timeout_s if w else 10.0,
-                            max_websockets=w.max_websockets if w else 64)
+                            max_websockets=w.max_websockets if w else 64, report_signer=report_signer)
     except OSError as exc:
         raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
 
