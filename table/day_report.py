@@ -141,7 +141,9 @@ def read_journal(journal: Journal) -> JournalFacts:
 
 def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
     _, at, settle = r["settle"]
-    wagers = r["open"][2]["wagers"]
+    # the bets frozen at close_bets (a table that takes bets opens its round with none,
+    # 816a.1), else the wagers the round opened with (a simulated table's fixed bets)
+    wagers = r["close_bets"][2]["wagers"] if "close_bets" in r else r["open"][2]["wagers"]
     done = r["decisions_done"][2]
     dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
     seats = []

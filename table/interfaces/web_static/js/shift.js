@@ -55,10 +55,10 @@ function renderState(box, ctx) {
 }
 
 function slipLine(s) {
-  const total = s.total_cents ?? s.total ?? s.amount;
-  return [String(s.procedure || "").replace(/_/g, " "), s.number ?? s.slip ?? null ? `no. ${s.number ?? s.slip}` : null,
-    Number.isFinite(total) ? dollars(total) : null, s.dealer && s.supervisor ? `${s.dealer} and ${s.supervisor}` : null,
-    s.ts ? new Date(s.ts).toLocaleString() : null].filter(Boolean).join(" · ");
+  if (typeof s !== "object" || s === null) return `no. ${s}`; // the status names the last slip by its number
+  const total = s.total ?? s.amount;
+  return [String(s.procedure || "").replace(/_/g, " "), s.slip !== undefined ? `no. ${s.slip}` : null,
+    Number.isFinite(total) ? dollars(total) : null].filter(Boolean).join(" · ");
 }
 
 function buildProcedures(ctx) {
@@ -83,11 +83,16 @@ function orderProcedures(ctx) {
   const state = day ? (day.open ? "open" : "closed") : null;
   const box = $("procedures");
   if (!state || box.dataset.state === state) return;
+  const first = !box.dataset.state;
   box.dataset.state = state;
   for (const name of ORDER[state]) {
     const section = $(`proc-${name}-panel`);
     const now = PROCEDURES[name].when === state;
     section.classList.toggle("applies", now);
+    // What applies now is unfolded; at the first sight the rest is folded, later a fold a person
+    // opened (the slip just journaled, said beside its button) stays open.
+    if (now) section.open = true;
+    else if (first) section.open = false;
     $(`proc-${name}-when`).textContent = now ? "" : ` (when the table is ${PROCEDURES[name].when})`;
     box.append(section); // what applies now first
   }
@@ -142,7 +147,7 @@ function renderReport(r) {
     el("div", { class: "print-head" }, el("h3", {}, `Table ${r.table_id}: ${periodName(r)}`),
       el("p", {}, `Profile ${r.profile}; paytables ${Object.values(r.paytables || {}).join(", ")}; `
         + `the gaming day starts ${r.gaming_day_starts}. Printed ${new Date().toLocaleString()}.`)),
-    el("p", { id: "report-period", "data-period": r.period }, el("strong", {}, periodName(r))),
+    el("p", { id: "report-shown", "data-period": r.period }, el("strong", {}, periodName(r))),
     flags.length
       ? el("ul", { class: "alarms", id: "report-flags" }, flags.map((f) => el("li", { class: "alarm" }, badge("bad", "FLAG"), " ", f)))
       : el("p", { id: "report-flags", "data-flags": 0 }, badge("ok", "nothing flagged")),

@@ -130,15 +130,14 @@ function readForm(name, spec) {
   return { slip, dealer, dealer_pin: pin };
 }
 
-/** "slip 3 journaled: opening inventory $12,500.00, signed by D-4 and S-17". */
-export function slipWords(slip, fallback) {
-  const s = (slip && (slip.slip && typeof slip.slip === "object" ? slip.slip : slip)) || {};
-  const number = s.number ?? s.slip_number ?? s.slip;
-  const total = s.total_cents ?? s.total ?? s.amount;
+/** The journaled slip in words: "open, slip 3, $12,500.00, signed by D-4 and S-17". */
+export function slipWords(reply, fallback) {
+  const s = (reply && typeof reply.slip === "object" && reply.slip) || {};
+  const total = s.total ?? s.amount;
   const who = [s.dealer, s.supervisor].filter(Boolean).join(" and ");
-  return [`${String(s.procedure || fallback).replace(/_/g, " ")}`, number !== undefined && typeof number !== "object"
-    ? `slip ${number}` : null, Number.isFinite(total) ? dollars(total) : null, who ? `signed by ${who}` : null]
-    .filter(Boolean).join(", ");
+  return [String(s.procedure || fallback).replace(/_/g, " "), s.slip !== undefined ? `slip ${s.slip}` : null,
+    Number.isFinite(total) ? dollars(total) : null, s.opener ? `${s.opener} opens shift ${s.shift}` : null,
+    s.gaming_day ? `for ${s.gaming_day}` : null, who ? `signed by ${who}` : null].filter(Boolean).join(", ");
 }
 
 /** One procedure's form: its fields, the dealer's countersignature, the button and, beside
@@ -197,7 +196,8 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
       button.disabled = disabled;
     }
   });
-  return el("section", { class: "panel proc", id: `${id}-panel`, "data-when": spec.when,
-    "aria-labelledby": `${id}-title` }, el("h2", { id: `${id}-title` }, spec.title,
-    el("span", { class: "muted when", id: `${id}-when` }, "")), form);
+  // A <details> each: the procedures that apply now are open, the others one tap away (a phone).
+  return el("details", { class: "panel proc", id: `${id}-panel`, "data-when": spec.when },
+    el("summary", { id: `${id}-title` }, el("span", { class: "proc-title" }, spec.title),
+      el("span", { class: "muted when", id: `${id}-when` }, "")), form);
 }
