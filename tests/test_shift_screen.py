@@ -76,16 +76,21 @@ def ready_for_bets(dealer: ApiDealer, timeout_s: float = 60.0) -> dict:
         time.sleep(0.01)  # a status poll's pace, bounded by the deadline above
 
 
-def sign_in(chromium, bench, person, viewport=(1280, 800)):
+def sign_in(chromium, bench, person, viewport=(1280, 800), via_supervisor=False):
+    """A new browser signs ``person`` in; the shift page at once, or ``via_supervisor``: from the
+    supervisor's screen by its link."""
     context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=True)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.errors = errors
-    page.goto(bench.url + "/?next=/shift.html")
+    page.goto(bench.url + ("/" if via_supervisor else "/?next=/shift.html"))
     page.fill("#person", person)
     page.fill("#pin", PEOPLE[person][1])
     page.keyboard.press("Enter")
+    if via_supervisor:
+        page.wait_for_url("**/supervisor.html")
+        page.click("#to-shift")
     page.wait_for_url("**/shift.html")
     page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     return page
@@ -152,6 +157,25 @@ def cli_report(bench, kind: str) -> dict:
     return json.loads(r.stdout)
 
 
+def signed_report_status(bench, person) -> int:
+    """The HTTP status of GET /api/v1/report/signed as ``person`` (None: no session)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if person:
+        req = urllib.request.Request(bench.url + "/api/v1/session", method="POST", headers={"content-type": "application/json"},
+                                     data=json.dumps({"person": person, "pin": PEOPLE[person][1]}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            headers["authorization"] = f"Bearer {json.loads(resp.read())['token']}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(bench.url + "/api/v1/report/signed?period=day",
+                                                           headers=headers), timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def no_sideways_scroll(page) -> None:
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"], f"the page is {width} px wide on a {page.viewport_size['width']} px screen"
@@ -162,7 +186,7 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
     dealer = ApiDealer(bench)
     try:
         ready_for_bets(dealer)
-        page = sign_in(chromium, bench, "S-17")
+        page = sign_in(chromium, bench, "S-17", via_supervisor=True)
         assert state(page) == "closed"
         # Refusals said beside the button pressed: a wrong PIN, a fill on a closed table, a form half filled.
         inventory(page, "open", {2500: 40, 10000: 20, 500: 100})
@@ -250,6 +274,9 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
         ok = subprocess.run(tablectl() + ["audit", "report", str(saved), "--public-key", str(bench.public_key_file)],
                             capture_output=True, text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
+        # The signed report is the day_report query's: a dealer's session may not have it, nor no session.
+        assert signed_report_status(bench, "D-4") == 403
+        assert signed_report_status(bench, None) == 401
         # Print: the report alone.
         page.emulate_media(media="print")
         assert not page.is_visible("#procedures") and not page.is_visible("header.bar")
