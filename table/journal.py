@@ -394,6 +394,7 @@ class Journal:
     def __init__(self, path: str | Path, *, key: TableKey | None = None, table_id: str = "table",
                  read_only: bool = False, group: int | None = None, clock: Any = None) -> None:
         self.path = Path(path)
+        self.group = group
         #: the wall clock entries are timed by: a callable giving µs since the epoch (UTC)
         self.now_us = clock or _now_us
         self._segment: Entry | None | bool = False  # the segment's opening entry, once read
@@ -811,6 +812,18 @@ class Journal:
             self._db.close()
             self._unlock()
 
+    def reopen(self) -> None:
+        """Open the file at :attr:`path` again in this object, keeping its listeners
+        (:meth:`on_commit`) and clock: after a gaming day's rollover put the next
+        segment in its place (:func:`table.segments.roll`). Raises :class:`JournalError`."""
+        listeners, clock = list(self._listeners), self.now_us
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        self._unlock()
+        self.__init__(self.path, key=self.key, table_id=self.table_id, read_only=self.read_only,  # type: ignore[misc]
+                      group=self.group, clock=clock)
+        self._listeners = listeners
+
     def __enter__(self) -> "Journal":
         return self
 
@@ -858,7 +871,7 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 
 
 #: ``status`` values of :class:`VerifyResult`, and ``tablectl audit verify``'s exit code for each
-STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3, "unsigned": 4}
+STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3, "unsigned": 4, "gap": 5, "misfiled": 6}
 
 
 @dataclass(frozen=True)
