@@ -247,6 +247,7 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     _step("head_moved")
     os.replace(nxt_path, path)
     _fsync_dir(path.parent)
+    _step("renamed")
     journal.reopen()
     log.info("gaming_day_archived day=%s archive=%s next=%s", day, archive, nxt)
     return archive

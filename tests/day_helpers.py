@@ -63,13 +63,16 @@ def table_key(folder: Path):
 
 @contextlib.contextmanager
 def day_table(folder: Path, clock: WallClock, *, seats: int = 2, anchored=None, keep_days=None,
-              day_required: bool = False, seed: int = 3) -> Iterator[TableController]:
-    """A prepared controller on a simulated table whose journal (``folder/journal.sqlite3``)
-    is one segment a gaming day, archived to ``folder/archive``."""
+              day_required: bool = False, seed: int = 3, sim: SimulatedTable | None = None
+              ) -> Iterator[TableController]:
+    """A prepared controller on a simulated table (``sim``: the same table again, for a
+    restart) whose journal (``folder/journal.sqlite3``) is one segment a gaming day,
+    archived to ``folder/archive``."""
     (folder / "archive").mkdir(exist_ok=True)
     key = table_key(folder)
     policy = ArchivePolicy(folder / "archive", 6, "UTC", 7, keep_days, anchored)
-    with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=seed) as sim:
+    with (contextlib.nullcontext(sim) if sim is not None else
+          SimulatedTable((BackColour.RED, BackColour.BLUE), seed=seed)) as sim:
         events: queue.Queue = queue.Queue()
         journal = Journal(folder / "journal.sqlite3", key=key, table_id="t1", clock=clock)
         shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
