@@ -249,3 +249,21 @@ def test_a_days_archive_is_small(three_days):
     size = (folder / "archive" / "2026-12-02.journal.xz").stat().st_size
     live = copies["2026-12-02"].stat().st_size
     assert size < live / 2, (size, live)
+
+
+def test_tablectl_run_takes_the_archive_folder_from_the_config_and_refuses_one_missing(tmp_path):
+    from tests.test_run_cli import CONFIG
+
+    folder = tmp_path / "archive"
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(CONFIG.replace("[log]", f'[journal]\npath = "{tmp_path / "j.sqlite3"}"\narchive = "{folder}"\n\n'
+                                           "[gaming_day]\nretention_years = 7\n\n[log]"))
+    run = tablectl() + ["run", "--simulate", "--rounds", "1", "--seed", "2", "--config", str(cfg), "--json",
+                        "--journal", str(tmp_path / "j.sqlite3")]
+    r = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "journal.archive" in r.stderr and str(folder) in r.stderr, r.stderr
+    assert not (tmp_path / "j.sqlite3").exists()  # refused before the journal was opened
+    folder.mkdir()
+    r = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert audit(tmp_path / "j.sqlite3", "--public-key", tmp_path / "j.sqlite3.key.pub").returncode == 0
