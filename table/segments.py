@@ -231,7 +231,7 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
     previous = {"seq": last_seq, "head": head_hex, "checkpoint": last.body["checkpoint"], "gaming_day": day,
-                "archive": archive.name}
+                "archive": archive.name, "events": _events_through(path)}
     new = Journal.open_segment(nxt_path, key=journal.key, table_id=journal.table_id, previous=previous, opens=nxt,
                                carried=carried, state=last.body.get("state", {}), clock=journal.now_us,
                                group=journal.group)
@@ -249,8 +249,23 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     _fsync_dir(path.parent)
     _step("renamed")
     journal.reopen()
+    # The next segment's first entries were written by a journal of their own: its readers
+    # (the event stream, from memory) hear of them as of any commit.
+    journal._committed(list(journal.entries(since=last_seq)))
     log.info("gaming_day_archived day=%s archive=%s next=%s", day, archive, nxt)
     return archive
+
+
+def _events_through(path: Path) -> int:
+    """The public event stream's head at the end of the closed segment ``path``
+    (:func:`table.events.public_count`): the next segment's events go on from it."""
+    from .events import public_count
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return public_count(db)
+    finally:
+        db.close()
 
 
 def finish(path: str | Path, archive_dir: str | Path, *, key: Any, table_id: str = "table", clock: Any = None,

@@ -4,7 +4,9 @@ Exit codes of ``audit verify`` (docs/journal.md): 0 the journal holds and is
 anchored; 1 it was tampered with (the first bad entry, or the checkpoint or
 anchor it disagrees with, is named); 2 it cannot be read (missing, not a
 journal, corrupt) or bad usage; 3 it holds but nothing outside it vouches for
-its end ("unanchored").
+its end ("unanchored"); 4 unsigned tail; with ``--archive`` (a folder of archived
+gaming days checked as one chain, ``table/segments.py``) also 5 a day missing and
+6 an archive that is not the day its name says.
 """
 
 from __future__ import annotations
