@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import lzma
 import os
 import re
@@ -48,9 +47,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Iterator
 
+import structlog
+
 from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
 
-log = logging.getLogger("table.segments")
+log = structlog.get_logger("table.segments")
 
 #: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
 ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.journal\.xz$")
@@ -252,7 +253,7 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     # The next segment's first entries were written by a journal of their own: its readers
     # (the event stream, from memory) hear of them as of any commit.
     journal._committed(list(journal.entries(since=last_seq)))
-    log.info("gaming_day_archived day=%s archive=%s next=%s", day, archive, nxt)
+    log.info("gaming_day_archived", day=day, archive=str(archive), next=nxt)
     return archive
 
 
@@ -287,7 +288,7 @@ def finish(path: str | Path, archive_dir: str | Path, *, key: Any, table_id: str
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
             return None
-        log.warning("gaming_day_rollover_resumed path=%s", p)
+        log.warning("gaming_day_rollover_resumed", path=str(p))
         return roll(j, folder)
     finally:
         j.close()
@@ -487,8 +488,8 @@ def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | Non
     if not old:
         return removed
     if anchored_seq is None:
-        log.warning("retention_nothing_removed archives_past_retention=%d reason=%s", len(old),
-                    "no floor notary anchors the archives ([floor] url): nothing is ever removed without it")
+        log.warning("retention_nothing_removed", archives_past_retention=len(old),
+                    reason="no floor notary anchors the archives ([floor] url): nothing is ever removed without it")
         return removed
     for day, p in old:
         try:
@@ -497,11 +498,11 @@ def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | Non
         except ArchiveError:
             cp = None
         if cp is None or not isinstance(cp.get("seq"), int) or cp["seq"] > anchored_seq:
-            log.warning("retention_kept day=%s reason=%s", day, "its last checkpoint is not anchored off the table yet")
+            log.warning("retention_kept", day=day, reason="its last checkpoint is not anchored off the table yet")
             break
         p.unlink()
         removed.append(p)
-        log.info("retention_removed day=%s archive=%s", day, p)
+        log.info("retention_removed", day=day, archive=str(p))
     if removed:
         _fsync_dir(Path(archive_dir))
     return removed

@@ -302,3 +302,45 @@ def test_the_event_stream_numbers_on_across_the_days_close_and_a_restart(tmp_pat
     check = subprocess.run(tablectl() + ["audit", "check-stream"], input=r.stdout, capture_output=True, text=True,
                            timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_archived_day_put_back_as_the_live_journal_is_an_incident(three_days, tmp_path):
+    """Anchors older than the live segment are taken as the archive's (matched); an older
+    day's segment put in the live one's place is still behind the head file's checkpoint."""
+    from table.errors import SupervisorRequired
+
+    folder, _ = three_days
+    for name in ("table.key", "table.key.pub", "journal.sqlite3.head"):
+        shutil.copy(folder / name, tmp_path / name)
+    with segments.opened(folder / "archive" / "2026-12-02.journal.xz") as db:
+        shutil.copy(db, tmp_path / "journal.sqlite3")
+    (tmp_path / "archive").mkdir()
+    with pytest.raises(SupervisorRequired, match="behind checkpoint"):
+        with day_table(tmp_path, WallClock(day_start(3))):
+            pass
+    # and audit verify says the same of it
+    r = audit(tmp_path / "journal.sqlite3", "--public-key", tmp_path / "table.key.pub")
+    assert r.returncode == 1 and "truncated or rolled back" in r.stderr, r.stderr
+
+
+def test_checkpoints_of_archived_days_are_not_taken_for_a_rollback(three_days, tmp_path):
+    """A restart on the live segment sees the floor's checkpoints of earlier days (in the
+    archive): they match, the table does not hold; a newer one it lacks still does."""
+    from table.anchors import classify
+    from table.journal import Journal
+
+    folder, _ = three_days
+    olds = []
+    for day in DAYS:
+        with segments.opened(folder / "archive" / f"{day}.journal.xz") as db:
+            con = sqlite3.connect(db)
+            olds += [json.loads(b)["checkpoint"] for (b,) in
+                     con.execute("SELECT body FROM entries WHERE kind='checkpoint' ORDER BY seq")]
+            con.close()
+    shutil.copy(folder / "journal.sqlite3", tmp_path / "journal.sqlite3")
+    key = load_private_key(folder / "table.key")
+    with Journal(tmp_path / "journal.sqlite3", key=key, table_id="t1") as j:
+        got = classify(olds, j, head=False)
+        assert not got.incident and got.matched == len(olds)
+        newer = {**olds[-1], "seq": j.last_seq + 5}
+        assert classify([newer], j, head=False).incident  # forged (bad signature): refused, an incident
