@@ -344,3 +344,13 @@ def test_checkpoints_of_archived_days_are_not_taken_for_a_rollback(three_days, t
         assert not got.incident and got.matched == len(olds)
         newer = {**olds[-1], "seq": j.last_seq + 5}
         assert classify([newer], j, head=False).incident  # forged (bad signature): refused, an incident
+
+
+def test_the_report_from_the_config_reads_the_archive_and_the_live_segment(three_days, tmp_path):
+    from tests.test_run_cli import CONFIG
+
+    folder, _ = three_days
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(CONFIG.replace("[log]", f'[journal]\npath = "{folder / "journal.sqlite3"}"\n'
+                                           f'archive = "{folder / "archive"}"\n\n[log]'))
+    assert report("year", "--config", cfg)["rounds"] == 3 * ROUNDS + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date
+from pathlib import Path
 
 import click
 
@@ -28,7 +29,7 @@ class BadInput(click.ClickException):
 @click.command("report")
 @click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
 @click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="The journal (default: the config's [journal] path).")
+              help="The journal (default: the config's [journal] path, with its [journal] archive when set).")
 @click.option("--archive", "archive_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="A folder of archived gaming days (YYYY-MM-DD.journal.xz; [journal] archive): reported with "
                    "--journal, the live segment, when given.")
@@ -74,6 +75,10 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
         if cfg is None:
             raise click.UsageError("give --journal, or --config naming the table's [journal] path")
         journal_path = str(cfg.journal.path)
+        if cfg.journal.archive is not None:  # one segment a gaming day: the archived days and today's
+            archive_dir = str(cfg.journal.archive)
+            if not Path(journal_path).exists():
+                journal_path = None
     day = None
     if on is not None:
         try:
