@@ -738,8 +738,13 @@ class Journal:
             with self._lock:
                 row = self._db.execute("SELECT seq, ts, kind, round_id, deck_id, body FROM entries "
                                        "ORDER BY seq LIMIT 1").fetchone()
-            first = Entry(row[0], ts_text(row[1]), row[2], row[3], row[4], json.loads(row[5])) if row else None
-            opens = first is not None and first.kind == SEGMENT_KIND and isinstance(first.body.get("previous"), dict)
+            try:
+                first = Entry(row[0], ts_text(row[1]), row[2], row[3], row[4], json.loads(row[5])) if row else None
+            except (ValueError, TypeError, OverflowError):
+                first = None  # an entry that does not read opens no segment (verify names it)
+                row = None
+            opens = (first is not None and first.kind == SEGMENT_KIND and isinstance(first.body, dict)
+                     and isinstance(first.body.get("previous"), dict))
             self._segment = first if opens else None
             if first is None:
                 self._segment = False  # nothing yet: ask again later
