@@ -117,6 +117,13 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+def _table_topic(topic: str) -> list[str]:
+    """``[threecard, FLOOR, TABLE, KIND]`` of ``[PREFIX/]threecard/FLOOR/TABLE/KIND`` (the
+    prefix a bridge added is dropped: the signature does not cover it), or ``[]``."""
+    parts = topic.split("/")
+    return parts[-4:] if len(parts) >= 4 and parts[-4] == "threecard" else []
+
+
 def _cents(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
@@ -163,8 +170,8 @@ class Floor:
         if len(payload) > MAX_MESSAGE:
             self._refuse(topic, f"larger than {MAX_MESSAGE} bytes", "too_big")
             return False
-        parts = topic.split("/")
-        kind = parts[3] if len(parts) == 4 else ""
+        parts = _table_topic(topic)
+        kind = parts[3] if parts else ""
         try:
             message = self._verify(topic, payload)
             if kind == "checkpoint":
@@ -195,8 +202,8 @@ class Floor:
             raise ForgedMessage(f"a checkpoint not signed by table {table_id}'s key ({why or 'another table_id'})")
 
     def _refuse(self, topic: str, why: str, counter: str) -> None:
-        parts = topic.split("/")
-        table = parts[2] if len(parts) == 4 else "?"
+        parts = _table_topic(topic)
+        table = parts[2] if parts else "?"
         reason = why[:60] if counter != "unknown_table" else "no public key for the topic's table"
         with self._cv:
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
@@ -454,7 +461,8 @@ def client_id() -> str:
 
 class BrokerFeed:
     """One broker's messages into a :class:`Floor` (paho-mqtt; reconnects 1..30 s by itself).
-    ``broker``: a :class:`table.interfaces.pit.BrokerAddress`; ``floors``: the topic segments
+    ``broker``: a :class:`table.interfaces.pit.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
+    tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
 
     KINDS = ("events", "status", "checkpoint")
@@ -465,7 +473,8 @@ class BrokerFeed:
 
         self.floor = floor
         self.broker = broker
-        self.topics = [f"threecard/{f}/+/{k}" for f in floors for k in self.KINDS]
+        # ``[PREFIX/]``: the prefix of the broker URL's path, for tables heard over a prefixing bridge
+        self.topics = [f"{broker.prefix}threecard/{f}/+/{k}" for f in floors for k in self.KINDS]
         #: set once subscribed (SUBACK), cleared when the connection is lost
         self.connected = threading.Event()
         self.client_id = client_id()
