@@ -610,12 +610,12 @@ class _TableRun:
         mqtt_on = bool(self.cfg is not None and self.cfg.mqtt.host)
         if journal is not None and (self.dispatcher is not None or a.event_socket or mqtt_on):
             from table.interfaces.event_socket import serve_for
-            from table.interfaces.mqtt import MqttSetupError
+            from table.interfaces.mqtt import MqttSetupError, MqttUnavailable
 
             try:
                 serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
                           dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key, journal=journal)
-            except (MqttSetupError, OSError) as exc:
+            except (MqttSetupError, MqttUnavailable, OSError) as exc:  # [mqtt] without paho: say so, not "a bug"
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 
     def _limits(self) -> Any:
