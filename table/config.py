@@ -45,6 +45,7 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     start_hour = 6                  # local hour the gaming day starts (0..23)
     timezone = "America/New_York"   # IANA name (default UTC)
     shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
+    procedures_required = true      # no round on a closed table: open it with a signed slip (COMAR 36.05.03.10)
 
     [log]
     format = "json"                 # json | console
@@ -593,11 +594,17 @@ class GamingDaySection:
     hour (0..23) a gaming day starts, in ``timezone`` (an IANA name); a round
     belongs to the gaming day its settlement falls in. ``shift_hours``: the length
     of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
-    journaled by people (table/gaming_day.py) is where a shift ends instead."""
+    journaled by people (table/gaming_day.py) is where a shift ends instead.
+    ``procedures_required``: no round is dealt while the table is closed for the gaming
+    day: the dealer and a supervisor open it with an opening inventory slip (COMAR
+    36.05.03.10; ``docs/reporting.md``). Absent: false, so a table upgraded in the middle
+    of a gaming day (with no opening slip journaled) goes on dealing; a casino sets it
+    true, as the shipped config does."""
 
     start_hour: int = _spec(6, range=(0, 23))
     timezone: str = _spec("UTC", check=_timezone)
     shift_hours: int = _spec(8, range=(1, 24))
+    procedures_required: bool = _spec(False)
 
     def __post_init__(self) -> None:
         if 24 % self.shift_hours:

@@ -503,6 +503,12 @@ class _TableRun:
 
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
                                                             anchors=lambda: self.anchors).handlers())
+                from table.day_report import Calendar
+                from table.interfaces.day_view import DayReportQueries
+
+                # the shift's and the day's figures for the supervisor's page (issue 27)
+                self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
+                                                                calendar=Calendar.of(cfg)).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 
@@ -596,7 +602,8 @@ class _TableRun:
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed)
+            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
+            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required)
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents

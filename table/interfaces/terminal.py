@@ -427,9 +427,7 @@ def pin_checker(auth: Any, *, source: str = "terminal", origin: str = "table") -
     :class:`~table.interfaces.auth.SignInLocked`."""
 
     def check(person: str, pin: str) -> Actor:
-        token, session = auth.sign_in(person, pin, address=source, source=source, origin=origin)
-        auth.sign_out(token)
-        return session.actor
+        return auth.check_pin(person, pin, address=source, source=source, origin=origin)
 
     return check
 
