@@ -284,3 +284,91 @@ def test_the_python_api_opens_fills_closes_and_enters_the_drop_with_the_config_r
                                  supervisor="S-17")["slip"]["gaming_day"] == day
         assert t.status()["rounds_played"] == played  # a closed table deals no round
         assert t.table_procedure("open", OPEN, dealer="D-4", supervisor="S-17")["ok"]  # the next day
+
+
+def test_guessing_a_dealer_pin_on_the_web_is_locked_out_like_a_sign_in(tmp_path):
+    """The attack: a supervisor signed in on the web (or anyone holding a supervisor's
+    session) tries dealer PINs through table_procedure's countersignature, which the
+    sign-in's lock-out would otherwise stop. The countersignature's check is the sign-in's,
+    with the same counts: after max_failures wrong PINs the dealer is locked out there, and
+    at the sign-in too."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from table.interfaces.dispatch import Dispatcher
+    from table.interfaces.serving import FrontDoorLoop
+    from table.interfaces.web import WebFrontDoor
+
+    os.chmod(tmp_path, 0o700)
+    p = PeopleFile(tmp_path / "people.toml")
+    p.add("D-4", Role.DEALER, PINS["D-4"], hasher=CHEAP)
+    p.add("S-17", Role.SUPERVISOR, PINS["S-17"], hasher=CHEAP)
+    auth = Authenticator(tmp_path / "people.toml", hasher=CHEAP, max_failures=3, lockout_s=600)
+    front = FrontDoorLoop("test-day-web")
+    door = WebFrontDoor("127.0.0.1", 0, Dispatcher(Console(), front, reply_timeout_s=2), auth, front)
+
+    def call(path, body, token=None):
+        h = {"content-type": "application/json", **({"authorization": f"Bearer {token}"} if token else {})}
+        req = urllib.request.Request(door.url + path, method="POST", data=json.dumps(body).encode(), headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    try:
+        status, body = call("/api/v1/session", {"person": "S-17", "pin": PINS["S-17"]})
+        token = body["token"]
+        guess = {"procedure": "open", "slip": OPEN, "dealer": "D-4"}
+        for wrong in ("111111", "222222", "333333"):
+            status, body = call("/api/v1/commands/table_procedure", {**guess, "dealer_pin": wrong}, token)
+            assert status == 403 and "wrong PIN" in body["error"], body
+        status, body = call("/api/v1/commands/table_procedure", {**guess, "dealer_pin": PINS["D-4"]}, token)
+        assert status == 429 and body["code"] == "locked", body
+        status, body = call("/api/v1/session", {"person": "D-4", "pin": PINS["D-4"]})
+        assert status == 429, body
+    finally:
+        door.close()
+        front.close()
+
+
+def test_the_terminal_opens_fills_closes_and_enters_the_drop_asking_both_pins(tmp_path):
+    """The terminal's gaming-day lines: the dealer named and the terminal's supervisor each
+    give their PIN (read as a PIN is, never echoed back by the terminal's answers); a wrong
+    dealer PIN or a supervisor named as the dealer is refused and nothing journaled."""
+    import io
+
+    from table.interfaces.terminal import KeyConsole
+
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        read_fd, write_fd = os.pipe()
+        out = io.StringIO()
+        with os.fdopen(read_fd, "r") as keys_in, os.fdopen(write_fd, "w") as keys:
+            KeyConsole(t.console, "S-17", keys_in, out, pin_check=pin_checker(auth))
+
+            def typed(text, expect):
+                keys.write(text)
+                keys.flush()
+                wait_until(lambda: expect in out.getvalue(), 30, f"the terminal to say {expect!r}")
+
+            wait_until(lambda: "open DEALER" in out.getvalue(), 10, "the prompt to open the table")
+            typed(f"open D-4 25:40 5:100 1:200\n999999\n", "open refused: the dealer: unknown person or wrong PIN")
+            typed(f"open S-18 25:40\n{PINS['S-18']}\n", "S-18 is not a dealer")
+            assert t.slips() == []
+            typed(f"open D-4 25:40 5:100 1:200\n{PINS['D-4']}\n{PINS['S-17']}\n",
+                  "open: slip 1 signed by D-4 and S-17 (total $1,700)")
+            played(t, 1)
+            typed(f"fill D-4 500\n{PINS['D-4']}\n{PINS['S-17']}\n", "fill: slip 2 signed by D-4 and S-17 ($500)")
+            typed(f"credit D-4 12.50\n{PINS['D-4']}\n{PINS['S-17']}\n", "credit: slip 3")
+            typed(f"shift D-4 D-5 25:40 5:100 1:200\n{PINS['D-4']}\n{PINS['S-17']}\n", "shift change: slip 4")
+            typed(f"close D-5 25:42 5:96 1:200\n{PINS['D-5']}\n{PINS['S-17']}\n", "close: slip 5")
+            day = t.journal.last(ENTRY_KIND).ts[:10]
+            typed(f"drop D-4 {day} 900\n{PINS['D-4']}\n{PINS['S-17']}\n", f"drop: slip 6 signed by D-4 and S-17 "
+                                                                       f"($900 for {day})")
+            typed("fill D-4 lots\n", "table procedure: the fill: 'lots' is not an amount")
+            assert [b["procedure"] for b in t.slips()] == ["open", "fill", "credit", "shift_change", "close", "drop"]
+            assert t.slips()[2]["amount"] == 1250
+            for pin in PINS.values():
+                assert pin not in out.getvalue().replace("999999", "")  # nothing typed is echoed back
