@@ -372,3 +372,68 @@ def test_the_terminal_opens_fills_closes_and_enters_the_drop_asking_both_pins(tm
             assert t.slips()[2]["amount"] == 1250
             for pin in PINS.values():
                 assert pin not in out.getvalue().replace("999999", "")  # nothing typed is echoed back
+
+
+def _import(t, tmp_path, text, name="count.csv", pins=None):
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    path = tmp_path / name
+    path.write_text(text)
+    pins = pins or (PINS["S-17"], PINS["D-4"])
+    return CliRunner().invoke(main, ["day", "drop-import", "--control-socket", str(t.sock.path), "--supervisor",
+                                     "S-17", "--dealer", "D-4", "--pins-from-stdin", str(path)],
+                              input="\n".join(pins) + "\n")
+
+
+HEADER = "gaming_day,table_id,amount_cents,counted_by,verified_by\n"
+
+
+def test_the_count_rooms_csv_is_imported_as_drops_signed_by_two_people(tmp_path):
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        table_id = t.ctl.table_id
+        assert t.send(signed("open", OPEN))["ok"]
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day = t.journal.last(ENTRY_KIND).ts[:10]
+        good = f"{HEADER}2026-11-30,{table_id},120000,C-1,C-2\n{day},{table_id},90000,C-1,C-3\n"
+        r = _import(t, tmp_path, good)
+        assert r.exit_code == 0, r.output
+        assert f"{day}: drop $900.00 journaled" in r.output
+        drops = [b for b in t.slips() if b["procedure"] == "drop"]
+        assert [(b["gaming_day"], b["amount"], b["counted_by"], b["verified_by"], b["dealer"], b["supervisor"])
+                for b in drops] == [("2026-11-30", 120000, "C-1", "C-2", "D-4", "S-17"),
+                                    (day, 90000, "C-1", "C-3", "D-4", "S-17")]
+        rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
+        assert rep["statistical"]["known"] is True and rep["statistical"]["drop"] == 90000
+
+
+def test_a_bad_count_file_imports_nothing_and_names_file_line_and_column(tmp_path):
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        tid = t.ctl.table_id
+        ok = f"2026-11-29,{tid},1000,C-1,C-2\n"
+        for text, where in [
+            (f"{HEADER}{ok}2026-11-30,pit9-tcp-02,1000,C-1,C-2\n", "bad.csv:3: column table_id"),
+            (f"{HEADER}{ok}2026-02-30,{tid},1000,C-1,C-2\n", "bad.csv:3: column gaming_day"),
+            (f"{HEADER}{ok}2026-11-30,{tid},12.50,C-1,C-2\n", "bad.csv:3: column amount_cents"),
+            (f"{HEADER}{ok}2026-11-30,{tid},1000,C-1,C-1\n", "bad.csv:3: column verified_by: C-1 cannot both"),
+            (f"{HEADER}{ok}2026-11-30,{tid},1000,C 1,C-2\n", "bad.csv:3: column counted_by"),
+            (f"{HEADER}{ok}{ok}", "bad.csv:3: column gaming_day: 2026-11-29 is also on line 2"),
+            (f"{HEADER}{ok}2026-11-30,{tid},1000,C-1\n", "bad.csv:3: 4 cells"),
+            (f"day,table,amount\n{ok}", "bad.csv:1: the header must be"),
+            (HEADER, "bad.csv:2: no row"),
+        ]:
+            r = _import(t, tmp_path, text, "bad.csv")
+            assert r.exit_code == 2 and where in r.output, (where, r.output)
+        # a table still open takes no drop; a wrong PIN imports nothing
+        assert t.send(signed("open", OPEN))["ok"]
+        r = _import(t, tmp_path, f"{HEADER}{ok}")
+        assert r.exit_code == 2 and "the table is open" in r.output
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        r = _import(t, tmp_path, f"{HEADER}{ok}", pins=(PINS["S-17"], "999999"))
+        assert r.exit_code == 2 and "nothing imported" in r.output and "wrong PIN" in r.output
+        assert not [b for b in t.slips() if b["procedure"] == "drop"]

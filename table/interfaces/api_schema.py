@@ -185,7 +185,7 @@ COMMANDS: tuple[Action, ...] = (
                                          "count's drop of slip.gaming_day, after the close)"},
             "slip": {"type": "object", "additionalProperties": False, "maxProperties": 4,
                      "description": "the slip: inventory (open, shift_change, close), amount (fill, credit, drop), "
-                                    "gaming_day (drop), opener (shift_change)",
+                                    "gaming_day, counted_by, verified_by (drop), opener (shift_change)",
                      "properties": {
                          "inventory": {"type": "object", "maxProperties": 64,
                                        "description": "chips by denomination: denomination in cents (text) -> "
@@ -197,7 +197,11 @@ COMMANDS: tuple[Action, ...] = (
                                     "description": "cents"},
                          "gaming_day": _str(10, "the gaming day counted, YYYY-MM-DD", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
                          "opener": _str(MAX_NAME, "the incoming dealer's id (shift_change)",
-                                        r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")}},
+                                        r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+                         "counted_by": _str(MAX_NAME, "drop: who counted it in the count room",
+                                            r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+                         "verified_by": _str(MAX_NAME, "drop: who verified the count (not who counted it)",
+                                             r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")}},
             "dealer": _str(MAX_NAME, "the dealer who signs the slip: a person of the people file with the dealer "
                                      "role, not the supervisor", r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
             "dealer_pin": _str(64, "the dealer's PIN (the people file), checked with the sign-in's lock-outs; "
