@@ -437,3 +437,21 @@ def test_a_bad_count_file_imports_nothing_and_names_file_line_and_column(tmp_pat
         r = _import(t, tmp_path, f"{HEADER}{ok}", pins=(PINS["S-17"], "999999"))
         assert r.exit_code == 2 and "nothing imported" in r.output and "wrong PIN" in r.output
         assert not [b for b in t.slips() if b["procedure"] == "drop"]
+
+
+def test_tablectl_run_with_procedures_required_and_nobody_to_open_the_table_stops_saying_so(tmp_path):
+    """No front door to open a closed table: the run ends at once (exit 3) saying why, never
+    a spin or an unexpected error."""
+    import subprocess
+
+    from console_helpers import tablectl
+    from tables import table_toml
+
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(table_toml("t1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe",
+                              "[gaming_day]\nprocedures_required = true\n"))
+    run = subprocess.run(tablectl() + ["run", "--simulate", "--config", str(cfg), "--journal",
+                                       str(tmp_path / "j.sqlite3"), "--rounds", "1", "--log-format", "json"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3, run.stderr[-2000:]
+    assert "the table is closed: open it first" in run.stderr

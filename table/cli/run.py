@@ -27,6 +27,7 @@ from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
+from table.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
@@ -131,7 +132,8 @@ class RunResults:
 @exit_codes({
     0: "every round dealt (a voided round does not count: --rounds N deals N rounds)",
     EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
-    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked",
+    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked, or the table is closed for "
+                  "the gaming day ([gaming_day] procedures_required) and no front door can open it",
     EXIT_DEVICE: "a device failed or stopped answering",
     EXIT_JOURNAL: "the journal cannot be written (disk full, file size limit, I/O error, read-only: docs/journal.md)",
     EXIT_INTERRUPTED: "stopped: Ctrl-C, or SIGTERM (a routine `systemctl stop`, which the unit counts as success)",
@@ -349,7 +351,8 @@ class _TableRun:
                 self.svc.stopping(f"journal unwritable: {exc.reason}")
             except JournalTampered as exc:
                 self.error, self.code = str(exc), EXIT_CUSTODY
-            except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
+            except (RoundHeld, CustodyViolation, SupervisorRequired, TableClosed) as exc:
+                # (TableClosed: procedures required, the table closed and no front door to open it)
                 self.error, self.code = str(exc), EXIT_CUSTODY
             except (TableError, LinkError) as exc:
                 self.error, self.code = str(exc), EXIT_DEVICE
