@@ -45,6 +45,7 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     start_hour = 6                  # local hour the gaming day starts (0..23)
     timezone = "America/New_York"   # IANA name (default UTC)
     shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
+    procedures_required = true      # no round on a closed table: open it with a signed slip (COMAR 36.05.03.10)
 
     [log]
     format = "json"                 # json | console
@@ -601,13 +602,19 @@ class GamingDaySection:
     ``retention_years`` (K.A.R. 112-108-51: at least seven) or ``keep_days`` (wins when
     given): how long an archived gaming day (``[journal] archive``) is kept; one is
     removed only past it and once the floor's notary (``[floor] url``) holds a checkpoint
-    at or after its end: without a floor, no archive is ever removed."""
+    at or after its end: without a floor, no archive is ever removed.
+    ``procedures_required``: no round is dealt while the table is closed for the gaming
+    day: the dealer and a supervisor open it with an opening inventory slip (COMAR
+    36.05.03.10; ``docs/reporting.md``). Absent: false, so a table upgraded in the middle
+    of a gaming day (with no opening slip journaled) goes on dealing; a casino sets it
+    true, as the shipped config does."""
 
     start_hour: int = _spec(6, range=(0, 23))
     timezone: str = _spec("UTC", check=_timezone)
     shift_hours: int = _spec(8, range=(1, 24))
     retention_years: int = _spec(7, range=(1, 100))
     keep_days: int | None = _spec(None, range=(1, 36600))
+    procedures_required: bool = _spec(False)
 
     def __post_init__(self) -> None:
         if 24 % self.shift_hours:

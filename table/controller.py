@@ -98,7 +98,9 @@ class TableController:
     confirm the journal's end (``[floor] unreachable = "hold"``): the table then holds
     for a supervisor's acknowledgement before it deals, as for a journal behind an anchor.
     ``day_required``: no round is dealt while the table is closed for the gaming day
-    (:meth:`table_procedure` opens it; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    (:meth:`table_procedure` or a front door's ``table_procedure`` command opens it; the
+    table waits for it, or raises :class:`~table.gaming_day.TableClosed` with no console
+    attached; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -152,13 +154,14 @@ class TableController:
         # (the fixed bet of ante_cents and side_wagers unless others are given), 649a.7, 816a.1.
         book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),
                       last=recovery.last_bets(journal))
+        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
+        self.day = TableDayProcedure(t, required=day_required, console=self.console)
+        self.console.keep_procedures = auto_dealer  # rounds back to back: procedures wait for the boundary
         self.rounds = RoundPlay(t, d, self.intake, self.holds, self.console, tables=tables, profile=profile,
                                 decide=decide, book=book,
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
-                                fixed_when_none=limits is None)
+                                fixed_when_none=limits is None, day=self.day)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
-        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
-        self.day = TableDayProcedure(t, required=day_required)
         # One journal segment a gaming day, archived at the day's close (issue 27, point 5).
         self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
@@ -280,6 +283,8 @@ class TableController:
             "alarms": t.alarms_now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,
             "bets": bets,
+            # the gaming day (issue 27): open or closed, the shift, the last slip's number
+            "table_day": self.day.status(),
         }
 
     # -- start-up and shutdown --------------------------------------------------------------------
@@ -365,7 +370,9 @@ class TableController:
             if voided is not None:  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(*voided)
         self.roll_day()  # the first round past the gaming day's start opens the next day's segment
-        self.day.check_may_deal()  # a closed table deals no round (TableClosed; COMAR 36.05.03.10)
+        # Procedures kept for the boundary are carried out; a closed table deals no round, it
+        # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).
+        self.day.between_rounds()
         self.decks.advance()
         return self.rounds.run(self.rounds.open())
 

@@ -27,6 +27,7 @@ from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
+from table.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
@@ -131,7 +132,8 @@ class RunResults:
 @exit_codes({
     0: "every round dealt (a voided round does not count: --rounds N deals N rounds)",
     EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
-    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked",
+    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked, or the table is closed for "
+                  "the gaming day ([gaming_day] procedures_required) and no front door can open it",
     EXIT_DEVICE: "a device failed or stopped answering",
     EXIT_JOURNAL: "the journal cannot be written (disk full, file size limit, I/O error, read-only: docs/journal.md)",
     EXIT_INTERRUPTED: "stopped: Ctrl-C, or SIGTERM (a routine `systemctl stop`, which the unit counts as success)",
@@ -349,7 +351,8 @@ class _TableRun:
                 self.svc.stopping(f"journal unwritable: {exc.reason}")
             except JournalTampered as exc:
                 self.error, self.code = str(exc), EXIT_CUSTODY
-            except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
+            except (RoundHeld, CustodyViolation, SupervisorRequired, TableClosed) as exc:
+                # (TableClosed: procedures required, the table closed and no front door to open it)
                 self.error, self.code = str(exc), EXIT_CUSTODY
             except (TableError, LinkError) as exc:
                 self.error, self.code = str(exc), EXIT_DEVICE
@@ -504,6 +507,12 @@ class _TableRun:
 
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
                                                             anchors=lambda: self.anchors).handlers())
+                from table.day_report import Calendar
+                from table.interfaces.day_view import DayReportQueries
+
+                # the shift's and the day's figures for the supervisor's page (issue 27)
+                self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
+                                                                calendar=Calendar.of(cfg)).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 
@@ -600,7 +609,8 @@ class _TableRun:
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
-            archive=getattr(self, "archive_policy", None))
+            archive=getattr(self, "archive_policy", None),
+            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required)
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents

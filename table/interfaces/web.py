@@ -450,8 +450,19 @@ class WebFrontDoor:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _channel(self, session: Any) -> Channel:
-        return Channel("http", session.actor, push=None, signed_in=True)
+    def _prover(self, conn: HTTPConnection) -> Any:
+        """The PIN check of a person who countersigns on this connection (a dealer's slip):
+        the sign-in's own, with the lock-outs of the client's address (None: no people)."""
+        auth = self.auth
+        if auth is None:
+            return None
+        address = conn.client.host if conn.client else ""
+        source = "websocket" if conn.scope.get("type") == "websocket" else "http"
+        return lambda person, pin: auth.check_pin(person, pin, address=address, source=source)
+
+    def _channel(self, session: Any, conn: HTTPConnection | None = None) -> Channel:
+        return Channel("http", session.actor, push=None, signed_in=True,
+                       prove=self._prover(conn) if conn is not None else None)
 
     # -- endpoints --------------------------------------------------------------------------------
 
@@ -553,7 +564,7 @@ class WebFrontDoor:
                 return _json(refusal("bad_request", "bad request: the path and the body name different actions"),
                              400)
             raw = {**args, "action": action}
-        reply = await self.dispatcher.answer(self._channel(session), raw)
+        reply = await self.dispatcher.answer(self._channel(session, request), raw)
         return _json(reply, http_status(reply))
 
     async def signed_report_endpoint(self, request: Request) -> Response:
@@ -608,7 +619,7 @@ class WebFrontDoor:
             async with lock:
                 await asyncio.wait_for(websocket.send_text(json.dumps(obj, separators=(",", ":"))), WRITE_TIMEOUT_S)
 
-        channel = Channel("websocket", session.actor, push=push, signed_in=True)
+        channel = Channel("websocket", session.actor, push=push, signed_in=True, prove=self._prover(websocket))
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         tasks: set[asyncio.Task[Any]] = set()
 
