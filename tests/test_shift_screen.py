@@ -48,7 +48,8 @@ def chromium():
 
 @pytest.fixture
 def bench(tmp_path):
-    table = BenchTable(tmp_path / "bench", seats=3, rounds=50)
+    # a casino's table: no round is dealt until the dealer and a supervisor open it
+    table = BenchTable(tmp_path / "bench", seats=3, rounds=50, extra="[gaming_day]\nprocedures_required = true\n")
     try:
         yield table
     finally:
@@ -57,14 +58,15 @@ def bench(tmp_path):
 
 def ready_for_bets(dealer: ApiDealer, timeout_s: float = 60.0) -> dict:
     """The dealer's hands do the devices' steps until the table opens a round for bets (where
-    a real table takes a procedure, before the first bet); returns that status."""
+    a real table takes a procedure, before the first bet) or, closed, waits for people to open
+    it; returns that status."""
     end = time.monotonic() + timeout_s
     done: set[tuple] = set()
     while True:
         st = dealer.request({"action": "status"})
         w = st.get("waiting_for") or {}
         action = w.get("action")
-        if action in ("close_bets", "place_bets"):
+        if action in ("close_bets", "place_bets", "table_procedure"):
             return st
         # once per step (ApiDealer's rule): a status a moment old can still ask for a step just done
         step = (action, w.get("colour"), st.get("rounds_played"), (st.get("round") or {}).get("round_id"))
@@ -185,9 +187,11 @@ def no_sideways_scroll(page) -> None:
 def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, tmp_path):
     dealer = ApiDealer(bench)
     try:
-        ready_for_bets(dealer)
+        waiting = ready_for_bets(dealer)
+        assert waiting["waiting_for"]["action"] == "table_procedure" and waiting["rounds_played"] == 0
         page = sign_in(chromium, bench, "S-17", via_supervisor=True)
         assert state(page) == "closed"
+        assert "No round is dealt on a closed table" in page.inner_text("#day-state")
         # Refusals said beside the button pressed: a wrong PIN, a fill on a closed table, a form half filled.
         inventory(page, "open", {2500: 40, 10000: 20, 500: 100})
         page.wait_for_function("() => document.getElementById('proc-open-total').textContent === '$3,500.00'",
