@@ -209,6 +209,7 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
         amount(page, "credit", "12.345")
         countersign(page, "credit")
         assert "enter an amount of money" in press(page, "credit")
+        assert page.input_value("#proc-credit-pin") == ""  # a PIN is never left in a form
         # Open: the opening inventory, countersigned by the dealer.
         countersign(page, "open")
         done = press(page, "open")

@@ -178,14 +178,17 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
     error.textContent = "";
     done.textContent = "";
     const req = readForm(name, spec);
+    // A PIN is typed for one signature and never kept: a dealer's PIN left in the field would
+    // let the next slip go out under their name without them.
+    document.getElementById(`${id}-pin`).value = "";
     if (req.error) { error.textContent = req.error; return; }
     button.disabled = true;
-    document.getElementById(`${id}-pin`).value = ""; // a PIN is typed for one signature, never kept
     try {
       const reply = await submit(name, req);
       if (reply.ok) {
         done.textContent = `Journaled: ${slipWords(reply, name)}.`;
         for (const input of form.querySelectorAll("input:not([type=date])")) input.value = "";
+        amountSaid.textContent = "";
         if (spec.inventory) showTotals(id);
       } else {
         error.textContent = reply.error || "refused";
