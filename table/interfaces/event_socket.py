@@ -34,9 +34,10 @@ the last seq sent and is disconnected: it reconnects with that ``resume_from``
 and loses nothing. Sealing is that of :mod:`table.events` (58 Pa. Code 816a.1).
 
 Served on the process's :class:`~table.interfaces.serving.FrontDoorLoop` with
-the same bounds as the control socket (connection count with fair eviction
-of connections that have not sent their request line, descriptor exhaustion
-survived).
+the same bounds as the control socket (a connection parked until its first
+byte, the longest parked closed first when the park is full and after 10 s;
+connection count with fair eviction of connections that have not sent their
+request line; descriptor exhaustion survived).
 """
 
 from __future__ import annotations
