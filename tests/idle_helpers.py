@@ -51,14 +51,19 @@ class DealingTable:
         self.control = folder / "control.sock"
         self.events = folder / "events.sock"
         people = make_people(folder / "people.toml")
+        self._stderr = open(folder / "stderr.txt", "wb")
         self.proc = subprocess.Popen(
             tablectl() + ["run", "--simulate", "--rounds", str(rounds), "--seed", str(seed), "--json",
                           "--journal", str(folder / "journal.sqlite3"), "--web", f"127.0.0.1:{self.port}",
                           "--people-file", str(people), "--control-socket", str(self.control),
                           "--event-socket", str(self.events), "--log-file", str(folder / "run.log")],
-            stdout=subprocess.DEVNULL, stderr=open(folder / "stderr.txt", "wb"))
-        wait_until(self._ready, 60, "the table's front doors")
-        self.token = self._sign_in()
+            stdout=subprocess.DEVNULL, stderr=self._stderr)
+        try:
+            wait_until(self._ready, 60, "the table's front doors")
+            self.token = self._sign_in()
+        except BaseException:
+            self.close()
+            raise
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
@@ -118,6 +123,7 @@ class DealingTable:
 
     def close(self) -> None:
         stop(self.proc, 30)
+        self._stderr.close()
 
 
 def idle_clients(table: DealingTable, door: str, n: int) -> list[socket.socket]:
