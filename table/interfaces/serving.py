@@ -224,9 +224,10 @@ BACKLOG = 4096
 class ConnectionGuard:
     """Bounds one listener's connections: count (with fair eviction) and idle time.
 
-    ``counts``: admitted, refused (full, nothing to evict), evicted, idle (closed
-    for idleness), exhausted (accept failed for want of descriptors) — figures
-    for status and benchmarks.
+    ``counts``: admitted, refused (full, nothing to evict), evicted (closed to make
+    room, parked connections of the listener's :class:`Park` included), idle (closed
+    for idleness, parked ones included), exhausted (accept failed for want of
+    descriptors) — figures for status and benchmarks.
     """
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop, *, max_connections: int,
