@@ -170,3 +170,29 @@ def test_a_dealing_table_with_2000_idle_clients_on_each_door_answers_within_1_s(
     took = _flood_then_ask(table, held)
     assert all(t < 1.0 for t in took.values()), took
     _deals_on(table)
+
+
+def test_silent_clients_are_closed_oldest_first_and_after_the_idle_timeout(tmp_path):
+    """The park's bounds: a newcomer to a full park closes the client parked longest,
+    the others wait, one that speaks is served; a silent client is closed after
+    ``idle_timeout_s``."""
+    console = RecordingConsole()
+    ctl = ControlSocket(tmp_path / "c.sock", console, max_connections=4, idle_timeout_s=3.0)
+    clients = []
+    try:
+        for _ in range(5):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(str(ctl.path))
+            clients.append(s)
+        assert clients[0].recv(1) == b""  # closed by the table: the longest parked
+        clients[4].sendall(b'{"id": 1, "action": "status"}\n')
+        assert json.loads(clients[4].makefile("rb").readline())["ok"] is True
+        clients[1].sendall(b'{"id": 2, "action": "status"}\n')  # parked, not closed: served when it speaks
+        assert json.loads(clients[1].makefile("rb").readline())["ok"] is True
+        assert clients[2].recv(1) == b""  # silent: closed at its idle timeout
+        assert ctl.guard.counts["evicted"] == 1 and ctl.guard.counts["idle"] >= 1
+    finally:
+        for s in clients:
+            s.close()
+        ctl.close()
