@@ -353,9 +353,9 @@ class Park:
 
     def _drop_oldest(self, count: str) -> None:
         fd, (conn, _, _) = self.waiting.popitem(last=False)
+        self.guard.counts[count] += 1  # counted before the client can see it closed
         self.loop.remove_reader(fd)
         conn.close()
-        self.guard.counts[count] += 1
 
     def _sweep(self) -> None:
         """Close the connections parked ``idle_timeout_s`` or longer; wake again for the next."""
