@@ -47,7 +47,11 @@ class TableDayProcedure:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
         j = self.t.journal
         if j is not None:
-            self.day = TableDay.replay((e.body for e in j.entries(ENTRY_KIND)), self.t.table_id)
+            # A gaming day's segment carries the procedures before it that the state needs
+            # (table.segments.carried_procedures): an open table stays open across the day's close.
+            opening = j.segment
+            carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
+            self.day = TableDay.replay(carried + [e.body for e in j.entries(ENTRY_KIND)], self.t.table_id)
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` when procedures are required and the table is closed."""
