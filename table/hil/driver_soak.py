@@ -273,18 +273,26 @@ class DriverChaosTable(ChaosTable):
         return {"link:shoe:crc_error": dropped} if dropped else {}
 
 
-#: How the table sees a card too many, or one drawn before bets closed, from a shoe that does
-#: not number its draws: only by its count at the end of the deal (docs/drivers.md, "Capabilities").
+#: How the table sees a card too many, one drawn before bets closed, or one gone unread, from a
+#: shoe that does not number its draws: only by its count at the end of the deal
+#: (docs/drivers.md, "Capabilities").
 COUNT_ONLY = ("incident:shoe count ahead of the reads", "violation:card_unaccounted")
+#: How the table sees a card line lost to noise from a shoe that cannot resend: the event is
+#: gone (the soak counts it lost), the shoe's count shows it and the round is held.
+LOST_EVENT = ("incident:card event lost: the shoe cannot resend", "violation:card_unaccounted")
 
 
 def detected_by(missing: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """What counts as detecting each fault class on a shoe lacking ``missing``: the SPEC soak's
-    :data:`~table.hil.chaos.DETECTED_BY`, and without a draw index the count's alarm for a card
-    too many or drawn early (the table cannot tell those from a card gone unread)."""
-    if "draw_index" not in missing:
-        return DETECTED_BY
-    return {**DETECTED_BY, **{k: DETECTED_BY[k] + COUNT_ONLY for k in ("early_card", "extra_card")}}
+    :data:`~table.hil.chaos.DETECTED_BY`; without a draw index also the count's alarm for a card
+    too many, drawn early or gone unread (the table cannot tell them apart); without resend
+    also the lost event's alarm for noise on a card line."""
+    out = dict(DETECTED_BY)
+    if "draw_index" in missing:
+        out.update({k: out[k] + COUNT_ONLY for k in ("early_card", "extra_card", "card_unreported")})
+    if "resend" in missing:
+        out["corrupt_bytes"] = out["corrupt_bytes"] + LOST_EVENT
+    return out
 
 
 def run_driver_soak(rounds: int, seed: int, *, driver: str, options: Mapping[str, Any] | None = None,

@@ -39,3 +39,19 @@ def test_the_soak_refuses_a_driver_with_no_emulator_and_options_without_a_driver
     out = subprocess.run([sys.executable, "-m", "table.cli", "soak", "--driver-option", "resend=false"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--driver-option needs --shoe-driver NAME" in out.stderr
+
+
+def test_without_resend_each_noisy_card_line_is_one_lost_event_and_one_hold():
+    """The model without resend: the soak counts the card whose line was noise as lost (it never
+    reaches the journal) and exits 1; the table held each such round as a lost event."""
+    out = subprocess.run([sys.executable, "-m", "table.cli", "soak", "--shoe-driver", "ascii-shoe", "--rounds", "16",
+                          "--fault-rate", "1", "--seed", "12", "--seats", "2", "--json",
+                          "--driver-option", "resend=false"], capture_output=True, text=True, timeout=600)
+    summary = json.loads(out.stdout)
+    noise = summary["by_kind"]["corrupt_bytes"]["injected"]
+    assert noise >= 1, summary["by_kind"]  # the seed draws at least one
+    assert summary["missing"] == ["resend"]
+    assert summary["faults_detected"] == summary["faults_injected"] and summary["false_alarms"] == 0
+    assert summary["lost_events"] == noise and summary["duplicated_events"] == 0
+    assert summary["extra_alarm_rounds"] == 0, summary["anomalies"]
+    assert out.returncode == 1
