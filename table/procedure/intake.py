@@ -353,9 +353,9 @@ class DeviceIntake:
                 try:
                     ev = self.next_event(max(0.0, min(self.LOST_EVENT_CHECK_S, left)), what)
                     suspect = False
-                except DeviceTimeout:
+                except DeviceTimeout as exc:
                     if left <= self.LOST_EVENT_CHECK_S:
-                        raise
+                        raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from exc
                     suspect = self.lost_card_check(confirm=suspect)
                     continue
             else:
