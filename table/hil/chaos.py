@@ -560,10 +560,14 @@ class ChaosTable:
                     self.counts.append(e.body["message"]["back_colour"])
                 continue
             out[key] = out.get(key, 0) + 1
-        for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler)):
-            if driver.link._parser.crc_errors:
-                out[f"link:{name}:crc_error"] = driver.link._parser.crc_errors
+        out.update(self.link_errors())
         return dict(out)
+
+    def link_errors(self) -> dict[str, int]:
+        """Frames the links' parsers dropped for a bad CRC, by device (cumulative)."""
+        return {f"link:{name}:crc_error": driver.link._parser.crc_errors
+                for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler))
+                if driver.link._parser.crc_errors}
 
 
 #: What counts as detecting each fault class (any of the keys, after injection).
@@ -584,6 +588,8 @@ DETECTED_BY = {
     "reboot_shoe": ("link:shoe:device_rebooted",),
     "unplug_shuffler": ("link:shuffler:link_down",),
     "reboot_shuffler": ("link:shuffler:device_rebooted",),
+    # a driver plugin's shoe (table.hil.driver_soak): a card out past the reader, no event at all
+    "card_unreported": ("violation:card_unaccounted",),
 }
 
 
@@ -681,7 +687,9 @@ class _SoakTally:
     """The soak's counting (:func:`run_soak`): each round's fault, what the journal showed
     for it, and every anomaly, by round."""
 
-    def __init__(self) -> None:
+    def __init__(self, detected_by: dict[str, tuple[str, ...]] | None = None) -> None:
+        #: what counts as detecting each fault class (:data:`DETECTED_BY`, or a soak's own)
+        self.detected_by = detected_by or DETECTED_BY
         self.injected: collections.Counter[str] = collections.Counter()
         self.detected: collections.Counter[str] = collections.Counter()
         self.withdrawn: collections.Counter[str] = collections.Counter()
@@ -764,21 +772,21 @@ class _SoakTally:
         if self.late is not None:
             # Last round's fault may show in this round (a straggling card event, a reboot
             # noticed at the next request): detection one round late, counted apart.
-            if set(new) & set(DETECTED_BY[self.late]):
+            if set(new) & set(self.detected_by[self.late]):
                 self.credit(self.late, late=True)
-                alarms -= set(DETECTED_BY[self.late])
-                notices -= set(DETECTED_BY[self.late])
+                alarms -= set(self.detected_by[self.late])
+                notices -= set(self.detected_by[self.late])
             else:
                 self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
                                        "next_round_saw": dict(new)})
             self.late = None
         if kind and kind != "missing_card":
-            if set(new) & set(DETECTED_BY[kind]):
+            if set(new) & set(self.detected_by[kind]):
                 self.credit(kind)
             else:
                 self.late, self.late_round = kind, n
-            alarms -= set(DETECTED_BY[kind])
-            notices -= set(DETECTED_BY[kind])
+            alarms -= set(self.detected_by[kind])
+            notices -= set(self.detected_by[kind])
         if kind and alarms:
             # A faulted round with an alarm its fault does not explain: listed, not counted
             # as a false alarm (the fault may have caused it), for review.
@@ -799,8 +807,10 @@ class _SoakTally:
             self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
                                    "next_round_saw": {}})
 
-    def summary(self, rounds: int, seed: int, speed: float, truth: Any, recorded: Any) -> dict[str, Any]:
-        """The soak's summary (docs/emulators.md): counts, by kind, and the anomalies."""
+    def summary(self, rounds: int, seed: int, speed: float, truth: Any, recorded: Any,
+                kinds: tuple[str, ...] = FAULT_KINDS) -> dict[str, Any]:
+        """The soak's summary (docs/emulators.md): counts, by kind (``kinds``: the classes
+        the soak draws from), and the anomalies."""
         pending = len(self.short_decks)  # decks not counted again before the end: neither detected nor missed
         if pending:
             self.injected["missing_card"] -= pending
@@ -821,7 +831,7 @@ class _SoakTally:
             "link_notices_without_fault": self.stray_notices,
             "by_kind": {k: {"injected": self.injected[k], "detected": self.detected[k],
                             "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k]}
-                        for k in FAULT_KINDS},
+                        for k in kinds},
             "outcomes": dict(self.outcomes),
             "card_events": len(recorded),
             "seed": seed,

@@ -344,6 +344,17 @@ class RoundPlay:
         reads = self.t.next_draw
         if out <= reads:
             return
+        if not self.intake.capabilities(self.d.shoe_name).draw_index:
+            # A shoe that does not number its draws (docs/drivers.md, "Capabilities"): the table
+            # numbered them, so a card that left unread shifted the ones after it. Only this
+            # count finds it; nothing is revealed or settled on the deal: held.
+            self.t.record("incident", what="shoe count ahead of the reads", shoe_holds=held, reads=reads)
+            self.intake.await_cards(out, extra=True)
+            v = CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe holds {held} cards: {out} left it but {reads} "
+                                 "were read: a card left the shoe unread (this shoe does not number its draws, "
+                                 "so the deal's cards may be shifted) or one beyond the deal")
+            self.t.violation(v)
+            raise v
         self.t.record("incident", what="card drawn beyond the deal", shoe_holds=held, reads=reads)
         self.intake.await_cards(out, extra=True)
         raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"the shoe holds {held} cards: {out} left it but "
