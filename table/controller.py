@@ -33,6 +33,8 @@ from __future__ import annotations
 import queue
 from typing import Any, Callable
 
+import structlog
+
 from devices import CardShoe, Shuffler
 from firmware_bridge.link import DeviceEvent, DeviceIdentity
 from protocols.cards import Card
@@ -44,6 +46,7 @@ from .console import Console
 from .custody import DeckCustody
 from .errors import RoundVoided, Sealed, TableError
 from .journal import Journal
+from .procedure.day_segments import ArchivePolicy, DaySegments
 from .procedure.decks import DeckProcedure
 from .procedure.holds import Holds
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
@@ -65,6 +68,9 @@ from .procedure.state import (
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Tables
 from .rules.strategy import Decide, q64_player
+from .segments import ArchiveError
+
+log = structlog.get_logger("table.controller")
 
 __all__ = ["TableController", "TableTiming", "Dealer", "CardRead", "SeatResult", "RoundResult", "SeatView",
            "TableEvent", "JournalTampered", "ConsoleWake", "journaled_message"]
@@ -127,6 +133,7 @@ class TableController:
         limits: TableLimits | None = None,
         players: Players | None = None,
         unconfirmed: str | None = None,
+        archive: ArchivePolicy | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -155,6 +162,8 @@ class TableController:
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
                                 fixed_when_none=limits is None, day=self.day)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
+        # One journal segment a gaming day, archived at the day's close (issue 27, point 5).
+        self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
         self.console.wake = self.intake.wake
@@ -313,6 +322,19 @@ class TableController:
                 # The table opens only now: the first deck is verified and in the shoe (issue 5).
                 self.state.record("table_open", places=self.custody.places())
             self.checkpoint()
+        self.roll_day()
+
+    def roll_day(self) -> None:
+        """Between rounds: close the gaming day and archive it when the table's clock is past
+        the next day's start (:class:`~table.procedure.day_segments.DaySegments`). An
+        archive that cannot be written or does not verify leaves the day in the live
+        segment (logged; tried again before the next round)."""
+        if self.segments is None:
+            return
+        try:
+            self.segments.roll_if_due()
+        except ArchiveError as exc:
+            log.error("gaming_day_not_archived", error=str(exc)[:300])
 
     def checkpoint(self) -> dict[str, Any] | None:
         """Sign the journal's head now; returns the signed checkpoint, None without a journal."""
@@ -347,9 +369,11 @@ class TableController:
             voided = self.holds.take_held_void()
             if voided is not None:  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(*voided)
+        self.roll_day()  # the first round past the gaming day's start opens the next day's segment
         # Procedures kept for the boundary are carried out; a closed table deals no round, it
         # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).
-        self.day.between_rounds()
+        if self.day.between_rounds():
+            self.roll_day()  # it waited to be opened (overnight, say): the day may have turned meanwhile
         self.decks.advance()
         return self.rounds.run(self.rounds.open())
 

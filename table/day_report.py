@@ -139,6 +139,47 @@ def read_journal(journal: Journal) -> JournalFacts:
     return facts
 
 
+def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
+    """The facts of every gaming day archived in ``archive_dir``
+    (``YYYY-MM-DD.journal.xz``, :mod:`table.segments`) and of the live segment ``live``,
+    as one journal's: the report over them is the report over the same rounds live.
+    Raises :class:`ReportError` (an archive that does not read, naming it)."""
+    from .journal import JournalError
+    from .segments import archives, opened
+
+    parts: list[JournalFacts] = []
+    for _, path in archives(archive_dir):
+        try:
+            with opened(path) as db, Journal(db, read_only=True) as j:
+                parts.append(read_journal(j))
+        except JournalError as exc:
+            raise ReportError(f"{path}: {exc}") from None
+    if live is not None:
+        parts.append(read_journal(live))
+    if not parts:
+        raise ReportError(f"no archived gaming day in {archive_dir}")
+    return merge_facts(parts)
+
+
+def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
+    """The facts of consecutive segments of one table's journal, as one (a device down at
+    one segment's end counts to that end, as at a journal's end)."""
+    out = JournalFacts(parts[0].table_id)
+    for f in parts:
+        out.rounds += f.rounds
+        out.voids += f.voids
+        out.incidents += f.incidents
+        out.deck_changes += f.deck_changes
+        out.downtime += f.downtime
+        out.procedures += f.procedures
+        if f.last_at is not None and (out.last_at is None or f.last_at > out.last_at):
+            out.last_at = f.last_at
+    out.voids.sort()
+    out.procedures.sort(key=lambda p: p[0])
+    out.rounds.sort(key=lambda x: (x.at, x.number))
+    return out
+
+
 def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
     _, at, settle = r["settle"]
     wagers = r["open"][2]["wagers"]

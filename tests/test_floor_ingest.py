@@ -44,6 +44,33 @@ def test_a_tables_signed_stream_is_kept_once(tmp_path, broker, database):
         t.close()
 
 
+def test_a_floor_behind_a_prefixing_bridge_keeps_the_tables_and_refuses_the_forged(tmp_path):
+    from mqtt_broker import start_bridged
+
+    t = SignedTable(tmp_path / "t", "pit1-tcp-03")
+    t.publish_key(tmp_path / "keys")
+    opened, card, settled = t.round(4)
+    env = json.loads(settled[1])
+    payload = json.loads(env["payload"])
+    payload["data"]["net_cents"]["1"] = 900_000  # a player's win raised after signing
+    forged = json.dumps({**env, "payload": json.dumps(payload, separators=(",", ":"))})
+    edge, central = start_bridged(tmp_path, "site-a/")  # the tables publish on the edge, the floor reads the centre
+    pub = Publisher(edge.port)
+    try:
+        with running_floor(str(tmp_path / "floor.sqlite3"), tmp_path / "keys", central.port,
+                           prefix="site-a/") as floor:
+            pub.send([opened, card, (settled[0], forged), settled])
+            settle(floor, 4)
+            assert rows(floor, "SELECT round_id, wagered_cents, settled, players_net_cents FROM round_results") == [
+                ("r00004-pit1-tcp-03", 2000, 1, -1000)]
+            assert floor.counts.verified == 3 and floor.counts.forged == 1
+    finally:
+        pub.close()
+        t.close()
+        edge.stop()
+        central.stop()
+
+
 def test_a_forged_table_message_is_refused_and_nothing_is_kept(tmp_path, broker, database):
     t = SignedTable(tmp_path / "t", "pit1-tcp-02")
     t.publish_key(tmp_path / "keys")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date
+from pathlib import Path
 
 import click
 
@@ -28,7 +29,10 @@ class BadInput(click.ClickException):
 @click.command("report")
 @click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
 @click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="The journal (default: the config's [journal] path).")
+              help="The journal (default: the config's [journal] path, with its [journal] archive when set).")
+@click.option("--archive", "archive_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A folder of archived gaming days (YYYY-MM-DD.journal.xz; [journal] archive): reported with "
+                   "--journal, the live segment, when given.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config: its [paytables] and [gaming_day] (start hour, time zone, shift length).")
 @click.option("--date", "on", default=None, metavar="YYYY-MM-DD",
@@ -43,7 +47,7 @@ class BadInput(click.ClickException):
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
-def report_command(kind: str, journal_path: str | None, config_path: str | None, on: str | None, shift: int | None,
+def report_command(kind: str, journal_path: str | None, archive_dir: str | None, config_path: str | None, on: str | None, shift: int | None,
                    ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
                    meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool) -> None:
     """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
@@ -53,7 +57,7 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
     win once the inventories and the drop are entered (COMAR 36.05.03.25;
     K.A.R. 112-108-51)."""
     from table.config import ConfigError, load_config
-    from table.day_report import Calendar, ReportError, read_journal, report, to_csv, to_text
+    from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
     from table.rules.paytables import PaytableError
     from table.rules.profiles import get_profile
@@ -67,10 +71,14 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
             cfg = load_config(config_path)
         except ConfigError as exc:
             raise BadInput(f"invalid config:\n{exc}") from None
-    if journal_path is None:
+    if journal_path is None and archive_dir is None:
         if cfg is None:
             raise click.UsageError("give --journal, or --config naming the table's [journal] path")
         journal_path = str(cfg.journal.path)
+        if cfg.journal.archive is not None:  # one segment a gaming day: the archived days and today's
+            archive_dir = str(cfg.journal.archive)
+            if not Path(journal_path).exists():
+                journal_path = None
     day = None
     if on is not None:
         try:
@@ -87,8 +95,16 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
     try:
-        with Journal(journal_path, read_only=True) as j:
-            facts = read_journal(j)
+        if archive_dir is not None:
+            live = Journal(journal_path, read_only=True) if journal_path else None
+            try:
+                facts = read_days(archive_dir, live)
+            finally:
+                if live is not None:
+                    live.close()
+        else:
+            with Journal(journal_path, read_only=True) as j:
+                facts = read_journal(j)
         rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None

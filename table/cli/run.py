@@ -420,6 +420,7 @@ class _TableRun:
             click.echo(f"tablectl run: made a table key {key.source} (key id {key.key_id}) beside the journal; "
                        "a real table keeps its key in systemd credentials (docs/journal.md)", err=True)
         table_id = cfg.table.id if cfg is not None else "table"
+        self.archive_policy = _archive_policy(cfg, a.journal_path, key, table_id)
         try:
             self.journal = journal = Journal(a.journal_path, key=key, table_id=table_id)
         except JournalError as exc:
@@ -606,7 +607,8 @@ class _TableRun:
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
-            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required)
+            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
+            archive=getattr(self, "archive_policy", None))
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
@@ -618,12 +620,12 @@ class _TableRun:
         mqtt_on = bool(self.cfg is not None and self.cfg.mqtt.host)
         if journal is not None and (self.dispatcher is not None or a.event_socket or mqtt_on):
             from table.interfaces.event_socket import serve_for
-            from table.interfaces.mqtt import MqttSetupError
+            from table.interfaces.mqtt import MqttSetupError, MqttUnavailable
 
             try:
                 serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
                           dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key, journal=journal)
-            except (MqttSetupError, OSError) as exc:
+            except (MqttSetupError, MqttUnavailable, OSError) as exc:  # [mqtt] without paho: say so, not "a bug"
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 
     def _limits(self) -> Any:
@@ -954,6 +956,40 @@ def unused_config(source: Path | None, *, journal: bool, control_socket: str | N
         out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
                    "broker (give --journal PATH, or run with --service)")
     return out
+
+
+def _archive_policy(cfg: Any, journal_path: str, key: Any, table_id: str) -> Any:
+    """With ``[journal] archive``: finish a gaming day's rollover a crash cut short
+    (table/segments.py), and the policy the controller rolls over and keeps archives by;
+    None without it (one journal, as before)."""
+    if cfg is None or cfg.journal.archive is None:
+        return None
+    from table.procedure.day_segments import ArchivePolicy
+    from table.segments import finish
+
+    folder = Path(cfg.journal.archive)
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist (create it: the run does not make folders)",
+                                 param_hint="the config's journal.archive")
+    try:
+        done = finish(journal_path, folder, key=key, table_id=table_id)
+    except JournalError as exc:
+        raise click.BadParameter(f"a gaming day's rollover cut short cannot be finished: {exc}",
+                                 param_hint="the config's journal.archive") from None
+    if done is not None:
+        log.warning("gaming_day_rollover_finished", archive=str(done))
+    anchored = None
+    if cfg.floor.url:
+        def anchored() -> int | None:
+            from table.notary_client import floor_anchors
+
+            got = [a for a in floor_anchors(cfg.floor, table_id=table_id, table_public=key.public)
+                   if isinstance(a.get("seq"), int) and "anchor_refused" not in a]
+            return max((a["seq"] for a in got), default=None)
+    else:
+        log.info("retention_without_floor", note="no [floor] url: archived gaming days are never removed")
+    g = cfg.gaming_day
+    return ArchivePolicy(folder, g.start_hour, g.timezone, g.retention_years, g.keep_days, anchored)
 
 
 def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:

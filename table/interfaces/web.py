@@ -24,7 +24,9 @@ A request sent with the cookie must be ``Content-Type: application/json`` and
 come from the same origin (cross-site requests are refused), so another site
 in the same browser cannot act for the person signed in.
 
-Bounds: connections (:class:`~table.interfaces.serving.ConnectionGuard`,
+Bounds: a connection is handed to uvicorn (and its TLS handshake begun) only at
+its first byte, parked until then (:class:`~table.interfaces.serving.Park`:
+longest parked closed first); connections (:class:`~table.interfaces.serving.ConnectionGuard`,
 evicting the longest idle of the busiest address), an idle timeout, request
 heads of 16 KiB (h11), bodies and WebSocket messages of
 :data:`~table.interfaces.serving.MAX_LINE` bytes, WebSocket connections
