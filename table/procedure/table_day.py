@@ -40,13 +40,23 @@ from ..gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
 from ..journal import JournalWriteError
 from .state import TableState
 
-__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT"]
+__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT", "replay_day"]
 
 log = structlog.get_logger("table.gaming_day")
 
 #: what a closed table whose procedures are required waits for, in words
 OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventory slip signed by both "
              "(COMAR 36.05.03.10)")
+
+
+def replay_day(journal: Any, table_id: str) -> TableDay:
+    """The table's gaming-day state after ``journal``'s procedures (a restart, an offline
+    drop import): a gaming day's segment carries the procedures before it that the state
+    needs (table.segments.carried_procedures), so an open table stays open across the
+    day's close."""
+    opening = journal.segment
+    carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
+    return TableDay.replay(carried + [e.body for e in journal.entries(ENTRY_KIND)], table_id)
 
 
 class TableDayProcedure:
@@ -79,11 +89,7 @@ class TableDayProcedure:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
         j = self.t.journal
         if j is not None:
-            # A gaming day's segment carries the procedures before it that the state needs
-            # (table.segments.carried_procedures): an open table stays open across the day's close.
-            opening = j.segment
-            carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
-            self.day = TableDay.replay(carried + [e.body for e in j.entries(ENTRY_KIND)], self.t.table_id)
+            self.day = replay_day(j, self.t.table_id)
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` when procedures are required and the table is closed."""
