@@ -599,22 +599,22 @@ class GamingDaySection:
     belongs to the gaming day its settlement falls in. ``shift_hours``: the length
     of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
     journaled by people (table/gaming_day.py) is where a shift ends instead.
-    ``retention_years`` (K.A.R. 112-108-51: at least seven) or ``keep_days`` (wins when
-    given): how long an archived gaming day (``[journal] archive``) is kept; one is
-    removed only past it and once the floor's notary (``[floor] url``) holds a checkpoint
-    at or after its end: without a floor, no archive is ever removed.
     ``procedures_required``: no round is dealt while the table is closed for the gaming
     day: the dealer and a supervisor open it with an opening inventory slip (COMAR
     36.05.03.10; ``docs/reporting.md``). Absent: false, so a table upgraded in the middle
     of a gaming day (with no opening slip journaled) goes on dealing; a casino sets it
-    true, as the shipped config does."""
+    true, as the shipped config does.
+    ``retention_years`` (K.A.R. 112-108-51: at least seven) or ``keep_days`` (wins when
+    given): how long an archived gaming day (``[journal] archive``) is kept; one is
+    removed only past it and once the floor's notary (``[floor] url``) holds a checkpoint
+    at or after its end: without a floor, no archive is ever removed."""
 
     start_hour: int = _spec(6, range=(0, 23))
     timezone: str = _spec("UTC", check=_timezone)
     shift_hours: int = _spec(8, range=(1, 24))
+    procedures_required: bool = _spec(False)
     retention_years: int = _spec(7, range=(1, 100))
     keep_days: int | None = _spec(None, range=(1, 36600))
-    procedures_required: bool = _spec(False)
 
     def __post_init__(self) -> None:
         if 24 % self.shift_hours:

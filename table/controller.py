@@ -372,7 +372,8 @@ class TableController:
         self.roll_day()  # the first round past the gaming day's start opens the next day's segment
         # Procedures kept for the boundary are carried out; a closed table deals no round, it
         # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).
-        self.day.between_rounds()
+        if self.day.between_rounds():
+            self.roll_day()  # it waited to be opened (overnight, say): the day may have turned meanwhile
         self.decks.advance()
         return self.rounds.run(self.rounds.open())
 

@@ -56,7 +56,8 @@ class Running:
     """A table (simulated devices) whose procedures are required, its rounds dealt in a
     thread until :meth:`stop`, with a control socket proving people by the people file."""
 
-    def __init__(self, tmp_path, auth, *, auto_dealer=True, seed=7, sim=None):
+    def __init__(self, tmp_path, auth, *, auto_dealer=True, seed=7, sim=None, rounds=None):
+        self.rounds = rounds  # None: until stop()
         self.tmp = tmp_path
         self.own_sim = sim is None
         self.sim = sim or SimulatedTable((BackColour.RED, BackColour.BLUE), seed=seed).__enter__()
@@ -84,8 +85,10 @@ class Running:
         try:
             self.ctl.prepare()
             self.ready.set()
-            while not self.stopping.is_set():
+            n = 0
+            while not self.stopping.is_set() and (self.rounds is None or n < self.rounds):
                 self.ctl.play_round()
+                n += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.errors.append(exc)
         finally:
@@ -455,3 +458,50 @@ def test_tablectl_run_with_procedures_required_and_nobody_to_open_the_table_stop
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert run.returncode == 3, run.stderr[-2000:]
     assert "the table is closed: open it first" in run.stderr
+
+
+def test_a_stopped_tables_journal_takes_the_count_rooms_drops_all_or_none(tmp_path):
+    """--journal: the table stopped after its close; a bad row imports nothing, a wrong PIN
+    nothing; a good file journals every row, and the restarted table verifies and reports it."""
+    from click.testing import CliRunner
+
+    from table.cli import main
+
+    auth = people(tmp_path)
+    with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=6) as sim:
+        t = Running(tmp_path, auth, sim=sim, rounds=1)
+        try:
+            assert t.send(signed("open", OPEN))["ok"]
+            t.thread.join(60)  # its one round dealt: the controller is between rounds, idle
+            t.ctl.table_procedure("close", CLOSE, dealer="D-4", supervisor="S-17")
+            table_id, day = t.ctl.table_id, t.journal.last(ENTRY_KIND).ts[:10]
+        finally:
+            t.stop()
+        key = tmp_path / "table.key"
+        from table.keys import save
+
+        save(KEY, key)
+        path = tmp_path / "count.csv"
+
+        def run(text, pins=(PINS["S-17"], PINS["D-4"])):
+            path.write_text(text)
+            return CliRunner().invoke(main, ["day", "drop-import", "--journal", str(tmp_path / "journal.sqlite3"),
+                                             "--table-key", str(key), "--people-file", str(tmp_path / "people.toml"),
+                                             "--supervisor", "S-17", "--dealer", "D-4", "--pins-from-stdin",
+                                             str(path)], input="\n".join(pins) + "\n")
+
+        good = f"{HEADER}{day},{table_id},90000,C-1,C-2\n"
+        r = run(good + f"2026-11-30,other-table,1,C-1,C-2\n")
+        assert r.exit_code == 2 and "count.csv:3: column table_id" in r.output, r.output
+        r = run(good, pins=("999999", PINS["D-4"]))
+        assert r.exit_code == 2 and "nothing imported" in r.output, r.output
+        r = run(good)
+        assert r.exit_code == 0 and f"{day}: drop $900.00 journaled" in r.output, r.output
+        with Journal(tmp_path / "journal.sqlite3", read_only=True) as j:
+            drops = [e.body for e in j.entries(ENTRY_KIND) if e.body["procedure"] == "drop"]
+        assert [(b["gaming_day"], b["amount"], b["counted_by"]) for b in drops] == [(day, 90000, "C-1")]
+        with running(tmp_path, auth, sim=sim) as again:  # the next start signs the entries
+            rep = again.send({"action": "day_report", "period": "day", "gaming_day": day})
+            assert rep["statistical"]["known"] is True and rep["statistical"]["drop"] == 90000
+            assert again.status()["table_day"]["open"] is False
+            assert again.send(signed("open", OPEN))["ok"]

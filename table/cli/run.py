@@ -609,8 +609,8 @@ class _TableRun:
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
-            archive=getattr(self, "archive_policy", None),
-            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required)
+            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
+            archive=getattr(self, "archive_policy", None))
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents

@@ -40,13 +40,23 @@ from ..gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
 from ..journal import JournalWriteError
 from .state import TableState
 
-__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT"]
+__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT", "replay_day"]
 
 log = structlog.get_logger("table.gaming_day")
 
 #: what a closed table whose procedures are required waits for, in words
 OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventory slip signed by both "
              "(COMAR 36.05.03.10)")
+
+
+def replay_day(journal: Any, table_id: str) -> TableDay:
+    """The table's gaming-day state after ``journal``'s procedures (a restart, an offline
+    drop import): a gaming day's segment carries the procedures before it that the state
+    needs (table.segments.carried_procedures), so an open table stays open across the
+    day's close."""
+    opening = journal.segment
+    carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
+    return TableDay.replay(carried + [e.body for e in journal.entries(ENTRY_KIND)], table_id)
 
 
 class TableDayProcedure:
@@ -79,33 +89,32 @@ class TableDayProcedure:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
         j = self.t.journal
         if j is not None:
-            # A gaming day's segment carries the procedures before it that the state needs
-            # (table.segments.carried_procedures): an open table stays open across the day's close.
-            opening = j.segment
-            carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
-            self.day = TableDay.replay(carried + [e.body for e in j.entries(ENTRY_KIND)], self.t.table_id)
+            self.day = replay_day(j, self.t.table_id)
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` when procedures are required and the table is closed."""
         if self.required:
             self.day.check_may_deal()
 
-    def between_rounds(self) -> None:
+    def between_rounds(self) -> bool:
         """Before a round opens: carry out the procedures the console kept, then, on a
         closed table whose procedures are required, wait for people to open it (each
         procedure asked meanwhile is carried out and answered; a drop may be entered).
-        Raises :class:`TableClosed` when no front door is attached to ask,
-        :class:`~table.journal.JournalWriteError`."""
+        Returns whether it waited. Raises :class:`TableClosed` when no front door is
+        attached to ask, :class:`~table.journal.JournalWriteError`."""
         console = self.console
         if console is not None:
             for cmd in console.take_procedures():
                 self.take(cmd)
+        waited = False
         while self.waits_to_open:
             if console is None or not console.attached:
                 raise TableClosed()
             cmd = console.wait(("table_procedure",), OPEN_WHAT, role="supervisor", action="table_procedure",
                                voids=False)
+            waited = True
             self.take(cmd)
+        return waited
 
     def take(self, cmd: Command, *, bets_placed: bool = False) -> None:
         """Carry out a front door's ``table_procedure`` command and answer it: ``{"ok":
