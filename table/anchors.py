@@ -86,7 +86,7 @@ def read_head(path: str | Path) -> tuple[dict[str, Any] | None, Refused | None]:
         return None, Refused("the head file", f"it cannot be read: {exc}")
     try:
         cp = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, Refused("the head file", f"it is not JSON: {exc}")
     if not isinstance(cp, dict):
         return None, Refused("the head file", "it is not a checkpoint object")

@@ -217,3 +217,28 @@ def test_a_flood_of_messages_for_unknown_tables_is_counted_in_bounded_memory(tmp
         floor.close()
         store.close()
         t.close()
+
+
+def test_a_message_nested_past_the_stack_is_refused_and_the_floor_hears_on(tmp_path, broker, database):
+    """Attack (a fresh review of issue 28): ``b"[" * 200_000`` (under the size bound) made
+    ``json.loads`` raise RecursionError, which killed paho's network thread: the floor stayed
+    up, deaf, and its notary stopped rising. It is refused as forged and the feed goes on."""
+    t = SignedTable(tmp_path / "t", "pit1-tcp-03")
+    t.publish_key(tmp_path / "keys")
+    topic = t.round(1)[0][0]
+    pub = Publisher(broker.port)
+    try:
+        with running_floor(database, tmp_path / "keys", broker.port) as floor:
+            deep = "[" * 200_000
+            inner = json.dumps({"schema": "threecard.signed/2", "key_id": "x", "payload": deep, "sig": "x"})
+            pub.send([(topic, deep), (topic, inner)])
+            settle(floor, 2)
+            assert floor.counts.forged == 2
+            after = t.round(2)
+            pub.send(after)  # genuine messages after the attack are still heard and kept
+            settle(floor, 2 + len(after))
+            assert floor.counts.verified == len(after)
+            assert rows(floor, "SELECT number FROM round_results") == [(2,)]
+    finally:
+        pub.close()
+        t.close()
