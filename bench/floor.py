@@ -1,7 +1,7 @@
 """Floor bench (issue 28): N synthetic tables through two bridged mosquitto brokers into the pit view.
 
     python bench/floor.py [--tables 50,200,500] [--rate-per-table 0.74] [--seconds 15]
-                          [--pages 1,5] [--blast 6000] [--into pit|floor] [--json]
+                          [--pages 1,5] [--blast 6000] [--floor none,sqlite,postgresql] [--json]
 
 For each table count N: two real mosquitto brokers, the tables' (edge) bridging
 ``threecard/#`` to a central one under ``site-a/`` with the config of
@@ -28,10 +28,13 @@ issue's figure; a busy floor is about 260/s).
 
 Pages are WebSocket clients in this process (``websockets``), each decoding every
 frame and keeping the board as the page does; not real Chromium pages
-(``bench/web.py`` measures a real page). ``--into floor`` sends the tables
-into ``tablectl floor serve`` as well (once the floor branch is merged): its
-command line is ``--floor-command``, with ``{broker}`` and ``{keys}`` filled in,
-and its CPU is reported beside the pit's.
+(``bench/web.py`` measures a real page). ``--floor`` runs every table count once
+per entry: ``none`` (the pit alone), ``sqlite`` or ``postgresql`` (``tablectl
+floor serve`` beside the pit, on the same central broker behind the bridge, on a
+SQLite file or a database of a throwaway local PostgreSQL cluster,
+tests/pg_server.py); each run then also has ``floor``: the floor's CPU (a
+fraction of a core) and per message, and what it stored and refused (its
+``/api/v1/floor/health``).
 
 Needs mosquitto and paho-mqtt. Keep it short on a shared machine: it runs each
 table count once (``--seconds`` per paced phase).
@@ -44,7 +47,6 @@ import asyncio
 import datetime as _dt
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -63,7 +65,6 @@ PIT = "bench"
 PREFIX = "site-a/"
 CYCLE = (["round_opened", "bets_closed"] + ["card_dealt"] * 6
          + ["decisions_final", "dealer_revealed", "round_settled", "round_closed"])
-DEFAULT_FLOOR_COMMAND = "tablectl floor serve --broker {broker} --table-keys {keys}"
 
 
 def tablectl() -> list[str]:
@@ -444,18 +445,46 @@ def _paced(url: str, p: int, rate: float, args: argparse.Namespace, publisher: "
                  round(pages.frames / p / wall, 1), "kib_per_page_per_s": round(pages.bytes / p / wall / 1024, 1)}
         if floor:
             entry["floor_cpu_core"] = round((cpu_s(floor.pid) - fcpu0) / wall, 3)
+            entry["floor_cpu_us_per_message"] = round((cpu_s(floor.pid) - fcpu0) / max(took, 1) * 1e6, 1)
         return entry
     finally:
         tap.close()
         pages.close()
 
 
-def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None = None) -> dict:
+def _start_floor(folder: Path, database: str, pubs: Path, broker_url: str) -> tuple[subprocess.Popen, str]:
+    """``tablectl floor serve`` on ``database`` (a SQLite path or a PostgreSQL URL), following
+    ``broker_url``; returns the process and its URL once it serves."""
+    from table.keys import generate, save
+
+    from mqtt_broker import free_port
+
+    save(generate(), folder / "floor.key")
+    (folder / "floor.toml").write_text(f"""[floor]
+database = "{database}"
+key_file = "{folder / 'floor.key'}"
+table_keys = "{pubs}"
+listen = "127.0.0.1:{free_port()}"
+[[broker]]
+url = "{broker_url}"
+""")
+    floor = subprocess.Popen(tablectl() + ["floor", "serve", "--config", str(folder / "floor.toml")],
+                             stdout=subprocess.PIPE, stderr=open(folder / "floor.log", "wb"), text=True)
+    url = floor.stdout.readline().strip()
+    if not url.startswith("http"):
+        floor.kill()
+        raise RuntimeError((folder / "floor.log").read_text()[-2000:])
+    return floor, url
+
+
+def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None = None,
+             database: str | None = None) -> dict:
     """One table count: the figures above. ``baseline``: a source tree of the pit view before
     issue 28 instead (one broker, no bridge: it could not verify across one; signed/1)."""
     from mqtt_broker import Broker, start_bridged
 
-    folder = work / (f"n{n}" + ("-baseline" if baseline else ""))
+    db_kind = "none" if database is None else "postgresql" if database.startswith("postgresql") else "sqlite"
+    folder = work / (f"n{n}" + ("-baseline" if baseline else "") + f"-{db_kind}")
     keys_dir, pubs = _table_keys(folder, n)
     if baseline is None:
         edge, central = start_bridged(folder, PREFIX)
@@ -468,12 +497,10 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
                "from table.cli import main; main()", "pit", "serve", "--mqtt", broker_url]
     pit = subprocess.Popen(cmd + ["--pit", PIT, "--web", "127.0.0.1:0", "--table-keys", str(pubs)],
                            stdout=subprocess.PIPE, stderr=open(folder / "pit.log", "wb"), text=True)
-    floor = None
-    if args.into == "floor":
-        cmd = shlex.split(args.floor_command.format(broker=broker_url, keys=pubs))
-        floor = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "floor.log", "wb"))
+    floor, floor_url = (None, "") if database is None else _start_floor(folder, database, pubs, broker_url)
     publisher = Publisher(edge.port, keys_dir, v1=baseline is not None)
-    result: dict[str, Any] = {"tables": n, "rate_per_s": round(n * args.rate_per_table, 1)}
+    result: dict[str, Any] = {"tables": n, "rate_per_s": round(n * args.rate_per_table, 1),
+                              "floor_database": db_kind}
     if baseline:
         result["baseline"] = f"the pit view before issue 28 ({baseline}), one broker, no bridge"
     try:
@@ -496,6 +523,11 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
                                     f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
         if baseline is None:
             result["frame_ms"] = frame_costs(n)
+        if floor is not None:
+            with urllib.request.urlopen(floor_url + "/api/v1/floor/health", timeout=30) as r:
+                c = json.loads(r.read())["counts"]
+            result["floor"] = {k: c[k] for k in ("received", "verified", "stored", "forged", "unknown_table",
+                                                 "write_errors")}
     finally:
         publisher.close()
         pit.terminate()
@@ -504,6 +536,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         if floor:
             floor.terminate()
             floor.wait(10)
+            floor.stdout.close()
         edge.stop()
         central.stop()
     return result
@@ -519,9 +552,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="length of each paced phase")
     ap.add_argument("--pages", default="1,5", help="open pages per paced phase, comma-separated")
     ap.add_argument("--blast", type=int, default=3000, help="messages of the ingest blast (0: none)")
-    ap.add_argument("--into", choices=("pit", "floor"), default="pit",
-                    help="floor: also run --floor-command (tablectl floor serve, once merged)")
-    ap.add_argument("--floor-command", default=DEFAULT_FLOOR_COMMAND)
+    ap.add_argument("--floor", default="none",
+                    help="comma-separated, each table count once per entry: none (the pit alone), sqlite, postgresql "
+                         "(tablectl floor serve beside the pit on that database)")
     ap.add_argument("--baseline", type=Path, default=None, metavar="SRC",
                     help="also run the largest table count against the pit view of source tree SRC (e.g. "
                          "`git archive c4dfae2 | tar -x -C SRC`: before issue 28), 1 page, for ratios from one run")
@@ -532,12 +565,30 @@ def main() -> None:
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     out = {"pit": PIT, "bridge_prefix": PREFIX, "pages": "WebSocket clients (websockets), not Chromium", "runs": []}
+    floors = [x for x in args.floor.split(",") if x]
+    if set(floors) - {"none", "sqlite", "postgresql"}:
+        ap.error(f"--floor: {args.floor!r}; allowed: none, sqlite, postgresql, comma-separated")
+    cluster = None
     with tempfile.TemporaryDirectory(prefix="floor-bench-") as tmp:
-        for n in [int(x) for x in args.tables.split(",") if x]:
-            r = run_size(n, args, Path(tmp))
-            out["runs"].append(r)
-            if not args.json:
-                print(json.dumps(r), flush=True)
+        try:
+            for db in floors:
+                for n in [int(x) for x in args.tables.split(",") if x]:
+                    database = None
+                    if db == "sqlite":
+                        database = str(Path(tmp) / f"floor-{n}.sqlite3")
+                    elif db == "postgresql":
+                        if cluster is None:
+                            from pg_server import PgCluster
+
+                            cluster = PgCluster().start()
+                        database = cluster.create_database()
+                    r = run_size(n, args, Path(tmp), database=database)
+                    out["runs"].append(r)
+                    if not args.json:
+                        print(json.dumps(r), flush=True)
+        finally:
+            if cluster is not None:
+                cluster.stop()
         if args.baseline:
             n = max(int(x) for x in args.tables.split(",") if x)
             r = run_size(n, args, Path(tmp), baseline=args.baseline.resolve())

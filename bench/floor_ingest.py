@@ -13,9 +13,10 @@ writer has committed the last one:
 | --- | --- |
 | sqlite.messages_per_s | the whole stream into a fresh SQLite file (WAL) |
 | postgresql.messages_per_s | the same into a fresh database of a throwaway local cluster (initdb, a Unix socket; skipped without PostgreSQL) |
-| verify_only_per_s | the signature checks alone (the ceiling of one ingest thread) |
+| verify_only_per_s | the signature checks alone, per CPU second (the ceiling of one ingest thread) |
 | cpu_ms_per_message | process CPU (user + system) per message, this process only (PostgreSQL's own work is not counted) |
-| broker.messages_per_s | with ``--broker``: published to a local mosquitto (QoS 1) and taken by the floor's feed into SQLite |
+| per_core_per_s | messages per CPU second of this process: the rate of one core given to the floor alone (the wall rate above shares the machine's cores with the broker, PostgreSQL and anything else running) |
+| broker.messages_per_s / cpu_ms_per_message / per_core_per_s | with ``--broker``: published by another process to a local mosquitto (QoS 1) and taken by the floor's feed (paho) into SQLite; the CPU is this process's, the floor's alone |
 
 Signing the stream is done before the clock starts.
 """
@@ -77,7 +78,8 @@ def run(url: str, stream: list[tuple[str, bytes]], keys: Path) -> dict:
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
     assert counts.forged == 0 and counts.verified == len(stream), counts
     return {"messages": len(stream), "seconds": round(took, 3), "messages_per_s": round(len(stream) / took),
-            "cpu_ms_per_message": round(1000 * cpu / len(stream), 4), "refused_checkpoints": counts.refused_checkpoints}
+            "cpu_ms_per_message": round(1000 * cpu / len(stream), 4),
+            "per_core_per_s": round(len(stream) / max(cpu, 1e-6)), "refused_checkpoints": counts.refused_checkpoints}
 
 
 def verify_only(stream: list[tuple[str, bytes]], keys: Path) -> float:
@@ -85,14 +87,35 @@ def verify_only(stream: list[tuple[str, bytes]], keys: Path) -> float:
     from table.interfaces.pit import load_table_keys
 
     k = load_table_keys(keys)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU, not wall: the machine may be shared
     for topic, payload in stream:
         verify_message(payload, topic, k)
-    return round(len(stream) / (time.perf_counter() - t0))
+    return round(len(stream) / max(time.process_time() - t0, 1e-6))
+
+
+def publish_main(port: int, stream_file: Path) -> None:
+    """The tables' side of ``--broker``, a process of its own (so the floor's process CPU is the
+    floor's alone): every ``topic\tpayload`` line of ``stream_file`` published QoS 1 to the
+    broker on ``port`` (checkpoints and statuses retained), then ``done`` on stdout."""
+    import paho.mqtt.client as mqtt
+
+    stream = [line.split("\t", 1) for line in stream_file.read_text().splitlines()]
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-tables-{os.getpid()}")
+    pub.max_inflight_messages_set(200)
+    pub.connect("127.0.0.1", port)
+    pub.loop_start()
+    infos = [pub.publish(tp, p, qos=1, retain=tp.endswith(("/checkpoint", "/status"))) for tp, p in stream]
+    for info in infos:
+        info.wait_for_publish(120)
+    pub.disconnect()
+    pub.loop_stop()
+    print("done", flush=True)
 
 
 def via_broker(folder: Path, stream: list[tuple[str, bytes]], keys: Path) -> dict:
-    import paho.mqtt.client as mqtt
+    """The stream published by another process to a local mosquitto and taken by the floor's
+    feed (paho, QoS 1) into SQLite: wall rate, and this process's CPU (the floor's alone)."""
+    import subprocess
 
     from table.floor.ingest import BrokerFeed, Floor
     from table.floor.store import open_store
@@ -100,32 +123,38 @@ def via_broker(folder: Path, stream: list[tuple[str, bytes]], keys: Path) -> dic
 
     from mqtt_broker import Broker
 
+    stream_file = folder / "stream.tsv"
+    stream_file.write_text("".join(f"{tp}\t{p.decode()}\n" for tp, p in stream))
     broker = Broker(folder / "broker").start()
     store = open_store(str(folder / "broker-floor.sqlite3"))
     floor = Floor(store, load_table_keys(keys)).start()
     feed = BrokerFeed(floor, BrokerAddress("127.0.0.1", broker.port, False)).start()
     feed.connected.wait(20)
-    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-tables")
-    pub.max_inflight_messages_set(200)
-    pub.connect("127.0.0.1", broker.port)
-    pub.loop_start()
-    t0 = time.perf_counter()
-    infos = [pub.publish(tp, p, qos=1, retain=tp.endswith(("/checkpoint", "/status"))) for tp, p in stream]
-    for info in infos:
-        info.wait_for_publish(120)
-    floor.wait_for(lambda: floor.counts.received >= len(stream), 300)
-    floor.wait_idle(300)
-    took = time.perf_counter() - t0
-    pub.disconnect()
-    pub.loop_stop()
-    feed.close()
-    floor.close()
-    store.close()
-    broker.stop()
-    return {"messages": len(stream), "seconds": round(took, 3), "messages_per_s": round(len(stream) / took)}
+    c0, t0 = os.times(), time.perf_counter()
+    tables = subprocess.Popen([sys.executable, __file__, "--publish", str(broker.port), str(stream_file)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        floor.wait_for(lambda: floor.counts.received >= len(stream), 300)
+        floor.wait_idle(300)
+        took, c1 = time.perf_counter() - t0, os.times()
+        assert tables.stdout.readline().strip() == "done"
+    finally:
+        tables.wait(60)
+        tables.stdout.close()
+        feed.close()
+        floor.close()
+        store.close()
+        broker.stop()
+    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    return {"messages": len(stream), "seconds": round(took, 3), "messages_per_s": round(len(stream) / took),
+            "cpu_ms_per_message": round(1000 * cpu / len(stream), 4),
+            "per_core_per_s": round(len(stream) / max(cpu, 1e-6))}
 
 
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--publish":
+        publish_main(int(sys.argv[2]), Path(sys.argv[3]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tables", type=int, default=50)

@@ -298,6 +298,7 @@ class DrawCounter:
         self._next = 0
 
     def loaded(self) -> None:
+        """The shoe reported a deck loaded: the next read is numbered 0."""
         self._next = 0
 
     def start_at(self, drawn: int) -> None:
@@ -306,6 +307,7 @@ class DrawCounter:
         self._next = max(0, drawn)
 
     def next(self) -> int:
+        """The number of this read (0..255, wrapping), and one more for the next."""
         index = self._next % 256
         self._next += 1
         return index
@@ -321,14 +323,18 @@ class EventLink:
     ``link_up``/``device_rebooted`` notices), :meth:`deliver` for each event the
     device sends (with the device's own sequence number), and implements
     :meth:`send_answer` (write the ACK or NAK for ``seq`` to the device).
-    ``resend``: the device resends unanswered events (a repeat ``seq`` is then
-    answered again, not delivered twice).
+    A repeat of the last ``seq`` (the device's resend) is answered again, not
+    delivered twice. ``resend``: False for a device that cannot resend (its
+    :class:`Capabilities`): an event meeting a full queue is then waited in for up
+    to ``config.reconnect_wait_s`` instead of being left for a resend that never
+    comes (after that it is lost, and the table's count finds it).
     """
 
     def __init__(self, name: str, config: LinkConfig, events: "queue.Queue[DeviceEvent]", *,
                  expected: DriverKind, ack_on_delivery: bool = False,
-                 resume: Callable[[DeviceIdentity], int | None] | None = None) -> None:
+                 resume: Callable[[DeviceIdentity], int | None] | None = None, resend: bool = True) -> None:
         self.name = name
+        self.resend = resend
         self.config = config
         self.events = events
         self.expected = expected
@@ -409,7 +415,8 @@ class EventLink:
     def deliver(self, message: Message | RefusedEvent, seq: int) -> None:
         """The device sent event ``seq``: queue it once (a repeat of the last ``seq`` is
         answered again when it was answered, else left for the consumer's answer); when
-        the queue is full it is left unanswered (the device's resend brings it back)."""
+        the queue is full it is left unanswered (the device's resend brings it back; a
+        link made with ``resend=False`` waits up to ``config.reconnect_wait_s`` for room)."""
         if not self.alive:
             return
         nak = message.nak if isinstance(message, RefusedEvent) else None
@@ -423,8 +430,11 @@ class EventLink:
                 self._last_seq, self._answered, self._answer = seq, self.ack_on_delivery, (nak is None, nak)
                 ident = self.identity
                 try:
-                    self.events.put_nowait(DeviceEvent(self.name, message, time.monotonic(), seq,
-                                                       ident.boot_id if ident else 0))
+                    ev = DeviceEvent(self.name, message, time.monotonic(), seq, ident.boot_id if ident else 0)
+                    if self.resend:
+                        self.events.put_nowait(ev)
+                    else:  # nothing brings it back: wait for room (the reader, not the consumer, waits)
+                        self.events.put(ev, timeout=self.config.reconnect_wait_s)
                 except queue.Full:
                     self._last_seq, self._answered, self._answer = previous
                     return

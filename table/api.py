@@ -51,7 +51,7 @@ from .rules.strategy import q64_player
 log = structlog.get_logger("table.api")
 
 #: version of this API (semver): major = incompatible change to a name in ``__all__``.
-API_VERSION = "1.1.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23)
+API_VERSION = "1.2.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23); 1.2.0: Table.table_procedure
 
 __all__ = [
     "API_VERSION", "SCHEMA", "SCHEMA_VERSION",
@@ -400,7 +400,8 @@ class Table:
                 shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
-                limits=self.config.limits.given(), unconfirmed=unconfirmed)
+                limits=self.config.limits.given(), unconfirmed=unconfirmed,
+                day_required=self.config.gaming_day.procedures_required)
             self._start_event_stream(key, journal)
             # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
             st.callback(self._close_controller)
@@ -603,7 +604,8 @@ class Table:
         the answer; a void is submitted at once and its completion awaited. Raises
         :class:`CommandRefused` with the controller's reason."""
         deadline = time.monotonic() + timeout_s
-        if action != "void":
+        kept = action == "table_procedure" and self.console.keep_procedures  # taken at the next round's start
+        if action != "void" and not kept:
             self._await_expectation(action, args.get("seat"), deadline)
         done = threading.Event()
         box: dict[str, Any] = {}
@@ -678,6 +680,20 @@ class Table:
         """Supervisor: release a round held by a device fault or a restart: it goes on where
         it stood (a hold from a broken custody rule can only be voided)."""
         return self._command("release_hold", timeout_s, supervisor=supervisor, reason=reason)
+
+    def table_procedure(self, procedure: str, slip: dict[str, Any] | None = None, *, dealer: str, supervisor: str,
+                        timeout_s: float = 30.0) -> dict[str, Any]:
+        """The dealer and a supervisor carry out one of the gaming day's procedures between
+        rounds (COMAR 36.05.03.10): ``procedure`` ``open``, ``shift_change``, ``fill``,
+        ``credit``, ``close`` or ``drop``; ``slip``: ``inventory`` (denomination in cents,
+        as text -> chips), ``amount`` (cents), ``gaming_day`` (``YYYY-MM-DD``, a drop),
+        ``opener`` (the incoming dealer of a shift change). The vendor's code proves the
+        two people (this API runs in the table's own process). Returns ``{"ok": True,
+        "slip": the journaled slip}``; raises :class:`CommandRefused` (one person signing
+        twice, a closed table, a malformed slip: the reason). A simulated table carries it
+        out when the round being dealt ends."""
+        return self._command("table_procedure", timeout_s, procedure=procedure, slip=dict(slip or {}),
+                             dealer=dealer, supervisor=supervisor)
 
     def acknowledge_incident(self, supervisor: str, incident: str | None = None,
                              timeout_s: float = 30.0) -> dict[str, Any]:

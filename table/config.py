@@ -45,6 +45,7 @@ A table PC's service reads :data:`DEFAULT_PATH` (``/etc/threecard/table.toml``);
     start_hour = 6                  # local hour the gaming day starts (0..23)
     timezone = "America/New_York"   # IANA name (default UTC)
     shift_hours = 8                 # divides 24; shift changes people journal end shifts instead
+    procedures_required = true      # no round on a closed table: open it with a signed slip (COMAR 36.05.03.10)
 
     [log]
     format = "json"                 # json | console
@@ -429,12 +430,16 @@ class JournalSection:
     ``anchors``: a file of signed checkpoints saved off the table (JSON lines, as a
     floor subscriber saves them): a journal behind one is not resumed until a
     supervisor acknowledges it (docs/journal.md); ``audit_group``: a group given read
-    access to the journal files (mode 0640; else they are 0600)."""
+    access to the journal files (mode 0640; else they are 0600); ``archive``: the folder
+    (it must exist) the gaming days are archived to: set, the journal is one segment a
+    gaming day, archived at the day's close as ``ARCHIVE/YYYY-MM-DD.journal.xz``
+    (docs/journal.md, "Gaming days and archives"); unset, one journal as before."""
 
     path: Path = _spec(DEFAULT_JOURNAL, check=_abs_path)
     key_file: Path | None = _spec(None, check=_abs_path)
     anchors: Path | None = _spec(None, check=_abs_path)
     audit_group: str | None = _spec(None, check=lambda v: _group_name(v))
+    archive: Path | None = _spec(None, check=_abs_path)
 
 
 def _groups(v: list) -> tuple[str, ...]:
@@ -593,11 +598,23 @@ class GamingDaySection:
     hour (0..23) a gaming day starts, in ``timezone`` (an IANA name); a round
     belongs to the gaming day its settlement falls in. ``shift_hours``: the length
     of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
-    journaled by people (table/gaming_day.py) is where a shift ends instead."""
+    journaled by people (table/gaming_day.py) is where a shift ends instead.
+    ``procedures_required``: no round is dealt while the table is closed for the gaming
+    day: the dealer and a supervisor open it with an opening inventory slip (COMAR
+    36.05.03.10; ``docs/reporting.md``). Absent: false, so a table upgraded in the middle
+    of a gaming day (with no opening slip journaled) goes on dealing; a casino sets it
+    true, as the shipped config does.
+    ``retention_years`` (K.A.R. 112-108-51: at least seven) or ``keep_days`` (wins when
+    given): how long an archived gaming day (``[journal] archive``) is kept; one is
+    removed only past it and once the floor's notary (``[floor] url``) holds a checkpoint
+    at or after its end: without a floor, no archive is ever removed."""
 
     start_hour: int = _spec(6, range=(0, 23))
     timezone: str = _spec("UTC", check=_timezone)
     shift_hours: int = _spec(8, range=(1, 24))
+    procedures_required: bool = _spec(False)
+    retention_years: int = _spec(7, range=(1, 100))
+    keep_days: int | None = _spec(None, range=(1, 36600))
 
     def __post_init__(self) -> None:
         if 24 % self.shift_hours:

@@ -48,7 +48,9 @@ class Command:
     (``supervisor``: the second supervisor of the two-person rule),
     ``register_deck`` (``deck_id``, ``supervisor``), ``confirm_card`` (``card``,
     ``supervisor``), ``release_hold`` (``supervisor``, ``reason``),
-    ``acknowledge_incident`` (``supervisor``), ``status``. ``reply`` is called
+    ``acknowledge_incident`` (``supervisor``), ``table_procedure`` (``procedure``, ``slip``,
+    ``dealer``, ``supervisor``: the gaming day's procedures signed by two people, proven
+    by the front door; :mod:`table.procedure.table_day`), ``status``. ``reply`` is called
     exactly once with a JSON-ready dict; ``done``, when given, once more when a
     command accepted for later (a void) has been carried out or has failed.
     """
@@ -154,7 +156,9 @@ class Console:
 
     DEALER_ACTIONS = ("place_bets", "close_bets", "confirm_collect", "decide", "dealer_hands")
     SUPERVISOR_ACTIONS = ("void", "confirm_void", "register_deck", "confirm_card", "release_hold",
-                          "acknowledge_incident")
+                          "acknowledge_incident", "table_procedure")
+    #: table procedures a simulated table keeps for its next round boundary, at most
+    MAX_KEPT_PROCEDURES = 4
 
     def __init__(self, *, two_person_void: bool = True) -> None:
         self._cv = threading.Condition()
@@ -180,6 +184,11 @@ class Console:
         #: does the physical step the table waits for (``dealer_hands``); None elsewhere
         self.hands: Any = None
         self.status: Callable[[], dict[str, Any]] = lambda: {}
+        #: a table that deals round after round (a simulated one) keeps a ``table_procedure``
+        #: it is not waiting for, and carries it out at the next round boundary
+        #: (:meth:`take_procedures`); otherwise one not expected now is refused, saying why
+        self.keep_procedures = False
+        self._procedures: collections.deque[Command] = collections.deque()
 
     # -- what the table waits for ------------------------------------------------------------
 
@@ -306,6 +315,15 @@ class Console:
         if action == "acknowledge_incident" and not waited and self.acknowledge is not None:
             self.acknowledge(cmd)
             return
+        if action == "table_procedure" and not waited and self.keep_procedures:
+            with self._cv:
+                kept = len(self._procedures) < self.MAX_KEPT_PROCEDURES
+                if kept:
+                    self._procedures.append(cmd)
+            if not kept:
+                cmd.answer(ok=False, code="refused", error="table procedure: others wait for the round to end; "
+                                                          "try again after it")
+            return
         with self._cv:
             exp = self._expect
             if exp is None and self._between and len(self._deferred) < 16:
@@ -353,6 +371,12 @@ class Console:
             person_name(name, "supervisor")
             if cmd.actor is None:
                 a["supervisor"] = person_name(a["supervisor"], "supervisor")
+        if cmd.action == "table_procedure":
+            a["dealer"] = person_name(a.get("dealer"), "dealer")
+            if not isinstance(a.get("procedure"), str):
+                raise InvalidArgument("procedure is required: open, shift_change, fill, credit, close or drop")
+            if not isinstance(a.get("slip", {}), dict):
+                raise InvalidArgument("slip must be an object (inventory, amount, gaming_day, opener)")
         if cmd.action == "void" or (cmd.action == "release_hold" and a.get("reason") is not None):
             a["reason"] = reason_text(a.get("reason"))
         if cmd.action == "place_bets":
@@ -394,6 +418,14 @@ class Console:
             wake()
 
     # -- the controller's side ---------------------------------------------------------------
+
+    def take_procedures(self) -> list[Command]:
+        """The ``table_procedure`` commands kept for the round boundary (see
+        :attr:`keep_procedures`), in the order they came; the caller answers each."""
+        with self._cv:
+            out = list(self._procedures)
+            self._procedures.clear()
+        return out
 
     def take_void(self) -> Command | None:
         """The accepted void, if any (non-blocking), for the controller to carry out."""

@@ -33,6 +33,8 @@ from __future__ import annotations
 import queue
 from typing import Any, Callable
 
+import structlog
+
 from devices import CardShoe, Shuffler
 from firmware_bridge.link import DeviceEvent, DeviceIdentity
 from protocols.cards import Card
@@ -44,6 +46,7 @@ from .console import Console
 from .custody import DeckCustody
 from .errors import RoundVoided, Sealed, TableError
 from .journal import Journal
+from .procedure.day_segments import ArchivePolicy, DaySegments
 from .procedure.decks import DeckProcedure
 from .procedure.holds import Holds
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
@@ -65,6 +68,9 @@ from .procedure.state import (
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Tables
 from .rules.strategy import Decide, q64_player
+from .segments import ArchiveError
+
+log = structlog.get_logger("table.controller")
 
 __all__ = ["TableController", "TableTiming", "Dealer", "CardRead", "SeatResult", "RoundResult", "SeatView",
            "TableEvent", "JournalTampered", "ConsoleWake", "journaled_message"]
@@ -92,7 +98,9 @@ class TableController:
     confirm the journal's end (``[floor] unreachable = "hold"``): the table then holds
     for a supervisor's acknowledgement before it deals, as for a journal behind an anchor.
     ``day_required``: no round is dealt while the table is closed for the gaming day
-    (:meth:`table_procedure` opens it; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    (:meth:`table_procedure` or a front door's ``table_procedure`` command opens it; the
+    table waits for it, or raises :class:`~table.gaming_day.TableClosed` with no console
+    attached; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -125,6 +133,7 @@ class TableController:
         limits: TableLimits | None = None,
         players: Players | None = None,
         unconfirmed: str | None = None,
+        archive: ArchivePolicy | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -145,13 +154,16 @@ class TableController:
         # (the fixed bet of ante_cents and side_wagers unless others are given), 649a.7, 816a.1.
         book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),
                       last=recovery.last_bets(journal))
+        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
+        self.day = TableDayProcedure(t, required=day_required, console=self.console)
+        self.console.keep_procedures = auto_dealer  # rounds back to back: procedures wait for the boundary
         self.rounds = RoundPlay(t, d, self.intake, self.holds, self.console, tables=tables, profile=profile,
                                 decide=decide, book=book,
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
-                                fixed_when_none=limits is None)
+                                fixed_when_none=limits is None, day=self.day)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
-        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
-        self.day = TableDayProcedure(t, required=day_required)
+        # One journal segment a gaming day, archived at the day's close (issue 27, point 5).
+        self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
         self.console.wake = self.intake.wake
@@ -271,6 +283,8 @@ class TableController:
             "alarms": t.alarms_now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,
             "bets": bets,
+            # the gaming day (issue 27): open or closed, the shift, the last slip's number
+            "table_day": self.day.status(),
         }
 
     # -- start-up and shutdown --------------------------------------------------------------------
@@ -308,6 +322,19 @@ class TableController:
                 # The table opens only now: the first deck is verified and in the shoe (issue 5).
                 self.state.record("table_open", places=self.custody.places())
             self.checkpoint()
+        self.roll_day()
+
+    def roll_day(self) -> None:
+        """Between rounds: close the gaming day and archive it when the table's clock is past
+        the next day's start (:class:`~table.procedure.day_segments.DaySegments`). An
+        archive that cannot be written or does not verify leaves the day in the live
+        segment (logged; tried again before the next round)."""
+        if self.segments is None:
+            return
+        try:
+            self.segments.roll_if_due()
+        except ArchiveError as exc:
+            log.error("gaming_day_not_archived", error=str(exc)[:300])
 
     def checkpoint(self) -> dict[str, Any] | None:
         """Sign the journal's head now; returns the signed checkpoint, None without a journal."""
@@ -342,7 +369,11 @@ class TableController:
             voided = self.holds.take_held_void()
             if voided is not None:  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(*voided)
-        self.day.check_may_deal()  # a closed table deals no round (TableClosed; COMAR 36.05.03.10)
+        self.roll_day()  # the first round past the gaming day's start opens the next day's segment
+        # Procedures kept for the boundary are carried out; a closed table deals no round, it
+        # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).
+        if self.day.between_rounds():
+            self.roll_day()  # it waited to be opened (overnight, say): the day may have turned meanwhile
         self.decks.advance()
         return self.rounds.run(self.rounds.open())
 

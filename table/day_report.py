@@ -139,9 +139,52 @@ def read_journal(journal: Journal) -> JournalFacts:
     return facts
 
 
+def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
+    """The facts of every gaming day archived in ``archive_dir``
+    (``YYYY-MM-DD.journal.xz``, :mod:`table.segments`) and of the live segment ``live``,
+    as one journal's: the report over them is the report over the same rounds live.
+    Raises :class:`ReportError` (an archive that does not read, naming it)."""
+    from .journal import JournalError
+    from .segments import archives, opened
+
+    parts: list[JournalFacts] = []
+    for _, path in archives(archive_dir):
+        try:
+            with opened(path) as db, Journal(db, read_only=True) as j:
+                parts.append(read_journal(j))
+        except JournalError as exc:
+            raise ReportError(f"{path}: {exc}") from None
+    if live is not None:
+        parts.append(read_journal(live))
+    if not parts:
+        raise ReportError(f"no archived gaming day in {archive_dir}")
+    return merge_facts(parts)
+
+
+def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
+    """The facts of consecutive segments of one table's journal, as one (a device down at
+    one segment's end counts to that end, as at a journal's end)."""
+    out = JournalFacts(parts[0].table_id)
+    for f in parts:
+        out.rounds += f.rounds
+        out.voids += f.voids
+        out.incidents += f.incidents
+        out.deck_changes += f.deck_changes
+        out.downtime += f.downtime
+        out.procedures += f.procedures
+        if f.last_at is not None and (out.last_at is None or f.last_at > out.last_at):
+            out.last_at = f.last_at
+    out.voids.sort()
+    out.procedures.sort(key=lambda p: p[0])
+    out.rounds.sort(key=lambda x: (x.at, x.number))
+    return out
+
+
 def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
     _, at, settle = r["settle"]
-    wagers = r["open"][2]["wagers"]
+    # the bets frozen at close_bets (a table that takes bets opens its round with none,
+    # 816a.1), else the wagers the round opened with (a simulated table's fixed bets)
+    wagers = r["close_bets"][2]["wagers"] if "close_bets" in r else r["open"][2]["wagers"]
     done = r["decisions_done"][2]
     dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
     seats = []
@@ -214,13 +257,16 @@ class Counter:
     were settled with) under ``profile``; each round's expectation is counted once."""
 
     def __init__(self, facts: JournalFacts, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
-                 calendar: Calendar = Calendar(), check_settlement: bool = True) -> None:
+                 calendar: Calendar = Calendar(), check_settlement: bool = True,
+                 cache: "dict[str, dict[str, Expectation]] | None" = None) -> None:
         self.facts = facts
         self.tables = tables
         self.profile = profile
         self.calendar = calendar
-        self._exp: dict[str, Expectation] = {}
-        self._theo: dict[str, Expectation] = {}
+        # ``cache``: expectations kept across reports of one journal (a running table's queries)
+        cache = cache if cache is not None else {}
+        self._exp: dict[str, Expectation] = cache.setdefault("expected", {})
+        self._theo: dict[str, Expectation] = cache.setdefault("theoretical", {})
         if check_settlement:
             self._check_paytables()
 
@@ -385,8 +431,16 @@ class Counter:
         return out
 
 
+def _head(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile, calendar: Calendar) -> dict:
+    return {"table_id": facts.table_id, "report": kind, "profile": profile.name,
+            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
+                                                                  "progressive") if getattr(tables, k) is not None},
+            "gaming_day_starts": f"{calendar.start_hour:02d}:00 {calendar.tz}"}
+
+
 def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
-           calendar: Calendar = Calendar(), on: date | None = None, shift: int | None = None) -> dict[str, Any]:
+           calendar: Calendar = Calendar(), on: date | None = None, shift: int | None = None,
+           cache: dict | None = None) -> dict[str, Any]:
     """The ``kind`` report (:data:`KINDS`) of ``facts`` as JSON.
 
     ``on``: a gaming day (default: the last one with a settled round, or the
@@ -396,17 +450,14 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
     for an unknown kind or paytables that do not settle the journal as it did."""
     if kind not in KINDS:
         raise ReportError(f"unknown report {kind!r}; allowed: {', '.join(KINDS)}")
-    c = Counter(facts, tables, profile, calendar)
+    c = Counter(facts, tables, profile, calendar, cache=cache)
     if on is None:
         last = facts.rounds[-1].at if facts.rounds else facts.last_at
         on = calendar.gaming_day(last) if last else datetime.now(timezone.utc).date()
     by_day: dict[date, list[RoundRecord]] = {}
     for r in facts.rounds:
         by_day.setdefault(calendar.gaming_day(r.at), []).append(r)
-    head = {"table_id": facts.table_id, "report": kind, "profile": profile.name,
-            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
-                                                                  "progressive") if getattr(tables, k) is not None},
-            "gaming_day_starts": f"{calendar.start_hour:02d}:00 {calendar.tz}"}
+    head = _head(facts, kind, tables, profile, calendar)
 
     def day_summary(d: date) -> dict[str, Any]:
         a, b = calendar.bounds(d)
@@ -453,6 +504,60 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
                                            calendar.bounds(ml)[1],
                                            [mf + timedelta(days=i) for i in range((ml - mf).days + 1)]))
     return out
+
+
+def house_result(r: RoundRecord) -> int:
+    """The house's settled result of round ``r`` in cents (minus what the seats were paid net)."""
+    return -sum(int(w["amount"]) for res in r.results.values() for w in res.get("wagers", ()))
+
+
+def series(counter: Counter, rounds: Sequence[RoundRecord]) -> list[dict[str, Any]]:
+    """One item per round of ``rounds``, in order, for a plot of the period so far:
+    ``{"round": number, "settled_cum_cents", "expected_cum_cents", "band_lo_cents",
+    "band_hi_cents"}``: the cumulative settled house win, the cumulative expected win
+    given the decisions, and its 95 % band from the cumulative exact variance (rounds
+    are independent: their variances add). Cents, the expected ones rounded to 0.01."""
+    out = []
+    settled, mean, var = 0, Fraction(0), Fraction(0)
+    for r in rounds:
+        e = counter.expectation(r)
+        settled += house_result(r)
+        mean += e.mean
+        var += e.variance
+        half = float(Z95) * float(var) ** 0.5
+        out.append({"round": r.number, "settled_cum_cents": settled, "expected_cum_cents": _dec(mean),
+                    "band_lo_cents": round(float(mean) - half, 2), "band_hi_cents": round(float(mean) + half, 2)})
+    return out
+
+
+def live_report(facts: JournalFacts, period: str, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+                calendar: Calendar = Calendar(), *, on: date | None = None, shift: int | None = None,
+                now: datetime | None = None, cache: dict | None = None) -> dict[str, Any]:
+    """A running table's report of the current ``period`` (``"shift"`` or ``"day"``): the
+    :func:`report` JSON of that shift or gaming day (``on``: default the gaming day
+    ``now`` falls in; ``shift``: default the shift ``now`` falls in, by the shift changes
+    journaled, else the clock) plus ``series`` (:func:`series`) over its rounds. A shift
+    with no settled round yet is reported with zeros. ``cache``: kept between calls to
+    count each round's expectation once. Raises :class:`ReportError`."""
+    if period not in ("shift", "day"):
+        raise ReportError(f"unknown period {period!r}; allowed: shift, day")
+    now = now or datetime.now(timezone.utc)
+    on = on or calendar.gaming_day(now)
+    c = Counter(facts, tables, profile, calendar, cache=cache)
+    rounds = [r for r in facts.rounds if calendar.gaming_day(r.at) == on]
+    if period == "day":
+        rep = report(facts, "day", tables, profile, calendar, on, cache=cache)
+    else:
+        today = calendar.gaming_day(now) == on
+        pick = shift or (c.shift_of(now) if today else max((c.shift_of(r.at) for r in rounds), default=1))
+        rounds = [r for r in rounds if c.shift_of(r.at) == pick]
+        head = _head(facts, "shift", tables, profile, calendar)
+        label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
+        row = c.summary(label, rounds, rounds[0].at if rounds else None,
+                        rounds[-1].at + timedelta(microseconds=1) if rounds else None)
+        rep = {**head, **row}
+    rep["series"] = series(c, rounds)
+    return rep
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ registrations between rounds).
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import queue
 import sqlite3
@@ -119,6 +120,27 @@ class EventStreamError(Exception):
 def is_public(kind: str, step: str | None) -> bool:
     """Whether a journal entry of ``kind`` (and ``round`` ``step``) yields a public event."""
     return kind in KINDS or (kind == "round" and step in ROUND_STEPS)
+
+
+def public_count(db: sqlite3.Connection) -> int:
+    """The public events the entries of the journal ``db`` yield, with those of the
+    gaming days before it (``previous.events`` of a segment's first entry): the stream's
+    head at its end. A gaming day's next segment starts counting from it
+    (:func:`table.segments.roll`), so event seqs go on across days and restarts."""
+    out = _events_before(db)
+    for kind, step in db.execute(f"SELECT kind, json_extract(body, '$.step') FROM entries WHERE {_KIND_SQL}"):
+        out += is_public(kind, step)
+    return out
+
+
+def _events_before(db: sqlite3.Connection) -> int:
+    """``previous.events`` of a gaming day's segment (0 for a journal from entry 1)."""
+    try:
+        row = db.execute("SELECT kind, json_extract(body, '$.previous.events') FROM entries ORDER BY seq LIMIT 1"
+                         ).fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(row[1]) if row and row[0] == "segment" and isinstance(row[1], int) else 0
 
 
 def _hex(commit: Any) -> Any:
@@ -489,6 +511,10 @@ class EventLog:
         q = (f"SELECT seq, kind, json_extract(body, '$.step') FROM entries WHERE seq <= ? AND {_KIND_SQL} "
              "ORDER BY seq")
         last = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
+        first = self._db.execute("SELECT COALESCE(MIN(seq), 1) FROM entries").fetchone()[0]
+        # A gaming day's segment: its events are numbered on from the days before (in the archive).
+        self._count = self._anchor_ev[0] = _events_before(self._db)
+        self._anchor_j[0] = first - 1
         for jseq, kind, step in self._db.execute(q, (last,)):
             if not is_public(kind, step):
                 continue
@@ -524,6 +550,11 @@ class EventLog:
             upto = head if upto is None else min(upto, head)
             if after < 0 or after > head:
                 raise EventStreamError(f"resume_from {after} is outside the stream (0..{head})")
+            if after == 0:  # from the start: of what the journal holds (a segment: its gaming day)
+                after = self._anchor_ev[0]
+            if after < self._anchor_ev[0]:
+                raise EventStreamError(f"resume_from {after} is before this gaming day's segment (its events "
+                                       f"start after {self._anchor_ev[0]}; older days are in the archive)")
             i = bisect_right(self._anchor_ev, after) - 1
             ev_seq, jseq = self._anchor_ev[i], self._anchor_j[i]
         return self._replay(ev_seq, jseq, after, upto, seat)
@@ -596,6 +627,8 @@ class EventLog:
             if not batch:
                 return n
             for e in batch:
+                if e.kind == "segment" and "open" in e.body:
+                    self._next_segment()  # the journal's file is the next gaming day's now
                 if e.seq <= self._last_entry:
                     continue  # indexed or read from the file already
                 if e.seq != self._last_entry + 1:  # cannot happen: catch up from the file, in order
@@ -605,6 +638,18 @@ class EventLog:
                         continue
                 body = json.loads(e.body_json) if e.body_json is not None else e.body  # a copy of its own
                 n += self._publish(e.seq, e.ts, e.kind, e.round_id, body)
+
+    def _next_segment(self) -> None:
+        """Read the journal's file again after a gaming day's rollover put the next day's
+        segment in its place (table/segments.py): the live events go on; a replay reaches
+        back to the new segment's first entry (older days are in the archive)."""
+        db = _connect(self.path)
+        with self._lock:
+            old, self._db = self._db, db
+            self._deriver = _Deriver(self.table_id, db, self._opener)
+            self._anchor_ev, self._anchor_j = array("q", [self._count]), array("q", [self._last_entry])
+        with contextlib.suppress(sqlite3.Error):
+            old.close()
 
     def _poll_file(self) -> int:
         n = 0
@@ -664,6 +709,11 @@ class EventLog:
             start = head if after is None else after
             if start < 0 or start > head:
                 raise EventStreamError(f"resume_from {start} is outside the stream (0..{head})")
+            if start == 0:
+                start = self._anchor_ev[0]
+            if start < self._anchor_ev[0]:
+                raise EventStreamError(f"resume_from {start} is before this gaming day's segment (its events "
+                                       f"start after {self._anchor_ev[0]}; older days are in the archive)")
             sub = Subscription(self, start, seat, maxsize)
             sub.head = head
             self._subs.append(sub)

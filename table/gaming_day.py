@@ -181,7 +181,8 @@ class TableDay:
 
         ``args``: ``inventory`` (denomination -> chips) for ``open``, ``shift_change``
         and ``close``; ``amount`` (cents) for ``fill``, ``credit`` and ``drop``; for a
-        drop also ``gaming_day`` (``YYYY-MM-DD``, the day counted). ``dealer`` and
+        drop also ``gaming_day`` (``YYYY-MM-DD``, the day counted) and, from the count
+        room's sheet, ``counted_by`` and ``verified_by`` (two people). ``dealer`` and
         ``supervisor``: the two people signing (two different people, COMAR
         36.05.03.10); for a shift change the incoming dealer is ``args["opener"]``.
         Raises :class:`ProcedureError` (``bad_request`` for a malformed slip,
@@ -201,7 +202,8 @@ class TableDay:
         if procedure == "drop" and self.is_open:
             raise ProcedureError("the drop is entered after the table closes (the count follows the close)",
                                  "refused")
-        allowed = {"inventory", "opener"} if procedure in INVENTORY_SLIPS else {"amount", "gaming_day"}
+        allowed = ({"inventory", "opener"} if procedure in INVENTORY_SLIPS else
+                   {"amount", "gaming_day", "counted_by", "verified_by"} if procedure == "drop" else {"amount"})
         extra = sorted(set(args) - allowed)
         if extra:
             raise ProcedureError(f"{procedure}: unknown key {extra[0]!r:.40}; allowed: {', '.join(sorted(allowed))}")
@@ -222,6 +224,14 @@ class TableDay:
                 if not isinstance(day, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
                     raise ProcedureError("drop: gaming_day must be the day counted, YYYY-MM-DD")
                 body["gaming_day"] = day
+                if "counted_by" in args or "verified_by" in args:
+                    # the count room's two people who signed the count (an imported count sheet)
+                    counted = _person(args.get("counted_by"), "counted_by")
+                    verified = _person(args.get("verified_by"), "verified_by")
+                    if counted == verified:
+                        raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
+                                             "refused")
+                    body.update(counted_by=counted, verified_by=verified)
         return body
 
     def apply(self, body: Mapping[str, Any]) -> None:
@@ -244,3 +254,101 @@ class TableDay:
         for b in bodies:
             day.apply(b)
         return day
+
+
+# -- the count room's drop, imported from its CSV --------------------------------------------------
+
+#: the count room's CSV columns, in this order (docs/reporting.md)
+DROP_COLUMNS = ("gaming_day", "table_id", "amount_cents", "counted_by", "verified_by")
+#: rows a count-room file may hold (a year of days for one table, with room)
+MAX_DROP_ROWS = 1000
+
+
+class DropFileError(ValueError):
+    """A count-room CSV refused: ``file``, ``line`` (1-based, the header is line 1),
+    ``column`` (None: the whole line) and the rule broken, all in the message."""
+
+    def __init__(self, file: str, line: int, column: str | None, why: str) -> None:
+        where = f"{file}:{line}" + (f": column {column}" if column else "")
+        super().__init__(f"{where}: {why}")
+        self.file, self.line, self.column = file, line, column
+
+
+@dataclass(frozen=True)
+class DropRow:
+    """One gaming day's drop as the count room counted it: the slip of a ``drop``
+    procedure (:meth:`slip`), from ``line`` of the file."""
+
+    line: int
+    gaming_day: str
+    amount_cents: int
+    counted_by: str
+    verified_by: str
+
+    def slip(self) -> dict[str, Any]:
+        """The ``drop`` slip (:meth:`TableDay.prepare` args)."""
+        return {"amount": self.amount_cents, "gaming_day": self.gaming_day, "counted_by": self.counted_by,
+                "verified_by": self.verified_by}
+
+
+def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
+    """Every row of a count-room CSV (header :data:`DROP_COLUMNS`, one row a gaming day),
+    checked before any is used: a date ``YYYY-MM-DD`` that is one, this table's id
+    (a row for another table is refused, not skipped), whole cents
+    0..:data:`MAX_AMOUNT_CENTS`, two different people's ids, each gaming day once.
+    Raises :class:`DropFileError` naming the file, the line and the column."""
+    import csv
+    import io
+    from datetime import date
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise DropFileError(file, 1, None, f"empty: the header is {','.join(DROP_COLUMNS)}") from None
+    except csv.Error as exc:
+        raise DropFileError(file, 1, None, f"not CSV: {exc}") from None
+    if [h.strip().lstrip("\ufeff") for h in header] != list(DROP_COLUMNS):
+        raise DropFileError(file, 1, None, f"the header must be {','.join(DROP_COLUMNS)}, got "
+                                           f"{','.join(header)[:120]!r}")
+    rows: list[DropRow] = []
+    seen: dict[str, int] = {}
+    try:
+        for cells in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if len(rows) >= MAX_DROP_ROWS:
+                raise DropFileError(file, line, None, f"more than {MAX_DROP_ROWS} rows")
+            if len(cells) != len(DROP_COLUMNS):
+                raise DropFileError(file, line, None, f"{len(cells)} cells; a row has {len(DROP_COLUMNS)}: "
+                                                      f"{','.join(DROP_COLUMNS)}")
+            day, tid, amount, counted, verified = (c.strip() for c in cells)
+            try:
+                if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                    raise ValueError
+                date.fromisoformat(day)
+            except ValueError:
+                raise DropFileError(file, line, "gaming_day", f"{day[:20]!r} is not a date YYYY-MM-DD") from None
+            if tid != table_id:
+                raise DropFileError(file, line, "table_id", f"{tid[:64]!r} is another table's: this is "
+                                                            f"{table_id} (import each table's rows at that table)")
+            if not amount.isdigit() or len(amount) > 11 or int(amount) > MAX_AMOUNT_CENTS:
+                raise DropFileError(file, line, "amount_cents", f"{amount[:20]!r} is not whole cents, "
+                                                                f"0..{MAX_AMOUNT_CENTS:,}")
+            for col, who in (("counted_by", counted), ("verified_by", verified)):
+                if not _PERSON_RE.match(who):
+                    raise DropFileError(file, line, col, f"{who[:64]!r} is not a person's id")
+            if counted == verified:
+                raise DropFileError(file, line, "verified_by", f"{counted} cannot both count and verify: "
+                                                               "two people")
+            if day in seen:
+                raise DropFileError(file, line, "gaming_day", f"{day} is also on line {seen[day]}: one drop a "
+                                                              "gaming day")
+            seen[day] = line
+            rows.append(DropRow(line, day, int(amount), counted, verified))
+    except csv.Error as exc:
+        raise DropFileError(file, reader.line_num, None, f"not CSV: {exc}") from None
+    if not rows:
+        raise DropFileError(file, 2, None, "no row: nothing to import")
+    return rows

@@ -106,6 +106,9 @@ CREATE TABLE IF NOT EXISTS entries (
 SEAL_PURPOSE = "threecard/journal-seal/1"
 MAC_PURPOSE = "threecard/journal-mac/1"
 CHECKPOINT_VERSION = 3
+#: the entry kind that opens (``{"open": day, "previous": ...}``) and closes (``{"close": day}``)
+#: a gaming day's segment (docs/journal.md, "Gaming days")
+SEGMENT_KIND = "segment"
 #: bytes of ``h_i`` a checkpoint's ``digests`` keep per entry: v1 8, v2 and v3 4 (they only
 #: name the first entry changed; the signed ``head`` is the whole 32-byte hash)
 DIGEST_BYTES = {1: 8, 2: 4, 3: 4}
@@ -389,8 +392,12 @@ class Journal:
     """
 
     def __init__(self, path: str | Path, *, key: TableKey | None = None, table_id: str = "table",
-                 read_only: bool = False, group: int | None = None) -> None:
+                 read_only: bool = False, group: int | None = None, clock: Any = None) -> None:
         self.path = Path(path)
+        self.group = group
+        #: the wall clock entries are timed by: a callable giving µs since the epoch (UTC)
+        self.now_us = clock or _now_us
+        self._segment: Entry | None | bool = False  # the segment's opening entry, once read
         self.key = key
         self.read_only = read_only
         self._lock = threading.RLock()
@@ -584,7 +591,7 @@ class Journal:
             raise JournalWriteError(f"journal {self.path} is open read-only", "read-only")
         if sealed is not None and self.key is None:
             raise JournalError("sealing a field needs the table key")
-        ts = _now_us() if _ts is None else _ts
+        ts = self.now_us() if _ts is None else _ts
         with self._lock:
             self._ensure_chain()
             seq = self._seq + 1
@@ -647,6 +654,9 @@ class Journal:
         h, covered = GENESIS, 0
         row = self._db.execute("SELECT seq, body FROM entries WHERE kind='checkpoint' ORDER BY seq DESC LIMIT 1"
                                ).fetchone()
+        opening = self.segment
+        if row is None and opening is not None:  # a gaming day's segment, not signed yet
+            h, covered = bytes.fromhex(opening.body["previous"]["head"]), opening.seq - 1
         if row is not None:
             try:
                 cp = json.loads(row[1])["checkpoint"]
@@ -673,7 +683,7 @@ class Journal:
             assert self._chain is not None
             # v3 signs every byte of its own entry too (issue 24): its time, and the hash of
             # its recovery state; the entry is nothing but the two (checkpoint_entry_problem).
-            ts = _now_us()
+            ts = self.now_us()
             signed = {"v": CHECKPOINT_VERSION, "table_id": self.table_id, "seq": self._seq,
                       "head": self._chain.hex(), "from": self._covered + 1,
                       "digests": b64(b"".join(d[:DIGEST_LEN] for d in self._digests)), "rounds_opened": state.get("rounds_opened", 0),
@@ -719,6 +729,57 @@ class Journal:
                 expected += 1
         return None
 
+    @property
+    def segment(self) -> Entry | None:
+        """The entry that opens this gaming day's segment (kind :data:`SEGMENT_KIND`, its
+        body ``{"open": day, "previous": {...}}``), or None for a journal that starts at
+        entry 1 (the first segment, or a journal kept whole). ``docs/journal.md``."""
+        if self._segment is False:
+            with self._lock:
+                row = self._db.execute("SELECT seq, ts, kind, round_id, deck_id, body FROM entries "
+                                       "ORDER BY seq LIMIT 1").fetchone()
+            try:
+                first = Entry(row[0], ts_text(row[1]), row[2], row[3], row[4], json.loads(row[5])) if row else None
+            except (ValueError, TypeError, OverflowError):
+                first = None  # an entry that does not read opens no segment (verify names it)
+                row = None
+            opens = (first is not None and first.kind == SEGMENT_KIND and isinstance(first.body, dict)
+                     and isinstance(first.body.get("previous"), dict))
+            self._segment = first if opens else None
+            if first is None:
+                self._segment = False  # nothing yet: ask again later
+                return None
+        return self._segment  # type: ignore[return-value]
+
+    @classmethod
+    def open_segment(cls, path: str | Path, *, key: TableKey, table_id: str, previous: dict[str, Any],
+                     opens: str, carried: dict[str, Any], state: dict[str, Any], clock: Any = None,
+                     group: int | None = None) -> "Journal":
+        """Start the next gaming day's segment in a new file at ``path`` (which must not
+        exist): its first entry (kind :data:`SEGMENT_KIND`) names the previous segment's
+        last entry (``previous``: ``seq``, ``head`` = its chain hash, ``checkpoint`` = its
+        last signed checkpoint, ``gaming_day``, ``archive``), so the public chain and the
+        entry numbers go on where it ended; ``opens``: the new gaming day (YYYY-MM-DD);
+        ``carried``: what the day's procedures need from before (the table open or closed,
+        :mod:`table.procedure.table_day`); ``state``: the recovery state the previous
+        segment's last checkpoint held, signed again here. The MAC chain starts again
+        from 16 zero bytes. Returns the open journal. Raises :class:`JournalError`."""
+        p = Path(path)
+        if p.exists():
+            raise JournalError(f"{p} exists: a new segment is always a new file")
+        j = cls(p, key=key, table_id=table_id, clock=clock, group=group)
+        try:
+            j._seq, j._chain = int(previous["seq"]), bytes.fromhex(previous["head"])
+            j._covered, j._digests = j._seq, []
+            with j.batch():
+                j.append(SEGMENT_KIND, open=opens, previous=previous, carried=carried)
+                j.checkpoint(**state)
+        except BaseException:
+            j.close()
+            raise
+        j._segment = False
+        return j
+
     # -- reading ----------------------------------------------------------------------------
 
     def _rows(self, sql: str, args: Iterable[Any]) -> Iterator[Entry]:
@@ -755,6 +816,18 @@ class Journal:
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
             self._unlock()
+
+    def reopen(self) -> None:
+        """Open the file at :attr:`path` again in this object, keeping its listeners
+        (:meth:`on_commit`) and clock: after a gaming day's rollover put the next
+        segment in its place (:func:`table.segments.roll`). Raises :class:`JournalError`."""
+        listeners, clock = list(self._listeners), self.now_us
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        self._unlock()
+        self.__init__(self.path, key=self.key, table_id=self.table_id, read_only=self.read_only,  # type: ignore[misc]
+                      group=self.group, clock=clock)
+        self._listeners = listeners
 
     def __enter__(self) -> "Journal":
         return self
@@ -803,7 +876,7 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 
 
 #: ``status`` values of :class:`VerifyResult`, and ``tablectl audit verify``'s exit code for each
-STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3, "unsigned": 4}
+STATUSES = {"ok": 0, "tampered": 1, "unreadable": 2, "unanchored": 3, "unsigned": 4, "gap": 5, "misfiled": 6}
 
 
 @dataclass(frozen=True)
@@ -823,7 +896,11 @@ class VerifyResult:
     ``unsigned_tail``: entries after the last checkpoint (a round in progress,
     or a controller stopped without a clean shutdown); ``tail_kinds``: how many
     of them of each kind; ``tail_checked``: their MACs were checked with the table
-    key; ``notes``: what else an auditor should know.
+    key; ``notes``: what else an auditor should know. For a gaming day's segment
+    (``docs/journal.md``): ``first_seq``, its first entry; ``previous``, what its
+    segment entry names of the day before (``seq``, ``head``, ``checkpoint``,
+    ``gaming_day``, ``archive``); ``head``, the chain hash after its last entry;
+    ``last_checkpoint``, the seq of its last checkpoint entry (0: none).
     """
 
     status: str
@@ -835,6 +912,10 @@ class VerifyResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     tail_kinds: dict[str, int] = field(default_factory=dict)
     tail_checked: bool = False
+    first_seq: int = field(default=1, repr=False)
+    head: str = field(default="", repr=False)
+    previous: dict[str, Any] | None = field(default=None, repr=False)
+    last_checkpoint: int = field(default=0, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -1003,9 +1084,18 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         table_id = meta.get("table_id", "table")
         mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
         h, mac, expected, count = GENESIS, bytes(16), 1, 0
-        kept: dict[int, bytes] = {0: GENESIS}
+        previous = _segment_previous(db)
+        if isinstance(previous, str):
+            return _bad(0, None, previous)
+        if previous is not None:  # a gaming day's segment: the chain goes on from the day before
+            h, expected = bytes.fromhex(previous["head"]), previous["seq"] + 1
+            why = signed_ok_early(previous.get("checkpoint"), table_id, keys)
+            if why is not None:
+                return _bad(0, expected, f"segment entry {expected} names a previous checkpoint that {why}")
+        base = expected - 1
+        kept: dict[int, bytes] = {base: h}
         stretch: list[bytes] = []  # h_i[:8] since the last checkpoint entry
-        stretch_from = 1
+        stretch_from = expected
         n_cp, last_cp, old_cps = 0, 0, 0
         carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
         tail_kinds: dict[str, int] = {}  # the entries since the last checkpoint entry, by kind
@@ -1074,6 +1164,7 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
             return VerifyResult("unreadable", count, None, f"{p}: cannot read entry {expected}: {exc}")
     finally:
         db.close()
+    last = base + count  # the last entry read
     anchored = False
     failures: list[VerifyResult] = []
     for where, cp in outside:
@@ -1085,22 +1176,26 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
             failures.append(bad)
             continue
         seq = cp.get("seq")
+        if isinstance(seq, int) and 0 <= seq < base:
+            notes.append(f"{where} covers entries up to {seq}, before this segment (from {base + 1}): it belongs "
+                         "to an archived gaming day (audit verify --archive checks the days together)")
+            continue
         if not isinstance(seq, int) or seq < 0:
             failures.append(_bad(count, None, f"{where} has no valid seq"))
-        elif seq > count:
-            failures.append(_bad(count, count + 1, f"{where} covers entries up to {seq}, but the journal ends at "
-                                                   f"{count}: entries {count + 1}..{seq} are missing (truncated or "
+        elif seq > last:
+            failures.append(_bad(count, last + 1, f"{where} covers entries up to {seq}, but the journal ends at "
+                                                   f"{last}: entries {last + 1}..{seq} are missing (truncated or "
                                                    "rolled back)"))
-        elif seq + 1 > count:
+        elif seq + 1 > last:
             # A checkpoint is signed as its entry is written: the entry after the ones it
             # covers is the checkpoint entry that carries it.
-            failures.append(_bad(count, count + 1, f"{where} was written as entry {seq + 1}, but the journal ends "
-                                                   f"at {count}: its checkpoint entry is missing (truncated)"))
+            failures.append(_bad(count, last + 1, f"{where} was written as entry {seq + 1}, but the journal ends "
+                                                   f"at {last}: its checkpoint entry is missing (truncated)"))
         elif carried.get(seq) != cp.get("sig"):
             failures.append(_bad(count, seq + 1, f"{where} was written as entry {seq + 1}, which is not the "
                                                  "checkpoint entry carrying it (changed or replaced)"))
         elif kept[seq].hex() != cp.get("head"):
-            first = _locate(p, cp)
+            first = _locate(p, cp, kept[base], base)
             failures.append(_bad(count, first, f"{where} (entries up to {seq}) does not match the journal: "
                                                + (f"entry {first} differs from what was signed" if first else
                                                   "it was rewritten or rolled back")))
@@ -1123,7 +1218,7 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
                      "recovery state")
     # The checkpoint entry itself is signed (v3: every byte of it), so the tail is what
     # comes after it. Without checkpoints nothing is signed at all.
-    tail = count - last_cp if n_cp else count
+    tail = last - last_cp if n_cp else count
     if not n_cp:
         tail_kinds = dict(tail_kinds)
     else:
@@ -1140,8 +1235,47 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
     if not anchored and keys:  # without keys the note above says why already
         notes.append("nothing outside the journal vouches for its end (no signed head file, no anchors): "
                      "a truncation or an older copy could not be told apart")
+    if previous is not None:
+        notes.append(f"this segment (gaming day {previous.get('next', '?')}) goes on from entry {base} of gaming day "
+                     f"{previous.get('gaming_day')!s:.10} ({previous.get('archive')!s:.40}): audit verify --archive checks "
+                     "that it is there and chains to it")
     status = "unanchored" if not anchored else "unsigned" if tail and not checked else "ok"
-    return VerifyResult(status, count, None, "", n_cp, tail, tuple(notes), tail_kinds, checked and bool(tail))
+    return VerifyResult(status, count, None, "", n_cp, tail, tuple(notes), tail_kinds, checked and bool(tail),
+                        base + 1, h.hex(), previous, last_cp)
+
+
+def _segment_previous(db: sqlite3.Connection) -> dict[str, Any] | str | None:
+    """What the first entry of a gaming day's segment names of the day before
+    (``seq``, ``head``, ...), None when the journal starts at entry 1, or why it does
+    not read (a str)."""
+    try:
+        row = db.execute("SELECT seq, kind, body FROM entries ORDER BY rowid LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None  # the pass over the entries says why it does not read
+    if row is None or row[1] != SEGMENT_KIND or not isinstance(row[2], str) or not isinstance(row[0], int):
+        return None
+    try:
+        body = json.loads(row[2])
+        prev = body.get("previous") if isinstance(body, dict) else None
+        if prev is None:
+            return None
+        if not isinstance(prev, dict) or not isinstance(prev.get("seq"), int) or prev["seq"] + 1 != row[0]:
+            raise ValueError("it does not name the entry before it")
+        if len(bytes.fromhex(prev["head"])) != 32:
+            raise ValueError("its previous head is not 32 bytes")
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"segment entry {row[0]} does not read: {exc}"
+    return {**prev, "next": body.get("open")}
+
+
+def signed_ok_early(cp: Any, table_id: str, keys: dict[str, Ed25519PublicKey]) -> str | None:
+    """Why ``cp`` (the previous day's last checkpoint named by a segment entry) is not a
+    checkpoint of ``table_id`` signed by one of ``keys`` (unchecked without keys)."""
+    if not isinstance(cp, dict):
+        return "is not a checkpoint"
+    if cp.get("table_id") != table_id:
+        return f"belongs to table {cp.get('table_id')!r:.40}"
+    return check_signed(cp, keys) if keys else None
 
 
 def _first_in(cp: dict[str, Any], stretch: list[bytes], start: int) -> int | None:
@@ -1157,7 +1291,7 @@ def _first_in(cp: dict[str, Any], stretch: list[bytes], start: int) -> int | Non
     return None
 
 
-def _locate(p: Path, cp: dict[str, Any]) -> int | None:
+def _locate(p: Path, cp: dict[str, Any], h: bytes = GENESIS, base: int = 0) -> int | None:
     """For a checkpoint saved outside the journal that disagrees with it: the first entry
     of the checkpoint's stretch whose hash differs from its signed digest (a second
     pass over the journal)."""
@@ -1168,9 +1302,9 @@ def _locate(p: Path, cp: dict[str, Any]) -> int | None:
     except (KeyError, ValueError, TypeError, sqlite3.Error):
         return None
     try:
-        h = GENESIS
         for seq, ts, kind, rid, did, body in db.execute(
-                "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq <= ? ORDER BY seq", (end,)):
+                "SELECT seq, ts, kind, round_id, deck_id, body FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (base, end)):
             h = chain_next(h, seq, ts, kind, rid, did, body)
             if seq >= start and h[:n] != digests[(seq - start) * n:(seq - start + 1) * n]:
                 return seq

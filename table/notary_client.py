@@ -94,7 +94,7 @@ def verify_answer(raw: bytes, *, floor_public: Ed25519PublicKey, table_id: str, 
 
     try:
         env = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise bad("not JSON") from None
     if not isinstance(env, dict) or env.get("schema") != FLOOR_SIGNED_SCHEMA or set(env) != {"schema", "key_id",
                                                                                              "payload", "sig"}:
@@ -111,7 +111,7 @@ def verify_answer(raw: bytes, *, floor_public: Ed25519PublicKey, table_id: str, 
         raise bad("bad signature (not the floor's, or about another table)")
     try:
         answer = json.loads(env["payload"])
-    except ValueError:
+    except (ValueError, RecursionError):
         raise bad("the payload is not JSON") from None
     if not isinstance(answer, dict) or answer.get("schema") != NOTARY_SCHEMA:
         raise bad(f"not a {NOTARY_SCHEMA} answer")

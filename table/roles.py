@@ -73,6 +73,8 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "confirm_card": SUPERVISOR_ONLY,
     "release_hold": SUPERVISOR_ONLY,
     "acknowledge_incident": SUPERVISOR_ONLY,
+    # the gaming day's procedures: asked by a supervisor, countersigned by a dealer (COMAR 36.05.03.10)
+    "table_procedure": SUPERVISOR_ONLY,
 }
 
 #: longest person id and reason accepted (characters)

@@ -132,15 +132,16 @@ class Publisher:
 
 
 @contextlib.contextmanager
-def running_floor(database: str, keys_dir: Path, port: int, *, floors: tuple[str, ...] = ("+",)):
-    """A floor (ingest + one broker feed) on ``database``; yields the Floor once subscribed."""
+def running_floor(database: str, keys_dir: Path, port: int, *, floors: tuple[str, ...] = ("+",), prefix: str = ""):
+    """A floor (ingest + one broker feed, its topics under ``prefix``, e.g. ``site-a/``) on
+    ``database``; yields the Floor once subscribed."""
     from table.floor.ingest import BrokerFeed, Floor
     from table.floor.store import open_store
     from table.interfaces.pit import BrokerAddress, load_table_keys
 
     store = open_store(database)
     floor = Floor(store, load_table_keys(keys_dir)).start()
-    feed = BrokerFeed(floor, BrokerAddress("127.0.0.1", port, False), floors=floors).start()
+    feed = BrokerFeed(floor, BrokerAddress("127.0.0.1", port, False, prefix=prefix), floors=floors).start()
     try:
         assert feed.connected.wait(20), "the floor did not subscribe"
         yield floor

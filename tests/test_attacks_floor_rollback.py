@@ -66,6 +66,11 @@ def _republish(port: int, topic: str, raw: bytes) -> None:
         c._reset_sockets()
 
 
+def _last_checkpoint(journal) -> dict:
+    with Journal(journal, read_only=True) as j:  # closed here: the test's descriptor check counts it
+        return j.last("checkpoint").body["checkpoint"]
+
+
 def _table_config(tmp_path, port, journal, floor_url: str | None) -> str:
     path = tmp_path / ("table-floor.toml" if floor_url else "table-no-floor.toml")
     floor = f'[floor]\nurl = "{floor_url}"\npublic_key = "{tmp_path / "floor.key.pub"}"\n' if floor_url else ""
@@ -124,7 +129,7 @@ url = "mqtt://127.0.0.1:{broker.port}"
 
         first = run(with_floor)
         assert first.returncode == 0, first.stderr[-2000:]
-        old_head = Journal(journal, read_only=True).last("checkpoint").body["checkpoint"]
+        old_head = _last_checkpoint(journal)
         assert floor.wait_for(lambda: notarised(old_head["seq"]), 30)
         topic = f"threecard/pit1/{TABLE}/checkpoint"
         captured = _retained(broker.port, topic)  # the insider keeps the genuine retained checkpoint of now
@@ -133,7 +138,7 @@ url = "mqtt://127.0.0.1:{broker.port}"
 
         second = run(with_floor)
         assert second.returncode == 0, second.stderr[-2000:]
-        new_head = Journal(journal, read_only=True).last("checkpoint").body["checkpoint"]
+        new_head = _last_checkpoint(journal)
         assert new_head["seq"] > old_head["seq"]
         assert floor.wait_for(lambda: notarised(new_head["seq"]), 30)
 

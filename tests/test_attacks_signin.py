@@ -8,6 +8,10 @@ table's own screens: loopback and ``[auth] table_screens``; everything else):
 a flood from elsewhere never locks a person out at the table's own screens,
 and the guesses it gets per person stay within the documented budget
 (``docs/web-console.md``; :func:`table.interfaces.auth.guess_budget`).
+
+The sign-in flood of point 8 (1,000 sign-ins a second for 30 s: the table deals
+on, the screens answer) is the test marked ``alone`` at the end; the bounded
+flood before it (40 addresses x 50, as fast as they go) runs with the rest.
 """
 
 from __future__ import annotations
@@ -230,3 +234,52 @@ def test_a_sign_in_flood_leaves_the_table_dealing_and_the_screens_answering(tmp_
     assert proc.returncode == 0, err[-2000:]
     assert len(json.loads(out)["rounds"]) == 30  # the table dealt on
     assert counts.get(429, 0) > 0 and counts.get(200, 0) == 0
+
+
+@pytest.mark.alone  # 30 s of flood, and wall-time bounds on the screens' answers
+def test_1000_sign_ins_a_second_for_30_s_leave_the_table_dealing_and_the_screens_answering(tmp_path):
+    """Issue 24, point 8: a wrong PIN for S-17, 1,000 sign-ins a second for 30 s from 50
+    addresses (open loop, ``tests/signin_flood.py`` in its own process), while the table
+    deals (``tablectl run --simulate``). Every second the table's own screen asks for the
+    status (answered within 2 s), the table deals in every 5 s of it, S-17 signs in at
+    the table's screen in the middle of it, and no guess of the flood gets in."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from console_helpers import PEOPLE
+    from idle_helpers import DealingTable
+
+    table = DealingTable(tmp_path)
+    flood = None
+    try:
+        flood = subprocess.Popen([sys.executable, str(Path(__file__).with_name("signin_flood.py")), str(table.port),
+                                  "--rate", "1000", "--seconds", "30", "--addresses", "50", "--person", "S-17"],
+                                 stdout=subprocess.PIPE, text=True)
+        seen = []  # (seconds since the flood began, status answer s, rounds played)
+        signed_in = None
+        t0 = time.monotonic()
+        while flood.poll() is None:
+            _, took = table.ask("web")  # a signed-in supervisor's status, at the table's screen
+            seen.append((time.monotonic() - t0, took, table.rounds_played()))
+            if signed_in is None and seen[-1][0] > 15:
+                status, body = table._http("POST", "/api/v1/session",
+                                           {"person": "S-17", "pin": PEOPLE["S-17"][1]})
+                signed_in = status
+            time.sleep(max(0.0, 1.0 - took))
+        figures = json.loads(flood.stdout.read())
+    finally:
+        if flood is not None:
+            if flood.poll() is None:
+                flood.kill()
+                flood.wait(10)
+            flood.stdout.close()
+        table.close()
+    print("sign-in flood:", figures, "status answers (s): max", max(t for _, t, _ in seen))
+    assert figures["sent"] >= 29_000 and figures["sending_s"] < 31, figures  # the flood was as stated
+    assert figures["answers"].get("200", 0) == 0 and figures["answered"] > 0, figures
+    assert signed_in == 200  # at the table's own screen, mid-flood
+    assert len(seen) >= 20 and max(t for _, t, _ in seen) < 2.0, seen
+    for start in range(0, 25, 5):  # the table dealt in every 5 s of the flood
+        window = [r for at, _, r in seen if start <= at <= start + 6]
+        assert window and window[-1] > window[0], (start, seen)

@@ -1,5 +1,5 @@
 """bench/floor.py runs end to end on a small floor: synthetic signed tables through two bridged
-mosquittos into `tablectl pit serve`, every message taken and none counted forged, latency
+mosquittos into `tablectl pit serve` and `tablectl floor serve`, every message taken and none counted forged, latency
 measured at the pages from the tables' own stamps (issue 28)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.timeout(300)
 def test_floor_bench_takes_every_signed_message_across_the_bridge():
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "floor.py"), "--tables", "6", "--seconds", "4",
-                           "--rate-per-table", "4", "--pages", "2", "--blast", "120", "--json"],
+                           "--rate-per-table", "4", "--pages", "2", "--blast", "120", "--floor", "sqlite", "--json"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run,) = json.loads(proc.stdout)["runs"]
@@ -30,3 +30,8 @@ def test_floor_bench_takes_every_signed_message_across_the_bridge():
     assert lat["n"] > 0 and 0 < lat["p50"] <= lat["p99"] <= lat["max"]
     assert run["blast"]["taken"] == run["blast"]["carried_to_the_pits_broker"] == 120
     assert run["blast"]["ingest_per_s"] > 0 and run["frame_ms"]["full"] > 0
+    # `tablectl floor serve` beside the pit, on the same broker behind the bridge: every message kept
+    floor = run["floor"]
+    assert run["floor_database"] == "sqlite" and floor["forged"] == 0 and floor["write_errors"] == 0
+    assert floor["received"] >= paced["published"] + run["blast"]["published"] + 6  # the events and 6 statuses
+    assert floor["stored"] == floor["verified"] == floor["received"]

@@ -5,6 +5,7 @@ table under the default `unreachable = "refuse"` (exit 2, naming floor.url) and 
 from __future__ import annotations
 
 import subprocess
+import sys
 
 from table.keys import generate, save
 
@@ -29,6 +30,22 @@ def test_floor_serve_refuses_a_bad_config_and_an_unusable_database(tmp_path):
     done = subprocess.run(tablectl() + ["floor", "serve", "--config", str(cfg)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 1 and "cannot connect to the floor database" in done.stderr
+
+
+def test_floor_serve_without_paho_says_which_extra_to_install(tmp_path):
+    save(generate(), tmp_path / "floor.key")
+    (tmp_path / "tables").mkdir()
+    save(generate(), tmp_path / "t1.key")
+    (tmp_path / "tables" / "pit1-tcp-01.pub").write_bytes((tmp_path / "t1.key.pub").read_bytes())
+    cfg = tmp_path / "floor.toml"
+    cfg.write_text(f'[floor]\ndatabase = "f.sqlite3"\nkey_file = "floor.key"\ntable_keys = "tables"\n'
+                   f'listen = "127.0.0.1:0"\n[[broker]]\nurl = "mqtt://127.0.0.1:{free_port()}"\n')
+    # A machine installed with `pip install .` alone (the README's first line): no paho-mqtt.
+    no_paho = "import sys; sys.modules['paho'] = None; from table.cli import main; main()"
+    done = subprocess.run([sys.executable, "-c", no_paho, "floor", "serve", "--config", str(cfg)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "pip install 'threecard-table[floor]'" in done.stderr and "internal error" not in done.stderr
 
 
 def _table(tmp_path, policy: str) -> str:

@@ -44,6 +44,33 @@ def test_a_tables_signed_stream_is_kept_once(tmp_path, broker, database):
         t.close()
 
 
+def test_a_floor_behind_a_prefixing_bridge_keeps_the_tables_and_refuses_the_forged(tmp_path):
+    from mqtt_broker import start_bridged
+
+    t = SignedTable(tmp_path / "t", "pit1-tcp-03")
+    t.publish_key(tmp_path / "keys")
+    opened, card, settled = t.round(4)
+    env = json.loads(settled[1])
+    payload = json.loads(env["payload"])
+    payload["data"]["net_cents"]["1"] = 900_000  # a player's win raised after signing
+    forged = json.dumps({**env, "payload": json.dumps(payload, separators=(",", ":"))})
+    edge, central = start_bridged(tmp_path, "site-a/")  # the tables publish on the edge, the floor reads the centre
+    pub = Publisher(edge.port)
+    try:
+        with running_floor(str(tmp_path / "floor.sqlite3"), tmp_path / "keys", central.port,
+                           prefix="site-a/") as floor:
+            pub.send([opened, card, (settled[0], forged), settled])
+            settle(floor, 4)
+            assert rows(floor, "SELECT round_id, wagered_cents, settled, players_net_cents FROM round_results") == [
+                ("r00004-pit1-tcp-03", 2000, 1, -1000)]
+            assert floor.counts.verified == 3 and floor.counts.forged == 1
+    finally:
+        pub.close()
+        t.close()
+        edge.stop()
+        central.stop()
+
+
 def test_a_forged_table_message_is_refused_and_nothing_is_kept(tmp_path, broker, database):
     t = SignedTable(tmp_path / "t", "pit1-tcp-02")
     t.publish_key(tmp_path / "keys")
@@ -189,4 +216,29 @@ def test_a_flood_of_messages_for_unknown_tables_is_counted_in_bounded_memory(tmp
     finally:
         floor.close()
         store.close()
+        t.close()
+
+
+def test_a_message_nested_past_the_stack_is_refused_and_the_floor_hears_on(tmp_path, broker, database):
+    """Attack (a fresh review of issue 28): ``b"[" * 200_000`` (under the size bound) made
+    ``json.loads`` raise RecursionError, which killed paho's network thread: the floor stayed
+    up, deaf, and its notary stopped rising. It is refused as forged and the feed goes on."""
+    t = SignedTable(tmp_path / "t", "pit1-tcp-03")
+    t.publish_key(tmp_path / "keys")
+    topic = t.round(1)[0][0]
+    pub = Publisher(broker.port)
+    try:
+        with running_floor(database, tmp_path / "keys", broker.port) as floor:
+            deep = "[" * 200_000
+            inner = json.dumps({"schema": "threecard.signed/2", "key_id": "x", "payload": deep, "sig": "x"})
+            pub.send([(topic, deep), (topic, inner)])
+            settle(floor, 2)
+            assert floor.counts.forged == 2
+            after = t.round(2)
+            pub.send(after)  # genuine messages after the attack are still heard and kept
+            settle(floor, 2 + len(after))
+            assert floor.counts.verified == len(after)
+            assert rows(floor, "SELECT number FROM round_results") == [(2,)]
+    finally:
+        pub.close()
         t.close()

@@ -138,6 +138,15 @@ url = "mqtt://127.0.0.1:{free_port()}"
                 page = browser.new_page(viewport={"width": 390, "height": 844})
                 errors = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
+                held = []  # the report for today, asked at sign-in, answered only after the chosen day's
+
+                def hold_todays_report(route):
+                    if "day=2026-03-05" in route.request.url:
+                        route.continue_()
+                    else:  # answered by the server now (before the note), handed to the page later
+                        held.append((route, route.fetch()))
+
+                page.route("**/api/v1/floor/report?day=*", hold_todays_report)
                 page.goto(service.url)
                 page.fill("#person", "PB-3")
                 page.fill("#pin", PIN)
@@ -151,6 +160,16 @@ url = "mqtt://127.0.0.1:{free_port()}"
                 card.locator("button").click()
                 page.wait_for_function("() => /PB-3 \\(pit_boss\\)/.test((document.querySelector("
                                        "'[data-fluctuation=\"pit1-tcp-09/2026-03-05\"]') || {}).textContent || '')")
+                # a slow answer to the older ask (today's report, asked at sign-in, before the note) must not
+                # replace the newer one: on a loaded machine it did, and the note vanished from the page
+                assert held, "the sign-in asked for today's report first"
+                with page.expect_response(lambda r: "/api/v1/floor/report?day=" in r.url
+                                          and "2026-03-05" not in r.url) as stale:
+                    route, answer = held.pop()
+                    route.fulfill(response=answer)
+                stale.value.finished()  # its body read: the page's next tasks take it
+                page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+                assert "PB-3 (pit_boss)" in card.inner_text(), "an older, slower answer replaced the newer one"
                 assert "video reviewed" in page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]').inner_text()
                 assert no_horizontal_scroll(page)
                 page.screenshot(path=str(screenshot_dir() / "floor-fluctuation-note-390px.png"), full_page=True)

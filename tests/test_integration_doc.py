@@ -8,6 +8,7 @@ import io
 import re
 from pathlib import Path
 
+from table.api import API_VERSION
 from table.config import parse_config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "integration.md"
@@ -32,7 +33,7 @@ def test_python_examples_run():
     finally:
         structlog.configure(**saved)
     text = out.getvalue()
-    assert "API 1.1.0" in text and "sealed:" in text and "refused:" in text
+    assert f"API {API_VERSION}" in text and "sealed:" in text and "refused:" in text
     assert "seat 1 saw its own cards as dealt:" in text
     assert "commitments: all hold" in text
 

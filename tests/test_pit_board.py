@@ -56,6 +56,87 @@ def test_a_table_past_the_limit_is_refused_loudly():
         PitBoard("pit7", {"t-1": KEY.public}, max_tables=0)
 
 
+def test_table_501_at_the_default_limit_is_refused_loudly():
+    ids = [f"t-{n:03d}" for n in range(1, 502)]  # 501 tables' keys, the default limit of 500
+    with capture_logs() as logs:
+        board = PitBoard("pit7", {t: KEY.public for t in ids})
+        board.receive(*status("t-501"))
+    refused = [e for e in logs if e["event"] == "pit_table_refused"]
+    assert refused[0]["tables"] == ["t-501"] and refused[0]["max_tables"] == 500  # logged when the pit starts
+    assert refused[1]["table"] == "t-501"  # and at its first message
+    snap = board.snapshot()
+    assert len(snap["tables"]) == 500 and "t-501" not in {c["table_id"] for c in snap["tables"]}
+    assert snap["refused"] == [{"table_id": "t-501", "messages": 1, "reason": "past the pit's table limit (500)"}]
+    assert snap["counts"]["refused_tables"] == 1 and snap["counts"]["refused_messages"] == 1
+
+
+def _stalled_page(port: int):
+    """A page that opens the pit's WebSocket and then reads nothing (a stalled phone): a raw
+    socket with a small receive window, the upgrade done by hand, never read again."""
+    import base64
+    import os
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(f"GET /api/v1/pit/ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(1)
+    assert b" 101 " in answer.split(b"\r\n")[0], answer
+    return sock
+
+
+def test_a_page_that_does_not_read_holds_no_other_page_up():
+    """One page stops reading; the other keeps getting every change within a tick or two and
+    is never sent the whole board again; the stalled one falls MAX_QUEUED frames behind and
+    is marked for the whole board instead (counted: page_resyncs), its frames not queued
+    without end."""
+    import time
+
+    from websockets.asyncio.client import connect
+
+    ids = [f"t-{n:03d}" for n in range(200)]
+    board = PitBoard("pit7", {t: KEY.public for t in ids})
+    server = PitServer(board, "127.0.0.1", 0)
+    seq = {"n": 0}
+
+    def change_every_table() -> None:  # a delta of every table: ~50 KB, so the stalled socket fills soon
+        seq["n"] += 1
+        for t in ids:
+            board.receive(*event(t, seq["n"]))
+
+    async def pages() -> tuple[list[float], int]:
+        lags, fulls = [], 0
+        async with connect(f"ws://127.0.0.1:{server.port}/api/v1/pit/ws", max_size=None) as fast:
+            assert json.loads(await fast.recv())["type"] == "full"
+            deadline = time.monotonic() + 90
+            while board.snapshot()["counts"]["page_resyncs"] == 0:
+                assert time.monotonic() < deadline, "the stalled page was never marked for a resync"
+                await asyncio.to_thread(change_every_table)
+                changed_at, want = time.monotonic(), seq["n"]
+                while True:  # the reading page gets this change, whatever the stalled one does
+                    frame = json.loads(await asyncio.wait_for(fast.recv(), 10))
+                    fulls += frame["type"] == "full"
+                    if any(c["last_seq"] == want for c in frame["tables"]):
+                        lags.append(time.monotonic() - changed_at)
+                        break
+        return lags, fulls
+
+    stalled = _stalled_page(server.port)
+    try:
+        lags, fulls = asyncio.run(pages())
+    finally:
+        stalled.close()
+        server.close()
+    assert len(lags) > 32  # the stalled page was MAX_QUEUED frames behind while the other took each one
+    assert fulls == 0  # the reading page was never sent the whole board again
+    assert max(lags) < 5.0, lags  # a tick (0.1 s) and the checks of 200 signatures, on a busy machine
+
+
 def test_several_pits_and_prefixed_topics_on_one_board():
     board = PitBoard(["pit7", "pit8"], {"t-1": KEY.public, "t-2": KEY.public})
     assert board.topics == ["threecard/pit7/+/status", "threecard/pit7/+/events", "threecard/pit8/+/status",

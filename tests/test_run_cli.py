@@ -204,7 +204,8 @@ def test_a_routine_stop_of_the_service_is_not_an_error(tmp_path):
     """systemctl stop sends SIGTERM: exit 130 (documented, SuccessExitStatus=130), the run
     summary at info with what stopped it, and nothing but JSON log lines on stdout."""
     cfg = tmp_path / "table.toml"
-    cfg.write_text(CONFIG)
+    # the service's control socket in the test's own folder (/run/threecard is systemd's RuntimeDirectory)
+    cfg.write_text(CONFIG + '\n[console]\ncontrol_socket = "%s"\n' % (tmp_path / "control.sock"))
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
     proc = subprocess.Popen([*CLI, "run", "--simulate", "--service", "--seed", "9", "--config", str(cfg)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

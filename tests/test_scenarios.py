@@ -32,6 +32,8 @@ def test_the_issue_s_scenarios_are_shipped():
     names = {p.stem for p in SHIPPED}
     assert {"jam-third-shuffle", "foreign-card-round-5", "missing-card", "shoe-unplugged-2s",
             "unreadable-card", "previous-deck-left-in-rack"} <= names
+    # issue 24, point 7: the seed-2 soak's extra alarm (a shoe's resend given too little time)
+    assert "noise-eats-the-shoe-load" in names
 
 
 @pytest.mark.timeout(300)
@@ -238,7 +240,8 @@ def test_every_step_and_kind_it_allows_is_tested():
     assert STEPS == ("before_round", "shuffle", "load_shoe", "draw", "collect")
     assert {s: set(k) for s, k in STEP_KINDS.items() if s != "before_round"} == {
         "shuffle": {"jam", "missing_card", "late_insert"},
-        "load_shoe": {"unplug_shoe", "reboot_shoe"},
+        # corrupt_bytes at load_shoe: the shipped scenario noise-eats-the-shoe-load (issue 24)
+        "load_shoe": {"unplug_shoe", "reboot_shoe", "corrupt_bytes"},
         "draw": {"foreign_card", "duplicate_read", "unreadable_card", "extra_card", "unplug_shoe"},
         "collect": {"missing_card"},
     }

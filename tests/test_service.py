@@ -56,7 +56,9 @@ def runner() -> CliRunner:
 @pytest.fixture
 def config_file(tmp_path):
     f = tmp_path / "table.toml"
-    f.write_text(CONFIG)
+    # the service's control socket in the test's own folder: /run/threecard is systemd's
+    # RuntimeDirectory, absent on a machine that never installed the unit
+    f.write_text(CONFIG + '\n[console]\ncontrol_socket = "%s"\n' % (tmp_path / "control.sock"))
     return f
 
 

@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'Validate and show the table config (default /etc/threecard/table.toml).'),
     'conformance': ('table.cli.conformance:conformance_command',
         'Check a shuffler and/or a shoe against the link protocol (protocols/SPEC.md).'),
+    'day': ('table.cli.day:day_group',
+        "The gaming day's procedures: the count room's drop import."),
     'devices': ('table.cli.devices:devices_command',
         "List serial ports and the table's USB devices, with serial numbers and udev symlinks."),
     'emulate': ('table.cli.emulate:emulate_command',

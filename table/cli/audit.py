@@ -4,7 +4,9 @@ Exit codes of ``audit verify`` (docs/journal.md): 0 the journal holds and is
 anchored; 1 it was tampered with (the first bad entry, or the checkpoint or
 anchor it disagrees with, is named); 2 it cannot be read (missing, not a
 journal, corrupt) or bad usage; 3 it holds but nothing outside it vouches for
-its end ("unanchored").
+its end ("unanchored"); 4 unsigned tail; with ``--archive`` (a folder of archived
+gaming days checked as one chain, ``table/segments.py``) also 5 a day missing and
+6 an archive that is not the day its name says.
 """
 
 from __future__ import annotations
@@ -59,9 +61,15 @@ def keygen_command(key_file: str, force: bool) -> None:
     3: "it holds, but no head file and no anchor vouch for its end, or no --public-key checked them (unanchored)",
     4: "it holds and is anchored up to its last signed checkpoint, but the entries after it (how many, of which "
        "kinds, is printed) are covered by no signature and no --key checked their MACs (unsigned)",
+    5: "with --archive: a gaming day of the chain is missing (the day and its archive are named)",
+    6: "with --archive: an archive is not the gaming day its name says (swapped or renamed), or a day is there "
+       "twice (both are named)",
 })
 @audit_group.command("verify")
-@click.argument("journal", type=click.Path(dir_okay=False))
+@click.argument("journal", type=click.Path(dir_okay=False), required=False)
+@click.option("--archive", "archive_dir", type=click.Path(file_okay=False), default=None,
+              help="A folder of archived gaming days (YYYY-MM-DD.journal.xz): checks them, and JOURNAL (the live "
+                   "segment) when given, as one chain.")
 @click.option("--public-key", "public_keys", multiple=True, type=click.Path(dir_okay=False),
               help="The table's public key (KEY_FILE.pub); repeat for every key the table has used. Checks the "
                    "signature of every checkpoint.")
@@ -72,17 +80,22 @@ def keygen_command(key_file: str, force: bool) -> None:
               help="The table's private key: also checks the MAC of every entry, those after the last checkpoint "
                    "included.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str | None, key_file: str | None,
-                   as_json: bool) -> None:
+def verify_command(journal: str | None, archive_dir: str | None, public_keys: tuple[str, ...],
+                   anchors_file: str | None, key_file: str | None, as_json: bool) -> None:
     """Check that no entry of JOURNAL was edited, deleted, reordered, cut off or rolled back.
 
     Recomputes the hash chain, checks every signed checkpoint (with --public-key,
-    its signature), the head file beside the journal, and the anchors.
+    its signature), the head file beside the journal, and the anchors. With
+    --archive, every archived gaming day and JOURNAL are checked as one chain.
     """
+    if journal is None and archive_dir is None:
+        raise click.UsageError("give JOURNAL, --archive DIR, or both")
     try:
         keys = [load_public_key(p) for p in public_keys]
         anchors = load_anchors(anchors_file) if anchors_file else []
         key = load_private_key(key_file) if key_file else None
+        if archive_dir is not None:
+            _verify_chain(archive_dir, journal, keys, anchors, key, as_json)
         result = verify(journal, public_keys=keys, anchors=anchors, key=key)
     except (JournalError, KeyFileError) as exc:
         click.echo(f"tablectl audit verify: {exc}", err=True)
@@ -115,6 +128,30 @@ def verify_command(journal: str, public_keys: tuple[str, ...], anchors_file: str
         for note in result.notes:
             click.echo(f"  note: {note}", err=True)
     sys.exit(STATUSES[result.status])
+
+
+def _verify_chain(archive_dir: str, journal: str | None, keys: list, anchors: list, key: object,
+                  as_json: bool) -> None:
+    """``audit verify --archive``: the archived days (and the live segment) as one chain; exits."""
+    from table.segments import verify_chain
+
+    chain = verify_chain(archive_dir, live=journal, public_keys=keys, anchors=anchors, key=key)
+    if as_json:
+        click.echo(json.dumps({"status": chain.status, "ok": chain.status == "ok", "entries": chain.entries,
+                               "reason": chain.reason, "notes": chain.notes,
+                               "days": [{"name": d.name, "gaming_day": d.day, "status": d.result.status,
+                                         "first_seq": d.result.first_seq, "entries": d.result.entries}
+                                        for d in chain.days]}))
+    else:
+        archived = sum(1 for d in chain.days if d.day is not None)
+        if chain.status == "ok":
+            click.echo(f"OK: {archived} archived gaming days" + (" and the live segment" if journal else "")
+                       + f", {chain.entries} entries, one chain")
+        else:
+            click.echo(f"{chain.status.upper()}: {chain.reason}", err=True)
+        for note in chain.notes:
+            click.echo(f"  note: {note}", err=True)
+    sys.exit(STATUSES[chain.status])
 
 
 @exit_codes({
@@ -156,3 +193,41 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
         for p in result.problems:
             click.echo(f"{'NOTHING CHECKED' if nothing else 'FAIL'}: {p}", err=True)
     sys.exit(3 if nothing else 0 if result.ok else 1)
+
+
+@exit_codes({
+    0: "every byte of FILE is covered by a good signature of a key given",
+    1: "it is not (what failed is named: not JSON, not canonical, another key, a signature that does not verify)",
+    EXIT_UNREADABLE: "FILE or a key cannot be read, or bad usage",
+})
+@audit_group.command("report")
+@click.argument("report_file", type=click.Path(dir_okay=False))
+@click.option("--public-key", "public_keys", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="The table's public key (KEY_FILE.pub); repeat for every key the table has used.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def report_check_command(report_file: str, public_keys: tuple[str, ...], as_json: bool) -> None:
+    """Check a signed report (`tablectl report ... --signed FILE`, or the supervisor's
+    download): the table's signature covers every byte of FILE (docs/reporting.md)."""
+    from table.files import UnsafeFile, read_regular
+    from table.signed_report import MAX_BYTES, check_signed_report
+
+    try:
+        keys = [load_public_key(p) for p in public_keys]
+        data = read_regular(report_file, max_bytes=MAX_BYTES + 1)
+    except KeyFileError as exc:
+        click.echo(f"tablectl audit report: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    except (UnsafeFile, OSError) as exc:
+        click.echo(f"tablectl audit report: cannot read {report_file}: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    result = check_signed_report(data, keys)
+    if as_json:
+        click.echo(json.dumps({"ok": result.ok, "problem": result.problem, "key_id": result.key_id,
+                               "table_id": result.table_id, "signed_at": result.signed_at}))
+    elif result.ok:
+        rep = result.report or {}
+        click.echo(f"OK: {report_file}: the {rep.get('report', 'report')} report of table {result.table_id}, signed "
+                   f"at {result.signed_at} by key {result.key_id}; every byte is covered by the signature")
+    else:
+        click.echo(f"FAIL: {report_file}: {result.problem}", err=True)
+    sys.exit(0 if result.ok else 1)

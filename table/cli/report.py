@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date
+from pathlib import Path
 
 import click
 
@@ -28,7 +29,10 @@ class BadInput(click.ClickException):
 @click.command("report")
 @click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
 @click.option("--journal", "journal_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="The journal (default: the config's [journal] path).")
+              help="The journal (default: the config's [journal] path, with its [journal] archive when set).")
+@click.option("--archive", "archive_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A folder of archived gaming days (YYYY-MM-DD.journal.xz; [journal] archive): reported with "
+                   "--journal, the live segment, when given.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config: its [paytables] and [gaming_day] (start hour, time zone, shift length).")
 @click.option("--date", "on", default=None, metavar="YYYY-MM-DD",
@@ -43,9 +47,16 @@ class BadInput(click.ClickException):
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
-def report_command(kind: str, journal_path: str | None, config_path: str | None, on: str | None, shift: int | None,
+@click.option("--signed", "signed_path", type=click.Path(dir_okay=False), default=None, metavar="OUT",
+              help="Also write the report JSON signed by the table key to OUT (the copy a regulator files; "
+                   "`tablectl audit report OUT --public-key KEY.pub` checks it; docs/reporting.md).")
+@click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
+              help="With --signed: the table's private key (default: the config's [journal] key_file, the "
+                   "systemd credential threecard-table-key, else JOURNAL.key beside the journal).")
+def report_command(kind: str, journal_path: str | None, archive_dir: str | None, config_path: str | None, on: str | None, shift: int | None,
                    ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
-                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool) -> None:
+                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool,
+                   signed_path: str | None, table_key: str | None) -> None:
     """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
     deck changes and device downtime for one shift, gaming day, month to date or
     year to date, from the journal; the settled win beside the expected win given
@@ -53,7 +64,7 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
     win once the inventories and the drop are entered (COMAR 36.05.03.25;
     K.A.R. 112-108-51)."""
     from table.config import ConfigError, load_config
-    from table.day_report import Calendar, ReportError, read_journal, report, to_csv, to_text
+    from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
     from table.rules.paytables import PaytableError
     from table.rules.profiles import get_profile
@@ -61,16 +72,22 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
+    if table_key and not signed_path:
+        raise click.UsageError("--table-key signs a report: give --signed OUT too")
     cfg = None
     if config_path:
         try:
             cfg = load_config(config_path)
         except ConfigError as exc:
             raise BadInput(f"invalid config:\n{exc}") from None
-    if journal_path is None:
+    if journal_path is None and archive_dir is None:
         if cfg is None:
             raise click.UsageError("give --journal, or --config naming the table's [journal] path")
         journal_path = str(cfg.journal.path)
+        if cfg.journal.archive is not None:  # one segment a gaming day: the archived days and today's
+            archive_dir = str(cfg.journal.archive)
+            if not Path(journal_path).exists():
+                journal_path = None
     day = None
     if on is not None:
         try:
@@ -87,11 +104,21 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
     try:
-        with Journal(journal_path, read_only=True) as j:
-            facts = read_journal(j)
+        if archive_dir is not None:
+            live = Journal(journal_path, read_only=True) if journal_path else None
+            try:
+                facts = read_days(archive_dir, live)
+            finally:
+                if live is not None:
+                    live.close()
+        else:
+            with Journal(journal_path, read_only=True) as j:
+                facts = read_journal(j)
         rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None
+    if signed_path:
+        _write_signed(rep, signed_path, journal_path, table_key or (cfg.journal.key_file if cfg else None))
     if as_json:
         click.echo(json.dumps(rep))
     elif as_csv:
@@ -101,3 +128,32 @@ def report_command(kind: str, journal_path: str | None, config_path: str | None,
             click.echo(line)
     flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
     sys.exit(1 if flagged else 0)
+
+
+def _write_signed(rep: dict, out: str, journal_path: str | None, key_file: str | None) -> None:
+    """Write ``rep`` signed by the table key to ``out`` (mode 0644: a report is for filing),
+    naming the table the report names (its journal's or archives').
+    The key: ``key_file``, else the systemd credential, else ``JOURNAL.key`` beside the
+    journal; never a new one (a report signed by a key nobody knows proves nothing).
+    Raises :class:`BadInput`."""
+    from table.files import UnsafeFile, write_atomic
+    from table.keys import KeyFileError, load_private_key, load_table_key
+    from table.signed_report import SignedReportError, sign_report
+
+    try:
+        if key_file:
+            key = load_private_key(key_file)
+        else:
+            try:
+                key = load_table_key(None)
+            except KeyFileError:
+                beside = Path(journal_path).with_name(Path(journal_path).name + ".key") if journal_path else None
+                if beside is None or not beside.exists():
+                    raise KeyFileError("no table key to sign with: give --table-key (no credential "
+                                       f"threecard-table-key, no {beside or 'JOURNAL.key: no --journal'})") from None
+                key = load_private_key(beside)
+        write_atomic(out, sign_report(rep, key, str(rep["table_id"])), mode=0o644)
+    except KeyFileError as exc:
+        raise BadInput(str(exc)) from None
+    except (SignedReportError, UnsafeFile, OSError) as exc:
+        raise BadInput(f"cannot write the signed report {out}: {exc}") from None

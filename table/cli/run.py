@@ -27,6 +27,7 @@ from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
+from table.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
@@ -131,7 +132,8 @@ class RunResults:
 @exit_codes({
     0: "every round dealt (a voided round does not count: --rounds N deals N rounds)",
     EXIT_SCENARIO_FAILED: "with --scenario: the controller did not give the scenario's documented response",
-    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked",
+    EXIT_CUSTODY: "a custody violation held a round and no supervisor could be asked, or the table is closed for "
+                  "the gaming day ([gaming_day] procedures_required) and no front door can open it",
     EXIT_DEVICE: "a device failed or stopped answering",
     EXIT_JOURNAL: "the journal cannot be written (disk full, file size limit, I/O error, read-only: docs/journal.md)",
     EXIT_INTERRUPTED: "stopped: Ctrl-C, or SIGTERM (a routine `systemctl stop`, which the unit counts as success)",
@@ -355,7 +357,8 @@ class _TableRun:
                 self.svc.stopping(f"journal unwritable: {exc.reason}")
             except JournalTampered as exc:
                 self.error, self.code = str(exc), EXIT_CUSTODY
-            except (RoundHeld, CustodyViolation, SupervisorRequired) as exc:
+            except (RoundHeld, CustodyViolation, SupervisorRequired, TableClosed) as exc:
+                # (TableClosed: procedures required, the table closed and no front door to open it)
                 self.error, self.code = str(exc), EXIT_CUSTODY
             except (TableError, LinkError) as exc:
                 self.error, self.code = str(exc), EXIT_DEVICE
@@ -430,6 +433,7 @@ class _TableRun:
             click.echo(f"tablectl run: made a table key {key.source} (key id {key.key_id}) beside the journal; "
                        "a real table keeps its key in systemd credentials (docs/journal.md)", err=True)
         table_id = cfg.table.id if cfg is not None else "table"
+        self.archive_policy = _archive_policy(cfg, a.journal_path, key, table_id)
         try:
             self.journal = journal = Journal(a.journal_path, key=key, table_id=table_id)
         except JournalError as exc:
@@ -516,6 +520,12 @@ class _TableRun:
 
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
                                                             anchors=lambda: self.anchors).handlers())
+                from table.day_report import Calendar
+                from table.interfaces.day_view import DayReportQueries
+
+                # the shift's and the day's figures for the supervisor's page (issue 27)
+                self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
+                                                                calendar=Calendar.of(cfg)).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 
@@ -530,7 +540,9 @@ class _TableRun:
                                              max_connections=cfg.console.max_connections if cfg else 256,
                                              idle_timeout_s=cfg.console.idle_timeout_s if cfg else 300.0).close)
             if self.web_host_port is not None:
-                stack.callback(_open_web(self.web_host_port, self.dispatcher, front, cfg, a.people_file).close)
+                signer = _report_signer(journal) if journal is not None else None
+                stack.callback(_open_web(self.web_host_port, self.dispatcher, front, cfg, a.people_file,
+                                         signer).close)
                 console.attached = True
         except OSError as exc:
             raise click.UsageError(f"cannot open a front door: {exc}") from None
@@ -616,7 +628,9 @@ class _TableRun:
             decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed)
+            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
+            day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
+            archive=getattr(self, "archive_policy", None))
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
@@ -628,12 +642,12 @@ class _TableRun:
         mqtt_on = bool(self.cfg is not None and self.cfg.mqtt.host)
         if journal is not None and (self.dispatcher is not None or a.event_socket or mqtt_on):
             from table.interfaces.event_socket import serve_for
-            from table.interfaces.mqtt import MqttSetupError
+            from table.interfaces.mqtt import MqttSetupError, MqttUnavailable
 
             try:
                 serve_for(stack, controller, a.journal_path, a.event_socket, self.cfg, front=self.front,
                           dispatcher=self.dispatcher, roles=self.roles, table_key=journal.key, journal=journal)
-            except (MqttSetupError, OSError) as exc:
+            except (MqttSetupError, MqttUnavailable, OSError) as exc:  # [mqtt] without paho: say so, not "a bug"
                 raise click.UsageError(f"cannot serve the event stream: {exc}") from None
 
     def _limits(self) -> Any:
@@ -809,7 +823,15 @@ def _terminal_pin_check(cfg: Any, people_file: str | None, *, source: str = "ter
     return pin_checker(auth, source=source, origin=origin) if auth.people() else None
 
 
-def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None) -> Any:
+def _report_signer(journal: Journal) -> Any:
+    """Signs a report with the journal's table key, naming its table (the web's signed download)."""
+    from table.signed_report import sign_report
+
+    return lambda rep: sign_report(rep, journal.key, journal.table_id)
+
+
+def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None,
+              report_signer: Any = None) -> Any:
     """The HTTP + WebSocket front door of ``tablectl run``. Raises ``click.UsageError``."""
     from table.interfaces.web import WebFrontDoor
 
@@ -823,7 +845,7 @@ def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any,
                             tls_certfile=w.tls_certfile if w else None, tls_keyfile=w.tls_keyfile if w else None,
                             max_connections=w.max_connections if w else 256,
                             idle_timeout_s=w.idle_timeout_s if w else 10.0,
-                            max_websockets=w.max_websockets if w else 64)
+                            max_websockets=w.max_websockets if w else 64, report_signer=report_signer)
     except OSError as exc:
         raise click.UsageError(f"--web {host_port[0]}:{host_port[1]}: {exc}") from None
 
@@ -969,6 +991,40 @@ def unused_config(source: Path | None, *, journal: bool, control_socket: str | N
         out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
                    "broker (give --journal PATH, or run with --service)")
     return out
+
+
+def _archive_policy(cfg: Any, journal_path: str, key: Any, table_id: str) -> Any:
+    """With ``[journal] archive``: finish a gaming day's rollover a crash cut short
+    (table/segments.py), and the policy the controller rolls over and keeps archives by;
+    None without it (one journal, as before)."""
+    if cfg is None or cfg.journal.archive is None:
+        return None
+    from table.procedure.day_segments import ArchivePolicy
+    from table.segments import finish
+
+    folder = Path(cfg.journal.archive)
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist (create it: the run does not make folders)",
+                                 param_hint="the config's journal.archive")
+    try:
+        done = finish(journal_path, folder, key=key, table_id=table_id)
+    except JournalError as exc:
+        raise click.BadParameter(f"a gaming day's rollover cut short cannot be finished: {exc}",
+                                 param_hint="the config's journal.archive") from None
+    if done is not None:
+        log.warning("gaming_day_rollover_finished", archive=str(done))
+    anchored = None
+    if cfg.floor.url:
+        def anchored() -> int | None:
+            from table.notary_client import floor_anchors
+
+            got = [a for a in floor_anchors(cfg.floor, table_id=table_id, table_public=key.public)
+                   if isinstance(a.get("seq"), int) and "anchor_refused" not in a]
+            return max((a["seq"] for a in got), default=None)
+    else:
+        log.info("retention_without_floor", note="no [floor] url: archived gaming days are never removed")
+    g = cfg.gaming_day
+    return ArchivePolicy(folder, g.start_hour, g.timezone, g.retention_years, g.keep_days, anchored)
 
 
 def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:

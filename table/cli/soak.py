@@ -29,9 +29,15 @@ from .exits import exit_codes
               help="Run the table's clock this many times faster than real time: an unplug's "
                    "duration, a slow dealer, the devices' resend back-off and the controller's event "
                    "timeout (default 10; 1 is real time).")
+@click.option("--shoe-driver", "shoe_driver", metavar="NAME", default=None,
+              help="Soak a driver plugin's shoe (docs/drivers.md, 'Soak'): its emulator and the SPEC shuffler's, "
+                   "each a process of its own, real time; only the shoe's fault classes are drawn.")
+@click.option("--driver-option", "driver_options", metavar="KEY=VALUE", multiple=True,
+              help="With --shoe-driver: one of the driver's own options, as in [devices.shoe] "
+                   "(e.g. draw_index=false); the emulator is started to match.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: int, speed: float | None,
-                 as_json: bool) -> None:
+                 as_json: bool, shoe_driver: str | None = None, driver_options: tuple[str, ...] = ()) -> None:
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
     injected from every class: dealer errors (foreign card, card read twice, short
     deck, card drawn early, card too many), device faults (unreadable card, jam,
@@ -62,13 +68,48 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
               controller caught) and resolved as one would: voided with
               wagers returned, or if already settled, its results stand
       fault:  a device fault or timeout stopped it; the table recovered
-    """
-    from table.hil.chaos import SOAK_SPEED, run_soak
 
+    With --shoe-driver NAME the shoe is a driver plugin's emulator (the
+    plugin's emulator_argv) and the shuffler the SPEC shuffler's, each a
+    process of its own, in real time, moved by a bench dealer through their
+    control sockets; only the shoe's fault classes are drawn (foreign card,
+    card read twice, unreadable card, card drawn early, card too many, noise
+    as a card is reported, shoe unplugged or rebooted, and a card that leaves
+    past the reader unreported). The summary also names the driver, its
+    options and the capabilities its shoe lacks (docs/drivers.md, "Soak").
+    """
     logging.getLogger().handlers.clear()
     logging.basicConfig(level=logging.CRITICAL, stream=sys.stderr)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     rate = fault_rate if faults == "random" else 0.0
+    if shoe_driver is not None or driver_options:
+        summary = _driver_soak(shoe_driver, driver_options, rounds, seed, seats, rate, speed)
+    else:
+        summary = _spec_soak(rounds, seed, seats, rate, speed)
+    _report(summary, as_json)
+
+
+def _driver_soak(shoe_driver: str | None, driver_options: tuple[str, ...], rounds: int, seed: int, seats: int,
+                 rate: float, speed: float | None) -> dict:
+    from devices.contract import DriverError
+    from table.hil.driver_soak import run_driver_soak
+
+    from .conformance import _option_value
+
+    if shoe_driver is None:
+        raise click.UsageError("--driver-option needs --shoe-driver NAME")
+    if speed is not None:
+        raise click.UsageError("--speed is for the simulated table: a driver's emulator runs in real time")
+    options = dict(_option_value(o) for o in driver_options)
+    try:
+        return run_driver_soak(rounds, seed, driver=shoe_driver, options=options, seats=seats, fault_rate=rate)
+    except DriverError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _spec_soak(rounds: int, seed: int, seats: int, rate: float, speed: float | None) -> dict:
+    from table.hil.chaos import SOAK_SPEED, run_soak
+
     speed = SOAK_SPEED if speed is None else speed
     if sys.stderr.isatty():
         with click.progressbar(length=rounds, label="soak", file=sys.stderr) as bar:
@@ -76,6 +117,11 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
                                speed=speed)
     else:
         summary = run_soak(rounds, seed, seats=seats, fault_rate=rate, speed=speed)
+    return summary
+
+
+def _report(summary: dict, as_json: bool) -> None:
+    """Print the summary (text or one JSON object) and exit 0 or 1 (see the exit codes)."""
     if as_json:
         click.echo(json.dumps(summary))
     else:
@@ -94,6 +140,9 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
         click.echo(f"wagers: placed {w['placed_cents']} cents in {w['rounds']} rounds ended = settled "
                    f"{w['settled_cents']} + returned by voids {w['returned_cents']}: "
                    f"{'balanced' if w['ok'] else 'NOT BALANCED'}; {w['open_rounds']} round(s) still open")
+        if "driver" in summary:
+            click.echo(f"driver: {summary['driver']} {json.dumps(summary['options'])}; its shoe lacks: "
+                       f"{', '.join(summary['missing']) or 'nothing'}")
         for line in w["problems"]:
             click.echo(f"  {line}")
         for a in summary["anomalies"]:

@@ -10,7 +10,7 @@
     day_starts_h = 6                                # the gaming day begins at 06:00
 
     [[broker]]                                      # one or more
-    url = "mqtt://127.0.0.1:1883"                   # mqtts:// for TLS
+    url = "mqtt://127.0.0.1:1883"                   # mqtts:// for TLS; /PREFIX: topics a bridge prefixed
     floors = ["pit1", "pit2"]                       # topic segments followed (default: all)
     password_file = "/etc/threecard/floor-broker.pw"  # with USER@ in url
     ca_file = "/etc/threecard/broker-ca.pem"
@@ -40,7 +40,7 @@ class FloorConfigError(ValueError):
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """One ``[[broker]]``: ``url`` (``mqtt://[USER@]HOST[:PORT]``), ``floors`` followed,
+    """One ``[[broker]]``: ``url`` (``mqtt://[USER@]HOST[:PORT][/PREFIX]``), ``floors`` followed,
     ``password_file``, ``ca_file``."""
 
     url: str
@@ -112,7 +112,7 @@ def _brokers(raw: Any, path: Callable[[str, dict[str, Any], str, bool], Path | N
             problems.append(f"{prefix}.{k}: unknown key (allowed: {', '.join(sorted(BROKER_KEYS))})")
         url = b.get("url")
         if not isinstance(url, str) or not re.match(r"^mqtts?://", url):
-            problems.append(f"{prefix}.url: {url!r}; allowed: mqtt://[USER@]HOST[:PORT] or mqtts://...")
+            problems.append(f"{prefix}.url: {url!r}; allowed: mqtt://[USER@]HOST[:PORT][/PREFIX] or mqtts://...")
             continue
         floors = b.get("floors", ["+"])
         if not isinstance(floors, list) or not floors or not all(

@@ -6,8 +6,21 @@ kept in the floor database; the notary's rule applied to every checkpoint.
 and a checkpoint's own signature with :func:`table.journal.check_signed`; what does
 not verify is dropped, counted and logged (and an alarm row, at most one per table,
 day and reason), never stored. What verifies is queued (bounded: a full queue makes
-the broker's thread wait, so QoS 1 backs up at the broker, nothing is lost here)
-and written by one writer thread in transactions of up to ``batch_max`` messages.
+the broker's thread wait, so QoS 1 backs up at the broker) and written by one
+writer thread in transactions of up to ``batch_max`` messages, each gathered for
+at most :data:`LINGER_S` after its first (one commit, and one wake of the writer,
+per batch rather than per message: ``bench/floor_ingest.py``).
+
+**Durability.** A message is acknowledged to the broker (QoS 1 PUBACK, sent by
+paho when :meth:`Floor.receive` returns) once it is verified and queued, before
+its batch is committed: committed means SQLite's WAL with ``synchronous=NORMAL``
+(survives a crash of the floor process; the last transactions may be lost to a
+power cut) or PostgreSQL's commit. A crash of the floor process loses the
+messages queued and not yet committed (at most ``queue_max``; at the rates of a
+floor, the last :data:`LINGER_S` or so). On restart the brokers deliver every
+table's retained status and checkpoint again, so the notary is back at each
+table's latest checkpoint; events of the lost window stay only in the tables'
+journals (the record of truth), and the floor's round results miss them.
 
 What is kept (``table/floor/migrations.py``), from the topics
 ``threecard/{floor}/{table}/events | status | checkpoint``:
@@ -31,11 +44,11 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import queue
 import secrets
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from zoneinfo import ZoneInfo
@@ -56,6 +69,8 @@ log = structlog.get_logger("table.floor")
 MAX_MESSAGE = 256 * 1024
 #: the game every Three Card Poker table reports under (``round_results.game``)
 GAME = "three_card_poker"
+#: a batch is gathered for at most this long after its first message (s), then committed
+LINGER_S = 0.02
 #: the most refusal reasons counted apart (``Counts.by_reason``)
 MAX_REASONS = 64
 INCIDENT_TYPES = ("incident", "custody_violation", "round_held", "round_voided")
@@ -102,6 +117,13 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+def _table_topic(topic: str) -> list[str]:
+    """``[threecard, FLOOR, TABLE, KIND]`` of ``[PREFIX/]threecard/FLOOR/TABLE/KIND`` (the
+    prefix a bridge added is dropped: the signature does not cover it), or ``[]``."""
+    parts = topic.split("/")
+    return parts[-4:] if len(parts) >= 4 and parts[-4] == "threecard" else []
+
+
 def _cents(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
@@ -122,8 +144,12 @@ class Floor:
         self.day = day
         self.counts = Counts()
         self.batch_max = batch_max
-        self._q: queue.Queue = queue.Queue(maxsize=queue_max)
-        self._cv = threading.Condition()
+        self.queue_max = queue_max
+        self._items: deque[tuple] = deque()   # verified, waiting for the writer (bounded by queue_max)
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)    # a batch written or a message refused (wait_idle)
+        self._work = threading.Condition(self._lock)  # the writer's: a first message, or a full batch
+        self._room = threading.Condition(self._lock)  # the receivers': room in the queue again
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._forged_alarms: set[str] = set()
@@ -144,8 +170,8 @@ class Floor:
         if len(payload) > MAX_MESSAGE:
             self._refuse(topic, f"larger than {MAX_MESSAGE} bytes", "too_big")
             return False
-        parts = topic.split("/")
-        kind = parts[3] if len(parts) == 4 else ""
+        parts = _table_topic(topic)
+        kind = parts[3] if parts else ""
         try:
             message = self._verify(topic, payload)
             if kind == "checkpoint":
@@ -158,15 +184,13 @@ class Floor:
         if kind not in ("events", "status", "checkpoint"):
             self._refuse(topic, f"not a table topic the floor keeps ({kind[:32]!r})", "forged")
             return False
-        with self._cv:
+        with self._lock:
+            while len(self._items) >= self.queue_max and not self._stop.is_set():
+                self._room.wait(0.5)  # the writer is behind: QoS 1 backs up at the broker
             self.counts.verified += 1
-        item = (kind, parts[1], parts[2], message)
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.5)
-                return True
-            except queue.Full:
-                continue
+            self._items.append((kind, parts[1], parts[2], message))
+            if len(self._items) in (1, self.batch_max):  # one wake a batch, not one a message
+                self._work.notify()
         return True
 
     def _check_checkpoint(self, table_id: str, cp: Any) -> None:
@@ -178,8 +202,8 @@ class Floor:
             raise ForgedMessage(f"a checkpoint not signed by table {table_id}'s key ({why or 'another table_id'})")
 
     def _refuse(self, topic: str, why: str, counter: str) -> None:
-        parts = topic.split("/")
-        table = parts[2] if len(parts) == 4 else "?"
+        parts = _table_topic(topic)
+        table = parts[2] if parts else "?"
         reason = why[:60] if counter != "unknown_table" else "no public key for the topic's table"
         with self._cv:
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
@@ -201,13 +225,14 @@ class Floor:
                 self._enqueue_alarm(aid, table, "forged_message", f"a message on {topic[:120]} was refused: {why[:200]}")
 
     def _enqueue_alarm(self, aid: str, table: str | None, kind: str, text: str) -> None:
-        with self._cv:
-            self._pending += 1
-        try:
-            self._q.put_nowait(("alarm", "", table or "", {"alarm_id": aid, "kind": kind, "text": text}))
-        except queue.Full:
-            with self._cv:
-                self._pending -= 1
+        with self._lock:
+            full = len(self._items) >= 2 * self.queue_max  # never waits: alarms have room past queue_max
+            if not full:
+                self._pending += 1
+                self._items.append(("alarm", "", table or "", {"alarm_id": aid, "kind": kind, "text": text}))
+                if len(self._items) in (1, self.batch_max):
+                    self._work.notify()
+        if full:
             log.error("floor_alarm_not_queued", table=table, kind=kind, text=text[:200])
 
     # -- writing (the writer thread) ------------------------------------------------------------
@@ -218,22 +243,33 @@ class Floor:
         self._thread.start()
         return self
 
+    def _take_batch(self) -> list[tuple] | None:
+        """Up to ``batch_max`` queued messages, gathered for at most :data:`LINGER_S` after the
+        first; None once stopped with nothing queued."""
+        with self._lock:
+            while not self._items:
+                if self._stop.is_set():
+                    return None
+                self._work.wait(0.5)
+            deadline = time.monotonic() + LINGER_S
+            while len(self._items) < self.batch_max and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._work.wait(left)
+            batch = [self._items.popleft() for _ in range(min(len(self._items), self.batch_max))]
+            self._room.notify_all()
+        return batch
+
     def _write_loop(self) -> None:
         pending: list[tuple] = []
         backoff = 0.5
         while True:
             if not pending:
-                try:
-                    pending.append(self._q.get(timeout=0.5))
-                except queue.Empty:
-                    if self._stop.is_set():
-                        return
-                    continue
-                while len(pending) < self.batch_max:
-                    try:
-                        pending.append(self._q.get_nowait())
-                    except queue.Empty:
-                        break
+                batch = self._take_batch()
+                if batch is None:
+                    return
+                pending = batch
             try:
                 after = self._write(pending)
             except StoreError as exc:  # the database is away: keep the batch, try again (bounded queue)
@@ -255,7 +291,7 @@ class Floor:
 
     def _write(self, batch: list[tuple]) -> list[Callable[[], None]]:
         after: list[Callable[[], None]] = []
-        with self.store.transaction() as tx:
+        with self.store.transaction(pipeline=True) as tx:
             for kind, floor, table, message in batch:
                 if kind == "status":
                     self._status(tx, floor, table, message)
@@ -411,6 +447,9 @@ class Floor:
         """Write what is queued (up to ``timeout_s``), then stop the writer."""
         self.wait_idle(timeout_s)
         self._stop.set()
+        with self._lock:
+            self._work.notify_all()
+            self._room.notify_all()
         if self._thread is not None:
             self._thread.join(timeout_s)
 
@@ -422,7 +461,8 @@ def client_id() -> str:
 
 class BrokerFeed:
     """One broker's messages into a :class:`Floor` (paho-mqtt; reconnects 1..30 s by itself).
-    ``broker``: a :class:`table.interfaces.pit.BrokerAddress`; ``floors``: the topic segments
+    ``broker``: a :class:`table.interfaces.pit.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
+    tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
 
     KINDS = ("events", "status", "checkpoint")
@@ -433,7 +473,8 @@ class BrokerFeed:
 
         self.floor = floor
         self.broker = broker
-        self.topics = [f"threecard/{f}/+/{k}" for f in floors for k in self.KINDS]
+        # ``[PREFIX/]``: the prefix of the broker URL's path, for tables heard over a prefixing bridge
+        self.topics = [f"{broker.prefix}threecard/{f}/+/{k}" for f in floors for k in self.KINDS]
         #: set once subscribed (SUBACK), cleared when the connection is lost
         self.connected = threading.Event()
         self.client_id = client_id()

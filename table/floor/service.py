@@ -38,6 +38,11 @@ class FloorService:
             self.brokers = [(BrokerAddress.parse(b.url), b) for b in config.brokers]
         except PitSetupError as exc:
             raise FloorConfigError(f"broker.url: {exc}") from None
+        try:
+            import paho.mqtt.client  # noqa: F401  (the feeds' client: said now, not as a crash at start)
+        except ImportError:
+            raise FloorConfigError("the floor follows its brokers with paho-mqtt, which is not installed: "
+                                   "pip install 'threecard-table[floor]'") from None
         self.store: Any = None
         self.floor: Floor | None = None
         self.server: FloorServer | None = None

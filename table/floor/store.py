@@ -65,7 +65,7 @@ class Tx:
         return sql.replace("?", "%s") if self._pg else sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement; the number of rows it changed."""
+        """Run one statement; the number of rows it changed (-1 in a pipelined transaction)."""
         self._cur.execute(self._sql(sql), tuple(params))
         return self._cur.rowcount
 
@@ -116,13 +116,17 @@ class Store:
         self._pg = pg
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Tx]:
+    def transaction(self, *, pipeline: bool = False) -> Iterator[Tx]:
         """One transaction: committed when the block ends, rolled back when it raises.
-        Raises :class:`StoreError` for a database error."""
+        ``pipeline``: on PostgreSQL, send the statements without waiting for each one's
+        answer (psycopg's pipeline mode; a query still waits for its rows), for the
+        ingest's batches: one round trip per query, not per statement (``Tx.execute``'s
+        row count is then not known). Raises :class:`StoreError` for a database error."""
         with self._lock:
             try:
                 if self._pg:
-                    with self._conn.transaction(), self._conn.cursor() as cur:
+                    piped = self._conn.pipeline() if pipeline else contextlib.nullcontext()
+                    with piped, self._conn.transaction(), self._conn.cursor() as cur:
                         yield Tx(cur, True)
                 else:
                     cur = self._conn.cursor()

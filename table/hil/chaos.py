@@ -89,8 +89,9 @@ STEP_KINDS: dict[str, tuple[str, ...]] = {
     "before_round": FAULT_KINDS + SLIP_KINDS,
     # the shuffle jams; a card is dropped on the way into the shuffler; the dealer is slow to put the deck in
     "shuffle": ("jam", "missing_card", "late_insert"),
-    # the shoe's cable pulled, or the shoe power-cycled, just before the deck goes in
-    "load_shoe": ("unplug_shoe", "reboot_shoe"),
+    # the shoe's cable pulled, or the shoe power-cycled, just before the deck goes in; or the
+    # shoe's line noisy (with ``seconds``: every frame from the shoe corrupted that long)
+    "load_shoe": ("unplug_shoe", "reboot_shoe", "corrupt_bytes"),
     # the card drawn is of the other deck, a repeat of the round's first card, unreadable, or two
     # cards come out at once; the shoe's cable pulled just before the card is drawn
     "draw": ("foreign_card", "duplicate_read", "unreadable_card", "extra_card", "unplug_shoe"),
@@ -277,7 +278,10 @@ class FaultInjector:
 
     def _corrupt_bytes(self) -> None:
         self._flips = self.t.shoe_faults.injected["bit_flip"]
-        self.t.shoe_faults.burst(20)
+        if self._seconds:  # a scenario's noisy patch: every read corrupted for that long
+            self.t.shoe_faults.noisy_for(self._seconds)
+        else:  # the soak's burst: half of the next 20 reads
+            self.t.shoe_faults.burst(20)
 
     def withdraw_unstruck(self, kind: str) -> bool:
         """End of the round fault ``kind`` was armed for: True if it struck. A fault
@@ -405,20 +409,34 @@ class FaultyDealer:
 
 class BurstTransport(FaultyTransport):
     """A transport that flips one bit in half of its next ``n`` reads (a noisy patch
-    on the line); the CRC catches each, the ARQ recovers."""
+    on the line, :meth:`burst`), or in every read for a while (:meth:`noisy_for`);
+    the CRC catches each, the ARQ recovers. ``clock``: the table's clock, which
+    :meth:`noisy_for`'s seconds run on."""
 
-    def __init__(self, inner, seed: int) -> None:
+    def __init__(self, inner, seed: int, clock=REAL_CLOCK) -> None:
         super().__init__(inner, FaultPlan(seed=seed))
         self._burst = 0
+        self._clock = clock
+        self._noisy_until = 0.0
 
     def burst(self, reads: int) -> None:
+        """Half of the next ``reads`` reads are corrupted (0: the burst ends, and so
+        does a :meth:`noisy_for` patch)."""
         self._burst = reads
+        if reads == 0:
+            self._noisy_until = 0.0
+
+    def noisy_for(self, seconds: float) -> None:
+        """Every read for the next ``seconds`` (table clock) is corrupted: nothing the
+        device sends gets through meanwhile, however often it resends."""
+        self._noisy_until = self._clock.monotonic() + seconds
 
     def read(self, max_bytes: int = 512, timeout_s: float | None = None) -> bytes:
         data = super().read(max_bytes, timeout_s)
-        if data and self._burst > 0:
-            self._burst -= 1
-            if self._rng.random() < 0.5:
+        noisy = data and self._clock.monotonic() < self._noisy_until
+        if data and (self._burst > 0 or noisy):
+            self._burst = max(0, self._burst - 1)
+            if not noisy and self._rng.random() < 0.5:
                 return data
             i = self._rng.randrange(len(data))
             data = data[:i] + bytes((data[i] ^ 0x10,)) + data[i + 1:]
@@ -454,7 +472,8 @@ class ChaosTable:
         self.events: queue.Queue = queue.Queue(maxsize=1024)
         cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=12, reconnect_initial_ms=20,
                          reconnect_max_ms=200, heartbeat_interval_ms=500, read_timeout_ms=50)
-        self.shoe_faults = BurstTransport(SerialTransport(str(self.link_dir / "shoe"), read_timeout_s=0.05), seed)
+        self.shoe_faults = BurstTransport(SerialTransport(str(self.link_dir / "shoe"), read_timeout_s=0.05), seed,
+                                          self.clock)
         self.shuffler = self._open(Shuffler, SerialTransport(str(self.link_dir / "shuffler"), read_timeout_s=0.05), cfg)
         self.shoe = self._open(CardShoe, self.shoe_faults, cfg)
         self.dealer = FaultyDealer(self.sim)
@@ -541,10 +560,14 @@ class ChaosTable:
                     self.counts.append(e.body["message"]["back_colour"])
                 continue
             out[key] = out.get(key, 0) + 1
-        for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler)):
-            if driver.link._parser.crc_errors:
-                out[f"link:{name}:crc_error"] = driver.link._parser.crc_errors
+        out.update(self.link_errors())
         return dict(out)
+
+    def link_errors(self) -> dict[str, int]:
+        """Frames the links' parsers dropped for a bad CRC, by device (cumulative)."""
+        return {f"link:{name}:crc_error": driver.link._parser.crc_errors
+                for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler))
+                if driver.link._parser.crc_errors}
 
 
 #: What counts as detecting each fault class (any of the keys, after injection).
@@ -565,6 +588,8 @@ DETECTED_BY = {
     "reboot_shoe": ("link:shoe:device_rebooted",),
     "unplug_shuffler": ("link:shuffler:link_down",),
     "reboot_shuffler": ("link:shuffler:device_rebooted",),
+    # a driver plugin's shoe (table.hil.driver_soak): a card out past the reader, no event at all
+    "card_unreported": ("violation:card_unaccounted",),
 }
 
 
@@ -662,7 +687,9 @@ class _SoakTally:
     """The soak's counting (:func:`run_soak`): each round's fault, what the journal showed
     for it, and every anomaly, by round."""
 
-    def __init__(self) -> None:
+    def __init__(self, detected_by: dict[str, tuple[str, ...]] | None = None) -> None:
+        #: what counts as detecting each fault class (:data:`DETECTED_BY`, or a soak's own)
+        self.detected_by = detected_by or DETECTED_BY
         self.injected: collections.Counter[str] = collections.Counter()
         self.detected: collections.Counter[str] = collections.Counter()
         self.withdrawn: collections.Counter[str] = collections.Counter()
@@ -745,21 +772,21 @@ class _SoakTally:
         if self.late is not None:
             # Last round's fault may show in this round (a straggling card event, a reboot
             # noticed at the next request): detection one round late, counted apart.
-            if set(new) & set(DETECTED_BY[self.late]):
+            if set(new) & set(self.detected_by[self.late]):
                 self.credit(self.late, late=True)
-                alarms -= set(DETECTED_BY[self.late])
-                notices -= set(DETECTED_BY[self.late])
+                alarms -= set(self.detected_by[self.late])
+                notices -= set(self.detected_by[self.late])
             else:
                 self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
                                        "next_round_saw": dict(new)})
             self.late = None
         if kind and kind != "missing_card":
-            if set(new) & set(DETECTED_BY[kind]):
+            if set(new) & set(self.detected_by[kind]):
                 self.credit(kind)
             else:
                 self.late, self.late_round = kind, n
-            alarms -= set(DETECTED_BY[kind])
-            notices -= set(DETECTED_BY[kind])
+            alarms -= set(self.detected_by[kind])
+            notices -= set(self.detected_by[kind])
         if kind and alarms:
             # A faulted round with an alarm its fault does not explain: listed, not counted
             # as a false alarm (the fault may have caused it), for review.
@@ -780,8 +807,10 @@ class _SoakTally:
             self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
                                    "next_round_saw": {}})
 
-    def summary(self, rounds: int, seed: int, speed: float, truth: Any, recorded: Any) -> dict[str, Any]:
-        """The soak's summary (docs/emulators.md): counts, by kind, and the anomalies."""
+    def summary(self, rounds: int, seed: int, speed: float, truth: Any, recorded: Any,
+                kinds: tuple[str, ...] = FAULT_KINDS) -> dict[str, Any]:
+        """The soak's summary (docs/emulators.md): counts, by kind (``kinds``: the classes
+        the soak draws from), and the anomalies."""
         pending = len(self.short_decks)  # decks not counted again before the end: neither detected nor missed
         if pending:
             self.injected["missing_card"] -= pending
@@ -802,7 +831,7 @@ class _SoakTally:
             "link_notices_without_fault": self.stray_notices,
             "by_kind": {k: {"injected": self.injected[k], "detected": self.detected[k],
                             "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k]}
-                        for k in FAULT_KINDS},
+                        for k in kinds},
             "outcomes": dict(self.outcomes),
             "card_events": len(recorded),
             "seed": seed,
@@ -831,7 +860,10 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
     """Read and check a scenario file (TOML). Raises :class:`ScenarioError` naming the
     file and the key (a fault's as ``fault[i].key``) and what is allowed.
 
-    Keys: ``name``, ``description``, ``rounds``, ``seed``, ``seats`` (3),
+    Keys: ``name``, ``description``, ``rounds``, ``seed``, ``seats`` (3), ``speed`` (1:
+    how many times faster than real time the table's clock runs, as the soak's
+    ``--speed``: device back-offs and the event timeout shrink, the host's link timers
+    do not),
     ``[expect]`` (see :data:`_EXPECT_KEYS`), and one ``[[fault]]`` table per fault
     or slip of the virtual dealer:
 
@@ -844,7 +876,9 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
     - ``draw``: with ``step = "draw"`` only, and required there: the round's draw
       it strikes at, 1..3 * (seats + 1) (seat 1 first, the dealer last, three times);
       ``duplicate_read`` needs draw >= 2 (it repeats the round's first card);
-    - ``seconds``: how long an ``unplug_shoe`` or a ``late_insert`` lasts (0.3).
+    - ``seconds``: how long an ``unplug_shoe`` or a ``late_insert`` lasts (0.3); with
+      ``corrupt_bytes``, how long every frame from the shoe is corrupted (without it:
+      the soak's burst, half of the shoe's next 20 reads).
     """
     p = Path(path)
     try:
@@ -856,16 +890,31 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
             raise ScenarioError(f"{p}: {key}: required, a {kind.__name__}")
     if data["rounds"] < 1:
         raise ScenarioError(f"{p}: rounds: must be >= 1")
-    allowed_top = {"name", "description", "rounds", "seed", "seats", "fault", "expect"}
+    allowed_top = {"name", "description", "rounds", "seed", "seats", "speed", "fault", "expect"}
     for key in data:
         if key not in allowed_top:
             raise ScenarioError(f"{p}: {key}: unknown key; allowed: {', '.join(sorted(allowed_top))}")
     seats = data.get("seats", 3)
     if not _is_int(seats) or seats < 1:
         raise ScenarioError(f"{p}: seats: must be an integer >= 1")
-    deal = 3 * (seats + 1)
+    speed = data.get("speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 1 <= speed <= 1000:
+        raise ScenarioError(f"{p}: speed: a number 1..1000 (the table's clock against real time, as the soak's "
+                            f"--speed), got {speed!r}")
     if not data.get("expect"):
         raise ScenarioError(f"{p}: expect: required: the controller's documented response to check")
+    _check_faults(p, data, seats)
+    expect = data.get("expect", {})
+    for key, value in expect.items():
+        if key not in _EXPECT_KEYS or not isinstance(value, _EXPECT_KEYS[key]):
+            raise ScenarioError(f"{p}: expect.{key}: unknown or wrong type; allowed: "
+                                + ", ".join(f"{k} ({t.__name__})" for k, t in _EXPECT_KEYS.items()))
+    return data
+
+
+def _check_faults(p: Path, data: dict[str, Any], seats: int) -> None:
+    """:func:`load_scenario`'s checks of each ``[[fault]]``; raises :class:`ScenarioError`."""
+    deal = 3 * (seats + 1)
     fault_keys = ("round", "step", "draw", "kind", "seconds")
     for i, f in enumerate(data.get("fault", [])):
         where = f"{p}: fault[{i}]"
@@ -899,12 +948,6 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
                 why = " (duplicate_read repeats the round's first card)" if low == 2 else ""
                 raise ScenarioError(f"{where}.draw: required with step = \"draw\": an integer {low}..{deal}, "
                                     f"the round's draw ({seats} seats and the dealer, 3 cards each){why}")
-    expect = data.get("expect", {})
-    for key, value in expect.items():
-        if key not in _EXPECT_KEYS or not isinstance(value, _EXPECT_KEYS[key]):
-            raise ScenarioError(f"{p}: expect.{key}: unknown or wrong type; allowed: "
-                                + ", ".join(f"{k} ({t.__name__})" for k, t in _EXPECT_KEYS.items()))
-    return data
 
 
 def run_scenario(path: str | Path, journal_path: str | Path | None = None) -> dict[str, Any]:
@@ -917,7 +960,8 @@ def run_scenario(path: str | Path, journal_path: str | Path | None = None) -> di
     sc = load_scenario(path)
     faults = sc.get("fault", [])
     missed: dict[str, Any] = {}
-    with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3), journal_path=journal_path) as t:
+    with ChaosTable(seed=sc["seed"], seats=sc.get("seats", 3), journal_path=journal_path,
+                    speed=float(sc.get("speed", 1.0))) as t:
         inj = FaultInjector(t, random.Random(sc["seed"]))
 
         def arm(n: int) -> list[tuple[int, StepHook]]:

@@ -50,7 +50,7 @@ from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.3.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index
+API_VERSION = "1.4.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -180,6 +180,53 @@ COMMANDS: tuple[Action, ...] = (
                                                              _str(64, "the incident's id", r"^[A-Za-z0-9_.:-]+$")],
                                                   "description": "which incident (its id or event seq)"},
             "note": REASON}),
+    Action("table_procedure", "command", "One of the gaming day's procedures, signed by two people of the people "
+                                         "file (COMAR 36.05.03.10): the supervisor (over HTTP/WebSocket the "
+                                         "signed-in one; on the Unix socket named and proved by pin) and a "
+                                         "dealer, who countersigns with dealer and dealer_pin on every front "
+                                         "door. Carried out between rounds (before the first bet of the round "
+                                         "open for bets; a simulated table at the next round's start). The "
+                                         "reply's slip is the journaled slip. Since 1.4.0.",
+           {"procedure": {"enum": ["open", "shift_change", "fill", "credit", "close", "drop"],
+                          "description": "open (opening inventory), shift_change (closer's inventory; slip.opener "
+                                         "is the incoming dealer), fill and credit (chips brought to / taken "
+                                         "from the table: slip.amount), close (closing inventory), drop (the "
+                                         "count's drop of slip.gaming_day, after the close)"},
+            "slip": {"type": "object", "additionalProperties": False, "maxProperties": 4,
+                     "description": "the slip: inventory (open, shift_change, close), amount (fill, credit, drop), "
+                                    "gaming_day, counted_by, verified_by (drop), opener (shift_change)",
+                     "properties": {
+                         "inventory": {"type": "object", "maxProperties": 64,
+                                       "description": "chips by denomination: denomination in cents (text) -> "
+                                                      "chips, e.g. {\"2500\": 40, \"500\": 100}",
+                                       "propertyNames": {"pattern": "^[0-9]{1,9}$"},
+                                       "additionalProperties": {"type": "integer", "minimum": 0,
+                                                                "maximum": 100000}},
+                         "amount": {"type": "integer", "minimum": 0, "maximum": 10_000_000_000,
+                                    "description": "cents"},
+                         "gaming_day": _str(10, "the gaming day counted, YYYY-MM-DD", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
+                         "opener": _str(MAX_NAME, "the incoming dealer's id (shift_change)",
+                                        r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+                         "counted_by": _str(MAX_NAME, "drop: who counted it in the count room",
+                                            r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+                         "verified_by": _str(MAX_NAME, "drop: who verified the count (not who counted it)",
+                                             r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")}},
+            "dealer": _str(MAX_NAME, "the dealer who signs the slip: a person of the people file with the dealer "
+                                     "role, not the supervisor", r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+            "dealer_pin": _str(64, "the dealer's PIN (the people file), checked with the sign-in's lock-outs; "
+                                   "never journaled nor logged"),
+            "supervisor": SUPERVISOR, "pin": PIN}, ("procedure", "dealer", "dealer_pin")),
+    Action("day_report", "query", "The table's figures for the current shift or gaming day from its journal "
+                                  "(the tablectl report --json shape) and a series, one item per settled round "
+                                  "in order: the cumulative settled house win, the cumulative expected win given "
+                                  "the decisions and its 95 % band (cents), for a plot. Since 1.4.0.",
+           {"period": {"enum": ["shift", "day"], "description": "the current shift, or the gaming day with its "
+                                                                 "shifts"},
+            "gaming_day": _str(10, "the gaming day (YYYY-MM-DD); absent: the current one",
+                               r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
+            "shift": {"type": "integer", "minimum": 1, "maximum": 24,
+                      "description": "with period shift: which shift of the day (absent: the current one)"}},
+           ("period",)),
     Action("whoami", "query", "The person, role and seat this connection acts as."),
     Action("events", "query", "Public events after a seq, from the journal (at most 'limit'); for polling "
                               "clients. A seat terminal gets its own seat's channel.",
@@ -214,6 +261,8 @@ QUERY_ROLES: dict[str, frozenset[Role]] = {
     "shuffle_check": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
     "audit_status": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
     "history": frozenset({Role.DEALER, Role.SUPERVISOR, Role.AUDITOR, Role.PIT}),
+    # what the table won and holds is money: for supervisors and auditors (COMAR 36.05.03.25)
+    "day_report": frozenset({Role.SUPERVISOR, Role.AUDITOR}),
 }
 
 ACTIONS: dict[str, Action] = {a.name: a for a in COMMANDS}

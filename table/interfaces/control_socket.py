@@ -16,7 +16,9 @@ connection (as lines of their own, after its reply).
 
 Who the client is comes from the kernel (``SO_PEERCRED``), mapped to a role
 through the config's ``[roles]`` groups (:class:`~table.interfaces.peers.LocalRoles`);
-a peer with no role gets one ``unauthenticated`` line and is closed. Bounds:
+a peer with no role gets one ``unauthenticated`` line and is closed (once it
+has sent something: a connection is served from its first byte, parked until
+then, :class:`~table.interfaces.serving.Park`). Bounds:
 at most ``max_connections`` connections (the longest idle of the busiest
 account is closed to make room), a line of at most
 :data:`~table.interfaces.serving.MAX_LINE` bytes (a longer one gets one

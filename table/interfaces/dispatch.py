@@ -270,7 +270,10 @@ class Channel:
     (issue 24). Otherwise an absent supervisor argument is filled with the
     actor's name. ``on_subscribe``:
     called with True/False when a subscription starts/ends (a transport lifts its
-    idle timeout meanwhile).
+    idle timeout meanwhile). ``prove``: ``(person, pin) -> Actor``, this channel's own
+    PIN check (the web's: the people file's, with the sign-in lock-outs of the
+    client's address), used for a countersigning dealer (``table_procedure``); None:
+    the dispatcher's ``prove``.
     """
 
     source: str
@@ -279,6 +282,7 @@ class Channel:
     signed_in: bool = False
     on_subscribe: Callable[[bool], None] | None = None
     proves_people: bool = False
+    prove: Callable[[str, str], Actor] | None = field(default=None, repr=False)
     subscription: asyncio.Task[Any] | None = field(default=None, repr=False)
     feed: Feed | None = field(default=None, repr=False)
 
@@ -401,6 +405,10 @@ class Dispatcher:
             if isinstance(proven, dict):
                 return proven, None
             actor, args["supervisor"] = proven, proven.person
+        if action.name == "table_procedure":
+            dealer = await self._countersigned(channel, args, actor, rid)
+            if isinstance(dealer, dict):
+                return dealer, None
         if action.name not in QUERY_ROLES:  # the core's: commands, and status
             return await self._command(channel, actor, action, args, rid), None
         return await self._query(channel, actor, action, args, rid)
@@ -432,6 +440,38 @@ class Dispatcher:
             return refusal("forbidden", f"{action.name} is for supervisor; {proven.person} is {proven.role.value}",
                            rid)
         return Actor(proven.person, Role.SUPERVISOR, source=channel.source)
+
+    async def _countersigned(self, channel: Channel, args: dict[str, Any], actor: Actor, rid: Any) -> Actor | dict:
+        """The dealer who countersigns a table procedure (COMAR 36.05.03.10: a slip signed by
+        the dealer and a supervisor), proved by their PIN (``dealer_pin``, removed from
+        ``args``: never journaled nor logged) with the channel's check, or the refusal: a
+        dealer of the people file, not the supervisor who asks (two people)."""
+        pin = args.pop("dealer_pin", None)
+        dealer = args.get("dealer")
+        supervisor = args.get("supervisor") or actor.person
+        if dealer == supervisor:
+            return refusal("refused", f"table_procedure: {clip(dealer)} cannot sign as both dealer and supervisor: "
+                                      "a slip needs two people (COMAR 36.05.03.10)", rid)
+        prove = channel.prove or self.prove
+        if prove is None:
+            return refusal("forbidden", "table_procedure: the dealer's PIN cannot be checked here (this table has "
+                                        "no people file, [auth] people_file)", rid)
+        from .auth import SignInLocked
+
+        try:
+            proven = await self.front.run_blocking(prove, dealer, pin)
+        except SignInLocked as exc:
+            return refusal("locked", f"table_procedure: the dealer: {exc}", rid)
+        except PermissionError:
+            log.warning("api_pin_refused", action="table_procedure", person=clip(dealer), role="dealer",
+                        source=channel.source)
+            return refusal("forbidden", "table_procedure: the dealer: unknown person or wrong PIN", rid)
+        except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+            return refusal("internal", f"table_procedure: the PIN cannot be checked ({clip(str(exc), 160)})", rid)
+        if proven.role is not Role.DEALER:
+            return refusal("forbidden", f"table_procedure: {proven.person} is {proven.role.value}; the slip is "
+                                        "countersigned by a dealer", rid)
+        return proven
 
     @staticmethod
     def _may(actor: Actor, action: Action) -> bool:
@@ -527,13 +567,15 @@ class Dispatcher:
             return refusal("bad_request", f"{action.name} needs a connection the table can push on: the "
                                           "WebSocket /api/v1/ws or the control socket; over HTTP poll "
                                           "GET /api/v1/events", rid), None
-        if action.name in ("shuffle_check", "audit_status", "history"):
+        if action.name in ("shuffle_check", "audit_status", "history", "day_report"):
             handler = self.queries.get(action.name)
             if handler is None:
                 return refusal("bad_request", f"{action.name}: this table runs without a journal, so it has "
                                               "nothing to check", rid), None
             try:
                 result = await self.front.run_blocking(handler, args)
+            except ValueError as exc:  # a report that cannot be counted as asked (ReportError): said why
+                return refusal("bad_request", f"{action.name}: {clip(str(exc), 300)}", rid), None
             except Exception as exc:  # noqa: BLE001 - an unreadable journal is an answer, not a crash
                 log.error("query_failed", action=action.name, error=f"{type(exc).__name__}: {clip(str(exc), 200)}")
                 return refusal("internal", f"{action.name}: the journal could not be read: "

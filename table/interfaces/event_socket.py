@@ -26,17 +26,19 @@ seat is refused); every other role gets the table-wide stream, and a seat's
 channel is refused to it. A peer with no role is refused.
 
 A request that cannot be served (not JSON, ``resume_from`` beyond ``head_seq``,
-a seat outside 1..7, a channel the peer may not have, no request within 10 s,
-a request line longer than 64 KiB) gets one ``error`` line
-(``{"type": "error", "error": "..."}``) and the connection is closed. A
+a seat outside 1..7, a channel the peer may not have, a request line longer
+than 64 KiB) gets one ``error`` line (``{"type": "error", "error": "..."}``)
+and the connection is closed; a connection with no complete request within
+10 s is closed without one. A
 consumer more than ``max_backlog`` events behind gets an ``error`` line naming
 the last seq sent and is disconnected: it reconnects with that ``resume_from``
 and loses nothing. Sealing is that of :mod:`table.events` (58 Pa. Code 816a.1).
 
 Served on the process's :class:`~table.interfaces.serving.FrontDoorLoop` with
-the same bounds as the control socket (connection count with fair eviction
-of connections that have not sent their request line, descriptor exhaustion
-survived).
+the same bounds as the control socket (a connection parked until its first
+byte, the longest parked closed first when the park is full and after 10 s;
+connection count with fair eviction of connections that have not sent their
+request line; descriptor exhaustion survived).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def verify_message(raw: bytes | str, topic: str,
     table, kind = topic_subject(topic)
     try:
         env = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # b"[" * 200_000 nests past the stack
         raise ForgedMessage("not JSON: not a signed table message") from None
     if not isinstance(env, dict) or env.get("schema") not in (SIGNED_SCHEMA, SIGNED_SCHEMA_V1) or set(env) != {
             "schema", "key_id", "payload", "sig"}:
@@ -210,7 +210,7 @@ def verify_message(raw: bytes | str, topic: str,
                             "from another table's topic or another kind of message)")
     try:
         message = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ForgedMessage("the signed payload is not JSON") from None
     if not isinstance(message, dict) or message.get("table_id") != table:
         raise ForgedMessage("the message's table_id is not the topic's table")

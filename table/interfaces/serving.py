@@ -17,6 +17,14 @@ Bounds, per listener (:class:`ConnectionGuard`):
   ``idle_timeout_s`` is told so and closed.
 * **length**: the transports bound a line or message (:data:`MAX_LINE`).
 
+* **silence**: a connection is served from its first byte. Until then it is
+  parked (:class:`Listener`): a descriptor and a selector entry, no task, no
+  stream, no protocol, no TLS handshake. At most ``max_connections`` wait
+  parked; a newcomer to a full park closes the one parked longest, and one
+  parked for ``idle_timeout_s`` is closed. So 2,000 idle clients cost the
+  listener a few microseconds each and the status request behind them is
+  answered at once (issue 24, point 6: 2,000 idle clients, then one request).
+
 Descriptor exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM on ``accept``) never
 ends a listener (:class:`Listener`): it keeps one spare descriptor, and when
 ``accept`` fails for want of descriptors it frees the spare, takes the waiting
@@ -41,6 +49,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
@@ -215,9 +224,10 @@ BACKLOG = 4096
 class ConnectionGuard:
     """Bounds one listener's connections: count (with fair eviction) and idle time.
 
-    ``counts``: admitted, refused (full, nothing to evict), evicted, idle (closed
-    for idleness), exhausted (accept failed for want of descriptors) — figures
-    for status and benchmarks.
+    ``counts``: admitted, refused (full, nothing to evict), evicted (closed to make
+    room, parked connections of the listener's :class:`Park` included), idle (closed
+    for idleness, parked ones included), exhausted (accept failed for want of
+    descriptors) — figures for status and benchmarks.
     """
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop, *, max_connections: int,
@@ -303,6 +313,73 @@ class ConnectionGuard:
 
 
 # -- listening -----------------------------------------------------------------------------------
+
+
+class Park:
+    """Accepted connections that have sent nothing yet, oldest first: each costs a
+    descriptor and a selector entry until it becomes readable, when ``spoke(conn,
+    addr)`` takes it over. Bounds (``guard``'s): at most ``max_connections`` parked (a
+    newcomer to a full park closes the one parked longest, counted ``evicted``), and
+    none longer than ``idle_timeout_s`` (closed, counted ``idle``). One timer serves the
+    whole park, so admitting and closing cost O(1) (issue 24, point 6)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, guard: ConnectionGuard,
+                 spoke: Callable[[socket.socket, Any], None]) -> None:
+        self.loop = loop
+        self.guard = guard
+        self.spoke = spoke
+        #: fd -> (connection, address, parked since), in the order parked
+        self.waiting: "OrderedDict[int, tuple[socket.socket, Any, float]]" = OrderedDict()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def add(self, conn: socket.socket, addr: Any) -> None:
+        """Park ``conn`` (non-blocking, accepted from ``addr``) until it is readable."""
+        while len(self.waiting) >= self.guard.max_connections:
+            self._drop_oldest("evicted")
+        fd = conn.fileno()
+        self.waiting[fd] = (conn, addr, time.monotonic())
+        self.loop.add_reader(fd, self._readable, fd)
+        if self._timer is None and self.guard.idle_timeout_s is not None:
+            self._timer = self.loop.call_later(self.guard.idle_timeout_s, self._sweep)
+
+    def _readable(self, fd: int) -> None:
+        entry = self.waiting.pop(fd, None)
+        self.loop.remove_reader(fd)
+        if entry is not None:
+            self.spoke(entry[0], entry[1])
+
+    def _drop_oldest(self, count: str) -> None:
+        fd, (conn, _, _) = self.waiting.popitem(last=False)
+        self.guard.counts[count] += 1  # counted before the client can see it closed
+        self.loop.remove_reader(fd)
+        conn.close()
+
+    def _sweep(self) -> None:
+        """Close the connections parked ``idle_timeout_s`` or longer; wake again for the next."""
+        self._timer = None
+        timeout = self.guard.idle_timeout_s
+        if timeout is None:
+            return
+        now = time.monotonic()
+        while self.waiting:
+            since = next(iter(self.waiting.values()))[2]
+            if now - since < timeout:
+                self._timer = self.loop.call_later(since + timeout - now, self._sweep)
+                return
+            self._drop_oldest("idle")
+
+    def close_all(self) -> None:
+        """Close every parked connection (the listener is closing)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self.waiting:
+            fd, (conn, _, _) = self.waiting.popitem(last=False)
+            self.loop.remove_reader(fd)
+            conn.close()
 
 
 class SocketInUse(OSError):
@@ -396,7 +473,12 @@ class Listener:
     """Accepts connections on ``sock`` for ``handle(conn, peer)`` until closed; survives
     descriptor exhaustion (module docstring). ``busy_reply``: bytes written to a
     connection turned away while descriptors are exhausted (then it is closed).
-    ``peer_of(conn, addr)``: the fairness key of a new connection."""
+    ``peer_of(conn, addr)``: the fairness key of a new connection.
+
+    ``handle`` is called when the connection first becomes readable (bytes or
+    end of file), not when it is accepted: until then it is parked
+    (:class:`Park`, bounded by the guard's ``max_connections`` and
+    ``idle_timeout_s``), so a silent client costs no task, stream or protocol."""
 
     def __init__(self, name: str, sock: socket.socket, loop: asyncio.AbstractEventLoop,
                  handle: Callable[[socket.socket, Any], Awaitable[None] | None],
@@ -411,6 +493,7 @@ class Listener:
         self.peer_of = peer_of or (lambda conn, addr: addr[0] if isinstance(addr, tuple) else addr)
         self._spare: int | None = self._open_spare()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.park = Park(loop, guard, self._spoke)
         self._task = loop.create_task(self._accept_loop(), name=f"{name}-accept")
         self._last_warning = 0.0
 
@@ -457,8 +540,12 @@ class Listener:
             await asyncio.sleep(0)  # let the connections just taken (and everyone else) run
 
     def _take(self, conn: socket.socket, addr: Any) -> None:
-        """Hand one accepted connection to the front door's handler."""
+        """Park one accepted connection until it speaks (who it is is asked then)."""
         conn.setblocking(False)
+        self.park.add(conn, addr)
+
+    def _spoke(self, conn: socket.socket, addr: Any) -> None:
+        """Hand a connection that became readable to the front door's handler."""
         try:
             peer = self.peer_of(conn, addr)
         except OSError as exc:
@@ -520,6 +607,7 @@ class Listener:
         """Stop accepting, end the connections' tasks, close the socket and the spare."""
         await self.close_accepting()
         self.sock.close()
+        self.park.close_all()
         self.guard.close_all("the table is shutting down")
         tasks = list(self._tasks)
         for t in tasks:

@@ -64,7 +64,13 @@ KEYS_HELP = """console commands (type a line, then Enter):
   r DECK_ID              register a replacement deck (supervisor)
   m CARD [N]             enter unreadable card N as the prompt counts it, e.g. m Qs 4 (supervisor); without N,
                          the card the prompt shown names: refused when the table waits for another card
-  a                      acknowledge the table's incidents (supervisor)"""
+  a                      acknowledge the table's incidents (supervisor)
+the gaming day (the dealer named and the supervisor each give their PIN, not echoed; COMAR 36.05.03.10):
+  open DEALER 25:40 5:100 1:200      open the table: the opening inventory, dollars:chips per denomination
+  shift DEALER OPENER 25:40 5:100    shift change: the closer's count; OPENER the incoming dealer
+  fill DEALER 500 / credit DEALER 200   chips brought to / taken from the table, in dollars
+  close DEALER 25:42 5:96 1:200      close the table: the closing inventory
+  drop DEALER 2026-12-01 900         the count's drop of that gaming day, in dollars (after the close)"""
 
 #: what to type for each command the table can wait for (the prompt's second half)
 KEY_FOR = {
@@ -72,7 +78,53 @@ KEY_FOR = {
     "void": "v REASON to void it", "confirm_void": "x NAME (a second supervisor) to confirm the void",
     "release_hold": "l to release it", "register_deck": "r NEW_DECK_ID to register the replacement",
     "confirm_card": "m CARD (e.g. m Qs) to enter it", "acknowledge_incident": "a to acknowledge",
+    "table_procedure": "open DEALER 25:40 5:100 ... (the opening inventory)",
 }
+
+#: the terminal's words for the gaming day's procedures (:func:`parse_procedure`)
+PROCEDURE_WORDS = {"open": "open", "shift": "shift_change", "fill": "fill", "credit": "credit", "close": "close",
+                   "drop": "drop"}
+
+
+def parse_inventory(words: list[str]) -> dict[str, int]:
+    """``["25:40", "0.25:100"]`` (dollars:chips) -> ``{"2500": 40, "25": 100}`` (cents as text).
+    Raises ``ValueError`` naming the word."""
+    if not words:
+        raise ValueError("give the inventory: dollars:chips per denomination, e.g. 25:40 5:100 1:200")
+    inv: dict[str, int] = {}
+    for word in words:
+        denom, colon, chips = word.partition(":")
+        if not colon or not chips.isdigit() or len(chips) > 6:
+            raise ValueError(f"{word!r}: a line of the inventory is dollars:chips, e.g. 25:40")
+        cents = str(_dollars(denom, f"denomination {denom!r}"))
+        if cents in inv:
+            raise ValueError(f"denomination {denom} is given twice")
+        inv[cents] = int(chips)
+    return inv
+
+
+def parse_procedure(line: str) -> tuple[str, str, dict[str, Any]]:
+    """One gaming-day line (see :data:`KEYS_HELP`) -> ``(procedure, dealer, slip)``.
+    Raises ``ValueError`` saying what is wrong in it."""
+    parts = shlex.split(line.strip())
+    word, rest = parts[0].lower(), parts[1:]
+    procedure = PROCEDURE_WORDS[word]
+    if not rest:
+        raise ValueError(f"name the dealer who signs: {word} DEALER ...")
+    dealer, rest = rest[0], rest[1:]
+    if procedure in ("open", "close"):
+        return procedure, dealer, {"inventory": parse_inventory(rest)}
+    if procedure == "shift_change":
+        if not rest:
+            raise ValueError("name the incoming dealer: shift DEALER OPENER 25:40 ...")
+        return procedure, dealer, {"opener": rest[0], "inventory": parse_inventory(rest[1:])}
+    if procedure == "drop":
+        if len(rest) != 2:
+            raise ValueError("drop DEALER YYYY-MM-DD DOLLARS: the gaming day counted and its drop")
+        return procedure, dealer, {"gaming_day": rest[0], "amount": _dollars(rest[1], "the drop")}
+    if len(rest) != 1:
+        raise ValueError(f"{word} DEALER DOLLARS: the amount in dollars, e.g. {word} D-4 500")
+    return procedure, dealer, {"amount": _dollars(rest[0], f"the {word}")}
 
 
 #: the short form's wager prefixes (``b 3 a25 pp10 6c5 pr1``), longest first
@@ -148,7 +200,9 @@ def prompt_for(exp: Expectation) -> str | None:
     physical action the dealer's own prompt already names)."""
     if not exp.accepts:
         return None
-    keys = " or ".join(KEY_FOR[a].format(seat=exp.seat) for a in exp.accepts if a in KEY_FOR)
+    # (a procedure taken while bets are open is not what the table waits for: not prompted then)
+    keys = " or ".join(KEY_FOR[a].format(seat=exp.seat) for a in exp.accepts
+                       if a in KEY_FOR and (a != "table_procedure" or exp.action == a))
     who = "Supervisor" if exp.role == "supervisor" else "Dealer"
     return f"{who}: the table waits for {exp.what}: {keys}"
 
@@ -378,8 +432,52 @@ class KeyConsole:
             return None
         return actor
 
+    def _table_procedure(self, line: str) -> Command | None:
+        """A gaming-day line: the slip signed by the dealer it names and the terminal's
+        supervisor, each proved by their PIN (asked without echo; COMAR 36.05.03.10: two
+        people). Without a people file nobody can be proved here: refused, saying where."""
+        try:
+            procedure, dealer, slip = parse_procedure(line)
+        except ValueError as exc:
+            self._say(f"<<< table procedure: {exc}")
+            return None
+        said = procedure.replace("_", " ")
+        if self.pin_check is None:
+            self._say(f"<<< {said} refused: this terminal cannot tell who types (no people file); the dealer and "
+                      "the supervisor sign on the supervisor's screen or the control socket")
+            return None
+        try:
+            signer = self.pin_check(dealer, self.read_pin(f"PIN for {dealer} (dealer): "))
+        except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
+            self._say(f"<<< {said} refused: the dealer: {exc}")
+            return None
+        if signer.role is not Role.DEALER:
+            self._say(f"<<< {said} refused: {dealer} is not a dealer; the slip is countersigned by a dealer")
+            return None
+        actor = self._proven_supervisor(self.supervisor, said)
+        if actor is None:
+            return None
+        return Command("table_procedure", {"procedure": procedure, "slip": slip, "dealer": signer.person,
+                                           "supervisor": actor.person}, actor=actor)
+
+    def _procedure_reply(self, result: dict) -> None:
+        if not result.get("ok"):
+            self._reply("table_procedure", result)
+            return
+        b = result.get("slip", {})
+        what = (f"total {money(b['total'])}" if "total" in b else f"{money(b.get('amount', 0))}"
+                + (f" for {b['gaming_day']}" if "gaming_day" in b else ""))
+        self._say(f"<<< {b.get('procedure', '').replace('_', ' ')}: slip {b.get('slip')} signed by "
+                  f"{b.get('dealer')} and {b.get('supervisor')} ({what})")
+
     def _run(self) -> None:
         for line in self.inp:
+            if line.strip().split(" ", 1)[0].lower() in PROCEDURE_WORDS:
+                cmd = self._table_procedure(line)
+                if cmd is not None:
+                    cmd.reply = lambda result: self._procedure_reply(result)
+                    self.console.submit(cmd)
+                continue
             if line.strip()[:1].lower() == "x" and line.strip()[1:2] in ("", " ", "\t"):
                 cmd = self._second_supervisor(line)
                 if cmd is not None:
@@ -430,9 +528,7 @@ def pin_checker(auth: Any, *, source: str = "terminal", origin: str = "table") -
     :class:`~table.interfaces.auth.SignInLocked`."""
 
     def check(person: str, pin: str) -> Actor:
-        token, session = auth.sign_in(person, pin, address=source, source=source, origin=origin)
-        auth.sign_out(token)
-        return session.actor
+        return auth.check_pin(person, pin, address=source, source=source, origin=origin)
 
     return check
 

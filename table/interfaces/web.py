@@ -12,6 +12,9 @@
 ``POST /api/v1/commands/A`` action ``A`` with the body as its arguments
 ``GET /api/v1/ws``          WebSocket: request objects in; replies and pushed events out
 ``GET /api/v1/openapi.json`` the OpenAPI 3.1 document (public)
+``GET /api/v1/report/signed`` ``?period=shift|day&gaming_day=YYYY-MM-DD``: the ``day_report``
+                            query's report signed by the table key, as a download
+                            (:mod:`table.signed_report`, ``docs/reporting.md``)
 ``/``                       static pages (the web console; package folder ``web_static``)
 ==========================  ======================================================
 
@@ -24,7 +27,9 @@ A request sent with the cookie must be ``Content-Type: application/json`` and
 come from the same origin (cross-site requests are refused), so another site
 in the same browser cannot act for the person signed in.
 
-Bounds: connections (:class:`~table.interfaces.serving.ConnectionGuard`,
+Bounds: a connection is handed to uvicorn (and its TLS handshake begun) only at
+its first byte, parked until then (:class:`~table.interfaces.serving.Park`:
+longest parked closed first); connections (:class:`~table.interfaces.serving.ConnectionGuard`,
 evicting the longest idle of the busiest address), an idle timeout, request
 heads of 16 KiB (h11), bodies and WebSocket messages of
 :data:`~table.interfaces.serving.MAX_LINE` bytes, WebSocket connections
@@ -45,7 +50,7 @@ import ssl
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 import uvicorn
@@ -243,15 +248,19 @@ class WebFrontDoor:
     (:class:`~table.interfaces.auth.Authenticator`; ``None``: nobody can, every API
     request is 401); ``front``: the loop; ``tls_certfile``/``tls_keyfile``: HTTPS;
     ``static_dir``: static pages served at ``/`` (default the package's
-    ``web_static``). Raises ``OSError`` when the address cannot be bound,
+    ``web_static``); ``report_signer``: signs a report for ``/api/v1/report/signed``
+    (:func:`table.signed_report.sign_report` with the table key). Raises ``OSError`` when the address cannot be bound,
     ``ssl.SSLError``/``OSError`` for an unusable certificate.
     """
 
     def __init__(self, host: str, port: int, dispatcher: Dispatcher, auth: Authenticator | None,
                  front: FrontDoorLoop, *, tls_certfile: str | Path | None = None,
                  tls_keyfile: str | Path | None = None, max_connections: int = 256, idle_timeout_s: float = 10.0,
-                 max_websockets: int = 64, static_dir: str | Path | None = STATIC_DIR) -> None:
+                 max_websockets: int = 64, static_dir: str | Path | None = STATIC_DIR,
+                 report_signer: Callable[[dict[str, Any]], bytes] | None = None) -> None:
         self.dispatcher = dispatcher
+        #: report -> the signed report file's bytes (the table key); None: no signed reports
+        self.report_signer = report_signer
         self.auth = auth
         self.front = front
         self.max_connections = max_connections
@@ -371,6 +380,7 @@ class WebFrontDoor:
             Route("/api/v1/commands", self.command_endpoint, methods=["POST"]),
             Route("/api/v1/commands/{action}", self.command_endpoint, methods=["POST"]),
             Route("/api/v1/openapi.json", self.openapi_endpoint, methods=["GET"]),
+            Route("/api/v1/report/signed", self.signed_report_endpoint, methods=["GET"]),
             WebSocketRoute("/api/v1/ws", self.ws_endpoint),
             Route("/api/{rest:path}", self.not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         ]
@@ -442,8 +452,19 @@ class WebFrontDoor:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _channel(self, session: Any) -> Channel:
-        return Channel("http", session.actor, push=None, signed_in=True)
+    def _prover(self, conn: HTTPConnection) -> Any:
+        """The PIN check of a person who countersigns on this connection (a dealer's slip):
+        the sign-in's own, with the lock-outs of the client's address (None: no people)."""
+        auth = self.auth
+        if auth is None:
+            return None
+        address = conn.client.host if conn.client else ""
+        source = "websocket" if conn.scope.get("type") == "websocket" else "http"
+        return lambda person, pin: auth.check_pin(person, pin, address=address, source=source)
+
+    def _channel(self, session: Any, conn: HTTPConnection | None = None) -> Channel:
+        return Channel("http", session.actor, push=None, signed_in=True,
+                       prove=self._prover(conn) if conn is not None else None)
 
     # -- endpoints --------------------------------------------------------------------------------
 
@@ -545,8 +566,35 @@ class WebFrontDoor:
                 return _json(refusal("bad_request", "bad request: the path and the body name different actions"),
                              400)
             raw = {**args, "action": action}
-        reply = await self.dispatcher.answer(self._channel(session), raw)
+        reply = await self.dispatcher.answer(self._channel(session, request), raw)
         return _json(reply, http_status(reply))
+
+    async def signed_report_endpoint(self, request: Request) -> Response:
+        """The ``day_report`` query (as the session's person: its roles apply) signed by the
+        table, as a file to save: the report a regulator files (COMAR 36.05.03.25;
+        K.A.R. 112-108-51 keeps it seven years). The signed copy is the report without the
+        page's plot ``series``: the same object ``tablectl report --json`` prints."""
+        session = self._session(request)
+        if session is None:
+            return self._unauthenticated()
+        if self.report_signer is None:
+            return _json(refusal("unknown_action", "this table signs no reports: it runs without a journal and its "
+                                                   "key"), 404)
+        req: dict[str, Any] = {"action": "day_report"}
+        for key in ("period", "gaming_day"):
+            value = request.query_params.get(key)
+            if value is not None:
+                req[key] = value[:32]
+        reply = await self.dispatcher.answer(self._channel(session), req)
+        if not reply.get("ok"):
+            return _json(reply, http_status(reply))
+        rep = reply.get("report") if isinstance(reply.get("report"), dict) else reply
+        rep = {k: v for k, v in rep.items() if k not in ("ok", "id", "series")}
+        data = await self.front.run_blocking(lambda: self.report_signer(rep))
+        day = "".join(c for c in str(rep.get("gaming_day") or rep.get("through") or "") if c.isdigit() or c == "-")
+        name = f"report-{self.dispatcher.table_id}-{day}-{req.get('period', 'shift')}".replace("/", "_")
+        return Response(data, media_type="application/json",
+                        headers={"content-disposition": f'attachment; filename="{name}.signed.json"'})
 
     async def ws_endpoint(self, websocket: WebSocket) -> None:
         if self._cross_site(websocket):
@@ -573,7 +621,7 @@ class WebFrontDoor:
             async with lock:
                 await asyncio.wait_for(websocket.send_text(json.dumps(obj, separators=(",", ":"))), WRITE_TIMEOUT_S)
 
-        channel = Channel("websocket", session.actor, push=push, signed_in=True)
+        channel = Channel("websocket", session.actor, push=push, signed_in=True, prove=self._prover(websocket))
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         tasks: set[asyncio.Task[Any]] = set()
 

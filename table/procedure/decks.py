@@ -192,12 +192,16 @@ class DeckProcedure:
             self._clear_shoe(colour)
         elif status == "done":
             device = "shoe" if action == "load_shoe" else "shuffler"
+            # A device that cannot resend (docs/drivers.md, "Capabilities") brings nothing back:
+            # only an event already delivered is taken; else the device's word is adopted at once.
+            source = self.d.shoe_name if device == "shoe" else self.d.shuffler_name
+            window = self.d.resend_window_s if self.intake.capabilities(source).resend else 0.0
             self.console.expect(Expectation(
                 "device_record", f"the {device}'s own record of {what} (it shows it done before the restart; "
-                f"resent within {self.d.resend_window_s:g} s, else the table takes the {device}'s word)", "device",
+                f"resent within {window:g} s, else the table takes the {device}'s word)", "device",
                 colour=str(colour), deck_id=deck_id))
             try:
-                self.intake.expect(expect, self.d.resend_window_s, what)
+                self.intake.expect(expect, window, what)
             except DeviceTimeout:
                 self._adopt(action, colour, what)
             self.console.expect(None)

@@ -13,6 +13,14 @@ a card with no round to go to is journaled (its face sealed, with a commitment
 to it) and raises, so the caller holds the round: a card is never shifted onto
 the next seat.
 
+A shoe whose driver declares a capability missing (docs/drivers.md,
+"Capabilities") gets the table's fallback here: without ``draw_index`` the
+table numbers the shoe's reads itself (:meth:`DeviceIntake.numbered`: no gap
+can show, the shoe's count at the end of the deal is the check); without
+``resend`` a card the dealer drew whose event does not come is looked for in
+the shoe's count (:meth:`DeviceIntake.expect`): a lost event holds the round
+at once instead of waiting for a resend that never comes.
+
 May touch: the links (acknowledge, health, identity), the event queue, custody
 (each non-card event is applied as :func:`table.recovery.apply` replays it),
 the journal through :class:`~table.procedure.state.TableState`. Never asks a
@@ -21,13 +29,14 @@ person for anything: the parts above do.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import time
 from typing import Any, Callable
 
 import structlog
 
-from devices.contract import DeviceEvent, LinkError, LinkNotice, RefusedEvent
+from devices.contract import FULL, Capabilities, DeviceEvent, LinkError, LinkNotice, RefusedEvent
 from devices.plugins import describe
 from protocols.cards import Card
 from protocols.messages import (
@@ -107,6 +116,26 @@ class DeviceIntake:
         self.t.record("device", source=source, serial=ident.serial_number, boot_id=ident.boot_id,
                       firmware=ident.firmware_version, **extra)
 
+    def capabilities(self, source: str) -> Capabilities:
+        """What the device behind link ``source`` provides (its driver's declaration,
+        :class:`devices.contract.Capabilities`; the SPEC drivers provide all)."""
+        driver = self.d.shuffler if source == self.d.shuffler_name else self.d.shoe
+        caps = getattr(driver, "capabilities", FULL)
+        return caps if isinstance(caps, Capabilities) else FULL
+
+    def numbered(self, ev: DeviceEvent) -> DeviceEvent:
+        """A shoe card event as the table numbers it. A shoe without a per-card draw
+        index (``draw_index`` missing, docs/drivers.md) is numbered by the table: the
+        next read since the load (``next_draw``, restored from the journal after a
+        restart), whatever number its driver gave; a full shoe's own index is kept
+        (SPEC §4.3). Returns ``ev`` itself or a copy with that ``draw_index``."""
+        if ev.source != self.d.shoe_name or self.capabilities(ev.source).draw_index:
+            return ev
+        mine = self.t.next_draw % 256
+        if ev.message.draw_index == mine:
+            return ev
+        return dataclasses.replace(ev, message=dataclasses.replace(ev.message, draw_index=mine))
+
     def wake(self) -> None:
         """Wake the controller from a device wait: a void was accepted (Console.wake)."""
         try:
@@ -152,6 +181,9 @@ class DeviceIntake:
             if isinstance(msg, RefusedEvent):
                 self._on_refused(ev, msg)
                 continue
+            if isinstance(msg, (CardDrawn, CardUnreadable)):
+                ev = self.numbered(ev)  # a shoe without a draw index: the table's number
+                msg = ev.message
             if isinstance(msg, CardDrawn):
                 return ev
             self.t.record("device_event", source=ev.source, dseq=ev.seq, message=journaled_message(msg))
@@ -299,13 +331,35 @@ class DeviceIntake:
                 self.t.violation(v)
             raise
 
+    #: a shoe that cannot resend: how long the table waits for a card's event before it
+    #: asks the shoe's count whether the card already left (s, on the table's clock)
+    LOST_EVENT_CHECK_S = 0.5
+
     def expect(self, kind: type[Message], timeout_s: float, what: str, *, cards: bool = False) -> Any:
         """Consume events (applying each to custody) until one of ``kind`` arrives.
         ``cards``: return card events (the deal); otherwise a card is a stray, handled
         by :meth:`stray_card`. Returns the :class:`DeviceEvent` for a card, else the
-        message."""
+        message. With ``cards`` and a shoe that cannot resend (docs/drivers.md,
+        "Capabilities") the wait is cut in :attr:`LOST_EVENT_CHECK_S` slices, each
+        quiet one followed by :meth:`lost_card_check` (raises :class:`CustodyViolation`
+        when the shoe let a card out whose event never came)."""
+        clock = self.d.timing.clock
+        deadline = clock.monotonic() + timeout_s
+        watch = cards and not self.capabilities(self.d.shoe_name).resend
+        suspect = False  # the shoe's count was ahead once: a second quiet slice confirms the loss
         while True:
-            ev = self.next_event(timeout_s, what)
+            if watch:
+                left = deadline - clock.monotonic()
+                try:
+                    ev = self.next_event(max(0.0, min(self.LOST_EVENT_CHECK_S, left)), what)
+                    suspect = False
+                except DeviceTimeout as exc:
+                    if left <= self.LOST_EVENT_CHECK_S:
+                        raise DeviceTimeout(f"nothing within {timeout_s:g} s while waiting for {what}") from exc
+                    suspect = self.lost_card_check(confirm=suspect)
+                    continue
+            else:
+                ev = self.next_event(timeout_s, what)
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
                 if cards and self.t.round is not None:
@@ -315,6 +369,32 @@ class DeviceIntake:
             self.apply_journaled(msg)
             if isinstance(msg, kind):
                 return msg
+
+    def lost_card_check(self, confirm: bool) -> bool:
+        """A shoe that cannot resend, quiet while a card is awaited: whether its own
+        count says more cards left it since the load than the table took in. The first
+        time (``confirm`` False) that only returns True: the event may be on the wire
+        still. Ahead again after another quiet slice (``confirm``), the event of one
+        card was lost on its way (a garbled line: nothing brings it back, docs/drivers.md
+        "Capabilities"): journals an incident and the violation and raises
+        :class:`CustodyViolation` (``card_unaccounted``), so the round is held, never
+        dealt on. A shoe that does not answer is left to the wait's own timeout."""
+        if not self.d.links[self.d.shoe_name].alive:
+            return False
+        try:
+            held = self.d.shoe.status().cards
+        except LinkError:
+            return False
+        out, reads = self.DECK_SIZE - held, self.t.next_draw
+        if out <= reads or not confirm:
+            return out > reads
+        t = self.t
+        t.record("incident", what="card event lost: the shoe cannot resend", shoe_holds=held, reads=reads)
+        log.error("card_event_lost", shoe_holds=held, reads=reads)
+        v = CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe holds {held} cards: {out} left it since the load "
+                             f"but {reads} reached the table, and this shoe cannot resend a lost event")
+        t.violation(v)
+        raise v
 
     def stray_card(self, ev: DeviceEvent) -> None:
         """A card event when no card is being dealt: read after a restart for the held

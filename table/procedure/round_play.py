@@ -42,6 +42,7 @@ from ..rules.strategy import Decide
 from ..sealing import mask_cards
 from .holds import Holds, deal_order
 from .intake import DeviceIntake
+from .table_day import OPEN_WHAT
 from .state import CardRead, RoundInPlay, RoundResult, SeatResult, TableDevices, TableState, by, wager_dict
 
 log = structlog.get_logger("table")
@@ -68,7 +69,7 @@ class RoundPlay:
 
     def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, holds: Holds,
                  console: Console, *, tables: Tables, profile: RulesProfile, decide: Decide, book: BetBook,
-                 players: Players, fixed_when_none: bool) -> None:
+                 players: Players, fixed_when_none: bool, day: Any = None) -> None:
         self.t = state
         self.d = devices
         self.intake = intake
@@ -80,6 +81,9 @@ class RoundPlay:
         self.book = book
         self.players = players
         self.fixed_when_none = fixed_when_none
+        #: the gaming day's procedures (:class:`~table.procedure.table_day.TableDayProcedure`):
+        #: taken while bets are open and none is placed; None: not offered
+        self.day = day
 
     # -- the round, start to end -------------------------------------------------------------
 
@@ -187,11 +191,24 @@ class RoundPlay:
         answered (a refusal names the seat, the wager and the limit), journaled with
         who placed it, until the dealer closes bets; ``close_bets`` with no seat in play
         is refused and betting goes on. Returns the frozen bets."""
+        day = self.day
         while True:
+            if day is not None and day.waits_to_open:
+                # Closed by people while this round was open for bets: it waits, unbet, for the
+                # table to open again (no round is dealt on a closed table, COMAR 36.05.03.10).
+                cmd = self.holds.wait_person(("table_procedure",), OPEN_WHAT, role="supervisor",
+                                             action="table_procedure")
+                day.take(cmd)
+                continue
             # A table with limits asks for bets; one without (an old client that only closes
             # bets, the fixed bet on every seat) says it waits for close_bets, as it always did.
-            cmd = self.holds.wait_person(("place_bets", "close_bets"), "the dealer to place bets, then close them",
-                                         action="close_bets" if self.fixed_when_none else "place_bets")
+            accepts = ("place_bets", "close_bets") + (("table_procedure",) if day is not None else ())
+            cmd = self.holds.wait_person(accepts, "the dealer to place bets, then close them",
+                                         action="close_bets" if self.fixed_when_none else "place_bets",
+                                         role="dealer")
+            if cmd.action == "table_procedure":
+                day.take(cmd, bets_placed=bool(self.book.seats_in_play))
+                continue
             if cmd.action == "place_bets":
                 answer = self.book.apply(cmd.args)
                 if answer.get("ok"):
@@ -327,6 +344,17 @@ class RoundPlay:
         reads = self.t.next_draw
         if out <= reads:
             return
+        if not self.intake.capabilities(self.d.shoe_name).draw_index:
+            # A shoe that does not number its draws (docs/drivers.md, "Capabilities"): the table
+            # numbered them, so a card that left unread shifted the ones after it. Only this
+            # count finds it; nothing is revealed or settled on the deal: held.
+            self.t.record("incident", what="shoe count ahead of the reads", shoe_holds=held, reads=reads)
+            self.intake.await_cards(out, extra=True)
+            v = CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe holds {held} cards: {out} left it but {reads} "
+                                 "were read: a card left the shoe unread (this shoe does not number its draws, "
+                                 "so the deal's cards may be shifted) or one beyond the deal")
+            self.t.violation(v)
+            raise v
         self.t.record("incident", what="card drawn beyond the deal", shoe_holds=held, reads=reads)
         self.intake.await_cards(out, extra=True)
         raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"the shoe holds {held} cards: {out} left it but "

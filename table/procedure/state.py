@@ -42,6 +42,15 @@ from ..sealing import CARD_FACE, mask_cards
 
 log = structlog.get_logger("table")
 
+#: The longest wait between a device's resends of an event it holds, at the protocol's
+#: default (SPEC §6.3: events are resent on the request schedule; §7: retransmit_max_ms
+#: 2000 ms). A host whose own [link] retransmit_max_ms is shorter does not shorten the
+#: device's: the soak's host uses 200 ms, and a table that gave a shoe's resend 0.4 s
+#: after line noise ate its ShoeLoaded took the shoe's word with a "no record of the
+#: red deck in the shoe" incident while the shoe's own record was on its way (issue 24,
+#: the seed-2 soak's alarm at round 1889); the record then arrived as a deck loaded twice.
+DEVICE_RETRANSMIT_MAX_MS = 2000
+
 
 class Dealer(Protocol):
     """The physical actions the controller asks of the dealer (a person at a real
@@ -200,8 +209,10 @@ class TableDevices:
     @property
     def resend_window_s(self) -> float:
         """How long a device takes at most to resend an event it holds (SPEC §6.3, §7):
-        twice the links' longest retransmit timeout (s)."""
-        return 2 * max(link.config.retransmit_max_ms for link in self.links.values()) / 1000
+        twice the longest retransmit timeout, the links' own or the protocol's default
+        (:data:`DEVICE_RETRANSMIT_MAX_MS`), whichever is longer (s, on the table's clock)."""
+        longest = max([DEVICE_RETRANSMIT_MAX_MS, *(link.config.retransmit_max_ms for link in self.links.values())])
+        return 2 * longest / 1000
 
     def ident(self, source: str) -> tuple[str, int]:
         """``(serial, boot_id)`` of the device a link speaks to, ``("?", 0)`` before its handshake."""

@@ -3,39 +3,71 @@
 :class:`TableDayProcedure` joins :class:`table.gaming_day.TableDay` (the pure
 rules: slips, two signers, open/closed) to the table's shared
 :class:`~table.procedure.state.TableState`: a procedure is journaled (kind
-``gaming_day``) before it changes the state, a checkpoint signs it, the public
-stream hears of it (without the inventory: what the table holds is for the
-pit), and a restart replays the journal's procedures. COMAR 36.05.03.10 (slips
-signed by the dealer and a supervisor); COMAR 36.05.03.25 (the drop).
+``gaming_day``) before it changes the state, a checkpoint signs it, the
+in-process subscribers hear of it (procedure, slip number, open or closed:
+never the inventory nor an amount, what the table holds is for the pit), and a
+restart replays the journal's procedures. COMAR 36.05.03.10 (slips signed by
+the dealer and a supervisor); COMAR 36.05.03.25 (the drop).
 
-The conductor calls, between rounds only:
+When a procedure is carried out (always on the controller's thread):
 
-* ``recover()`` after the journal is recovered (``TableController.recover``);
-* ``check_may_deal()`` before a round is opened (``TableController.play_round``,
-  before ``self.rounds.open``): raises :class:`~table.gaming_day.TableClosed`
-  on a closed table when ``required`` (a table whose config asks for the
-  procedures; a simulated table deals without them);
-* ``carry_out(procedure, args, dealer=..., supervisor=...)`` for a front door's
-  command, once its two people are proven (raises
-  :class:`~table.gaming_day.ProcedureError`).
+* **between rounds**: before a round opens (``TableController.play_round``
+  calls :meth:`between_rounds`): procedures a front door sent while the table
+  dealt (a simulated table deals round after round, so the console keeps them
+  for this moment, :meth:`~table.console.Console.take_procedures`) are carried
+  out, and on a closed table whose procedures are ``required`` the table waits
+  for the dealer and a supervisor to open it (``waiting_for`` says so) instead
+  of dealing;
+* **while bets are open and none is placed yet** (a real table opens the next
+  round for bets as soon as the last one closes): the bets wait takes
+  ``table_procedure`` too (:meth:`take`, ``bets_placed``); the entry is then
+  journaled outside the round (no round id) and signed by the round's own
+  checkpoint at its end (a checkpoint inside an open round would hide it from
+  recovery). Once a bet is placed the procedure is refused until the round ends.
+
+``check_may_deal()`` raises :class:`~table.gaming_day.TableClosed` on a closed
+table when ``required`` (with no console attached nobody could open it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+import structlog
+
+from ..console import Command, Console
 from ..gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
+from ..journal import JournalWriteError
 from .state import TableState
 
-__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed"]
+__all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT", "replay_day"]
+
+log = structlog.get_logger("table.gaming_day")
+
+#: what a closed table whose procedures are required waits for, in words
+OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventory slip signed by both "
+             "(COMAR 36.05.03.10)")
+
+
+def replay_day(journal: Any, table_id: str) -> TableDay:
+    """The table's gaming-day state after ``journal``'s procedures (a restart, an offline
+    drop import): a gaming day's segment carries the procedures before it that the state
+    needs (table.segments.carried_procedures), so an open table stays open across the
+    day's close."""
+    opening = journal.segment
+    carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
+    return TableDay.replay(carried + [e.body for e in journal.entries(ENTRY_KIND)], table_id)
 
 
 class TableDayProcedure:
-    """The table's gaming day on ``state``; ``required``: rounds need an open table."""
+    """The table's gaming day on ``state``; ``required``: rounds need an open table.
+    ``console``: where front doors' ``table_procedure`` commands come from (None: only
+    in-process calls of :meth:`carry_out`)."""
 
-    def __init__(self, state: TableState, required: bool = False) -> None:
+    def __init__(self, state: TableState, required: bool = False, console: Console | None = None) -> None:
         self.t = state
         self.required = required
+        self.console = console
         self.day = TableDay(state.table_id)
 
     @property
@@ -43,26 +75,84 @@ class TableDayProcedure:
         """Whether the table is open (an opening slip and no closing since)."""
         return self.day.is_open
 
+    @property
+    def waits_to_open(self) -> bool:
+        """No round may be dealt until the table is opened (required and closed)."""
+        return self.required and not self.day.is_open
+
+    def status(self) -> dict[str, Any]:
+        """``{"open", "shift", "last_slip", "required"}`` for the table's status."""
+        d = self.day
+        return {"open": d.is_open, "shift": d.shift, "last_slip": d.slip_no, "required": self.required}
+
     def recover(self) -> None:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
         j = self.t.journal
         if j is not None:
-            self.day = TableDay.replay((e.body for e in j.entries(ENTRY_KIND)), self.t.table_id)
+            self.day = replay_day(j, self.t.table_id)
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` when procedures are required and the table is closed."""
         if self.required:
             self.day.check_may_deal()
 
+    def between_rounds(self) -> bool:
+        """Before a round opens: carry out the procedures the console kept, then, on a
+        closed table whose procedures are required, wait for people to open it (each
+        procedure asked meanwhile is carried out and answered; a drop may be entered).
+        Returns whether it waited. Raises :class:`TableClosed` when no front door is
+        attached to ask, :class:`~table.journal.JournalWriteError`."""
+        console = self.console
+        if console is not None:
+            for cmd in console.take_procedures():
+                self.take(cmd)
+        waited = False
+        while self.waits_to_open:
+            if console is None or not console.attached:
+                raise TableClosed()
+            cmd = console.wait(("table_procedure",), OPEN_WHAT, role="supervisor", action="table_procedure",
+                               voids=False)
+            waited = True
+            self.take(cmd)
+        return waited
+
+    def take(self, cmd: Command, *, bets_placed: bool = False) -> None:
+        """Carry out a front door's ``table_procedure`` command and answer it: ``{"ok":
+        true, "slip": body}`` or the refusal (``code`` ``bad_request`` / ``refused``).
+        ``bets_placed``: the round open for bets has wagers (refused: between rounds
+        only). Raises :class:`~table.journal.JournalWriteError` (answered first)."""
+        a = cmd.args
+        if bets_placed:
+            cmd.answer(ok=False, code="refused", error="bets are placed for this round: a table procedure is "
+                                                      "carried out between rounds (before the first bet)")
+            return
+        try:
+            body = self.carry_out(a.get("procedure", ""), a.get("slip") or {}, dealer=a.get("dealer", ""),
+                                  supervisor=cmd.person or "")
+        except ProcedureError as exc:
+            cmd.answer(ok=False, code=exc.code, error=f"table procedure: {exc}")
+            return
+        except JournalWriteError as exc:
+            cmd.answer(ok=False, code="refused", error=f"table procedure: not journaled, nothing done: {exc}")
+            raise
+        cmd.answer(ok=True, slip=body)
+
     def carry_out(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str) -> dict[str, Any]:
         """Check, journal, apply and sign one procedure; returns its journaled body.
-        Raises :class:`ProcedureError` (nothing journaled), or
+        Between rounds, or while the round in play is open for bets (the entry then
+        carries no round id, and the round's own checkpoint signs it). Raises
+        :class:`ProcedureError` (nothing journaled), or
         :class:`~table.journal.JournalWriteError` (nothing applied)."""
-        if self.t.round is not None:
+        r = self.t.round
+        if r is not None and (r.machine.state != "open_for_bets" or r.wagers):
             raise ProcedureError("a round is in play: table procedures are carried out between rounds", "refused")
         body = self.day.prepare(procedure, args, dealer=dealer, supervisor=supervisor)
-        self.t.record(ENTRY_KIND, **body)
+        if self.t.journal is not None:
+            self.t.journal.append(ENTRY_KIND, round_id=None, deck_id=None, **body)
         self.day.apply(body)
-        self.t.checkpoint()
+        if r is None:
+            self.t.checkpoint()
+        log.info("table_procedure", procedure=procedure, slip=body["slip"], dealer=dealer, supervisor=supervisor,
+                 open=self.day.is_open)  # no inventory, no amount: the journal holds them
         self.t.publish("table_procedure", procedure=procedure, slip=body["slip"], open=self.day.is_open)
         return body

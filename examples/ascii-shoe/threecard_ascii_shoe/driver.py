@@ -10,6 +10,7 @@ pyproject); a table selects it with::
     url = "/dev/ttyUSB1"        # any pyserial URL: socket://HOST:PORT for the emulator
     baudrate = 9600             # this driver's own options
     draw_index = true           # false: a shoe of the basic model (no draw numbers)
+    resend = true               # false: a shoe that sends each event once (no resend)
 
 Threads: one reader (blocked in the port's read with a short timeout) and
 one supervisor (heartbeat, reconnect with back-off), as the SPEC link's.
@@ -17,6 +18,7 @@ one supervisor (heartbeat, reconnect with back-off), as the SPEC link's.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, Mapping
@@ -68,9 +70,9 @@ class AsciiLink(EventLink):
     contract's link surface (:class:`devices.contract.EventLink`)."""
 
     def __init__(self, url: str, name: str, config: LinkConfig, events, *, baudrate: int, draw_index: bool,
-                 ack_on_delivery: bool, resume) -> None:
+                 ack_on_delivery: bool, resume, resend: bool = True) -> None:
         super().__init__(name, config, events, expected=DriverKind.SHOE, ack_on_delivery=ack_on_delivery,
-                         resume=resume)
+                         resume=resume, resend=resend)
         self.url = url
         self.baudrate = baudrate
         self.draw_index = draw_index
@@ -137,7 +139,11 @@ class AsciiLink(EventLink):
         buf = LineBuffer()
         while not self._closed and gen == self._gen:
             try:
-                data = port.read(256)
+                # one byte waits (up to the port's timeout), then whatever is in: read(256) alone
+                # would wait out the timeout for every line shorter than 256 bytes
+                data = port.read(1)
+                if data:
+                    data += port.read(port.in_waiting)
             except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
                 if gen == self._gen and not self._closed:
                     self._go_down(f"read failed: {exc}")
@@ -255,7 +261,7 @@ class AsciiLink(EventLink):
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
         self.set_state(LinkState.CONNECTING)
-        self._starting = not self.draw_index
+        self._starting = not self.draw_index and self.resend  # a shoe without resend would not send it again
         self._open_port()
         try:
             self.identify()
@@ -372,25 +378,40 @@ class AsciiShoePlugin:
     name = "ascii-shoe"
     contract_version = CONTRACT_VERSION
     kinds = frozenset({DriverKind.SHOE})
-    option_keys = frozenset({"baudrate", "draw_index"})
+    option_keys = frozenset({"baudrate", "draw_index", "resend"})
 
     def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
         baud = options.get("baudrate", 9600)
         if not isinstance(baud, int) or isinstance(baud, bool) or baud not in serial.Serial.BAUDRATES:
             raise DriverOptionError(f"devices.{kind}.baudrate", f"{baud!r} is not a baud rate; allowed: 1200, "
                                     "2400, 4800, 9600, 19200, 38400, 57600, 115200")
-        if not isinstance(options.get("draw_index", True), bool):
-            raise DriverOptionError(f"devices.{kind}.draw_index", "allowed: true or false")
+        for key in ("draw_index", "resend"):
+            if not isinstance(options.get(key, True), bool):
+                raise DriverOptionError(f"devices.{kind}.{key}", "allowed: true or false")
 
     def capabilities(self, kind: DriverKind, options: Mapping[str, Any]) -> Capabilities:
-        return Capabilities(draw_index=bool(options.get("draw_index", True)), deck_count=True, resend=True)
+        return Capabilities(draw_index=bool(options.get("draw_index", True)), deck_count=True,
+                            resend=bool(options.get("resend", True)))
+
+    def emulator_argv(self, kind: DriverKind, options: Mapping[str, Any]) -> list[str]:
+        """The command of this shoe's emulator for ``options`` (the soak starts it, the
+        table's docs/drivers.md "Soak"): on TCP, any free port, with its control socket;
+        it prints the address and ``control HOST:PORT`` first."""
+        argv = [sys.executable, "-m", "threecard_ascii_shoe.emulator", "--tcp", "127.0.0.1:0",
+                "--control", "127.0.0.1:0"]
+        if not options.get("draw_index", True):
+            argv.append("--no-draw-index")
+        if not options.get("resend", True):
+            argv.append("--no-resend")
+        return argv
 
     def open(self, request: OpenRequest) -> AsciiShoe:
         self.check_options(request.kind, request.options)
         link = AsciiLink(request.url, request.name, request.link_config, request.events,
                          baudrate=request.options.get("baudrate", 9600),
                          draw_index=request.options.get("draw_index", True),
-                         ack_on_delivery=request.ack_on_delivery, resume=request.resume)
+                         ack_on_delivery=request.ack_on_delivery, resume=request.resume,
+                         resend=request.options.get("resend", True))
         link.open()
         return AsciiShoe(link, self.capabilities(request.kind, request.options))
 

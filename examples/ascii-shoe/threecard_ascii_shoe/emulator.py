@@ -28,7 +28,7 @@ import time
 import tty
 from dataclasses import dataclass, field
 
-from protocols.cards import DECK_SIZE, BackColour, full_deck
+from protocols.cards import DECK_SIZE, BackColour, Card, full_deck
 
 from .wire import SEQ_MAX, LineBuffer, WireError, decode, encode
 
@@ -45,7 +45,10 @@ HELP = [
     "with none left the shoe says EMPTY",
     "unload               take every card out (the shoe is empty; no event)",
     "unreadable N         the next N draws are not read (UNREAD events)",
+    "slip N               the next N draws leave the shoe past the reader: no event at all",
+    "put CARD COLOUR      a card slips into the shoe on top of the deck (a foreign card, a repeat): put As blue",
     "garble N             the next N lines the shoe sends carry a wrong checksum",
+    "garble-card N        the next N CARD event lines carry a wrong checksum (noise as a card is reported)",
     "inject WHAT [ARG..]  send an event of any content (a faulty firmware): inject CARD 0 Zz red",
     "reboot               power-cycle: a new BOOT, the unanswered events are lost",
     "disconnect           pull the cable: tcp drops the host; pty makes a new pty behind the link",
@@ -68,17 +71,22 @@ def _new_deck(colour: BackColour, rng: random.Random, ordered: bool) -> list[tup
 @dataclass
 class ShoeModel:
     """The shoe's state and its side of the protocol; no I/O (the server sends what
-    :meth:`take_output` returns). ``draw_index``: a shoe that numbers its draws."""
+    :meth:`take_output` returns). ``draw_index``: a shoe that numbers its draws;
+    ``resend``: a shoe that keeps an event until it is answered (SPEC.md §3); the
+    model without (``--no-resend``) sends each event once and forgets it."""
 
     serial: str = "ASH-SIM-0001"
     draw_index: bool = True
+    resend: bool = True
     rng: random.Random = field(default_factory=random.Random)
     boot_id: int = field(default_factory=lambda: secrets.randbits(32))
     cards: list = field(default_factory=list)
     colour: BackColour = BackColour.NONE
     draws: int = 0
     unreadable: int = 0
+    slip: int = 0
     garble: int = 0
+    garble_card: int = 0
     _seq: int = 0
     _pending: collections.deque = field(default_factory=collections.deque)
     _outstanding: tuple[int, bytes] | None = None
@@ -95,14 +103,21 @@ class ShoeModel:
         self._pump(time.monotonic())
 
     def _pump(self, now: float) -> None:
+        if not self.resend:  # the model without resend: each event goes once, answered or not
+            while self._pending and self.identified:
+                self._send(self._pending.popleft()[1])
+            return
         if self._outstanding is None and self._pending and self.identified:
             self._outstanding = self._pending.popleft()
             self._send(self._outstanding[1])
             self._due = now + RESEND_S
 
     def _send(self, line: bytes) -> None:
-        if self.garble:
-            self.garble -= 1
+        card = self.garble_card and b" CARD " in line
+        if card:
+            self.garble_card -= 1
+        if self.garble or card:
+            self.garble -= 0 if card else 1
             line = line[:-4] + (b"00" if line[-4:-2] != b"00" else b"FF") + b"\r\n"
         self._out.append(line)
 
@@ -166,12 +181,21 @@ class ShoeModel:
         index = self.draws % 256
         self.draws += 1
         where = (index,) if self.draw_index else ()
+        if self.slip:
+            self.slip -= 1
+            return str(card)  # out of the shoe past the reader: the shoe knows nothing of it
         if self.unreadable:
             self.unreadable -= 1
             self._event("UNREAD", *where, str(colour))
             return str(card)  # the card on the layout, which the reader did not read
         self._event("CARD", *where, str(card), str(colour))
         return str(card)
+
+    def put(self, card: str, colour: BackColour) -> None:
+        """A card slips into the shoe on top of its deck (the next drawn)."""
+        if not self.cards:
+            raise ControlError("the shoe is empty (load first)")
+        self.cards.insert(0, (Card.parse(card), colour))
 
     def unload(self) -> int:
         n, self.cards, self.colour = len(self.cards), [], BackColour.NONE
@@ -290,6 +314,17 @@ class Emulator:
                 if name == "unreadable":
                     m.unreadable = _count(args[0]) if len(args) == 1 else _fail("unreadable N")
                     return f"ok the next {m.unreadable} draws are unreadable"
+                if name == "slip":
+                    m.slip = _count(args[0]) if len(args) == 1 else _fail("slip N")
+                    return f"ok the next {m.slip} draws leave unseen"
+                if name == "put":
+                    if len(args) != 2 or BackColour.parse(args[1]) is BackColour.NONE:
+                        raise ControlError("put CARD COLOUR")
+                    m.put(args[0], BackColour.parse(args[1]))
+                    return f"ok put cards={len(m.cards)}"
+                if name == "garble-card":
+                    m.garble_card = _count(args[0]) if len(args) == 1 else _fail("garble-card N")
+                    return f"ok the next {m.garble_card} card lines are garbled"
                 if name == "garble":
                     m.garble = _count(args[0]) if len(args) == 1 else _fail("garble N")
                     return f"ok the next {m.garble} lines are garbled"
@@ -446,8 +481,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serial", default="ASH-SIM-0001", help="the serial number the shoe reports")
     ap.add_argument("--seed", type=int, default=None, help="seed of the decks' order")
     ap.add_argument("--no-draw-index", action="store_true", help="the basic model: CARD lines carry no index")
+    ap.add_argument("--no-resend", action="store_true",
+                    help="a model that sends each event once and never again (no ACK awaited)")
     args = ap.parse_args(argv)
-    model = ShoeModel(serial=args.serial, draw_index=not args.no_draw_index, rng=random.Random(args.seed))
+    model = ShoeModel(serial=args.serial, draw_index=not args.no_draw_index, resend=not args.no_resend,
+                      rng=random.Random(args.seed))
     emu = Emulator(model, tcp=args.tcp, pty=args.pty, link=args.link, control=args.control)
     print(emu.url, flush=True)
     if emu.control_address is not None:

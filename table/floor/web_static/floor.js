@@ -34,11 +34,14 @@ async function loadTables() {
        " · alarms " + t.alarms))));
   $("tables-empty").hidden = body.tables.length > 0;
 }
+let reportAsked = 0;  // the newest report asked for: a slower answer to an older ask is dropped
 async function loadReport() {
+  const ask = ++reportAsked;
   const day = $("day").value;
   $("export-csv").href = "/api/v1/floor/report?format=csv&day=" + encodeURIComponent(day);
   $("export-json").href = "/api/v1/floor/report?format=download&day=" + encodeURIComponent(day);
   const {status, body} = await api("/api/v1/floor/report?day=" + encodeURIComponent(day));
+  if (ask !== reportAsked) return;  // the person asked for another day meanwhile
   if (status === 401) { signedOut(); return; }
   if (status !== 200) return;
   const t = body.totals;
@@ -50,6 +53,7 @@ async function loadReport() {
   $("fluctuations").replaceChildren(...body.fluctuations.map(fluctuation));
   $("fluct-empty").hidden = body.fluctuations.length > 0;
   const a = await api("/api/v1/floor/alarms");
+  if (ask !== reportAsked) return;
   if (a.status === 200) {
     $("alarms").replaceChildren(...a.body.alarms.map((x) => el("li", {},
       el("div", {class: "name"}, (x.table_id || "floor") + " · " + x.kind), el("div", {}, x.text),
@@ -63,11 +67,14 @@ function fluctuation(f) {
     el("div", {}, "win " + money(f.win_cents) + ", expected " + money(f.expected_cents) + " (z " + f.z + ", " + f.rounds + " rounds)"));
   for (const n of f.notes) li.append(el("div", {class: "note"}, n.text, el("div", {class: "muted"}, n.author + " (" + n.role + ") " + n.ts)));
   const text = el("textarea", {rows: "2", "aria-label": "investigation note", maxlength: "2000"});
-  const form = el("form", {}, el("label", {}, "Investigation note", text), el("button", {type: "submit"}, "Add note"));
+  const error = el("div", {class: "error", role: "alert"});
+  const form = el("form", {}, el("label", {}, "Investigation note", text), el("button", {type: "submit"}, "Add note"), error);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const r = await api("/api/v1/floor/notes", {method: "POST", body: JSON.stringify({table_id: f.table_id, gaming_day: f.gaming_day, text: text.value})});
     if (r.status === 200) loadReport();
+    else if (r.status === 401) signedOut();
+    else error.textContent = (r.body && r.body.error) || ("the note was not saved (HTTP " + r.status + ")");
   });
   li.append(form);
   return li;

@@ -1,0 +1,60 @@
+"""The ``day_report`` query of the table API: the current shift's or gaming day's figures, with a series to plot.
+
+A front-door query (``table/interfaces/api_schema.py``, for supervisors and
+auditors), answered from the journal file opened read-only, never from the
+controller's memory: :func:`table.day_report.live_report` counts the shift or
+gaming day as ``tablectl report shift|day --json`` does (COMAR 36.05.03.25:
+the settled win against the expected win given the decisions, with the 95 %
+band of its exact variance, flagged outside it; the statistical win once the
+slips and the drop are in) and adds ``series``, one item per settled round,
+cumulative, for the supervisor's plot. Each round's exact expectation is
+counted once and kept for the next query (a shift page asks after every round).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+from table.day_report import Calendar, ReportError, live_report, read_journal
+from table.journal import Journal
+from table.rules.profiles import PENNSYLVANIA, RulesProfile
+from table.rules.settlement import Tables
+
+
+class DayReportQueries:
+    """The ``day_report`` query of the journal at ``journal_path``: ``tables`` (the
+    paytables the table settles with), ``profile``, ``calendar`` (the config's
+    ``[gaming_day]``). :meth:`day_report` blocks (run it in a thread)."""
+
+    def __init__(self, journal_path: str | Path, tables: Tables, *, profile: RulesProfile = PENNSYLVANIA,
+                 calendar: Calendar = Calendar()) -> None:
+        self.path = Path(journal_path)
+        self.tables = tables
+        self.profile = profile
+        self.calendar = calendar
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def day_report(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args``: ``period`` (``shift`` or ``day``), optional ``gaming_day``
+        (``YYYY-MM-DD``) and ``shift``. Returns the reply's fields: the report and its
+        ``series``. Raises ``ValueError`` (a date that is not one, a report that
+        cannot be counted: :class:`~table.day_report.ReportError`)."""
+        on = None
+        if args.get("gaming_day") is not None:
+            try:
+                on = date.fromisoformat(args["gaming_day"])
+            except ValueError:
+                raise ReportError(f"gaming_day {args['gaming_day']!r} is not a date YYYY-MM-DD") from None
+        with Journal(self.path, read_only=True) as j:
+            facts = read_journal(j)
+        with self._lock:  # one count at a time: the cache is shared
+            return live_report(facts, args["period"], self.tables, self.profile, self.calendar, on=on,
+                               shift=args.get("shift"), cache=self._cache)
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """For :class:`~table.interfaces.dispatch.Dispatcher` ``queries``."""
+        return {"day_report": self.day_report}

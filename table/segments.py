@@ -1,0 +1,508 @@
+"""Gaming-day segments of the journal, their archives, the chain across days, retention.
+
+The live journal (``JOURNAL``, e.g. ``journal.sqlite3``) holds one gaming day
+(``[gaming_day] start_hour``, ``timezone``: COMAR 36.05.03.25 and K.A.R.
+112-108-51 ask for figures by gaming day). At the day's close the controller
+ends it with a ``segment`` entry ``{"close": day, "next": next_day}`` and a
+signed checkpoint (one transaction), then :func:`roll`:
+
+1. folds the WAL in and closes the file;
+2. writes ``ARCHIVE/DAY.journal.xz`` (the segment ``VACUUM``-ed into a temporary
+   SQLite file, compressed with xz, written to a temporary name, fsynced,
+   renamed, the folder fsynced);
+3. checks the archive: decompressed, it verifies (:func:`table.journal.verify`)
+   with the table key's public half, ends at the same entry with the same
+   chain hash, and its last entry is the signed checkpoint;
+4. writes the next day's segment to ``JOURNAL.next``: its first entry (kind
+   ``segment``) names the day closed (``previous``: its last entry's seq and chain
+   hash, its last signed checkpoint, the day and the archive's name) and a
+   checkpoint signs it with the same recovery state;
+5. only then removes the closed segment's ``-wal``/``-shm`` and renames
+   ``JOURNAL.next`` over ``JOURNAL`` (and its head file), fsyncing the folder.
+
+A SIGKILL anywhere leaves either the closed segment in place (steps 1-4; a
+restart finds its ``close`` entry and its checkpoint at the end and does the
+rollover again from step 2: :func:`finish`) or the new one (after 5). Nothing
+is removed before the archive that holds it has verified.
+
+:func:`verify_chain` checks a folder of archived days (and the live segment)
+as one chain; :func:`prune` removes archives past their retention only when the
+floor's notary holds a checkpoint at or after their end. ``docs/journal.md``
+("Gaming days and archives") is the reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import lzma
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Iterator
+
+import structlog
+
+from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
+
+log = structlog.get_logger("table.segments")
+
+#: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
+ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.journal\.xz$")
+#: the largest archive decompressed (bytes): a day at 1,600 rounds of 7 seats is ~20 MB
+MAX_SEGMENT_BYTES = 4 << 30
+#: xz preset: 9 with the extreme flag (a day's archive is written once)
+XZ_PRESET = 9 | lzma.PRESET_EXTREME
+#: crash tests only: the step of :func:`roll` at which the process SIGKILLs itself
+KILL_ENV = "THREECARD_TEST_KILL_AT"
+#: ``audit verify --archive`` statuses beyond :data:`table.journal.STATUSES`, by severity
+CHAIN_ORDER = ("tampered", "unreadable", "gap", "misfiled", "unanchored", "unsigned", "ok")
+
+
+class ArchiveError(JournalError):
+    """An archive cannot be written or does not verify; nothing was removed."""
+
+
+def archive_name(day: str) -> str:
+    """The archive file name of gaming day ``day`` (``YYYY-MM-DD``)."""
+    return f"{day}.journal.xz"
+
+
+def next_path(path: str | Path) -> Path:
+    """Where :func:`roll` writes the next day's segment before it replaces ``path``."""
+    p = Path(path)
+    return p.with_name(p.name + ".next")
+
+
+def _step(name: str) -> None:
+    """A point of the rollover a crash test may kill the process at (``KILL_ENV``)."""
+    if os.environ.get(KILL_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def closing(journal: Journal) -> dict[str, Any] | None:
+    """The ``close`` body (``{"close": day, "next": next_day}``) when ``journal`` ends with
+    its day's close (that entry, then the signed checkpoint): a rollover to finish."""
+    if not journal.last_seq:
+        return None
+    tail = list(journal.entries(since=journal.last_seq - 2))
+    if len(tail) == 2 and tail[0].kind == SEGMENT_KIND and "close" in tail[0].body and tail[1].kind == "checkpoint":
+        return dict(tail[0].body)
+    return None
+
+
+def carried_procedures(journal: Journal, kind: str = "gaming_day") -> list[dict[str, Any]]:
+    """The people's procedures the next day's segment must carry for the table's state
+    (open or closed, the shift, the slip numbers, the last inventory): those from the
+    last ``open`` or ``close`` on, of what this segment carried and what it holds."""
+    opening = journal.segment
+    bodies = list(opening.body.get("carried", {}).get(kind, [])) if opening is not None else []
+    bodies += [e.body for e in journal.entries(kind)]
+    start = max((i for i, b in enumerate(bodies) if b.get("procedure") in ("open", "close")), default=0)
+    return bodies[start:]
+
+
+def write_archive(src: Path, archive: Path) -> Path:
+    """Write the closed segment ``src`` (SQLite, no writer) to ``archive`` (xz of the
+    segment ``VACUUM``-ed): through temporary files, fsynced, renamed. Raises
+    :class:`ArchiveError`."""
+    folder = archive.parent
+    tmp_db = folder / f".{archive.name}.sqlite.tmp"
+    tmp_xz = folder / f".{archive.name}.tmp"
+    try:
+        for t in (tmp_db, tmp_xz):
+            with contextlib.suppress(FileNotFoundError):
+                t.unlink()
+        db = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        try:
+            db.execute("VACUUM INTO ?", (str(tmp_db),))
+        finally:
+            db.close()
+        db = sqlite3.connect(tmp_db)
+        try:
+            db.execute("PRAGMA journal_mode=DELETE")  # one file: an auditor opens it read-only anywhere
+        finally:
+            db.close()
+        _step("vacuumed")
+        fd = os.open(tmp_xz, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as raw, lzma.open(raw, "wb", preset=XZ_PRESET) as out, open(tmp_db, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1 << 20)
+            out.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        _step("compressed")
+        os.replace(tmp_xz, archive)
+        _fsync_dir(folder)
+        tmp_db.unlink()
+    except (OSError, sqlite3.Error, lzma.LZMAError) as exc:
+        raise ArchiveError(f"cannot write the archive {archive}: {exc}") from None
+    return archive
+
+
+@contextlib.contextmanager
+def opened(archive: Path) -> Iterator[Path]:
+    """The archived segment ``archive`` decompressed into a private temporary folder:
+    yields the SQLite file's path (removed after). Raises :class:`ArchiveError` for a
+    file that is not xz or decompresses past :data:`MAX_SEGMENT_BYTES`."""
+    with tempfile.TemporaryDirectory(prefix="threecard-day-") as tmp:
+        out = Path(tmp) / archive.name.replace(".xz", ".sqlite3")
+        try:
+            with lzma.open(archive, "rb") as inp, open(out, "wb") as o:
+                n = 0
+                while chunk := inp.read(1 << 20):
+                    n += len(chunk)
+                    if n > MAX_SEGMENT_BYTES:
+                        raise ArchiveError(f"{archive} decompresses past {MAX_SEGMENT_BYTES >> 30} GB")
+                    o.write(chunk)
+        except (OSError, lzma.LZMAError, EOFError) as exc:
+            raise ArchiveError(f"{archive} is not a readable archive (xz): {exc}") from None
+        yield out
+
+
+def _last_checkpoint(db_path: Path) -> dict[str, Any] | None:
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT body FROM entries WHERE kind='checkpoint' ORDER BY seq DESC LIMIT 1").fetchone()
+        return json.loads(row[0])["checkpoint"] if row else None
+    except (sqlite3.Error, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        db.close()
+
+
+def check_archive(archive: Path, *, public_keys: list[Any], last_seq: int, head: str) -> VerifyResult:
+    """Verify the archive against the segment it was made from (its last entry ``last_seq``
+    and chain hash ``head``); raises :class:`ArchiveError` unless it verifies ``ok``,
+    ending there."""
+    with opened(archive) as db:
+        cp = _last_checkpoint(db)
+        r = verify(db, public_keys=public_keys, anchors=[cp] if cp else [])
+    if r.status != "ok" or r.first_seq + r.entries - 1 != last_seq or r.head != head:
+        raise ArchiveError(f"the archive {archive} does not verify as the segment it was made from: {r.status} "
+                           f"{r.reason} ({r.entries} entries from {r.first_seq}, head {r.head[:16]})")
+    return r
+
+
+def roll(journal: Journal, archive_dir: str | Path) -> Path:
+    """Finish the day ``journal`` closed (:func:`closing`): archive it, check the archive,
+    start the next day's segment at the same path (see the module docstring), and
+    reopen ``journal`` on it (same object, same listeners). Returns the archive's path.
+    Raises :class:`ArchiveError` (the closed segment stays in place, reopened) or
+    :class:`~table.journal.JournalError`."""
+    close = closing(journal)
+    if close is None:
+        raise ArchiveError(f"{journal.path} does not end with its gaming day's close")
+    if journal.key is None:
+        raise ArchiveError("a rollover needs the table key (the next segment is signed)")
+    folder = Path(archive_dir)
+    if not folder.is_dir():
+        raise ArchiveError(f"the archive folder {folder} does not exist")
+    path, day, nxt = journal.path, str(close["close"]), str(close["next"])
+    last = journal.last("checkpoint")
+    assert last is not None
+    carried = {"gaming_day": carried_procedures(journal)}
+    journal._ensure_chain()  # the chain hash after the last entry
+    head_hex, last_seq = journal._chain.hex(), journal.last_seq  # type: ignore[union-attr]
+    journal.close()
+    _step("closed")
+    archive = folder / archive_name(day)
+    try:
+        check_archive(archive, public_keys=[journal.key.public], last_seq=last_seq, head=head_hex)
+    except ArchiveError:  # none yet, or a half-written or stale one: (re)write it
+        write_archive(path, archive)
+        _step("archived")
+        check_archive(archive, public_keys=[journal.key.public], last_seq=last_seq, head=head_hex)
+    _step("verified")
+    nxt_path = next_path(path)
+    for stale in (nxt_path, Path(f"{nxt_path}-wal"), Path(f"{nxt_path}-shm"), head_path(nxt_path)):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    previous = {"seq": last_seq, "head": head_hex, "checkpoint": last.body["checkpoint"], "gaming_day": day,
+                "archive": archive.name, "events": _events_through(path)}
+    new = Journal.open_segment(nxt_path, key=journal.key, table_id=journal.table_id, previous=previous, opens=nxt,
+                               carried=carried, state=last.body.get("state", {}), clock=journal.now_us,
+                               group=journal.group)
+    new.close()
+    _step("segment_written")
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:  # never: closed, the WAL was folded in and emptied
+        raise ArchiveError(f"{wal} still holds entries after the close; the rollover waits (nothing removed)")
+    for old in (wal, Path(f"{path}-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()
+    os.replace(head_path(nxt_path), head_path(path))
+    _step("head_moved")
+    os.replace(nxt_path, path)
+    _fsync_dir(path.parent)
+    _step("renamed")
+    journal.reopen()
+    # The next segment's first entries were written by a journal of their own: its readers
+    # (the event stream, from memory) hear of them as of any commit.
+    journal._committed(list(journal.entries(since=last_seq)))
+    log.info("gaming_day_archived", day=day, archive=str(archive), next=nxt)
+    return archive
+
+
+def _events_through(path: Path) -> int:
+    """The public event stream's head at the end of the closed segment ``path``
+    (:func:`table.events.public_count`): the next segment's events go on from it."""
+    from .events import public_count
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return public_count(db)
+    finally:
+        db.close()
+
+
+def finish(path: str | Path, archive_dir: str | Path, *, key: Any, table_id: str = "table", clock: Any = None,
+           group: int | None = None) -> Path | None:
+    """At start-up, before the controller opens the journal: finish a rollover a crash
+    cut short (the journal at ``path`` ends with its day's close), remove what a cut
+    rollover left (``JOURNAL.next``, temporary archives). Returns the archive written, or
+    None when there was nothing to finish. Raises as :func:`roll`."""
+    p, folder = Path(path), Path(archive_dir)
+    for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+        tmp.unlink()
+    if not p.exists():
+        return None
+    j = Journal(p, key=key, table_id=table_id, clock=clock, group=group)
+    try:
+        if closing(j) is None:
+            nxt = next_path(p)
+            for stale in (nxt, Path(f"{nxt}-wal"), Path(f"{nxt}-shm"), head_path(nxt)):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+            return None
+        log.warning("gaming_day_rollover_resumed", path=str(p))
+        return roll(j, folder)
+    finally:
+        j.close()
+
+
+# -- the chain across days ---------------------------------------------------------------------------
+
+
+@dataclass
+class DayCheck:
+    """One segment of the chain: ``name`` (the archive's file name, or the live
+    journal's), ``day`` (the gaming day its close entry names; None for the live one),
+    the :class:`VerifyResult`, and ``last_cp`` (its last signed checkpoint)."""
+
+    name: str
+    day: str | None
+    result: VerifyResult
+    last_cp: dict[str, Any] | None = None
+
+
+@dataclass
+class ChainResult:
+    """Outcome of :func:`verify_chain`: ``status`` (``ok``, ``tampered``, ``unreadable``,
+    ``gap``: a day of the chain is missing, ``misfiled``: an archive is not the day its
+    name says, or a day is there twice, ``unanchored``, ``unsigned``), ``reason`` (the
+    first problem, naming the day), ``days`` checked in chain order, ``notes``."""
+
+    status: str
+    reason: str = ""
+    days: list[DayCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def entries(self) -> int:
+        return sum(d.result.entries for d in self.days)
+
+
+def _close_day(db: Path) -> str | None:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT body FROM entries WHERE kind=? ORDER BY seq DESC LIMIT 1", (SEGMENT_KIND,)).fetchone()
+        body = json.loads(row[0]) if row else {}
+        return str(body["close"]) if isinstance(body, dict) and "close" in body else None
+    except (sqlite3.Error, ValueError):
+        return None
+    finally:
+        con.close()
+
+
+def archives(archive_dir: str | Path) -> list[tuple[str, Path]]:
+    """The archived days in ``archive_dir``: (day, path) by file name, oldest first."""
+    out = []
+    for p in Path(archive_dir).iterdir():
+        m = ARCHIVE_RE.match(p.name)
+        if m and p.is_file():
+            out.append((m.group(1), p))
+    return sorted(out)
+
+
+# long: one pass over the days in chain order, each link's check beside the segment it reads
+def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, public_keys: list[Any] = (),
+                 anchors: list[dict[str, Any]] = (), key: Any = None) -> ChainResult:
+    """Check every archived day in ``archive_dir`` (and the live segment ``live``) as one
+    chain: each segment verifies (:func:`table.journal.verify`, its own last checkpoint
+    as its anchor), each names the one before it exactly (seq, chain hash, last
+    signed checkpoint), its file name is the day its close entry names, and the
+    chain's end is vouched for by the live segment or by ``anchors`` (the floor's).
+    Raises :class:`JournalError` for a folder that does not exist."""
+    folder = Path(archive_dir)
+    if not folder.is_dir():
+        raise JournalError(f"no archive folder at {folder}")
+    keys = list(public_keys)
+    out = ChainResult("ok")
+    problems: list[tuple[str, str]] = []
+    for name_day, path in archives(folder):
+        try:
+            with opened(path) as db:
+                cp = _last_checkpoint(db)
+                lo, hi = _seq_range(db)
+                mine = [cp] if cp else []
+                mine += [a for a in anchors if isinstance(a, dict) and isinstance(a.get("seq"), int)
+                         and lo <= a["seq"] + 1 <= hi]
+                r = verify(db, public_keys=keys, anchors=mine, key=key)
+                day = _close_day(db)
+        except JournalError as exc:
+            problems.append(("unreadable", f"{path.name}: {exc}"))
+            continue
+        out.days.append(DayCheck(path.name, day, r, cp))
+        if day != name_day:
+            problems.append(("misfiled", f"{path.name} holds gaming day {day or '(no close entry)'}, not {name_day}: "
+                                         "swapped or renamed"))
+    out.days.sort(key=lambda d: d.result.first_seq)
+    if live is not None:
+        r = verify(live, public_keys=keys, anchors=list(anchors), key=key)
+        out.days.append(DayCheck(Path(live).name, None, r))
+    seen_days: dict[str, str] = {}
+    for i, d in enumerate(out.days):
+        r = d.result
+        if r.status in ("tampered", "unreadable"):
+            problems.append((r.status, f"{d.name}: {r.reason}" + (f" (entry {r.first_bad})" if r.first_bad else "")))
+        if d.day is not None:
+            if d.day in seen_days:
+                problems.append(("misfiled", f"gaming day {d.day} is there twice: {seen_days[d.day]} and {d.name}"))
+            seen_days[d.day] = d.name
+        if i == 0:
+            if r.previous is not None:
+                out.notes.append(f"the chain starts at entry {r.first_seq} ({d.name}): gaming day "
+                                 f"{r.previous.get('gaming_day')} and those before it are not in the folder "
+                                 "(removed past their retention, or missing)")
+            continue
+        before = out.days[i - 1]
+        prev, b = r.previous, before.result
+        end = b.first_seq + b.entries - 1
+        if prev is None:
+            problems.append(("misfiled", f"{d.name} starts a journal at entry 1, but follows {before.name}"))
+        elif prev["seq"] > end:
+            problems.append(("gap", f"gaming day {prev.get('gaming_day')} ({prev.get('archive')}, entries "
+                                    f"{end + 1}..{prev['seq']}) is missing: {d.name} chains to it, "
+                                    f"{before.name} ends at entry {end}"))
+        elif prev["seq"] < end:
+            problems.append(("misfiled", f"{d.name} chains to entry {prev['seq']}, inside {before.name} "
+                                         f"(entries {b.first_seq}..{end}): two copies of a day"))
+        elif prev.get("head") != b.head or not isinstance(before.last_cp, dict) or \
+                prev.get("checkpoint", {}).get("sig") != before.last_cp.get("sig"):
+            problems.append(("tampered", f"{d.name} chains to a gaming day {prev.get('gaming_day')} other than "
+                                         f"{before.name} (its chain hash or last checkpoint differs)"))
+        elif b.last_checkpoint != end:
+            problems.append(("tampered", f"{before.name} does not end with its signed checkpoint"))
+        elif d.day is not None and before.day is not None and prev.get("gaming_day") != before.day:
+            problems.append(("misfiled", f"{d.name} names gaming day {prev.get('gaming_day')} before it, "
+                                         f"{before.name} holds {before.day}"))
+    for d in out.days[:-1]:
+        out.notes += [f"{d.name}: {n}" for n in d.result.notes if "archived gaming day" not in n
+                      and "goes on from entry" not in n and "no head file" not in n]
+    if out.days:
+        last = out.days[-1]
+        out.notes += [f"{last.name}: {n}" for n in last.result.notes if "no head file" not in n
+                      and "goes on from entry" not in n and "archived gaming day" not in n]
+        end = last.result.first_seq + last.result.entries - 1
+        beyond = [a["seq"] for a in anchors if isinstance(a, dict) and isinstance(a.get("seq"), int)
+                  and a["seq"] >= end]
+        if last.day is not None and beyond:
+            problems.append(("gap", f"the floor's checkpoints go on to entry {max(beyond)}, past the last day "
+                                    f"archived ({last.name}, entries to {end}): the days after it are not here "
+                                    "(give the live journal with --journal)"))
+        elif last.day is not None and not any(isinstance(a, dict) and a.get("seq") == end - 1 for a in anchors):
+            problems.append(("unanchored", f"nothing vouches for the end of {last.name} (the last day archived): "
+                                           "give the live journal (--journal) or the floor's checkpoints (--anchors)"))
+        elif last.result.status in ("unanchored", "unsigned"):
+            problems.append((last.result.status, f"{last.name}: {last.result.status}"))
+    else:
+        problems.append(("unanchored", f"no archived day in {folder}"))
+    if not keys and key is None:
+        problems.append(("unanchored", "no public key given: no signature was checked"))
+    if problems:
+        worst = min(problems, key=lambda p: CHAIN_ORDER.index(p[0]))
+        out.status, out.reason = worst
+        out.notes = [why for s, why in problems if why != out.reason] + out.notes
+    return out
+
+
+def _seq_range(db: Path) -> tuple[int, int]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        lo, hi = con.execute("SELECT MIN(seq), MAX(seq) FROM entries").fetchone()
+        return int(lo or 0), int(hi or 0)
+    except (sqlite3.Error, TypeError, ValueError):
+        return 0, 0
+    finally:
+        con.close()
+
+
+# -- retention ---------------------------------------------------------------------------------------
+
+
+def cutoff(today: date, *, years: int, keep_days: int | None = None) -> date:
+    """The oldest gaming day kept: ``keep_days`` before ``today`` when given, else the same
+    date ``years`` years before (28 February for 29 February). K.A.R. 112-108-51: seven years."""
+    if keep_days is not None:
+        from datetime import timedelta
+
+        return today - timedelta(days=keep_days)
+    try:
+        return today.replace(year=today.year - years)
+    except ValueError:
+        return today.replace(year=today.year - years, day=28)
+
+
+def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | None) -> list[Path]:
+    """Remove the archives of gaming days before ``oldest_kept`` whose last checkpoint the
+    floor's notary holds or has passed (``anchored_seq``: the seq of the notary's
+    checkpoint; None: no floor, or it did not answer: nothing is removed, and the log
+    says so). Oldest first; stops at the first archive not yet anchored. Returns the
+    files removed."""
+    removed: list[Path] = []
+    old = [(d, p) for d, p in archives(archive_dir) if date.fromisoformat(d) < oldest_kept]
+    if not old:
+        return removed
+    if anchored_seq is None:
+        log.warning("retention_nothing_removed", archives_past_retention=len(old),
+                    reason="no floor notary anchors the archives ([floor] url): nothing is ever removed without it")
+        return removed
+    for day, p in old:
+        try:
+            with opened(p) as db:
+                cp = _last_checkpoint(db)
+        except ArchiveError:
+            cp = None
+        if cp is None or not isinstance(cp.get("seq"), int) or cp["seq"] > anchored_seq:
+            log.warning("retention_kept", day=day, reason="its last checkpoint is not anchored off the table yet")
+            break
+        p.unlink()
+        removed.append(p)
+        log.info("retention_removed", day=day, archive=str(p))
+    if removed:
+        _fsync_dir(Path(archive_dir))
+    return removed

@@ -1,0 +1,356 @@
+"""The journal as one segment a gaming day (issue 27, points 5 and 6): three simulated days
+on a clock the test sets, each closed with a signed checkpoint, archived (xz) and chained
+to the next; `tablectl audit verify --archive` checks them as one chain and names a day
+missing or swapped; reports over the archive equal reports over the same rounds live;
+retention keeps what the floor has not anchored; SIGKILL inside the day's close loses
+nothing and the restart finishes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from table import segments
+from table.keys import load_private_key
+from table.procedure.table_day import TableClosed
+from tests.day_helpers import PAYTABLES, START, WallClock, day_start, day_table
+from tests.test_e2e_run import tablectl
+
+DAYS = ("2026-12-01", "2026-12-02", "2026-12-03")
+ROUNDS = 3
+
+
+def _backup(src: Path, dst: Path) -> None:
+    """A consistent copy of a live journal (SQLite's backup API, as docs/journal.md says)."""
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def three_days(tmp_path_factory):
+    """Three gaming days of ROUNDS rounds and the first round of a fourth; a copy of each
+    day's live journal just before its close."""
+    folder = tmp_path_factory.mktemp("days")
+    clock = WallClock()
+    copies = {}
+    with day_table(folder, clock) as ctl:
+        for n, day in enumerate(DAYS):
+            clock.set(day_start(n) if n else START)
+            for _ in range(ROUNDS):
+                ctl.play_round()
+            copies[day] = folder / f"live-{day}.sqlite3"
+            _backup(folder / "journal.sqlite3", copies[day])
+        clock.set(day_start(3))
+        ctl.play_round()
+    return folder, copies
+
+
+def audit(*args):
+    return subprocess.run(tablectl() + ["audit", "verify", *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def report(*args):
+    r = subprocess.run(tablectl() + ["report", *map(str, args), "--json", *PAYTABLES], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_each_day_is_archived_and_the_days_verify_as_one_chain(three_days):
+    folder, _ = three_days
+    archive, pub = folder / "archive", folder / "table.key.pub"
+    assert sorted(p.name for p in archive.iterdir()) == [f"{d}.journal.xz" for d in DAYS]
+    r = audit(folder / "journal.sqlite3", "--archive", archive, "--public-key", pub, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = json.loads(r.stdout)
+    assert [d["gaming_day"] for d in got["days"]] == [*DAYS, None]
+    # the seqs go on across days without a gap
+    for a, b in zip(got["days"], got["days"][1:]):
+        assert b["first_seq"] == a["first_seq"] + a["entries"]
+    # the live segment alone verifies as today (its head file anchors it), naming the day before
+    r = audit(folder / "journal.sqlite3", "--public-key", pub)
+    assert r.returncode == 0 and "2026-12-03" in r.stderr, r.stderr
+    # the archives alone: the last day's end is vouched for by nothing given
+    r = audit("--archive", archive, "--public-key", pub)
+    assert r.returncode == 3 and "2026-12-03.journal.xz" in r.stderr, r.stderr
+    # each day's segment ends with its close and a signed checkpoint (an auditor's own look)
+    with segments.opened(archive / "2026-12-02.journal.xz") as db:
+        con = sqlite3.connect(db)
+        last = con.execute("SELECT kind, body FROM entries ORDER BY seq DESC LIMIT 2").fetchall()
+        first = con.execute("SELECT kind, body FROM entries ORDER BY seq LIMIT 1").fetchone()
+        con.close()
+    assert [k for k, _ in last] == ["checkpoint", "segment"]
+    assert json.loads(last[1][1])["close"] == "2026-12-02"
+    assert first[0] == "segment" and json.loads(first[1])["previous"]["gaming_day"] == "2026-12-01"
+
+
+def test_a_missing_or_swapped_day_is_named_with_its_own_exit_code(three_days, tmp_path):
+    folder, _ = three_days
+    pub = folder / "table.key.pub"
+    missing = tmp_path / "missing"
+    shutil.copytree(folder / "archive", missing)
+    (missing / "2026-12-02.journal.xz").unlink()
+    r = audit(folder / "journal.sqlite3", "--archive", missing, "--public-key", pub)
+    assert r.returncode == 5, r.stderr
+    assert "GAP" in r.stderr and "gaming day 2026-12-02" in r.stderr and "missing" in r.stderr
+
+    swapped = tmp_path / "swapped"
+    shutil.copytree(folder / "archive", swapped)
+    a, b = swapped / "2026-12-02.journal.xz", swapped / "2026-12-03.journal.xz"
+    a.rename(tmp_path / "x")
+    b.rename(a)
+    (tmp_path / "x").rename(b)
+    r = audit(folder / "journal.sqlite3", "--archive", swapped, "--public-key", pub)
+    assert r.returncode == 6, r.stderr
+    assert "2026-12-02.journal.xz holds gaming day 2026-12-03" in r.stderr
+
+    # an archive replaced by another day's copy under its name: the chain does not link
+    twice = tmp_path / "twice"
+    shutil.copytree(folder / "archive", twice)
+    shutil.copy(twice / "2026-12-01.journal.xz", twice / "2026-12-02.journal.xz")
+    r = audit(folder / "journal.sqlite3", "--archive", twice, "--public-key", pub)
+    assert r.returncode in (5, 6), r.stderr
+    assert "2026-12-02" in r.stderr
+
+
+def test_a_report_over_the_archive_equals_the_report_over_the_same_rounds_live(three_days):
+    folder, copies = three_days
+    for day in DAYS:
+        live = report("day", "--journal", copies[day], "--date", day)
+        archived = report("day", "--archive", folder / "archive", "--date", day)
+        assert archived == live and archived["rounds"] == ROUNDS
+    year = report("year", "--archive", folder / "archive", "--journal", folder / "journal.sqlite3")
+    assert year["rounds"] == 3 * ROUNDS + 1
+    assert year["settled_win"] == sum(report("day", "--archive", folder / "archive", "--journal",
+                                             folder / "journal.sqlite3", "--date", d)["settled_win"]
+                                      for d in (*DAYS, "2026-12-04"))
+
+
+def _seq_end(archive: Path) -> int:
+    with segments.opened(archive) as db:
+        con = sqlite3.connect(db)
+        (end,) = con.execute("SELECT MAX(seq) FROM entries").fetchone()
+        con.close()
+    return end
+
+
+def test_retention_removes_only_old_archives_the_floor_has_anchored(three_days, tmp_path):
+    folder, _ = three_days
+    kept = tmp_path / "archive"
+    shutil.copytree(folder / "archive", kept)
+    names = lambda: sorted(p.name for p in kept.iterdir())  # noqa: E731
+    everything = names()
+    past = date(2026, 12, 3)  # 01 and 02 are past a retention that keeps from the 3rd
+    # no floor: nothing is ever removed, however old
+    assert segments.prune(kept, oldest_kept=past, anchored_seq=None) == [] and names() == everything
+    # the floor holds a checkpoint inside day 2 only: day 1 goes, day 2 waits for its anchor
+    end1, end2 = _seq_end(kept / "2026-12-01.journal.xz"), _seq_end(kept / "2026-12-02.journal.xz")
+    removed = segments.prune(kept, oldest_kept=past, anchored_seq=end2 - 5)
+    assert [p.name for p in removed] == ["2026-12-01.journal.xz"] and end1 < end2 - 5
+    # once anchored past its end it goes too; the day inside the retention stays whatever the anchor
+    segments.prune(kept, oldest_kept=past, anchored_seq=10 ** 9)
+    assert names() == ["2026-12-03.journal.xz"]
+    # the chain that is left still verifies, saying the days before it are gone
+    r = audit(folder / "journal.sqlite3", "--archive", kept, "--public-key", folder / "table.key.pub")
+    assert r.returncode == 0 and "not in the folder" in r.stderr, r.stderr
+    # seven years by default (K.A.R. 112-108-51); 29 February falls back to the 28th
+    assert segments.cutoff(date(2026, 12, 4), years=7) == date(2019, 12, 4)
+    assert segments.cutoff(date(2028, 2, 29), years=7) == date(2021, 2, 28)
+    assert segments.cutoff(date(2026, 12, 4), years=7, keep_days=30) == date(2026, 11, 4)
+
+
+def test_the_table_rolls_over_with_retention_and_an_open_table_stays_open(tmp_path):
+    """With procedures required: opened on day 1, the table is still open after the
+    rollover and after a restart on the new segment; the day-1 archive is removed by
+    the rollover past retention only with a floor anchor."""
+    from protocols.cards import BackColour
+    from simulators.table import SimulatedTable
+
+    clock = WallClock()
+    inv = {"inventory": {"2500": 40}}
+    anchored = {"seq": None}
+    with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=4) as sim:
+        _roll_with_retention(tmp_path, clock, inv, anchored, sim)
+
+
+def _roll_with_retention(tmp_path, clock, inv, anchored, sim):
+    with day_table(tmp_path, clock, day_required=True, keep_days=1, anchored=lambda: anchored["seq"],
+                   sim=sim) as ctl:
+        with pytest.raises(TableClosed):
+            ctl.play_round()
+        ctl.table_procedure("open", inv, dealer="dana", supervisor="sam")
+        ctl.play_round()
+        clock.set(day_start(1))
+        ctl.play_round()  # the rollover, then a round: the table is still open
+        assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["2026-12-01.journal.xz"]
+        clock.set(day_start(3))
+        ctl.play_round()  # day 2 archived; day 1 is past keep_days but nothing anchors it: kept
+        assert len(list((tmp_path / "archive").iterdir())) == 2
+    with day_table(tmp_path, clock, day_required=True, keep_days=1, anchored=lambda: anchored["seq"],
+                   sim=sim) as ctl:
+        ctl.play_round()  # a restart on the new segment: still open
+        anchored["seq"] = ctl.journal.last_seq
+        clock.set(day_start(5))
+        ctl.play_round()
+    left = sorted(p.name for p in (tmp_path / "archive").iterdir())
+    assert left == ["2026-12-04.journal.xz"], left  # 01 and 02 (older than a day, anchored) removed
+
+
+KILL_POINTS = ["closed", "vacuumed", "compressed", "archived", "verified", "segment_written", "head_moved", "renamed"]
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_sigkill_inside_the_days_close_loses_nothing_and_the_restart_finishes_it(tmp_path, point):
+    env = {**os.environ, segments.KILL_ENV: point}
+    r = subprocess.run([sys.executable, "-m", "tests.day_helpers", str(tmp_path), "1", "2"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    key = load_private_key(tmp_path / "table.key")
+    # the start of a table with [journal] archive: finish what the kill cut short
+    done = segments.finish(tmp_path / "journal.sqlite3", tmp_path / "archive", key=key, table_id="t1")
+    # killed before the new segment took the journal's place: the rollover is done again
+    assert done == (None if point == "renamed" else tmp_path / "archive" / "2026-12-01.journal.xz")
+    assert not [p for p in (tmp_path / "archive").iterdir() if p.name.startswith(".")]
+    assert not (tmp_path / "journal.sqlite3.next").exists()
+    r = audit(tmp_path / "journal.sqlite3", "--archive", tmp_path / "archive", "--public-key",
+              tmp_path / "table.key.pub")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = report("day", "--archive", tmp_path / "archive", "--date", "2026-12-01")
+    assert rep["rounds"] == 2  # both rounds of the day closed are in its archive
+    # the live journal is the next day's segment, resuming from the state the day closed with
+    con = sqlite3.connect(tmp_path / "journal.sqlite3")
+    rows = con.execute("SELECT kind, body FROM entries ORDER BY seq").fetchall()
+    con.close()
+    assert [k for k, _ in rows] == ["segment", "checkpoint"]
+    assert json.loads(rows[0][1])["open"] == "2026-12-02"
+    with segments.opened(tmp_path / "archive" / "2026-12-01.journal.xz") as db:
+        con = sqlite3.connect(db)
+        (closed,) = con.execute("SELECT body FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        con.close()
+    assert json.loads(rows[1][1])["state"] == json.loads(closed)["state"]
+
+
+def test_a_days_archive_is_small(three_days):
+    folder, copies = three_days
+    size = (folder / "archive" / "2026-12-02.journal.xz").stat().st_size
+    live = copies["2026-12-02"].stat().st_size
+    assert size < live / 2, (size, live)
+
+
+def test_tablectl_run_takes_the_archive_folder_from_the_config_and_refuses_one_missing(tmp_path):
+    from tests.test_run_cli import CONFIG
+
+    folder = tmp_path / "archive"
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(CONFIG.replace("[log]", f'[journal]\npath = "{tmp_path / "j.sqlite3"}"\narchive = "{folder}"\n\n'
+                                           "[gaming_day]\nretention_years = 7\n\n[log]"))
+    run = tablectl() + ["run", "--simulate", "--rounds", "1", "--seed", "2", "--config", str(cfg), "--json",
+                        "--journal", str(tmp_path / "j.sqlite3")]
+    r = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "journal.archive" in r.stderr and str(folder) in r.stderr, r.stderr
+    assert not (tmp_path / "j.sqlite3").exists()  # refused before the journal was opened
+    folder.mkdir()
+    r = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert audit(tmp_path / "j.sqlite3", "--public-key", tmp_path / "j.sqlite3.key.pub").returncode == 0
+
+
+def test_the_event_stream_numbers_on_across_the_days_close_and_a_restart(tmp_path):
+    """The live stream (fed from memory) goes on across the rollover without a gap and
+    hears the new segment's checkpoint; read again from the new segment's file (a
+    restart, `tablectl events tail`), its events carry the same numbers."""
+    from table.events import EventLog
+
+    clock = WallClock()
+    got = []
+    with day_table(tmp_path, clock) as ctl:
+        log = EventLog(tmp_path / "journal.sqlite3", "t1", journal=ctl.journal).start()
+        log.add_listener(lambda d: got.append((d.seq, d.event["type"])))
+        try:
+            ctl.play_round()
+            clock.set(day_start(1))
+            ctl.play_round()
+            log.poll()
+        finally:
+            log.close()
+    seqs = [s for s, _ in got]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # no gap, no repeat
+    con = sqlite3.connect(tmp_path / "journal.sqlite3")
+    (first,) = con.execute("SELECT body FROM entries ORDER BY seq LIMIT 1").fetchone()
+    con.close()
+    before = json.loads(first)["previous"]["events"]
+    assert ("checkpoint" in [k for s, k in got if s == before + 1]), got  # the new segment's own checkpoint
+    r = subprocess.run(tablectl() + ["events", "tail", "--journal", str(tmp_path / "journal.sqlite3"), "--since",
+                                     "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["seq"] for e in events] == [s for s, _ in got if s > before]
+    check = subprocess.run(tablectl() + ["audit", "check-stream"], input=r.stdout, capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_archived_day_put_back_as_the_live_journal_is_an_incident(three_days, tmp_path):
+    """Anchors older than the live segment are taken as the archive's (matched); an older
+    day's segment put in the live one's place is still behind the head file's checkpoint."""
+    from table.errors import SupervisorRequired
+
+    folder, _ = three_days
+    for name in ("table.key", "table.key.pub", "journal.sqlite3.head"):
+        shutil.copy(folder / name, tmp_path / name)
+    with segments.opened(folder / "archive" / "2026-12-02.journal.xz") as db:
+        shutil.copy(db, tmp_path / "journal.sqlite3")
+    (tmp_path / "archive").mkdir()
+    with pytest.raises(SupervisorRequired, match="behind checkpoint"):
+        with day_table(tmp_path, WallClock(day_start(3))):
+            pass
+    # and audit verify says the same of it
+    r = audit(tmp_path / "journal.sqlite3", "--public-key", tmp_path / "table.key.pub")
+    assert r.returncode == 1 and "truncated or rolled back" in r.stderr, r.stderr
+
+
+def test_checkpoints_of_archived_days_are_not_taken_for_a_rollback(three_days, tmp_path):
+    """A restart on the live segment sees the floor's checkpoints of earlier days (in the
+    archive): they match, the table does not hold; a newer one it lacks still does."""
+    from table.anchors import classify
+    from table.journal import Journal
+
+    folder, _ = three_days
+    olds = []
+    for day in DAYS:
+        with segments.opened(folder / "archive" / f"{day}.journal.xz") as db:
+            con = sqlite3.connect(db)
+            olds += [json.loads(b)["checkpoint"] for (b,) in
+                     con.execute("SELECT body FROM entries WHERE kind='checkpoint' ORDER BY seq")]
+            con.close()
+    shutil.copy(folder / "journal.sqlite3", tmp_path / "journal.sqlite3")
+    key = load_private_key(folder / "table.key")
+    with Journal(tmp_path / "journal.sqlite3", key=key, table_id="t1") as j:
+        got = classify(olds, j, head=False)
+        assert not got.incident and got.matched == len(olds)
+        newer = {**olds[-1], "seq": j.last_seq + 5}
+        assert classify([newer], j, head=False).incident  # forged (bad signature): refused, an incident
+
+
+def test_the_report_from_the_config_reads_the_archive_and_the_live_segment(three_days, tmp_path):
+    from tests.test_run_cli import CONFIG
+
+    folder, _ = three_days
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(CONFIG.replace("[log]", f'[journal]\npath = "{folder / "journal.sqlite3"}"\n'
+                                           f'archive = "{folder / "archive"}"\n\n[log]'))
+    assert report("year", "--config", cfg)["rounds"] == 3 * ROUNDS + 1
