@@ -526,8 +526,8 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         if floor is not None:
             with urllib.request.urlopen(floor_url + "/api/v1/floor/health", timeout=30) as r:
                 c = json.loads(r.read())["counts"]
-            result["floor"] = {k: c[k] for k in ("received", "verified", "stored", "forged", "unknown_table",
-                                                 "write_errors")}
+            result["floor"] = {k: c[k] for k in ("received", "verified", "stored", "not_kept", "forged",
+                                                 "unknown_table", "write_errors")}
     finally:
         publisher.close()
         pit.terminate()

@@ -71,6 +71,43 @@ def test_a_floor_behind_a_prefixing_bridge_keeps_the_tables_and_refuses_the_forg
         central.stop()
 
 
+def test_a_genuine_status_moved_to_another_floors_topic_is_refused_behind_a_prefixing_bridge(tmp_path):
+    """Attack: what the table signs names its table and the kind of message, not the floor's
+    topic segment, so a genuine retained status of table pit2-tcp-05 (floor pit2) republished
+    by anyone with broker access under ``threecard/pit1/pit2-tcp-05/status`` checks out. The
+    floor takes the floor from the signed body and refuses the one whose topic disagrees
+    (counted, logged, alarmed), while the genuine one, prefixed by the bridge, is kept."""
+    from structlog.testing import capture_logs
+
+    from mqtt_broker import start_bridged
+
+    t = SignedTable(tmp_path / "t", "pit2-tcp-05", floor="pit2")
+    t.publish_key(tmp_path / "keys")
+    topic, genuine = t.status()
+    moved = topic.replace("threecard/pit2/", "threecard/pit1/")
+    edge, central = start_bridged(tmp_path, "site-a/")
+    pub = Publisher(edge.port)
+    try:
+        with running_floor(str(tmp_path / "floor.sqlite3"), tmp_path / "keys", central.port,
+                           prefix="site-a/") as floor, capture_logs() as logs:
+            pub.send([(moved, genuine)])
+            settle(floor, 1)
+            assert floor.counts.forged == 1 and floor.counts.verified == 0
+            assert rows(floor, "SELECT COUNT(*) FROM tables_seen") == [(0,)]
+            pub.send([(topic, genuine)])  # the same bytes on the table's own topic, through the bridge's prefix
+            settle(floor, 2)
+            assert floor.counts.verified == 1 and floor.counts.forged == 1
+            assert rows(floor, "SELECT table_id, floor FROM tables_seen") == [("pit2-tcp-05", "pit2")]
+            assert rows(floor, "SELECT table_id, kind FROM alarms") == [("pit2-tcp-05", "forged_message")]
+        refused = [e for e in logs if e["event"] == "floor_message_refused"]
+        assert len(refused) == 1 and refused[0]["topic"] == "site-a/" + moved and "pit2" in refused[0]["error"]
+    finally:
+        pub.close()
+        t.close()
+        edge.stop()
+        central.stop()
+
+
 def test_a_forged_table_message_is_refused_and_nothing_is_kept(tmp_path, broker, database):
     t = SignedTable(tmp_path / "t", "pit1-tcp-02")
     t.publish_key(tmp_path / "keys")

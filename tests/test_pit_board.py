@@ -152,6 +152,25 @@ def test_several_pits_and_prefixed_topics_on_one_board():
             BrokerAddress.parse(bad)
 
 
+def test_a_genuine_status_moved_to_another_pits_topic_is_refused_and_counted():
+    """Attack: a table's signature covers its table and the kind of message, not the pit's
+    topic segment, so a genuine ``online: true`` of t-2 (pit8) republished under
+    ``threecard/pit7/t-2/status`` checks out. The pit takes the pit from the signed body:
+    refused and counted as forged, the table not shown online; a bridge's prefix before the
+    table's own topic is still taken."""
+    board = PitBoard("pit7", {"t-1": KEY.public, "t-2": KEY.public})
+    topic, raw = status("t-2", pit="pit8")
+    with capture_logs() as logs:
+        assert not board.receive(topic.replace("/pit8/", "/pit7/"), raw)
+        assert not board.receive("site-b/" + topic.replace("/pit8/", "/pit7/"), raw)
+    snap = board.snapshot()
+    assert snap["counts"]["forged"] == 2 and snap["counts"]["accepted"] == 0
+    assert {c["table_id"]: c["state"] for c in snap["tables"]}["t-2"] != "online"
+    assert [e for e in logs if e["event"] == "pit_message_refused"][0]["reason"].startswith("the status names pit")
+    assert board.receive("site-b/" + status("t-2")[0], status("t-2")[1])  # its own pit's status, prefixed
+    assert {c["table_id"]: c["state"] for c in board.snapshot()["tables"]}["t-2"] == "online"
+
+
 def test_changes_are_coalesced_into_one_delta_of_the_changed_tables_only():
     ids = [f"t-{n:03d}" for n in range(500)]
     board = PitBoard("pit7", {t: KEY.public for t in ids})

@@ -5,15 +5,22 @@ kept in the floor database; the notary's rule applied to every checkpoint.
 :func:`table.interfaces.mqtt.verify_message` (one call site, :meth:`Floor._verify`),
 and a checkpoint's own signature with :func:`table.journal.check_signed`; what does
 not verify is dropped, counted and logged (and an alarm row, at most one per table,
-day and reason), never stored. What verifies is queued (bounded: a full queue makes
+day and reason), never stored. The table a message is kept under is the one its signed
+body names (``table_id``, which must be the topic's), and a status's floor is its body's
+``floor``, which must be the topic's: a genuine message republished under another
+table's or floor's topic is refused like a forged one (any prefix a bridge put before
+``threecard/`` is not compared). What verifies and has something to keep is queued
+(the events the floor keeps nothing of, :data:`KEPT_EVENTS`, are counted as
+``not_kept`` and never queued) (bounded: a full queue makes
 the broker's thread wait, so QoS 1 backs up at the broker) and written by one
 writer thread in transactions of up to ``batch_max`` messages, each gathered for
 at most :data:`LINGER_S` after its first (one commit, and one wake of the writer,
 per batch rather than per message: ``bench/floor_ingest.py``).
 
 **Durability.** A message is acknowledged to the broker (QoS 1 PUBACK, sent by
-paho when :meth:`Floor.receive` returns) once it is verified and queued, before
-its batch is committed: committed means SQLite's WAL with ``synchronous=NORMAL``
+paho when :meth:`Floor.receive` returns) once it is verified and queued (an event
+the floor keeps nothing of: once verified and counted), before its batch is
+committed: committed means SQLite's WAL with ``synchronous=NORMAL``
 (survives a crash of the floor process; the last transactions may be lost to a
 power cut) or PostgreSQL's commit. A crash of the floor process loses the
 messages queued and not yet committed (at most ``queue_max``; at the rates of a
@@ -74,6 +81,9 @@ LINGER_S = 0.02
 #: the most refusal reasons counted apart (``Counts.by_reason``)
 MAX_REASONS = 64
 INCIDENT_TYPES = ("incident", "custody_violation", "round_held", "round_voided")
+#: the events the floor keeps something of (the rest are checked and counted, never queued)
+KEPT_EVENTS = frozenset({"round_opened", "bets_closed", "round_settled", "round_voided", "day_report", "checkpoint",
+                         *INCIDENT_TYPES})
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,10 @@ class Counts:
 
     received: int = 0
     verified: int = 0
+    #: verified messages written to the database (their batch committed)
     stored: int = 0
+    #: verified events the floor keeps nothing of (cards dealt, decisions: the table's journal keeps them)
+    not_kept: int = 0
     forged: int = 0
     too_big: int = 0
     unknown_table: int = 0
@@ -163,10 +176,15 @@ class Floor:
 
     def receive(self, topic: str, payload: bytes) -> bool:
         """Check and queue one broker message; True when it verified. Blocks while the
-        writer's queue is full (until :meth:`close`)."""
-        with self._cv:
-            self.counts.received += 1
-            self._pending += 1  # until it is written or refused (wait_idle)
+        writer's queue is full (until :meth:`close`).
+
+        The table comes from the signed body (its ``table_id``, which must be the topic's:
+        :func:`~table.interfaces.mqtt.verify_message`), and so does a status's floor (its
+        ``floor``): a genuine message republished under another table's or another floor's
+        topic is refused like a forged one (a bridge's prefix before ``threecard/`` is not
+        part of what is compared). An event the floor does not keep (cards dealt,
+        decisions: :data:`KEPT_EVENTS`) is checked and counted (``not_kept``), never
+        queued: there is nothing of it to commit."""
         if len(payload) > MAX_MESSAGE:
             self._refuse(topic, f"larger than {MAX_MESSAGE} bytes", "too_big")
             return False
@@ -174,10 +192,18 @@ class Floor:
         kind = parts[3] if parts else ""
         try:
             message = self._verify(topic, payload)
-            if kind == "checkpoint":
-                self._check_checkpoint(parts[2], message)
-            elif kind == "events" and message.get("type") == "checkpoint":
-                self._check_checkpoint(parts[2], message.get("data"))
+            table = message["table_id"]  # the signed body's, checked to be the topic's table
+            if kind == "events":
+                etype = message.get("type")
+                if etype == "checkpoint":
+                    self._check_checkpoint(table, message.get("data"))
+            elif kind == "status":
+                floor = message.get("floor")
+                if floor != parts[1]:
+                    raise ForgedMessage(f"the status names floor {str(floor)[:64]!r}, not the topic's "
+                                        f"{parts[1][:64]!r}: a table's signed status moved to another floor's topic")
+            elif kind == "checkpoint":
+                self._check_checkpoint(table, message)
         except ForgedMessage as exc:
             self._refuse(topic, str(exc), "unknown_table" if "no public key" in str(exc) else "forged")
             return False
@@ -185,10 +211,17 @@ class Floor:
             self._refuse(topic, f"not a table topic the floor keeps ({kind[:32]!r})", "forged")
             return False
         with self._lock:
+            if kind == "events" and etype not in KEPT_EVENTS:
+                self.counts.received += 1
+                self.counts.verified += 1
+                self.counts.not_kept += 1
+                return True
             while len(self._items) >= self.queue_max and not self._stop.is_set():
                 self._room.wait(0.5)  # the writer is behind: QoS 1 backs up at the broker
+            self.counts.received += 1
             self.counts.verified += 1
-            self._items.append((kind, parts[1], parts[2], message))
+            self._pending += 1  # until it is written (wait_idle)
+            self._items.append((kind, message.get("floor", ""), table, message))
             if len(self._items) in (1, self.batch_max):  # one wake a batch, not one a message
                 self._work.notify()
         return True
@@ -206,12 +239,12 @@ class Floor:
         table = parts[2] if parts else "?"
         reason = why[:60] if counter != "unknown_table" else "no public key for the topic's table"
         with self._cv:
+            self.counts.received += 1
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
             if reason not in self.counts.by_reason and len(self.counts.by_reason) >= MAX_REASONS:
                 reason = "other"  # bounded: a stream of new reasons counts here
             n = self.counts.by_reason.get(reason, 0) + 1
             self.counts.by_reason[reason] = n
-            self._pending -= 1
             self._cv.notify_all()
         if n == 1 or n % 1000 == 0:  # logged, not flooded
             log.warning("floor_message_refused", topic=topic[:200], error=why[:200], count=n)
@@ -332,12 +365,12 @@ class Floor:
         seq, ts, rid = ev.get("seq"), str(ev.get("ts", "")), ev.get("round_id")
         if not isinstance(seq, int):
             return []
+        if etype == "checkpoint":
+            return self._checkpoint(tx, table, data, retained=False)
         try:
             day = self.day.of(ts)
         except ValueError:
             day = self.day.of(_now())
-        if etype == "checkpoint":
-            return self._checkpoint(tx, table, data, retained=False)
         if etype in ("round_opened", "bets_closed") and isinstance(rid, str) and isinstance(data.get("wagers"), dict):
             # the wagers at the open, replaced by the bets as frozen at bets_closed (issue 23) when it carries them
             wagers = data.get("wagers") if isinstance(data.get("wagers"), dict) else {}

@@ -10,7 +10,10 @@ signature of its table's key (``TABLE_ID.pub`` in the keys folder;
 :func:`table.interfaces.mqtt.verify_message`, which covers the table and the
 kind of message, not the bridge's prefix): anyone on the floor network can
 publish to a broker, so a forged ``online: true`` or ``round_settled`` is
-dropped and counted, never shown. Per table it keeps:
+dropped and counted, never shown. The table is the one the signed message
+names (its ``table_id``, which must be the topic's), and a status must name
+the topic's pit (its ``floor``): a genuine status republished under another
+pit's topic is refused and counted like a forged one. Per table it keeps:
 
 * online or offline: the retained status; ``online: false`` (the table's Last
   Will, sent by the broker when the table's connection dies, or its clean
@@ -266,13 +269,16 @@ class PitBoard:
             return False
         try:
             message = verify_message(payload, topic, self.keys)
+            if parts[-1] == "status" and message.get("floor") != parts[-3]:
+                raise ForgedMessage(f"the status names pit {str(message.get('floor'))[:64]!r}, not the topic's "
+                                    f"{parts[-3]!r}: a table's signed status moved to another pit's topic")
         except ForgedMessage as exc:
             with self._lock:
                 self.forged += 1
             log.warning("pit_message_refused", topic=topic[:120], reason=str(exc)[:200])
             self._changed(None)
             return False
-        table = parts[-2]
+        table = message["table_id"]  # the signed body's (verify_message: the topic's table, or refused)
         with self._lock:
             card = self.tables.get(table)
             if card is None:
