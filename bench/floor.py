@@ -21,6 +21,8 @@ issue's figure; a busy floor is about 260/s).
 | paced.pages_P.cpu_us_per_message | that CPU divided by the messages the pit took (verified) |
 | paced.pages_P.broker_latency_ms p50 / p99 / max | the same stamp to a plain subscriber of the pit's broker: the part of the page latency that is the brokers' and the bridge's, not the pit's |
 | paced.pages_P.framed_latency_ms p50 / p99 / max | the same stamp to the pit making the frame that carries it (the frame's ``ts``): page latency minus this is the WebSocket delivery and the page's decoding |
+| paced.pages_P.floor_cpu_core / floor_cpu_us_per_message / db_cpu_core | with ``--floor``: the floor's CPU (a fraction of a core, and per message the pit took), and on PostgreSQL the cluster's own processes' (the floor's backend, the WAL writer) |
+| paced.pages_P.loadavg | the machine's 1-minute load average at the start and end of the phase (the machine may be shared) |
 | paced.pages_P.page_latency_ms p50 / p99 / max | from the publisher stamping a ``round_settled`` (its ``ts``, wall clock) to each open page holding that table's card with that result: publisher -> edge broker -> bridge -> central broker -> pit (signature checked) -> delta frame -> page |
 | blast.ingest_per_s | the pit stopped (SIGSTOP), ``--blast`` messages (signed beforehand) published and carried over the bridge to the pit's broker, then the pit let go (SIGCONT), one page open: the messages it took per second, first to last (its counters): what the pit can take, not the brokers |
 | blast.pit_cpu_core / cpu_us_per_message / per_core_per_s | the pit's CPU over that drain; messages per CPU second |
@@ -76,6 +78,29 @@ def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (and its reaped children), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu_s(data_dir: Path) -> float:
+    """User + system CPU seconds of a PostgreSQL cluster's processes now running (the
+    postmaster of ``data_dir`` and its children: the floor's backend, the WAL writer...)."""
+    try:
+        master = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat.parent.name) == master or int(fields[1]) == master:
+            total += sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def loadavg() -> float:
+    """The machine's 1-minute load average (the machine may be shared: stated with each run)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def now_iso() -> str:
@@ -426,6 +451,7 @@ def _paced(url: str, p: int, rate: float, args: argparse.Namespace, publisher: "
     tap = Tap(central.port, f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
     try:
         before, cpu0, fcpu0 = counts(url), cpu_s(pit.pid), cpu_s(floor.pid) if floor else 0.0
+        dcpu0, load0 = cluster_cpu_s(args.pg_data) if args.pg_data else 0.0, loadavg()
         t0 = time.monotonic()
         answer = publisher.ask(f"pace {rate} {args.seconds}").split()
         deadline = time.monotonic() + 10
@@ -443,9 +469,12 @@ def _paced(url: str, p: int, rate: float, args: argparse.Namespace, publisher: "
                  "framed_latency_ms": pct(pages.framed),
                  "frames_per_page_per_s":
                  round(pages.frames / p / wall, 1), "kib_per_page_per_s": round(pages.bytes / p / wall / 1024, 1)}
+        entry["loadavg"] = [load0, loadavg()]
         if floor:
             entry["floor_cpu_core"] = round((cpu_s(floor.pid) - fcpu0) / wall, 3)
             entry["floor_cpu_us_per_message"] = round((cpu_s(floor.pid) - fcpu0) / max(took, 1) * 1e6, 1)
+            if args.pg_data:  # PostgreSQL's own processes: the floor's database work not in its process
+                entry["db_cpu_core"] = round((cluster_cpu_s(args.pg_data) - dcpu0) / wall, 3)
         return entry
     finally:
         tap.close()
@@ -560,6 +589,7 @@ def main() -> None:
                          "`git archive c4dfae2 | tar -x -C SRC`: before issue 28), 1 page, for ratios from one run")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
+    args.pg_data = None
     args.pages = [int(x) for x in args.pages.split(",") if x]
     import structlog
 
@@ -573,7 +603,7 @@ def main() -> None:
         try:
             for db in floors:
                 for n in [int(x) for x in args.tables.split(",") if x]:
-                    database = None
+                    database, args.pg_data = None, None
                     if db == "sqlite":
                         database = str(Path(tmp) / f"floor-{n}.sqlite3")
                     elif db == "postgresql":
@@ -581,7 +611,7 @@ def main() -> None:
                             from pg_server import PgCluster
 
                             cluster = PgCluster().start()
-                        database = cluster.create_database()
+                        database, args.pg_data = cluster.create_database(), cluster.data
                     r = run_size(n, args, Path(tmp), database=database)
                     out["runs"].append(r)
                     if not args.json:
@@ -591,6 +621,7 @@ def main() -> None:
                 cluster.stop()
         if args.baseline:
             n = max(int(x) for x in args.tables.split(",") if x)
+            args.pg_data = None
             r = run_size(n, args, Path(tmp), baseline=args.baseline.resolve())
             out["runs"].append(r)
             if not args.json:

@@ -63,7 +63,7 @@ from zoneinfo import ZoneInfo
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from table.interfaces.mqtt import ForgedMessage, stop_client, verify_message
+from table.interfaces.mqtt import ForgedMessage, ReceiverLoop, verify_message
 from table.journal import check_signed
 from table.keys import key_id as key_id_of
 
@@ -493,7 +493,8 @@ def client_id() -> str:
 
 
 class BrokerFeed:
-    """One broker's messages into a :class:`Floor` (paho-mqtt; reconnects 1..30 s by itself).
+    """One broker's messages into a :class:`Floor` (paho-mqtt, its loop a
+    :class:`~table.interfaces.mqtt.ReceiverLoop`; reconnects 1..30 s by itself).
     ``broker``: a :class:`table.interfaces.pit.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
     tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
@@ -518,6 +519,7 @@ class BrokerFeed:
         self._client.on_disconnect = self._on_disconnect
         self._client.on_subscribe = self._on_subscribe
         self._client.on_message = lambda client, userdata, msg: floor.receive(msg.topic, msg.payload)
+        self._loop: ReceiverLoop | None = None
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
         if reason.is_failure:
@@ -535,8 +537,10 @@ class BrokerFeed:
 
     def start(self) -> "BrokerFeed":
         self._client.connect_async(self.broker.host, self.broker.port, keepalive=15)
-        self._client.loop_start()
+        self._loop = ReceiverLoop(self._client, f"floor-feed-{self.broker.host}:{self.broker.port}").start()
         return self
 
     def close(self) -> None:
-        stop_client(self._client)
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None

@@ -63,7 +63,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.keys import KeyFileError, load_public_key
 
-from .mqtt import ForgedMessage, stop_client, verify_message
+from .mqtt import ForgedMessage, ReceiverLoop, verify_message
 from .web import STATIC_DIR, AppServer, with_headers
 
 log = structlog.get_logger("table.pit")
@@ -447,6 +447,7 @@ class PitSubscriber:
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = lambda client, userdata, msg: board.receive(msg.topic, msg.payload)
+        self._loop: ReceiverLoop | None = None
         board.broker_state(broker.label, False)
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
@@ -467,11 +468,13 @@ class PitSubscriber:
 
     def start(self) -> "PitSubscriber":
         self._client.connect_async(self.broker.host, self.broker.port, keepalive=15)
-        self._client.loop_start()
+        self._loop = ReceiverLoop(self._client, f"pit-feed-{self.broker.label}").start()
         return self
 
     def close(self) -> None:
-        stop_client(self._client)
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
 
 
 #: Put in a page's queue in place of frames it was too slow for: send it the whole board again.
