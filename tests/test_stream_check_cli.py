@@ -96,6 +96,10 @@ def test_the_configs_sockets_in_a_missing_folder_are_refused_naming_the_key_befo
         assert r.returncode == 2, (section, r.stderr[-2000:])
         assert f"[console] {section} of {config}: folder {missing.parent} does not exist" in r.stderr, r.stderr
         assert not missing.parent.exists() and not journal.exists(), section  # no folder, no journal made
+    config.write_text(config.read_text().replace(str(journal), str(tmp_path / "no-such-folder" / "j.sqlite3")))
+    r = subprocess.run(tablectl() + ["run", "--config", str(config), "--table-key", str(key), "--service"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"[journal] path of {config}: folder {tmp_path / 'no-such-folder'}" in r.stderr
 
 
 def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warning(tmp_path):

@@ -412,7 +412,7 @@ class _TableRun:
         a, cfg = self.a, self.cfg
         journal_hint = "--journal"
         if a.journal_path is None and a.service and cfg is not None and not a.simulate:
-            a.journal_path, journal_hint = str(cfg.journal.path), "the config's journal.path"
+            a.journal_path, journal_hint = str(cfg.journal.path), f"[journal] path of {cfg.source or 'the config'}"
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)
         # One rule for every file the run creates: its folder must exist (the journal, the
