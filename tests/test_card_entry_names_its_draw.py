@@ -53,6 +53,51 @@ def test_an_entry_naming_no_draw_is_still_taken():  # the API and older clients:
     assert replies == []
 
 
+def _asked(console: Console):
+    """A function waiting until the table has asked for unreadable card ``draw_index + 1``."""
+    changed, told = threading.Condition(), []
+
+    def tell(exp) -> None:
+        with changed:
+            told.append(exp)
+            changed.notify_all()
+
+    console.on_expectation(tell)
+
+    def asked(draw_index: int) -> None:
+        with changed:
+            assert changed.wait_for(lambda: any(e is not None and e.draw_index == draw_index for e in told), 20)
+
+    return asked
+
+
+def test_an_entry_naming_no_draw_sent_while_the_table_asks_for_no_card_is_refused():
+    """The API's double tap (a client that names no draw): the second entry arrives while
+    the table is between steps, having taken the first. No card is asked for then, so it
+    was meant for the card already entered; it is refused at once, never held over and
+    taken for the next unreadable card."""
+    console = Console()
+    console.attached = True
+    asked = _asked(console)
+    box: list = []
+    t = _wait_for_card(console, 3, box)
+    replies: list = []
+    first = _entry("Qs", None, replies)
+    asked(3)
+    console.submit(first)
+    t.join(30)
+    assert box == [first]
+    console.submit(_entry("Qs", None, replies))  # the double tap, between steps
+    assert replies and replies[0]["ok"] is False and replies[0]["code"] == "not_expected"
+    assert "names no draw_index" in replies[0]["error"]
+    t = _wait_for_card(console, 6, box)
+    third = _entry("Kd", 6, [])
+    asked(6)
+    console.submit(third)
+    t.join(30)
+    assert box[1] is third
+
+
 def test_the_terminal_names_the_draw_counted_from_1():
     assert parse_key_line("m Qs 4", "S-1").args["draw_index"] == 3
     assert "draw_index" not in parse_key_line("m Qs", "S-1").args  # filled in from the prompt shown
