@@ -110,7 +110,7 @@ def test_a_fluctuation_gets_an_investigation_note_on_the_page(tmp_path):
     t = SignedTable(tmp_path / "t", "pit1-tcp-09")
     t.publish_key(tmp_path / "keys")
     save(generate(), tmp_path / "floor.key")
-    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP)
+    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP, pits=["pit1"])
     cfg = parse_floor_config(f"""
 [floor]
 database = "{tmp_path / 'floor.sqlite3'}"
@@ -123,7 +123,7 @@ url = "mqtt://127.0.0.1:{free_port()}"
 """)
     service = FloorService(cfg).start()  # its broker is away: the messages below are handed to it
     try:
-        stream = []
+        stream = [t.status()]  # the table says it is in pit1, PB-3's pit
         for n in range(40):
             stream += t.round(n + 1, ts=f"2026-02-{1 + n % 28:02d}T20:00:00+00:00",
                               nets={"1": -1000} if n % 2 else {"1": 1000})
