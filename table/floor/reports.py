@@ -56,6 +56,11 @@ MIN_ROUNDS_FOR_BAND = 30
 MAX_NOTE = 2000
 
 
+def _wall_us() -> int:
+    """Now, µs since the epoch (UTC): the floor's wall clock unless a test gives its own."""
+    return int(_dt.datetime.now(_dt.timezone.utc).timestamp() * 1_000_000)
+
+
 class ReportError(ValueError):
     """A report or a note asked for with a bad argument; the message names it. ``status``:
     the HTTP status it is answered with; ``code``: what kind of refusal (JSON ``code``)."""
@@ -185,10 +190,10 @@ def _note_hash(note: dict[str, Any]) -> str:
 
 
 def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day: Any, text: Any,
-             known_tables: Any = None) -> dict[str, Any]:
+             known_tables: Any = None, now_us: int | None = None) -> dict[str, Any]:
     """Store an investigation note (who, role, when) about ``table_id``'s ``gaming_day``,
     chained to the one before. ``known_tables``: the tables the floor knows (its keys;
-    None: any). Raises :class:`ReportError` for a bad table id, day or text,
+    None: any); ``now_us``: the note's time, µs since the epoch (default: now). Raises :class:`ReportError` for a bad table id, day or text,
     :class:`UnknownTable` for a table not in ``known_tables``, :class:`UnknownDay` for a
     day the floor holds no round or day report of that table on (a refused note writes
     nothing), :class:`StoreError`."""
@@ -214,7 +219,8 @@ def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day:
                 prev = dict(zip(keys, last[0])) if last else None
                 note = {"n": (prev["n"] + 1) if prev else 1, "note_id": secrets.token_hex(8), "table_id": table_id,
                         "gaming_day": day, "author": author, "role": role, "text": text,
-                        "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+                        "ts": _dt.datetime.fromtimestamp((now_us or _wall_us()) / 1e6, _dt.timezone.utc)
+                        .isoformat(timespec="microseconds"),
                         "prev_hash": _note_hash(prev) if prev else "0" * 64}
                 tx.execute("INSERT INTO notes (note_id, n, table_id, gaming_day, author, role, text, ts, prev_hash) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(note[k] for k in keys[1:2] + keys[:1] + keys[2:]))
@@ -308,10 +314,6 @@ def tables(floor: Floor) -> list[dict[str, Any]]:
     out += [{"table_id": t, "floor": None, "online": False, "last_seen": None, "notary_seq": s, "alarms": alarms.get(t, 0)}
             for t, s in sorted(notary.items()) if t not in known]
     return out
-
-
-def _wall_us() -> int:
-    return int(_dt.datetime.now(_dt.timezone.utc).timestamp() * 1_000_000)
 
 
 class _ReportRoutes:
@@ -514,7 +516,8 @@ class _ReportRoutes:
                                        f"({', '.join(sorted(scope.pits))}); nothing was written")
             note = await asyncio.to_thread(add_note, self.floor.store, author=scope.person, role=scope.role,
                                            table_id=table_id, gaming_day=req.get("gaming_day"),
-                                           text=req.get("text"), known_tables=self.floor.keys)
+                                           text=req.get("text"), known_tables=self.floor.keys,
+                                           now_us=self.clock())
         except ReportError as exc:
             return self.refuse_error(exc)
         except StoreError:

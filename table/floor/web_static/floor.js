@@ -46,7 +46,8 @@ async function loadReport() {
   if (status !== 200) return;
   if (!$("day").value) $("day").value = body.gaming_day;
   const t = body.totals;
-  $("totals").replaceChildren(el("div", {class: "name"}, "Floor, gaming day " + body.gaming_day),
+  $("totals").replaceChildren(el("div", {class: "name"},
+    (body.scope && !body.scope.whole_floor ? "Pit " + body.scope.pits.join(", ") : "Floor") + ", gaming day " + body.gaming_day),
     figures("Day", t.day), figures("Month to date", t.month_to_date), figures("Year to date", t.year_to_date));
   $("rows").replaceChildren(...body.rows.map((r) => el("li", {"data-table": r.table_id},
     el("div", {class: "name"}, r.table_id + " · " + r.game.replaceAll("_", " ")),
