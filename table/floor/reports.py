@@ -14,9 +14,18 @@ and standard deviation ``s`` of one round's win; a day of ``n`` rounds whose win
 wrote it, their role and the time, and chained to the note before it (``prev_hash``: the
 SHA-256 of the previous note), and logged: a note taken out or changed breaks the chain.
 
-People sign in with the people file of ``tablectl people`` (``--role pit_boss`` or
-``--role floor_manager``), the table's own Argon2id PINs and sessions
-(:class:`table.interfaces.auth.Authenticator`); every other role is refused.
+People sign in with the people file of ``tablectl people`` (``--role pit_boss --pit
+NAME`` or ``--role floor_manager``), the table's own Argon2id PINs and sessions
+(:class:`table.interfaces.auth.Authenticator`, origin ``floor``: logged with the peer's
+address, bounded as a sign-in from off the table's screens); every other role is refused.
+
+**Who sees what** (:class:`Scope`). A table's pit is the ``floor`` its last signed status
+names (:func:`pits_of`). A pit boss sees the report, totals, fluctuations, notes, alarms
+and exports of their pits' tables only, and writes notes on those tables only (another
+pit: :class:`OutsideScope`, 403); a floor manager sees and writes about the whole floor.
+A note about a table the floor has no key for (:class:`UnknownTable`) or a day it holds
+no record of the table on (:class:`UnknownDay`) is refused (404) and writes nothing.
+Today's report is the floor's gaming day by its wall clock (:meth:`GamingDay.of`).
 """
 
 from __future__ import annotations
