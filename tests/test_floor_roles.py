@@ -192,6 +192,12 @@ def test_a_note_on_an_unknown_table_or_day_is_refused_by_name_and_writes_nothing
     assert after == before and len(after["notes"]) == 1
     _, report_after = call(server, f"/api/v1/floor/report?day={FLUCTUATION_DAY}", token=fm)
     assert report_after == report_before
+    pb = token(server, "PB-1")  # a pit boss is told the same of a table nobody knows
+    status, body = note(server, pb, "pit9-tcp-99")
+    assert status == 404 and body["code"] == "unknown_table"
+    status, body = note(server, pb, "pit1-tcp-01", "2026-03-04")  # and of a day of their own table
+    assert status == 404 and body["code"] == "unknown_gaming_day"
+    assert call(server, "/api/v1/floor/notes", token=fm)[1] == before
     assert note(server, fm, "pit1-tcp-01", text="second look")[1]["note"]["n"] == 2  # the chain went on unbroken
 
 

@@ -435,7 +435,12 @@ class _ReportRoutes:
             self.auth.sign_out(token)
             return self.refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
                                "floor_manager may)")
-        person = self.auth.people().get(s.actor.person)
+        try:
+            person = self.auth.people().get(s.actor.person)
+        except PeopleFileError as exc:
+            self.auth.sign_out(token)
+            log.error("floor_people_file_unreadable", error=str(exc)[:300])
+            return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role is Role.PIT_BOSS and (person is None or not person.pits):
             self.auth.sign_out(token)
             log.warning("floor_sign_in_refused", person=s.actor.person, reason="a pit boss of no pit")
@@ -516,6 +521,8 @@ class _ReportRoutes:
             return self.refuse(400, 'give {"table_id", "gaming_day", "text"}')
         table_id = req.get("table_id")
         try:
+            if isinstance(table_id, str) and PIT_RE.match(table_id) and table_id not in self.floor.keys:
+                raise UnknownTable(table_id)  # for everyone alike: the table list is no secret
             if scope.pits is not None and isinstance(table_id, str):
                 pit = (await asyncio.to_thread(pits_of, self.floor.store)).get(table_id)
                 if pit not in scope.pits:
