@@ -74,6 +74,9 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(r
             for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
                 page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
                                        "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
+            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # and offline: their 20 rounds dealt (the report is as of sign-in)
+                page.wait_for_function("id => /offline/.test((document.querySelector(`#tables "
+                                       "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=120_000)
             assert no_horizontal_scroll(page)
             page.fill("#person", "FM-1")
             page.fill("#pin", "000000")
