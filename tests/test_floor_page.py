@@ -74,6 +74,9 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(r
             for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
                 page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
                                        "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
+            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # and offline: their 20 rounds dealt (the report is as of sign-in)
+                page.wait_for_function("id => /offline/.test((document.querySelector(`#tables "
+                                       "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=120_000)
             assert no_horizontal_scroll(page)
             page.fill("#person", "FM-1")
             page.fill("#pin", "000000")
@@ -84,9 +87,10 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(r
             page.click("#signin-form button")
             page.wait_for_selector("#reports:not([hidden])")
             assert "FM-1 (floor manager)" in page.inner_text("#who")
-            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's rounds of the day, from its signed results
+            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's 20 rounds of the day, from its signed results:
+                # every one, the first too (the tables start once the floor says it follows the broker)
                 page.wait_for_function("id => { const c = document.querySelector(`#rows [data-table=\"${id}\"]`);"
-                                       " return c && /rounds\\s*[1-9]/.test(c.textContent); }", arg=t, timeout=60_000)
+                                       " return c && /rounds\\s*20\\b/.test(c.textContent); }", arg=t, timeout=60_000)
             assert "Year to date" in page.inner_text("#totals")
             assert no_horizontal_scroll(page)
             page.screenshot(path=str(screenshot_dir() / "floor-readme-example-390px.png"), full_page=True)
@@ -110,7 +114,7 @@ def test_a_fluctuation_gets_an_investigation_note_on_the_page(tmp_path):
     t = SignedTable(tmp_path / "t", "pit1-tcp-09")
     t.publish_key(tmp_path / "keys")
     save(generate(), tmp_path / "floor.key")
-    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP)
+    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP, pits=["pit1"])
     cfg = parse_floor_config(f"""
 [floor]
 database = "{tmp_path / 'floor.sqlite3'}"
@@ -123,7 +127,7 @@ url = "mqtt://127.0.0.1:{free_port()}"
 """)
     service = FloorService(cfg).start()  # its broker is away: the messages below are handed to it
     try:
-        stream = []
+        stream = [t.status()]  # the table says it is in pit1, PB-3's pit
         for n in range(40):
             stream += t.round(n + 1, ts=f"2026-02-{1 + n % 28:02d}T20:00:00+00:00",
                               nets={"1": -1000} if n % 2 else {"1": 1000})

@@ -37,7 +37,7 @@ def feed(floor: Floor, messages) -> None:
 def reports(tmp_path, database):
     people = PeopleFile(tmp_path / "people.toml")
     for person, (role, pin) in PINS.items():
-        people.add(person, role, pin, hasher=CHEAP)
+        people.add(person, role, pin, hasher=CHEAP, pits=["pit1"] if role is Role.PIT_BOSS else ())
     a, b = SignedTable(tmp_path / "a", "pit1-tcp-01"), SignedTable(tmp_path / "b", "pit1-tcp-02")
     for t in (a, b):
         t.publish_key(tmp_path / "keys")
@@ -76,7 +76,8 @@ def sign_in(server, person):
 
 def test_the_report_needs_a_floor_role_and_adds_up_by_day_month_and_year(reports):
     floor, server, a, b = reports
-    feed(floor, [*a.round(1, ts="2026-01-15T20:00:00+00:00"),  # table a: +1000 in January
+    feed(floor, [a.status(), b.status(),  # both in pit1, as their signed statuses say
+                 *a.round(1, ts="2026-01-15T20:00:00+00:00"),  # table a: +1000 in January
                  *a.round(2, ts="2026-03-02T20:00:00+00:00"),  # +1000 earlier in March
                  *a.round(3, ts="2026-03-10T20:00:00+00:00", nets={"1": 3000}),  # -3000 on the day
                  *b.round(1, ts="2026-03-10T21:00:00+00:00", ante=500),  # table b: +500 on the day

@@ -12,6 +12,9 @@ from table.logs import configure_logging
 
 from .exits import exit_codes
 
+#: how long ``floor serve`` waits for its brokers' subscriptions before it prints its address (s)
+FOLLOW_WAIT_S = 10.0
+
 
 @exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("floor")
@@ -26,14 +29,20 @@ def floor_group() -> None:
 def serve_command(config_path: str) -> None:
     """Follow every table on the config's brokers, keep their signed records, answer the notary.
 
-    Prints the floor's address on stdout once it serves. A bad config, key or
-    address is bad usage (2); a database that cannot be opened or migrated exits 1.
+    Prints the floor's address on stdout once it serves and has subscribed to
+    every broker (waiting at most 10 s: a broker away is logged and followed
+    when it comes), so a table started after that line is kept from its first
+    round. A bad config, key or address is bad usage (2); a database that
+    cannot be opened or migrated exits 1.
     """
     from table.floor.config import FloorConfigError, load_floor_config
     from table.floor.service import FloorService
     from table.floor.store import StoreError
 
+    import structlog
+
     configure_logging(stream=sys.stderr, fmt="auto", level="info")
+    log = structlog.get_logger("table.floor")
     try:
         service = FloorService(load_floor_config(config_path))
     except FloorConfigError as exc:
@@ -45,6 +54,9 @@ def serve_command(config_path: str) -> None:
         sys.exit(1)
     except OSError as exc:
         raise click.UsageError(f"floor.listen {service.config.listen}: {exc}") from None
+    away = service.wait_following(FOLLOW_WAIT_S)  # a table started after the address is heard from its start
+    if away:  # the notary answers meanwhile; the feed keeps trying and logs when it subscribes
+        log.warning("floor_brokers_not_followed_yet", brokers=away, waited_s=FOLLOW_WAIT_S)
     click.echo(service.url, nl=True)
     sys.stdout.flush()
     stop = threading.Event()

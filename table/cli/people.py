@@ -57,12 +57,15 @@ def people_group() -> None:
               help="dealer, supervisor, pit (observer), auditor, or seat (a seat terminal; give --seat); "
                    "pit_boss or floor_manager for the floor's reports (tablectl floor serve).")
 @click.option("--seat", type=click.IntRange(1, 7), default=None, help="The seat of a seat terminal (1-7).")
+@click.option("--pit", "pits", multiple=True, metavar="NAME",
+              help="A pit boss's pit (a table's [mqtt] floor), once per pit: the floor's reports show them "
+                   "these pits' tables only.")
 @click.option("--replace", is_flag=True, help="Replace the person's PIN and role if they are already there.")
 @click.option("--pin-stdin", is_flag=True, help="Read the PIN from the first line of stdin (for provisioning "
                                                  "scripts), instead of asking twice on the terminal.")
 @_with_file
-def add_command(person_id: str, role: str, seat: int | None, replace: bool, pin_stdin: bool,
-                people_file: str | None, config_path: str | None) -> None:
+def add_command(person_id: str, role: str, seat: int | None, pits: tuple[str, ...], replace: bool,
+                pin_stdin: bool, people_file: str | None, config_path: str | None) -> None:
     """Add PERSON_ID with a ROLE; the PIN is asked for twice (never on the command line).
 
     A PIN has 6 to 64 characters and is not one character repeated or a run
@@ -71,6 +74,8 @@ def add_command(person_id: str, role: str, seat: int | None, replace: bool, pin_
     """
     if (role == Role.SEAT.value) != (seat is not None):  # before the PIN is asked, not after
         raise click.UsageError("--seat N goes with --role seat, and only there")
+    if (role == Role.PIT_BOSS.value) != bool(pits):
+        raise click.UsageError("--pit NAME (once per pit) goes with --role pit_boss, and only there")
     path = _file(people_file, config_path)
     if pin_stdin:
         pin = sys.stdin.readline().rstrip("\r\n")
@@ -79,11 +84,11 @@ def add_command(person_id: str, role: str, seat: int | None, replace: bool, pin_
     else:
         pin = click.prompt(f"PIN for {person_id}", hide_input=True, confirmation_prompt="Repeat the PIN")
     try:
-        person = PeopleFile(path).add(person_id, Role(role), pin, seat=seat, replace=replace)
+        person = PeopleFile(path).add(person_id, Role(role), pin, seat=seat, replace=replace, pits=pits)
     except (ValueError, PinRejected, PeopleFileError, OSError) as exc:
         click.echo(f"tablectl people add: {exc}", err=True)
         raise SystemExit(1) from None
-    where = f" (seat {person.seat})" if person.seat else ""
+    where = f" (seat {person.seat})" if person.seat else (f" (pits {', '.join(person.pits)})" if person.pits else "")
     click.echo(f"{person.id}: {person.role.value}{where} in {path}")
 
 
@@ -92,14 +97,15 @@ def add_command(person_id: str, role: str, seat: int | None, replace: bool, pin_
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a line per person.")
 @_with_file
 def list_command(as_json: bool, people_file: str | None, config_path: str | None) -> None:
-    """List the people who may sign in (id, role, seat; never the PIN hashes)."""
+    """List the people who may sign in (id, role, seat, pits; never the PIN hashes)."""
     path = _file(people_file, config_path)
     try:
         people = load_people(path)
     except PeopleFileError as exc:
         click.echo(f"tablectl people list: {exc}", err=True)
         raise SystemExit(1) from None
-    rows = [{"id": p.id, "role": p.role.value, **({"seat": p.seat} if p.seat else {})}
+    rows = [{"id": p.id, "role": p.role.value, **({"seat": p.seat} if p.seat else {}),
+             **({"pits": list(p.pits)} if p.pits else {})}
             for p in sorted(people.values(), key=lambda p: p.id)]
     if as_json:
         click.echo(json.dumps(rows))
@@ -107,7 +113,8 @@ def list_command(as_json: bool, people_file: str | None, config_path: str | None
     if not rows:
         click.echo(f"nobody in {path}")
     for r in rows:
-        click.echo(f"{r['id']:24} {r['role']}" + (f" (seat {r['seat']})" if "seat" in r else ""))
+        click.echo(f"{r['id']:24} {r['role']}" + (f" (seat {r['seat']})" if "seat" in r else "")
+                   + (f" (pits {', '.join(r['pits'])})" if "pits" in r else ""))
 
 
 @exit_codes({0: "removed", 1: "not there, or the file is unsafe or invalid"})

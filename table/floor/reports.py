@@ -14,9 +14,18 @@ and standard deviation ``s`` of one round's win; a day of ``n`` rounds whose win
 wrote it, their role and the time, and chained to the note before it (``prev_hash``: the
 SHA-256 of the previous note), and logged: a note taken out or changed breaks the chain.
 
-People sign in with the people file of ``tablectl people`` (``--role pit_boss`` or
-``--role floor_manager``), the table's own Argon2id PINs and sessions
-(:class:`table.interfaces.auth.Authenticator`); every other role is refused.
+People sign in with the people file of ``tablectl people`` (``--role pit_boss --pit
+NAME`` or ``--role floor_manager``), the table's own Argon2id PINs and sessions
+(:class:`table.interfaces.auth.Authenticator`, origin ``floor``: logged with the peer's
+address, bounded as a sign-in from off the table's screens); every other role is refused.
+
+**Who sees what** (:class:`Scope`). A table's pit is the ``floor`` its last signed status
+names (:func:`pits_of`). A pit boss sees the report, totals, fluctuations, notes, alarms
+and exports of their pits' tables only, and writes notes on those tables only (another
+pit: :class:`OutsideScope`, 403); a floor manager sees and writes about the whole floor.
+A note about a table the floor has no key for (:class:`UnknownTable`) or a day it holds
+no record of the table on (:class:`UnknownDay`) is refused (404) and writes nothing.
+Today's report is the floor's gaming day by its wall clock (:meth:`GamingDay.of`).
 """
 
 from __future__ import annotations
@@ -29,13 +38,14 @@ import io
 import json
 import math
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from table.interfaces.auth import Authenticator, PeopleFileError, SignInLocked
-from table.roles import FLOOR_ROLES
+from table.interfaces.auth import FLOOR, PIT_RE, Authenticator, PeopleFileError, SignInLocked
+from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
 from .store import Store, StoreError
@@ -55,17 +65,96 @@ MIN_ROUNDS_FOR_BAND = 30
 MAX_NOTE = 2000
 
 
+def _wall_us() -> int:
+    """Now, µs since the epoch (UTC): the floor's wall clock unless a test gives its own."""
+    return int(_dt.datetime.now(_dt.timezone.utc).timestamp() * 1_000_000)
+
+
 class ReportError(ValueError):
-    """A report asked for with a bad argument; the message names it."""
+    """A report or a note asked for with a bad argument; the message names it. ``status``:
+    the HTTP status it is answered with; ``code``: what kind of refusal (JSON ``code``)."""
+
+    status = 400
+    code = "bad_request"
 
 
-def _day(text: str | None) -> _dt.date:
+class UnknownTable(ReportError):
+    """A note about a table the floor does not know (no ``TABLE_ID.pub`` in its table keys)."""
+
+    status = 404
+    code = "unknown_table"
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__(f"table_id: the floor does not know table {table_id[:64]!r} (no key for it in "
+                         "[floor] table_keys); nothing was written")
+        self.table_id = table_id
+
+
+class UnknownDay(ReportError):
+    """A note about a gaming day of which the floor holds no record of the table (no round,
+    no day report): a mistyped or future day."""
+
+    status = 404
+    code = "unknown_gaming_day"
+
+    def __init__(self, table_id: str, gaming_day: str) -> None:
+        super().__init__(f"gaming_day: the floor has no record of table {table_id} on gaming day {gaming_day} "
+                         "(no round, no day report); nothing was written")
+        self.table_id, self.gaming_day = table_id, gaming_day
+
+
+class OutsideScope(ReportError):
+    """A pit boss asking for a pit, or writing about a table, outside their pits."""
+
+    status = 403
+    code = "not_your_pit"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a signed-in person may see and write on the floor: ``pits`` is None for a floor
+    manager (the whole floor), else the pit boss's pits (the people file's ``pits``). A
+    table's pit is the ``floor`` its signed status names (:func:`pits_of`); a table not
+    heard from with a status belongs to no pit, so only a floor manager sees it."""
+
+    person: str
+    role: str
+    pits: frozenset[str] | None = None
+
+    def sees(self, pit: str | None) -> bool:
+        return self.pits is None or pit in self.pits
+
+    def tables(self, pits: dict[str, str | None]) -> set[str] | None:
+        """The tables this scope sees (None: every one), from ``pits`` (table -> pit)."""
+        return None if self.pits is None else {t for t, p in pits.items() if p in self.pits}
+
+
+def _day(text: Any, default: _dt.date | None = None, key: str = "day") -> _dt.date:
+    """The date ``text`` (``YYYY-MM-DD``); ``default`` when ``text`` is None (no default:
+    a :class:`ReportError`). Raises :class:`ReportError` naming ``key``."""
     if text is None:
-        return _dt.datetime.now(_dt.timezone.utc).date()
+        if default is None:
+            raise ReportError(f"{key}: give the gaming day, YYYY-MM-DD")
+        return default
+    if not isinstance(text, str):
+        raise ReportError(f"{key}: {type(text).__name__} is not a date YYYY-MM-DD")
     try:
         return _dt.date.fromisoformat(text)
     except ValueError:
-        raise ReportError(f"day {text[:20]!r} is not a date YYYY-MM-DD") from None
+        raise ReportError(f"{key} {text[:20]!r} is not a date YYYY-MM-DD") from None
+
+
+def pits_of(store: Store) -> dict[str, str | None]:
+    """table id -> the pit its last signed status names (``floor``; None when it named none
+    a pit may be called); every table heard from with a status."""
+    out: dict[str, str | None] = {}
+    for t, status in store.query("SELECT table_id, status FROM tables_seen"):
+        try:
+            pit = json.loads(status).get("floor") if status else None
+        except (ValueError, AttributeError, RecursionError):
+            pit = None
+        out[t] = pit if isinstance(pit, str) and PIT_RE.match(pit) else None
+    return out
 
 
 def _figures(store: Store, first: str, last: str) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -94,12 +183,13 @@ def _sum(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "win_cents": sum(r["win_cents"] for r in rows)}
 
 
-def notes(store: Store, table_id: str | None = None) -> list[dict[str, Any]]:
-    """Every investigation note (of ``table_id``), oldest first."""
+def notes(store: Store, table_id: str | None = None, *, only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Every investigation note (of ``table_id``; of the tables in ``only`` when it is
+    given), oldest first."""
     sql = "SELECT n, note_id, table_id, gaming_day, author, role, text, ts, prev_hash FROM notes"
     rows = store.query(sql + (" WHERE table_id = ?" if table_id else "") + " ORDER BY n", (table_id,) if table_id else ())
     keys = ("n", "note_id", "table_id", "gaming_day", "author", "role", "text", "ts", "prev_hash")
-    return [dict(zip(keys, r)) for r in rows]
+    return [dict(zip(keys, r)) for r in rows if only is None or r[2] in only]
 
 
 def _note_hash(note: dict[str, Any]) -> str:
@@ -108,25 +198,38 @@ def _note_hash(note: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def add_note(store: Store, *, author: str, role: str, table_id: str, gaming_day: str, text: str) -> dict[str, Any]:
-    """Store an investigation note (who, role, when), chained to the one before. Raises
-    :class:`ReportError` for a bad table id, day or text, :class:`StoreError`."""
+def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day: Any, text: Any,
+             known_tables: Any = None, now_us: int | None = None) -> dict[str, Any]:
+    """Store an investigation note (who, role, when) about ``table_id``'s ``gaming_day``,
+    chained to the one before. ``known_tables``: the tables the floor knows (its keys;
+    None: any); ``now_us``: the note's time, µs since the epoch (default: now). Raises :class:`ReportError` for a bad table id, day or text,
+    :class:`UnknownTable` for a table not in ``known_tables``, :class:`UnknownDay` for a
+    day the floor holds no round or day report of that table on (a refused note writes
+    nothing), :class:`StoreError`."""
     text = text.strip() if isinstance(text, str) else ""
     if not text or len(text) > MAX_NOTE or not all(c.isprintable() or c == "\n" for c in text):
-        raise ReportError(f"a note is 1-{MAX_NOTE} printable characters")
-    if not isinstance(table_id, str) or not table_id or len(table_id) > 64:
-        raise ReportError("table_id: give the table the note is about")
-    day = _day(gaming_day).isoformat()
+        raise ReportError(f"text: a note is 1-{MAX_NOTE} printable characters")
+    if not isinstance(table_id, str) or not PIT_RE.match(table_id):
+        raise ReportError("table_id: give the table the note is about (letters, digits, '.', '_', '-')")
+    if known_tables is not None and table_id not in known_tables:
+        raise UnknownTable(table_id)
+    day = _day(gaming_day, key="gaming_day").isoformat()
     for attempt in range(3):  # two floors writing at once: the second takes the next number
         try:
             with store.transaction() as tx:
+                if not (tx.query("SELECT 1 FROM round_results WHERE table_id = ? AND gaming_day = ? LIMIT 1",
+                                 (table_id, day))
+                        or tx.query("SELECT 1 FROM day_reports WHERE table_id = ? AND gaming_day = ? LIMIT 1",
+                                    (table_id, day))):
+                    raise UnknownDay(table_id, day)
                 last = tx.query("SELECT n, note_id, table_id, gaming_day, author, role, text, ts, prev_hash "
                                 "FROM notes ORDER BY n DESC LIMIT 1")
                 keys = ("n", "note_id", "table_id", "gaming_day", "author", "role", "text", "ts", "prev_hash")
                 prev = dict(zip(keys, last[0])) if last else None
                 note = {"n": (prev["n"] + 1) if prev else 1, "note_id": secrets.token_hex(8), "table_id": table_id,
                         "gaming_day": day, "author": author, "role": role, "text": text,
-                        "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+                        "ts": _dt.datetime.fromtimestamp((now_us or _wall_us()) / 1e6, _dt.timezone.utc)
+                        .isoformat(timespec="microseconds"),
                         "prev_hash": _note_hash(prev) if prev else "0" * 64}
                 tx.execute("INSERT INTO notes (note_id, n, table_id, gaming_day, author, role, text, ts, prev_hash) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(note[k] for k in keys[1:2] + keys[:1] + keys[2:]))
@@ -149,18 +252,23 @@ def notes_chain_holds(store: Store) -> bool:
     return True
 
 
-def report(store: Store, day: str | None = None) -> dict[str, Any]:
-    """The floor report for the gaming ``day`` (``YYYY-MM-DD``, default today, UTC): per
-    table and game the day, month to date and year to date (rounds, wagered, win in
-    cents), the floor's totals, and the year's fluctuations outside the 95 % band with
-    their notes. Raises :class:`ReportError`, :class:`StoreError`."""
-    d = _day(day)
+def report(store: Store, day: str | None = None, *, today: _dt.date | None = None,
+           only: set[str] | None = None) -> dict[str, Any]:
+    """The floor report for the gaming ``day`` (``YYYY-MM-DD``; default ``today``, which
+    the floor's web side gives as its own gaming day, :meth:`GamingDay.of`; else the UTC
+    date): per table and game the day, month to date and year to date (rounds, wagered,
+    win in cents), the totals, and the year's fluctuations outside the 95 % band with
+    their notes. ``only``: the tables a pit boss sees (None: the whole floor); the totals
+    are then theirs. Raises :class:`ReportError`, :class:`StoreError`."""
+    d = _day(day, today or _dt.datetime.now(_dt.timezone.utc).date())
     first_of_year, first_of_month = d.replace(month=1, day=1), d.replace(day=1)
     figures = _figures(store, first_of_year.isoformat(), d.isoformat())
+    if only is not None:
+        figures = {k: v for k, v in figures.items() if k[0] in only}
     by_tg: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     for (t, g, dd), row in figures.items():
         by_tg.setdefault((t, g), []).append((dd, row))
-    all_notes = notes(store)
+    all_notes = notes(store, only=only)
     rows, fluctuations = [], []
     for (t, g), days in sorted(by_tg.items()):
         today = [r for dd, r in days if dd == d.isoformat()]
@@ -218,18 +326,31 @@ def tables(floor: Floor) -> list[dict[str, Any]]:
 
 
 class _ReportRoutes:
-    """The endpoints behind :func:`report_routes`, one method each, sharing the floor
-    and the sign-in (:class:`~table.interfaces.auth.Authenticator` on ``people_file``)."""
+    """The endpoints behind :func:`report_routes`, one method each, sharing the floor,
+    the sign-in (:class:`~table.interfaces.auth.Authenticator` on ``people_file``) and the
+    wall ``clock`` (µs since the epoch, UTC; as :class:`table.journal.Journal`'s) that
+    decides today's gaming day."""
 
-    def __init__(self, floor: Floor, people_file: str | Path) -> None:
+    def __init__(self, floor: Floor, people_file: str | Path, clock: Callable[[], int] | None = None) -> None:
         self.floor = floor
         self.auth = Authenticator(people_file)
+        self.clock = clock or _wall_us
+
+    def today(self) -> _dt.date:
+        """The floor's gaming day now (its ``timezone`` and ``day_starts_h``), not a browser's date."""
+        now = _dt.datetime.fromtimestamp(self.clock() / 1e6, _dt.timezone.utc)
+        return _dt.date.fromisoformat(self.floor.day.of(now.isoformat()))
 
     @staticmethod
-    def refuse(status: int, text: str) -> JSONResponse:
+    def refuse(status: int, text: str, **more: Any) -> JSONResponse:
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"ok": False, "error": text}, status)
+        return JSONResponse({"ok": False, "error": text, **more}, status)
+
+    def refuse_error(self, exc: ReportError) -> JSONResponse:
+        extra = {k: v for k, v in (("table_id", getattr(exc, "table_id", None)),
+                                   ("gaming_day", getattr(exc, "gaming_day", None))) if v is not None}
+        return self.refuse(exc.status, str(exc), code=exc.code, **extra)
 
     @staticmethod
     def cross_site(request: Request) -> bool:
@@ -242,6 +363,27 @@ class _ReportRoutes:
         s = self.auth.session(token)
         return s if s is not None and s.actor.role in FLOOR_ROLES else None
 
+    def scope(self, request: Request) -> Scope | None:
+        """The signed-in person's :class:`Scope` (a pit boss's pits read from the people file
+        at each request: a change there holds at once), or None: not signed in, or a pit
+        boss of no pit."""
+        s = self.session(request)
+        if s is None:
+            return None
+        if s.actor.role is Role.FLOOR_MANAGER:
+            return Scope(s.actor.person, s.actor.role.value, None)
+        try:
+            person = self.auth.people().get(s.actor.person)
+        except PeopleFileError:
+            return None
+        if person is None or not person.pits:
+            return None
+        return Scope(s.actor.person, s.actor.role.value, frozenset(person.pits))
+
+    def who(self, actor: Any, scope: Scope | None) -> dict[str, Any]:
+        return {**actor.to_dict(), "pits": sorted(scope.pits) if scope and scope.pits is not None else None,
+                "gaming_day": self.today().isoformat()}
+
     @staticmethod
     async def body(request: Request, limit: int = 8192) -> Any:
         raw = b""
@@ -251,7 +393,7 @@ class _ReportRoutes:
                 return None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
     @staticmethod
@@ -272,15 +414,16 @@ class _ReportRoutes:
             resp.delete_cookie(COOKIE, path="/")
             return resp
         if request.method == "GET":
-            s = self.session(request)
-            return JSONResponse({"ok": True, **s.actor.to_dict()}) if s else self.refuse(401, "sign in first")
+            s, scope = self.session(request), self.scope(request)
+            return JSONResponse({"ok": True, **self.who(s.actor, scope)}) if s and scope else self.refuse(
+                401, "sign in first")
         req = await self.body(request, 4096)
         if not isinstance(req, dict) or not isinstance(req.get("person"), str) or not isinstance(req.get("pin"), str):
             return self.refuse(400, 'sign in with {"person": "ID", "pin": "PIN"}')
         address = request.client.host if request.client else ""
         try:
             token, s = await asyncio.to_thread(self.auth.sign_in, req["person"], req["pin"], address=address,
-                                               source="floor")
+                                               source="floor", origin=FLOOR)
         except SignInLocked as exc:
             return self.refuse(429, str(exc))
         except PermissionError as exc:
@@ -292,7 +435,20 @@ class _ReportRoutes:
             self.auth.sign_out(token)
             return self.refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
                                "floor_manager may)")
-        resp = JSONResponse({"ok": True, "token": token, **s.actor.to_dict()})
+        try:
+            person = self.auth.people().get(s.actor.person)
+        except PeopleFileError as exc:
+            self.auth.sign_out(token)
+            log.error("floor_people_file_unreadable", error=str(exc)[:300])
+            return self.refuse(500, "the people file cannot be read; the log says why")
+        if s.actor.role is Role.PIT_BOSS and (person is None or not person.pits):
+            self.auth.sign_out(token)
+            log.warning("floor_sign_in_refused", person=s.actor.person, reason="a pit boss of no pit")
+            return self.refuse(403, f"{s.actor.person} is a pit boss of no pit: give their pits with tablectl "
+                               "people add --replace --role pit_boss --pit NAME")
+        scope = Scope(s.actor.person, s.actor.role.value,
+                      None if s.actor.role is Role.FLOOR_MANAGER else frozenset(person.pits))
+        resp = JSONResponse({"ok": True, "token": token, **self.who(s.actor, scope)})
         resp.set_cookie(COOKIE, token, max_age=int(self.auth.session_ttl_s), path="/", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
         return resp
@@ -305,19 +461,40 @@ class _ReportRoutes:
         except StoreError:
             return self.refuse(503, "the floor database cannot be read")
 
+    def visible(self, scope: Scope, pit: str | None) -> set[str] | None:
+        """The tables ``scope`` sees, narrowed to ``pit`` when given. Raises :class:`OutsideScope`
+        for a pit outside a pit boss's, :class:`ReportError` for a bad pit name."""
+        if pit is not None and not PIT_RE.match(pit):
+            raise ReportError("pit: letters, digits, '.', '_', '-'")
+        if pit is not None and not scope.sees(pit):
+            raise OutsideScope(f"pit {pit}: {scope.person} is a pit boss of {', '.join(sorted(scope.pits or ()))} "
+                               "only; the whole floor and other pits are the floor manager's")
+        if pit is None and scope.pits is None:
+            return None
+        pits = pits_of(self.floor.store)
+        wanted = {pit} if pit is not None else scope.pits or set()
+        return {t for t, p in pits.items() if p in wanted}
+
     async def report_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse, Response
 
-        if self.session(request) is None:
+        scope = self.scope(request)
+        if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         fmt = request.query_params.get("format", "json")
+        pit = request.query_params.get("pit")
         try:
-            rep = await asyncio.to_thread(report, self.floor.store, request.query_params.get("day"))
+            only = await asyncio.to_thread(self.visible, scope, pit)
+            rep = await asyncio.to_thread(report, self.floor.store, request.query_params.get("day"),
+                                          today=self.today(), only=only)
         except ReportError as exc:
-            return self.refuse(400, str(exc))
+            return self.refuse_error(exc)
         except StoreError:
             return self.refuse(503, "the floor database cannot be read")
-        name = f"floor-report-{rep['gaming_day']}"
+        rep["scope"] = {"pits": sorted({pit} if pit else scope.pits) if pit or scope.pits is not None else None,
+                        "whole_floor": only is None}
+        what = "floor" if only is None else "pits-" + "-".join(rep["scope"]["pits"])
+        name = f"{what}-report-{rep['gaming_day']}"
         if fmt == "csv":
             return Response(report_csv(rep), media_type="text/csv",
                             headers={"content-disposition": f'attachment; filename="{name}.csv"'})
@@ -331,22 +508,34 @@ class _ReportRoutes:
 
         if self.cross_site(request):
             return self.refuse(403, "cross-site request refused")
-        s = self.session(request)
-        if s is None:
+        scope = self.scope(request)
+        if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         if request.method == "GET":
-            return JSONResponse({"notes": await asyncio.to_thread(notes, self.floor.store)})
+            only = await asyncio.to_thread(self.visible, scope, None)
+            return JSONResponse({"notes": await asyncio.to_thread(notes, self.floor.store, only=only)})
         if not request.headers.get("content-type", "").startswith("application/json"):
             return self.refuse(415, "send the note as Content-Type: application/json")
         req = await self.body(request)
         if not isinstance(req, dict):
             return self.refuse(400, 'give {"table_id", "gaming_day", "text"}')
+        table_id = req.get("table_id")
         try:
-            note = await asyncio.to_thread(add_note, self.floor.store, author=s.actor.person,
-                                           role=s.actor.role.value, table_id=req.get("table_id"), gaming_day=req.get("gaming_day"),
-                                           text=req.get("text"))
+            if isinstance(table_id, str) and PIT_RE.match(table_id) and table_id not in self.floor.keys:
+                raise UnknownTable(table_id)  # for everyone alike: the table list is no secret
+            if scope.pits is not None and isinstance(table_id, str):
+                pit = (await asyncio.to_thread(pits_of, self.floor.store)).get(table_id)
+                if pit not in scope.pits:
+                    log.warning("floor_note_refused", person=scope.person, table_id=table_id[:64], pit=pit,
+                                reason="not the pit boss's pit")
+                    raise OutsideScope(f"table_id: {table_id[:64]} is not in {scope.person}'s pits "
+                                       f"({', '.join(sorted(scope.pits))}); nothing was written")
+            note = await asyncio.to_thread(add_note, self.floor.store, author=scope.person, role=scope.role,
+                                           table_id=table_id, gaming_day=req.get("gaming_day"),
+                                           text=req.get("text"), known_tables=self.floor.keys,
+                                           now_us=self.clock())
         except ReportError as exc:
-            return self.refuse(400, str(exc))
+            return self.refuse_error(exc)
         except StoreError:
             return self.refuse(503, "the floor database cannot be written")
         return JSONResponse({"ok": True, "note": note})
@@ -354,19 +543,23 @@ class _ReportRoutes:
     async def alarms_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
-        if self.session(request) is None:
+        scope = self.scope(request)
+        if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        only = await asyncio.to_thread(self.visible, scope, None)
         rows = await asyncio.to_thread(self.floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
                                                           "ORDER BY ts DESC LIMIT 200")
-        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows]})
+        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows
+                                        if only is None or r[0] in only]})
 
 
-def report_routes(floor: Floor, people_file: str | Path) -> list[Any]:
-    """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`)."""
+def report_routes(floor: Floor, people_file: str | Path, *, clock: Callable[[], int] | None = None) -> list[Any]:
+    """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`).
+    ``clock``: the wall clock, µs since the epoch (UTC); tests give their own."""
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = _ReportRoutes(floor, people_file)
+    r = _ReportRoutes(floor, people_file, clock)
     page = r.page
     return [Route("/", page), Route("/floor.html", page),
             Route("/api/v1/floor/session", r.session_endpoint, methods=["GET", "POST", "DELETE"]),

@@ -73,6 +73,19 @@ class FloorService:
                  tables=len(self.keys))
         return self
 
+    def wait_following(self, timeout_s: float) -> list[str]:
+        """Wait up to ``timeout_s`` (s) until every broker feed has subscribed (its SUBACK:
+        from then on the brokers keep the tables' messages for the floor); the brokers not
+        yet followed then (``host:port``; empty: all followed). Events published before the
+        floor subscribes are not kept for it (a clean session), so whoever starts tables
+        with the floor waits for this."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        for feed in self.feeds:
+            feed.connected.wait(max(0.0, deadline - time.monotonic()))
+        return [f"{feed.broker.host}:{feed.broker.port}" for feed in self.feeds if not feed.connected.is_set()]
+
     @property
     def url(self) -> str:
         return self.server.url if self.server is not None else ""

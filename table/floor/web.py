@@ -68,4 +68,5 @@ class FloorServer(AppServer):
     Raises ``OSError`` when the address cannot be bound."""
 
     def __init__(self, app: Any, host: str, port: int, *, name: str = "floor-web") -> None:
-        super().__init__(app, host, port, name=name, limit_concurrency=256)
+        # proxy_headers off: the address a sign-in is logged with is the peer's, not a header's
+        super().__init__(app, host, port, name=name, limit_concurrency=256, proxy_headers=False)

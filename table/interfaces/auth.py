@@ -15,6 +15,12 @@
     seat = 3
     pin = "$argon2id$..."
 
+    [[person]]
+    id = "PB-2"
+    role = "pit_boss"
+    pits = ["pit1", "pit2"]     # the floor's reports of these pits only
+    pin = "$argon2id$..."
+
 A PIN is never stored: only its Argon2id hash (argon2-cffi, RFC 9106; its
 default profile: 64 MiB, 3 passes, 4 lanes), which makes each guess cost
 memory and time. The file is written atomically (``table.files.write_atomic``:
@@ -31,7 +37,9 @@ Failures are counted per person *and origin*: after ``max_failures`` failed
 sign-ins a person is locked out *at that origin* for ``lockout_s``, doubling
 with each further failure (at most an hour). So wrong PINs sent from the floor
 network, from any number of addresses, never lock a supervisor out of the
-table's own screens. From ``other`` an address that fails often is locked out
+table's own screens. The floor's reports (``tablectl floor serve``) sign people in
+with origin ``floor``: bounded exactly as ``other`` (the floor has no screens of its
+own, so loopback there earns nothing), and logged as ``floor`` with the peer's address. From ``other`` an address that fails often is locked out
 the same way (a PIN cannot be guessed by trying every person), a person's
 failures are forgotten only a day after the last one (a sign-in does not
 reset them, so the guess budget :func:`guess_budget` holds), and at most
@@ -76,6 +84,10 @@ log = structlog.get_logger("table.auth")
 DEFAULT_PEOPLE_FILE = Path("/etc/threecard/people.toml")
 #: a person id: what ``tablectl people add`` accepts (it goes into cookies, logs and the journal)
 PERSON_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+#: a pit's name: a table's ``[mqtt] floor`` (the topic segment its status names, signed)
+PIT_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: most pits one pit boss may be given
+MAX_PITS = 32
 MIN_PIN, MAX_PIN = 6, 64
 MAX_SESSIONS = 1024
 MAX_SESSIONS_PER_PERSON = 4
@@ -89,6 +101,10 @@ MAX_OTHER_IN_FLIGHT = 2
 #: the table's own screens, always (the kiosk browser on the table PC)
 LOOPBACK_SCREENS = ("127.0.0.1", "::1")
 TABLE, OTHER = "table", "other"
+#: sign-ins to the floor's reports (``tablectl floor serve``): counted and bounded as ``other``
+#: (the floor has no screens of its own; loopback there is a proxy or anyone with a shell), logged
+#: as ``floor``
+FLOOR = "floor"
 
 
 def guess_budget(max_failures: int, lockout_s: float, seconds: float) -> int:
@@ -129,12 +145,14 @@ class PinRejected(ValueError):
 @dataclass(frozen=True)
 class Person:
     """One person who may sign in: ``id``, ``role``, ``seat`` (seat terminals only),
-    ``pin`` (the Argon2id hash, never the PIN)."""
+    ``pin`` (the Argon2id hash, never the PIN), ``pits`` (a pit boss only: the pits,
+    tables' ``[mqtt] floor``, whose reports they may see on the floor)."""
 
     id: str
     role: Role
     pin: str
     seat: int | None = None
+    pits: tuple[str, ...] = ()
 
     def actor(self, source: str) -> Actor:
         return Actor(self.id, self.role, seat=self.seat, source=source)
@@ -147,6 +165,21 @@ def check_person_id(value: str) -> str:
         raise ValueError(f"{value!r} is not a person id; allowed: 1-64 letters, digits, '.', '_', '@', '-', "
                          "starting with a letter or digit")
     return value
+
+
+def check_pits(role: Role, pits: Any) -> tuple[str, ...]:
+    """``pits`` as a sorted tuple when ``role`` may have them: a pit boss names 1 to
+    :data:`MAX_PITS` pits (:data:`PIT_RE`), nobody else names any. Raises ``ValueError``."""
+    pits = tuple(pits or ())
+    if role is not Role.PIT_BOSS:
+        if pits:
+            raise ValueError("only a pit boss (role pit_boss) has pits")
+        return ()
+    if not pits:
+        raise ValueError("a pit boss names the pits they run (tablectl people add --pit NAME, once per pit)")
+    if len(pits) > MAX_PITS or not all(isinstance(p, str) and PIT_RE.match(p) for p in pits):
+        raise ValueError(f"pits: 1-{MAX_PITS} pit names of letters, digits, '.', '_', '-' (a table's [mqtt] floor)")
+    return tuple(sorted(set(pits)))
 
 
 def check_pin(pin: str) -> str:
@@ -225,9 +258,9 @@ def load_people(path: str | Path) -> dict[str, Person]:
         if not isinstance(e, dict):
             problems.append(f"{where} is not a table")
             continue
-        extra = sorted(set(e) - {"id", "role", "pin", "seat"})
+        extra = sorted(set(e) - {"id", "role", "pin", "seat", "pits"})
         if extra:
-            problems.append(f"{where}: unknown key {extra[0]!r} (allowed: id, role, seat, pin)")
+            problems.append(f"{where}: unknown key {extra[0]!r} (allowed: id, role, seat, pits, pin)")
         try:
             pid = check_person_id(e.get("id"))
         except ValueError as exc:
@@ -245,6 +278,16 @@ def load_people(path: str | Path) -> dict[str, Person]:
         if role is not Role.SEAT and seat is not None:
             problems.append(f"{where}.seat: only a seat terminal (role seat) has a seat")
             continue
+        pits: tuple[str, ...] = ()
+        if "pits" in e:  # a pit boss without pits is kept (an older file): the floor refuses them at sign-in
+            if role is not Role.PIT_BOSS or not isinstance(e["pits"], list):
+                problems.append(f"{where}.pits: a list of pit names, for a pit boss (role pit_boss) only")
+                continue
+            try:
+                pits = check_pits(role, e["pits"])
+            except ValueError as exc:
+                problems.append(f"{where}.pits: {exc}")
+                continue
         pin = e.get("pin")
         if not isinstance(pin, str) or not pin.startswith("$argon2"):
             problems.append(f"{where}.pin: not an Argon2 hash (set it with tablectl people add --replace)")
@@ -252,7 +295,7 @@ def load_people(path: str | Path) -> dict[str, Person]:
         if pid in out:
             problems.append(f"{where}.id: {pid} is listed twice")
             continue
-        out[pid] = Person(pid, role, pin, seat)
+        out[pid] = Person(pid, role, pin, seat, pits)
     if problems:
         raise PeopleFileError(f"{p}: " + "; ".join(problems))
     return out
@@ -267,6 +310,8 @@ def _render(people: dict[str, Person]) -> bytes:
         lines += ["[[person]]", f"id = {json.dumps(person.id)}", f"role = {json.dumps(person.role.value)}"]
         if person.seat is not None:
             lines.append(f"seat = {person.seat}")
+        if person.pits:
+            lines.append(f"pits = {json.dumps(list(person.pits))}")
         lines += [f"pin = {json.dumps(person.pin)}", ""]
     return "\n".join(lines).encode()
 
@@ -297,10 +342,12 @@ class PeopleFile:
         return fd
 
     def add(self, person_id: str, role: Role, pin: str, *, seat: int | None = None, replace: bool = False,
-            hasher: PinHasher | None = None) -> Person:
-        """Add (or with ``replace``, replace) a person. Raises ``ValueError`` (a bad id,
-        seat, an existing person), :class:`PinRejected`, :class:`PeopleFileError`, ``OSError``."""
+            hasher: PinHasher | None = None, pits: Any = ()) -> Person:
+        """Add (or with ``replace``, replace) a person; ``pits``: a pit boss's pits
+        (:func:`check_pits`). Raises ``ValueError`` (a bad id, seat, pits, an existing
+        person), :class:`PinRejected`, :class:`PeopleFileError`, ``OSError``."""
         check_person_id(person_id)
+        pits = check_pits(role, pits)
         check_pin(pin)
         if role is Role.SEAT and not (seat is not None and 1 <= seat <= 7):
             raise ValueError("a seat terminal (role seat) needs --seat 1..7")
@@ -312,7 +359,7 @@ class PeopleFile:
             people = load_people(self.path)
             if person_id in people and not replace:
                 raise ValueError(f"{person_id} is already in {self.path}; give --replace to set a new PIN or role")
-            person = Person(person_id, role, encoded, seat)
+            person = Person(person_id, role, encoded, seat, pits)
             people[person_id] = person
             save_people(self.path, people)
             return person
@@ -453,15 +500,17 @@ class Authenticator:
                 origin: str | None = None) -> tuple[str, Session]:
         """Check ``pin`` for ``person_id``; returns (token, session). ``address``: the
         peer's IP, which decides the origin (:meth:`origin`) unless ``origin`` is given
-        (the terminal at the table: ``"table"``; the control socket: ``"other"``). Raises
+        (the terminal at the table: ``"table"``; the control socket: ``"other"``; the floor's
+        reports: ``"floor"``, bounded as ``"other"``, logged as itself). Raises
         :class:`SignInLocked` while locked out (at that origin), ``PermissionError`` for
         an unknown person or a wrong PIN (one message for both), :class:`PeopleFileError`.
         Blocking (an Argon2 hash): call it from a worker thread."""
         now = self.clock()
-        origin = self.origin(address) if origin not in (TABLE, OTHER) else origin
+        origin = self.origin(address) if origin not in (TABLE, OTHER, FLOOR) else origin
         pkey = (person_id if isinstance(person_id, str) else "", origin)
         keys: list[tuple[dict[Any, _Failures], Any, int]] = [(self._person_failures, pkey, self.max_failures)]
-        if origin == OTHER:  # at the table's own screens, the person's count alone
+        strict = origin != TABLE  # from outside the table's own screens (the floor's too): every bound
+        if strict:  # at the table's own screens, the person's count alone
             keys.append((self._address_failures, address, MAX_ADDRESS_FAILURES))
         with self._lock:
             wait = max(self._locked_for(table, key, now) for table, key, _ in keys)
@@ -473,7 +522,7 @@ class Authenticator:
                 f = table.get(key)
                 if self._in_flight.get((id(table), key), 0) >= max(1, limit - (f.count if f else 0)):
                     raise SignInLocked(1.0)
-            if origin == OTHER:
+            if strict:
                 if self._other_in_flight >= MAX_OTHER_IN_FLIGHT:
                     raise SignInLocked(1.0)
                 self._other_in_flight += 1
@@ -490,7 +539,7 @@ class Authenticator:
                 slot.release()
         finally:
             with self._lock:
-                if origin == OTHER:
+                if strict:
                     self._other_in_flight -= 1
                 for table, key, _ in keys:
                     n = self._in_flight.pop((id(table), key), 1) - 1
@@ -501,7 +550,7 @@ class Authenticator:
             if not good:
                 if isinstance(person_id, str) and len(person_id) <= 64:
                     self._fail(self._person_failures, pkey, self.max_failures, now)
-                if origin == OTHER:
+                if strict:
                     self._fail(self._address_failures, address, MAX_ADDRESS_FAILURES, now)
                 log.warning("sign_in_failed", person=person_id[:64] if isinstance(person_id, str) else None,
                             address=address[:64], origin=origin)

@@ -44,8 +44,10 @@ async function loadReport() {
   if (ask !== reportAsked) return;  // the person asked for another day meanwhile
   if (status === 401) { signedOut(); return; }
   if (status !== 200) return;
+  if (!$("day").value) $("day").value = body.gaming_day;
   const t = body.totals;
-  $("totals").replaceChildren(el("div", {class: "name"}, "Floor, gaming day " + body.gaming_day),
+  $("totals").replaceChildren(el("div", {class: "name"},
+    (body.scope && !body.scope.whole_floor ? "Pit " + body.scope.pits.join(", ") : "Floor") + ", gaming day " + body.gaming_day),
     figures("Day", t.day), figures("Month to date", t.month_to_date), figures("Year to date", t.year_to_date));
   $("rows").replaceChildren(...body.rows.map((r) => el("li", {"data-table": r.table_id},
     el("div", {class: "name"}, r.table_id + " · " + r.game.replaceAll("_", " ")),
@@ -80,18 +82,21 @@ function fluctuation(f) {
   return li;
 }
 function signedIn(who) {
+  // the floor's gaming day (its time zone and start hour), not this browser's calendar date
+  if (!$("day").value && who.gaming_day) $("day").value = who.gaming_day;
   $("who").textContent = who.person + " (" + who.role.replaceAll("_", " ") + ")";
+  $("scope").textContent = who.pits ? "Pits " + who.pits.join(", ") + " only" : "The whole floor";
   $("signin").hidden = true;
   $("reports").hidden = false;
   loadReport();
 }
 function signedOut() {
   $("who").textContent = "";
+  $("day").value = "";  // the next person's default is the floor's day as the server says then
   $("signin").hidden = false;
   $("reports").hidden = true;
 }
 document.addEventListener("DOMContentLoaded", async () => {
-  $("day").value = new Date().toISOString().slice(0, 10);
   loadTables();
   setInterval(loadTables, 3000);
   const me = await api("/api/v1/floor/session");
