@@ -39,7 +39,6 @@ import lzma
 import os
 import re
 import shutil
-import signal
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from typing import Any, Iterator
 
 import structlog
 
+from . import kill_points
 from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
 
 log = structlog.get_logger("table.segments")
@@ -59,8 +59,8 @@ ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.journal\.xz$")
 MAX_SEGMENT_BYTES = 4 << 30
 #: xz preset: 9 with the extreme flag (a day's archive is written once)
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
-#: crash tests only: the step of :func:`roll` at which the process SIGKILLs itself
-KILL_ENV = "THREECARD_TEST_KILL_AT"
+#: crash tests only: the step of :func:`roll` at which the process SIGKILLs itself (table/kill_points.py)
+KILL_ENV = kill_points.KILL_ENV
 #: ``audit verify --archive`` statuses beyond :data:`table.journal.STATUSES`, by severity
 CHAIN_ORDER = ("tampered", "unreadable", "gap", "misfiled", "unanchored", "unsigned", "ok")
 
@@ -82,8 +82,7 @@ def next_path(path: str | Path) -> Path:
 
 def _step(name: str) -> None:
     """A point of the rollover a crash test may kill the process at (``KILL_ENV``)."""
-    if os.environ.get(KILL_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    kill_points.reached(name)
 
 
 def _fsync_dir(folder: Path) -> None:
