@@ -33,6 +33,7 @@ import subprocess
 import pytest
 
 from console_helpers import PEOPLE, make_people, wait_until
+from tests.day_helpers import gaming_day_of
 from table.cli.run import EXIT_INTERRUPTED
 from table.interfaces.control_socket import send
 from table.journal import Journal, verify
@@ -141,7 +142,7 @@ def test_sigkill_during_a_fill_or_credit_leaves_it_done_once_or_cleanly_redone(t
     assert result.ok, result.reason
     with Journal(journal, read_only=True) as j:
         slips = [e.body for e in j.entries("gaming_day")]
-        day = j.last("gaming_day").ts[:10]
+        day = gaming_day_of(j.last("gaming_day").ts)
     assert [(b["procedure"], b["slip"]) for b in slips] == [("open", 1), (procedure, 2), ("close", 3)]
     assert slips[1]["amount"] == AMOUNT[procedure]
     rep = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), "--date", day, "--json"],
