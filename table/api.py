@@ -469,7 +469,8 @@ class Table:
         st = self._stack
         # Fed what the journal commits, from memory (the file is read to index it, and
         # to replay history to a client resuming from an older seq).
-        self.events = EventLog(self.journal_path, self.table_id, key=key, journal=journal)
+        archive = self.config.journal.archive if self.config is not None else None
+        self.events = EventLog(self.journal_path, self.table_id, key=key, journal=journal, archive=archive)
         st.callback(self.events.close)
         self.events.start()
         if self.event_socket_path is not None:

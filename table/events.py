@@ -58,6 +58,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -308,6 +309,22 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _connect_file(path: Path) -> tuple[sqlite3.Connection, int]:
+    """:func:`_connect`, and the inode of the file it opened (stat before and after: a
+    rollover in between is seen and the new file opened)."""
+    for _ in range(5):
+        before = os.stat(path).st_ino if path.exists() else None
+        db = _connect(path)
+        try:
+            after = os.stat(path).st_ino
+        except OSError:
+            after = None
+        if before == after and after is not None:
+            return db, after
+        db.close()
+    raise EventStreamError(f"{path} keeps being replaced while it is opened")
+
+
 class _Deriver:
     """Walks journal rows in order and derives public events, keeping the card entries
     of the round it is in (a walk starts at a round's ``open`` entry)."""
@@ -461,6 +478,12 @@ class EventLog:
     that resumes from an older ``seq`` (issue 26). Without it (another process,
     ``tablectl events tail --journal``) the file is followed: ``poll_s`` is how
     often new entries are looked for when nobody calls :meth:`notify`.
+    ``archive``: the folder of archived gaming days (``[journal] archive``): a replay
+    or a subscription from a seq before the live segment reads on from the day
+    before it (its archive, decompressed once), so a client or the MQTT publisher
+    behind at the day's close resumes without a gap; without it such a seq is
+    refused. Followed as a file, the journal's path is watched for the next day's
+    segment taking its place (the rollover renames it in): the stream goes on there.
     Raises :class:`EventStreamError` when the journal cannot be read. Start with
     :meth:`start`, stop with :meth:`close` (also a context manager).
     """
@@ -469,11 +492,15 @@ class EventLog:
     MAX_FED = 50_000
 
     def __init__(self, journal_path: str | Path, table_id: str, *, poll_s: float = 0.05,
-                 key: "TableKey | None" = None, journal: "Journal | None" = None) -> None:
+                 key: "TableKey | None" = None, journal: "Journal | None" = None,
+                 archive: str | Path | None = None) -> None:
         self.path = Path(journal_path)
         self.table_id = table_id
         self.poll_s = poll_s
-        self._db = _connect(self.path)
+        self.archive = Path(archive) if archive is not None else None
+        self._key = key
+        self._past: "EventLog | None" = None  # the gaming day before the live segment, once asked for
+        self._db, self._ino = _connect_file(self.path)
         self._opener = _opener(key, _journal_table_id(self._db) or table_id) if key is not None else None
         self._lock = threading.Lock()
         self._wake = threading.Condition()
@@ -553,11 +580,53 @@ class EventLog:
             if after == 0:  # from the start: of what the journal holds (a segment: its gaming day)
                 after = self._anchor_ev[0]
             if after < self._anchor_ev[0]:
-                raise EventStreamError(f"resume_from {after} is before this gaming day's segment (its events "
-                                       f"start after {self._anchor_ev[0]}; older days are in the archive)")
-            i = bisect_right(self._anchor_ev, after) - 1
-            ev_seq, jseq = self._anchor_ev[i], self._anchor_j[i]
-        return self._replay(ev_seq, jseq, after, upto, seat)
+                if self.archive is None:
+                    raise EventStreamError(f"resume_from {after} is before this gaming day's segment (its events "
+                                           f"start after {self._anchor_ev[0]}; older days are in the archive)")
+                start_ev, start_j = self._anchor_ev[0], self._anchor_j[0]
+            else:
+                i = bisect_right(self._anchor_ev, after) - 1
+                return self._replay(self._anchor_ev[i], self._anchor_j[i], after, upto, seat)
+        past = self._previous(start_ev)
+        return self._across(past.replay(after, min(upto, start_ev), seat),
+                            self._replay(start_ev, start_j, start_ev, upto, seat))
+
+    @staticmethod
+    def _across(*parts: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for part in parts:
+            yield from part
+
+    def _previous(self, start_ev: int) -> "EventLog":
+        """The stream of the gaming day before the live segment, read from its archive
+        (built once; again after the next rollover). ``start_ev``: the event seq the live
+        segment's events start after, where that day's must end. Raises
+        :class:`EventStreamError` when the archive is missing, unreadable or ends elsewhere."""
+        from . import segments
+
+        with self._lock:
+            past = self._past
+        if past is not None and past.head == start_ev:
+            return past
+        db, _ = _connect_file(self.path)
+        try:
+            prev = segments.previous_archive(db, self.archive)
+        finally:
+            db.close()
+        if prev is None:
+            raise EventStreamError(f"the events before {start_ev} are in the gaming day before this segment, whose "
+                                   f"archive is not in {self.archive}")
+        try:
+            past = EventLog(segments.decompressed(prev), self.table_id, key=self._key, archive=self.archive)
+        except (OSError, segments.ArchiveError) as exc:
+            raise EventStreamError(f"{prev}: {exc}") from None
+        if past.head != start_ev:
+            past.close()
+            raise EventStreamError(f"{prev} ends at event {past.head}, not at {start_ev} where {self.path} goes on")
+        with self._lock:
+            old, self._past = self._past, past
+        if old is not None:
+            old.close()
+        return past
 
     def _replay(self, ev_seq: int, jseq: int, after: int, upto: int, seat: int | None) -> Iterator[dict[str, Any]]:
         if upto <= after:
@@ -643,19 +712,34 @@ class EventLog:
         """Read the journal's file again after a gaming day's rollover put the next day's
         segment in its place (table/segments.py): the live events go on; a replay reaches
         back to the new segment's first entry (older days are in the archive)."""
-        db = _connect(self.path)
+        db, ino = _connect_file(self.path)
         with self._lock:
-            old, self._db = self._db, db
+            old, self._db, self._ino = self._db, db, ino
             self._deriver = _Deriver(self.table_id, db, self._opener)
             self._anchor_ev, self._anchor_j = array("q", [self._count]), array("q", [self._last_entry])
+            past, self._past = self._past, None  # the day before is now the one just closed
         with contextlib.suppress(sqlite3.Error):
             old.close()
+        if past is not None:
+            past.close()
+
+    def _replaced(self) -> bool:
+        """Whether another file is at the journal's path now (the next gaming day's segment)."""
+        try:
+            return os.stat(self.path).st_ino != self._ino
+        except OSError:
+            return False
 
     def _poll_file(self) -> int:
         n = 0
         while True:
             rows = self._rows(self._db, self._last_entry)
             if not rows:
+                # Followed as a file: once the old segment is read to its end, go on in the
+                # next day's (fed by the journal, its segment entry says so: poll()).
+                if self._journal is None and self._replaced():
+                    self._next_segment()
+                    continue
                 return n
             for jseq, ts, kind, rid, body in rows:
                 n += self._publish(jseq, ts, kind, rid, json.loads(body))
@@ -711,7 +795,7 @@ class EventLog:
                 raise EventStreamError(f"resume_from {start} is outside the stream (0..{head})")
             if start == 0:
                 start = self._anchor_ev[0]
-            if start < self._anchor_ev[0]:
+            if start < self._anchor_ev[0] and self.archive is None:
                 raise EventStreamError(f"resume_from {start} is before this gaming day's segment (its events "
                                        f"start after {self._anchor_ev[0]}; older days are in the archive)")
             sub = Subscription(self, start, seat, maxsize)
@@ -785,6 +869,9 @@ class EventLog:
             s.close()
         with self._lock:
             self._db.close()
+            past, self._past = self._past, None
+        if past is not None:
+            past.close()
 
     def __enter__(self) -> "EventLog":
         return self.start()

@@ -34,3 +34,34 @@ def test_three_rounds_in_pages_of_two_newest_first_with_the_settled_results(tmp_
 def test_the_history_is_for_the_floor_not_for_a_seat_terminal():
     assert Role.SEAT not in ACTIONS["history"].roles
     assert {Role.DEALER, Role.SUPERVISOR, Role.AUDITOR, Role.PIT} <= ACTIONS["history"].roles
+
+
+def test_just_after_the_days_close_the_history_still_lists_yesterdays_last_rounds(tmp_path):
+    """The journal is one segment a gaming day: after the rollover the live segment holds
+    one round, and the history (the panel's query, as the front doors answer it) reads on
+    into the archived day before it, newest first, paging across the two."""
+    from table.interfaces.audit_view import AuditQueries
+    from tests.day_helpers import START, WallClock, day_start, day_table
+
+    clock = WallClock(START)
+    with day_table(tmp_path, clock) as ctl:
+        yesterday = [ctl.play_round() for _ in range(2)]
+        clock.set(day_start(1))
+        today = ctl.play_round()  # the day closes (archived) before this round opens
+    assert [p.name for p in (tmp_path / "archive").iterdir()] == ["2026-12-01.journal.xz"]
+    path, archive = tmp_path / "journal.sqlite3", tmp_path / "archive"
+    query = AuditQueries(path, archive=archive).handlers()["history"]
+    page = query({"limit": 5})["history"]
+    assert [r["number"] for r in page["rounds"]] == [3, 2, 1]
+    for r, result in zip(page["rounds"], [today, *reversed(yesterday)]):
+        assert r["outcome"] == "settled" and r["net_cents"] == {str(st.seat): st.net_cents for st in result.seats}
+    assert page["next_before"] is None  # the first day's start: nothing older
+    # a page at a time: the second page is yesterday's, read from its archive
+    one = query({"limit": 1})["history"]
+    assert [r["number"] for r in one["rounds"]] == [3] and one["next_before"] is not None
+    two = query({"limit": 1, "before": one["next_before"]})["history"]
+    assert [r["number"] for r in two["rounds"]] == [2]
+    three = query({"limit": 5, "before": two["next_before"]})["history"]
+    assert [r["number"] for r in three["rounds"]] == [1] and three["next_before"] is None
+    # without the archive folder the live segment is all there is
+    assert [r["number"] for r in history(path, limit=3)["history"]["rounds"]] == [3]

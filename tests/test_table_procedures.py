@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from console_helpers import CHEAP, wait_until
+from tests.day_helpers import gaming_day_of
 from devices import CardShoe, Shuffler
 from protocols.cards import BackColour
 from simulators.table import SimulatedTable
@@ -106,8 +107,8 @@ class Running:
     def stop(self):
         """Stop after the round in play (open the table first if it waits to be opened)."""
         self.stopping.set()
-        if self.ctl.day.waits_to_open and self.thread.is_alive():
-            assert self.send(signed("open", OPEN))["ok"]
+        if self.thread.is_alive() and (self.status().get("waiting_for") or {}).get("action") == "table_procedure":
+            assert self.send(signed("open", OPEN))["ok"]  # a closed table waits to be opened: open it to stop
         self.thread.join(60)
         assert not self.thread.is_alive() and not self.errors, self.errors
         self.ctl.close()
@@ -158,7 +159,7 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
         assert st["table_day"] == {"open": False, "shift": 2, "last_slip": 5, "required": True}
         assert st["waiting_for"]["action"] == "table_procedure" and st["round"] is None
         close_seq = t.journal.last(ENTRY_KIND).seq
-        day = t.journal.last(ENTRY_KIND).ts[:10]
+        day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
         report = t.send({"action": "day_report", "period": "day", "gaming_day": day})
         drop = t.send(signed("drop", {"amount": 90_000, "gaming_day": day}))
         assert drop["ok"] and drop["slip"]["gaming_day"] == day
@@ -282,11 +283,11 @@ def test_the_python_api_opens_fills_closes_and_enters_the_drop_with_the_config_r
         st = wait_until(lambda: (s := t.status())["waiting_for"] and s, 30, "the table to say what it waits for")
         assert st["table_day"] == {"open": False, "shift": 1, "last_slip": 4, "required": True}
         played = st["rounds_played"]
-        day = t.controller.journal.last(ENTRY_KIND).ts[:10]
+        day = gaming_day_of(t.controller.journal.last(ENTRY_KIND).ts)
         assert t.table_procedure("drop", {"amount": 90_000, "gaming_day": day}, dealer="D-4",
                                  supervisor="S-17")["slip"]["gaming_day"] == day
         assert t.status()["rounds_played"] == played  # a closed table deals no round
-        assert t.table_procedure("open", OPEN, dealer="D-4", supervisor="S-17")["ok"]  # the next day
+        assert t.table_procedure("open", OPEN, dealer="D-4", supervisor="S-17")["ok"]  # opened again after the count
 
 
 def test_guessing_a_dealer_pin_on_the_web_is_locked_out_like_a_sign_in(tmp_path):
@@ -367,7 +368,7 @@ def test_the_terminal_opens_fills_closes_and_enters_the_drop_asking_both_pins(tm
             typed(f"credit D-4 12.50\n{PINS['D-4']}\n{PINS['S-17']}\n", "credit: slip 3")
             typed(f"shift D-4 D-5 25:40 5:100 1:200\n{PINS['D-4']}\n{PINS['S-17']}\n", "shift change: slip 4")
             typed(f"close D-5 25:42 5:96 1:200\n{PINS['D-5']}\n{PINS['S-17']}\n", "close: slip 5")
-            day = t.journal.last(ENTRY_KIND).ts[:10]
+            day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
             typed(f"drop D-4 {day} 900\n{PINS['D-4']}\n{PINS['S-17']}\n", f"drop: slip 6 signed by D-4 and S-17 "
                                                                        f"($900 for {day})")
             typed("fill D-4 lots\n", "table procedure: the fill: 'lots' is not an amount")
@@ -400,7 +401,7 @@ def test_the_count_rooms_csv_is_imported_as_drops_signed_by_two_people(tmp_path)
         assert t.send(signed("open", OPEN))["ok"]
         played(t, 1)
         assert t.send(signed("close", CLOSE))["ok"]
-        day = t.journal.last(ENTRY_KIND).ts[:10]
+        day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
         good = f"{HEADER}2026-11-30,{table_id},120000,C-1,C-2\n{day},{table_id},90000,C-1,C-3\n"
         r = _import(t, tmp_path, good)
         assert r.exit_code == 0, r.output
@@ -474,7 +475,7 @@ def test_a_stopped_tables_journal_takes_the_count_rooms_drops_all_or_none(tmp_pa
             assert t.send(signed("open", OPEN))["ok"]
             t.thread.join(60)  # its one round dealt: the controller is between rounds, idle
             t.ctl.table_procedure("close", CLOSE, dealer="D-4", supervisor="S-17")
-            table_id, day = t.ctl.table_id, t.journal.last(ENTRY_KIND).ts[:10]
+            table_id, day = t.ctl.table_id, gaming_day_of(t.journal.last(ENTRY_KIND).ts)
         finally:
             t.stop()
         key = tmp_path / "table.key"

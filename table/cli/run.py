@@ -531,7 +531,8 @@ class _TableRun:
                 from table.interfaces.audit_view import AuditQueries
 
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
-                                                            anchors=lambda: self.anchors).handlers())
+                                                            anchors=lambda: self.anchors,
+                                                            archive=cfg.journal.archive if cfg else None).handlers())
                 from table.day_report import Calendar
                 from table.interfaces.day_view import DayReportQueries
 

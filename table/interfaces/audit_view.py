@@ -50,12 +50,15 @@ def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
 class AuditQueries:
     """The audit queries of one table's journal at ``journal_path``. ``public_keys``:
     the table key's public half (to check the checkpoints' signatures); ``max_points``:
-    points per deck in the shuffle check's curve. Each ``*_query`` method blocks (run
-    it in a thread) and returns the reply's fields."""
+    points per deck in the shuffle check's curve; ``archive``: the folder of archived
+    gaming days (``[journal] archive``), which the history reads on into. Each
+    ``*_query`` method blocks (run it in a thread) and returns the reply's fields."""
 
     def __init__(self, journal_path: str | Path, *, public_keys: tuple[Any, ...] = (), max_points: int = 200,
-                 anchors: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+                 anchors: Callable[[], list[dict[str, Any]]] | None = None,
+                 archive: str | Path | None = None) -> None:
         self.path = Path(journal_path)
+        self.archive = Path(archive) if archive is not None else None
         self.public_keys = tuple(public_keys)
         self.max_points = max_points
         self.anchors = anchors
@@ -129,4 +132,4 @@ class AuditQueries:
         """One page of the history panel (:func:`table.interfaces.history.history`): ``args``
         ``before`` (journal seq) and ``limit`` (rounds)."""
         args = args or {}
-        return history(self.path, before=args.get("before"), limit=args.get("limit", 10))
+        return history(self.path, before=args.get("before"), limit=args.get("limit", 10), archive=self.archive)

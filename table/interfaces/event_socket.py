@@ -301,7 +301,9 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
     ``EventStreamError`` if the journal cannot be read,
     :class:`~table.interfaces.mqtt.MqttSetupError` for unusable MQTT settings."""
     table_id = config.table.id if config is not None else "table"
-    events = EventLog(journal_path, table_id, key=table_key, journal=journal)  # the key opens a seat's own cards
+    archive = config.journal.archive if config is not None else None  # a client behind at the day's close
+    events = EventLog(journal_path, table_id, key=table_key, journal=journal,  # the key opens a seat's own cards
+                      archive=archive)
     stack.callback(events.close)
     events.start()
     if journal is None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from table.journal import ts_text
 from table.sealing import mask_cards
@@ -40,6 +40,8 @@ KINDS = ("round", "violation", "incident", "supervisor")
 #: journal entries read per request at most (a bound on the work one request can ask for)
 MAX_SCAN = 20_000
 CHUNK = 1000
+#: gaming days before the live segment the history reads back into at most
+MAX_DAYS_BACK = 7
 _TEXT = 300
 
 
@@ -58,48 +60,84 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
-def _scan_back(db: sqlite3.Connection, upto: int, limit: int,
+def _scan_back(dbs: Iterator[sqlite3.Connection], upto: int, limit: int,
                max_scan: int) -> tuple[list[tuple[int, str, str, str | None, str]], list[int], int]:
     """The journal's rows of :data:`KINDS` before seq ``upto``, newest first, read back in
     chunks of :data:`CHUNK` until ``limit`` rounds have their opening among them (or
-    ``max_scan`` rows were read). Returns ``(rows, seqs of the openings, cursor)``:
-    ``cursor`` is the seq the reading stopped at (0: the journal's start)."""
+    ``max_scan`` rows were read): from each of ``dbs`` in turn (the live segment, then
+    the gaming days before it: the seqs go on across days, a round never spans two).
+    Returns ``(rows, seqs of the openings, cursor)``: ``cursor`` is the seq the reading
+    stopped at (0: the start of what ``dbs`` hold)."""
     kinds = ",".join("?" for _ in KINDS)
     rows: list[tuple[int, str, str, str | None, str]] = []
     opened: list[int] = []
     cursor, scanned = upto, 0
-    # Back in chunks until `limit` rounds have their opening in what was read.
-    while cursor > 1 and len(opened) < limit and scanned < max_scan:
-        chunk = db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq < ? AND kind IN ({kinds}) "
-                           "ORDER BY seq DESC LIMIT ?", (cursor, *KINDS, CHUNK)).fetchall()
-        if not chunk:
-            cursor = 0
+    for db in dbs:
+        # Back in chunks until `limit` rounds have their opening in what was read.
+        while cursor > 1 and len(opened) < limit and scanned < max_scan:
+            chunk = db.execute(f"SELECT seq, ts, kind, round_id, body FROM entries WHERE seq < ? AND kind IN "
+                               f"({kinds}) ORDER BY seq DESC LIMIT ?", (cursor, *KINDS, CHUNK)).fetchall()
+            if not chunk:
+                first = db.execute("SELECT MIN(seq) FROM entries").fetchone()[0]
+                cursor = min(cursor, first) if first is not None else cursor
+                break
+            for row in chunk:
+                rows.append(row)
+                scanned += 1
+                if row[2] == "round" and json.loads(row[4]).get("step") == "open":
+                    opened.append(row[0])
+                    if len(opened) >= limit:
+                        break
+            cursor = rows[-1][0]
+        if cursor <= 1 or len(opened) >= limit or scanned >= max_scan:
             break
-        for row in chunk:
-            rows.append(row)
-            scanned += 1
-            if row[2] == "round" and json.loads(row[4]).get("step") == "open":
-                opened.append(row[0])
-                if len(opened) >= limit:
-                    break
-        cursor = rows[-1][0]
+    else:
+        cursor = 0  # nothing older to read
     return rows, opened, cursor
 
 
+def _segments(live: sqlite3.Connection, archive: Path | None, opened_dbs: list[sqlite3.Connection]
+              ) -> Iterator[sqlite3.Connection]:
+    """The live segment, then each gaming day before it that the ``archive`` folder holds
+    (decompressed once: :func:`table.segments.decompressed`), newest first; at most
+    :data:`MAX_DAYS_BACK` days. Each connection opened is put in ``opened_dbs``."""
+    from table import segments
+
+    db: sqlite3.Connection | None = live
+    for _ in range(MAX_DAYS_BACK + 1):
+        if db is None:
+            return
+        yield db
+        prev = segments.previous_archive(db, archive)
+        if prev is None:
+            return
+        try:
+            db = _connect(segments.decompressed(prev))
+        except (OSError, segments.ArchiveError):
+            return  # an archive that does not read: the history ends there
+        opened_dbs.append(db)
+
+
 def history(journal_path: str | Path, *, before: int | None = None, limit: int = 10,
-            max_scan: int = MAX_SCAN) -> dict[str, Any]:
+            max_scan: int = MAX_SCAN, archive: str | Path | None = None) -> dict[str, Any]:
     """One page of the table's history, newest first (see the module docstring for the
     shape). ``before``: journal seq (exclusive) to page back from; ``limit``: rounds,
-    1..50. Raises ``FileNotFoundError`` when there is no journal, ``sqlite3.Error``
-    when it cannot be read."""
+    1..50; ``archive``: the folder of archived gaming days (``[journal] archive``): the
+    history reads on into the days before the live segment (just after the day's close,
+    yesterday's last rounds are still listed). Raises ``FileNotFoundError`` when there is
+    no journal, ``sqlite3.Error`` when it cannot be read."""
     limit = max(1, min(50, int(limit)))
     db = _connect(Path(journal_path))
+    more: list[sqlite3.Connection] = []
     try:
         head = db.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
         upto = head + 1 if before is None else max(0, min(int(before), head + 1))
-        rows, opened, cursor = _scan_back(db, upto, limit, max_scan)
+        rows, opened, cursor = _scan_back(_segments(db, Path(archive) if archive else None, more), upto, limit,
+                                          max_scan)
     finally:
         db.close()
+        for d in more:
+            d.close()
     start = opened[-1] if len(opened) >= limit else (cursor if cursor > 1 else 0)
     rows = [r for r in rows if r[0] >= start]
     rows.reverse()  # oldest first: each round's steps in order

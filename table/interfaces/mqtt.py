@@ -92,7 +92,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.anchors import refused_anchor
 from table.config import MqttSettings
-from table.events import EventLog
+from table.events import EventLog, EventStreamError
 from table.files import UnsafeFile, read_regular, write_atomic
 from table.keys import TableKey, key_id as key_id_of, verify_signature
 
@@ -549,27 +549,38 @@ class MqttPublisher:
                 last_save = time.monotonic()
             if not ready:
                 continue
-            for ev in self.events.replay(after, after + room):
-                if self._stop.is_set() or not self.connected:
-                    break
-                payload = sign_message(self.key, self.events_topic, ev)
-                if ev["type"] == "checkpoint":  # the latest signed journal checkpoint: an anchor the floor keeps
-                    self._client.publish(self.checkpoint_topic, sign_message(self.key, self.checkpoint_topic,
-                                                                             ev["data"]), qos=1, retain=True)
-                # Not under self._cv: paho calls on_publish holding its own message lock.
-                info = self._client.publish(self.events_topic, payload, qos=1)
-                if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
-                    log.warning("mqtt_publish_failed", seq=ev["seq"], rc=info.rc)
-                    break
-                with self._cv:
-                    self._sent = ev["seq"]
-                    self.published += 1
-                    if info.mid in self._early:  # acknowledged before publish() returned
-                        self._early.discard(info.mid)
-                        self._ack(ev["seq"])
-                    else:
-                        self._inflight[info.mid] = ev["seq"]
+            try:
+                for ev in self.events.replay(after, after + room):
+                    if self._stop.is_set() or not self.connected:
+                        break
+                    if not self._send(ev):
+                        break
+            except EventStreamError as exc:  # e.g. behind at the day's close with no archive to read it from
+                log.error("mqtt_events_unreadable", after=after, error=str(exc)[:300])
+                self._stop.wait(1.0)
         self._save_state()
+
+    def _send(self, ev: dict[str, Any]) -> bool:
+        """Hand one event to paho (and a checkpoint to its retained topic); False when
+        paho refused it (the loop waits and tries again)."""
+        payload = sign_message(self.key, self.events_topic, ev)
+        if ev["type"] == "checkpoint":  # the latest signed journal checkpoint: an anchor the floor keeps
+            self._client.publish(self.checkpoint_topic, sign_message(self.key, self.checkpoint_topic, ev["data"]),
+                                 qos=1, retain=True)
+        # Not under self._cv: paho calls on_publish holding its own message lock.
+        info = self._client.publish(self.events_topic, payload, qos=1)
+        if info.rc != self._mqtt.MQTT_ERR_SUCCESS and info.rc != self._mqtt.MQTT_ERR_NO_CONN:
+            log.warning("mqtt_publish_failed", seq=ev["seq"], rc=info.rc)
+            return False
+        with self._cv:
+            self._sent = ev["seq"]
+            self.published += 1
+            if info.mid in self._early:  # acknowledged before publish() returned
+                self._early.discard(info.mid)
+                self._ack(ev["seq"])
+            else:
+                self._inflight[info.mid] = ev["seq"]
+        return True
 
     def wait_acked(self, seq: int, timeout_s: float) -> bool:
         """Wait until the broker has acknowledged every event up to ``seq``."""

@@ -35,6 +35,7 @@ from typing import Any, Mapping
 
 import structlog
 
+from .. import kill_points
 from ..console import Command, Console
 from ..gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
 from ..journal import JournalWriteError
@@ -147,11 +148,14 @@ class TableDayProcedure:
         if r is not None and (r.machine.state != "open_for_bets" or r.wagers):
             raise ProcedureError("a round is in play: table procedures are carried out between rounds", "refused")
         body = self.day.prepare(procedure, args, dealer=dealer, supervisor=supervisor)
+        kill_points.reached("procedure_prepared", procedure)
         if self.t.journal is not None:
             self.t.journal.append(ENTRY_KIND, round_id=None, deck_id=None, **body)
+        kill_points.reached("procedure_journaled", procedure)
         self.day.apply(body)
         if r is None:
             self.t.checkpoint()
+        kill_points.reached("procedure_signed", procedure)
         log.info("table_procedure", procedure=procedure, slip=body["slip"], dealer=dealer, supervisor=supervisor,
                  open=self.day.is_open)  # no inventory, no amount: the journal holds them
         self.t.publish("table_procedure", procedure=procedure, slip=body["slip"], open=self.day.is_open)
