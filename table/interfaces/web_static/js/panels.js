@@ -76,6 +76,10 @@ export function renderNow(box, status, me, act, opts = {}) {
     button = [el("button", { class: "big primary", id: "do-hands", "data-step": w.action,
       onclick: () => act("dealer_hands", args, "do-hands") }, handsWords(w)), besideError(errors, "do-hands")];
     who.append(" — training table: the button is the dealer's hands");
+  } else if (w.action === "decide" && w.between) {
+    what.textContent = w.seat ? `The table takes seat ${w.seat}'s decision, then asks for the next seat's.`
+      : "The table takes the decision, then asks for the next seat's.";
+    button = el("p", { class: "now-hint" }, "Play or Fold for the next seat comes up in a moment.");
   } else if (w.action === "decide") {
     button = el("p", { class: "now-hint" }, w.seat ? `Seat ${w.seat}: press Play or Fold on the seat.`
       : "Press Play or Fold on each seat in turn, from seat 1.");
@@ -119,7 +123,7 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     return;
   }
   const w = Status.waitingFor(status);
-  const deciding = w && w.action === "decide" && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
+  const deciding = w && w.action === "decide" && !w.between && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
   const seats = r.seats.map((s) => {
     const result = r.results && r.results[s];
     const decision = r.decisions[s];
