@@ -35,6 +35,17 @@ WATCH_BANNER = """() => {
 }"""
 
 
+#: each face's text and whether it sits on one line inside its card's border
+FACE_FITS = """els => els.map(e => {
+  const text = document.createRange();
+  text.selectNodeContents(e);
+  const lines = new Set([...text.getClientRects()].map(r => Math.round(r.top)));
+  const box = e.getBoundingClientRect(), t = text.getBoundingClientRect();
+  const inside = t.left >= box.left + e.clientLeft - 0.5 && t.right <= box.left + e.clientLeft + e.clientWidth + 0.5;
+  return [e.textContent, lines.size === 1 && inside];
+})"""
+
+
 def number_in(text: str, pattern: str) -> int:
     m = re.search(pattern, text)
     assert m, f"{pattern!r} not in {text!r}"
@@ -110,10 +121,15 @@ def test_numbers_backs_tens_plurals_and_the_banners_read_as_people_say_them(chro
     first, last = actions.index("decide"), len(actions) - 1 - actions[::-1].index("decide")
     assert set(actions[first:last + 1]) == {"decide"}, banner_log[first:last + 2]
     # Every face fits its card, the two-digit 10 too (one is on the table: the check is not blind).
-    faces = dealer.locator("#round .card-face").evaluate_all(
-        "els => els.map(e => [e.textContent, e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight])")
+    faces = dealer.locator("#round .card-face").evaluate_all(FACE_FITS)
     assert len(faces) == 12 and any(t.startswith("10") for t, _ in faces), faces
     assert all(fits for _, fits in faces), faces
+    # Settled, the collect to come: a void is refused beside its button, and the results stand.
+    sup.fill("#void-reason", "a player complains about the payout")
+    sup.click("#void-button")
+    sup.wait_for_selector("#void-button-error:not([hidden])", timeout=STEP_S * 1000)
+    assert "results stand" in sup.inner_text("#void-button-error"), sup.inner_text("#void-button-error")
+    assert not events_of(bench, "round_voided")
     dealer.click("#do-now")
     wait_until(lambda: events_of(bench, "round_closed"), 20, "round_closed")
     # One round played: "1 round" everywhere the supervisor's screen counts rounds.

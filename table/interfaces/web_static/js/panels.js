@@ -83,6 +83,16 @@ export function renderNow(box, status, me, act, opts = {}) {
   } else if (w.action === "decide") {
     button = el("p", { class: "now-hint" }, w.seat ? `Seat ${w.seat}: press Play or Fold on the seat.`
       : "Press Play or Fold on each seat in turn, from seat 1.");
+  } else if (w.action === "acknowledge_incident" && me.role === "supervisor" && opts.screen === "supervisor") {
+    // An incident the table holds for before it deals (a journal behind its signed
+    // checkpoint, a refused anchor, the floor's notary away): acknowledged here, with a note.
+    const send = () => {
+      const note = (document.getElementById("ack-note") || {}).value || "";
+      act("acknowledge_incident", note.trim() ? { note: note.trim() } : {}, "ack-now");
+    };
+    button = [el("p", { class: "now-ack" }, el("label", { for: "ack-note" }, "Note (optional, journaled)"),
+      el("input", { id: "ack-note", maxlength: 500 })),
+    el("button", { class: "big primary", id: "ack-now", onclick: send }, "Acknowledge"), besideError(errors, "ack-now")];
   } else if (w.role === "supervisor" && me.role === "supervisor") {
     button = opts.screen === "supervisor"
       ? el("p", { class: "now-hint", id: "now-hint" }, "Use the forms below.")
