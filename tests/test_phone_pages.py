@@ -17,7 +17,7 @@ import pytest
 from console_helpers import (CHEAP, CHROMIUM_ARGS, DEVICE_STEPS, ApiDealer, BenchTable, chromium_path, screenshot_dir,
                              tablectl, wait_until)
 from mqtt_broker import Broker, mosquitto_path
-from test_web_console_states import PHONE, sign_in, wider_than_screen
+from test_web_console_states import PHONE, type_pin, wider_than_screen
 
 CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"),
@@ -31,7 +31,7 @@ SEATS = 7
 @pytest.fixture(autouse=True)
 def no_leaks(no_leaks_but):
     """conftest's leak check, but for Playwright's pool threads and the floor's own (module-wide)."""
-    yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
+    yield from no_leaks_but(lambda t: t.name.startswith(("asyncio_", "AnyIO worker thread")))
 
 
 @pytest.fixture(scope="module")
@@ -138,9 +138,20 @@ def fits(page) -> None:
 
 
 def phone(chromium):
-    page = chromium.new_context(viewport=PHONE).new_page()
+    """A phone's browser: 390 x 844 CSS px, a touch screen, and the page's own viewport tag
+    obeyed (a page that says width=1280 is laid out 1280 px wide, as on a real phone)."""
+    page = chromium.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=3).new_page()
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    return page
+
+
+def sign_in(chromium, bench, person, _viewport=None):
+    """``person`` signs in on a phone, typing id and PIN; their screen, live."""
+    page = phone(chromium)
+    page.goto(bench.url + "/")
+    type_pin(page, person)
+    page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     return page
 
 
@@ -198,7 +209,10 @@ def shift(chromium, fb):
     page = sign_in(chromium, fb["bench"], "S-17", PHONE)
     page.click("#to-shift")
     page.wait_for_url("**/shift.html")
-    page.wait_for_selector("#report-rounds", timeout=STEP_MS)
+    page.select_option("#report-period", "day")  # the day's report with its plot, as a supervisor asks for it
+    page.click("#report-show")
+    page.wait_for_selector('#report-shown[data-period="day"]', timeout=STEP_MS)
+    page.wait_for_selector("#report-plot", timeout=STEP_MS)
     return page
 
 
