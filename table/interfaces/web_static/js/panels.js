@@ -77,6 +77,7 @@ export function renderNow(box, status, me, act, opts = {}) {
       onclick: () => act("dealer_hands", args, "do-hands") }, handsWords(w)), besideError(errors, "do-hands")];
     who.append(" — training table: the button is the dealer's hands");
   } else if (w.action === "decide" && w.between) {
+    what.dataset.between = "yes"; // not an instruction: the table is taking the last one
     what.textContent = w.seat ? `The table takes seat ${w.seat}'s decision, then asks for the next seat's.`
       : "The table takes the decision, then asks for the next seat's.";
     button = el("p", { class: "now-hint" }, "Play or Fold for the next seat comes up in a moment.");
