@@ -326,17 +326,25 @@ class Console:
             return
         with self._cv:
             exp = self._expect
-            if exp is None and self._between and len(self._deferred) < 16:
+            if exp is None and action == "confirm_card" and cmd.args.get("draw_index") is None:
+                # No card is asked for now, and the entry does not say which it is for: it was
+                # meant for one already entered (a double tap); held over, it would be taken
+                # for the next unreadable card (issue 25). An entry naming its draw is held over
+                # and answered by the next wait, as any other command.
+                why = ("confirm_card is not expected now: the table asks for no card, and this entry names no "
+                       "draw_index (the card it is for): send it with the card the table asks for")
+            elif exp is None and self._between and len(self._deferred) < 16:
                 # The controller is journaling the step it just made (a command taken, a
                 # round opened or settled) and says what it waits for next within that
                 # step: a command sent meanwhile is answered then, not refused for the gap
                 # (seat 2's decision entered as soon as seat 1's is answered).
                 self._deferred.append(cmd)
                 return
-            why = self._refusal(cmd, exp)
-            if why is None:
-                self._pending.append(cmd)
-                self._cv.notify_all()
+            else:
+                why = self._refusal(cmd, exp)
+                if why is None:
+                    self._pending.append(cmd)
+                    self._cv.notify_all()
         if why is not None:
             cmd.answer(ok=False, code="not_expected", error=why)
 

@@ -112,7 +112,7 @@ def test_the_terminals_other_supervisor_actions_prove_the_person(tmp_path):
         KeyConsole(console, "S-1", keys_in, out, pin_check=pin_checker(auth))
         keys.write("l\n000000\n"                 # a wrong PIN: nothing sent
                    "r A2\n" + PINS["S-1"] + "\n"  # right: sent as S-1, proved
-                   "m Qs\n" + PINS["S-1"] + "\n"
+                   "m Qs 4\n" + PINS["S-1"] + "\n"  # (no card prompt shown here: named by number)
                    "a\n" + PINS["S-1"] + "\n")
         keys.flush()
         wait_until(lambda: len(got) == 3, 20, "three proved actions")

@@ -197,6 +197,14 @@ def test_unknown_paytable_lists_the_shipped_ones_of_that_kind():
     assert "pa-649a12b-1" in p.message and "pa-649b4b-1" in p.message and "example-pp" not in p.message
 
 
+def test_a_paytable_path_that_is_no_toml_file_is_refused_naming_the_key():
+    """One rule for every paytable named by a path (a config's, a round file's): its name
+    ends in .toml, so a typo or a file that is no paytable is refused, not read."""
+    p = only(MINIMAL + '[paytables]\nante_bonus = "/etc/passwd"\n')
+    assert p.key == "paytables.ante_bonus" and p.line == 11
+    assert "a paytable file's name ends in .toml" in p.message and "/etc/passwd" in p.message
+
+
 def test_paytable_of_the_wrong_kind():
     p = only(MINIMAL + '[paytables]\npair_plus = "pa-649a12b-1"\n')
     assert p.key == "paytables.pair_plus" and "is a ante_bonus paytable, not pair_plus" in p.message

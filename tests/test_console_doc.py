@@ -76,3 +76,13 @@ def test_toml_examples_are_valid_config():
     cfg = parse_config(base + "\n".join(sections))
     assert cfg.roles.seats[2] == "threecard-seat3" and cfg.web.listen == "0.0.0.0:8443"
     assert cfg.auth.session_idle_s == 900 and cfg.console.socket_group == "threecard-console"
+
+
+def test_the_terminal_keys_in_the_docs_are_the_ones_the_terminal_prints():
+    """docs/console.md's "Terminal keys" block is the terminal's own help, line for line (a dealer
+    reading the docs finds every key the terminal takes, the training `d` and the gaming day's lines too)."""
+    from table.interfaces.terminal import KEYS_HELP
+
+    section = DOC.read_text().split("## Terminal keys", 1)[1]
+    documented = re.search(r"```\n(.*?)\n```", section, flags=re.S).group(1)
+    assert documented.splitlines() == KEYS_HELP.splitlines()[1:]

@@ -76,6 +76,32 @@ def test_the_control_and_event_sockets_follow_the_journals_rule_a_missing_folder
     assert not (tmp_path / "gone").exists()  # the listener of the control and event sockets makes none either
 
 
+def test_the_configs_sockets_in_a_missing_folder_are_refused_naming_the_key_before_anything_is_made(tmp_path):
+    """The service's control socket and the config's event socket follow the same rule as
+    --journal, refused before the journal is created (nothing left behind) and named as the
+    config's keys: a person reading the error knows which line of which file to fix. (The
+    unit's /run/threecard is its RuntimeDirectory=, made by systemd before the run starts.)"""
+    key = tmp_path / "table.key"
+    subprocess.run(tablectl() + ["audit", "keygen", str(key)], capture_output=True, check=True, timeout=60)
+    journal = tmp_path / "j.sqlite3"
+    for section, service in (("control_socket", True), ("event_socket", False)):
+        missing = tmp_path / "no-such-folder" / f"{section}.sock"
+        config = tmp_path / "table.toml"
+        config.write_text('[table]\nid = "bench-x"\nseats = 2\n[devices.shuffler]\nurl = "loop://"\n'
+                          f'[devices.shoe]\nurl = "loop://"\n[journal]\npath = "{journal}"\n[console]\n'
+                          f'{section} = "{missing}"\n')
+        args = ["run", "--config", str(config), "--table-key", str(key)]
+        args += ["--service"] if service else ["--simulate", "--rounds", "1", "--journal", str(journal)]
+        r = subprocess.run(tablectl() + args, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, (section, r.stderr[-2000:])
+        assert f"[console] {section} of {config}: folder {missing.parent} does not exist" in r.stderr, r.stderr
+        assert not missing.parent.exists() and not journal.exists(), section  # no folder, no journal made
+    config.write_text(config.read_text().replace(str(journal), str(tmp_path / "no-such-folder" / "j.sqlite3")))
+    r = subprocess.run(tablectl() + ["run", "--config", str(config), "--table-key", str(key), "--service"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"[journal] path of {config}: folder {tmp_path / 'no-such-folder'}" in r.stderr
+
+
 def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warning(tmp_path):
     config = tmp_path / "table.toml"
     config.write_text('[table]\nid = "bench-x"\nseats = 2\n[devices.shuffler]\nurl = "/dev/x"\n[devices.shoe]\n'

@@ -188,7 +188,8 @@ class RunResults:
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
                    "restored from it and a round in progress is held. Default with --service: the config's "
-                   "journal.path. Without it no record is kept.")
+                   "journal.path. Its folder must exist (the run makes files, never folders). Without it no "
+                   "record is kept.")
 @click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
               help="The table's Ed25519 key (PEM, mode 0600; `tablectl audit keygen`) that signs the journal's "
                    "checkpoints and seals card faces. Default: the config's journal.key_file, else the systemd "
@@ -198,10 +199,12 @@ class RunResults:
                    "checkpoint events): a journal behind one is not resumed until a supervisor acknowledges it. "
                    "Default: the config's journal.anchors.")
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
-              help="Unix socket for dealer and supervisor commands (docs/console.md).")
+              help="Unix socket for dealer and supervisor commands (docs/console.md); its folder must exist "
+                   "(the run makes files, never folders). Default with --service: the config's "
+                   "console.control_socket.")
 @click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket serving the public event stream as JSON lines, resumable (docs/integration.md); "
-                   "needs --journal.")
+                   "needs --journal; its folder must exist. Default: the config's console.event_socket.")
 @click.option("--web", "web", default=None, metavar="HOST:PORT",
               help="Serve the table API over HTTP + WebSocket here (docs/console.md); default: the config's "
                    "[web] listen, else none. People sign in with an id and PIN (tablectl people add).")
@@ -409,12 +412,21 @@ class _TableRun:
         a, cfg = self.a, self.cfg
         journal_hint = "--journal"
         if a.journal_path is None and a.service and cfg is not None and not a.simulate:
-            a.journal_path, journal_hint = str(cfg.journal.path), "the config's journal.path"
+            a.journal_path, journal_hint = str(cfg.journal.path), f"[journal] path of {cfg.source or 'the config'}"
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)
         # One rule for every file the run creates: its folder must exist (the journal, the
         # sockets, the trace); the service's socket folder is systemd's RuntimeDirectory.
-        for path, hint in ((a.control_socket, "--control-socket"), (a.event_socket, "--event-socket")):
+        # The config's sockets are taken here, before anything is created, so a missing folder
+        # is refused naming the config's key and leaves no journal behind.
+        control_hint, event_hint = "--control-socket", "--event-socket"
+        if a.control_socket is None and a.service and cfg is not None:
+            a.control_socket = str(cfg.console.control_socket)
+            control_hint = f"[console] control_socket of {cfg.source or 'the config'}"
+        if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None:
+            a.event_socket = str(cfg.console.event_socket)
+            event_hint = f"[console] event_socket of {cfg.source or 'the config'}"
+        for path, hint in ((a.control_socket, control_hint), (a.event_socket, event_hint)):
             if path:
                 _check_folder(path, hint)
         if a.trace_frames:

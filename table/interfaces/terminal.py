@@ -63,7 +63,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
   l                      release a held round: it goes on where it stood (supervisor)
   r DECK_ID              register a replacement deck (supervisor)
   m CARD [N]             enter unreadable card N as the prompt counts it, e.g. m Qs 4 (supervisor); without N,
-                         the card the prompt shown names: refused when the table waits for another card
+                         the card the last prompt shown names (refused if none did, or the table waits for another)
   a                      acknowledge the table's incidents (supervisor)
 the gaming day (the dealer named and the supervisor each give their PIN, not echoed; COMAR 36.05.03.10):
   open DEALER 25:40 5:100 1:200      open the table: the opening inventory, dollars:chips per denomination
@@ -325,6 +325,7 @@ class KeyConsole:
         self.console, self.supervisor, self.inp, self.out = console, supervisor, inp, out
         self.pin_check = pin_check
         self.read_pin = read_pin or self._read_pin
+        self._card_shown: int | None = None  # the unreadable card the last prompt asked for (_prompt)
         console.attached = True
         print(KEYS_HELP, file=out, flush=True)
         console.on_expectation(self._prompt)
@@ -336,6 +337,10 @@ class KeyConsole:
 
     def _prompt(self, exp: Expectation | None) -> None:
         if exp is not None:
+            # The card an `m CARD` line is for: the unreadable card the last prompt shown named
+            # (None once a prompt asks for anything else). Kept while the table is between
+            # steps (exp None), so a line typed twice still names the card it was typed for.
+            self._card_shown = exp.draw_index if exp.action == "confirm_card" else None
             line = prompt_for(exp)
             # The table waits again for the same after each bet: say it once, not after every seat.
             if line and line != getattr(self, "_last_prompt", None):
@@ -497,11 +502,16 @@ class KeyConsole:
                     self._say(KEYS_HELP)
                 continue
             if cmd.action == "confirm_card" and "draw_index" not in cmd.args:
-                # The card is for the draw the person was asked about when typing it (taken before the PIN is asked): a line
-                # typed twice is refused for the next unreadable card, not taken as its face.
-                exp = self.console.expectation
-                if exp is not None and exp.action == "confirm_card" and exp.draw_index is not None:
-                    cmd.args["draw_index"] = exp.draw_index
+                # The card is for the one the last prompt shown named (taken before the PIN is
+                # asked), not for whatever the table waits for when the line is read: a line
+                # typed twice is refused for the next unreadable card, never taken as its face,
+                # also when it arrives while the table is between steps (issue 25).
+                shown = self._card_shown
+                if shown is None:
+                    self._say(f"<<< confirm card refused: no unreadable card is asked for on this terminal now; "
+                              f"to enter one, name it as its prompt counts it: m {cmd.args['card']} N")
+                    continue
+                cmd.args["draw_index"] = shown
             if cmd.action == "void":
                 cmd = self._proven_void(cmd)
                 if cmd is None:

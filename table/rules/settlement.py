@@ -36,7 +36,7 @@ from protocols.cards import Card
 
 from .bank import settle_bank
 from .hands import dealer_qualifies, evaluate, six_card_hand
-from .paytables import Paytable, PaytableError, load_paytable
+from .paytables import TOML_RULE, Paytable, PaytableError, load_paytable
 from .profiles import PENNSYLVANIA, RulesProfile, get_profile
 from .wagers import (MAX_AMOUNT_CENTS, MAX_WAGER_CENTS, Decision, Outcome, SeatSettlement,  # noqa: F401
                      SettlementError, WagerResult, Wagers, _cents, hand_to_dict, show)
@@ -120,15 +120,17 @@ def _paid(wager: str, stake: int, table: Paytable, hand, rule: str, meter: int |
         amount = p.net_cents(stake, meter)
     except PaytableError:
         raise SettlementError(
-            f"{wager}: line {line!r} of {table.name} pays {p} but no progressive meter amount was given"
+            f"progressive_meter_cents: missing: the {wager} wager's line {line!r} of {table.name} pays {p}, "
+            "a share of the meter when the round was dealt (649a.12(e))"
         ) from None
     if amount < 0:
         # A meter share paid in place of the wager that is less than the wager: the
         # meter reading cannot be right (a meter starts at its reset amount). Refused,
         # never reported as a win that loses money.
         raise SettlementError(
-            f"{wager}: line {line!r} of {table.name} pays {p}, {amount + stake} cents on a meter of "
-            f"{meter} cents, less than the {stake}-cent wager: check the progressive meter reading")
+            f"progressive_meter_cents: the {wager} wager's line {line!r} of {table.name} pays {p}, "
+            f"{amount + stake} cents on a meter of {meter} cents, less than the {stake}-cent wager it is paid "
+            "in place of: a meter starts at its reset amount, so the reading cannot be right; check it")
     return WagerResult(wager, stake, Outcome.WIN, amount, rule, line, str(p))
 
 
@@ -303,6 +305,8 @@ def _paytable_ref(slot: str, value: Any, base_dir: str | Path | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SettlementError(f"paytables.{slot} must be a paytable name or a .toml file, got {show(value)}")
     if value.endswith(".toml") or "/" in value or "\\" in value:
+        if not value.endswith(".toml"):  # a typo, or a file that is no paytable: nothing is read
+            raise SettlementError(f"paytables.{slot}: {show(value)} is not a paytable file name: {TOML_RULE}")
         path = Path(value)
         if base_dir is not None and not path.is_absolute():
             path = Path(base_dir) / path
@@ -310,9 +314,11 @@ def _paytable_ref(slot: str, value: Any, base_dir: str | Path | None) -> str:
             st = path.stat()
         except (OSError, ValueError) as e:
             raise SettlementError(f"paytables.{slot}: {show(value)}: cannot read: "
-                                  f"{getattr(e, 'strerror', None) or e}") from None
+                                  f"{getattr(e, 'strerror', None) or e} (a paytable file is a readable regular "
+                                  "file, relative to the round file's folder unless absolute)") from None
         if not stat.S_ISREG(st.st_mode):
-            raise SettlementError(f"paytables.{slot}: {show(value)} is not a regular file")
+            raise SettlementError(f"paytables.{slot}: {show(value)} is not a regular file (a paytable file is a "
+                                  "regular file: never a device, a FIFO or a folder)")
         if st.st_size > MAX_PAYTABLE_FILE_BYTES:
             raise SettlementError(f"paytables.{slot}: {show(value)} is {st.st_size} bytes, "
                                   f"more than a paytable's {MAX_PAYTABLE_FILE_BYTES}")
@@ -575,9 +581,12 @@ def settle_round(rnd: Round) -> dict[str, Any]:
         out["progressive_meter_cents"] = t.progressive_meter_cents
     if rnd.profile.player_dealer_bank:
         if rnd.player_dealer_seat is None or rnd.bank_cents is None:
+            missing = " and ".join(k for k, v in (("player_dealer_seat", rnd.player_dealer_seat),
+                                                  ("bank_cents", rnd.bank_cents)) if v is None)
             raise SettlementError(
-                f"profile {rnd.profile.name}: a player-dealer banks the game (California standards of play, "
-                "reference 000): give 'player_dealer_seat' and 'bank_cents'"
+                f"{missing}: missing, and profile {rnd.profile.name} needs {'them' if ' and ' in missing else 'it'}: a player-dealer banks the game "
+                "(California standards of play, reference 000); give 'player_dealer_seat' (who banks) and "
+                "'bank_cents' (the bank)"
             )
         bank = settle_bank(
             rnd.player_dealer_seat, rnd.bank_cents, [(s.seat, st) for s, st in settled]

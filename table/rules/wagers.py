@@ -128,7 +128,9 @@ class WagerResult:
     ``wager``: ``"ante"``, ``"play"``, ``"ante_bonus"`` (listed only when a line
     pays), ``"pair_plus"``, ``"six_card"`` or ``"progressive"``; ``stake``:
     cents at risk; ``outcome``: :class:`Outcome`; ``amount``: the seat's net on
-    it in cents (positive won, negative lost, 0 push/returned); ``line`` and
+    it in cents (positive won, negative lost, 0 push/returned; a ``win`` of 0 only
+    for a meter share paid in place of the wager and equal to it: the line hit,
+    docs/settlement.md); ``line`` and
     ``payout``: the paytable line and its odds when a paytable paid;
     ``rule``: the section applied.
     """

@@ -134,7 +134,15 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
 
 
 def test_a_paytable_that_is_a_device_is_refused(tmp_path):
-    refused(tmp_path, {**PA, "paytables": {**PA["paytables"], "ante_bonus": "/dev/zero"}}, "not a regular file")
+    # by its name (a paytable file's name ends in .toml), before anything is read
+    refused(tmp_path, {**PA, "paytables": {**PA["paytables"], "ante_bonus": "/dev/zero"}}, "ends in .toml")
+    # and, named as one, as what it is: a device or a FIFO would hang a reader
+    import os
+
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.toml")
+    for name in ("zero.toml", "fifo.toml"):
+        refused(tmp_path, {**PA, "paytables": {**PA["paytables"], "ante_bonus": name}}, "not a regular file")
 
 
 # ---- output

@@ -453,19 +453,28 @@ def list_paytables(kind: str | None = None) -> list[Paytable]:
     )
 
 
+#: the rule a paytable named by a path follows (docs/settlement.md, docs/rules-profiles.md)
+TOML_RULE = "a paytable file's name ends in .toml (a shipped name has neither '/' nor .toml)"
+
+
 def load_paytable(name_or_path: str | Path | Paytable, base_dir: str | Path | None = None) -> Paytable:
     """Return a paytable by shipped name (``"pa-649a12b-1"``) or from a TOML file path.
 
     A value ending in ``.toml`` or containing a path separator is read as a
-    file (relative to ``base_dir`` when given); anything else is a shipped name.
-    A :class:`Paytable` passes through. Raises :class:`PaytableError` for an
-    unknown name (listing the shipped names), an unreadable file, or an invalid
-    one (naming the file and line).
+    file (relative to ``base_dir`` when given, as given when absolute); anything
+    else is a shipped name. A paytable file's name ends in ``.toml``: a path
+    that does not (``"sub/pp.txt"``, ``"/etc/passwd"``: a typo, or a file that
+    is no paytable) is refused before anything is read. A :class:`Paytable`
+    passes through. Raises :class:`PaytableError` for an unknown name (listing
+    the shipped names), a file name not ending in ``.toml``, an unreadable file,
+    or an invalid one (naming the file and line).
     """
     if isinstance(name_or_path, Paytable):
         return name_or_path
     s = str(name_or_path)
     if isinstance(name_or_path, Path) or s.endswith(".toml") or "/" in s or "\\" in s:
+        if not s.endswith(".toml"):
+            raise PaytableError(f"not a paytable file name: {TOML_RULE}", s)
         path = Path(s)
         if base_dir is not None and not path.is_absolute():
             path = Path(base_dir) / path
@@ -477,4 +486,5 @@ def load_paytable(name_or_path: str | Path | Paytable, base_dir: str | Path | No
     tables = _shipped()
     if s in tables:
         return tables[s]
-    raise PaytableError(f"unknown paytable {s!r}; shipped: {', '.join(sorted(tables))}")
+    raise PaytableError(f"unknown paytable {s!r} (a paytable is a shipped name or a .toml file); "
+                        f"shipped: {', '.join(sorted(tables))}")
