@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from console_helpers import CHROMIUM_ARGS, DEVICE_STEPS, PEOPLE, chromium_path  # noqa: E402
 
 #: installed in the dealer's page: each click on a button, timed to the first frame whose
-#: banner gives a new instruction (its words changed, and it names an action, not "working")
+#: banner gives a new instruction (its words changed, and it names an action, not "working", nor
+#: the moment between two seats' decisions while the table takes the last one)
 CLICK_TIMER = """() => {
   window.__clicks = [];
   let pending = null;
@@ -48,7 +49,7 @@ CLICK_TIMER = """() => {
   const look = () => {
     if (pending) {
       const w = document.getElementById('now-what');
-      if (w && w.dataset.waitingAction && w.textContent !== pending.before) {
+      if (w && w.dataset.waitingAction && !w.dataset.between && w.textContent !== pending.before) {
         window.__clicks.push(performance.now() - pending.t);
         pending = null;
       }

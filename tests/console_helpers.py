@@ -156,6 +156,7 @@ class BenchTable:
         self.log = open(folder / "run.log", "wb")
         self.rounds = rounds
         self.url = f"http://127.0.0.1:{self.port}"
+        self.run_args: list[str] = []  # more options for the next start (e.g. --anchors FILE)
         self.start()
 
     def start(self) -> None:
@@ -165,7 +166,7 @@ class BenchTable:
                                                    str(self.journal), "--table-key", str(self.key_file),
                                                    "--web", f"127.0.0.1:{self.port}",
                                                    "--people-file", str(self.people), "--rounds", str(self.rounds),
-                                                   "--log-format", "json"],
+                                                   "--log-format", "json", *self.run_args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         wait_until(self._listening, 60, "the table's web front door")
 

@@ -173,6 +173,7 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                 page.click("#do-now")
             wait_action_not(page, action)
         elif action == "decide":
+            clicked = False
             for seat in sorted(page.locator("section.seat[data-seat]").evaluate_all(
                     "els => els.map(e => e.dataset.seat).filter(s => s !== 'dealer').map(Number)")):
                 choice = decisions.get(seat, "play")
@@ -180,7 +181,11 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                 if button.count():
                     button.click()
                     page.wait_for_selector(f"#{choice}-{seat}", state="detached", timeout=STEP_S * 1000)
-            wait_action_not(page, action)
+                    clicked = True
+            if not clicked:  # the table takes one seat's decision before it asks for the next
+                page.wait_for_function("() => document.querySelector('#round [id^=play-]')"
+                                       " || document.getElementById('now-what').dataset.waitingAction !== 'decide'",
+                                       timeout=STEP_S * 1000)
         elif action == "confirm_collect":
             if not confirm_collect or until(page):
                 return

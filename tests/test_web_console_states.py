@@ -166,6 +166,9 @@ def test_a_controller_restart_with_the_pages_open_sends_everyone_to_sign_in_then
         page.wait_for_function("() => !document.querySelector('[data-alarm=\"held\"]')"
                                " && (document.getElementById('now-step') || {}).dataset?.step !== 'held'",
                                timeout=STEP_S * 1000)
+    # Released, not yet dealt on: the round's own heading no longer says HELD either.
+    dealer.wait_for_selector('#round-title[data-held="no"]', timeout=STEP_S * 1000)
+    assert "HELD" not in dealer.inner_text("#round h2")
     drive(dealer, hands, until=settled_on_screen, confirm_collect=False)
     assert dealer.get_attribute("#round-title", "data-held") == "no" and "HELD" not in dealer.inner_text("#round h2")
     sup.wait_for_selector("#history-rounds [data-outcome='settled']", timeout=STEP_S * 1000)

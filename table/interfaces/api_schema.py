@@ -50,7 +50,7 @@ from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.4.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day
+API_VERSION = "1.5.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day; 1.5.0: dealer_hands (training at a person's pace)
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -148,7 +148,7 @@ COMMANDS: tuple[Action, ...] = (
            ("seat", "decision")),
     Action("dealer_hands", "command", "Training (tablectl run --simulate --pace person): the dealer's hands do the "
            "physical step the table waits for (insert, take or load a deck; deal the next card) through the "
-           "simulated table's control socket; refused on any other table, and for a step already done.",
+           "simulated table's control socket; refused on any other table, and for a step already done. Since 1.5.0.",
            {"step": {"enum": ["insert_deck", "take_from_shuffler", "load_shoe", "draw_card"],
                      "description": "the step this press is for (waiting_for.action): refused when the table "
                                     "waits for another"},

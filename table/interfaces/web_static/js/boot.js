@@ -3,7 +3,7 @@
 // once per animation frame.
 
 import { TableConnection, sessionGone, signOut, whoami } from "./api.js";
-import { TableModel } from "./model.js";
+import { Status, TableModel } from "./model.js";
 import { badge, el, fill } from "./ui.js";
 
 const STATUS_POLL_MS = 1000; // deck moves and link changes are not events: the status is asked for too
@@ -72,7 +72,7 @@ export async function boot({ allowed, render }) {
         if (action === "decide" && model.round) model.decided(model.round.id, args.seat, args.decision);
       } else refused(reply.error);
       const status = await ctx.connection.request({ action: "status" });
-      if (status.ok) { ctx.status = status; redraw(); }
+      if (status.ok) { ctx.status = Status.between(ctx.status, status); redraw(); }
       return reply;
     } catch (err) {
       refused(err.message);
@@ -85,7 +85,7 @@ export async function boot({ allowed, render }) {
       "Sign out"));
   ctx.connection = new TableConnection({
     onEvent: (ev) => { model.apply(ev); redraw(); },
-    onStatus: (status) => { ctx.status = status; redraw(); },
+    onStatus: (status) => { ctx.status = Status.between(ctx.status, status); redraw(); },
     onState: (state, detail) => {
       const words = { live: badge("ok", "live"), connecting: badge("warn", "connecting…"),
         offline: badge("bad", "OFFLINE: reconnecting"), signed_out: badge("bad", "session ended: sign in again"),
@@ -115,7 +115,7 @@ export async function boot({ allowed, render }) {
     if (document.hidden || ctx.offline) return;
     try {
       const status = await ctx.connection.request({ action: "status" });
-      if (status.ok) { ctx.status = status; redraw(); }
+      if (status.ok) { ctx.status = Status.between(ctx.status, status); redraw(); }
     } catch { /* not connected: the connection reconnects by itself */ }
   }, STATUS_POLL_MS);
   window.threecard = ctx; // for benches and people debugging at the table

@@ -22,7 +22,7 @@ export function shuffleChart(deckId, curve, { width = 560, height = 240 } = {}) 
     "aria-labelledby": `${id}-title ${id}-desc`, "data-deck": deckId, "data-verdict": curve.verdict });
   const p = curve.p_value === null || curve.p_value === undefined ? "" : `, p = ${Number(curve.p_value).toPrecision(3)}`;
   root.append(svg("title", { id: `${id}-title` }, `Shuffle check, deck ${deckId}`));
-  root.append(svg("desc", { id: `${id}-desc` }, `Chi-square statistic over ${curve.rounds} rounds against the 95 % `
+  root.append(svg("desc", { id: `${id}-desc` }, `Chi-square statistic over ${curve.rounds} round${curve.rounds === 1 ? "" : "s"} against the 95 % `
     + `line: the shuffle ${VERDICT_WORDS[curve.verdict] || curve.verdict}${p}.`));
   const left = 56, right = 12, top = 14, bottom = 34;
   const w = width - left - right, h = height - top - bottom;

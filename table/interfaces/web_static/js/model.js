@@ -53,6 +53,19 @@ export const Status = {
   /** The bet book while a round takes bets (table.bets.BetBook.to_dict(); issue 23), or null. */
   bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
+  /** The status to show after `prev`: between two seats' decisions the table records the
+   *  one taken before it asks for the next (a moment with no `waiting_for`); the screens go
+   *  on asking for decisions (marked `between: true`, no seat's buttons) instead of a flash of
+   *  "nothing to do" (issue 25, row 7). Anything else (a hold, another step) shows at once. */
+  between: (prev, next) => {
+    const pw = prev && prev.waiting_for;
+    const r = next && next.round;
+    if (next && !next.waiting_for && !next.held && pw && pw.action === "decide" && r && r.state === "decisions"
+        && prev.round && prev.round.round_id === r.round_id) {
+      return { ...next, waiting_for: { ...pw, between: true } };
+    }
+    return next;
+  },
   voidNeedsSecondSupervisor: (s) => Boolean(s && s.void_needs_second_supervisor),
   /** The void a second supervisor must confirm (two-person rule), or null: the held round
    *  names who asked it (held.void_requested_by), and the table waits for confirm_void. */

@@ -76,9 +76,24 @@ export function renderNow(box, status, me, act, opts = {}) {
     button = [el("button", { class: "big primary", id: "do-hands", "data-step": w.action,
       onclick: () => act("dealer_hands", args, "do-hands") }, handsWords(w)), besideError(errors, "do-hands")];
     who.append(" — training table: the button is the dealer's hands");
+  } else if (w.action === "decide" && w.between) {
+    what.dataset.between = "yes"; // not an instruction: the table is taking the last one
+    what.textContent = w.seat ? `The table takes seat ${w.seat}'s decision, then asks for the next seat's.`
+      : "The table takes the decision, then asks for the next seat's.";
+    button = el("p", { class: "now-hint" }, "Play or Fold for the next seat comes up in a moment.");
   } else if (w.action === "decide") {
     button = el("p", { class: "now-hint" }, w.seat ? `Seat ${w.seat}: press Play or Fold on the seat.`
       : "Press Play or Fold on each seat in turn, from seat 1.");
+  } else if (w.action === "acknowledge_incident" && me.role === "supervisor" && opts.screen === "supervisor") {
+    // An incident the table holds for before it deals (a journal behind its signed
+    // checkpoint, a refused anchor, the floor's notary away): acknowledged here, with a note.
+    const send = () => {
+      const note = (document.getElementById("ack-note") || {}).value || "";
+      act("acknowledge_incident", note.trim() ? { note: note.trim() } : {}, "ack-now");
+    };
+    button = [el("p", { class: "now-ack" }, el("label", { for: "ack-note" }, "Note (optional, journaled)"),
+      el("input", { id: "ack-note", maxlength: 500 })),
+    el("button", { class: "big primary", id: "ack-now", onclick: send }, "Acknowledge"), besideError(errors, "ack-now")];
   } else if (w.role === "supervisor" && me.role === "supervisor") {
     button = opts.screen === "supervisor"
       ? el("p", { class: "now-hint", id: "now-hint" }, "Use the forms below.")
@@ -119,7 +134,7 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     return;
   }
   const w = Status.waitingFor(status);
-  const deciding = w && w.action === "decide" && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
+  const deciding = w && w.action === "decide" && !w.between && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
   const seats = r.seats.map((s) => {
     const result = r.results && r.results[s];
     const decision = r.decisions[s];

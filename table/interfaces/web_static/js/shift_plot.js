@@ -47,9 +47,9 @@ export function shiftPlot(series, money, { width = 560, height = 260 } = {}) {
     "data-outside": outside.length });
   root.append(svg("title", { id: "report-plot-title" }, "Cumulative settled win against its expectation"));
   root.append(svg("desc", { id: "report-plot-desc" }, last
-    ? `After ${pts.length} rounds the settled win is ${money(last.settled_cum_cents)}; expected given the decisions `
+    ? `After ${pts.length} round${pts.length === 1 ? "" : "s"} the settled win is ${money(last.settled_cum_cents)}; expected given the decisions `
       + `${money(last.expected_cum_cents)}, 95 % band ${money(last.band_lo_cents)} to ${money(last.band_hi_cents)}; `
-      + (outside.length ? `${outside.length} rounds end outside the band.` : "it stays inside the band.")
+      + (outside.length ? `${outside.length} round${outside.length === 1 ? " ends" : "s end"} outside the band.` : "it stays inside the band.")
     : "No settled round in this period yet."));
   const left = 64, right = 12, top = 12, bottom = 34;
   const w = width - left - right, h = height - top - bottom;
@@ -93,6 +93,6 @@ export function shiftPlot(series, money, { width = 560, height = 260 } = {}) {
   });
   root.append(svg("text", { x: left, y: height - 8 }, `round ${pts[0].round}`));
   root.append(svg("text", { x: left + w, y: height - 8, "text-anchor": "end" }, `round ${last.round}`));
-  root.append(svg("text", { x: left + w / 2, y: height - 8, "text-anchor": "middle" }, `${n} settled rounds`));
+  root.append(svg("text", { x: left + w / 2, y: height - 8, "text-anchor": "middle" }, `${n} settled round${n === 1 ? "" : "s"}`));
   return root;
 }

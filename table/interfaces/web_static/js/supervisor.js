@@ -59,7 +59,7 @@ function renderIncidents(box, model, ctx) {
     + (i.data.citation ? ` (${i.data.citation})` : "")
     : i.type === "round_held" ? `round held: ${i.data.reason || ""}` : `incident: ${i.data.what || ""}`;
   fill(box, el("h2", {}, "Incidents"), items.length ? el("ul", { class: "alarms" }, items.map((i) => el("li", {
-    class: "alarm", "data-incident": i.seq }, badge("warn", clock(i.ts)), " ", words(i), " ",
+    class: "alarm", "data-incident": i.seq }, badge("warn", clock(i.ts)), " ", tableWords(words(i)), " ",
   el("button", { class: "small", id: `ack-${i.seq}`, "aria-label": `Acknowledge incident ${i.seq}`,
     disabled: ctx.me.role !== "supervisor", onclick: () => ctx.act("acknowledge_incident", { incident: i.seq }, `ack-${i.seq}`) },
   "Acknowledge"), besideError(ctx.errors, `ack-${i.seq}`)))) : el("p", {}, badge("ok", "none since this screen opened")));
@@ -77,7 +77,7 @@ function renderAudit(box) {
       el("tr", {}, el("th", {}, "entries"), el("td", {}, a.entries)),
       el("tr", {}, el("th", {}, "signed checkpoints"), el("td", {}, a.checkpoints)),
       el("tr", {}, el("th", {}, "last checkpoint"), el("td", { id: "last-checkpoint" },
-        cp ? `entry ${cp.seq}, ${clock(cp.ts)}, ${cp.rounds_opened} rounds opened${cp.signed ? ", signed" : ""}` : "none")),
+        cp ? `entry ${cp.seq}, ${clock(cp.ts)}, ${count(cp.rounds_opened, "round")} opened${cp.signed ? ", signed" : ""}` : "none")),
       el("tr", {}, el("th", {}, "entries after it"), el("td", {}, a.unsigned_tail)),
       a.reason ? el("tr", {}, el("th", {}, "why"), el("td", {}, a.reason)) : null));
 }
@@ -194,8 +194,8 @@ function render(ctx) {
   const { model, status, me, offline, signedOut } = ctx;
   const w = Status.waitingFor(status);
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
-  panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut],
-    (box) => renderNow(box, status, me, ctx.act, { offline, signedOut, screen: "supervisor" }));
+  panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut, ctx.errors],
+    (box) => renderNow(box, status, me, ctx.act, { offline, signedOut, screen: "supervisor", errors: ctx.errors }));
   panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
   panel($("held"), [Status.held(status), offline], (box) => offline
     ? fill(box, el("h2", {}, "Held round"), el("p", {}, badge("off", "unknown while the table does not answer")))

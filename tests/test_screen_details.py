@@ -1,0 +1,177 @@
+"""The small things people read on the screens (issue 25, rows 5 and 7), in real Chromium against a
+real table (`tablectl run --web`) and standalone emulators: cards counted from 1 and the banner and
+the form agreeing on the number; face-down cards in their deck's back colour; no `??` for a card
+the table keeps sealed or a card missing from a deck; "1 round", not "1 rounds"; a "10" inside its
+card; no moment of "nothing to do" between two seats' decisions; no link to the supervisor's
+screen on the supervisor's own banner; "Void the round" disabled while no round runs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console_helpers import BenchTable, Hands, wait_until
+from test_web_console import (CHROMIUM, STEP_S, chromium, drive, events_of, no_leaks, settled_on_screen,  # noqa: F401
+                              shoot, waiting)
+from test_web_console_states import sign_in
+
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
+                                                          "apt-get install chromium)"),
+              pytest.mark.timeout(300)]
+
+#: records, on every change of the banner, what the table waits for and the banner's words
+WATCH_BANNER = """() => {
+  window.__banner = [];
+  const note = () => {
+    const w = document.getElementById('now-what');
+    const seen = [w ? w.dataset.waitingAction || '' : '', w ? w.textContent : ''];
+    const last = window.__banner[window.__banner.length - 1];
+    if (!last || last[0] !== seen[0] || last[1] !== seen[1]) window.__banner.push(seen);
+  };
+  new MutationObserver(note).observe(document.getElementById('now'), {childList: true, subtree: true,
+                                                                      characterData: true});
+  note();
+}"""
+
+
+#: each face's text and whether it sits on one line inside its card's border
+FACE_FITS = """els => els.map(e => {
+  const text = document.createRange();
+  text.selectNodeContents(e);
+  const lines = new Set([...text.getClientRects()].map(r => Math.round(r.top)));
+  const box = e.getBoundingClientRect(), t = text.getBoundingClientRect();
+  const inside = t.left >= box.left + e.clientLeft - 0.5 && t.right <= box.left + e.clientLeft + e.clientWidth + 0.5;
+  return [e.textContent, lines.size === 1 && inside];
+})"""
+
+
+def number_in(text: str, pattern: str) -> int:
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not in {text!r}"
+    return int(m.group(1))
+
+
+@pytest.fixture
+def bench(tmp_path):
+    # seed 8: the shoe (seeded 9) deals round 1 from deck A (red backs) with the 10 of diamonds third
+    table = BenchTable(tmp_path / "bench", rounds=2, seed=8)
+    try:
+        yield table
+    finally:
+        table.stop()
+
+
+def test_numbers_backs_tens_plurals_and_the_banners_read_as_people_say_them(chromium, bench):
+    dealer = sign_in(chromium, bench, "D-4")
+    sup = sign_in(chromium, bench, "S-17")
+    sup_at_dealer = sign_in(chromium, bench, "S-18")  # a supervisor on the dealer's screen: the link is there
+    sup_at_dealer.goto(bench.url + "/dealer.html")
+    sup_at_dealer.wait_for_selector('#connection[data-state="live"]', timeout=STEP_S * 1000)
+    # No round runs yet (the table waits for the first deck): nothing to void, and the screen says so.
+    assert waiting(dealer) == "insert_deck"
+    sup.wait_for_function("() => document.getElementById('void-round').textContent.includes('No round')",
+                          timeout=STEP_S * 1000)
+    assert sup.is_disabled("#void-button")
+    hands = Hands(bench)
+    seen_backs: list[list[str]] = []
+
+    def at_draw(_):
+        if len(hands.draws) == 3:  # the shoe cannot read card 4 (seat 1's second card of three seats and the dealer)
+            bench.shoe.do("unreadable 1")
+        seen_backs.append(dealer.locator("#round .card-back").evaluate_all("els => els.map(e => e.dataset.back)"))
+
+    def at_confirm(p):
+        return waiting(p) == "confirm_card"
+
+    drive(dealer, hands, until=at_confirm, on_draw=at_draw)
+    # A round runs: the void is offered now.
+    sup.wait_for_selector("#void-button:not([disabled])", timeout=STEP_S * 1000)
+    # The table waits for a supervisor: the supervisor's banner and form name the same card,
+    # counted from 1 as the dealer drew it (the fourth), never from 0.
+    sup.wait_for_function("() => (document.getElementById('now-what') || {}).dataset?.waitingAction === 'confirm_card'",
+                          timeout=STEP_S * 1000)
+    banner = sup.inner_text("#now-what")
+    hint = sup.inner_text("#card-hint")
+    assert number_in(banner, r"card (\d+)") == 4 and number_in(hint, r"card (\d+)") == 4, (banner, hint)
+    # On the supervisor's own screen the banner does not send the supervisor to it; on the
+    # dealer's screen it does (the check is not blind).
+    assert sup.locator('#now a[href="/supervisor.html"]').count() == 0
+    assert "Use the forms below" in sup.inner_text("#now")
+    sup_at_dealer.wait_for_selector('#now a[href="/supervisor.html"]', timeout=STEP_S * 1000)
+    sup.fill("#card-face", hands.draws[3])
+    sup.click("#card-button")
+    sup.wait_for_selector('#messages [data-kind="info"]', timeout=STEP_S * 1000)
+    assert "accepted" in sup.inner_text("#messages"), sup.inner_text("#messages")
+    dealer.evaluate(WATCH_BANNER)
+    drive(dealer, hands, until=lambda p: waiting(p) == "decide", on_draw=at_draw)
+    # Every card face down so far showed its deck's back colour: deck A, red (never blue).
+    assert bench.colour("A") == "red"
+    backs = dealer.locator("#round .card-back").evaluate_all("els => els.map(e => e.dataset.back)")
+    assert len(backs) == 12 and set(backs) == {"red"}, backs
+    assert all(set(b) <= {"red"} for b in seen_backs) and sum(map(len, seen_backs)) > 0
+    shown = dealer.locator("#round .card-back").first.evaluate("e => getComputedStyle(e).backgroundImage")
+    rgb = [tuple(map(int, m)) for m in re.findall(r"rgb\((\d+), (\d+), (\d+)\)", shown)]
+    assert rgb and all(r > b for r, _, b in rgb), shown  # painted red, not the blue deck's backs
+    drive(dealer, hands, until=settled_on_screen, decisions={2: "fold"}, confirm_collect=False)
+    # Between the seats' decisions the banner always asked for a decision: no moment of
+    # "nothing to do" (or any other words) between two of them.
+    banner_log = dealer.evaluate("() => window.__banner")
+    actions = [a for a, _ in banner_log]
+    first, last = actions.index("decide"), len(actions) - 1 - actions[::-1].index("decide")
+    assert set(actions[first:last + 1]) == {"decide"}, banner_log[first:last + 2]
+    # Every face fits its card, the two-digit 10 too (one is on the table: the check is not blind).
+    faces = dealer.locator("#round .card-face").evaluate_all(FACE_FITS)
+    assert len(faces) == 12 and any(t.startswith("10") for t, _ in faces), faces
+    assert all(fits for _, fits in faces), faces
+    # Settled, the collect to come: a void is refused beside its button, and the results stand.
+    sup.fill("#void-reason", "a player complains about the payout")
+    sup.click("#void-button")
+    sup.wait_for_selector("#void-button-error:not([hidden])", timeout=STEP_S * 1000)
+    assert "results stand" in sup.inner_text("#void-button-error"), sup.inner_text("#void-button-error")
+    assert not events_of(bench, "round_voided")
+    dealer.click("#do-now")
+    wait_until(lambda: events_of(bench, "round_closed"), 20, "round_closed")
+    # One round played: "1 round" everywhere the supervisor's screen counts rounds.
+    sup.wait_for_function("() => /1 round\\b/.test(document.getElementById('shuffle').innerText)",
+                          timeout=STEP_S * 1000)
+    sup.wait_for_function("() => !/asking/.test(document.getElementById('audit').innerText)", timeout=STEP_S * 1000)
+    for page in (sup, dealer):
+        text = page.inner_text("body")
+        assert not re.search(r"\b1 (round|seat|card|entrie|checkpoint)s\b", text), text
+        assert "??" not in text
+    assert dealer.errors == [] and sup.errors == [] and sup_at_dealer.errors == []
+    shoot(dealer, "details-dealer-after-round")
+    shoot(sup, "details-supervisor-one-round")
+
+
+def test_no_question_marks_for_a_missing_card_or_a_foreign_card_held(chromium, bench):
+    dealer = sign_in(chromium, bench, "D-4")
+    sup = sign_in(chromium, bench, "S-17")
+    hands = Hands(bench)
+    hands.insert_args["red"] = "-As"  # deck A comes back without its ace of spades
+    drive(dealer, hands, until=lambda p: waiting(p) == "register_deck")
+    for page in (dealer, sup):
+        page.wait_for_selector('[data-alarm="out_of_service"]', timeout=STEP_S * 1000)
+    sup.wait_for_function("() => document.querySelectorAll('#incidents [data-incident]').length > 0",
+                          timeout=STEP_S * 1000)
+    for page in (dealer, sup):
+        text = page.inner_text("body")
+        assert "??" not in text, text
+    sup.fill("#deck-id", "A2")
+    sup.click("#deck-button")
+
+    def slip(n):
+        if n == 2:  # a card with the other deck's back slipped onto the shoe
+            bench.shoe.do("slip Kd blue")
+
+    drive(dealer, hands, until=lambda p: p.locator('[data-alarm="held"]').count() > 0, on_draw=slip)
+    sup.wait_for_selector("#held-round", timeout=STEP_S * 1000)
+    sup.wait_for_function("() => /foreign|back/.test(document.getElementById('incidents').innerText)",
+                          timeout=STEP_S * 1000)
+    for page in (dealer, sup):  # the held reason names no card, and says so in words
+        text = page.inner_text("body")
+        assert "??" not in text and "Kd" not in text, text
+    assert "Why: " in sup.inner_text("#held") and len(sup.inner_text("#held").split("Why: ")[1].strip()) > 10
+    assert dealer.errors == [] and sup.errors == []
+    shoot(sup, "details-supervisor-no-question-marks")
