@@ -6,6 +6,8 @@ import contextlib
 import datetime as dt
 import json
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -164,3 +166,18 @@ def rows(floor: Any, sql: str, params: tuple = ()) -> list[tuple]:
 def jsonl(path: Path) -> list[Any]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
+
+def call(server, path, body=None, token=None, method=None):
+    """One request to a floor server's HTTP API -> ``(status, JSON body, or text for CSV)``; an HTTP error's
+    JSON body is returned with its status, not raised."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode() if body is not None else None,
+                                 headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read()
+            return r.status, (json.loads(raw) if r.headers.get_content_type() == "application/json" else raw.decode())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())

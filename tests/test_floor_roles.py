@@ -26,7 +26,7 @@ from table.keys import generate
 from table.roles import Role
 
 from console_helpers import CHEAP
-from floor_helpers import SignedTable, database, pg_cluster  # noqa: F401
+from floor_helpers import SignedTable, call, database, pg_cluster  # noqa: F401
 
 PINS = {"PB-1": (Role.PIT_BOSS, "482913", ["pit1"]), "FM-1": (Role.FLOOR_MANAGER, "739201", [])}
 FLUCTUATION_DAY = "2026-03-05"
@@ -82,20 +82,6 @@ def floor_of_two_pits(tmp_path, database):
         store.close()
         a.close()
         b.close()
-
-
-def call(server, path, body=None, token=None, method=None):
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode() if body is not None else None,
-                                 headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            raw = r.read()
-            return r.status, (json.loads(raw) if r.headers.get_content_type() == "application/json" else raw.decode())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def token(server, person):
