@@ -167,6 +167,9 @@ class Floor:
         self._thread: threading.Thread | None = None
         self._forged_alarms: set[str] = set()
         self._pending = 0  # messages received and not yet written or refused (wait_idle)
+        #: table id -> the signed ``ts`` of the newest status taken (seeded from the database, so a
+        #: restarted floor refuses a replay too): a status not newer is a replay (see :meth:`receive`)
+        self._status_ts: dict[str, _dt.datetime] = self._statuses_stored()
 
     # -- receiving (the broker clients' threads) ------------------------------------------------
 
@@ -202,6 +205,12 @@ class Floor:
                 if floor != parts[1]:
                     raise ForgedMessage(f"the status names floor {str(floor)[:64]!r}, not the topic's "
                                         f"{parts[1][:64]!r}: a table's signed status moved to another floor's topic")
+                if not self._take_status_ts(table, message.get("ts")):
+                    with self._lock:  # the retained one again (a restart, a QoS 1 redelivery): nothing new
+                        self.counts.received += 1
+                        self.counts.verified += 1
+                        self.counts.not_kept += 1
+                    return True
             elif kind == "checkpoint":
                 self._check_checkpoint(table, message)
         except ForgedMessage as exc:
@@ -226,6 +235,39 @@ class Floor:
                 self._work.notify()
         return True
 
+    def _statuses_stored(self) -> dict[str, _dt.datetime]:
+        seen: dict[str, _dt.datetime] = {}
+        for table, text in self.store.query("SELECT table_id, status FROM tables_seen"):
+            try:
+                ts = _dt.datetime.fromisoformat(str(json.loads(text).get("ts")))
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue
+            if ts.tzinfo is not None:
+                seen[table] = ts
+        return seen
+
+    def _take_status_ts(self, table: str, text: Any) -> bool:
+        """Take a verified status's signed ``ts`` for ``table``: True if it is newer than the last
+        one taken, False if it is that one again (the broker's retained status after a restart, a
+        QoS 1 redelivery: nothing to store); raises :class:`ForgedMessage` if it is older. A genuine old status republished (on any
+        topic) would otherwise move the table to the old status's floor, show a dead table online and
+        raise its old alarms again (found by a fresh review of issue 28); the pit board refuses the
+        same replay (:meth:`table.interfaces.pit.PitBoard`)."""
+        try:
+            ts = _dt.datetime.fromisoformat(str(text))
+        except ValueError:
+            ts = None
+        if ts is None or ts.tzinfo is None:
+            raise ForgedMessage("a status without a signed ts with its zone")
+        with self._lock:
+            last = self._status_ts.get(table)
+            if last is not None and ts == last:
+                return False
+            if last is not None and ts < last:
+                raise ForgedMessage("a status older than the last one taken from the table: a replay")
+            self._status_ts[table] = ts
+            return True
+
     def _check_checkpoint(self, table_id: str, cp: Any) -> None:
         public = self.keys[table_id]
         if not isinstance(cp, dict) or not isinstance(cp.get("seq"), int) or not isinstance(cp.get("head"), str):
@@ -248,9 +290,11 @@ class Floor:
             self._cv.notify_all()
         if n == 1 or n % 1000 == 0:  # logged, not flooded
             log.warning("floor_message_refused", topic=topic[:200], error=why[:200], count=n)
-        if table in self.keys:  # one alarm row per known table, gaming day and reason (bounded)
+        if table in self.keys:  # one alarm row per known table, gaming day and kind of refusal (bounded)
             day = self.day.of(_now())
-            aid = _digest("refused", table, day, why[:60])
+            # the kind (counter), not the text: a refusal's text carries what the sender chose (the key id
+            # of a forged envelope), and a new row per chosen text would flood the alarm list
+            aid = _digest("refused", table, day, counter)
             if aid not in self._forged_alarms:
                 if len(self._forged_alarms) >= 10_000:  # the rows stay; only the memory of them is bounded
                     self._forged_alarms.clear()
