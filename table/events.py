@@ -601,7 +601,7 @@ class EventLog:
         (built once; again after the next rollover). ``start_ev``: the event seq the live
         segment's events start after, where that day's must end. Raises
         :class:`EventStreamError` when the archive is missing, unreadable or ends elsewhere."""
-        from . import segments
+        from . import archive_files
 
         with self._lock:
             past = self._past
@@ -609,15 +609,15 @@ class EventLog:
             return past
         db, _ = _connect_file(self.path)
         try:
-            prev = segments.previous_archive(db, self.archive)
+            prev = archive_files.previous_archive(db, self.archive)
         finally:
             db.close()
         if prev is None:
             raise EventStreamError(f"the events before {start_ev} are in the gaming day before this segment, whose "
                                    f"archive is not in {self.archive}")
         try:
-            past = EventLog(segments.decompressed(prev), self.table_id, key=self._key, archive=self.archive)
-        except (OSError, segments.ArchiveError) as exc:
+            past = EventLog(archive_files.decompressed(prev), self.table_id, key=self._key, archive=self.archive)
+        except (OSError, archive_files.ArchiveError) as exc:
             raise EventStreamError(f"{prev}: {exc}") from None
         if past.head != start_ev:
             past.close()

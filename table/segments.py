@@ -53,28 +53,17 @@ import structlog
 
 from . import kill_points
 from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
+from .archive_files import (ARCHIVE_RE, MAX_COPIES, MAX_SEGMENT_BYTES, ArchiveError,  # noqa: F401
+                            archive_name, decompressed, opened, previous_archive)
 
 log = structlog.get_logger("table.segments")
 
-#: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
-ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.journal\.xz$")
-#: the largest archive decompressed (bytes): a day at 1,600 rounds of 7 seats is ~20 MB
-MAX_SEGMENT_BYTES = 4 << 30
 #: xz preset: 9 with the extreme flag (a day's archive is written once)
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 #: crash tests only: the step of :func:`roll` at which the process SIGKILLs itself (table/kill_points.py)
 KILL_ENV = kill_points.KILL_ENV
 #: ``audit verify --archive`` statuses beyond :data:`table.journal.STATUSES`, by severity
 CHAIN_ORDER = ("tampered", "unreadable", "gap", "misfiled", "unanchored", "unsigned", "ok")
-
-
-class ArchiveError(JournalError):
-    """An archive cannot be written or does not verify; nothing was removed."""
-
-
-def archive_name(day: str) -> str:
-    """The archive file name of gaming day ``day`` (``YYYY-MM-DD``)."""
-    return f"{day}.journal.xz"
 
 
 def next_path(path: str | Path) -> Path:
@@ -153,91 +142,6 @@ def write_archive(src: Path, archive: Path) -> Path:
     except (OSError, sqlite3.Error, lzma.LZMAError) as exc:
         raise ArchiveError(f"cannot write the archive {archive}: {exc}") from None
     return archive
-
-
-@contextlib.contextmanager
-def opened(archive: Path) -> Iterator[Path]:
-    """The archived segment ``archive`` decompressed into a private temporary folder:
-    yields the SQLite file's path (removed after). Raises :class:`ArchiveError` for a
-    file that is not xz or decompresses past :data:`MAX_SEGMENT_BYTES`."""
-    with tempfile.TemporaryDirectory(prefix="threecard-day-") as tmp:
-        out = Path(tmp) / archive.name.replace(".xz", ".sqlite3")
-        try:
-            with lzma.open(archive, "rb") as inp, open(out, "wb") as o:
-                n = 0
-                while chunk := inp.read(1 << 20):
-                    n += len(chunk)
-                    if n > MAX_SEGMENT_BYTES:
-                        raise ArchiveError(f"{archive} decompresses past {MAX_SEGMENT_BYTES >> 30} GB")
-                    o.write(chunk)
-        except (OSError, lzma.LZMAError, EOFError) as exc:
-            raise ArchiveError(f"{archive} is not a readable archive (xz): {exc}") from None
-        yield out
-
-
-class _Copy:
-    """One archive decompressed into a private temporary folder (:func:`decompressed`)."""
-
-    def __init__(self, archive: Path) -> None:
-        self._ctx = opened(archive)
-        self.path = self._ctx.__enter__()
-
-    def drop(self) -> None:
-        with contextlib.suppress(Exception):
-            self._ctx.__exit__(None, None, None)
-
-
-#: decompressed copies of archived days, newest use last: (path, size, mtime_ns) -> copy
-_COPIES: "collections.OrderedDict[tuple[str, int, int], _Copy]" = collections.OrderedDict()
-_COPIES_LOCK = threading.Lock()
-#: archived days kept decompressed at once (a reader pages back one or two days)
-MAX_COPIES = 3
-
-
-def decompressed(archive: Path) -> Path:
-    """A read-only SQLite copy of the archived day ``archive``, decompressed once and kept
-    (at most :data:`MAX_COPIES` days, the least recently asked removed first; all at the
-    process's exit) while the archive file stays the same (size and time). For readers
-    that look back past the live segment: the history panel, the event stream, MQTT.
-    Raises :class:`ArchiveError` (not xz, too large) or ``FileNotFoundError``."""
-    st = archive.stat()
-    key = (str(archive.resolve()), st.st_size, st.st_mtime_ns)
-    with _COPIES_LOCK:
-        copy = _COPIES.get(key)
-        if copy is not None:
-            _COPIES.move_to_end(key)
-            return copy.path
-        copy = _Copy(archive)
-        _COPIES[key] = copy
-        while len(_COPIES) > MAX_COPIES:
-            _COPIES.popitem(last=False)[1].drop()
-        return copy.path
-
-
-@atexit.register
-def _drop_copies() -> None:
-    with _COPIES_LOCK:
-        while _COPIES:
-            _COPIES.popitem()[1].drop()
-
-
-def previous_archive(db: sqlite3.Connection, archive_dir: str | Path | None) -> Path | None:
-    """The archive of the day before the segment open on ``db`` (its first entry, kind
-    ``segment``, names it: ``previous.archive``), when ``archive_dir`` holds it; None for
-    a first segment, no folder, or a name that is not an archive's (never a path: the
-    name is checked against :data:`ARCHIVE_RE`)."""
-    if archive_dir is None:
-        return None
-    try:
-        row = db.execute("SELECT kind, body FROM entries ORDER BY seq LIMIT 1").fetchone()
-        prev = json.loads(row[1]).get("previous") if row and row[0] == SEGMENT_KIND else None
-    except (sqlite3.Error, ValueError, TypeError, AttributeError):
-        return None
-    name = prev.get("archive") if isinstance(prev, dict) else None
-    if not isinstance(name, str) or not ARCHIVE_RE.match(name):
-        return None
-    path = Path(archive_dir) / name
-    return path if path.is_file() else None
 
 
 def _last_checkpoint(db_path: Path) -> dict[str, Any] | None:
