@@ -199,9 +199,19 @@ def test_refusals_show_beside_their_buttons_and_the_layout_shows_every_seat(chro
     dealer.wait_for_selector("#do-hands-error", timeout=STEP_S * 1000)
     text = dealer.inner_text("#do-hands-error")
     assert "Refused" in text and ("done already" in text or "waits for" in text), text
-    box = dealer.locator("#do-hands-error").bounding_box()
-    button = dealer.locator("#do-hands").bounding_box()
-    assert box and button and box["y"] >= button["y"] and abs(box["x"] - button["x"]) < 40, (box, button)
+    # beside it: both read in one frame of the page (two reads apart let a re-render between them,
+    # seen on a loaded 2-core CI: the button's box read as None while the panel was redrawn)
+    beside = dealer.evaluate("""() => { const e = document.getElementById('do-hands-error'),
+        b = document.getElementById('do-hands'); if (!e || !b) return null;
+        const r = e.getBoundingClientRect(), s = b.getBoundingClientRect();
+        return {error: [r.left, r.top], button: [s.left, s.top]}; }""")
+    if beside is None:  # the panel was redrawn at that instant: wait for the two together
+        dealer.wait_for_function("() => document.getElementById('do-hands-error') && document.getElementById('do-hands')",
+                                 timeout=STEP_S * 1000)
+        beside = dealer.evaluate("""() => { const r = document.getElementById('do-hands-error').getBoundingClientRect(),
+            s = document.getElementById('do-hands').getBoundingClientRect();
+            return {error: [r.left, r.top], button: [s.left, s.top]}; }""")
+    assert beside["error"][1] >= beside["button"][1] and abs(beside["error"][0] - beside["button"][0]) < 40, beside
     # Its next success (the next step, once the table waits for it) clears it.
     dealer.wait_for_selector('#do-hands[data-step="take_from_shuffler"]', timeout=STEP_S * 1000)
     assert dealer.locator("#do-hands-error").count() == 1  # the refusal stays until then
