@@ -51,7 +51,7 @@ from .rules.strategy import q64_player
 log = structlog.get_logger("table.api")
 
 #: version of this API (semver): major = incompatible change to a name in ``__all__``.
-API_VERSION = "1.2.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23); 1.2.0: Table.table_procedure
+API_VERSION = "1.3.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23); 1.2.0: Table.table_procedure; 1.3.0: its request_id
 
 __all__ = [
     "API_VERSION", "SCHEMA", "SCHEMA_VERSION",
@@ -683,7 +683,7 @@ class Table:
         return self._command("release_hold", timeout_s, supervisor=supervisor, reason=reason)
 
     def table_procedure(self, procedure: str, slip: dict[str, Any] | None = None, *, dealer: str, supervisor: str,
-                        timeout_s: float = 30.0) -> dict[str, Any]:
+                        request_id: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
         """The dealer and a supervisor carry out one of the gaming day's procedures between
         rounds (COMAR 36.05.03.10): ``procedure`` ``open``, ``shift_change``, ``fill``,
         ``credit``, ``close`` or ``drop``; ``slip``: ``inventory`` (denomination in cents,
@@ -692,9 +692,12 @@ class Table:
         two people (this API runs in the table's own process). Returns ``{"ok": True,
         "slip": the journaled slip}``; raises :class:`CommandRefused` (one person signing
         twice, a closed table, a malformed slip: the reason). A simulated table carries it
-        out when the round being dealt ends."""
+        out when the round being dealt ends. ``request_id`` (since 1.3.0): the caller's id
+        of this ask, sent again with a retry after a timeout: the retry gets the first
+        ask's slip with ``"repeated": True`` and makes no second slip; the same id for a
+        different ask is refused."""
         return self._command("table_procedure", timeout_s, procedure=procedure, slip=dict(slip or {}),
-                             dealer=dealer, supervisor=supervisor)
+                             dealer=dealer, supervisor=supervisor, request_id=request_id)
 
     def acknowledge_incident(self, supervisor: str, incident: str | None = None,
                              timeout_s: float = 30.0) -> dict[str, Any]:

@@ -23,6 +23,8 @@ front door to prove; this module refuses one person signing twice.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -40,6 +42,17 @@ MAX_AMOUNT_CENTS = 10_000_000_000
 MAX_DENOMINATION_CENTS = 10_000_000
 
 _PERSON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+#: a front door's own id for one ask of a procedure (its retries send the same id)
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def ask_digest(procedure: str, args: Mapping[str, Any], dealer: str, supervisor: str) -> str:
+    """The fingerprint of one ask of a procedure (what was asked, as sent: procedure,
+    slip, dealer, supervisor), 32 hex digits of SHA-256 over its canonical JSON: a
+    retry of the same ask has the same one."""
+    canon = json.dumps({"procedure": procedure, "slip": dict(args), "dealer": dealer, "supervisor": supervisor},
+                       sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()[:32]
 
 
 class ProcedureError(ValueError):
@@ -169,15 +182,41 @@ class TableDay:
         self.shift = 0
         self.slip_no = 0
         self.last_inventory: dict[str, int] | None = None
+        #: request id -> the journaled body it made (the front doors' retries, :meth:`repeated`)
+        self.requests: dict[str, Mapping[str, Any]] = {}
+
+    def repeated(self, request_id: str | None, procedure: str, args: Mapping[str, Any], *, dealer: str,
+                 supervisor: str) -> Mapping[str, Any] | None:
+        """The slip an earlier ask with ``request_id`` made, when this ask is a retry of it
+        (its answer was lost: a dropped connection, a timeout), so the retry makes no second
+        slip (a fill retried must not be two fills on the record, COMAR 36.05.03.10); None
+        when ``request_id`` is None or new. Raises :class:`ProcedureError` (``bad_request``)
+        for a malformed id, (``refused``) for an id already used by a different ask."""
+        if request_id is None:
+            return None
+        if not isinstance(request_id, str) or not REQUEST_ID_RE.match(request_id):
+            raise ProcedureError(f"request_id must be 1-64 of letters, digits, '_', '.', ':', '-' (starting with "
+                                 f"a letter or digit), got {request_id!r:.40}")
+        before = self.requests.get(request_id)
+        if before is None:
+            return None
+        if before.get("request", {}).get("ask") != ask_digest(procedure, args, dealer, supervisor):
+            raise ProcedureError(f"request_id {request_id} was already used for slip {before.get('slip')} "
+                                 f"({before.get('procedure')}), a different ask: a new ask needs a new request_id",
+                                 "refused")
+        return before
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` unless the table is open."""
         if not self.is_open:
             raise TableClosed()
 
-    def prepare(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str) -> dict[str, Any]:
+    def prepare(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str,
+                request_id: str | None = None) -> dict[str, Any]:
         """Check ``procedure`` (one of :data:`PROCEDURES`) with its ``args`` and the two
-        people signing it; return the journal entry's body.
+        people signing it; return the journal entry's body. ``request_id``: the front
+        door's id of this ask (checked first with :meth:`repeated`); the body then keeps
+        ``request`` (the id and :func:`ask_digest`) so a retry after a restart is known too.
 
         ``args``: ``inventory`` (denomination -> chips) for ``open``, ``shift_change``
         and ``close``; ``amount`` (cents) for ``fill``, ``credit`` and ``drop``; for a
@@ -232,6 +271,11 @@ class TableDay:
                         raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
                                              "refused")
                     body.update(counted_by=counted, verified_by=verified)
+        if request_id is not None:
+            if not isinstance(request_id, str) or not REQUEST_ID_RE.match(request_id) or request_id in self.requests:
+                raise ProcedureError(f"request_id {request_id!r:.40}: malformed or already used (TableDay.repeated "
+                                     "answers a retry)")
+            body["request"] = {"id": request_id, "ask": ask_digest(procedure, args, dealer, supervisor)}
         return body
 
     def apply(self, body: Mapping[str, Any]) -> None:
@@ -246,6 +290,9 @@ class TableDay:
             self.is_open = False
         if p in INVENTORY_SLIPS:
             self.last_inventory = dict(body.get("inventory", {}))
+        request = body.get("request")
+        if isinstance(request, Mapping) and isinstance(request.get("id"), str):
+            self.requests[request["id"]] = body
 
     @classmethod
     def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table") -> "TableDay":

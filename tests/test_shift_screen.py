@@ -315,3 +315,80 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
     wait_state(page, "closed")
     assert page.errors == []
     page.screenshot(path=str(screenshot_dir() / "shift-after-restart.png"), full_page=True)
+
+
+def test_a_fill_whose_answer_was_lost_is_sent_again_from_the_page_and_journaled_once(chromium, bench):
+    """The connection drops after the table journaled a fill and before its answer reached the
+    page (Playwright's WebSocket route keeps the answer back and closes the page's socket, as a
+    Wi-Fi drop would). The page says no answer came and that sending the same form again is
+    safe; the supervisor types the dealer's PIN again and presses the button: the page says the
+    fill was journaled when first sent, and the table's record holds one fill of $500, not two
+    (docs/console.md, a retry makes no second slip)."""
+    dealer = ApiDealer(bench)
+    lost: dict = {"fill_id": None, "answer": None}
+
+    def route(ws):
+        server = ws.connect_to_server()
+
+        def from_page(message):
+            try:
+                req = json.loads(message)
+            except (TypeError, ValueError):
+                req = {}
+            if req.get("action") == "table_procedure" and req.get("procedure") == "fill" and lost["answer"] is None:
+                lost["fill_id"] = req.get("id")
+            server.send(message)
+
+        def from_server(message):
+            try:
+                reply = json.loads(message)
+            except (TypeError, ValueError):
+                reply = {}
+            if lost["fill_id"] is not None and lost["answer"] is None and reply.get("id") == lost["fill_id"]:
+                lost["answer"] = reply  # journaled at the table; the page never hears of it
+                ws.close()
+                return
+            ws.send(message)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context.route_web_socket("**/api/v1/ws", route)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    try:
+        assert ready_for_bets(dealer)["waiting_for"]["action"] == "table_procedure"
+        page.goto(bench.url + "/?next=/shift.html")
+        page.fill("#person", "S-17")
+        page.fill("#pin", PEOPLE["S-17"][1])
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/shift.html")
+        page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
+        inventory(page, "open", {2500: 40})
+        countersign(page, "open")
+        assert press(page, "open").startswith("Journaled: open")
+        wait_state(page, "open")
+        amount(page, "fill", "500")
+        countersign(page, "fill")
+        said = press(page, "fill")
+        assert said.startswith("error: no answer from the table") and "send it again as it is" in said, said
+        assert lost["answer"] and lost["answer"]["ok"], lost  # the table did journal it
+        page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)  # the page reconnected
+        assert page.input_value("#proc-fill-amount") == "500"  # the form kept, the PIN not
+        assert page.input_value("#proc-fill-pin") == ""
+        countersign(page, "fill")
+        again = press(page, "fill")
+        assert again.startswith("Journaled when first sent") and "$500.00" in again, again
+        assert f"slip {lost['answer']['slip']['slip']}" in again, (again, lost["answer"])
+        # A new fill, the same form filled in afresh after the answer: a new ask, a second slip.
+        amount(page, "fill", "200")
+        countersign(page, "fill")
+        assert press(page, "fill").startswith("Journaled: fill")
+        day = cli_report(bench, "day")
+        assert day["statistical"]["fills"] == 700_00, day["statistical"]  # $500 once and $200, not $500 twice
+        assert page.errors == []
+    finally:
+        dealer.close()
+        context.close()

@@ -506,3 +506,34 @@ def test_a_stopped_tables_journal_takes_the_count_rooms_drops_all_or_none(tmp_pa
             assert rep["statistical"]["known"] is True and rep["statistical"]["drop"] == 90000
             assert again.status()["table_day"]["open"] is False
             assert again.send(signed("open", OPEN))["ok"]
+
+
+def test_a_fill_retried_after_its_answer_was_lost_makes_no_second_slip_also_after_a_restart(tmp_path):
+    """A front door that lost the answer (a dropped connection, a timeout) sends the same ask
+    again with the same request_id: the table answers with the first slip, journals no second
+    fill (two fills on the record for one fill of chips would move the statistical win by the
+    fill, COMAR 36.05.03.10), refuses that id for a different ask, and still knows it after
+    a restart."""
+    auth = people(tmp_path)
+    with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=5) as sim:
+        t = Running(tmp_path, auth, sim=sim)
+        try:
+            assert t.send(signed("open", OPEN, request_id="web-open-1"))["ok"]
+            first = t.send(signed("fill", {"amount": 50_000}, request_id="web-fill-1"))
+            assert first["ok"] and "repeated" not in first, first
+            again = t.send(signed("fill", {"amount": 50_000}, request_id="web-fill-1"))
+            assert again["ok"] and again["repeated"] is True and again["slip"] == first["slip"], again
+            other = t.send(signed("fill", {"amount": 70_000}, request_id="web-fill-1"))
+            assert other["ok"] is False and other["code"] == "refused" and "already used for slip 2" in other["error"]
+            assert t.send(signed("fill", {"amount": 50_000}, request_id="web-fill-2"))["slip"]["slip"] == 3  # new ask
+            bad = t.send(signed("fill", {"amount": 50_000}, request_id="no spaces"))
+            assert bad["ok"] is False and bad["code"] == "bad_request" and "request_id" in bad["error"]
+        finally:
+            t.stop()
+        with running(tmp_path, auth, sim=sim) as t2:
+            late = t2.send(signed("fill", {"amount": 50_000}, request_id="web-fill-1"))
+            assert late["ok"] and late["repeated"] is True and late["slip"]["slip"] == 2, late
+            assert t2.status()["table_day"]["last_slip"] == 3
+            day = gaming_day_of(t2.journal.last(ENTRY_KIND).ts)
+            report = t2.send({"action": "day_report", "period": "day", "gaming_day": day})
+            assert report["ok"] and report["statistical"]["fills"] == 100_000, report["statistical"]

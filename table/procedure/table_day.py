@@ -121,7 +121,9 @@ class TableDayProcedure:
         """Carry out a front door's ``table_procedure`` command and answer it: ``{"ok":
         true, "slip": body}`` or the refusal (``code`` ``bad_request`` / ``refused``).
         ``bets_placed``: the round open for bets has wagers (refused: between rounds
-        only). Raises :class:`~table.journal.JournalWriteError` (answered first)."""
+        only). A retry (the same ``request_id`` and the same ask) is answered with the
+        slip the first ask made and ``"repeated": true``, journaling nothing. Raises
+        :class:`~table.journal.JournalWriteError` (answered first)."""
         a = cmd.args
         if bets_placed:
             cmd.answer(ok=False, code="refused", error="bets are placed for this round: a table procedure is "
@@ -129,25 +131,36 @@ class TableDayProcedure:
             return
         try:
             body = self.carry_out(a.get("procedure", ""), a.get("slip") or {}, dealer=a.get("dealer", ""),
-                                  supervisor=cmd.person or "")
+                                  supervisor=cmd.person or "", request_id=a.get("request_id"))
         except ProcedureError as exc:
             cmd.answer(ok=False, code=exc.code, error=f"table procedure: {exc}")
             return
         except JournalWriteError as exc:
             cmd.answer(ok=False, code="refused", error=f"table procedure: not journaled, nothing done: {exc}")
             raise
+        if body.get("repeated"):
+            cmd.answer(ok=True, slip={k: v for k, v in body.items() if k != "repeated"}, repeated=True)
+            return
         cmd.answer(ok=True, slip=body)
 
-    def carry_out(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str) -> dict[str, Any]:
+    def carry_out(self, procedure: str, args: Mapping[str, Any], *, dealer: str, supervisor: str,
+                  request_id: str | None = None) -> dict[str, Any]:
         """Check, journal, apply and sign one procedure; returns its journaled body.
         Between rounds, or while the round in play is open for bets (the entry then
-        carries no round id, and the round's own checkpoint signs it). Raises
-        :class:`ProcedureError` (nothing journaled), or
+        carries no round id, and the round's own checkpoint signs it). ``request_id``:
+        the front door's id of this ask; a retry of an ask already carried out returns
+        that ask's body with ``"repeated": True`` and journals nothing (no second fill
+        slip for one fill, COMAR 36.05.03.10). Raises :class:`ProcedureError` (nothing
+        journaled; ``refused`` for an id already used by a different ask), or
         :class:`~table.journal.JournalWriteError` (nothing applied)."""
+        before = self.day.repeated(request_id, procedure, args, dealer=dealer, supervisor=supervisor)
+        if before is not None:
+            log.info("table_procedure_repeated", procedure=procedure, slip=before.get("slip"), request_id=request_id)
+            return {**before, "repeated": True}
         r = self.t.round
         if r is not None and (r.machine.state != "open_for_bets" or r.wagers):
             raise ProcedureError("a round is in play: table procedures are carried out between rounds", "refused")
-        body = self.day.prepare(procedure, args, dealer=dealer, supervisor=supervisor)
+        body = self.day.prepare(procedure, args, dealer=dealer, supervisor=supervisor, request_id=request_id)
         kill_points.reached("procedure_prepared", procedure)
         if self.t.journal is not None:
             self.t.journal.append(ENTRY_KIND, round_id=None, deck_id=None, **body)

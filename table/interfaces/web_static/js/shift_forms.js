@@ -140,6 +140,13 @@ export function slipWords(reply, fallback) {
     s.gaming_day ? `for ${s.gaming_day}` : null, who ? `signed by ${who}` : null].filter(Boolean).join(", ");
 }
 
+/** A new id for one ask of a procedure: 128 random bits in hex (crypto.getRandomValues works
+ *  on a plain-http table screen too, where crypto.randomUUID does not). */
+function requestId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** One procedure's form: its fields, the dealer's countersignature, the button and, beside
  *  it, the table's answer. `submit(name, request)` resolves to the table's reply. */
 export function procedureForm(name, submit, { disabled = false } = {}) {
@@ -171,6 +178,10 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
     el("input", { id: `${id}-dealer`, autocomplete: "off", spellcheck: "false", maxlength: 32 })),
   el("p", {}, el("label", { for: `${id}-pin` }, "Dealer's PIN"),
     el("input", { id: `${id}-pin`, type: "password", autocomplete: "off", inputmode: "numeric", maxlength: 64 })));
+  // This form's ask awaiting its answer: {key, id}. Sent again unchanged after no answer came
+  // (the connection dropped), it carries the same request_id and the table answers with the slip
+  // it journaled the first time instead of making a second (docs/console.md, API 1.6.0).
+  let ask = null;
   const form = el("form", { id, class: "proc-form", "data-procedure": name, novalidate: true },
     el("p", { class: "muted" }, spec.hint), fields, sign, el("div", { class: "proc-submit" }, button, error, done));
   form.addEventListener("submit", async (ev) => {
@@ -182,11 +193,17 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
     // let the next slip go out under their name without them.
     document.getElementById(`${id}-pin`).value = "";
     if (req.error) { error.textContent = req.error; return; }
+    const key = JSON.stringify([req.slip, req.dealer]);
+    if (!ask || ask.key !== key) ask = { key, id: requestId() };
+    req.request_id = ask.id;
     button.disabled = true;
     try {
       const reply = await submit(name, req);
+      ask = null; // answered: the next ask is a new one
       if (reply.ok) {
-        done.textContent = `Journaled: ${slipWords(reply, name)}.`;
+        done.textContent = reply.repeated
+          ? `Journaled when first sent (its answer was lost; no second slip): ${slipWords(reply, name)}.`
+          : `Journaled: ${slipWords(reply, name)}.`;
         for (const input of form.querySelectorAll("input:not([type=date])")) input.value = "";
         amountSaid.textContent = "";
         if (spec.inventory) showTotals(id);
@@ -194,7 +211,10 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
         error.textContent = reply.error || "refused";
       }
     } catch (err) {
-      error.textContent = `not sent: ${err.message}`;
+      // No answer: the slip may or may not have been journaled. The same form sent again is the
+      // same ask (the same request_id), so sending it again is safe.
+      error.textContent = `no answer from the table (${err.message}): send it again as it is, ` +
+        "the table makes no second slip for the same ask";
     } finally {
       button.disabled = disabled;
     }
