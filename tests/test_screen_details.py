@@ -35,14 +35,23 @@ WATCH_BANNER = """() => {
 }"""
 
 
-#: each face's text and whether it sits on one line inside its card's border
+#: each face's text (its rank; the suit is drawn) and whether its rank and suit sit side by side on
+#: one line inside its card's border: every box of the face's content shares one horizontal band
+#: (a wrapped face has a box wholly below another), and the content's extent is inside the border.
 FACE_FITS = """els => els.map(e => {
   const text = document.createRange();
   text.selectNodeContents(e);
-  const lines = new Set([...text.getClientRects()].map(r => Math.round(r.top)));
+  const rects = [...text.getClientRects()].filter(r => r.width > 0 && r.height > 0);
+  const oneLine = rects.length > 0 && Math.max(...rects.map(r => r.top)) < Math.min(...rects.map(r => r.bottom));
   const box = e.getBoundingClientRect(), t = text.getBoundingClientRect();
-  const inside = t.left >= box.left + e.clientLeft - 0.5 && t.right <= box.left + e.clientLeft + e.clientWidth + 0.5;
-  return [e.textContent, lines.size === 1 && inside];
+  const left = box.left + e.clientLeft, top = box.top + e.clientTop;
+  const inside = t.left >= left - 0.5 && t.right <= left + e.clientWidth + 0.5
+    && t.top >= top - 0.5 && t.bottom <= top + e.clientHeight + 0.5;
+  const suit = e.querySelector('svg.suit');
+  // what a failure is read by: the card's inner box, the content's, and the number of boxes
+  const detail = `card ${Math.round(e.clientWidth)}x${Math.round(e.clientHeight)}, content ${Math.round(t.width)}x`
+    + `${Math.round(t.height)}, ${rects.length} boxes, font ${getComputedStyle(e).fontFamily}`;
+  return [e.textContent + (suit ? suit.dataset.suit : ''), oneLine && inside, detail];
 })"""
 
 
@@ -122,8 +131,8 @@ def test_numbers_backs_tens_plurals_and_the_banners_read_as_people_say_them(chro
     assert set(actions[first:last + 1]) == {"decide"}, banner_log[first:last + 2]
     # Every face fits its card, the two-digit 10 too (one is on the table: the check is not blind).
     faces = dealer.locator("#round .card-face").evaluate_all(FACE_FITS)
-    assert len(faces) == 12 and any(t.startswith("10") for t, _ in faces), faces
-    assert all(fits for _, fits in faces), faces
+    assert len(faces) == 12 and any(f[0].startswith("10") for f in faces), faces
+    assert all(f[1] for f in faces), faces
     # Settled, the collect to come: a void is refused beside its button, and the results stand.
     sup.fill("#void-reason", "a player complains about the payout")
     sup.click("#void-button")
@@ -175,3 +184,60 @@ def test_no_question_marks_for_a_missing_card_or_a_foreign_card_held(chromium, b
     assert "Why: " in sup.inner_text("#held") and len(sup.inner_text("#held").split("Why: ")[1].strip()) > 10
     assert dealer.errors == [] and sup.errors == []
     shoot(sup, "details-supervisor-no-question-marks")
+
+
+def _emoji_font() -> bool:
+    import shutil
+    import subprocess
+    fc = shutil.which("fc-list")
+    return bool(fc) and "Noto Color Emoji" in subprocess.run([fc], capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not _emoji_font(), reason="fonts-noto-color-emoji is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_face_fits_its_card_in_its_colour_whatever_font_the_table_pc_has(chromium, width):
+    """All 52 faces drawn by the screens' own ``cardEl`` with the page's stylesheet, on a desktop
+    and a phone, in the default font and in a font whose suits are only colour emoji (a table PC
+    whose one font with U+2660..2667 is Noto Color Emoji drew "K♥" wider than its card and the
+    spade grey: CI's first run of the screen test). Each face's rank and suit fit on one line
+    inside the border, and the suit is painted in the card's colour (red or black)."""
+    from pathlib import Path
+
+    static = Path(__file__).resolve().parents[1] / "table" / "interfaces" / "web_static"
+    cards = [r + s for s in "shdc" for r in "23456789TJQKA"]
+    page_html = ("<!doctype html><link rel=stylesheet href=/css/console.css><div id=round>"
+                 "<div class=cards id=deck style='flex-wrap: wrap'></div></div><script type=module>"
+                 "import { cardEl } from '/js/ui.js';"
+                 f"for (const c of {cards!r}) document.getElementById('deck').append(cardEl(c));"
+                 "window.__drawn = true;</script>")
+    context = chromium.new_context(viewport={"width": width, "height": 844})
+    try:
+        page = context.new_page()
+
+        def serve(route):
+            path = route.request.url.split("cards.test", 1)[1]
+            if path == "/cards.html":
+                return route.fulfill(body=page_html, content_type="text/html")
+            kind = "text/css" if path.endswith(".css") else "text/javascript"
+            return route.fulfill(body=(static / path.lstrip("/")).read_text(), content_type=kind)
+
+        page.route("http://cards.test/**", serve)
+        page.goto("http://cards.test/cards.html")
+        page.wait_for_function("() => window.__drawn === true")
+        # A font of the page's own that stops at Latin-1 (unicode-range), so that the suits fall
+        # back to the colour-emoji font: the CI machine's fonts, reproduced on any machine.
+        page.add_style_tag(content='@font-face { font-family: "Latin Only"; src: local("Liberation Sans"), '
+                                   'local("DejaVu Sans"); unicode-range: U+0000-00FF; }')
+        for font in ("", '"Latin Only", "Noto Color Emoji"'):
+            page.evaluate(f"() => document.body.style.fontFamily = {font!r}")
+            faces = page.locator("#deck .card-face").evaluate_all(FACE_FITS)
+            assert len(faces) == 52 and all(f[1] for f in faces), (font, width, faces)
+            colours = page.locator("#deck .card-face").evaluate_all(
+                "els => els.map(e => { const suit = e.querySelector('svg.suit path');"
+                " return [e.dataset.card, suit ? getComputedStyle(suit).fill : 'no suit drawn', getComputedStyle(e).color]; })")
+            for card, fill, colour in colours:
+                assert fill == colour, (card, fill, colour)
+                assert (fill == "rgb(192, 0, 26)") == (card[1] in "hd"), (card, fill)
+        shoot(page, f"card-faces-{width}")
+    finally:
+        context.close()

@@ -26,13 +26,14 @@ export function fill(container, ...children) {
 const SUITS = { s: ["♠", "spades"], h: ["♥", "hearts"], d: ["♦", "diamonds"], c: ["♣", "clubs"] };
 const RANKS = { A: "ace", K: "king", Q: "queen", J: "jack", T: "10", "10": "10" };
 
-/** A card's face for people: {symbol: "Q♠", words: "queen of spades", red}. */
+/** A card's face for people: {symbol: "Q♠", rank: "Q", suit: "s", words: "queen of spades", red}. */
 export function cardFace(text) {
   const m = /^(10|[2-9TJQKA])([shdc])$/.exec(String(text));
-  if (!m) return { symbol: "?", words: "unknown card", red: false };
+  if (!m) return { symbol: "?", rank: "?", suit: "", words: "unknown card", red: false };
   const rank = m[1] === "T" ? "10" : m[1];
   const [sym, suit] = SUITS[m[2]];
-  return { symbol: `${rank}${sym}`, words: `${RANKS[rank] || rank} of ${suit}`, red: m[2] === "h" || m[2] === "d" };
+  return { symbol: `${rank}${sym}`, rank, suit: m[2], words: `${RANKS[rank] || rank} of ${suit}`,
+           red: m[2] === "h" || m[2] === "d" };
 }
 
 const BACKS = new Set(["red", "blue", "green", "black", "grey", "purple", "orange", "brown"]);
@@ -47,8 +48,33 @@ export function cardEl(face, { empty = false, back = null } = {}) {
       "aria-label": `card read, face down${BACKS.has(back) ? ` (${back} back)` : ""}` }, "▒");
   }
   const f = cardFace(face);
-  return el("span", { class: `card card-face${f.red ? " red" : ""}${f.symbol.length > 2 ? " wide" : ""}`, role: "img",
-    "aria-label": f.words, "data-card": face }, f.symbol);
+  return el("span", { class: `card card-face${f.red ? " red" : ""}${f.rank.length > 1 ? " wide" : ""}`, role: "img",
+    "aria-label": f.words, "data-card": face }, el("span", { class: "rank" }, f.rank), suitEl(f.suit));
+}
+
+// The four suits drawn, not set in a font: a table PC whose only font with U+2660..2667 is a
+// colour-emoji one drew them wider than the card and in the emoji's own colours (seen in CI).
+const SUIT_PATHS = {
+  s: "M12 2C9 6 3 9.5 3 14a4.5 4.5 0 0 0 8 2.8L9.5 22h5L13 16.8a4.5 4.5 0 0 0 8-2.8c0-4.5-6-8-9-12z",
+  h: "M12 21C8 17.5 2.5 13.5 2.5 8.5a4.75 4.75 0 0 1 9.5-1.5 4.75 4.75 0 0 1 9.5 1.5c0 5-5.5 9-9.5 12.5z",
+  d: "M12 2l8 10-8 10-8-10z",
+  c: "M12 2.5a4.3 4.3 0 0 0-3.6 6.7A4.3 4.3 0 1 0 11 16.6L9.5 22h5L13 16.6a4.3 4.3 0 1 0 2.6-7.4A4.3 4.3 0 0 0 12 2.5z",
+};
+
+/** A suit as an inline SVG in the text's colour (``currentColor``), hidden from screen readers:
+ *  the card's aria-label says it in words. */
+export function suitEl(suit) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", `suit suit-${suit}`);
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  svg.dataset.suit = suit;
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", SUIT_PATHS[suit] || "");
+  path.setAttribute("fill", "currentColor");
+  svg.append(path);
+  return svg;
 }
 
 /** "1 round", "3 rounds": a count with its noun, singular for one. */
