@@ -135,10 +135,12 @@ def test_a_trainee_deals_a_round_by_hand_at_their_own_pace(chromium, training):
             continue
         play = page.locator("[id^=play-]")
         if play.count():
-            page.click(f"#{play.first.get_attribute('id')}")
+            # The button's id is read once, before the press: after the last seat's decision no
+            # play button is left to read it from.
+            button = play.first.get_attribute("id")
+            page.click(f"#{button}")
             seen.append("decide")
-            page.wait_for_function("id => !document.getElementById(id)", arg=play.first.get_attribute("id") or "",
-                                   timeout=STEP_S * 1000)
+            page.wait_for_function("id => !document.getElementById(id)", arg=button, timeout=STEP_S * 1000)
             continue
         if page.locator("#do-now").count():
             if page.get_attribute("#now-what", "data-waiting-action") == "confirm_collect":
