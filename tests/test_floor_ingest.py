@@ -196,6 +196,43 @@ def test_a_forked_checkpoint_is_refused(tmp_path, broker, database):
         t.close()
 
 
+def test_a_branch_checkpoint_inside_a_kept_stretch_is_a_fork_not_history(tmp_path, broker, database):
+    """A checkpoint lower than the notary's, arriving on the event stream (where missed history
+    comes), whose seq falls inside the stretch of a checkpoint the floor kept: an honest
+    table's checkpoints partition its journal, so it is another branch's, refused and alarmed,
+    never stored as the table's history."""
+    import shutil
+
+    t = SignedTable(tmp_path / "t", "pit1-tcp-06")
+    t.publish_key(tmp_path / "keys")
+    base = t.checkpoint()
+    t.journal.close()
+    for suffix in ("", ".head"):  # the journal as it stood at `base`, signed by the same key
+        shutil.copy(f"{t.path}{suffix}", tmp_path / f"branch.sqlite3{suffix}")
+    t.journal = type(t.journal)(t.path, key=t.key, table_id=t.table_id)
+    kept = t.checkpoint(entries=10)  # covers base+1 .. base+10 (and its own entry)
+    from table.journal import Journal
+
+    with Journal(tmp_path / "branch.sqlite3", key=t.key, table_id=t.table_id) as other:
+        for i in range(3):
+            other.append("note", n=f"the other branch {i}")
+        inside = other.checkpoint(rounds_opened=0)
+    assert base["seq"] < inside["seq"] < kept["seq"] and kept["from"] <= inside["seq"]
+    pub = Publisher(broker.port)
+    try:
+        with running_floor(database, tmp_path / "keys", broker.port) as floor:
+            pub.send([t.retained(base), t.retained(kept)])
+            settle(floor, 2)
+            pub.send([t.event("checkpoint", inside)])
+            settle(floor, 3)
+            assert rows(floor, "SELECT seq FROM checkpoints ORDER BY seq") == [(base["seq"],), (kept["seq"],)]
+            assert rows(floor, "SELECT kind FROM alarms") == [("checkpoint_fork",)]
+            assert floor.counts.refused_checkpoints == 1 and floor.notary_checkpoint("pit1-tcp-06") == kept
+    finally:
+        pub.close()
+        t.close()
+
+
 def test_two_floor_processes_share_one_database_and_one_broker(tmp_path, broker, database):
     t = SignedTable(tmp_path / "t", "pit1-tcp-05")
     t.publish_key(tmp_path / "keys")

@@ -465,7 +465,14 @@ class Floor:
             r = tx.query("SELECT MIN(seq) FROM checkpoints WHERE table_id = ? AND seq >= ? AND seq < ?", (table, lo, hi))
             return int(r[0][0]) if r and r[0][0] is not None else None
 
-        verdict = judge(cp, notary, kept, kept_within, retained=retained)
+        def kept_covering(seq: int) -> int | None:
+            # Kept checkpoints partition the journal, so only the next one above can cover ``seq``
+            # (one indexed row, not a scan of the table's history).
+            r = tx.query("SELECT seq, first_seq FROM checkpoints WHERE table_id = ? AND seq > ? ORDER BY seq LIMIT 1",
+                         (table, seq))
+            return int(r[0][0]) if r and r[0][1] is not None and int(r[0][1]) <= seq else None
+
+        verdict = judge(cp, notary, kept, kept_within, kept_covering, retained=retained)
         signed = json.dumps(cp, separators=(",", ":"), sort_keys=True)
         now = _now()
         if verdict.kind in ("raise", "history"):

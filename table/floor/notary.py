@@ -15,8 +15,10 @@ against the notary's highest and the history kept:
   alarmed (an older genuine checkpoint republished: the rollback of issue 28);
 * ``"fork"``: the same seq with another head, or a stretch ``[from, seq)`` holding the
   seq of a checkpoint kept (an honest table's stretch starts just after its previous
-  checkpoint, so its journal does not hold that one: it grew from an older copy):
-  refused and alarmed.
+  checkpoint, so its journal does not hold that one: it grew from an older copy), or a
+  seq inside the stretch ``[from, seq)`` of a checkpoint kept (an honest table's
+  checkpoints partition its journal, so none falls inside another's stretch: a branch
+  that checkpointed where the kept history did not): refused and alarmed.
 
 What it cannot see: a branch that has already shown a forked checkpoint (refused)
 and then goes on from it, past the notary, shows no contradiction in its later
@@ -45,11 +47,14 @@ class Verdict:
 
 
 def judge(cp: dict[str, Any], notary: tuple[int, str] | None, kept: Callable[[int], str | None],
-          kept_within: Callable[[int, int], int | None], *, retained: bool) -> Verdict:
+          kept_within: Callable[[int, int], int | None], kept_covering: Callable[[int], int | None], *,
+          retained: bool) -> Verdict:
     """The verdict on the signed checkpoint ``cp`` (already verified with the table's key).
     ``notary``: the notary's (seq, head) for the table, None when it has none;
     ``kept(seq)``: the head of the checkpoint kept at ``seq``, or None; ``kept_within(lo, hi)``:
-    the seq of a checkpoint kept with ``lo <= seq < hi``, or None; ``retained``:
+    the seq of a checkpoint kept with ``lo <= seq < hi``, or None; ``kept_covering(seq)``:
+    the seq of a checkpoint kept whose stretch holds ``seq`` (``from <= seq`` and ``seq``
+    below its own), or None; ``retained``:
     ``cp`` came on the retained ``.../checkpoint`` topic (its latest, by the table's
     account), not the event stream."""
     seq, head = int(cp["seq"]), str(cp["head"])
@@ -62,6 +67,10 @@ def judge(cp: dict[str, Any], notary: tuple[int, str] | None, kept: Callable[[in
     if inside is not None:
         return Verdict("fork", f"checkpoint {seq} covers entries from {first}, so its journal does not hold the "
                                f"checkpoint {inside} the floor kept: it grew from an older copy")
+    around = kept_covering(seq) if have is None else None
+    if around is not None:
+        return Verdict("fork", f"checkpoint {seq} falls inside the stretch of the checkpoint {around} the floor kept, "
+                               "which holds no checkpoint there: another branch of the journal")
     if notary is None:
         return Verdict("raise")
     top_seq, top_head = notary
