@@ -171,3 +171,60 @@ def test_a_bad_floor_config_names_every_bad_key(tmp_path):
     for part in ("floor.toml", "a password in the URL", "floor.key_file: missing", "floor.timezone",
                  "floor.day_starts_h", "floor.colour: unknown key", "broker[0].url"):
         assert part in text, part
+
+
+def test_a_new_floor_database_seeded_from_the_old_one_refuses_the_republished_older_checkpoint(tmp_path, notary,
+                                                                                                database):
+    """A floor on an empty database (a lost disk, a move to PostgreSQL, a second floor with its
+    own database) adopts whatever a broker retains: an insider's republished older checkpoint
+    becomes its notary. `tablectl floor seed --from OLD` gives it the old floor's notary first,
+    every checkpoint checked with its table's key; then the republish is a rollback, alarmed."""
+    import subprocess
+
+    from console_helpers import tablectl
+
+    t, floor, server, floor_key = notary
+    old, new = t.checkpoint(), t.checkpoint()
+    for cp in (old, new):
+        floor.receive(t.retained(cp)[0], t.retained(cp)[1].encode())
+    assert floor.wait_idle(10)
+
+    def fresh(name: str) -> tuple[Floor, object]:
+        store = open_store(str(tmp_path / f"{name}.sqlite3"))
+        return Floor(store, load_table_keys(tmp_path / "keys")).start(), store
+
+    # Unseeded: the republished older checkpoint is what the new floor's notary holds (the attack).
+    bare, store = fresh("bare")
+    try:
+        bare.receive(t.retained(old)[0], t.retained(old)[1].encode())
+        assert bare.wait_idle(10) and bare.notary_checkpoint(t.table_id) == old
+    finally:
+        bare.close()
+        store.close()
+    cfg = tmp_path / "new-floor.toml"
+    cfg.write_text(f'[floor]\ndatabase = "{tmp_path / "new.sqlite3"}"\nkey_file = "floor.key"\ntable_keys = "keys"\n'
+                   f'[[broker]]\nurl = "mqtt://127.0.0.1:{free_port()}"\n')
+    done = subprocess.run(tablectl() + ["floor", "seed", "--config", str(cfg), "--from", database],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 checkpoints taken, 0 refused" in done.stdout, done.stdout
+    seeded, store = fresh("new")
+    try:
+        seeded.receive(t.retained(old)[0], t.retained(old)[1].encode())
+        assert seeded.wait_idle(10)
+        assert seeded.notary_checkpoint(t.table_id) == new
+        assert [k for (k,) in seeded.store.query("SELECT kind FROM alarms")] == ["checkpoint_lower"]
+    finally:
+        seeded.close()
+        store.close()
+    # A checkpoint in the source whose bytes were changed is not taken: exit 3, counted.
+    with floor.store.transaction() as tx:
+        tx.execute("UPDATE checkpoints SET signed = ? WHERE seq = ?",
+                   (json.dumps({**new, "seq": new["seq"] + 50}), new["seq"]))
+    again = subprocess.run(tablectl() + ["floor", "seed", "--config", str(cfg), "--from", database],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 3 and "1 with a bad signature" in again.stdout, (again.stdout, again.stderr[-2000:])
+    missing = subprocess.run(tablectl() + ["floor", "seed", "--config", str(cfg), "--from",
+                                           str(tmp_path / "nothing.sqlite3")], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and "--from" in missing.stderr and not (tmp_path / "nothing.sqlite3").exists()

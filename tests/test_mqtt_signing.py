@@ -160,6 +160,11 @@ def test_forged_messages_fail_the_documented_recipe(tmp_path):
     assert not board.update(old) and board.online["pit2-tcp-07"] is False
 
 
+#: the documented broker config's bound on a message (deploy/mosquitto-threecard.conf)
+LIMIT = next(line for line in (REPO / "deploy" / "mosquitto-threecard.conf").read_text().splitlines()
+             if line.startswith("message_size_limit "))
+
+
 def test_the_documented_acl_lets_a_table_publish_only_its_own_topics(tmp_path):
     folder = tmp_path / "acl-broker"
     folder.mkdir()
@@ -171,7 +176,8 @@ def test_the_documented_acl_lets_a_table_publish_only_its_own_topics(tmp_path):
     port = free_port()
     broker = Broker(folder, port)
     broker.conf.write_text(broker.conf.read_text().replace("allow_anonymous true", "allow_anonymous false")
-                           + f"password_file {passwd}\nacl_file {REPO / 'deploy' / 'mosquitto-threecard.acl'}\n")
+                           + f"password_file {passwd}\nacl_file {REPO / 'deploy' / 'mosquitto-threecard.acl'}\n"
+                           + LIMIT + "\n")
     broker.start()
     floor = Listener(port, "threecard/#", user="floor-reader", password=accounts["floor-reader"])
     key = keys.generate()
@@ -180,6 +186,8 @@ def test_the_documented_acl_lets_a_table_publish_only_its_own_topics(tmp_path):
         assert publish(port, t7, "forged") != 0  # anonymous: not even connected
         assert publish(port, t7, "forged by the floor", user="floor-reader", password=accounts["floor-reader"]) == 0
         assert publish(port, t7, "forged by table 8", user="pit2-tcp-08", password=accounts["pit2-tcp-08"]) == 0
+        # Past the documented message_size_limit, even from the table's own account: dropped by the broker.
+        assert publish(port, t7, "x" * 300_000, user="pit2-tcp-07", password=accounts["pit2-tcp-07"]) == 0
         marker = sign_message(key, t7, {"table_id": "pit2-tcp-07", "n": 1})
         assert publish(port, t7, marker, user="pit2-tcp-07", password=accounts["pit2-tcp-07"]) == 0
         assert floor.wait(lambda got: any(p == marker.encode() for _, p, _ in got))

@@ -66,3 +66,78 @@ def serve_command(config_path: str) -> None:
         stop.wait()
     finally:
         service.close()
+
+
+@exit_codes({0: "every checkpoint of the source taken (or already there)",
+             1: "a floor database cannot be opened, read or written",
+             3: "some checkpoints refused: a bad signature, a table without a key, or a fork against what "
+                "this floor kept (alarmed); the rest were taken"})
+@floor_group.command("seed")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="This floor's config (TOML): its [floor] database and table_keys.")
+@click.option("--from", "source", required=True, metavar="DATABASE",
+              help="The floor database to take the checkpoints from: an absolute SQLite path, "
+                   "sqlite:////ABS/PATH or postgresql://... (read only).")
+def seed_command(config_path: str, source: str) -> None:
+    """Give a new floor database the notary of an old one, before tables start against it.
+
+    A floor database that starts empty (a lost disk restored elsewhere, a move
+    from SQLite to PostgreSQL, a second floor with its own database) has no
+    notary: it would take whatever checkpoint a broker retains, an older one an
+    insider republished too (issue 28). This reads every signed checkpoint the
+    source floor kept, checks each with its table's key from this floor's
+    table_keys, and takes them by the notary's rule (the notary only grows; a
+    fork against what this floor kept is refused and alarmed). Run it with the
+    serving floor stopped or running: both are safe. Prints one line of counts.
+    """
+    from pathlib import Path
+
+    from table.floor.config import FloorConfigError, load_floor_config
+    from table.floor.ingest import Floor
+    from table.floor.store import StoreError, open_store
+    from table.interfaces.pit import PitSetupError, load_table_keys
+
+    configure_logging(stream=sys.stderr, fmt="auto", level="info")
+    try:
+        config = load_floor_config(config_path)
+        keys = load_table_keys(config.table_keys)
+    except (FloorConfigError, PitSetupError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if not source.startswith(("postgresql://", "postgres://")):
+        path = Path(source[len("sqlite://"):] if source.startswith("sqlite://") else source)
+        if not path.is_file():  # never create an empty source (SQLite would)
+            raise click.UsageError(f"--from {source}: no floor database there")
+    try:
+        old = open_store(source, migrate=False)
+        try:
+            signed = [s for (s,) in old.query("SELECT signed FROM checkpoints UNION SELECT signed FROM notary")]
+        except StoreError as exc:
+            raise click.UsageError(f"--from {old.where}: not a floor database with checkpoints ({exc})") from None
+        finally:
+            old.close()
+        store = open_store(config.database)
+        try:
+            counts = Floor(store, keys).seed(_parsed(signed))
+        finally:
+            store.close()
+    except StoreError as exc:
+        click.echo(f"tablectl floor seed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"seeded from {old.where}: {counts.taken} checkpoints taken, {counts.refused} refused as forks or "
+               f"lower (alarmed), {counts.bad_signature} with a bad signature, {counts.unknown_table} of tables "
+               "without a key")
+    if counts.refused or counts.bad_signature or counts.unknown_table:
+        sys.exit(3)
+
+
+def _parsed(rows: list[str]) -> list[object]:
+    """The stored signed checkpoints as objects (a row that is not JSON: an empty object, refused later)."""
+    import json
+
+    out: list[object] = []
+    for text in rows:
+        try:
+            out.append(json.loads(text))
+        except (TypeError, ValueError):
+            out.append({})
+    return out

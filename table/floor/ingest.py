@@ -57,7 +57,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -120,6 +120,18 @@ class Counts:
     refused_checkpoints: int = 0
     write_errors: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class SeedCounts:
+    """What :meth:`Floor.seed` did: ``taken`` (kept, new or already there), ``refused`` (a
+    fork or lower against what was kept: alarmed), ``bad_signature`` (not the table's
+    key), ``unknown_table`` (no ``TABLE_ID.pub`` in the floor's table keys)."""
+
+    taken: int = 0
+    refused: int = 0
+    bad_signature: int = 0
+    unknown_table: int = 0
 
 
 def _now() -> str:
@@ -497,6 +509,46 @@ class Floor:
             log.error("floor_checkpoint_refused", table_id=table, verdict=verdict.kind, seq=cp["seq"],
                       notary_seq=notary[0] if notary else None, why=verdict.why)
         return [tell]
+
+    # -- seeding a new database ------------------------------------------------------------------
+
+    def seed(self, checkpoints: Iterable[Any]) -> "SeedCounts":
+        """Take ``checkpoints`` (signed journal checkpoints, as the tables signed them, from a
+        trusted record: another floor's database) into this floor's checkpoints and notary,
+        each checked with its table's key and judged by the notary's rule as if it came on
+        the event stream, in seq order per table. For a new database (a lost disk, a move
+        to PostgreSQL, a second floor with its own database): without it the notary starts
+        empty and adopts whatever a broker retains, an older checkpoint republished too.
+        The notary never goes down; a checkpoint that contradicts one kept is refused and
+        alarmed as from a broker. Returns :class:`SeedCounts`. Raises
+        :class:`~table.floor.store.StoreError` for the database."""
+        counts = SeedCounts()
+        good: list[tuple[str, dict[str, Any]]] = []
+        for cp in checkpoints:
+            table = cp.get("table_id") if isinstance(cp, dict) else None
+            if not isinstance(table, str) or table not in self.keys:
+                counts.unknown_table += 1
+                continue
+            try:
+                self._check_checkpoint(table, cp)
+            except ForgedMessage as exc:
+                counts.bad_signature += 1
+                log.error("floor_seed_refused", table_id=table, seq=cp.get("seq"), why=str(exc))
+                continue
+            good.append((table, cp))
+        good.sort(key=lambda tc: (tc[0], tc[1]["seq"]))
+        after: list[Callable[[], None]] = []
+        with self.store.transaction() as tx:
+            for table, cp in good:
+                told = self._checkpoint(tx, table, cp, retained=False)  # only a refusal tells
+                after += told
+                if told:
+                    counts.refused += 1
+                else:
+                    counts.taken += 1
+        for tell in after:
+            tell()
+        return counts
 
     # -- reading ----------------------------------------------------------------------------------
 

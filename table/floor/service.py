@@ -71,6 +71,16 @@ class FloorService:
             raise
         log.info("floor_started", database=self.store.where, url=self.url, brokers=len(self.feeds),
                  tables=len(self.keys))
+        if self.keys and not self.store.query("SELECT 1 FROM notary LIMIT 1"):
+            # An empty notary takes the brokers' retained checkpoints as they are, an older one an
+            # insider republished too: said at every start until it holds one (docs/integration.md).
+            log.warning("floor_notary_empty", database=self.store.where,
+                        what="this floor holds no table's checkpoint yet: it takes the brokers' retained ones "
+                             "as they are; if an older floor database exists, seed this one from it first "
+                             "(tablectl floor seed --config FILE --from OLD_DATABASE)")
+        if self.config.people_file is None:
+            log.warning("floor_reports_off", what="no [floor] people_file: the floor page and its reports are "
+                                                  "not served (404); only the notary and the table list answer")
         return self
 
     def wait_following(self, timeout_s: float) -> list[str]:
