@@ -418,7 +418,7 @@ class Counter:
                "fills": sum(f.fills for f in per_day.values()), "credits": sum(f.credits for f in per_day.values())}
         if missing:
             return {"known": False, **fig, "drop": None, "win": None,
-                    "why": f"no opening, closing or drop entered for {', '.join(missing[:5])}"
+                    "why": "; ".join(f"{d}: {per_day[date.fromisoformat(d)].unknown_why}" for d in missing[:5])
                            + (f" and {len(missing) - 5} more days" if len(missing) > 5 else "")}
         drop = sum(f.drop or 0 for f in per_day.values())
         win = sum(f.statistical_win or 0 for f in per_day.values())

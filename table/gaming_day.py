@@ -133,7 +133,13 @@ def statistical_win(opening: int, closing: int, fills: int, credits: int, drop: 
 @dataclass
 class DayFigures:
     """What people entered for one gaming day: the inventories (cents), fills and credits
-    (cents, summed), the drop (``None`` until entered) and the slips in order."""
+    (cents, summed), the drop (``None`` until entered) and the slips in order.
+
+    A table may close and open again in one gaming day: ``opening`` and ``closing`` are the
+    sums over its sessions (each opening slip and each closing slip), so closing - opening
+    is the sum of each session's own change and the statistical win stays one formula. It
+    is known only when every session of the day was opened and closed within it (a table
+    already open when the day began, or still open, has no inventory change of its own)."""
 
     opening: int | None = None
     closing: int | None = None
@@ -141,23 +147,47 @@ class DayFigures:
     credits: int = 0
     drop: int | None = None
     slips: list[dict[str, Any]] = field(default_factory=list)
+    #: openings and closings seen; ``unpaired``: a close with no opening before it that day
+    sessions_opened: int = 0
+    sessions_closed: int = 0
+    unpaired: bool = False
 
     @property
     def statistical_win(self) -> int | None:
-        """:func:`statistical_win`, or ``None`` while the opening, closing or drop is not known."""
+        """:func:`statistical_win` over the day's sessions, or ``None`` while an opening,
+        a closing or the drop is not known (a session open across the day's start or end)."""
         if self.opening is None or self.closing is None or self.drop is None:
             return None
+        if self.unpaired or self.sessions_opened != self.sessions_closed:
+            return None
         return statistical_win(self.opening, self.closing, self.fills, self.credits, self.drop)
+
+    @property
+    def unknown_why(self) -> str | None:
+        """Why :attr:`statistical_win` is not known (one phrase), or None when it is."""
+        if self.unpaired:
+            return "the table was open when the gaming day began (no opening that day)"
+        if self.opening is None:
+            return "no opening entered"
+        if self.sessions_opened != self.sessions_closed or self.closing is None:
+            return "the table was not closed (no closing inventory)"
+        if self.drop is None:
+            return "no drop entered"
+        return None
 
     def add(self, body: Mapping[str, Any]) -> None:
         """Take one journaled procedure body into the figures."""
         p = body.get("procedure")
         self.slips.append(dict(body))
         total = body.get("total")
-        if p == "open":
-            self.opening = total
-        elif p == "close":
-            self.closing = total
+        if p == "open" and isinstance(total, int):
+            self.opening = (self.opening or 0) + total
+            self.sessions_opened += 1
+        elif p == "close" and isinstance(total, int):
+            if self.sessions_closed >= self.sessions_opened:
+                self.unpaired = True  # the table was open when the day began
+            self.closing = (self.closing or 0) + total
+            self.sessions_closed += 1
         elif p == "fill":
             self.fills += body.get("amount", 0)
         elif p == "credit":

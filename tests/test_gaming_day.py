@@ -39,6 +39,28 @@ def test_the_statistical_win_is_closing_less_opening_plus_credits_less_fills_plu
     assert f.statistical_win == 15_000
 
 
+def test_a_table_closed_and_opened_again_in_one_day_counts_every_session():
+    """Closed at noon, opened again at six: each session's own change counts (before, the
+    second opening and closing replaced the first, and the first session's chips vanished)."""
+    f = DayFigures()
+    for body in ({"procedure": "open", "total": 333 * 4}, {"procedure": "fill", "amount": 1_000},
+                 {"procedure": "credit", "amount": 20_000}, {"procedure": "close", "total": 98_500},
+                 {"procedure": "open", "total": 100_000}, {"procedure": "fill", "amount": 500},
+                 {"procedure": "close", "total": 100_000}, {"procedure": "drop", "amount": 777}):
+        f.add(body)
+    assert f.statistical_win == (98_500 - 1_332) + (100_000 - 100_000) + 20_000 - 1_500 + 777
+    still_open = DayFigures()
+    for body in ({"procedure": "open", "total": 1_000}, {"procedure": "close", "total": 2_000},
+                 {"procedure": "open", "total": 2_000}, {"procedure": "drop", "amount": 5}):
+        still_open.add(body)
+    assert still_open.statistical_win is None and "not closed" in still_open.unknown_why
+    began_open = DayFigures()  # opened the day before: this day has no opening of its own
+    for body in ({"procedure": "close", "total": 2_000}, {"procedure": "open", "total": 2_000},
+                 {"procedure": "close", "total": 2_500}, {"procedure": "drop", "amount": 5}):
+        began_open.add(body)
+    assert began_open.statistical_win is None and "open when the gaming day began" in began_open.unknown_why
+
+
 def test_each_slip_needs_two_people_and_a_table_in_the_right_state():
     day = TableDay("t1")
     with pytest.raises(TableClosed):
