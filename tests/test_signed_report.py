@@ -124,14 +124,23 @@ def test_signing_needs_a_known_key(run, tmp_path):
     journal, _, _ = run
     lone = tmp_path / "lone.sqlite3"
     lone.write_bytes(journal.read_bytes())
+    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
+            "--table-key", str(journal.with_name(journal.name + ".key")))
+    assert r.returncode == 2 and "unanchored" in r.stderr and "no signed head file" in r.stderr, r.stderr
+    (tmp_path / "lone.sqlite3.head").write_bytes(journal.with_name(journal.name + ".head").read_bytes())
     r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"))
     assert r.returncode == 2 and "no table key to sign with" in r.stderr
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "lone.sqlite3.key").exists()
-    k, _ = save(generate(), tmp_path / "k.pem")
+    k, _ = save(generate(), tmp_path / "k.pem")  # a key, but not the one that wrote the journal: refused
     r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
             "--table-key", str(k))
+    assert r.returncode == 2 and "not signed" in r.stderr and load_private_key(k).key_id in r.stderr, r.stderr
+    assert not (tmp_path / "x.json").exists()
+    own, _ = save(load_private_key(journal.with_name(journal.name + ".key")), tmp_path / "own.pem")
+    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
+            "--table-key", str(own))
     assert r.returncode in (0, 1), r.stderr
-    assert json.loads((tmp_path / "x.json").read_bytes())["signature"]["key_id"] == load_private_key(k).key_id
+    assert json.loads((tmp_path / "x.json").read_bytes())["signature"]["key_id"] == load_private_key(own).key_id
 
 
 def test_the_signing_time_is_utc():
@@ -139,3 +148,37 @@ def test_the_signing_time_is_utc():
     when = datetime(2026, 12, 2, 7, 30, tzinfo=timezone.utc)
     doc = json.loads(sign_report({"report": "day"}, key, "t-1", now=when))
     assert doc["signature"]["signed_at"] == "2026-12-02T07:30:00.000000Z"
+
+
+def test_a_journal_that_does_not_verify_is_reported_but_never_signed(run, tmp_path):
+    """The attack: edit a settled round's amounts in a copy of the journal, then have the table
+    sign the report made from it, so `audit report` says OK to edited figures. The report is
+    still printed (people may need to read it), but --signed verifies the journal with the key
+    first and refuses (exit 2), writing nothing."""
+    import re
+    import shutil
+    import sqlite3
+
+    journal, key, pub = run
+    copy = tmp_path / "copy.sqlite3"
+    for suffix in ("", ".head"):
+        shutil.copy(f"{journal}{suffix}", f"{copy}{suffix}")
+    db = sqlite3.connect(copy)
+    seq, body = db.execute("SELECT seq, body FROM entries WHERE kind = 'round' AND body LIKE '%\"amount\":%' "
+                           "ORDER BY seq LIMIT 1").fetchone()
+    edited = re.sub(r'"amount":(-?\d+)', lambda m: f'"amount":{int(m.group(1)) - 15000}', body, count=1)
+    assert edited != body
+    db.execute("UPDATE entries SET body = ? WHERE seq = ?", (edited, seq))
+    db.commit()
+    db.close()
+    key_file = tmp_path / "table.key"
+    save(key, key_file)
+    out = tmp_path / "day.signed.json"
+    r = cli("report", "day", "--journal", str(copy), "--json", *PAYTABLES, "--signed", str(out),
+            "--table-key", str(key_file))
+    assert r.returncode == 2 and "not signed" in r.stderr and "tampered" in r.stderr, r.stderr
+    assert f"first bad entry {seq}" in r.stderr and not out.exists()
+    # The genuine journal, the same key: signed.
+    good = cli("report", "day", "--journal", str(journal), "--json", *PAYTABLES, "--signed", str(out),
+               "--table-key", str(key_file))
+    assert good.returncode in (0, 1) and out.exists(), good.stderr

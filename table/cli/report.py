@@ -118,7 +118,9 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None
     if signed_path:
-        _write_signed(rep, signed_path, journal_path, table_key or (cfg.journal.key_file if cfg else None))
+        key = _signing_key(journal_path, table_key or (cfg.journal.key_file if cfg else None))
+        _check_before_signing(journal_path, archive_dir, key)
+        _write_signed(rep, signed_path, key)
     if as_json:
         click.echo(json.dumps(rep))
     elif as_csv:
@@ -130,30 +132,64 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     sys.exit(1 if flagged else 0)
 
 
-def _write_signed(rep: dict, out: str, journal_path: str | None, key_file: str | None) -> None:
-    """Write ``rep`` signed by the table key to ``out`` (mode 0644: a report is for filing),
-    naming the table the report names (its journal's or archives').
-    The key: ``key_file``, else the systemd credential, else ``JOURNAL.key`` beside the
-    journal; never a new one (a report signed by a key nobody knows proves nothing).
-    Raises :class:`BadInput`."""
-    from table.files import UnsafeFile, write_atomic
+def _signing_key(journal_path: str | None, key_file: str | None):
+    """The table key a report is signed with: ``key_file``, else the systemd credential,
+    else ``JOURNAL.key`` beside the journal; never a new one (a report signed by a key
+    nobody knows proves nothing). Raises :class:`BadInput`."""
     from table.keys import KeyFileError, load_private_key, load_table_key
-    from table.signed_report import SignedReportError, sign_report
 
     try:
         if key_file:
-            key = load_private_key(key_file)
-        else:
-            try:
-                key = load_table_key(None)
-            except KeyFileError:
-                beside = Path(journal_path).with_name(Path(journal_path).name + ".key") if journal_path else None
-                if beside is None or not beside.exists():
-                    raise KeyFileError("no table key to sign with: give --table-key (no credential "
-                                       f"threecard-table-key, no {beside or 'JOURNAL.key: no --journal'})") from None
-                key = load_private_key(beside)
-        write_atomic(out, sign_report(rep, key, str(rep["table_id"])), mode=0o644)
+            return load_private_key(key_file)
+        try:
+            return load_table_key(None)
+        except KeyFileError:
+            beside = Path(journal_path).with_name(Path(journal_path).name + ".key") if journal_path else None
+            if beside is None or not beside.exists():
+                raise KeyFileError("no table key to sign with: give --table-key (no credential "
+                                   f"threecard-table-key, no {beside or 'JOURNAL.key: no --journal'})") from None
+            return load_private_key(beside)
     except KeyFileError as exc:
         raise BadInput(str(exc)) from None
+
+
+def _check_before_signing(journal_path: str | None, archive_dir: str | None, key) -> None:
+    """Refuse to sign figures the record cannot back: the journal (and the archived days
+    with it) must verify with ``key`` (every entry's MAC, every signature, the chain and
+    its head; ``table.journal.verify``, ``table.segments.verify_chain``) before the table
+    signs a report made from them, or the signature would vouch for an edited journal.
+    Raises :class:`BadInput` naming what failed."""
+    from table.journal import JournalError, verify
+    from table.segments import verify_chain
+
+    try:
+        if archive_dir is not None:
+            r = verify_chain(archive_dir, live=journal_path, key=key)
+            what = f"the archived days in {archive_dir}" + (f" and the journal {journal_path}" if journal_path else "")
+        else:
+            r = verify(journal_path, key=key)
+            what = f"the journal {journal_path}"
+    except JournalError as exc:
+        raise BadInput(f"not signed: {exc}") from None
+    if r.status != "ok":
+        where = f" (first bad entry {r.first_bad})" if getattr(r, "first_bad", None) else ""
+        reason = r.reason or ("nothing outside the journal vouches for its end (no signed head file beside it): "
+                              "a truncated copy could not be told" if r.status == "unanchored" else "")
+        hint = (" Give the live journal with --journal too." if r.status == "unanchored" and not journal_path
+                else f" Is {key.key_id} the key this table wrote it with? Another key's MACs fail from entry 1."
+                if r.status == "tampered" and getattr(r, "first_bad", None) == 1 else "")
+        raise BadInput(f"not signed: {what} do not verify: {r.status}{where}: {reason}; a signed report "
+                       f"must come from a record that does (tablectl audit verify says more).{hint}")
+
+
+def _write_signed(rep: dict, out: str, key) -> None:
+    """Write ``rep`` signed by the table ``key`` to ``out`` (mode 0644: a report is for
+    filing), naming the table the report names (its journal's or archives').
+    Raises :class:`BadInput`."""
+    from table.files import UnsafeFile, write_atomic
+    from table.signed_report import SignedReportError, sign_report
+
+    try:
+        write_atomic(out, sign_report(rep, key, str(rep["table_id"])), mode=0o644)
     except (SignedReportError, UnsafeFile, OSError) as exc:
         raise BadInput(f"cannot write the signed report {out}: {exc}") from None
