@@ -56,7 +56,10 @@ class ReportError(ValueError):
 class RoundRecord:
     """One settled round as the journal holds it: ``seats`` (wagers, decision, cards),
     ``dealer`` (its cards), ``results`` (seat -> the journal's settlement of the seat)
-    and ``at`` (when the settlement was journaled, UTC)."""
+    and ``at`` (when its bets closed, UTC, else when it opened, else when it settled: the
+    shift it counts in is the one it was played in). A round counts in the gaming day of
+    the journal segment that holds it (``day``; the day's close waits for the round in
+    play), in a journal kept whole in the day ``at`` falls in."""
 
     number: int
     round_id: str
@@ -64,6 +67,9 @@ class RoundRecord:
     seats: tuple[SeatRound, ...]
     dealer: tuple[Card, ...]
     results: dict[int, dict[str, Any]]
+    #: the gaming day of the journal segment that holds it (None: a journal kept whole; then
+    #: the day ``at`` falls in)
+    day: date | None = None
 
 
 @dataclass
@@ -76,7 +82,8 @@ class JournalFacts:
     incidents: list[datetime] = field(default_factory=list)
     deck_changes: list[datetime] = field(default_factory=list)
     downtime: list[tuple[str, datetime, datetime]] = field(default_factory=list)
-    procedures: list[tuple[datetime, dict[str, Any]]] = field(default_factory=list)
+    #: (when, the slip's body, the gaming day of the segment holding it or None)
+    procedures: list[tuple[datetime, dict[str, Any], date | None]] = field(default_factory=list)
     last_at: datetime | None = None
 
 
@@ -98,6 +105,7 @@ def read_journal(journal: Journal) -> JournalFacts:
     """The facts of ``journal`` (open, read-only is enough). Raises :class:`ReportError`
     for a round entry that does not read (naming its seq)."""
     facts = JournalFacts(journal.table_id)
+    day = segment_day(journal)
     steps: dict[str, dict[str, Any]] = {}
     down: dict[str, datetime] = {}
     for kind in ("round", "incident", "supervisor", "link", ENTRY_KIND):
@@ -122,7 +130,7 @@ def read_journal(journal: Journal) -> JournalFacts:
                 elif b.get("notice") in ("link_up", "device_rebooted") and src in down:
                     facts.downtime.append((src, down.pop(src), at))
             elif kind == ENTRY_KIND:
-                facts.procedures.append((at, dict(b)))
+                facts.procedures.append((at, dict(b), day))
     for src, since in down.items():  # still down at the journal's end
         facts.downtime.append((src, since, facts.last_at or since))
     facts.voids.sort()
@@ -131,12 +139,33 @@ def read_journal(journal: Journal) -> JournalFacts:
         if "settle" not in r or "voided" in r:
             continue
         try:
-            facts.rounds.append(_round_record(rid, r))
+            facts.rounds.append(_round_record(rid, r, day))
         except (KeyError, TypeError, ValueError) as exc:
             seq = r["settle"][0]
             raise ReportError(f"round {rid} (entry {seq}): does not read as a settled round: {exc}") from None
     facts.rounds.sort(key=lambda x: (x.at, x.number))
     return facts
+
+
+def segment_day(journal: Journal) -> date | None:
+    """The gaming day whose record ``journal`` is, when it is one day's segment
+    (``docs/journal.md``, "Gaming days"): the day its opening entry names, else the day
+    its close entry names (the first day's segment starts at entry 1); None for a
+    journal kept whole. Everything in a day's segment counts in that day: the close
+    waits for the round in play, so a round settled just past the next day's start is
+    in the day's archive and in the day's report alike."""
+    from .journal import SEGMENT_KIND
+
+    opening = journal.segment
+    try:
+        if opening is not None:
+            return date.fromisoformat(str(opening.body.get("open")))
+        for e in journal.entries(SEGMENT_KIND):
+            if "close" in e.body:
+                return date.fromisoformat(str(e.body["close"]))
+    except ValueError:
+        return None
+    return None
 
 
 def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
@@ -180,8 +209,11 @@ def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
     return out
 
 
-def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
+def _round_record(rid: str, r: dict[str, Any], day: date | None = None) -> RoundRecord:
     _, at, settle = r["settle"]
+    # The shift a round counts in is the one it was played in (its bets closed; a round open for
+    # bets across a shift change is the next dealer's); its day is its segment's (read_journal).
+    at = r["close_bets"][1] if "close_bets" in r else r["open"][1] if "open" in r else at
     # the bets frozen at close_bets (a table that takes bets opens its round with none,
     # 816a.1), else the wagers the round opened with (a simulated table's fixed bets)
     wagers = r["close_bets"][2]["wagers"] if "close_bets" in r else r["open"][2]["wagers"]
@@ -194,7 +226,7 @@ def _round_record(rid: str, r: dict[str, Any]) -> RoundRecord:
         seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
                                tuple(_card(c) for c in done["hands"][s])))
     results = {int(s): v for s, v in settle["results"].items()}
-    return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results)
+    return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results, day)
 
 
 # -- the calendar ---------------------------------------------------------------------------------
@@ -332,11 +364,12 @@ class Counter:
             self._theo[r.round_id] = round_theoretical([s.wagers for s in r.seats], self.tables, self.profile)
         return self._theo[r.round_id]
 
-    def shift_of(self, at: datetime) -> int:
-        """The shift ``at`` falls in: by the shift changes people journaled that gaming day,
+    def shift_of(self, at: datetime, day: date | None = None) -> int:
+        """The shift ``at`` falls in: by the shift changes people journaled that gaming day
+        (``day``: the segment's, when the journal is one; else the day ``at`` falls in),
         else by the clock."""
-        day = self.calendar.gaming_day(at)
-        marks = [(t, b) for t, b in self.facts.procedures if self.calendar.gaming_day(t) == day
+        day = day or self.calendar.gaming_day(at)
+        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
                  and b.get("procedure") in ("open", "shift_change")]
         if not marks:
             return self.calendar.clock_shift(at)
@@ -402,14 +435,14 @@ class Counter:
         if not days:
             return {"known": False, "why": "a shift has no drop of its own: the drop is counted per gaming day"}
         per_day = {d: DayFigures() for d in days}
-        for t, b in self.facts.procedures:
+        for t, b, seg in self.facts.procedures:
             if b.get("procedure") == "drop":
                 try:
                     d = date.fromisoformat(b.get("gaming_day", ""))
                 except ValueError:
                     continue
             else:
-                d = self.calendar.gaming_day(t)
+                d = seg or self.calendar.gaming_day(t)
             if d in per_day:
                 per_day[d].add(b)
         missing = [d.isoformat() for d, f in per_day.items() if f.statistical_win is None]
@@ -453,10 +486,11 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
     c = Counter(facts, tables, profile, calendar, cache=cache)
     if on is None:
         last = facts.rounds[-1].at if facts.rounds else facts.last_at
-        on = calendar.gaming_day(last) if last else datetime.now(timezone.utc).date()
+        on = (facts.rounds[-1].day if facts.rounds else None) or (
+            calendar.gaming_day(last) if last else datetime.now(timezone.utc).date())
     by_day: dict[date, list[RoundRecord]] = {}
     for r in facts.rounds:
-        by_day.setdefault(calendar.gaming_day(r.at), []).append(r)
+        by_day.setdefault(r.day or calendar.gaming_day(r.at), []).append(r)
     head = _head(facts, kind, tables, profile, calendar)
 
     def day_summary(d: date) -> dict[str, Any]:
@@ -467,7 +501,7 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
         rounds = by_day.get(on, [])
         shifts: dict[int, list[RoundRecord]] = {}
         for r in rounds:
-            shifts.setdefault(c.shift_of(r.at), []).append(r)
+            shifts.setdefault(c.shift_of(r.at, r.day), []).append(r)
         rows = [c.summary({"period": "shift", "gaming_day": on.isoformat(), "shift": n}, rs,
                           rs[0].at, rs[-1].at + timedelta(microseconds=1)) for n, rs in sorted(shifts.items())]
         if kind == "shift":
@@ -544,13 +578,13 @@ def live_report(facts: JournalFacts, period: str, tables: Tables, profile: Rules
     now = now or datetime.now(timezone.utc)
     on = on or calendar.gaming_day(now)
     c = Counter(facts, tables, profile, calendar, cache=cache)
-    rounds = [r for r in facts.rounds if calendar.gaming_day(r.at) == on]
+    rounds = [r for r in facts.rounds if (r.day or calendar.gaming_day(r.at)) == on]
     if period == "day":
         rep = report(facts, "day", tables, profile, calendar, on, cache=cache)
     else:
         today = calendar.gaming_day(now) == on
-        pick = shift or (c.shift_of(now) if today else max((c.shift_of(r.at) for r in rounds), default=1))
-        rounds = [r for r in rounds if c.shift_of(r.at) == pick]
+        pick = shift or (c.shift_of(now) if today else max((c.shift_of(r.at, r.day) for r in rounds), default=1))
+        rounds = [r for r in rounds if c.shift_of(r.at, r.day) == pick]
         head = _head(facts, "shift", tables, profile, calendar)
         label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
         row = c.summary(label, rounds, rounds[0].at if rounds else None,

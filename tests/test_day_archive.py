@@ -14,7 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -354,3 +354,34 @@ def test_the_report_from_the_config_reads_the_archive_and_the_live_segment(three
     cfg.write_text(CONFIG.replace("[log]", f'[journal]\npath = "{folder / "journal.sqlite3"}"\n'
                                            f'archive = "{folder / "archive"}"\n\n[log]'))
     assert report("year", "--config", cfg)["rounds"] == 3 * ROUNDS + 1
+
+
+NEXT_DAY_STARTS = datetime(2026, 12, 2, 6, tzinfo=timezone.utc)  # gaming day 2026-12-02 (start hour 6, UTC)
+
+
+def test_a_round_played_across_the_days_start_counts_in_the_day_whose_archive_holds_it(tmp_path):
+    """The day's close waits for the round in play, so a round opened a few ms before the next
+    gaming day's start and settled after it is in that day's archive. It counts there too:
+    the day's report from the archive, from the live journal, and the next day's all agree
+    (before, it was archived with one day and reported in the next: the live journal's
+    next-day figure silently one round short)."""
+    clock = WallClock()
+    with day_table(tmp_path, clock) as ctl:
+        clock.set(START)
+        ctl.play_round()
+        clock.set(NEXT_DAY_STARTS - timedelta(milliseconds=5))  # 05:59:59.995: the round ends past 06:00
+        ctl.play_round()
+        clock.set(day_start(1))
+        ctl.play_round()  # closes 2026-12-01 first, then plays the next day's first round
+    with segments.opened(tmp_path / "archive" / "2026-12-01.journal.xz") as db:
+        con = sqlite3.connect(db)
+        settled_at = [ts for (ts,) in con.execute("SELECT ts FROM entries WHERE kind = 'round' AND body LIKE "
+                                                   "'%\"step\":\"settle\"%' ORDER BY seq")]
+        con.close()
+    assert len(settled_at) == 2 and settled_at[-1] >= int(NEXT_DAY_STARTS.timestamp() * 1_000_000)
+    archived = report("day", "--archive", tmp_path / "archive", "--date", "2026-12-01")
+    both = report("day", "--archive", tmp_path / "archive", "--journal", tmp_path / "journal.sqlite3",
+                  "--date", "2026-12-01")
+    assert archived["rounds"] == both["rounds"] == 2
+    nxt = report("day", "--journal", tmp_path / "journal.sqlite3", "--date", "2026-12-02")
+    assert nxt["rounds"] == 1
