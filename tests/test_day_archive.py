@@ -385,3 +385,23 @@ def test_a_round_played_across_the_days_start_counts_in_the_day_whose_archive_ho
     assert archived["rounds"] == both["rounds"] == 2
     nxt = report("day", "--journal", tmp_path / "journal.sqlite3", "--date", "2026-12-02")
     assert nxt["rounds"] == 1
+
+
+def test_the_day_report_query_reads_a_closed_day_from_its_archive(three_days):
+    """The supervisor's shift page and the API's `day_report` for a gaming day already closed
+    and archived: that day's figures, equal to `tablectl report day --archive`, not an empty
+    day read from the live segment (found by a fresh review: rounds 0, settled win 0)."""
+    from table.interfaces.day_view import DayReportQueries
+    from table.rules.settlement import Tables
+
+    folder, _ = three_days
+    queries = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=folder / "archive")
+    for day in DAYS:
+        got = queries.day_report({"period": "day", "gaming_day": day})
+        cli = report("day", "--archive", folder / "archive", "--journal", folder / "journal.sqlite3", "--date", day)
+        assert got["rounds"] == cli["rounds"] == ROUNDS and got["settled_win"] == cli["settled_win"]
+        assert len(got["series"]) == ROUNDS
+    today = queries.day_report({"period": "day", "gaming_day": "2026-12-04"})
+    assert today["rounds"] == 1
+    unarchived = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-1"))
+    assert unarchived.day_report({"period": "day", "gaming_day": DAYS[0]})["rounds"] == 0  # without the folder

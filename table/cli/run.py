@@ -538,7 +538,9 @@ class _TableRun:
 
                 # the shift's and the day's figures for the supervisor's page (issue 27)
                 self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
-                                                                calendar=Calendar.of(cfg)).handlers())
+                                                                calendar=Calendar.of(cfg),
+                                                                archive=cfg.journal.archive if cfg else None
+                                                                ).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 

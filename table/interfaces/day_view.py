@@ -14,12 +14,13 @@ counted once and kept for the next query (a shift page asks after every round).
 from __future__ import annotations
 
 import threading
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from table.day_report import Calendar, ReportError, live_report, read_journal
-from table.journal import Journal
+from table.day_report import (Calendar, JournalFacts, ReportError, live_report, merge_facts, read_journal,
+                              segment_day)
+from table.journal import Journal, JournalError
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
 
@@ -30,8 +31,10 @@ class DayReportQueries:
     ``[gaming_day]``). :meth:`day_report` blocks (run it in a thread)."""
 
     def __init__(self, journal_path: str | Path, tables: Tables, *, profile: RulesProfile = PENNSYLVANIA,
-                 calendar: Calendar = Calendar()) -> None:
+                 calendar: Calendar = Calendar(), archive: str | Path | None = None) -> None:
         self.path = Path(journal_path)
+        #: the ``[journal] archive`` folder: a day already closed is read from its archive
+        self.archive = Path(archive) if archive is not None else None
         self.tables = tables
         self.profile = profile
         self.calendar = calendar
@@ -49,11 +52,34 @@ class DayReportQueries:
                 on = date.fromisoformat(args["gaming_day"])
             except ValueError:
                 raise ReportError(f"gaming_day {args['gaming_day']!r} is not a date YYYY-MM-DD") from None
-        with Journal(self.path, read_only=True) as j:
-            facts = read_journal(j)
+        facts = self._facts(on)
         with self._lock:  # one count at a time: the cache is shared
             return live_report(facts, args["period"], self.tables, self.profile, self.calendar, on=on,
                                shift=args.get("shift"), cache=self._cache)
+
+    def _facts(self, on: date | None) -> JournalFacts:
+        """The facts of the live segment, or, for a gaming day ``on`` already closed and
+        archived (``YYYY-MM-DD.journal.xz`` in the archive folder), of that day's archive,
+        the next day's (the drop is counted, and entered, after the day's close) and the
+        live segment: the night supervisor printing yesterday's report after the day's
+        start gets that day's figures, not an empty day."""
+        with Journal(self.path, read_only=True) as j:
+            live = read_journal(j)
+            if on is None or self.archive is None or on == segment_day(j):
+                return live
+        days = [self.archive / f"{d.isoformat()}.journal.xz" for d in (on, on + timedelta(days=1))]
+        if not days[0].is_file():
+            return live
+        from table.segments import opened
+
+        parts = []
+        for path in (p for p in days if p.is_file()):
+            try:
+                with opened(path) as db, Journal(db, read_only=True) as j:
+                    parts.append(read_journal(j))
+            except JournalError as exc:
+                raise ReportError(f"{path}: {exc}") from None
+        return merge_facts([*parts, live])
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """For :class:`~table.interfaces.dispatch.Dispatcher` ``queries``."""
