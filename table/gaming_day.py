@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Iterable, Mapping
 
 #: The journal entry kind of every procedure here.
@@ -79,6 +80,11 @@ def _person(value: Any, key: str) -> str:
     return value
 
 
+#: a gaming day as the slips and the count room write it: ASCII digits only (``\d`` takes any script's)
+ISO_DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ASCII_DIGITS_RE = re.compile(r"[0-9]+")
+
+
 def _cents(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AMOUNT_CENTS:
         raise ProcedureError(f"{key} must be whole cents, 0..{MAX_AMOUNT_CENTS:,}, got {value!r:.40}")
@@ -103,7 +109,7 @@ class Inventory:
         chips: dict[int, int] = {}
         for d, n in value.items():
             text = str(d)
-            if not text.isdigit() or len(text) > 9 or not 1 <= int(text) <= MAX_DENOMINATION_CENTS:
+            if not ASCII_DIGITS_RE.fullmatch(text) or len(text) > 9 or not 1 <= int(text) <= MAX_DENOMINATION_CENTS:
                 raise ProcedureError(f"{key}: {text[:20]!r} is not a denomination in cents "
                                      f"(1..{MAX_DENOMINATION_CENTS:,})")
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_CHIPS:
@@ -288,10 +294,18 @@ class TableDay:
                 body.update(shift=self.shift + 1, opener=opener)
         else:
             body["amount"] = _cents(args.get("amount"), "amount")
+            if procedure in ("fill", "credit") and body["amount"] == 0:
+                raise ProcedureError(f"{procedure}: amount must be more than 0 cents: a slip for no chips moves "
+                                     "nothing")
             if procedure == "drop":
                 day = args.get("gaming_day")
-                if not isinstance(day, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
-                    raise ProcedureError("drop: gaming_day must be the day counted, YYYY-MM-DD")
+                try:
+                    if not isinstance(day, str) or not ISO_DAY_RE.fullmatch(day):
+                        raise ValueError
+                    date.fromisoformat(day)
+                except ValueError:
+                    raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
+                                         f"{day!r:.40}") from None
                 body["gaming_day"] = day
                 if "counted_by" in args or "verified_by" in args:
                     # the count room's two people who signed the count (an imported count sheet)
@@ -376,7 +390,6 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
     Raises :class:`DropFileError` naming the file, the line and the column."""
     import csv
     import io
-    from datetime import date
 
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -391,8 +404,9 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
     rows: list[DropRow] = []
     seen: dict[str, int] = {}
     try:
+        ended = reader.line_num  # the line the record before ended on: a record starts on the next one
         for cells in reader:
-            line = reader.line_num
+            line, ended = ended + 1, reader.line_num
             if not any(c.strip() for c in cells):
                 continue
             if len(rows) >= MAX_DROP_ROWS:
@@ -400,9 +414,12 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
             if len(cells) != len(DROP_COLUMNS):
                 raise DropFileError(file, line, None, f"{len(cells)} cells; a row has {len(DROP_COLUMNS)}: "
                                                       f"{','.join(DROP_COLUMNS)}")
+            for col, cell in zip(DROP_COLUMNS, cells):
+                if any(ord(ch) < 32 or ord(ch) == 127 for ch in cell):
+                    raise DropFileError(file, line, col, f"{cell[:20]!r} holds a line break or control character")
             day, tid, amount, counted, verified = (c.strip() for c in cells)
             try:
-                if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                if not ISO_DAY_RE.fullmatch(day):
                     raise ValueError
                 date.fromisoformat(day)
             except ValueError:
@@ -410,7 +427,7 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
             if tid != table_id:
                 raise DropFileError(file, line, "table_id", f"{tid[:64]!r} is another table's: this is "
                                                             f"{table_id} (import each table's rows at that table)")
-            if not amount.isdigit() or len(amount) > 11 or int(amount) > MAX_AMOUNT_CENTS:
+            if not ASCII_DIGITS_RE.fullmatch(amount) or len(amount) > 11 or int(amount) > MAX_AMOUNT_CENTS:
                 raise DropFileError(file, line, "amount_cents", f"{amount[:20]!r} is not whole cents, "
                                                                 f"0..{MAX_AMOUNT_CENTS:,}")
             for col, who in (("counted_by", counted), ("verified_by", verified)):

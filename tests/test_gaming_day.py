@@ -91,6 +91,21 @@ def test_each_slip_needs_two_people_and_a_table_in_the_right_state():
         day.check_may_deal()
     with pytest.raises(ProcedureError, match="gaming_day"):
         day.prepare("drop", {"amount": 1}, dealer="cory", supervisor="sam")
+    # A date that is none (it was journaled, then skipped by every report), or in other digits.
+    for bad in ("2026-13-45", "2026-02-30", "٢٠٢٦-12-01"):
+        with pytest.raises(ProcedureError, match="a date YYYY-MM-DD"):
+            day.prepare("drop", {"amount": 1, "gaming_day": bad}, dealer="cory", supervisor="sam")
+
+
+def test_a_fill_or_credit_for_no_chips_and_a_denomination_in_other_digits_are_refused():
+    day = TableDay("t1")
+    day.apply(day.prepare("open", OPEN, dealer="dana", supervisor="sam"))
+    for p in ("fill", "credit"):
+        with pytest.raises(ProcedureError, match="more than 0 cents"):
+            day.prepare(p, {"amount": 0}, dealer="dana", supervisor="sam")
+    for d in ("²", "٥٠٠"):  # '²' crashed the slip with a ValueError; '٥٠٠' was $5.00
+        with pytest.raises(ProcedureError, match="not a denomination"):
+            Inventory.parse({d: 3})
 
 
 def state(tmp_path, key):

@@ -429,6 +429,12 @@ def test_a_bad_count_file_imports_nothing_and_names_file_line_and_column(tmp_pat
             (f"{HEADER}{ok}2026-11-30,{tid},1000,C-1\n", "bad.csv:3: 4 cells"),
             (f"day,table,amount\n{ok}", "bad.csv:1: the header must be"),
             (HEADER, "bad.csv:2: no row"),
+            # digits of other scripts, and a line break inside a quoted cell (a fresh review's finds:
+            # '²' crashed the import, '٥٠٠' was journaled as $5.00, a quoted date's newline was stripped)
+            (f"{HEADER}{ok}2026-11-30,{tid},²,C-1,C-2\n", "bad.csv:3: column amount_cents"),
+            (f"{HEADER}{ok}2026-11-30,{tid},٥٠٠,C-1,C-2\n", "bad.csv:3: column amount_cents"),
+            (f"{HEADER}{ok}٢026-11-30,{tid},500,C-1,C-2\n", "bad.csv:3: column gaming_day"),
+            (f'{HEADER}{ok}"2026-11-30\n",{tid},500,C-1,C-2\n', "bad.csv:3: column gaming_day: "),
         ]:
             r = _import(t, tmp_path, text, "bad.csv")
             assert r.exit_code == 2 and where in r.output, (where, r.output)
