@@ -30,7 +30,7 @@ import io
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 from zoneinfo import ZoneInfo
 
 from protocols.cards import Card
@@ -85,6 +85,9 @@ class JournalFacts:
     #: (when, the slip's body, the gaming day of the segment holding it or None)
     procedures: list[tuple[datetime, dict[str, Any], date | None]] = field(default_factory=list)
     last_at: datetime | None = None
+    #: gaming days a folder of archives lacks (its segments do not chain: :func:`read_days`):
+    #: (the day, YYYY-MM-DD, and what says so)
+    missing_days: list[tuple[str, str]] = field(default_factory=list)
 
 
 _CARDS = {str(c): c for c in (Card.from_index(i) for i in range(52))}
@@ -177,17 +180,31 @@ def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
     from .segments import archives, opened
 
     parts: list[JournalFacts] = []
-    for _, path in archives(archive_dir):
+    links: list[tuple[str, str | None, str | None]] = []  # (name, its day, the day its opening names before it)
+    for name, path in archives(archive_dir):
         try:
             with opened(path) as db, Journal(db, read_only=True) as j:
                 parts.append(read_journal(j))
+                links.append((name, name, _previous_day(j)))
         except JournalError as exc:
             raise ReportError(f"{path}: {exc}") from None
     if live is not None:
         parts.append(read_journal(live))
+        links.append(("the live journal", None, _previous_day(live)))
     if not parts:
         raise ReportError(f"no archived gaming day in {archive_dir}")
-    return merge_facts(parts)
+    out = merge_facts(parts)
+    for (_, day_before, _), (name, _, names_before) in zip(links, links[1:]):
+        if names_before is not None and day_before is not None and names_before != day_before:
+            out.missing_days.append((names_before, f"{names_before} (after {day_before}: {name} follows it)"))
+    return out
+
+
+def _previous_day(journal: Journal) -> str | None:
+    """The gaming day a segment's opening entry names before it (None: a first segment)."""
+    opening = journal.segment
+    prev = opening.body.get("previous") if opening is not None else None
+    return str(prev.get("gaming_day")) if isinstance(prev, dict) and prev.get("gaming_day") else None
 
 
 def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
@@ -497,6 +514,21 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
         a, b = calendar.bounds(d)
         return c.summary({"period": "day", "gaming_day": d.isoformat()}, by_day.get(d, []), a, b, [d])
 
+    out = _report(c, facts, kind, on, shift, by_day, head, day_summary, calendar)
+    since = on if kind in ("day", "shift") else date(on.year, on.month if kind == "month" else 1, 1)
+    missing = [why for d, why in facts.missing_days if since.isoformat() <= d <= on.isoformat()]
+    if missing:  # a day deleted from the folder: its rounds are in no figure above
+        out["missing_days"] = missing
+        out["flags"] = [f"gaming days missing from the archive folder, their rounds not counted: "
+                        f"{'; '.join(missing[:5])}" + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""),
+                        *out["flags"]]
+    return out
+
+
+def _report(c: "Counter", facts: JournalFacts, kind: str, on: date, shift: int | None,
+            by_day: dict[date, list[RoundRecord]], head: dict[str, Any], day_summary: Callable[[date], dict],
+            calendar: Calendar) -> dict[str, Any]:
+    """:func:`report`'s body, by kind."""
     if kind in ("day", "shift"):
         rounds = by_day.get(on, [])
         shifts: dict[int, list[RoundRecord]] = {}

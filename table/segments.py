@@ -47,7 +47,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import structlog
 
@@ -334,6 +334,7 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
     keys = list(public_keys)
     out = ChainResult("ok")
     problems: list[tuple[str, str]] = []
+    retired = 0  # the last entry the table's retention entries say it removed (RETENTION_KIND)
     for name_day, path in archives(folder):
         try:
             with opened(path) as db:
@@ -344,6 +345,7 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
                          and lo <= a["seq"] + 1 <= hi]
                 r = verify(db, public_keys=keys, anchors=mine, key=key)
                 day = _close_day(db)
+                retired = max(retired, _retention_through(db))
         except JournalError as exc:
             problems.append(("unreadable", f"{path.name}: {exc}"))
             continue
@@ -355,6 +357,7 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
     if live is not None:
         r = verify(live, public_keys=keys, anchors=list(anchors), key=key)
         out.days.append(DayCheck(Path(live).name, None, r))
+        retired = max(retired, _retention_through(Path(live)))
     seen_days: dict[str, str] = {}
     for i, d in enumerate(out.days):
         r = d.result
@@ -366,9 +369,15 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
             seen_days[d.day] = d.name
         if i == 0:
             if r.previous is not None:
-                out.notes.append(f"the chain starts at entry {r.first_seq} ({d.name}): gaming day "
-                                 f"{r.previous.get('gaming_day')} and those before it are not in the folder "
-                                 "(removed past their retention, or missing)")
+                if retired >= r.previous["seq"]:
+                    out.notes.append(f"the chain starts at entry {r.first_seq} ({d.name}): gaming day "
+                                     f"{r.previous.get('gaming_day')} and those before it were removed by the "
+                                     f"table's retention (journaled through entry {retired})")
+                else:
+                    problems.append(("gap", f"gaming day {r.previous.get('gaming_day')} ({r.previous.get('archive')},"
+                                            f" entries to {r.previous['seq']}) and those before it are missing: "
+                                            f"{d.name} chains to it, and no retention entry of the table removed "
+                                            "them (deleted, or not copied)"))
             continue
         before = out.days[i - 1]
         prev, b = r.previous, before.result
@@ -448,12 +457,40 @@ def cutoff(today: date, *, years: int, keep_days: int | None = None) -> date:
         return today.replace(year=today.year - years, day=28)
 
 
-def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | None) -> list[Path]:
+#: the journal entry the table writes before retention removes archived days: ``{"removed":
+#: [days], "through_seq": the last entry of the newest day removed, "cutoff": the oldest day
+#: kept}``; :func:`verify_chain` takes a chain that starts after entry 1 only when one covers it
+RETENTION_KIND = "retention"
+
+
+def _retention_through(db: Path) -> int:
+    """The highest ``through_seq`` of the retention entries in the segment ``db`` (0: none)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        best = 0
+        for (body,) in con.execute("SELECT body FROM entries WHERE kind=?", (RETENTION_KIND,)):
+            try:
+                through = json.loads(body).get("through_seq")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(through, int) and not isinstance(through, bool):
+                best = max(best, through)
+        return best
+    except sqlite3.Error:
+        return 0
+    finally:
+        con.close()
+
+
+def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | None,
+          record: Callable[[list[str], int], None] | None = None) -> list[Path]:
     """Remove the archives of gaming days before ``oldest_kept`` whose last checkpoint the
     floor's notary holds or has passed (``anchored_seq``: the seq of the notary's
     checkpoint; None: no floor, or it did not answer: nothing is removed, and the log
-    says so). Oldest first; stops at the first archive not yet anchored. Returns the
-    files removed."""
+    says so). Oldest first; stops at the first archive not yet anchored. ``record(days,
+    through_seq)`` is called before any file is removed, to journal the removal
+    (:data:`RETENTION_KIND`): an auditor's :func:`verify_chain` then tells days removed by
+    retention from days deleted. Returns the files removed."""
     removed: list[Path] = []
     old = [(d, p) for d, p in archives(archive_dir) if date.fromisoformat(d) < oldest_kept]
     if not old:
@@ -462,15 +499,21 @@ def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | Non
         log.warning("retention_nothing_removed", archives_past_retention=len(old),
                     reason="no floor notary anchors the archives ([floor] url): nothing is ever removed without it")
         return removed
+    going: list[tuple[str, Path, int]] = []
     for day, p in old:
         try:
             with opened(p) as db:
                 cp = _last_checkpoint(db)
+                end = _seq_range(db)[1]
         except ArchiveError:
             cp = None
         if cp is None or not isinstance(cp.get("seq"), int) or cp["seq"] > anchored_seq:
             log.warning("retention_kept", day=day, reason="its last checkpoint is not anchored off the table yet")
             break
+        going.append((day, p, end))
+    if going and record is not None:
+        record([d for d, _, _ in going], max(e for _, _, e in going))  # journaled before anything is removed
+    for day, p, _ in going:
         p.unlink()
         removed.append(p)
         log.info("retention_removed", day=day, archive=str(p))

@@ -164,9 +164,10 @@ def test_retention_removes_only_old_archives_the_floor_has_anchored(three_days, 
     # once anchored past its end it goes too; the day inside the retention stays whatever the anchor
     segments.prune(kept, oldest_kept=past, anchored_seq=10 ** 9)
     assert names() == ["2026-12-03.journal.xz"]
-    # the chain that is left still verifies, saying the days before it are gone
+    # Removed by hand, not by the table (no retention entry journaled): the days before the chain's
+    # start are missing, exit 5 (before, a note; deleting the oldest days passed unseen).
     r = audit(folder / "journal.sqlite3", "--archive", kept, "--public-key", folder / "table.key.pub")
-    assert r.returncode == 0 and "not in the folder" in r.stderr, r.stderr
+    assert r.returncode == 5 and "gaming day 2026-12-02" in r.stderr and "no retention entry" in r.stderr, r.stderr
     # seven years by default (K.A.R. 112-108-51); 29 February falls back to the 28th
     assert segments.cutoff(date(2026, 12, 4), years=7) == date(2019, 12, 4)
     assert segments.cutoff(date(2028, 2, 29), years=7) == date(2021, 2, 28)
@@ -208,6 +209,10 @@ def _roll_with_retention(tmp_path, clock, inv, anchored, sim):
         ctl.play_round()
     left = sorted(p.name for p in (tmp_path / "archive").iterdir())
     assert left == ["2026-12-04.journal.xz"], left  # 01 and 02 (older than a day, anchored) removed
+    # The table journaled the removal, signed: the chain that is left verifies, saying so.
+    r = audit(tmp_path / "journal.sqlite3", "--archive", tmp_path / "archive", "--public-key",
+              tmp_path / "table.key.pub")
+    assert r.returncode == 0 and "removed by the table's retention" in r.stderr, r.stderr
 
 
 KILL_POINTS = ["closed", "vacuumed", "compressed", "archived", "verified", "segment_written", "head_moved", "renamed"]
@@ -405,3 +410,21 @@ def test_the_day_report_query_reads_a_closed_day_from_its_archive(three_days):
     assert today["rounds"] == 1
     unarchived = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-1"))
     assert unarchived.day_report({"period": "day", "gaming_day": DAYS[0]})["rounds"] == 0  # without the folder
+
+
+def test_a_report_over_a_folder_missing_a_day_says_so_and_is_flagged(three_days, tmp_path):
+    """A day deleted from the archive folder: the month's report names it and is flagged (exit
+    1), not silently three rounds short; a day report of another day is not flagged for it."""
+    folder, _ = three_days
+    holed = tmp_path / "archive"
+    shutil.copytree(folder / "archive", holed)
+    (holed / "2026-12-02.journal.xz").unlink()
+    r = subprocess.run(tablectl() + ["report", "month", "--archive", str(holed), "--journal",
+                                     str(folder / "journal.sqlite3"), "--json", *PAYTABLES],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr
+    month = json.loads(r.stdout)
+    assert month["rounds"] == 2 * ROUNDS + 1 and month["missing_days"][0].startswith("2026-12-02")
+    assert "missing from the archive folder" in month["flags"][0]
+    other = report("day", "--archive", holed, "--date", "2026-12-03")
+    assert "missing_days" not in other

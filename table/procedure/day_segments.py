@@ -110,5 +110,13 @@ class DaySegments:
                 seq = p.anchored()
             except Exception as exc:  # noqa: BLE001 - a floor that does not answer removes nothing
                 log.warning("retention_floor_unanswered", error=str(exc)[:200])
-        return segments.prune(p.folder, oldest_kept=oldest, anchored_seq=seq)
+        return segments.prune(p.folder, oldest_kept=oldest, anchored_seq=seq, record=self._record_retention)
+
+    def _record_retention(self, days: list[str], through_seq: int) -> None:
+        """Journal, signed, which archived days retention removes, before they go: an auditor's
+        ``audit verify --archive`` tells them from days deleted (table/segments.py)."""
+        with self.t.journal.batch():
+            self.t.record(segments.RETENTION_KIND, removed=days, through_seq=through_seq,
+                          retention_years=self.policy.retention_years, keep_days=self.policy.keep_days)
+            self.t.checkpoint()
 
