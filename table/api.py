@@ -689,7 +689,9 @@ class Table:
         ``credit``, ``close`` or ``drop``; ``slip``: ``inventory`` (denomination in cents,
         as text -> chips), ``amount`` (cents), ``gaming_day`` (``YYYY-MM-DD``, a drop),
         ``opener`` (the incoming dealer of a shift change). The vendor's code proves the
-        two people (this API runs in the table's own process). Returns ``{"ok": True,
+        people (this API runs in the table's own process): the two who sign, and for a
+        shift change the incoming dealer, a dealer other than the outgoing one (the
+        front doors ask the ``opener_pin``). Returns ``{"ok": True,
         "slip": the journaled slip}``; raises :class:`CommandRefused` (one person signing
         twice, a closed table, a malformed slip: the reason). A simulated table carries it
         out when the round being dealt ends. ``request_id`` (since 1.3.0): the caller's id

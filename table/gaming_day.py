@@ -291,6 +291,9 @@ class TableDay:
                 opener = _person(args.get("opener"), "opener")
                 if opener == supervisor:
                     raise ProcedureError("the incoming dealer cannot also sign as the supervisor", "refused")
+                if opener == dealer:
+                    raise ProcedureError(f"{opener} cannot hand the shift over to themself: the incoming dealer "
+                                         "is another dealer", "refused")
                 body.update(shift=self.shift + 1, opener=opener)
         else:
             body["amount"] = _cents(args.get("amount"), "amount")

@@ -31,7 +31,7 @@ FAST_LINK = (f"[link]\nreconnect_wait_s = {RECONNECT_WAIT_S}\nheartbeat_interval
 #: cheap hashes for tests: verifying one costs milliseconds (the parameters are in the hash)
 CHEAP = PinHasher(argon2.PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1))
 PEOPLE = {"D-4": (Role.DEALER, "482913"), "S-17": (Role.SUPERVISOR, "739201"), "S-18": (Role.SUPERVISOR, "615048"),
-          "P-2": (Role.PIT, "550917"), "A-1": (Role.AUDITOR, "771204")}
+          "P-2": (Role.PIT, "550917"), "A-1": (Role.AUDITOR, "771204"), "D-7": (Role.DEALER, "208461")}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 CARD_RE = re.compile(r"(?<![0-9A-Za-z])(?:10|[2-9TJQKA])[shdc](?![0-9A-Za-z])")

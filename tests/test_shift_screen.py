@@ -224,6 +224,7 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
         assert "$500.00" in press(page, "fill")
         inventory(page, "shift_change", {2500: 40, 10000: 15, 500: 100})
         page.fill("#proc-shift_change-opener", "D-7")
+        page.fill("#proc-shift_change-opener-pin", PEOPLE["D-7"][1])  # the incoming dealer signs too
         countersign(page, "shift_change")
         assert "D-7 opens shift 2" in press(page, "shift_change")
         page.wait_for_function("() => { const e = document.getElementById('day-shift'); return e && e.dataset.shift === '2'; }",

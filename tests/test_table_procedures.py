@@ -150,8 +150,20 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
         # While rounds are dealt, a procedure waits for the round's end and is answered then.
         assert t.send(signed("fill", {"amount": 50_000}))["slip"]["amount"] == 50_000
         assert t.send(signed("credit", {"amount": 20_000}, supervisor="S-18"))["slip"]["supervisor"] == "S-18"
-        shift = t.send(signed("shift_change", {"inventory": OPEN["inventory"], "opener": "D-5"}))
+        # The incoming dealer signs too: with no PIN, a wrong one, as a supervisor, or as the outgoing
+        # dealer it is refused (before, any id was taken, a supervisor or nobody: a fresh review's find).
+        shift_slip = {"inventory": OPEN["inventory"], "opener": "D-5"}
+        for opener, pin, why in (("D-5", None, "wrong PIN (opener_pin)"), ("D-5", "999999", "wrong PIN (opener_pin)"),
+                                 ("S-18", PINS["S-18"], "is supervisor"), ("D-4", PINS["D-4"], "outgoing dealer"),
+                                 ("NOBODY", "1234", "unknown person")):
+            ask = signed("shift_change", {**shift_slip, "opener": opener})
+            if pin is not None:
+                ask["opener_pin"] = pin
+            refused = t.send(ask)
+            assert not refused["ok"] and why in refused["error"], (opener, refused)
+        shift = t.send(signed("shift_change", shift_slip, opener_pin=PINS["D-5"]))
         assert shift["ok"] and shift["slip"]["shift"] == 2 and shift["slip"]["opener"] == "D-5"
+        assert all("opener_pin" not in str(b) and PINS["D-5"] not in str(b) for b in t.slips())  # never journaled
         played(t, t.status()["rounds_played"] + 1)
         closed = t.send(signed("close", CLOSE, dealer="D-5"))
         assert closed["ok"] and closed["slip"]["total"] == 173_000
@@ -366,7 +378,8 @@ def test_the_terminal_opens_fills_closes_and_enters_the_drop_asking_both_pins(tm
             played(t, 1)
             typed(f"fill D-4 500\n{PINS['D-4']}\n{PINS['S-17']}\n", "fill: slip 2 signed by D-4 and S-17 ($500)")
             typed(f"credit D-4 12.50\n{PINS['D-4']}\n{PINS['S-17']}\n", "credit: slip 3")
-            typed(f"shift D-4 D-5 25:40 5:100 1:200\n{PINS['D-4']}\n{PINS['S-17']}\n", "shift change: slip 4")
+            typed(f"shift D-4 D-5 25:40 5:100 1:200\n{PINS['D-4']}\n{PINS['D-5']}\n{PINS['S-17']}\n",
+                  "shift change: slip 4")
             typed(f"close D-5 25:42 5:96 1:200\n{PINS['D-5']}\n{PINS['S-17']}\n", "close: slip 5")
             day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
             typed(f"drop D-4 {day} 900\n{PINS['D-4']}\n{PINS['S-17']}\n", f"drop: slip 6 signed by D-4 and S-17 "

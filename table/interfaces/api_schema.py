@@ -50,7 +50,7 @@ from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.6.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day; 1.5.0: dealer_hands (training at a person's pace); 1.6.0: table_procedure's request_id (a retry makes no second slip)
+API_VERSION = "1.7.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day; 1.5.0: dealer_hands (training at a person's pace); 1.6.0: table_procedure's request_id (a retry makes no second slip); 1.7.0: a shift change's opener_pin (the incoming dealer signs too)
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -189,7 +189,8 @@ COMMANDS: tuple[Action, ...] = (
                                          "reply's slip is the journaled slip. A retry with the same request_id "
                                          "and the same ask is answered with the first ask's slip and "
                                          "\"repeated\": true, journaling nothing; the same id with a different "
-                                         "ask is refused. Since 1.4.0; request_id since 1.6.0.",
+                                         "ask is refused. Since 1.4.0; request_id since 1.6.0; a shift change's "
+                                         "incoming dealer proves themself with opener_pin since 1.7.0.",
            {"procedure": {"enum": ["open", "shift_change", "fill", "credit", "close", "drop"],
                           "description": "open (opening inventory), shift_change (closer's inventory; slip.opener "
                                          "is the incoming dealer), fill and credit (chips brought to / taken "
@@ -218,6 +219,9 @@ COMMANDS: tuple[Action, ...] = (
                                      "role, not the supervisor", r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
             "dealer_pin": _str(64, "the dealer's PIN (the people file), checked with the sign-in's lock-outs; "
                                    "never journaled nor logged"),
+            "opener_pin": _str(64, "shift_change: the incoming dealer's (slip.opener) PIN: a dealer of the people "
+                                   "file other than the outgoing one, who takes over the inventory counted; "
+                                   "checked like dealer_pin. Since 1.7.0"),
             "request_id": _str(64, "the front door's own id of this ask, chosen once (e.g. a UUID) and sent again "
                                    "with every retry of it: a retry after a lost answer makes no second slip",
                                r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"),

@@ -445,7 +445,9 @@ class Dispatcher:
         """The dealer who countersigns a table procedure (COMAR 36.05.03.10: a slip signed by
         the dealer and a supervisor), proved by their PIN (``dealer_pin``, removed from
         ``args``: never journaled nor logged) with the channel's check, or the refusal: a
-        dealer of the people file, not the supervisor who asks (two people)."""
+        dealer of the people file, not the supervisor who asks (two people). A shift
+        change's incoming dealer (``slip.opener``) is proved the same way by
+        ``opener_pin``: a dealer, neither the outgoing one nor the supervisor."""
         pin = args.pop("dealer_pin", None)
         dealer = args.get("dealer")
         supervisor = args.get("supervisor") or actor.person
@@ -471,6 +473,29 @@ class Dispatcher:
         if proven.role is not Role.DEALER:
             return refusal("forbidden", f"table_procedure: {proven.person} is {proven.role.value}; the slip is "
                                         "countersigned by a dealer", rid)
+        opener_pin = args.pop("opener_pin", None)
+        if args.get("procedure") == "shift_change":
+            slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
+            opener = slip.get("opener")
+            if opener in (dealer, supervisor):
+                return refusal("refused", f"table_procedure: the incoming dealer {clip(opener)} is the outgoing "
+                                          "dealer or the supervisor: a shift change is taken over by another "
+                                          "dealer", rid)
+            try:
+                incoming = await self.front.run_blocking(prove, opener, opener_pin)
+            except SignInLocked as exc:
+                return refusal("locked", f"table_procedure: the incoming dealer: {exc}", rid)
+            except PermissionError:
+                log.warning("api_pin_refused", action="table_procedure", person=clip(opener), role="opener",
+                            source=channel.source)
+                return refusal("forbidden", "table_procedure: the incoming dealer (slip.opener): unknown person or "
+                                            "wrong PIN (opener_pin)", rid)
+            except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+                return refusal("internal", f"table_procedure: the PIN cannot be checked ({clip(str(exc), 160)})",
+                               rid)
+            if incoming.role is not Role.DEALER:
+                return refusal("forbidden", f"table_procedure: the incoming dealer {incoming.person} is "
+                                            f"{incoming.role.value}; a shift is taken over by a dealer", rid)
         return proven
 
     @staticmethod

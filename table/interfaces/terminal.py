@@ -67,7 +67,7 @@ KEYS_HELP = """console commands (type a line, then Enter):
   a                      acknowledge the table's incidents (supervisor)
 the gaming day (the dealer named and the supervisor each give their PIN, not echoed; COMAR 36.05.03.10):
   open DEALER 25:40 5:100 1:200      open the table: the opening inventory, dollars:chips per denomination
-  shift DEALER OPENER 25:40 5:100    shift change: the closer's count; OPENER the incoming dealer
+  shift DEALER OPENER 25:40 5:100    shift change: the closer's count; OPENER the incoming dealer (PIN too)
   fill DEALER 500 / credit DEALER 200   chips brought to / taken from the table, in dollars
   close DEALER 25:42 5:96 1:200      close the table: the closing inventory
   drop DEALER 2026-12-01 900         the count's drop of that gaming day, in dollars (after the close)"""
@@ -459,6 +459,19 @@ class KeyConsole:
         if signer.role is not Role.DEALER:
             self._say(f"<<< {said} refused: {dealer} is not a dealer; the slip is countersigned by a dealer")
             return None
+        if procedure == "shift_change":  # the incoming dealer takes the inventory over: they sign too
+            opener = slip["opener"]
+            if opener == signer.person:
+                self._say(f"<<< {said} refused: {opener} cannot hand the shift over to themself")
+                return None
+            try:
+                incoming = self.pin_check(opener, self.read_pin(f"PIN for {opener} (incoming dealer): "))
+            except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
+                self._say(f"<<< {said} refused: the incoming dealer: {exc}")
+                return None
+            if incoming.role is not Role.DEALER:
+                self._say(f"<<< {said} refused: {opener} is not a dealer; a shift is taken over by a dealer")
+                return None
         actor = self._proven_supervisor(self.supervisor, said)
         if actor is None:
             return None

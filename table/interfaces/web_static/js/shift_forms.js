@@ -119,15 +119,17 @@ function readForm(name, spec) {
     if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return { error: "enter the gaming day the drop is for" };
     slip.gaming_day = day;
   }
+  let openerPin = null;
   if (spec.opener) {
     const opener = document.getElementById(`${id}-opener`).value.trim();
-    if (!opener) return { error: "enter the incoming dealer's id (the opener)" };
+    openerPin = document.getElementById(`${id}-opener-pin`).value;
+    if (!opener || !openerPin) return { error: "the incoming dealer (the opener) signs too: their id and PIN" };
     slip.opener = opener;
   }
   const dealer = document.getElementById(`${id}-dealer`).value.trim();
   const pin = document.getElementById(`${id}-pin`).value;
   if (!dealer || !pin) return { error: "the dealer countersigns: their id and PIN" };
-  return { slip, dealer, dealer_pin: pin };
+  return openerPin === null ? { slip, dealer, dealer_pin: pin } : { slip, dealer, dealer_pin: pin, opener_pin: openerPin };
 }
 
 /** The journaled slip in words: "open, slip 3, $12,500.00, signed by D-4 and S-17". */
@@ -169,8 +171,12 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
       el("input", { id: `${id}-day`, type: "date", value: new Date().toISOString().slice(0, 10) })));
   }
   if (spec.opener) {
-    fields.push(el("p", {}, el("label", { for: `${id}-opener` }, "Incoming dealer (opener): id"),
-      el("input", { id: `${id}-opener`, autocomplete: "off", spellcheck: "false", maxlength: 32 })));
+    fields.push(el("fieldset", { class: "countersign" }, el("legend", {}, "Incoming dealer (opener) signs"),
+      el("p", {}, el("label", { for: `${id}-opener` }, "Incoming dealer's id"),
+        el("input", { id: `${id}-opener`, autocomplete: "off", spellcheck: "false", maxlength: 32 })),
+      el("p", {}, el("label", { for: `${id}-opener-pin` }, "Incoming dealer's PIN"),
+        el("input", { id: `${id}-opener-pin`, type: "password", autocomplete: "off", inputmode: "numeric",
+          maxlength: 64 }))));
   }
   const sign = el("fieldset", { class: "countersign" }, el("legend", {},
     spec.opener ? "Outgoing dealer (closer) countersigns" : "The dealer countersigns"),
@@ -192,6 +198,7 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
     // A PIN is typed for one signature and never kept: a dealer's PIN left in the field would
     // let the next slip go out under their name without them.
     document.getElementById(`${id}-pin`).value = "";
+    if (spec.opener) document.getElementById(`${id}-opener-pin`).value = "";
     if (req.error) { error.textContent = req.error; return; }
     const key = JSON.stringify([req.slip, req.dealer]);
     if (!ask || ask.key !== key) ask = { key, id: requestId() };
