@@ -68,6 +68,7 @@ from .procedure.state import (
 from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Tables
 from .rules.strategy import Decide, q64_player
+from .sealing import mask_cards
 from .segments import ArchiveError
 
 log = structlog.get_logger("table.controller")
@@ -270,6 +271,8 @@ class TableController:
                                                               "cause")}
             if t.held.get("void_request"):
                 held["void_requested_by"] = t.held["void_request"]["supervisor"]
+                # what the first supervisor wrote, for the second to read before confirming (masked as journaled)
+                held["void_reason"] = mask_cards(str(t.held["void_request"].get("reason") or ""))
         return {
             "places": t.custody.places(),
             "decks": [{"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state}

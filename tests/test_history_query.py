@@ -65,3 +65,19 @@ def test_just_after_the_days_close_the_history_still_lists_yesterdays_last_round
     assert [r["number"] for r in three["rounds"]] == [1] and three["next_before"] is None
     # without the archive folder the live segment is all there is
     assert [r["number"] for r in history(path, limit=3)["history"]["rounds"]] == [3]
+
+
+def test_a_round_that_took_bets_shows_the_seats_and_wagers_as_placed(tmp_path):
+    """A table that takes bets opens its round with none and journals the wagers at close_bets:
+    the history shows those seats and wagers, not "0 seats" (a fresh review's find)."""
+    from table.journal import Journal
+    from table.keys import generate
+
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path, key=generate(), table_id="t1") as j:
+        j.append("round", round_id="r00001-x", step="open", number=1, wagers={})
+        j.append("round", round_id="r00001-x", step="close_bets",
+                 wagers={"1": {"ante": 1000}, "3": {"ante": 500, "pair_plus": 500}})
+    (r,) = history(path)["history"]["rounds"]
+    assert r["seats"] == [1, 3] and r["outcome"] == "in_progress"
+    assert r["wagers_cents"]["3"] == 1000 and r["wagers_cents"]["1"] == 1000

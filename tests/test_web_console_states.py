@@ -83,6 +83,11 @@ def test_two_supervisors_in_two_browsers_void_a_round_held_after_the_decisions(c
     dealer = sign_in(chromium, bench, "D-4")
     hands = Hands(bench)
     drive(dealer, hands, until=lambda p: waiting(p) == "decide")
+    # Play and Fold each read on one line on the dealer's 1280 px screen ("Pl / ay" wrapped before).
+    lines = dealer.evaluate("""() => [...document.querySelectorAll('.decide button')].map(b => {
+        const r = document.createRange(); r.selectNodeContents(b);
+        return [b.textContent, new Set([...r.getClientRects()].map(x => Math.round(x.top))).size]; })""")
+    assert lines and all(n == 1 for _, n in lines), lines
     dealer.click("#play-1")
     dealer.wait_for_selector("#play-1", state="detached", timeout=STEP_S * 1000)
     bench.shoe.do("unplug")  # the shoe's cable comes out while the seats decide
@@ -103,7 +108,10 @@ def test_two_supervisors_in_two_browsers_void_a_round_held_after_the_decisions(c
     # S-17 asked: the table waits for a second supervisor; S-17's own confirm stays disabled.
     for page in (s1, s2):
         page.wait_for_selector("#pending-void", timeout=STEP_S * 1000)
+        # who asked and what they wrote (the hold's own reason beneath it), read before confirming
         assert "S-17" in page.inner_text("#pending-void")
+        assert "shoe failed after the decisions" in page.inner_text("#pending-void")
+        assert page.locator("#pending-void-held").count() == 1
     assert s1.is_disabled("#confirm-void") and "Another supervisor" in s1.inner_text("#confirm-void")
     assert not events_of(bench, "round_voided")
     s2.wait_for_selector("#confirm-void:not([disabled])", timeout=STEP_S * 1000)
@@ -215,7 +223,7 @@ def test_the_history_panel_shows_settled_rounds_and_nothing_of_the_round_in_prog
         line = page.inner_text('#history-rounds [data-outcome="settled"]')
         for seat, cents in settled["data"]["net_cents"].items():
             sign = "+" if cents > 0 else "−" if cents < 0 else "±"
-            assert f"seat {seat} {sign}{abs(cents) // 100}.{abs(cents) % 100:02d}" in line
+            assert f"seat {seat} {sign}${abs(cents) // 100:,}.{abs(cents) % 100:02d}" in line
         in_progress = page.inner_text('#history-rounds [data-outcome="in_progress"]')
         assert "Round 2" in in_progress and not cards_in(in_progress)
     # The history the page got names no card of round 2 (sealed until its reveal).

@@ -187,7 +187,8 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
         click.echo(json.dumps({"ok": result.ok, "rounds": result.rounds, "cards": result.cards,
                                "checkpoints": result.checkpoints, "problems": result.problems}))
     elif result.ok:
-        click.echo(f"OK: {result.rounds} rounds, {result.cards} cards opened their commitments"
+        click.echo(f"OK: {result.rounds} round{'' if result.rounds == 1 else 's'}, {result.cards} "
+                   f"card{'' if result.cards == 1 else 's'} opened their commitments"
                    + (f", {result.checkpoints} checkpoints signed" if keys else ""))
     else:
         for p in result.problems:

@@ -182,6 +182,12 @@ def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any
         return
     if r is None:
         return
+    if step == "close_bets":  # a table that takes bets opens its round with none: the wagers as placed
+        wagers = body.get("wagers") or {}
+        if isinstance(wagers, dict):
+            r["seats"] = sorted(int(s) for s in wagers if str(s).isdigit())
+            r["wagers_cents"] = {str(s): _cents(w) for s, w in wagers.items() if isinstance(w, dict)}
+        return
     if step == "held":
         r["outcome"] = "held"
         r["holds"].append({"reason": _text(body.get("reason")), "cause": body.get("cause"), "ts": ts})
@@ -200,8 +206,8 @@ def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any
         sups = [p for p in (body.get("supervisor"), body.get("second_supervisor")) if p]
         r["voided"] = {"reason": _text(body.get("reason")), "supervisors": sups}
         r["outcome"] = "voided"
-        for p in sups:
-            _handled(incidents, rid, "voided", p, ts)
+        if sups:  # one line for the two-person void: "voided by S-1 and S-2"
+            _handled(incidents, rid, "voided", " and ".join(str(p) for p in sups), ts)
     elif step == "closed":
         r["closed"] = ts
         if body.get("voided") and r["outcome"] != "voided":

@@ -173,7 +173,7 @@ class Holds:
                   "number": r.number, "settled": settled, "placed": placed(r), "cause": cause,
                   "hold_from": hold_from, "decisions_final": final, **extra}
         t.held_round = r
-        t.alarm("held", f"round {r.round_id} held: {mask_cards(reason)}", key="held")
+        t.alarm("held", f"round {r.number} held: {mask_cards(reason)}", key="held")  # as people count rounds
         log.error("round_held", reason=mask_cards(reason), cause=cause)  # the journal has the faces, sealed
         t.publish("round_held", reason=mask_cards(reason))
 
@@ -205,8 +205,9 @@ class Holds:
             request = held.get("void_request")
             releasable = held.get("cause") in ("device", "restart")
             accepts = ("void",) + (("confirm_void",) if request else ()) + (("release_hold",) if releasable else ())
-            what = (f"a second supervisor to confirm the void of round {rid} ({request['supervisor']} asked)"
-                    if request else f"a supervisor to void held round {rid}"
+            said = f"round {held['number']}" if held.get("number") is not None else f"round {rid}"
+            what = (f"a second supervisor to confirm the void of {said} ({request['supervisor']} asked)"
+                    if request else f"a supervisor to void held {said}"
                     + (" or release it" if releasable else ""))
 
             def check(cmd: Command, request: dict[str, Any] | None = request) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ const KIND_SHORT = { ante: "Ante", pair_plus: "PP", six_card: "6 Card", progress
 
 /** Cents as dollars for a chip or a bet: 2500 -> "$25", 1250 -> "$12.50". */
 export function dollars(cents) {
-  return cents % 100 === 0 ? `$${(cents / 100).toLocaleString("en-US")}` : `$${money(cents)}`;
+  return cents % 100 === 0 ? `$${(cents / 100).toLocaleString("en-US")}` : money(cents);
 }
 const CHIPS = [100, 500, 2500, 10000, 50000]; // $1, $5, $25, $100, $500: the usual chip colours
 

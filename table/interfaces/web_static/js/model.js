@@ -21,7 +21,8 @@ export const Status = {
     const list = s && Array.isArray(s.alarms) ? s.alarms.slice() : [];
     const held = s && s.held;
     if (held && !list.some((a) => a.kind === "held")) {
-      list.unshift({ id: "held", kind: "held", text: `round ${held.round_id} held: ${held.reason || ""}`, since: null });
+      list.unshift({ id: "held", kind: "held", text: `round ${held.number ?? held.round_id} held: ${held.reason || ""}`,
+        since: null });
     }
     for (const name of ["shuffler", "shoe"]) {
       if (linkDown(s, name) && !list.some((a) => a.kind === "device_down" && String(a.text).includes(name))) {
@@ -74,8 +75,10 @@ export const Status = {
     const w = s && s.waiting_for;
     const asked = h && h.void_requested_by;
     if (!asked && !(w && w.action === "confirm_void")) return null;
+    // The void's own reason (what the first supervisor wrote), not the hold's: the second
+    // supervisor confirms what was asked.
     return { supervisor: asked || null, round_id: (h && h.round_id) || (w && w.round_id) || null,
-      reason: (h && h.reason) || "" };
+      reason: (h && (h.void_reason || h.reason)) || "", held_for: (h && h.void_reason && h.reason) || "" };
   },
 };
 

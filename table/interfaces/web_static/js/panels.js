@@ -48,7 +48,7 @@ export function renderNow(box, status, me, act, opts = {}) {
     const l = Status.links(status)[down];
     fill(box, head, el("p", { class: "now-what", id: "now-what", "data-waiting-action": w ? w.action || "" : "",
       "data-screen-state": "device_down", "data-device": down },
-    `The ${down} is DOWN (${l.state}): check its cable and power.`),
+    `The ${down} is DOWN${l.state && l.state !== "down" ? ` (${l.state})` : ""}: check its cable and power.`),
     el("p", { class: "now-who" }, w && w.action !== "reconnect"
       ? `Then the table waits for ${w.what}.` : "The table goes on by itself once it answers again."));
     return;
@@ -171,7 +171,8 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     el("h3", {}, "Dealer"),
     el("div", { class: "cards", "aria-label": "the dealer's cards" }, slots(r.dealer)),
     el("p", { class: "decision" }, r.dealerHand ? (r.qualifies ? "qualifies (queen high or better)"
-      : "does not qualify") : "sealed until every seat has decided"));
+      : "does not qualify") : r.voided ? "never shown: the round was voided"
+      : "sealed until every seat has decided"));
   // Held only while the table says so: a released round goes on under its own step.
   const heldNow = Status.held(status) && Status.held(status).round_id === r.id;
   const title = el("h2", { id: "round-title", "data-held": heldNow ? "yes" : "no" }, `Round ${r.number}`,

@@ -178,6 +178,8 @@ function renderHints(ctx) {
       pending ? el("p", { id: "pending-void" }, `Void asked by ${pending.supervisor || "a supervisor"}: `
         + tableWords(pending.reason))
         : el("p", { class: "muted" }, "When another supervisor asks for the void, confirm it here."),
+      pending && pending.held_for ? el("p", { id: "pending-void-held", class: "muted" },
+        `The round is held because: ${tableWords(pending.held_for)}`) : null,
       el("button", { id: "confirm-void", class: "danger", disabled: !pending || mine || ctx.me.role !== "supervisor",
         onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {},
           "confirm-void") },

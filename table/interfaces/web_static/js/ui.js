@@ -87,11 +87,12 @@ export function tableWords(text) {
   return String(text ?? "").replace(/\?\?/g, "a sealed card");
 }
 
-/** Cents as money: 1000 -> "10.00", signed when asked: "+10.00", "−10.00". */
+/** Cents as money, in dollars as the table's signs say it: 1000 -> "$10.00", 123456 ->
+ *  "$1,234.56"; signed when asked: "+$10.00", "−$10.00". */
 export function money(cents, signed = false) {
   if (!Number.isFinite(cents)) return "—";
   const abs = Math.abs(cents);
-  const text = `${Math.floor(abs / 100)}.${String(abs % 100).padStart(2, "0")}`;
+  const text = `$${Math.floor(abs / 100).toLocaleString("en-US")}.${String(abs % 100).padStart(2, "0")}`;
   if (!signed) return text;
   return cents > 0 ? `+${text}` : cents < 0 ? `−${text}` : `±${text}`;
 }
