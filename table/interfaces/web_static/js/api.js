@@ -91,6 +91,15 @@ export class TableConnection {
       from = Math.max(0, (page.head_seq || 0) - this.backfill);
     }
     const reply = await this.request({ action: "subscribe", resume_from: from, status: true });
+    if (!reply.ok && reply.code === "bad_request" && /without a journal/.test(reply.error || "")) {
+      // A table that keeps no journal (one restarted after its disk was lost) has no event stream:
+      // the screen follows its status alone, which carries the alarms and what it waits for.
+      this.retryMs = 500;
+      this.onState("live", "status only: this table keeps no journal, so it has no event stream");
+      const status = await this.request({ action: "status" });
+      if (status.ok) this.onStatus(status);
+      return;
+    }
     if (!reply.ok) throw new Error(reply.error);
     this.retryMs = 500;
     this.onState("live");

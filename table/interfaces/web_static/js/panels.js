@@ -225,7 +225,7 @@ const ALARM_WORDS = { held: "ROUND HELD", device_down: "DEVICE DOWN", out_of_ser
   incident: "INCIDENT" };
 
 /** Alarms that stay until handled (the table's own list: held round, device down, deck out of service). */
-export function renderAlarms(box, status, offline = false) {
+export function renderAlarms(box, status, offline = false, ctx = null) {
   if (offline) {
     fill(box, el("h2", {}, "Alarms"), el("p", { id: "alarms-unknown" }, badge("off", "unknown while the table does not answer")));
     return;
@@ -235,7 +235,16 @@ export function renderAlarms(box, status, offline = false) {
     fill(box, el("h2", {}, "Alarms"), el("p", { id: "no-alarms" }, badge("ok", "none")));
     return;
   }
+  // The incidents the table raised stand until a supervisor acknowledges them: on the supervisor's
+  // screen the button is here, beside them, so it works whether or not this screen saw them happen
+  // (signed in after a restart; a table that keeps no journal has no event stream).
+  const incidents = alarms.filter((a) => a.kind === "incident").length;
+  const ack = ctx && ctx.me && ctx.me.role === "supervisor" && incidents
+    ? el("p", {}, el("button", { id: "ack-incidents", class: "small",
+      onclick: () => ctx.act("acknowledge_incident", {}, "ack-incidents") },
+    incidents === 1 ? "Acknowledge the incident" : `Acknowledge the ${incidents} incidents`),
+    besideError(ctx.errors, "ack-incidents")) : null;
   fill(box, el("h2", {}, "Alarms"), el("ul", { class: "alarms", role: "list" }, alarms.map((a) => el("li", {
     class: "alarm", "data-alarm": a.kind }, badge("bad", ALARM_WORDS[a.kind] || String(a.kind).toUpperCase()), " ",
-  tableWords(a.text), a.since ? el("span", { class: "muted" }, ` since ${clock(a.since)}`) : null))));
+  tableWords(a.text), a.since ? el("span", { class: "muted" }, ` since ${clock(a.since)}`) : null))), ack);
 }

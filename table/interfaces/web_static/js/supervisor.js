@@ -198,7 +198,8 @@ function render(ctx) {
   panel($("table-id"), [model.tableId], (box) => fill(box, model.tableId ? `table ${model.tableId}` : ""));
   panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut, ctx.errors],
     (box) => renderNow(box, status, me, ctx.act, { offline, signedOut, screen: "supervisor", errors: ctx.errors }));
-  panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
+  panel($("alarms"), [Status.alarms(status), offline, ctx.errors["ack-incidents"] || null],
+    (box) => renderAlarms(box, status, offline, ctx));
   panel($("held"), [Status.held(status), offline], (box) => offline
     ? fill(box, el("h2", {}, "Held round"), el("p", {}, badge("off", "unknown while the table does not answer")))
     : renderHeld(box, status));
