@@ -103,17 +103,21 @@ def test_the_configs_sockets_in_a_missing_folder_are_refused_naming_the_key_befo
 
 
 def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warning(tmp_path):
+    from table.keys import generate, save
+
+    save(generate(), tmp_path / "floor.key")
     config = tmp_path / "table.toml"
     config.write_text('[table]\nid = "bench-x"\nseats = 2\n[devices.shuffler]\nurl = "/dev/x"\n[devices.shoe]\n'
                       f'url = "/dev/y"\n[journal]\npath = "{tmp_path}/j.sqlite3"\n[console]\ncontrol_socket = '
-                      f'"{tmp_path}/c.sock"\n[mqtt]\nhost = "127.0.0.1"\n')
+                      f'"{tmp_path}/c.sock"\n[mqtt]\nhost = "127.0.0.1"\n[floor]\nurl = "http://127.0.0.1:9"\n'
+                      f'public_key = "{tmp_path}/floor.key.pub"\n')
     r = subprocess.run(tablectl() + ["run", "--config", str(config), "--simulate", "--rounds", "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     warned = [line for line in r.stderr.splitlines() if line.startswith("tablectl run: warning:")]
-    assert len(warned) == 3, r.stderr[-2000:]
+    assert len(warned) == 4, r.stderr[-2000:]
     assert "[journal] path is used only with --service" in warned[0] and str(config) in warned[0]
-    assert "[console] control_socket" in warned[1] and "[mqtt]" in warned[2]
+    assert "[console] control_socket" in warned[1] and "[mqtt]" in warned[2] and "[floor] url" in warned[3]
     assert not (tmp_path / "j.sqlite3").exists() and not (tmp_path / "c.sock").exists()
     # Given what they would have given, nothing is left unused: no warning about the journal.
     r = subprocess.run(tablectl() + ["run", "--config", str(config), "--simulate", "--rounds", "1", "--journal",

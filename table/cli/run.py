@@ -986,7 +986,8 @@ def unused_config(source: Path | None, *, journal: bool, control_socket: str | N
     """What a table config file sets that a run outside ``--service`` will not use, in
     words naming the file, the key and what to give instead: ``[journal] path`` (only the
     service journals by the config), ``[console] control_socket`` (the same), ``[mqtt]``
-    (it publishes the journal's events: nothing without a journal). ``source``: the file."""
+    (it publishes the journal's events: nothing without a journal), ``[floor] url`` (the
+    notary checks the journal's end: nothing without one). ``source``: the file."""
     if source is None:
         return []
     import tomllib
@@ -1005,6 +1006,9 @@ def unused_config(source: Path | None, *, journal: bool, control_socket: str | N
     if (raw.get("mqtt") or {}).get("host") and not journal:
         out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
                    "broker (give --journal PATH, or run with --service)")
+    if (raw.get("floor") or {}).get("url") and not journal:
+        out.append(f"{source}: [floor] url checks the journal's end with the floor's notary: without a journal "
+                   "this run asks the floor nothing (give --journal PATH, or run with --service)")
     return out
 
 
