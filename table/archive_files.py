@@ -23,7 +23,7 @@ from typing import Iterator
 from .journal import SEGMENT_KIND, JournalError
 
 #: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
-ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.journal\.xz$")
+ARCHIVE_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.journal\.xz\Z")
 #: the largest archive decompressed (bytes): a day at 1,600 rounds of 7 seats is ~20 MB
 MAX_SEGMENT_BYTES = 4 << 30
 

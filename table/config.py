@@ -127,10 +127,10 @@ class ConfigError(ValueError):
 
 # -- value checks (each returns the normalised value or raises ValueError) ----------------------
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
-_DECK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,7}$")
-_HOSTPORT_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})(?:\?.*)?$")
-_USB_RE = re.compile(r"^[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}(?:/[^/]*)?$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")
+_DECK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,7}\Z")
+_HOSTPORT_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})(?:\?.*)?\Z")
+_USB_RE = re.compile(r"^[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}(?:/[^/]*)?\Z")
 
 
 def _table_id(v: str) -> str:
@@ -175,7 +175,7 @@ def check_device_url(v: str) -> str:
 
 
 def _group_name(v: str) -> str:
-    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}\Z", v):
         raise ValueError(f"{v!r} is not a group name; allowed: a POSIX group name such as threecard-audit")
     return v
 
@@ -222,7 +222,7 @@ def _serial(v: str) -> str:
 
 
 def _driver_name(v: str) -> str:
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", v):
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z", v):
         raise ValueError(f"{v!r} is not a driver name; allowed: \"spec\" or an installed driver's name "
                          "(letters, digits, '.', '_', '-'; tablectl conformance --list-drivers)")
     return v
@@ -464,7 +464,7 @@ def _listen(v: str) -> str:
     return v
 
 
-_GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+_GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,9 @@ def read_journal(journal: Journal) -> JournalFacts:
     day = segment_day(journal)
     steps: dict[str, dict[str, Any]] = {}
     down: dict[str, datetime] = {}
-    for kind in ("round", "incident", "supervisor", "link", ENTRY_KIND):
+    # Incidents: the incident entries, the custody rules broken (violation entries), and the
+    # rounds held for a device or a restart (a custody hold comes with its violation already).
+    for kind in ("round", "incident", "violation", "supervisor", "link", ENTRY_KIND):
         for e in journal.entries(kind):
             at = _when(e.ts)
             facts.last_at = at if facts.last_at is None or at > facts.last_at else facts.last_at
@@ -122,7 +124,9 @@ def read_journal(journal: Journal) -> JournalFacts:
                 r[step] = (e.seq, at, b)
                 if step == "voided":
                     facts.voids.append(at)
-            elif kind == "incident":
+                elif step == "held" and b.get("cause") in ("device", "restart"):
+                    facts.incidents.append(at)
+            elif kind in ("incident", "violation"):
                 facts.incidents.append(at)
             elif kind == "supervisor" and b.get("action") == "register_deck":
                 facts.deck_changes.append(at)
@@ -392,6 +396,22 @@ class Counter:
             return self.calendar.clock_shift(at)
         return 1 + sum(1 for t, b in marks if b.get("procedure") == "shift_change" and t <= at)
 
+    def shift_bounds(self, day: date, n: int) -> tuple[datetime, datetime]:
+        """When shift ``n`` of gaming ``day`` began and ended: by the opening and shift changes
+        people journaled that day (the last one ends with the day), else by the clock
+        (``shift_hours`` from the day's start). A shift's voids, incidents, deck changes and
+        downtime are those between the two."""
+        day_start, day_end = self.calendar.bounds(day)
+        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
+                 and b.get("procedure") in ("open", "shift_change")]
+        if marks:  # as shift_of counts them: shift 1 until the first shift change, and so on
+            changes = sorted(t for t, b in marks if b.get("procedure") == "shift_change")
+            start = day_start if n == 1 else changes[n - 2] if n - 2 < len(changes) else day_end
+            end = changes[n - 1] if n - 1 < len(changes) else day_end
+            return start, end
+        start = day_start + timedelta(hours=self.calendar.shift_hours * (n - 1))
+        return start, min(day_end, start + timedelta(hours=self.calendar.shift_hours))
+
     def summary(self, label: dict[str, Any], rounds: Sequence[RoundRecord], start: datetime | None,
                 end: datetime | None, days: Iterable[date] = ()) -> dict[str, Any]:
         """The figures of ``rounds`` (and of the events between ``start`` and ``end``), as JSON."""
@@ -535,7 +555,7 @@ def _report(c: "Counter", facts: JournalFacts, kind: str, on: date, shift: int |
         for r in rounds:
             shifts.setdefault(c.shift_of(r.at, r.day), []).append(r)
         rows = [c.summary({"period": "shift", "gaming_day": on.isoformat(), "shift": n}, rs,
-                          rs[0].at, rs[-1].at + timedelta(microseconds=1)) for n, rs in sorted(shifts.items())]
+                          *c.shift_bounds(on, n)) for n, rs in sorted(shifts.items())]
         if kind == "shift":
             pick = shift if shift is not None else (max(shifts) if shifts else 1)
             row = next((x for x in rows if x["shift"] == pick), None)
@@ -619,8 +639,7 @@ def live_report(facts: JournalFacts, period: str, tables: Tables, profile: Rules
         rounds = [r for r in rounds if c.shift_of(r.at, r.day) == pick]
         head = _head(facts, "shift", tables, profile, calendar)
         label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
-        row = c.summary(label, rounds, rounds[0].at if rounds else None,
-                        rounds[-1].at + timedelta(microseconds=1) if rounds else None)
+        row = c.summary(label, rounds, *c.shift_bounds(on, pick))  # the shift's own hours, rounds or none
         rep = {**head, **row}
     rep["series"] = series(c, rounds)
     return rep

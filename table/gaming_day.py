@@ -42,9 +42,9 @@ MAX_AMOUNT_CENTS = 10_000_000_000
 #: The chip denominations a slip may list, in cents ($0.25 to $100,000).
 MAX_DENOMINATION_CENTS = 10_000_000
 
-_PERSON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+_PERSON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
 #: a front door's own id for one ask of a procedure (its retries send the same id)
-REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z")
 
 
 def ask_digest(procedure: str, args: Mapping[str, Any], dealer: str, supervisor: str) -> str:
@@ -218,6 +218,8 @@ class TableDay:
         self.shift = 0
         self.slip_no = 0
         self.last_inventory: dict[str, int] | None = None
+        #: the dealer who holds the table's current shift (opened it, or took it over), None when closed
+        self.on_shift: str | None = None
         #: request id -> the journaled body it made (the front doors' retries, :meth:`repeated`)
         self.requests: dict[str, Mapping[str, Any]] = {}
 
@@ -294,6 +296,9 @@ class TableDay:
                 if opener == dealer:
                     raise ProcedureError(f"{opener} cannot hand the shift over to themself: the incoming dealer "
                                          "is another dealer", "refused")
+                if self.on_shift is not None and dealer != self.on_shift:
+                    raise ProcedureError(f"the outgoing dealer signs the shift change: {self.on_shift} holds this "
+                                         f"shift, not {dealer}", "refused")
                 body.update(shift=self.shift + 1, opener=opener)
         else:
             body["amount"] = _cents(args.get("amount"), "amount")
@@ -331,10 +336,13 @@ class TableDay:
         self.slip_no = max(self.slip_no, int(body.get("slip", 0)))
         if p == "open":
             self.is_open, self.shift = True, 1
+            self.on_shift = body.get("dealer") if isinstance(body.get("dealer"), str) else None
         elif p == "shift_change":
             self.shift = int(body.get("shift", self.shift + 1))
+            self.on_shift = body.get("opener") if isinstance(body.get("opener"), str) else None
         elif p == "close":
             self.is_open = False
+            self.on_shift = None
         if p in INVENTORY_SLIPS:
             self.last_inventory = dict(body.get("inventory", {}))
         request = body.get("request")

@@ -171,3 +171,44 @@ def test_the_statistical_win_once_slips_and_the_drop_are_journaled(journal, tmp_
         assert code == 1 and any("differs from the settled win" in f for f in rep["flags"])
     # the slips set the shifts: one opening, no shift change, so every round is in shift 1
     assert [s["shift"] for s in rep["shifts"]] in ([1], [0, 1]) or rep["shifts"]
+
+
+def test_a_shifts_voids_incidents_and_downtime_are_its_own_hours_even_with_no_round():
+    """A shift with no settled round counted every void, incident and minute of downtime of the
+    journal (its bounds were its rounds'); now the shift's own hours, from the opening and the
+    shift changes people journaled (a fresh review: voids 1, downtime 31 s in a shift that had
+    none)."""
+    from datetime import datetime, timedelta, timezone
+
+    from table.day_report import Calendar, JournalFacts, live_report
+    from table.rules.settlement import Tables
+
+    t0 = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)  # gaming day 2026-12-03 (06:00 UTC start)
+    facts = JournalFacts("t1")
+    facts.voids = [t0]  # a round voided while the table was closed, before the opening
+    facts.downtime = [("shoe", t0, t0 + timedelta(seconds=31))]
+    facts.procedures = [(t0 + timedelta(minutes=5), {"procedure": "open", "total": 1000}, None),
+                        (t0 + timedelta(minutes=10), {"procedure": "shift_change", "total": 1000}, None)]
+    facts.incidents = [t0 + timedelta(minutes=20)]  # in shift 2
+    facts.last_at = t0 + timedelta(minutes=30)
+    tables, cal = Tables.load("pa-649a12b-1"), Calendar()
+    now = t0 + timedelta(minutes=30)
+    two = live_report(facts, "shift", tables, calendar=cal, on=t0.date(), shift=2, now=now)
+    assert (two["rounds"], two["voids"], two["incidents"], two["device_downtime_s"]) == (0, 0, 1, 0)
+    one = live_report(facts, "shift", tables, calendar=cal, on=t0.date(), shift=1, now=now)
+    assert (one["voids"], one["incidents"], one["device_downtime_s"]) == (1, 0, 31.0)
+
+
+def test_a_round_held_for_a_device_and_a_broken_rule_are_incidents_of_the_day(tmp_path):
+    """The day's incidents counted only `incident` entries: a round held for the shoe, or a
+    custody rule broken, were in no count (a fresh review: incidents 0 on a day with a hold)."""
+    from table.day_report import read_journal
+    from table.journal import Journal
+    from table.keys import generate
+
+    with Journal(tmp_path / "j.sqlite3", key=generate(), table_id="t1") as j:
+        j.append("round", round_id="r1", step="open", number=1, wagers={})
+        j.append("round", round_id="r1", step="held", reason="shoe link down", cause="device")
+        j.append("violation", rule="foreign_card", detail="a card of another deck", citation="649a.3(b)")
+        j.append("round", round_id="r1", step="held", reason="foreign card", cause="custody")  # its violation counts
+        assert len(read_journal(j).incidents) == 2

@@ -83,6 +83,17 @@ def test_each_slip_needs_two_people_and_a_table_in_the_right_state():
         day.prepare("open", OPEN, dealer="dana", supervisor="sam")
     with pytest.raises(ProcedureError, match="after the table closes"):
         day.prepare("drop", {"amount": 1, "gaming_day": "2026-12-01"}, dealer="cory", supervisor="sam")
+    # The outgoing dealer is the one who holds the shift (dana opened it): another dealer cannot
+    # hand it over, and no one hands it to themself (a fresh review's finds).
+    with pytest.raises(ProcedureError, match="dana holds this shift"):
+        day.prepare("shift_change", {**OPEN, "opener": "olga"}, dealer="cory", supervisor="sam")
+    with pytest.raises(ProcedureError, match="themself"):
+        day.prepare("shift_change", {**OPEN, "opener": "dana"}, dealer="dana", supervisor="sam")
+    # A person's id with a trailing line break is not that person ('$' matched before it).
+    for who in ("sam\n", "dana\n"):
+        with pytest.raises(ProcedureError, match="person"):
+            day.prepare("fill", {"amount": 1}, dealer="dana", supervisor=who) if who == "sam\n" else \
+                day.prepare("fill", {"amount": 1}, dealer=who, supervisor="sam")
     shift = day.prepare("shift_change", {**OPEN, "opener": "olga"}, dealer="dana", supervisor="sam")
     assert shift["shift"] == 2 and shift["opener"] == "olga"
     day.apply(shift)
@@ -217,3 +228,14 @@ def test_the_conductor_deals_no_round_on_a_closed_table_and_resumes_it_open_afte
                 link.close()
             journal.close()
     assert verify(path).ok
+
+
+def test_one_person_cannot_count_and_verify_a_drop_behind_a_trailing_line_break():
+    """'C-1' and 'C-1\\n' were two people to the check ('$' matches before a final line break),
+    so one person counted and verified a drop; a request id likewise took a line break."""
+    day = TableDay("t1")
+    drop = {"amount": 90_000, "gaming_day": "2026-12-01", "counted_by": "C-1", "verified_by": "C-1\n"}
+    with pytest.raises(ProcedureError, match="verified_by"):
+        day.prepare("drop", drop, dealer="dana", supervisor="sam")
+    with pytest.raises(ProcedureError, match="request_id"):
+        day.repeated("x\n", "drop", {**drop, "verified_by": "C-2"}, dealer="dana", supervisor="sam")

@@ -114,7 +114,10 @@ def wait_state(page, value: str) -> None:
 
 
 def unfold(page, proc: str) -> None:
-    """Open the procedure's fold (those that apply now are open; the others one tap away)."""
+    """Open the procedure's fold (those that apply now are open; the others one tap away). The
+    page unfolds what applies once the table's state is known: looked at before that, a tap on
+    the fold could cross the page's own unfolding and close it again (seen on a loaded run)."""
+    page.wait_for_selector("#procedures[data-state]", state="attached", timeout=STEP_MS)
     if not page.eval_on_selector(f"#proc-{proc}-panel", "e => e.open"):
         page.click(f"#proc-{proc}-title")
     page.wait_for_selector(f"#proc-{proc}-button", state="visible", timeout=STEP_MS)

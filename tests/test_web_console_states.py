@@ -112,6 +112,7 @@ def test_two_supervisors_in_two_browsers_void_a_round_held_after_the_decisions(c
         assert "S-17" in page.inner_text("#pending-void")
         assert "shoe failed after the decisions" in page.inner_text("#pending-void")
         assert page.locator("#pending-void-held").count() == 1
+        assert page.is_disabled("#void-button")  # confirmed below, not asked again
     assert s1.is_disabled("#confirm-void") and "Another supervisor" in s1.inner_text("#confirm-void")
     assert not events_of(bench, "round_voided")
     s2.wait_for_selector("#confirm-void:not([disabled])", timeout=STEP_S * 1000)

@@ -177,7 +177,8 @@ def _check_before_signing(journal_path: str | None, archive_dir: str | None, key
                               "a truncated copy could not be told" if r.status == "unanchored" else "")
         hint = (" Give the live journal with --journal too." if r.status == "unanchored" and not journal_path
                 else f" Is {key.key_id} the key this table wrote it with? Another key's MACs fail from entry 1."
-                if r.status == "tampered" and getattr(r, "first_bad", None) == 1 else "")
+                if r.status == "tampered" and (getattr(r, "first_bad", None) == 1
+                                               or "entry 1 was altered" in (r.reason or "")) else "")
         raise BadInput(f"not signed: {what} do not verify: {r.status}{where}: {reason}; a signed report "
                        f"must come from a record that does (tablectl audit verify says more).{hint}")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 FLOOR_KEYS = {"database", "key_file", "table_keys", "listen", "people_file", "timezone", "day_starts_h"}
 BROKER_KEYS = {"url", "floors", "password_file", "ca_file"}
 
@@ -150,7 +150,7 @@ def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
     table_keys = path("table_keys", f, "floor", True)
     people = path("people_file", f, "floor", False)
     listen = f.get("listen", "127.0.0.1:8091")
-    if not isinstance(listen, str) or not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$", listen):
+    if not isinstance(listen, str) or not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}\Z", listen):
         problems.append(f"floor.listen: {listen!r}; allowed: HOST:PORT such as 127.0.0.1:8091")
     tz = f.get("timezone", "UTC")
     try:

@@ -22,8 +22,8 @@ from table.notary_client import sign_answer
 
 from .ingest import Floor
 
-_TABLE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_NONCE = re.compile(r"^[0-9a-f]{16,64}$")
+_TABLE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
+_NONCE = re.compile(r"^[0-9a-f]{16,64}\Z")
 SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
                     (b"referrer-policy", b"no-referrer"), (b"cache-control", b"no-store"),
                     (b"content-security-policy", b"default-src 'self'; connect-src 'self'; frame-ancestors 'none'")]

@@ -83,9 +83,9 @@ log = structlog.get_logger("table.auth")
 
 DEFAULT_PEOPLE_FILE = Path("/etc/threecard/people.toml")
 #: a person id: what ``tablectl people add`` accepts (it goes into cookies, logs and the journal)
-PERSON_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+PERSON_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
 #: a pit's name: a table's ``[mqtt] floor`` (the topic segment its status names, signed)
-PIT_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+PIT_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 #: most pits one pit boss may be given
 MAX_PITS = 32
 MIN_PIN, MAX_PIN = 6, 64

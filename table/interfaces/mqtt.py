@@ -104,7 +104,7 @@ STATUS_MIN_INTERVAL_S = 0.5
 SIGNED_SCHEMA = "threecard.signed/2"
 #: the envelope of tables of an earlier release: signed over the whole topic
 SIGNED_SCHEMA_V1 = "threecard.signed/1"
-_SEGMENT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 
 class MqttUnavailable(RuntimeError):

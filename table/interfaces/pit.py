@@ -78,7 +78,7 @@ MAX_QUEUED = 32
 TICK_S = 0.1
 #: with nothing changing, a page still gets an (empty) frame this often (s)
 HEARTBEAT_S = 5.0
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 
 class PitSetupError(ValueError):

@@ -56,6 +56,8 @@ def test_a_supervisor_acknowledges_the_lost_journals_incidents_on_the_screen(tcp
             # A table that keeps no journal has no event stream: the screen says so and follows
             # its status (before, a red "error: subscribe" and an empty Incidents panel).
             assert "status only" in page.inner_text("#connection")
+            # and the Incidents panel says where the standing ones are, not "none"
+            page.wait_for_selector("#incidents-status-only", timeout=STEP_MS)
             # Every incident the table found stands in the Alarms panel, with the button beside them.
             page.wait_for_selector("#alarms #ack-incidents", timeout=STEP_MS)
             text = page.inner_text("#alarms")

@@ -143,7 +143,7 @@ LICENSED: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {
     },
 }
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*\Z")
 _TOP_KEYS = {"name", "kind", "title", "citation", "section", "label", "expires", "notes", "pays"}
 
 

@@ -93,7 +93,7 @@ export async function boot({ allowed, render }) {
       if (ctx.signedOut && state !== "signed_out") return;
       fill(link, words[state] || state);
       link.dataset.state = state;
-      if (state === "live") { ctx.offline = false; redraw(); return; }
+      if (state === "live") { ctx.offline = false; ctx.statusOnly = Boolean(detail); redraw(); return; }
       if (state === "offline" || state === "signed_out") {
         if (!ctx.offline) { ctx.offline = true; ctx.status = null; redraw(); }
         // The table answers HTTP but refuses the WebSocket: ask whether it still knows this

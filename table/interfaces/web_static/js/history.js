@@ -33,8 +33,10 @@ function incidentLine(i) {
   const handled = i.handled_by.length
     ? i.handled_by.map((h) => `${h.action} by ${h.supervisor || "?"}`).join(", ")
     : "not handled yet";
-  return el("li", { class: "history-incident", "data-incident-seq": i.seq, "data-handled": i.handled_by.length ? "yes" : "no" },
-    badge(i.handled_by.length ? "ok" : "warn", clock(i.ts)), " ", tableWords(i.what), el("br"),
+  // A void asked and not yet confirmed handles nothing yet: still open (amber), with who asked.
+  const done = i.handled_by.some((h) => h.action !== "asked for a void");
+  return el("li", { class: "history-incident", "data-incident-seq": i.seq, "data-handled": done ? "yes" : "no" },
+    badge(done ? "ok" : "warn", clock(i.ts)), " ", tableWords(i.what), el("br"),
     el("span", { class: "muted" }, handled));
 }
 

@@ -136,7 +136,9 @@ function readForm(name, spec) {
 export function slipWords(reply, fallback) {
   const s = (reply && typeof reply.slip === "object" && reply.slip) || {};
   const total = s.total ?? s.amount;
-  const who = [s.dealer, s.supervisor].filter(Boolean).join(" and ");
+  const signers = [s.dealer, s.opener, s.supervisor].filter(Boolean); // a shift change: the incoming dealer too
+  const who = signers.length > 2 ? `${signers.slice(0, -1).join(", ")} and ${signers[signers.length - 1]}`
+    : signers.join(" and ");
   return [String(s.procedure || fallback).replace(/_/g, " "), s.slip !== undefined ? `slip ${s.slip}` : null,
     Number.isFinite(total) ? dollars(total) : null, s.opener ? `${s.opener} opens shift ${s.shift}` : null,
     s.gaming_day ? `for ${s.gaming_day}` : null, who ? `signed by ${who}` : null].filter(Boolean).join(", ");

@@ -58,6 +58,12 @@ function renderIncidents(box, model, ctx) {
   const words = (i) => i.type === "custody_violation" ? `custody rule broken: ${String(i.data.rule || "").replace(/_/g, " ")}`
     + (i.data.citation ? ` (${i.data.citation})` : "")
     : i.type === "round_held" ? `round held: ${i.data.reason || ""}` : `incident: ${i.data.what || ""}`;
+  if (!items.length && ctx.statusOnly) { // no event stream: the standing ones are in Alarms
+    fill(box, el("h2", {}, "Incidents"), el("p", { id: "incidents-status-only", class: "muted" },
+      "This table keeps no journal, so no incidents are listed here as they happen: the standing ones are in "
+      + "Alarms above, with their Acknowledge button."));
+    return;
+  }
   fill(box, el("h2", {}, "Incidents"), items.length ? el("ul", { class: "alarms" }, items.map((i) => el("li", {
     class: "alarm", "data-incident": i.seq }, badge("warn", clock(i.ts)), " ", tableWords(words(i)), " ",
   el("button", { class: "small", id: `ack-${i.seq}`, "aria-label": `Acknowledge incident ${i.seq}`,
@@ -70,8 +76,12 @@ function renderAudit(box) {
   if (!audit.ok) { fill(box, el("h2", {}, "Audit"), el("p", { class: "refused" }, audit.error)); return; }
   const a = audit.audit;
   const cp = a.last_checkpoint;
+  // "unsigned": what follows the last checkpoint (the round in progress: the table signs at its end)
+  // holds its chain and is not yet signed; the normal state during play, not an alarm.
   const verdict = a.status === "ok" ? badge("ok", "journal verified") : a.status === "unanchored"
-    ? badge("warn", "chain holds, end not vouched for") : badge("bad", `JOURNAL ${String(a.status).toUpperCase()}`);
+    ? badge("warn", "chain holds, end not vouched for") : a.status === "unsigned"
+      ? badge("ok", `journal verified to its last checkpoint; ${count(a.unsigned_tail, "entry", "entries")} since, signed at the round's end`)
+      : badge("bad", `JOURNAL ${String(a.status).toUpperCase()}`);
   fill(box, el("h2", {}, "Audit"), el("p", { id: "audit-status", "data-status": a.status }, verdict),
     el("table", { class: "facts" },
       el("tr", {}, el("th", {}, "entries"), el("td", {}, a.entries)),
@@ -165,7 +175,9 @@ function renderHints(ctx) {
   fill($("void-round"), held ? `Held round ${held.number ?? ""} (${held.round_id}).` : running
     ? `Round ${running.number} (${running.round_id}), ${stateWords(running.state)}.` : "No round is running.");
   // Nothing to void: no round running and none held (the table would refuse it anyway).
-  $("void-button").disabled = ctx.me.role !== "supervisor" || !(held || running) || ctx.offline;
+  // A void asked and waiting for a second supervisor is confirmed below, not asked again.
+  $("void-button").disabled = ctx.me.role !== "supervisor" || !(held || running) || ctx.offline
+    || Boolean(held && held.void_requested_by);
   $("release-button").disabled = ctx.me.role !== "supervisor" || !held || Boolean(held.settled) || ctx.offline;
   const rule = Status.voidNeedsSecondSupervisor(status);
   fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
@@ -203,7 +215,8 @@ function render(ctx) {
   panel($("held"), [Status.held(status), offline], (box) => offline
     ? fill(box, el("h2", {}, "Held round"), el("p", {}, badge("off", "unknown while the table does not answer")))
     : renderHeld(box, status));
-  panel($("incidents"), [model.incidents.map((i) => i.seq), ctx.errors], (box) => renderIncidents(box, model, ctx));
+  panel($("incidents"), [model.incidents.map((i) => i.seq), ctx.errors, Boolean(ctx.statusOnly)],
+    (box) => renderIncidents(box, model, ctx));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));
   panel($("links"), [Status.links(status), offline], (box) => renderLinks(box, status, offline));
   const key = JSON.stringify([Status.roundsPlayed(status), Status.roundLine(status), model.incidents.length]);
