@@ -153,7 +153,8 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
         # The incoming dealer signs too: with no PIN, a wrong one, as a supervisor, or as the outgoing
         # dealer it is refused (before, any id was taken, a supervisor or nobody: a fresh review's find).
         shift_slip = {"inventory": OPEN["inventory"], "opener": "D-5"}
-        for opener, pin, why in (("D-5", None, "wrong PIN (opener_pin)"), ("D-5", "999999", "wrong PIN (opener_pin)"),
+        wrong = "the incoming dealer (slip.opener, opener_pin): unknown person or wrong PIN"
+        for opener, pin, why in (("D-5", None, wrong), ("D-5", "999999", wrong),
                                  ("S-18", PINS["S-18"], "is supervisor"), ("D-4", PINS["D-4"], "outgoing dealer"),
                                  ("NOBODY", "1234", "unknown person")):
             ask = signed("shift_change", {**shift_slip, "opener": opener})

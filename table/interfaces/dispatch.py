@@ -458,21 +458,10 @@ class Dispatcher:
         if prove is None:
             return refusal("forbidden", "table_procedure: the dealer's PIN cannot be checked here (this table has "
                                         "no people file, [auth] people_file)", rid)
-        from .auth import SignInLocked
-
-        try:
-            proven = await self.front.run_blocking(prove, dealer, pin)
-        except SignInLocked as exc:
-            return refusal("locked", f"table_procedure: the dealer: {exc}", rid)
-        except PermissionError:
-            log.warning("api_pin_refused", action="table_procedure", person=clip(dealer), role="dealer",
-                        source=channel.source)
-            return refusal("forbidden", "table_procedure: the dealer: unknown person or wrong PIN", rid)
-        except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
-            return refusal("internal", f"table_procedure: the PIN cannot be checked ({clip(str(exc), 160)})", rid)
-        if proven.role is not Role.DEALER:
-            return refusal("forbidden", f"table_procedure: {proven.person} is {proven.role.value}; the slip is "
-                                        "countersigned by a dealer", rid)
+        proven = await self._dealer_proven(channel, prove, dealer, pin, "the dealer", "dealer",
+                                           "the slip is countersigned by a dealer", rid)
+        if isinstance(proven, dict):
+            return proven
         opener_pin = args.pop("opener_pin", None)
         if args.get("procedure") == "shift_change":
             slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
@@ -481,21 +470,32 @@ class Dispatcher:
                 return refusal("refused", f"table_procedure: the incoming dealer {clip(opener)} is the outgoing "
                                           "dealer or the supervisor: a shift change is taken over by another "
                                           "dealer", rid)
-            try:
-                incoming = await self.front.run_blocking(prove, opener, opener_pin)
-            except SignInLocked as exc:
-                return refusal("locked", f"table_procedure: the incoming dealer: {exc}", rid)
-            except PermissionError:
-                log.warning("api_pin_refused", action="table_procedure", person=clip(opener), role="opener",
-                            source=channel.source)
-                return refusal("forbidden", "table_procedure: the incoming dealer (slip.opener): unknown person or "
-                                            "wrong PIN (opener_pin)", rid)
-            except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
-                return refusal("internal", f"table_procedure: the PIN cannot be checked ({clip(str(exc), 160)})",
-                               rid)
-            if incoming.role is not Role.DEALER:
-                return refusal("forbidden", f"table_procedure: the incoming dealer {incoming.person} is "
-                                            f"{incoming.role.value}; a shift is taken over by a dealer", rid)
+            incoming = await self._dealer_proven(channel, prove, opener, opener_pin,
+                                                 "the incoming dealer (slip.opener, opener_pin)", "opener",
+                                                 "a shift is taken over by a dealer", rid)
+            if isinstance(incoming, dict):
+                return incoming
+        return proven
+
+    async def _dealer_proven(self, channel: Channel, prove: Any, person: Any, pin: Any, who: str, role: str,
+                             rule: str, rid: Any) -> Actor | dict:
+        """``person`` proved by ``pin`` with the channel's check (the sign-in's lock-outs) as
+        a dealer, or the refusal naming ``who`` (a wrong PIN is logged, never the PIN)."""
+        from .auth import SignInLocked
+
+        try:
+            proven = await self.front.run_blocking(prove, person, pin)
+        except SignInLocked as exc:
+            return refusal("locked", f"table_procedure: {who}: {exc}", rid)
+        except PermissionError:
+            log.warning("api_pin_refused", action="table_procedure", person=clip(person), role=role,
+                        source=channel.source)
+            return refusal("forbidden", f"table_procedure: {who}: unknown person or wrong PIN", rid)
+        except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+            return refusal("internal", f"table_procedure: the PIN cannot be checked ({clip(str(exc), 160)})", rid)
+        if proven.role is not Role.DEALER:
+            return refusal("forbidden", f"table_procedure: {who} {proven.person} is {proven.role.value}; {rule}",
+                           rid)
         return proven
 
     @staticmethod

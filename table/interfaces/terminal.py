@@ -426,14 +426,21 @@ class KeyConsole:
     def _proven_supervisor(self, name: str, what: str) -> Actor | None:
         """``name``'s PIN asked and checked (``pin_check``): the supervisor it proves, or
         None after saying why ``what`` is refused (a wrong PIN, a lock-out, not a supervisor)."""
+        return self._proven_as(name, Role.SUPERVISOR, what)
+
+    def _proven_as(self, name: str, role: Role, what: str, label: str | None = None,
+                   rule: str | None = None) -> Actor | None:
+        """``name`` proved by the PIN asked here (without echo) as a person of ``role``, or
+        None after saying why ``what`` is refused (a wrong PIN, a lock-out, another role);
+        ``label`` names them in the prompt and the refusal (e.g. "incoming dealer")."""
         assert self.pin_check is not None
         try:
-            actor = self.pin_check(name, self.read_pin(f"PIN for {name}: "))
+            actor = self.pin_check(name, self.read_pin(f"PIN for {name} ({label}): " if label else f"PIN for {name}: "))
         except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
-            self._say(f"<<< {what} refused: {exc}")
+            self._say(f"<<< {what} refused: " + (f"the {label}: " if label else "") + str(exc))
             return None
-        if actor.role is not Role.SUPERVISOR:
-            self._say(f"<<< {what} refused: {name} is not a supervisor")
+        if actor.role is not role:
+            self._say(f"<<< {what} refused: {name} is not a {role.value}" + (f"; {rule}" if rule else ""))
             return None
         return actor
 
@@ -451,26 +458,15 @@ class KeyConsole:
             self._say(f"<<< {said} refused: this terminal cannot tell who types (no people file); the dealer and "
                       "the supervisor sign on the supervisor's screen or the control socket")
             return None
-        try:
-            signer = self.pin_check(dealer, self.read_pin(f"PIN for {dealer} (dealer): "))
-        except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
-            self._say(f"<<< {said} refused: the dealer: {exc}")
-            return None
-        if signer.role is not Role.DEALER:
-            self._say(f"<<< {said} refused: {dealer} is not a dealer; the slip is countersigned by a dealer")
+        signer = self._proven_as(dealer, Role.DEALER, said, "dealer", "the slip is countersigned by a dealer")
+        if signer is None:
             return None
         if procedure == "shift_change":  # the incoming dealer takes the inventory over: they sign too
             opener = slip["opener"]
             if opener == signer.person:
                 self._say(f"<<< {said} refused: {opener} cannot hand the shift over to themself")
                 return None
-            try:
-                incoming = self.pin_check(opener, self.read_pin(f"PIN for {opener} (incoming dealer): "))
-            except Exception as exc:  # noqa: BLE001 - a wrong PIN, a lock-out, an unreadable people file
-                self._say(f"<<< {said} refused: the incoming dealer: {exc}")
-                return None
-            if incoming.role is not Role.DEALER:
-                self._say(f"<<< {said} refused: {opener} is not a dealer; a shift is taken over by a dealer")
+            if self._proven_as(opener, Role.DEALER, said, "incoming dealer", "a shift is taken over by a dealer") is None:
                 return None
         actor = self._proven_supervisor(self.supervisor, said)
         if actor is None:
