@@ -58,10 +58,14 @@ class VirtualDealer:
 
     def insert_deck(self, colour: BackColour) -> None:
         """Put the ``colour`` deck in the shuffler: from off the table the first time,
-        later from the discard rack (with the shoe's stub if it is still there)."""
+        later from the discard rack (with the shoe's stub if it is still there), or the
+        deck in the dealer's hand when it is that one (taken out of the shuffler and not
+        loaded: the table has it counted again)."""
         with self._lock:
             if colour in self.off_table:
                 cards = self.off_table.pop(colour)
+            elif self.in_hand and deck_colour(self.in_hand) == colour:
+                cards, self.in_hand = self.in_hand, []
             else:
                 cards = [c for c in self.discard_rack]
                 self.discard_rack.clear()
@@ -72,8 +76,11 @@ class VirtualDealer:
             self.shuffler.insert(cards)
 
     def take_from_shuffler(self) -> None:
-        """Take the verified deck out of the shuffler into the dealer's hand."""
+        """Take the verified deck out of the shuffler into the dealer's hand (a deck already
+        in hand, not loaded, is put down off the table first)."""
         with self._lock:
+            if self.in_hand:
+                self.off_table[deck_colour(self.in_hand)] = self.in_hand
             self.in_hand = self.shuffler.take()
 
     def load_shoe(self, colour: BackColour) -> None:

@@ -58,6 +58,10 @@ DECK_TRANSITIONS = [
     {"trigger": "deal", "source": P.IN_SHOE.value, "dest": P.IN_PLAY.value},
     {"trigger": "collect", "source": [P.IN_SHOE.value, P.IN_PLAY.value], "dest": P.IN_DISCARD_RACK.value},
     {"trigger": "remove", "source": "*", "dest": P.OUT_OF_SERVICE.value},
+    # A deck step out of order between rounds (a dealer's slip): the deck's custody is no longer
+    # known, so it goes off the table and round again through the shuffler, counted before dealt.
+    {"trigger": "recount", "source": [P.IN_SHUFFLER.value, P.VERIFIED.value, P.DELIVERED.value, P.IN_SHOE.value,
+                                      P.IN_DISCARD_RACK.value, P.OFF_TABLE.value], "dest": P.OFF_TABLE.value},
 ]
 
 
@@ -359,6 +363,23 @@ class DeckCustody:
         self._move(deck, "collect")
         self.last_played, self.in_play = deck, None
         return deck
+
+    def recount(self) -> list[Deck]:
+        """After a deck step out of order between rounds (a dealer's slip: a deck put back
+        into the shuffler, the shoe loaded again): every deck that is not in play, being
+        shuffled or out of service goes off the table, to be counted again in the shuffler
+        before it is dealt (the table finds where each one is from the devices, as after a
+        restart without the journal), and which deck was played last is forgotten, as the
+        counts start over (58 Pa. Code 649a.3(b): a deck is shuffled and checked in the
+        device before play). Returns the decks sent round again."""
+        moved = []
+        for deck in self.decks.values():
+            if deck.place in (P.IN_PLAY, P.SHUFFLING, P.OUT_OF_SERVICE):
+                continue
+            self._move(deck, "recount")
+            moved.append(deck)
+        self.last_played = None
+        return moved
 
     def take_out_of_service(self, colour: BackColour) -> Deck:
         """Remove a deck from the table (supervisor action)."""

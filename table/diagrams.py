@@ -21,7 +21,12 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 MACHINES = {
     "deck-custody.md": ("Deck custody (one machine per deck)", DECK_STATES, DECK_TRANSITIONS, "off_table",
                         "Where a deck is. Table-wide rules across the two decks (alternation, one deck in the "
-                        "discard rack, the other deck verified before a round) are in `table/custody.py`."),
+                        "discard rack, the other deck verified before a round) are in `table/custody.py`. "
+                        "`recount`: a deck step out of order between rounds (a dealer's slip: a deck put back "
+                        "into the shuffler, the shoe loaded again) is journaled as the rule broken and an "
+                        "incident, and every deck not in play goes off the table, to be found from the "
+                        "devices' status and counted again in the shuffler before it is dealt; the table "
+                        "does not stop (`table/procedure/decks.py`)."),
     "round-procedure.md": ("Round procedure", ROUND_STATES, ROUND_TRANSITIONS, "open_for_bets",
                            "One round. Bets are placed while it is open for bets and frozen at `close_bets`; only "
                            "the seats with a wager are dealt ([bets.md](bets.md)). The dealer's hand is sealed "

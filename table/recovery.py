@@ -243,7 +243,7 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
     shuffled to the shuffler); ``command`` ``shuffle``: the deck starts its
     shuffle; ``custody``: the controller's own steps
     (``op``: ``start_shuffle``, ``start_round``, ``collect``,
-    ``fail_verification``); ``card_read``: a card taken into custody, dealt to a
+    ``fail_verification``, ``recount``); ``card_read``: a card taken into custody, dealt to a
     seat or the dealer, or read late for a held round (its face is sealed:
     ``journal`` opens it; a card refused or beyond the deal never entered
     custody), or ``stray``: read with no round in progress, out of the deck in
@@ -286,6 +286,8 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                     c.collect()
             elif op == "fail_verification":
                 c.take_out_of_service(colour)
+            elif op == "recount":
+                c.recount()
         elif (e.kind == "card_read" and not body.get("refused") and not body.get("voided") and journal is not None
               and "sealed" in body and (body.get("to") is not None or body.get("late"))):
             opened = journal.unseal(e)

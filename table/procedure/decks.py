@@ -39,6 +39,11 @@ log = structlog.get_logger("table")
 WaitPerson = Callable[..., Command]
 
 
+#: the custody rules a deck step between rounds can break by a dealer's slip, answered by
+#: counting the decks again (:meth:`DeckProcedure._recount`) rather than stopping the table
+RECOUNTED_RULES = frozenset({Rule.OUT_OF_ORDER, Rule.DECK_NOT_VERIFIED, Rule.SHOE_LOADED_WITH_DECK_JUST_PLAYED})
+
+
 class DeckProcedure:
     """Moves the decks until the table is ready for a round (:meth:`advance`)."""
 
@@ -64,43 +69,72 @@ class DeckProcedure:
         Raises :class:`TableError` when custody cannot reach a ready state."""
         stops = 0
         for _ in range(self.MAX_STEPS):
-            c = self.t.custody
-            out = self.t.deck_in(P.OUT_OF_SERVICE)
-            if out is not None:
-                if self._shuffler_holds(out.back_colour):
-                    self._step("take_from_shuffler", out.back_colour, DeckDelivered,
-                               f"the out-of-service {out.back_colour} deck {out.deck_id} out of the shuffler")
-                    continue
-                self._replace_deck(out)
-                continue
-            in_shuffler = self.t.deck_in(P.IN_SHUFFLER, P.SHUFFLING, P.VERIFIED)
-            in_shoe = self.t.deck_in(P.DELIVERED, P.IN_SHOE, P.IN_PLAY)
-            if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
-                    and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
-                self.console.expect(None)
-                return
-            if in_shoe is not None and in_shoe.place is P.IN_PLAY:
-                raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
-            if in_shuffler is not None and in_shuffler.place is P.SHUFFLING:
-                self.await_verification(in_shuffler)
-            elif in_shuffler is not None and in_shuffler.place is P.IN_SHUFFLER:
-                try:
-                    self._shuffle(in_shuffler)
-                except ShufflerStopped as exc:
-                    stops += 1
-                    if stops > 3:
-                        raise
-                    log.warning("shuffle_repeated", reason=str(exc), attempt=stops)
-            elif in_shoe is not None and in_shoe.place is P.DELIVERED:
-                self._step("load_shoe", in_shoe.back_colour, ShoeLoaded, f"the {in_shoe.back_colour} deck in the shoe")
-            elif in_shuffler is not None and in_shoe is None and in_shuffler is not c.last_played:
-                self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
-                           f"the {in_shuffler.back_colour} deck out of the shuffler")
-            elif in_shuffler is None:
-                self._insert_next(in_shoe)
-            else:
-                raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
+            try:
+                if self._advance_step():
+                    return
+            except CustodyViolation as v:
+                if self.t.round is not None or v.rule not in RECOUNTED_RULES:
+                    raise
+                self._recount(v)
+            except ShufflerStopped as exc:
+                stops += 1
+                if stops > 3:
+                    raise
+                log.warning("shuffle_repeated", reason=str(exc), attempt=stops)
         raise TableError(f"the decks did not reach a ready state: {self.t.custody.places()}")
+
+    def _advance_step(self) -> bool:
+        """One step of :meth:`advance`; True once the table is ready."""
+        c = self.t.custody
+        out = self.t.deck_in(P.OUT_OF_SERVICE)
+        if out is not None:
+            if self._shuffler_holds(out.back_colour):
+                self._step("take_from_shuffler", out.back_colour, DeckDelivered,
+                           f"the out-of-service {out.back_colour} deck {out.deck_id} out of the shuffler")
+                return False
+            self._replace_deck(out)
+            return False
+        in_shuffler = self.t.deck_in(P.IN_SHUFFLER, P.SHUFFLING, P.VERIFIED)
+        in_shoe = self.t.deck_in(P.DELIVERED, P.IN_SHOE, P.IN_PLAY)
+        if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
+                and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
+            self.console.expect(None)
+            return True
+        if in_shoe is not None and in_shoe.place is P.IN_PLAY:
+            raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
+        if in_shuffler is not None and in_shuffler.place is P.SHUFFLING:
+            self.await_verification(in_shuffler)
+        elif in_shuffler is not None and in_shuffler.place is P.IN_SHUFFLER:
+            self._shuffle(in_shuffler)
+        elif in_shoe is not None and in_shoe.place is P.DELIVERED:
+            self._step("load_shoe", in_shoe.back_colour, ShoeLoaded, f"the {in_shoe.back_colour} deck in the shoe")
+        elif in_shuffler is not None and in_shoe is None and in_shuffler is not c.last_played:
+            self._step("take_from_shuffler", in_shuffler.back_colour, DeckDelivered,
+                       f"the {in_shuffler.back_colour} deck out of the shuffler")
+        elif in_shuffler is None:
+            self._insert_next(in_shoe)
+        else:
+            raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
+        return False
+
+    def _recount(self, v: CustodyViolation) -> None:
+        """A deck step out of order between rounds (a dealer's slip: a deck put back into the
+        shuffler, the shoe loaded again): the rule broken is already journaled; it is an
+        incident, and instead of stopping the table every deck not in play goes round again
+        through the shuffler, found where it is from the devices' status and counted before
+        it is dealt (:meth:`~table.custody.DeckCustody.recount`, journaled as the custody
+        step ``recount``, replayed after a restart). The incident stands until a supervisor
+        acknowledges it."""
+        text = (f"a deck step out of order ({v.rule.value.replace('_', ' ')}: {mask_cards(v.detail)}): every deck "
+                "not in play is counted again in the shuffler before it is dealt")
+        self.console.expect(None)  # the step the slip broke is no longer asked for
+        with self.t.batch():
+            self.t.op("recount", rule=v.rule.value)
+            self.t.custody.recount()
+            self.t.record("incident", what=text)
+        log.error("deck_custody_recount", rule=v.rule.value, detail=mask_cards(v.detail))
+        self.t.alarm("incident", text)
+        self.t.publish("incident", what=text)
 
     def _insert_next(self, in_shoe: Deck | None) -> None:
         """The shuffler is empty: the deck from the discard rack (or off the table) goes in;
