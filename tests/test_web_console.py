@@ -7,6 +7,7 @@ test-artifacts/screenshots, printed at the end of the run)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -146,6 +147,19 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                 deal = 3 * (page.locator("section.seat[data-seat]").count())  # 3 cards each, the dealer's too
                 if draws_this_round >= deal:  # a dealer draws no card beyond the deal
                     wait_action_not(page, action)
+                    continue
+                # The shoe's own count against the card the table asks for: a screen a frame behind
+                # the shoe (after a restart, when this loop did not count the cards already out) must
+                # not make the hands draw a card beyond the deal (a misdeal the test caused).
+                asked = page.evaluate("() => { const s = window.threecard && window.threecard.status;"
+                                      " const w = s && s.waiting_for;"
+                                      " return w && w.action === 'draw_card' ? w.draw_index : null; }")
+                out = re.search(r"draws=(\d+)", hands.bench.shoe.do("status"))
+                if asked is None or (out is not None and int(out.group(1)) > asked):
+                    page.wait_for_function("n => { const s = window.threecard && window.threecard.status;"
+                                           " const w = s && s.waiting_for;"
+                                           " return !w || w.action !== 'draw_card' || w.draw_index > n; }",
+                                           arg=asked if asked is not None else -1, timeout=STEP_S * 1000)
                     continue
                 if on_draw is not None:
                     on_draw(draws_this_round)
