@@ -16,7 +16,11 @@ Rules enforced, with their sources:
 * only one deck's cards in the discard rack at any time (California TCP
   standards of play);
 * every card read carries the back colour of the deck in play; a card of
-  another back colour is a foreign card and holds the round.
+  another back colour is a foreign card and holds the round;
+* one deck of each colour on the table: a deck counted in the shuffler while
+  the shoe holds cards of its colour (the deck in play, a stub, a deck loaded
+  behind the table's back) is a second deck of one colour, and the table is
+  held for a supervisor (58 Pa. Code 649a.3(b); COMAR 36.05.03.27 C).
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class Rule(str, enum.Enum):
     CARD_UNACCOUNTED = "card_unaccounted"
     EVENT_FROM_WRONG_DEVICE = "event_from_wrong_device"
     OUT_OF_ORDER = "out_of_order"
+    SECOND_DECK = "second_deck_of_one_colour"
 
 
 CITATIONS = {
@@ -105,6 +110,8 @@ CITATIONS = {
     Rule.EVENT_FROM_WRONG_DEVICE: "protocols/SPEC.md 4.5 (events by device kind): a shuffler deals no card, "
                                   "a shoe verifies no deck",
     Rule.OUT_OF_ORDER: "deck custody procedure (DESIGN.md)",
+    Rule.SECOND_DECK: "58 Pa. Code 649a.3(b) (the table's two decks, of different back colours); COMAR 36.05.03.27 C "
+                      "(a deck is dealt only as the shuffler counted it)",
 }
 
 
@@ -248,6 +255,17 @@ class DeckCustody:
             raise self._violation(Rule.OUT_OF_ORDER, f"deck {deck.deck_id} is in play and cannot enter the shuffler")
         self._move(deck, "insert")
         return deck
+
+    def second_deck(self, colour: BackColour, where: str) -> CustodyViolation:
+        """The violation (recorded, returned for the caller to raise) of a deck of ``colour``
+        counted in the shuffler while cards of ``colour`` are also ``where`` (the shoe's
+        own word): two decks of one colour on the table, or a deck and cards of a third;
+        the table is held for a supervisor (58 Pa. Code 649a.3(b); COMAR 36.05.03.27 C).
+        ``colour`` must be one of the table's two (else :data:`Rule.UNKNOWN_BACK_COLOUR`)."""
+        deck = self.deck(colour)
+        return self._violation(Rule.SECOND_DECK, f"a {colour} deck is in the shuffler while {where} also holds "
+                                                 f"{colour} cards: a second {colour} deck on the table (deck "
+                                                 f"{deck.deck_id} is the only {colour} deck registered)")
 
     def on_shuffle_started(self, colour: BackColour) -> None:
         """The host told the shuffler to shuffle the deck it holds."""

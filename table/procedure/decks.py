@@ -42,6 +42,10 @@ WaitPerson = Callable[..., Command]
 #: the custody rules a deck step between rounds can break by a dealer's slip, answered by
 #: counting the decks again (:meth:`DeckProcedure._recount`) rather than stopping the table
 RECOUNTED_RULES = frozenset({Rule.OUT_OF_ORDER, Rule.DECK_NOT_VERIFIED, Rule.SHOE_LOADED_WITH_DECK_JUST_PLAYED})
+#: the custody rules broken between rounds that hold the table for a supervisor before any deck
+#: moves again (:meth:`DeckProcedure._hold_table`): cards on the table that belong to no verified
+#: deck (a second deck of one colour; a shoe holding more than the deck loaded into it)
+HELD_RULES = frozenset({Rule.SECOND_DECK, Rule.FOREIGN_CARD})
 
 
 class DeckProcedure:
@@ -59,6 +63,10 @@ class DeckProcedure:
         self.intake = intake
         self.console = console
         self.wait_person = wait_person
+        #: a start without the journal (none kept, or an empty one): the only time the shoe's own
+        #: word for a deck loaded is adopted (then the deck is counted again before it is dealt);
+        #: cleared once the table is first ready, and by any recount or hold in this process
+        self.start_unjournaled = state.journal is None or state.journal.last_seq == 0
 
     def advance(self) -> None:
         """Move the decks until the table is ready for a round: a verified deck in
@@ -73,9 +81,12 @@ class DeckProcedure:
                 if self._advance_step():
                     return
             except CustodyViolation as v:
-                if self.t.round is not None or v.rule not in RECOUNTED_RULES:
+                if self.t.round is not None or v.rule not in RECOUNTED_RULES | HELD_RULES:
                     raise
-                self._recount(v)
+                if v.rule in HELD_RULES:
+                    self._hold_table(v)
+                else:
+                    self._recount(v)
             except ShufflerStopped as exc:
                 stops += 1
                 if stops > 3:
@@ -99,6 +110,7 @@ class DeckProcedure:
         if (in_shoe is not None and in_shoe.place is P.IN_SHOE and in_shoe is not c.last_played
                 and in_shuffler is not None and in_shuffler.place is P.VERIFIED):
             self.console.expect(None)
+            self.start_unjournaled = False  # from here a deck reaches the shoe only from the shuffler's delivery
             return True
         if in_shoe is not None and in_shoe.place is P.IN_PLAY:
             raise TableError(f"deck {in_shoe.deck_id} still has a round's cards out; resolve the held round")
@@ -132,9 +144,43 @@ class DeckProcedure:
             self.t.op("recount", rule=v.rule.value)
             self.t.custody.recount()
             self.t.record("incident", what=text)
+        self.start_unjournaled = False
         log.error("deck_custody_recount", rule=v.rule.value, detail=mask_cards(v.detail))
         self.t.alarm("incident", text)
         self.t.publish("incident", what=text)
+
+    def _hold_table(self, v: CustodyViolation) -> None:
+        """Cards on the table that belong to no verified deck, found between rounds (a second
+        deck of one colour: one counted in the shuffler while the shoe holds cards of its
+        colour; a shoe holding more cards than the deck loaded into it): the violation is
+        already journaled. Every deck not in play goes off the table (custody step
+        ``recount``, journaled with the incident, as :meth:`_recount`), and the table is
+        held: no deck moves and no round is dealt until a supervisor acknowledges the
+        incident (``acknowledge_incident``, journaled with who), having taken the cards
+        that are not the table's off it (58 Pa. Code 649a.3(b): the table's two decks;
+        COMAR 36.05.03.27 C: a deck is dealt only as the shuffler counted it). Then each
+        deck is found from the devices' status and counted again in the shuffler; cards
+        still there are found again, and held again."""
+        what = ("a second deck of one colour on the table" if v.rule is Rule.SECOND_DECK
+                else "the shoe holds more cards than the deck loaded into it")
+        text = (f"custody violation: {what} ({mask_cards(v.detail)}); the table is held: a supervisor takes the "
+                "cards that are not the table's off it, then every deck not in play is counted again in the shuffler")
+        self.console.expect(None)
+        with self.t.batch():
+            self.t.op("recount", rule=v.rule.value)
+            self.t.custody.recount()
+            self.t.record("incident", what=text, rule=v.rule.value, held=True)
+        self.start_unjournaled = False
+        log.error("deck_custody_held", rule=v.rule.value, detail=mask_cards(v.detail))
+        self.t.alarm("incident", text, key="custody_hold")
+        self.t.publish("incident", what=text)
+        cmd = self.wait_person(("acknowledge_incident",), f"a supervisor to acknowledge the custody violation "
+                               f"({v.rule.value.replace('_', ' ')}) once the cards that are not the table's are off "
+                               "it; the decks are then counted again", role="supervisor")
+        self.t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, rule=v.rule.value,
+                      **by(cmd))
+        self.t.take_incidents("custody_hold")
+        cmd.answer(ok=True, acknowledged=v.rule.value)
 
     def _insert_next(self, in_shoe: Deck | None) -> None:
         """The shuffler is empty: the deck from the discard rack (or off the table) goes in;
@@ -142,6 +188,11 @@ class DeckProcedure:
         c = self.t.custody
         ready = [d for d in c.decks.values() if d.place in (P.IN_DISCARD_RACK, P.OFF_TABLE) and d is not in_shoe]
         inside = self._shuffler_colour() if ready else None
+        if inside is None and len(ready) > 1:
+            # Not the colour the shoe shows (after a recount, the deck played may still be in it):
+            # that deck is cleared from the shoe when the other is loaded, and counted after it.
+            shoe = self.intake.shoe_colour()
+            ready.sort(key=lambda d: d.back_colour == shoe)
         nxt = next((d for d in ready if d.back_colour == inside), ready[0] if ready else None)
         if nxt is None:
             raise TableError(f"no deck can go into the shuffler: {c.places()}")
@@ -237,8 +288,18 @@ class DeckProcedure:
             try:
                 self.intake.expect(expect, window, what)
             except DeviceTimeout:
+                if action == "load_shoe" and not self.start_unjournaled:
+                    self.console.expect(None)
+                    # The shoe shows the colour but no load of the deck the shuffler delivered was
+                    # seen (nor resent): its word is not taken while the process runs with its record.
+                    v = self.t.custody.second_deck(colour, f"the shoe (which shows a {colour} deck the table "
+                                                           f"did not see loaded)")
+                    self.t.violation(v)
+                    raise v from None
                 self._adopt(action, colour, what)
             self.console.expect(None)
+            if action == "load_shoe":
+                self._check_load()
             return
         self.t.record("prompt", action=action, colour=str(colour))
         r = self.t.round
@@ -248,6 +309,18 @@ class DeckProcedure:
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.d.dealer, action)(*args)
         self.intake.expect(expect, self.d.dealer_wait_s, what)
+        if action == "load_shoe":
+            self._check_load()
+
+    def _check_load(self) -> None:
+        """At the load the shoe holds one deck of 52, no more (58 Pa. Code 649a.3; COMAR
+        36.05.03.27 C): more is cards that did not come from the shuffler's count, and
+        the table is held (:meth:`_hold_table`). A deck the shoe's word was adopted for
+        is counted again anyway. Fewer is found at the end of the deal, as a card out."""
+        deck = self.t.deck_in(P.IN_SHOE)
+        if deck is None:
+            return  # the load was adopted and the deck sent round the shuffler again
+        self.intake.check_not_more(self.intake.DECK_SIZE - self.t.next_draw, "at the load")
 
     def _clear_shoe(self, wanted: BackColour) -> None:
         """The shoe holds a deck the table has no record of (a restart without the journal,
@@ -285,7 +358,11 @@ class DeckProcedure:
     def _adopt(self, action: str, colour: BackColour, what: str) -> None:
         """A device shows ``action`` done but its event was taken by an earlier controller
         with no record (a restart without the journal): custody takes the device's word,
-        and a deck found in the shuffler is counted again before it is dealt."""
+        and a deck found in the shuffler is counted again before it is dealt. The shoe's
+        word (``load_shoe``) is taken only at a start without the journal
+        (:attr:`start_unjournaled`), and then the deck goes round the shuffler again
+        (custody step ``recount``) before it is dealt: a deck reaches the shoe only from
+        the shuffler's verified delivery while the process runs."""
         deck = self.t.custody.deck(colour)
         msg = {"insert_deck": DeckInserted(colour), "take_from_shuffler": DeckDelivered(colour),
                "load_shoe": ShoeLoaded(colour)}[action]
@@ -298,7 +375,16 @@ class DeckProcedure:
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
         self.t.alarm("incident", f"no record of {what}: {text}")
         self.t.publish("incident", what=text)
-        self.intake.apply(msg)
+        self.intake.apply_journaled(msg)
+        if action == "load_shoe":
+            # The shoe's word says where the deck is, not that it is the deck the shuffler
+            # counted: it goes round the shuffler again before it is dealt.
+            with self.t.batch():
+                self.t.op("recount", rule="adopted_load")
+                self.t.custody.recount()
+                self.t.record("incident", what=f"the {colour} deck found in the shoe is counted again in the "
+                                                "shuffler before it is dealt")
+            self.start_unjournaled = False
 
     # -- shuffle and count ------------------------------------------------------------------------
 

@@ -38,13 +38,14 @@ import structlog
 
 from devices.contract import FULL, Capabilities, DeviceEvent, LinkError, LinkNotice, RefusedEvent
 from devices.plugins import describe
-from protocols.cards import Card
+from protocols.cards import BackColour, Card
 from protocols.messages import (
     CardDrawn,
     CardUnreadable,
     DeckDelivered,
     DeckInserted,
     DeckVerified,
+    DeviceState,
     Message,
     ShoeEmpty,
     ShoeLoaded,
@@ -300,13 +301,26 @@ class DeviceIntake:
         t = self.t
         c = t.custody
         if isinstance(msg, DeckInserted):
-            return c.on_deck_inserted(msg.back_colour)
+            in_shoe = self.shoe_colour()
+            try:
+                deck = c.on_deck_inserted(msg.back_colour)
+            except CustodyViolation as v:
+                if in_shoe is not None and in_shoe == msg.back_colour and v.rule is Rule.OUT_OF_ORDER:
+                    raise c.second_deck(msg.back_colour, "the shoe") from v
+                raise
+            if in_shoe is not None and in_shoe == msg.back_colour:
+                raise c.second_deck(msg.back_colour, "the shoe")
+            return deck
         if isinstance(msg, DeckVerified):
             try:
-                return c.on_deck_verified(msg)
+                deck = c.on_deck_verified(msg)
             except CustodyViolation as v:
                 t.violation(v)
                 raise
+            in_shoe = self.shoe_colour()
+            if in_shoe is not None and in_shoe == msg.back_colour:
+                raise c.second_deck(msg.back_colour, "the shoe")
+            return deck
         if isinstance(msg, DeckDelivered):
             return c.on_deck_delivered(msg.back_colour)
         if isinstance(msg, ShoeLoaded):
@@ -320,6 +334,22 @@ class DeviceIntake:
         if isinstance(msg, ShoeEmpty):
             raise DeviceFault(f"the shoe is empty after {msg.draws} draws")
         return None
+
+    def shoe_colour(self) -> BackColour | None:
+        """The back colour of the cards the shoe holds (its own status), None when it holds
+        none or does not answer (a deck counted then is checked again at the load and
+        before the first card). The shoe's word is the only sight the table has of a
+        deck it did not load: a deck counted in the shuffler while the shoe holds cards
+        of its colour is a second deck of one colour (:meth:`DeckCustody.second_deck`)."""
+        if not self.d.links[self.d.shoe_name].alive:
+            return None
+        try:
+            st = self.d.shoe.status()
+        except LinkError:
+            return None
+        if st.state is DeviceState.IDLE or not st.cards or st.back_colour is BackColour.NONE:
+            return None
+        return st.back_colour
 
     def apply_journaled(self, msg: Message) -> None:
         """:meth:`apply`, journaling the violation it raises unless it is a deck found
@@ -382,7 +412,7 @@ class DeviceIntake:
         if not self.d.links[self.d.shoe_name].alive:
             return False
         try:
-            held = self.d.shoe.status().cards
+            held = self.counted(self.d.shoe.status().cards)
         except LinkError:
             return False
         out, reads = self.DECK_SIZE - held, self.t.next_draw
@@ -503,12 +533,64 @@ class DeviceIntake:
             self.apply(msg)
 
     def shoe_count(self) -> int:
-        """How many cards the shoe holds now (its own status). Raises :class:`DeviceFault`
-        when the shoe does not answer."""
+        """How many cards the shoe holds now (its own status), checked by :meth:`counted`.
+        Raises :class:`DeviceFault` when the shoe does not answer or its count is
+        impossible, :class:`CustodyViolation` when it says more than a deck."""
         try:
-            return self.d.shoe.status().cards
+            cards = self.d.shoe.status().cards
         except LinkError as exc:
             raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
+        return self.counted(cards)
+
+    def counted(self, cards: object) -> int:
+        """The shoe's count of cards held (``StatusReply.cards``) as a custody fact, never a
+        number computed with blindly: a whole number 0..52 is returned (a shoe holds
+        at most one deck: SPEC §4.3; 58 Pa. Code 649a.3, one 52-card deck in play).
+        Negative, or not a whole number: an impossible count, a device fault (journaled
+        as an incident; raises :class:`DeviceFault`). Over 52: more cards than a deck,
+        so cards of no verified deck are in the shoe, or its count cannot be trusted;
+        either way nothing is dealt or settled on it: journaled as an incident and the
+        violation ``foreign_card``, raises :class:`CustodyViolation` (a hold a
+        supervisor can only void, never release; COMAR 36.05.03.27 C)."""
+        if isinstance(cards, bool) or not isinstance(cards, int) or cards < 0:
+            text = f"{cards!r}"[:40]
+            self.t.record("incident", what="impossible count from the shoe", shoe_holds=text)
+            log.error("shoe_count_impossible", shoe_holds=text)
+            raise DeviceFault(f"the shoe reported {text} cards held: an impossible count (a shoe holds 0 to "
+                              f"{self.DECK_SIZE} cards, SPEC §4.3), a device fault; have the shoe checked")
+        if cards > self.DECK_SIZE:
+            self.t.record("incident", what="impossible count from the shoe: more cards than a deck", shoe_holds=cards)
+            log.error("shoe_count_over_a_deck", shoe_holds=cards)
+            v = CustodyViolation(Rule.FOREIGN_CARD, f"the shoe holds {cards} cards, more than one deck of "
+                                 f"{self.DECK_SIZE}: cards of no verified deck are in the shoe (or its count is "
+                                 "faulty); nothing is dealt or settled on it")
+            self.t.violation(v)
+            raise v
+        return cards
+
+    def check_not_more(self, should: int, when: str) -> int:
+        """The shoe's count at a custody point (``when``: at the load, before the first
+        card, at the end of the deal): it must hold no more than ``should`` cards (52
+        at the load, 52 less the cards read since the load after). More is cards put
+        into the shoe that did not come from the shuffler's verified delivery (cards
+        added on top, a card slipped back): journaled as an incident and the violation
+        ``foreign_card``; raises :class:`CustodyViolation`, which holds the round (58
+        Pa. Code 649a.3: one 52-card deck in play; COMAR 36.05.03.27 C: a deck is dealt
+        only as counted). Fewer is left to the caller (cards out not yet reported, or a
+        card beyond the deal). Returns the count; raises as :meth:`shoe_count`
+        (:class:`DeviceFault` when the shoe does not answer)."""
+        held = self.shoe_count()
+        if held <= should:
+            return held
+        extra = held - should
+        self.t.record("incident", what=f"the shoe holds more cards than it should {when}", shoe_holds=held,
+                      should_hold=should)
+        log.error("shoe_holds_more", when=when, shoe_holds=held, should_hold=should)
+        v = CustodyViolation(Rule.FOREIGN_CARD, f"{when} the shoe holds {held} cards where it should hold {should} "
+                             f"(52 less the {self.DECK_SIZE - should} read since the load): {extra} card(s) put into "
+                             "the shoe that did not come from the shuffler's count")
+        self.t.violation(v)
+        raise v
 
     def cards_in_flight(self, flag: str) -> None:
         """Before the cards are collected: take in the events of cards the shoe let out
@@ -517,9 +599,15 @@ class DeviceIntake:
         if not self.d.links[self.d.shoe_name].alive:
             return  # the shoe is away: not asked (a void is carried out now); its cards arrive later, as late cards
         try:
-            out = self.DECK_SIZE - self.d.shoe.status().cards
+            cards = self.d.shoe.status().cards
         except LinkError:
             return  # the shoe is away: what it holds arrives after it comes back, as a late card
+        if isinstance(cards, bool) or not isinstance(cards, int) or not 0 <= cards <= self.DECK_SIZE:
+            # an impossible count says nothing about cards in flight: none is waited for (the
+            # round is being voided or collected; the count's own checks hold the next round)
+            self.t.record("incident", what="impossible count from the shoe", shoe_holds=f"{cards!r}"[:40])
+            return
+        out = self.DECK_SIZE - cards
         if out > self.t.next_draw:
             self.await_cards(out, **{flag: True})
 

@@ -243,6 +243,10 @@ class RoundPlay:
         order = deal_order(r)
         if resumed and r.prompted > len(r.reads):
             r.prompted = self._drawn_since_load()  # the card prompted before the hold: drawn or not
+        if not r.reads and r.prompted == 0:
+            # Before the first card: the shoe holds the deck loaded, less the cards read since the
+            # load, no more (cards put on top would be dealt as the deck's: 649a.3, 27 C).
+            self.intake.check_not_more(self.intake.DECK_SIZE - self.t.next_draw, "before the first card")
         for pos in range(len(r.reads), len(order)):
             self.holds.check_void(r)
             target = order[pos]
@@ -333,16 +337,19 @@ class RoundPlay:
         return self.intake.DECK_SIZE - self.intake.shoe_count()
 
     def _deal_complete(self) -> None:
-        """The deal is complete when its cards are read; a card beyond it is a misdeal,
-        found without waiting on a timer (issue 18): by a card event already here, or
-        by the shoe's own count, which says how many cards left it (SPEC §4.3). The
+        """The deal is complete when its cards are read and the shoe holds exactly 52 less
+        the cards read since the load (SPEC §4.3). More is a card put back or added
+        into the shoe: held as foreign cards (:meth:`DeviceIntake.check_not_more`;
+        58 Pa. Code 649a.3, COMAR 36.05.03.27 C). Fewer is a card beyond the deal, a
+        misdeal, found without waiting on a timer (issue 18): by a card event already
+        here, or by the shoe's own count, which says how many cards left it. The
         events of cards the shoe let out are then waited for (the shoe sends them)
         and journaled, so none is left to surface in a later round."""
         self.intake.drain()
-        held = self.intake.shoe_count()
-        out = self.intake.DECK_SIZE - held
         reads = self.t.next_draw
-        if out <= reads:
+        held = self.intake.check_not_more(self.intake.DECK_SIZE - reads, "at the end of the deal")
+        out = self.intake.DECK_SIZE - held
+        if out == reads:
             return
         if not self.intake.capabilities(self.d.shoe_name).draw_index:
             # A shoe that does not number its draws (docs/drivers.md, "Capabilities"): the table
