@@ -579,16 +579,22 @@ class DeviceIntake:
         only as counted). Fewer is left to the caller (cards out not yet reported, or a
         card beyond the deal). Returns the count; raises as :meth:`shoe_count`
         (:class:`DeviceFault` when the shoe does not answer)."""
-        held = self.shoe_count()
+        try:
+            held = self.d.shoe.status().cards
+        except LinkError as exc:
+            raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
+        if isinstance(held, bool) or not isinstance(held, int) or held < 0:
+            self.counted(held)  # raises: an impossible count is a device fault
         if held <= should:
             return held
         extra = held - should
-        self.t.record("incident", what=f"the shoe holds more cards than it should {when}", shoe_holds=held,
+        over = f", more than one deck of {self.DECK_SIZE}" if held > self.DECK_SIZE else ""
+        self.t.record("incident", what=f"the shoe holds more cards than it should {when}{over}", shoe_holds=held,
                       should_hold=should)
         log.error("shoe_holds_more", when=when, shoe_holds=held, should_hold=should)
-        v = CustodyViolation(Rule.FOREIGN_CARD, f"{when} the shoe holds {held} cards where it should hold {should} "
-                             f"(52 less the {self.DECK_SIZE - should} read since the load): {extra} card(s) put into "
-                             "the shoe that did not come from the shuffler's count")
+        v = CustodyViolation(Rule.FOREIGN_CARD, f"{when} the shoe holds {held} cards{over} where it should hold "
+                             f"{should} (52 less the {self.DECK_SIZE - should} read since the load): {extra} card(s) "
+                             "in the shoe that did not come from the shuffler's count")
         self.t.violation(v)
         raise v
 
