@@ -320,7 +320,8 @@ class DeckProcedure:
         deck = self.t.deck_in(P.IN_SHOE)
         if deck is None:
             return  # the load was adopted and the deck sent round the shuffler again
-        self.intake.check_not_more(self.intake.DECK_SIZE - self.t.next_draw, "at the load")
+        # A shoe that does not answer now is asked again before the first card.
+        self.intake.check_not_more(self.intake.DECK_SIZE - self.t.next_draw, "at the load", required=False)
 
     def _clear_shoe(self, wanted: BackColour) -> None:
         """The shoe holds a deck the table has no record of (a restart without the journal,

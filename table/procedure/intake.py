@@ -568,7 +568,7 @@ class DeviceIntake:
             raise v
         return cards
 
-    def check_not_more(self, should: int, when: str) -> int:
+    def check_not_more(self, should: int, when: str, *, required: bool = True) -> int | None:
         """The shoe's count at a custody point (``when``: at the load, before the first
         card, at the end of the deal): it must hold no more than ``should`` cards (52
         at the load, 52 less the cards read since the load after). More is cards put
@@ -578,10 +578,14 @@ class DeviceIntake:
         Pa. Code 649a.3: one 52-card deck in play; COMAR 36.05.03.27 C: a deck is dealt
         only as counted). Fewer is left to the caller (cards out not yet reported, or a
         card beyond the deal). Returns the count; raises as :meth:`shoe_count`
-        (:class:`DeviceFault` when the shoe does not answer)."""
+        (:class:`DeviceFault` when the shoe does not answer), or returns None then when
+        not ``required`` (the next custody point asks again)."""
         try:
             held = self.d.shoe.status().cards
         except LinkError as exc:
+            if not required:
+                log.warning("shoe_count_not_read", when=when, error=str(exc)[:200])
+                return None
             raise DeviceFault(f"cannot read the shoe's count: {exc}") from exc
         if isinstance(held, bool) or not isinstance(held, int) or held < 0:
             self.counted(held)  # raises: an impossible count is a device fault

@@ -21,7 +21,7 @@ shoe's count. Never moves decks between rounds (:mod:`table.procedure.decks`).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 
@@ -347,7 +347,8 @@ class RoundPlay:
         and journaled, so none is left to surface in a later round."""
         self.intake.drain()
         reads = self.t.next_draw
-        held = self.intake.check_not_more(self.intake.DECK_SIZE - reads, "at the end of the deal")
+        # required: a shoe that does not answer raises DeviceFault, so the count is an int here
+        held = cast(int, self.intake.check_not_more(self.intake.DECK_SIZE - reads, "at the end of the deal"))
         out = self.intake.DECK_SIZE - held
         if out == reads:
             return
