@@ -323,3 +323,60 @@ def test_a_shoe_holding_more_than_a_deck_at_the_load_holds_the_table(tmp_path):
         assert _rules(journal) == ["foreign_card"]
         assert any("more cards than it should at the load" in b["what"] for b in kinds(journal, "incident"))
         assert not [b for b in kinds(journal, "round")]
+
+
+class WalkAway(Exception):
+    """The controller stops at the prompt to load the shoe (killed before the dealer loads)."""
+
+
+class StopAtLoad:
+    def __init__(self, sim):
+        self.sim = sim
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def load_shoe(self, colour):
+        raise WalkAway(colour)
+
+
+def _controller(sim, journal, dealer, *, attached):
+    events: queue.Queue = queue.Queue()
+    shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+    shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+    console = Console()
+    console.attached = attached
+    ctl = TableController(shuffler, shoe, events, dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=2,
+                          ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
+                          timing=TableTiming(event_timeout_s=3, settle_s=0.1))
+    return ctl, (shuffler, shoe)
+
+
+def test_a_shoe_showing_the_colour_with_no_load_seen_is_not_adopted_at_a_restart_with_the_journal(tmp_path):
+    """The journal says the red deck left the shuffler verified; while the table was down the
+    shoe was loaded with red and power-cycled, so its ``ShoeLoaded`` is gone. The shoe's
+    word was adopted (an incident) and its deck dealt; with the journal kept it is not: a
+    red deck the table did not see loaded, beside the red deck the shuffler delivered, is a
+    second deck of one colour and holds the table for a supervisor."""
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        ctl, links = _controller(sim, journal, StopAtLoad(sim), attached=False)
+        with pytest.raises(WalkAway):
+            ctl.prepare()
+        for link in links:
+            link.close()
+        assert ctl.custody.decks[RED].place is DeckPlace.DELIVERED
+        sim.dealer.load_shoe(RED)  # no host to hear it
+        sim.shoe.reboot()          # and its event is lost
+        ctl, links = _controller(sim, journal, sim.dealer, attached=False)
+        try:
+            with pytest.raises(SupervisorRequired, match="custody violation"):
+                ctl.prepare()
+            assert _rules(journal)[-1] == "second_deck_of_one_colour"
+            adopted = [b for b in kinds(journal, "device_event") if b.get("source") == "adopted"]
+            assert not [b for b in adopted if b["message"]["message"] == "ShoeLoaded"], adopted
+            assert not [b for b in kinds(journal, "round")]
+        finally:
+            for link in links:
+                link.close()
+            journal.close()
