@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from protocols.cards import DECK_SIZE, BackColour
+from protocols.cards import DECK_SIZE, BackColour, Card
 from protocols.errors import MessageError
 
 from ..contract import (
@@ -49,6 +49,8 @@ from ..contract import (
     OpenRequest,
     RequestRefused,
     ShoeLoaded,
+    ShufflerFault,
+    ShufflerFaultCode,
     StatusReply,
 )
 from ..plugins import open_driver, prepare
@@ -357,6 +359,158 @@ def _shuffler_resend(ctx: DriverContext) -> str:
     return f"unacknowledged DeckInserted SEQ {first.seq} delivered again to a restarted host, then the shuffle"
 
 
+def _fresh_deck_in(ctx: DriverContext, drv: Any, events: "queue.Queue", insert: Callable[[], None]) -> None:
+    """Empty the shuffler, then ``insert`` a deck; its ``DeckInserted`` is taken."""
+    _empty_shuffler(ctx, drv, events)
+    insert()
+    ctx.expect_event(drv, events, DeckInserted)
+
+
+def _deck_content(ctx: DriverContext, *, missing: tuple[Card, ...] = (), doubled: tuple[Card, ...] = (),
+                  foreign: int = 0) -> DeckVerified:
+    """Insert a deck with the faults named, shuffle it, check that ``DeckVerified`` names
+    exactly those faults (the cards by name: a driver that misnames cards fails), take it out."""
+    drv, events = ctx.open()
+    colour = BackColour.RED
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_faulty_deck(
+        colour, missing=missing, doubled=doubled, foreign=foreign))
+    drv.shuffle()
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    count = DECK_SIZE - len(missing) + len(doubled) + foreign
+    named = lambda idx: " ".join(sorted(str(Card.from_index(i)) for i in idx)) or "none"  # noqa: E731
+    expect(ver.back_colour == colour, f"DeckVerified says {ver.back_colour}, the deck is {colour}")
+    expect(ver.card_count == count, f"card count {ver.card_count}, the deck holds {count}")
+    expect(set(ver.missing) == {c.index for c in missing},
+           f"missing cards named {named(ver.missing)}; the deck lacks {named(c.index for c in missing)}")
+    expect(set(ver.duplicates) == {c.index for c in doubled},
+           f"doubled cards named {named(ver.duplicates)}; the deck doubles {named(c.index for c in doubled)}")
+    expect(ver.foreign_count == foreign, f"foreign count {ver.foreign_count}, the deck holds {foreign}")
+    expect(not ver.complete, "an incomplete deck verified complete")
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered)
+    return ver
+
+
+def check_short_deck(ctx: DriverContext) -> str:
+    _deck_content(ctx, missing=(Card.parse("As"), Card.parse("7d")))
+    return "a deck without As and 7d: count 50, missing As 7d by name, not complete"
+
+
+def check_doubled_card(ctx: DriverContext) -> str:
+    _deck_content(ctx, doubled=(Card.parse("Kd"),))
+    return "a deck with a second Kd: count 53, Kd doubled by name, not complete"
+
+
+def check_foreign_card(ctx: DriverContext) -> str:
+    _deck_content(ctx, foreign=2)
+    return "a deck with 2 cards of another back colour: count 54, foreign 2, not complete"
+
+
+def check_jam(ctx: DriverContext) -> str:
+    drv, events = ctx.open()
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
+    ctx.operator.jam()
+    drv.shuffle()
+    fault = ctx.expect_event(drv, events, ShufflerFault, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(fault.code == ShufflerFaultCode.JAM, f"ShufflerFault code {fault.code}, expected JAM")
+    st = _status_ok(drv.status(), "status after the jam")
+    expect(st.cards == DECK_SIZE and st.state is not DeviceState.READY,
+           f"after the jam status says {st.state.name} with {st.cards} cards: the deck is inside, unverified")
+    drv.shuffle()  # cleared: the host asks again
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(ver.complete, "the deck shuffled after the jam does not verify complete")
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered)
+    return "ShufflerFault JAM, the deck still inside unverified; shuffled again: DeckVerified complete"
+
+
+def check_door(ctx: DriverContext) -> str:
+    drv, events = ctx.open()
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
+    ctx.operator.door(True)
+    try:
+        st = _status_ok(drv.status(), "status with the door open")
+        expect(st.state is DeviceState.FAULT and st.fault == ShufflerFaultCode.DOOR_OPEN,
+               f"with the door open status says {st.state.name} fault {st.fault}, expected FAULT DOOR_OPEN")
+        try:
+            drv.shuffle()
+        except RequestRefused as exc:
+            expect(exc.code is NakCode.DOOR_OPEN, f"shuffle() with the door open refused {exc.code}, "
+                                                  "expected DOOR_OPEN")
+        else:
+            raise CheckFailed("shuffle() with the door open was accepted")
+    finally:
+        ctx.operator.door(False)
+    drv.shuffle()
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(ver.complete, "the deck shuffled once the door closed does not verify complete")
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered)
+    return "door open: status FAULT DOOR_OPEN, shuffle() refused DOOR_OPEN; door closed: DeckVerified complete"
+
+
+def check_shuffler_line_noise(ctx: DriverContext) -> str:
+    drv, events = ctx.open()
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
+    ctx.operator.garble("shuffler", 2)
+    drv.shuffle()
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(ver.complete, "DeckVerified through line noise is not complete")
+    ctx.operator.take_deck()
+    nxt = ctx.expect_event(drv, events, DeckDelivered)  # not a second DeckVerified
+    return f"2 garbled frames: DeckVerified once, then DeckDelivered (seq {nxt.seq})"
+
+
+def _rebooted(ctx: DriverContext, drv: Any, events: "queue.Queue", boot: int) -> StatusReply:
+    """The status after a power cycle, then ``device_rebooted`` (link notices only: an event
+    here was lost or doubled). The status request is how a host without a heartbeat learns of
+    the reboot (``NAK NOT_IDENTIFIED``, SPEC 6.5); a heartbeat may have told it already."""
+    st = _status_ok(drv.status(), "status after the power cycle")
+    while True:
+        ev = ctx.next(events, notices=True)
+        expect(isinstance(ev.message, LinkNotice), f"{ev.message} during a power cycle")
+        if ev.message.kind == "device_rebooted":
+            break
+        expect(ev.message.kind in ("link_down", "link_up"), f"notice {ev.message.kind} during a power cycle")
+    expect(drv.link.identity.boot_id != boot, "device_rebooted but the boot id did not change")
+    return st
+
+
+def check_reboot_mid_shuffle(ctx: DriverContext) -> str:
+    drv, events = ctx.open()
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
+    ctx.operator.hold_shuffle()
+    drv.shuffle()
+    boot = drv.link.identity.boot_id
+    ctx.operator.reboot("shuffler")
+    st = _rebooted(ctx, drv, events, boot)
+    expect(st.cards == DECK_SIZE and st.state is DeviceState.HAS_DECK,
+           f"after a power cycle mid-shuffle status says {st.state.name} with {st.cards} cards, expected "
+           "HAS_DECK with 52 (the shuffle lost, the deck inside; SPEC 6.5)")
+    drv.shuffle()
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(ver.complete, "the shuffle asked again does not verify complete")
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered)
+    return "power cycle mid-shuffle: device_rebooted, status HAS_DECK 52; shuffled again: DeckVerified complete"
+
+
+def check_reboot_mid_delivery(ctx: DriverContext) -> str:
+    drv, events = ctx.open()
+    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
+    drv.shuffle()
+    ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s)
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered, ack=False)  # not journaled yet...
+    boot = drv.link.identity.boot_id
+    ctx.operator.reboot("shuffler")  # ...when the power goes: the event is lost
+    st = _rebooted(ctx, drv, events, boot)
+    expect(st.state is DeviceState.IDLE and st.cards == 0,
+           f"after a power cycle mid-delivery status says {st.state.name} with {st.cards} cards, expected IDLE "
+           "with 0: the status is how the host learns the deck left (SPEC 6.5)")
+    return "power cycle mid-delivery: device_rebooted, status IDLE 0 (the delivery told by the status)"
+
+
 @dataclass(frozen=True)
 class DriverCheck:
     """One check of a driver: ``kind``, ``name``, ``title``, ``run(ctx) -> detail``."""
@@ -394,7 +548,26 @@ DRIVER_CHECKS: tuple[DriverCheck, ...] = (
     DriverCheck("shuffler", "resend", "an event not acknowledged comes back to a restarted host", _shuffler_resend),
     DriverCheck("shuffler", "reconnect", "cable pulled: link_down, link_up, same device", check_reconnect),
     DriverCheck("shuffler", "reboot", "power-cycle: device_rebooted, a new boot id", check_reboot),
+    DriverCheck("shuffler", "short-deck", "a short deck: count and the missing cards by name", check_short_deck),
+    DriverCheck("shuffler", "doubled-card", "a doubled card: count and the card by name", check_doubled_card),
+    DriverCheck("shuffler", "foreign-card", "cards of another back colour: the foreign count", check_foreign_card),
+    DriverCheck("shuffler", "jam", "a jam: ShufflerFault JAM, the deck inside; shuffled again", check_jam),
+    DriverCheck("shuffler", "door", "the door open: status FAULT, shuffle refused DOOR_OPEN; closed: shuffles",
+                check_door),
+    DriverCheck("shuffler", "line-noise", "garbled frames lose and double no event", check_shuffler_line_noise),
+    DriverCheck("shuffler", "reboot-mid-shuffle", "power cycle mid-shuffle: the shuffle lost, the deck inside",
+                check_reboot_mid_shuffle),
+    DriverCheck("shuffler", "reboot-mid-delivery", "power cycle mid-delivery: the status says the deck left",
+                check_reboot_mid_delivery),
 )
+
+
+def check_by_id(check_id: str) -> DriverCheck:
+    """The drivers' check ``kind/name``; raises ``KeyError`` naming it."""
+    for check in DRIVER_CHECKS:
+        if check.id == check_id:
+            return check
+    raise KeyError(f"no driver check {check_id!r}")
 
 
 @dataclass(frozen=True)

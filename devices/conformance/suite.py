@@ -40,7 +40,7 @@ from typing import Callable
 from firmware_bridge.errors import LinkError, RequestRefused
 from firmware_bridge.factory import transport_for
 from firmware_bridge.link import DeviceEvent, LinkConfig, LinkNotice
-from protocols.cards import DECK_SIZE, BackColour
+from protocols.cards import DECK_SIZE, BackColour, Card
 from protocols.errors import MessageError
 from protocols.frame import Frame, FrameParser, encode_frame
 from protocols.messages import (
@@ -140,6 +140,38 @@ class Operator:
         """Corrupt the next ``n`` lines or frames ``device`` sends (line noise)."""
         raise NeedsOperator(f"line noise on the {device}: an emulator's control can make it")
 
+    # the shuffler's faults, for the shufflers' checks
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        """Put a ``colour`` deck into the shuffler without the ``missing`` cards, with a
+        second copy of each ``doubled`` card and ``foreign`` cards of another back colour."""
+        raise NeedsOperator(f"a person must insert a {colour} deck {describe_faulty_deck(missing, doubled, foreign)}")
+
+    def jam(self) -> None:
+        """Make the shuffler's next shuffle jam (``ShufflerFault`` JAM), the jam then cleared."""
+        raise NeedsOperator("a person must jam the next shuffle (a bent card) and clear it")
+
+    def door(self, open_: bool) -> None:
+        """Open (``open_``) or close the shuffler's door."""
+        raise NeedsOperator(f"a person must {'open' if open_ else 'close'} the shuffler's door")
+
+    def hold_shuffle(self) -> None:
+        """Keep the shuffler's next shuffle in progress until :meth:`finish_shuffle` (or a
+        power cycle), so the shuffler can be power-cycled mid-shuffle."""
+        raise NeedsOperator("a power cycle mid-shuffle: an emulator's control can hold a shuffle in progress")
+
+    def lose(self, device: str, n: int) -> None:
+        """Make ``device`` lose its next ``n`` events inside it (never sent)."""
+        raise NeedsOperator(f"a lost event on the {device}: an emulator's control can make it")
+
+
+def describe_faulty_deck(missing: tuple[Card, ...], doubled: tuple[Card, ...], foreign: int) -> str:
+    """How a person makes the deck of :meth:`Operator.insert_faulty_deck`, in words."""
+    parts = ([f"without {' '.join(map(str, missing))}"] if missing else []) + \
+            ([f"with a second {' '.join(map(str, doubled))}"] if doubled else []) + \
+            ([f"with {foreign} card(s) of another back colour"] if foreign else [])
+    return ", ".join(parts) or "complete"
+
 
 class ControlOperator(Operator):
     """Drives standalone emulators (``tablectl emulate ... --control HOST:PORT``)
@@ -194,6 +226,23 @@ class ControlOperator(Operator):
 
     def garble(self, device: str, n: int) -> None:
         self.command(device, f"garble {n}")
+
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        mods = [f"-{c}" for c in missing] + [f"+{c}" for c in doubled] + ([f"foreign={foreign}"] if foreign else [])
+        self.command("shuffler", " ".join([f"insert {colour}", *mods]))
+
+    def jam(self) -> None:
+        self.command("shuffler", "jam")
+
+    def door(self, open_: bool) -> None:
+        self.command("shuffler", f"door {'open' if open_ else 'closed'}")
+
+    def hold_shuffle(self) -> None:
+        self.command("shuffler", "hold-shuffle")
+
+    def lose(self, device: str, n: int) -> None:
+        self.command(device, f"lose {n}")
 
 
 class CallOperator(ControlOperator):
@@ -254,6 +303,14 @@ class PromptOperator(Operator):
 
     def reboot(self, device: str) -> None:
         self.ask(f"Switch the {device} off and on again, then press Enter")
+
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        self.ask(f"Insert a {colour} deck {describe_faulty_deck(missing, doubled, foreign)} into the shuffler, "
+                 "then press Enter")
+
+    def door(self, open_: bool) -> None:
+        self.ask(f"{'Open' if open_ else 'Close'} the shuffler's door, then press Enter")
 
 
 # -- the devices under test ----------------------------------------------------------------
@@ -710,6 +767,36 @@ def check_card_events(ctx: CheckContext) -> str:
     return f"ShoeLoaded {colour}, then {' '.join(str(d.card) for d in draws)} with draw indices 0..{n - 1}"
 
 
+def _through_the_spec_driver(name: str) -> Callable[[CheckContext], str]:
+    """The shufflers' fault check ``name`` of the drivers' suite (devices/conformance/drivers.py),
+    run here through the built-in SPEC driver: one check, written once, for a SPEC device and for
+    a driver plugin alike."""
+
+    def run(ctx: CheckContext) -> str:
+        from .drivers import DriverContext, DriverTarget, check_by_id  # the drivers' suite imports this module
+
+        target = DriverTarget("spec", ctx.device, ctx.url, operator=ctx.operator, config=ctx.target.config,
+                              extras={"usb_backend": ctx.target.usb_backend},
+                              event_timeout_s=ctx.target.event_timeout_s,
+                              shuffle_timeout_s=ctx.target.shuffle_timeout_s, label=ctx.target.label)
+        return check_by_id(f"{ctx.device}/{name}").run(DriverContext(target, ctx._stack))
+
+    return run
+
+
+#: The shufflers' fault checks (docs/conformance.md, "Shuffler faults"), shared with the drivers' suite.
+SHUFFLER_FAULT_CHECKS = (
+    ("short-deck", "a short deck: count and the missing cards by name (SPEC 4.2)"),
+    ("doubled-card", "a doubled card: count and the card by name (SPEC 4.2)"),
+    ("foreign-card", "cards of another back colour: the foreign count (SPEC 4.2)"),
+    ("jam", "a jam: ShufflerFault JAM, the deck inside; shuffled again (SPEC 4.2, 5)"),
+    ("door", "the door open: status FAULT, Shuffle refused DOOR_OPEN; closed: shuffles (SPEC 4.1, 5)"),
+    ("line-noise", "garbled frames lose and double no event (SPEC 2.1, 6.3)"),
+    ("reboot-mid-shuffle", "power cycle mid-shuffle: the shuffle lost, the deck inside (SPEC 6.5)"),
+    ("reboot-mid-delivery", "power cycle mid-delivery: the status says the deck left (SPEC 6.5)"),
+)
+
+
 CHECKS: tuple[Check, ...] = tuple(
     Check(device, name, title, fn, physical)
     for device in ("shuffler", "shoe")
@@ -728,6 +815,7 @@ CHECKS: tuple[Check, ...] = tuple(
              True),
             ("shuffle-without-deck", "Shuffle with no deck -> NAK NO_DECK (SPEC 4.2)", check_shuffle_without_deck,
              True),
+            *((name, title, _through_the_spec_driver(name), True) for name, title in SHUFFLER_FAULT_CHECKS),
         ) if device == "shuffler" else (
             ("refuses-shuffle", "Shuffle sent to a shoe -> NAK UNKNOWN_MESSAGE", check_shoe_refuses_shuffle, False),
             ("event-arq", "event resent until ACKed, then the next SEQ (SPEC 6.3)", check_shoe_event_arq, True),
