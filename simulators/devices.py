@@ -95,6 +95,8 @@ class ShufflerFaults:
     #: :meth:`ShufflerEmulator.finish_shuffle`: a slow shuffle, so a bench can power-cycle
     #: the shuffler mid-shuffle (a reboot loses the shuffle: the deck stays unverified)
     hold_shuffle: bool = False
+    #: the power goes at the next shuffle, once it is accepted and under way (the shuffle lost)
+    power_cut_mid_shuffle: bool = False
 
 
 class ShufflerEmulator(FirmwareEmulator):
@@ -175,10 +177,13 @@ class ShufflerEmulator(FirmwareEmulator):
                 self.faults.jam_next_shuffle = False
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))
                 return Ack()
-            if self.faults.hold_shuffle:
+            if self.faults.hold_shuffle or self.faults.power_cut_mid_shuffle:
                 self.faults.hold_shuffle = False
                 self.shuffling = True
                 self.verified = False
+                if self.faults.power_cut_mid_shuffle:  # the Ack goes out, then the power goes
+                    self.faults.power_cut_mid_shuffle = False
+                    self.clock.timer(self.frame_gap_ms / 1000, self.reboot)
                 return Ack()
             self._shuffle_and_verify()
             return Ack()

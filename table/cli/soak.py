@@ -41,7 +41,12 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
     injected from every class: dealer errors (foreign card, card read twice, short
     deck, card drawn early, card too many), device faults (unreadable card, jam,
-    shoe or shuffler rebooted or unplugged) and link noise. Counts faults injected and detected, card
+    shoe or shuffler rebooted or unplugged) and link noise, and the hands' and
+    power's faults the emulators make (the shuffler's door opened at a shuffle,
+    its power cut mid-shuffle or as the deck is taken out, its line noisy, a
+    card event lost in the shoe; the deck carried from the shuffler to the shoe
+    with six cards on top, a card out, a card doubled, or a cold deck loaded
+    instead). Counts faults injected and detected, card
     events lost or duplicated against the emulators' ground truth, and false
     custody alarms (violations or incidents in a round with no fault). Card
     events are aligned read by read against the shoe's ground truth: lost,
@@ -56,8 +61,13 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
       alarms_excused_as_aftermath  a held-back card read arriving the round after a shoe
                               reboot, unplug or noise burst (see table.hil.chaos.AFTERMATH)
       link_notices_without_fault   link notices in rounds with no fault near them
+      wrongly_settled         rounds that settled although their fault's class must
+                              hold them (cards not the verified deck's, or not all read)
+      exits                   rounds a device error escaped (outcome "fault" below)
     Each undetected fault, false alarm, extra alarm and stray notice is listed
-    with its round.
+    with its round. The table by class gives, for each: injected, detected
+    (late), withdrawn, ridden through (held or settled, no exit), wrongly
+    settled and exits; the soak exits 1 unless the last two are 0.
 
     The JSON summary's "outcomes" counts the rounds by how they ended
     (a kind no round had is left out):
@@ -67,7 +77,8 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
       held:   held for a supervisor (a custody violation or a fault the
               controller caught) and resolved as one would: voided with
               wagers returned, or if already settled, its results stand
-      fault:  a device fault or timeout stopped it; the table recovered
+      fault:  a device fault or timeout stopped it: 'tablectl run' with no
+              front door exits 4 on it (counted in exits); the soak plays on
 
     With --shoe-driver NAME the shoe is a driver plugin's emulator (the
     plugin's emulator_argv) and the shuffler the SPEC shuffler's, each a
@@ -120,6 +131,21 @@ def _spec_soak(rounds: int, seed: int, seats: int, rate: float, speed: float | N
     return summary
 
 
+def per_class_table(by_kind: dict) -> str:
+    """The soak's table by fault class (docs/emulators.md, "The soak's table"): injected,
+    detected (late), withdrawn, ridden through (held or settled, no exit), wrongly settled
+    (must be 0) and exits (must be 0), one line a class, with a header."""
+    cols = ("injected", "detected", "late", "withdrawn", "ridden_through", "wrongly_settled", "exits")
+    heads = ("injected", "detected", "late", "withdrawn", "ridden through", "wrongly settled", "exits")
+    width = max([len("class")] + [len(k) for k in by_kind])
+    lines = ["  " + f"{'class':{width}}" + "".join(f"  {h:>{max(len(h), 5)}}" for h in heads)]
+    for kind, n in by_kind.items():
+        row = dict(n, late=n.get("detected_late", 0))
+        lines.append("  " + f"{kind:{width}}" + "".join(f"  {row.get(c, 0):>{max(len(h), 5)}}"
+                                                          for c, h in zip(cols, heads)))
+    return "\n".join(lines)
+
+
 def _report(summary: dict, as_json: bool) -> None:
     """Print the summary (text or one JSON object) and exit 0 or 1 (see the exit codes)."""
     if as_json:
@@ -128,13 +154,11 @@ def _report(summary: dict, as_json: bool) -> None:
         keys = ("rounds", "faults_injected", "faults_detected", "lost_events", "duplicated_events",
                 "false_alarms", "misread_events", "card_events", "faults_detected_late", "faults_withdrawn",
                 "faults_pending_at_end", "extra_alarm_rounds", "alarms_excused_as_aftermath",
-                "link_notices_without_fault")
+                "wrongly_settled", "exits", "exits_without_fault", "link_notices_without_fault")
         width = max(len(k) for k in keys)
         for key in keys:
-            click.echo(f"{key:{width}} {summary[key]}")
-        for kind, n in summary["by_kind"].items():
-            click.echo(f"  {kind:{width - 2}} injected {n['injected']:5}  detected {n['detected']:5} "
-                       f"(late {n['detected_late']:3})  withdrawn {n['withdrawn']:4}")
+            click.echo(f"{key:{width}} {summary.get(key, 0)}")
+        click.echo(per_class_table(summary["by_kind"]))
         click.echo("outcomes: " + "  ".join(f"{k} {v}" for k, v in summary["outcomes"].items()))
         w = summary["wagers"]
         click.echo(f"wagers: placed {w['placed_cents']} cents in {w['rounds']} rounds ended = settled "
@@ -149,5 +173,5 @@ def _report(summary: dict, as_json: bool) -> None:
             click.echo(f"round {a['round']:6}: {a['what']} {json.dumps({k: v for k, v in a.items() if k not in ('round', 'what')})}")
     bad = (summary["faults_detected"] < summary["faults_injected"] or summary["lost_events"]
            or summary["duplicated_events"] or summary["false_alarms"] or summary["misread_events"]
-           or summary["wagers"]["problems"])
+           or summary.get("wrongly_settled", 0) or summary.get("exits", 0) or summary["wagers"]["problems"])
     sys.exit(1 if bad else 0)
