@@ -69,11 +69,13 @@ HELP = {
         " edited as the hands please)",
         "take                      take the verified deck out (DeckDelivered); the reply carries it as"
         " deck=TEXT, in order, for the shoe's 'load deck=TEXT'",
-        "jam                       the next shuffle jams (ShufflerFault JAM)",
+        "jam [off]                 the next shuffle jams (ShufflerFault JAM); 'off' disarms it",
         "door open|closed          open or close the door (Shuffle is refused DOOR_OPEN while open)",
         "hold-shuffle              the next shuffle stays in progress (SHUFFLING) until 'finish': a reboot"
         " meanwhile loses it",
         "finish                    end the shuffle in progress (DeckVerified)",
+        "power-cut-shuffle [off]   the power goes during the next shuffle, once it is accepted (the shuffle is"
+        " lost; the deck stays inside unverified)",
     ],
     "shoe": [
         "load COLOUR [ordered]     load a fresh deck, not one from the shuffler (shuffled with --seed, or in"
@@ -255,6 +257,7 @@ class StandaloneEmulator:
         if isinstance(d, ShufflerEmulator):
             parts += [f"cards={len(d.cards or ())}", f"colour={d.colour}", f"verified={d.verified}",
                       f"shuffles={d.shuffles}", f"shuffling={d.shuffling}", f"jam_next={d.faults.jam_next_shuffle}",
+                      f"power_cut_next={d.faults.power_cut_mid_shuffle}",
                       f"door={'open' if d.faults.door_open else 'closed'}"]
         else:
             assert isinstance(d, ShoeEmulator)
@@ -350,8 +353,16 @@ class StandaloneEmulator:
         return "shuffle finished"
 
     def _cmd_jam(self, args: list[str]) -> str:
-        self.device.faults.jam_next_shuffle = True
-        return "the next shuffle jams"
+        if args not in ([], ["off"]):
+            raise ControlError("jam [off]")
+        self.device.faults.jam_next_shuffle = not args
+        return "the next shuffle jams" if not args else "no jam armed"
+
+    def _cmd_power_cut_shuffle(self, args: list[str]) -> str:
+        if args not in ([], ["off"]):
+            raise ControlError("power-cut-shuffle [off]")
+        self.device.faults.power_cut_mid_shuffle = not args
+        return "the power goes during the next shuffle" if not args else "no power cut armed"
 
     def _cmd_door(self, args: list[str]) -> str:
         if args not in (["open"], ["closed"]):
@@ -407,7 +418,7 @@ class StandaloneEmulator:
 
 
 _KIND_OF = {"insert": "shuffler", "take": "shuffler", "jam": "shuffler", "door": "shuffler",
-            "hold-shuffle": "shuffler", "finish": "shuffler",
+            "hold-shuffle": "shuffler", "finish": "shuffler", "power-cut-shuffle": "shuffler",
             "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe", "slip": "shoe"}
 
 

@@ -32,12 +32,16 @@ from .exits import exit_codes
 @click.option("--shoe-driver", "shoe_driver", metavar="NAME", default=None,
               help="Soak a driver plugin's shoe (docs/drivers.md, 'Soak'): its emulator and the SPEC shuffler's, "
                    "each a process of its own, real time; only the shoe's fault classes are drawn.")
+@click.option("--shuffler-driver", "shuffler_driver", metavar="NAME", default=None,
+              help="Soak a driver plugin's shuffler (docs/drivers.md, 'Soak'): its emulator and the SPEC shoe's, "
+                   "each a process of its own, real time; only the shuffler's fault classes are drawn.")
 @click.option("--driver-option", "driver_options", metavar="KEY=VALUE", multiple=True,
-              help="With --shoe-driver: one of the driver's own options, as in [devices.shoe] "
-                   "(e.g. draw_index=false); the emulator is started to match.")
+              help="With --shoe-driver or --shuffler-driver: one of the driver's own options, as in "
+                   "[devices.shoe] or [devices.shuffler] (e.g. draw_index=false); the emulator is started to match.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: int, speed: float | None,
-                 as_json: bool, shoe_driver: str | None = None, driver_options: tuple[str, ...] = ()) -> None:
+                 as_json: bool, shoe_driver: str | None = None, driver_options: tuple[str, ...] = (),
+                 shuffler_driver: str | None = None) -> None:
     """Play ROUNDS full rounds on a simulated table (emulators on ptys) with faults
     injected from every class: dealer errors (foreign card, card read twice, short
     deck, card drawn early, card too many), device faults (unreadable card, jam,
@@ -88,32 +92,41 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
     as a card is reported, shoe unplugged or rebooted, and a card that leaves
     past the reader unreported). The summary also names the driver, its
     options and the capabilities its shoe lacks (docs/drivers.md, "Soak").
+    With --shuffler-driver NAME the same the other way round: the plugin's
+    shuffler and the SPEC shoe, the shuffler's classes drawn (a jam, the door
+    at a shuffle, a card left out, line noise, a lost event, the cable, a power
+    cycle, the power cut mid-shuffle and as the deck is taken out).
     """
     logging.getLogger().handlers.clear()
     logging.basicConfig(level=logging.CRITICAL, stream=sys.stderr)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     rate = fault_rate if faults == "random" else 0.0
-    if shoe_driver is not None or driver_options:
-        summary = _driver_soak(shoe_driver, driver_options, rounds, seed, seats, rate, speed)
+    if shoe_driver is not None and shuffler_driver is not None:
+        raise click.UsageError("soak one driver at a time: --shoe-driver or --shuffler-driver, not both")
+    if shoe_driver is not None or shuffler_driver is not None or driver_options:
+        kind = "shuffler" if shuffler_driver is not None else "shoe"
+        summary = _driver_soak(shuffler_driver or shoe_driver, driver_options, rounds, seed, seats, rate, speed,
+                               kind)
     else:
         summary = _spec_soak(rounds, seed, seats, rate, speed)
     _report(summary, as_json)
 
 
-def _driver_soak(shoe_driver: str | None, driver_options: tuple[str, ...], rounds: int, seed: int, seats: int,
-                 rate: float, speed: float | None) -> dict:
+def _driver_soak(driver: str | None, driver_options: tuple[str, ...], rounds: int, seed: int, seats: int,
+                 rate: float, speed: float | None, kind: str = "shoe") -> dict:
     from devices.contract import DriverError
     from table.hil.driver_soak import run_driver_soak
 
     from .conformance import _option_value
 
-    if shoe_driver is None:
-        raise click.UsageError("--driver-option needs --shoe-driver NAME")
+    if driver is None:
+        raise click.UsageError("--driver-option needs --shoe-driver NAME or --shuffler-driver NAME")
     if speed is not None:
         raise click.UsageError("--speed is for the simulated table: a driver's emulator runs in real time")
     options = dict(_option_value(o) for o in driver_options)
     try:
-        return run_driver_soak(rounds, seed, driver=shoe_driver, options=options, seats=seats, fault_rate=rate)
+        return run_driver_soak(rounds, seed, driver=driver, options=options, seats=seats, fault_rate=rate,
+                               kind=kind)
     except DriverError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -165,7 +178,8 @@ def _report(summary: dict, as_json: bool) -> None:
                    f"{w['settled_cents']} + returned by voids {w['returned_cents']}: "
                    f"{'balanced' if w['ok'] else 'NOT BALANCED'}; {w['open_rounds']} round(s) still open")
         if "driver" in summary:
-            click.echo(f"driver: {summary['driver']} {json.dumps(summary['options'])}; its shoe lacks: "
+            click.echo(f"driver: {summary['driver']} {json.dumps(summary['options'])}; its "
+                       f"{summary.get('kind', 'shoe')} lacks: "
                        f"{', '.join(summary['missing']) or 'nothing'}")
         for line in w["problems"]:
             click.echo(f"  {line}")

@@ -707,6 +707,8 @@ DETECTED_BY = {
     "short_deck_in_shoe": ("round:held",),
     "doubled_card_in_shoe": ("round:held",),
     "substituted_deck": ("round:held",),
+    # a driver plugin's shuffler (table.hil.driver_soak): an event lost inside the shuffler
+    "lost_shuffler_event": ("round:held",),
 }
 
 
