@@ -322,8 +322,12 @@ class FaultInjector:
         self.t.sim.shuffler.garble_frames = 3
 
     def _lost_card_event(self) -> None:
-        shoe = self.t.sim.shoe
-        self._at_draw(self.rng.randint(1, 6), lambda: setattr(shoe, "lose_events", 1))
+        t = self.t
+
+        def lose_next() -> None:  # the card drawn next is read, its event lost inside the shoe
+            t.sim.shoe.lose_events = 1
+            t.unreported.add(len(t.sim.dealer.drawn))
+        self._at_draw(self.rng.randint(1, 6), lose_next)
 
     def _tamper(self, change: Callable[[list[SimCard]], list[SimCard]]) -> None:
         self.t.dealer.tamper = change
@@ -582,6 +586,8 @@ class ChaosTable:
         self.dealer = FaultyDealer(self.sim)
         self.console = AutoSupervisor(self.sim)
         self._detections: dict[str, int] = {}
+        #: Indices in the dealer's ground truth of cards whose event the shoe lost on purpose.
+        self.unreported: set[int] = set()
         #: The detail of each deck_incomplete violation, in journal order.
         self.incomplete_details: list[str] = []
         #: The back colour of each deck the shuffler counted (DeckVerified), in order.
@@ -632,7 +638,11 @@ class ChaosTable:
             return "fault"
 
     def truth_reads(self) -> list[tuple[str, str]]:
-        return [(str(c.card), str(c.back_colour)) for c in self.sim.dealer.drawn]
+        """Every card the shoe read, in order, less those whose event the shoe lost on purpose
+        (``lost_card_event``: the host cannot journal what never left the device; that fault's
+        row of the soak's table says what became of its round)."""
+        return [(str(c.card), str(c.back_colour)) for i, c in enumerate(self.sim.dealer.drawn)
+                if i not in self.unreported]
 
     def device_reads(self) -> list[tuple[str, str]]:
         """Every card event the shoe delivered, as journaled (an unreadable card as ``"??"``)."""
@@ -700,12 +710,16 @@ DETECTED_BY = {
     # mark: a hold the supervisor voided) where the table's words for it are still being settled
     "door_open": ("incident:shuffler fault: door open", "round:held"),
     "reboot_mid_shuffle": ("link:shuffler:device_rebooted",),
-    "reboot_mid_delivery": ("link:shuffler:device_rebooted",),
+    "reboot_mid_delivery": ("link:shuffler:device_rebooted",
+                            *(f"incident:no record of the {c} deck out of the shuffler: the {c} deck is already "
+                              f"out of the shuffler" for c in (RED, BLUE))),
     "garble_shuffler": ("link:shuffler:crc_error",),
     "lost_card_event": ("violation:card_unaccounted", "round:held"),
-    "shoe_extra_cards": ("round:held",),
-    "short_deck_in_shoe": ("round:held",),
-    "doubled_card_in_shoe": ("round:held",),
+    "shoe_extra_cards": ("violation:duplicate_card", "violation:foreign_card", "violation:wrong_card_count",
+                         "incident:card drawn beyond the deal", "round:held"),
+    "short_deck_in_shoe": ("violation:wrong_card_count", "incident:card drawn beyond the deal",
+                           "violation:card_unaccounted", "round:held"),
+    "doubled_card_in_shoe": ("violation:duplicate_card", "round:held"),
     "substituted_deck": ("round:held",),
     # a driver plugin's shuffler (table.hil.driver_soak): an event lost inside the shuffler
     "lost_shuffler_event": ("round:held",),
@@ -723,6 +737,8 @@ AFTERMATH = {
     "reboot_shoe": ("incident:card drawn with no round in progress",),
     "unplug_shoe": ("incident:card drawn with no round in progress",),
     "corrupt_bytes": ("incident:card drawn with no round in progress",),
+    # the delivery lost with the power: the next round finds the deck out of the shuffler
+    "reboot_mid_delivery": DETECTED_BY["reboot_mid_delivery"][1:],
 }
 
 
