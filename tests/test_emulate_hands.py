@@ -9,7 +9,6 @@ import pytest
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.errors import RequestRefused
-from firmware_bridge.link import LinkNotice
 from protocols.cards import BackColour, Card
 from protocols.deck_text import deck_from_text, deck_to_text
 from protocols.errors import CardError

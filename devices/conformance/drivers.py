@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from protocols.cards import DECK_SIZE, BackColour, Card
+from protocols.cards import DECK_SIZE, BackColour
 from protocols.errors import MessageError
 
 from ..contract import (
@@ -50,11 +50,13 @@ from ..contract import (
     RequestRefused,
     ShoeLoaded,
     ShufflerFault,
-    ShufflerFaultCode,
-    StatusReply,
 )
 from ..plugins import open_driver, prepare
-from .suite import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, Operator, OperatorError, expect
+from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
+from .shuffler_faults import (check_door, check_doubled_card, check_foreign_card, check_jam,
+                              check_reboot_mid_delivery, check_reboot_mid_shuffle, check_short_deck,
+                              check_shuffler_line_noise, empty_shuffler, status_ok)
+from .suite import Operator
 
 #: Link settings for a driver under test: patient, with a quick heartbeat so a pulled cable is seen.
 DRIVER_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
@@ -137,14 +139,6 @@ class DriverContext:
         return ev
 
 
-def _status_ok(st: Any, what: str) -> StatusReply:
-    expect(isinstance(st, StatusReply), f"{what}: status() returned {type(st).__name__}, not StatusReply")
-    expect(isinstance(st.state, DeviceState) and isinstance(st.back_colour, BackColour),
-           f"{what}: status fields are not DeviceState/BackColour")
-    expect(0 <= st.cards <= DECK_SIZE, f"{what}: status says {st.cards} cards")
-    return st
-
-
 # -- the checks (both kinds) -------------------------------------------------------------------------
 
 
@@ -160,7 +154,7 @@ def check_identity(ctx: DriverContext) -> str:
     expect(isinstance(drv.capabilities, Capabilities), "driver.capabilities is not a Capabilities")
     cfg = drv.link.config
     expect(cfg.reconnect_wait_s >= 0 and cfg.retransmit_max_ms > 0, "link.config lacks the timings")
-    st = _status_ok(drv.status(), "status")
+    st = status_ok(drv.status(), "status")
     missing = ", ".join(drv.capabilities.missing()) or "none"
     return (f"{ident.kind} {ident.serial_number} firmware {ident.firmware_version} boot {ident.boot_id:08x}; "
             f"status {st.state.name} {st.cards} cards; capabilities missing: {missing}")
@@ -203,7 +197,7 @@ def check_reconnect(ctx: DriverContext) -> str:
            f"after the cable came back: {up.message}, expected a link_up notice")
     expect(drv.link.alive, "link_up delivered but link.alive is False")
     expect(drv.link.identity.serial_number == ident.serial_number, "another serial after the reconnect")
-    _status_ok(drv.status(), "status after the reconnect")
+    status_ok(drv.status(), "status after the reconnect")
     return f"link_down then link_up; {ident.serial_number} answers status again"
 
 
@@ -239,11 +233,11 @@ def check_card_events(ctx: DriverContext) -> str:
     expect(len(set(seqs)) == len(seqs), f"two events share a seq: {seqs}")
     expect(len({d.message.card for d in draws}) == n, "the same card read twice")
     expect({d.message.back_colour for d in draws} == {colour}, "a card of another back colour")
-    st = _status_ok(drv.status(), "status")
+    st = status_ok(drv.status(), "status")
     expect(st.state is DeviceState.HAS_DECK and st.cards == DECK_SIZE - n and st.back_colour == colour,
            f"status {st.state.name} {st.back_colour} {st.cards}, expected HAS_DECK {colour} {DECK_SIZE - n}")
     ctx.operator.unload_shoe()
-    after = _status_ok(drv.status(), "status after unloading")
+    after = status_ok(drv.status(), "status after unloading")
     expect(after.state is DeviceState.IDLE and after.cards == 0, f"emptied shoe says {after.state.name} "
                                                                  f"{after.cards}")
     return f"ShoeLoaded {colour}, {n} CardDrawn with draw indices 0..{n - 1}, status {DECK_SIZE - n} left, then IDLE"
@@ -302,20 +296,9 @@ def check_reconnect_numbering(ctx: DriverContext) -> str:
 # -- the shuffler ----------------------------------------------------------------------------------
 
 
-def _empty_shuffler(ctx: DriverContext, drv: Any, events: "queue.Queue") -> None:
-    st = drv.status()
-    if st.state is DeviceState.IDLE:
-        return
-    if st.state is DeviceState.HAS_DECK:
-        drv.shuffle()
-        ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s)
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-
-
 def check_shuffle_verifies(ctx: DriverContext) -> str:
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     colour = BackColour.RED
     ctx.operator.insert_deck(colour)
     ins = ctx.expect_event(drv, events, DeckInserted)
@@ -331,7 +314,7 @@ def check_shuffle_verifies(ctx: DriverContext) -> str:
 
 def check_shuffle_refused(ctx: DriverContext) -> str:
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     try:
         drv.shuffle()
     except RequestRefused as exc:
@@ -344,7 +327,7 @@ def _shuffler_resend(ctx: DriverContext) -> str:
     if not ctx.capabilities.resend:
         raise NeedsOperator("the driver declares resend=false (docs/drivers.md, 'Capabilities')")
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     ctx.operator.insert_deck(BackColour.RED)
     first = ctx.expect_event(drv, events, DeckInserted, ack=False)
     drv.close()
@@ -357,158 +340,6 @@ def _shuffler_resend(ctx: DriverContext) -> str:
     ctx.operator.take_deck()
     ctx.expect_event(drv2, events2, DeckDelivered)
     return f"unacknowledged DeckInserted SEQ {first.seq} delivered again to a restarted host, then the shuffle"
-
-
-def _fresh_deck_in(ctx: DriverContext, drv: Any, events: "queue.Queue", insert: Callable[[], None]) -> None:
-    """Empty the shuffler, then ``insert`` a deck; its ``DeckInserted`` is taken."""
-    _empty_shuffler(ctx, drv, events)
-    insert()
-    ctx.expect_event(drv, events, DeckInserted)
-
-
-def _deck_content(ctx: DriverContext, *, missing: tuple[Card, ...] = (), doubled: tuple[Card, ...] = (),
-                  foreign: int = 0) -> DeckVerified:
-    """Insert a deck with the faults named, shuffle it, check that ``DeckVerified`` names
-    exactly those faults (the cards by name: a driver that misnames cards fails), take it out."""
-    drv, events = ctx.open()
-    colour = BackColour.RED
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_faulty_deck(
-        colour, missing=missing, doubled=doubled, foreign=foreign))
-    drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
-    count = DECK_SIZE - len(missing) + len(doubled) + foreign
-    named = lambda idx: " ".join(sorted(str(Card.from_index(i)) for i in idx)) or "none"  # noqa: E731
-    expect(ver.back_colour == colour, f"DeckVerified says {ver.back_colour}, the deck is {colour}")
-    expect(ver.card_count == count, f"card count {ver.card_count}, the deck holds {count}")
-    expect(set(ver.missing) == {c.index for c in missing},
-           f"missing cards named {named(ver.missing)}; the deck lacks {named(c.index for c in missing)}")
-    expect(set(ver.duplicates) == {c.index for c in doubled},
-           f"doubled cards named {named(ver.duplicates)}; the deck doubles {named(c.index for c in doubled)}")
-    expect(ver.foreign_count == foreign, f"foreign count {ver.foreign_count}, the deck holds {foreign}")
-    expect(not ver.complete, "an incomplete deck verified complete")
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-    return ver
-
-
-def check_short_deck(ctx: DriverContext) -> str:
-    _deck_content(ctx, missing=(Card.parse("As"), Card.parse("7d")))
-    return "a deck without As and 7d: count 50, missing As 7d by name, not complete"
-
-
-def check_doubled_card(ctx: DriverContext) -> str:
-    _deck_content(ctx, doubled=(Card.parse("Kd"),))
-    return "a deck with a second Kd: count 53, Kd doubled by name, not complete"
-
-
-def check_foreign_card(ctx: DriverContext) -> str:
-    _deck_content(ctx, foreign=2)
-    return "a deck with 2 cards of another back colour: count 54, foreign 2, not complete"
-
-
-def check_jam(ctx: DriverContext) -> str:
-    drv, events = ctx.open()
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
-    ctx.operator.jam()
-    drv.shuffle()
-    fault = ctx.expect_event(drv, events, ShufflerFault, timeout_s=ctx.target.shuffle_timeout_s).message
-    expect(fault.code == ShufflerFaultCode.JAM, f"ShufflerFault code {fault.code}, expected JAM")
-    st = _status_ok(drv.status(), "status after the jam")
-    expect(st.cards == DECK_SIZE and st.state is not DeviceState.READY,
-           f"after the jam status says {st.state.name} with {st.cards} cards: the deck is inside, unverified")
-    drv.shuffle()  # cleared: the host asks again
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
-    expect(ver.complete, "the deck shuffled after the jam does not verify complete")
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-    return "ShufflerFault JAM, the deck still inside unverified; shuffled again: DeckVerified complete"
-
-
-def check_door(ctx: DriverContext) -> str:
-    drv, events = ctx.open()
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
-    ctx.operator.door(True)
-    try:
-        st = _status_ok(drv.status(), "status with the door open")
-        expect(st.state is DeviceState.FAULT and st.fault == ShufflerFaultCode.DOOR_OPEN,
-               f"with the door open status says {st.state.name} fault {st.fault}, expected FAULT DOOR_OPEN")
-        try:
-            drv.shuffle()
-        except RequestRefused as exc:
-            expect(exc.code is NakCode.DOOR_OPEN, f"shuffle() with the door open refused {exc.code}, "
-                                                  "expected DOOR_OPEN")
-        else:
-            raise CheckFailed("shuffle() with the door open was accepted")
-    finally:
-        ctx.operator.door(False)
-    drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
-    expect(ver.complete, "the deck shuffled once the door closed does not verify complete")
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-    return "door open: status FAULT DOOR_OPEN, shuffle() refused DOOR_OPEN; door closed: DeckVerified complete"
-
-
-def check_shuffler_line_noise(ctx: DriverContext) -> str:
-    drv, events = ctx.open()
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
-    ctx.operator.garble("shuffler", 2)
-    drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
-    expect(ver.complete, "DeckVerified through line noise is not complete")
-    ctx.operator.take_deck()
-    nxt = ctx.expect_event(drv, events, DeckDelivered)  # not a second DeckVerified
-    return f"2 garbled frames: DeckVerified once, then DeckDelivered (seq {nxt.seq})"
-
-
-def _rebooted(ctx: DriverContext, drv: Any, events: "queue.Queue", boot: int) -> StatusReply:
-    """The status after a power cycle, then ``device_rebooted`` (link notices only: an event
-    here was lost or doubled). The status request is how a host without a heartbeat learns of
-    the reboot (``NAK NOT_IDENTIFIED``, SPEC 6.5); a heartbeat may have told it already."""
-    st = _status_ok(drv.status(), "status after the power cycle")
-    while True:
-        ev = ctx.next(events, notices=True)
-        expect(isinstance(ev.message, LinkNotice), f"{ev.message} during a power cycle")
-        if ev.message.kind == "device_rebooted":
-            break
-        expect(ev.message.kind in ("link_down", "link_up"), f"notice {ev.message.kind} during a power cycle")
-    expect(drv.link.identity.boot_id != boot, "device_rebooted but the boot id did not change")
-    return st
-
-
-def check_reboot_mid_shuffle(ctx: DriverContext) -> str:
-    drv, events = ctx.open()
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
-    ctx.operator.hold_shuffle()
-    drv.shuffle()
-    boot = drv.link.identity.boot_id
-    ctx.operator.reboot("shuffler")
-    st = _rebooted(ctx, drv, events, boot)
-    expect(st.cards == DECK_SIZE and st.state is DeviceState.HAS_DECK,
-           f"after a power cycle mid-shuffle status says {st.state.name} with {st.cards} cards, expected "
-           "HAS_DECK with 52 (the shuffle lost, the deck inside; SPEC 6.5)")
-    drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
-    expect(ver.complete, "the shuffle asked again does not verify complete")
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-    return "power cycle mid-shuffle: device_rebooted, status HAS_DECK 52; shuffled again: DeckVerified complete"
-
-
-def check_reboot_mid_delivery(ctx: DriverContext) -> str:
-    drv, events = ctx.open()
-    _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_deck(BackColour.RED))
-    drv.shuffle()
-    ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s)
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered, ack=False)  # not journaled yet...
-    boot = drv.link.identity.boot_id
-    ctx.operator.reboot("shuffler")  # ...when the power goes: the event is lost
-    st = _rebooted(ctx, drv, events, boot)
-    expect(st.state is DeviceState.IDLE and st.cards == 0,
-           f"after a power cycle mid-delivery status says {st.state.name} with {st.cards} cards, expected IDLE "
-           "with 0: the status is how the host learns the deck left (SPEC 6.5)")
-    return "power cycle mid-delivery: device_rebooted, status IDLE 0 (the delivery told by the status)"
 
 
 @dataclass(frozen=True)
@@ -560,14 +391,6 @@ DRIVER_CHECKS: tuple[DriverCheck, ...] = (
     DriverCheck("shuffler", "reboot-mid-delivery", "power cycle mid-delivery: the status says the deck left",
                 check_reboot_mid_delivery),
 )
-
-
-def check_by_id(check_id: str) -> DriverCheck:
-    """The drivers' check ``kind/name``; raises ``KeyError`` naming it."""
-    for check in DRIVER_CHECKS:
-        if check.id == check_id:
-            return check
-    raise KeyError(f"no driver check {check_id!r}")
 
 
 @dataclass(frozen=True)

@@ -70,24 +70,13 @@ from protocols.messages import (
 )
 
 from ..drivers import CardShoe, DeviceDriver, Shuffler
+from . import shuffler_faults
+from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
 
 #: Link settings for conformance runs: patient enough for a real device on a slow line.
 CONFORMANCE_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
                               heartbeat_interval_ms=60_000, reconnect_wait_s=5, read_timeout_ms=100)
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
-
-
-class CheckFailed(AssertionError):
-    """The device did not do what the SPEC says; the message says what it did."""
-
-
-class NeedsOperator(Exception):
-    """A physical step needs a person (or an emulator's control) and none is available."""
-
-
-class OperatorError(RuntimeError):
-    """The operator could not carry out a physical step (an emulator's control refused it)."""
 
 
 # -- operators ---------------------------------------------------------------------------
@@ -496,11 +485,6 @@ class CheckContext:
         raise CheckFailed(f"no {kind.__name__} event within {timeout_s or self.target.event_timeout_s:g} s")
 
 
-def expect(ok: bool, what: str) -> None:
-    """Raise :class:`CheckFailed` with ``what`` unless ``ok``."""
-    if not ok:
-        raise CheckFailed(what)
-
 
 # -- the checks ----------------------------------------------------------------------------
 
@@ -767,21 +751,60 @@ def check_card_events(ctx: CheckContext) -> str:
     return f"ShoeLoaded {colour}, then {' '.join(str(d.card) for d in draws)} with draw indices 0..{n - 1}"
 
 
-def _through_the_spec_driver(name: str) -> Callable[[CheckContext], str]:
-    """The shufflers' fault check ``name`` of the drivers' suite (devices/conformance/drivers.py),
-    run here through the built-in SPEC driver: one check, written once, for a SPEC device and for
-    a driver plugin alike."""
+class _SpecSession:
+    """The context :mod:`~devices.conformance.shuffler_faults` checks take, for a SPEC device
+    through the built-in driver: each :meth:`open` is a driver of its own that acknowledges
+    an event only when told (as a table with a journal), closed when the check ends."""
 
-    def run(ctx: CheckContext) -> str:
-        from .drivers import DriverContext, DriverTarget, check_by_id  # the drivers' suite imports this module
+    def __init__(self, ctx: CheckContext) -> None:
+        self.target = ctx.target
+        self.operator = ctx.operator
+        self._ctx = ctx
 
-        target = DriverTarget("spec", ctx.device, ctx.url, operator=ctx.operator, config=ctx.target.config,
-                              extras={"usb_backend": ctx.target.usb_backend},
-                              event_timeout_s=ctx.target.event_timeout_s,
-                              shuffle_timeout_s=ctx.target.shuffle_timeout_s, label=ctx.target.label)
-        return check_by_id(f"{ctx.device}/{name}").run(DriverContext(target, ctx._stack))
+    def open(self) -> tuple[DeviceDriver, "queue.Queue[DeviceEvent]"]:
+        events: queue.Queue[DeviceEvent] = queue.Queue(256)
+        cls = Shuffler if self._ctx.device == "shuffler" else CardShoe
+        drv = cls.open(self._ctx.url, config=self.target.config, events=events,
+                       usb_backend=self.target.usb_backend, name=f"{self._ctx.device}-under-test",
+                       ack_on_delivery=False)
+        self._ctx._stack.callback(drv.close)
+        return drv, events
 
-    return run
+    def next(self, events: "queue.Queue[DeviceEvent]", timeout_s: float | None = None, *,
+             notices: bool = False) -> DeviceEvent:
+        """The next event (notices too when ``notices``; else ``link_up`` is passed over and
+        any other notice fails). Raises :class:`CheckFailed` on time-out."""
+        timeout = timeout_s or self.target.event_timeout_s
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                ev = events.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(ev.message, LinkNotice) and not notices:
+                if ev.message.kind == "link_up":
+                    continue
+                raise CheckFailed(f"link trouble: {ev.message.kind} {ev.message.detail}")
+            return ev
+        raise CheckFailed(f"no event within {timeout:g} s")
+
+    def expect_event(self, drv: DeviceDriver, events: "queue.Queue[DeviceEvent]", kind: type, *,
+                     ack: bool = True, timeout_s: float | None = None,
+                     across_reconnect: bool = False) -> DeviceEvent:
+        """The next event must be a ``kind``; acknowledged unless ``ack`` is False."""
+        while True:
+            ev = self.next(events, timeout_s, notices=across_reconnect)
+            if not (isinstance(ev.message, LinkNotice) and ev.message.kind in ("link_down", "link_up")):
+                break
+        expect(isinstance(ev.message, kind), f"expected {kind.__name__}, got {type(ev.message).__name__}")
+        if ack:
+            drv.link.acknowledge(ev)
+        return ev
+
+
+def _fault_check(fn: Callable[[_SpecSession], str]) -> Callable[[CheckContext], str]:
+    """A check of :mod:`~devices.conformance.shuffler_faults`, on a SPEC device."""
+    return lambda ctx: fn(_SpecSession(ctx))
 
 
 #: The shufflers' fault checks (docs/conformance.md, "Shuffler faults"), shared with the drivers' suite.
@@ -815,7 +838,8 @@ CHECKS: tuple[Check, ...] = tuple(
              True),
             ("shuffle-without-deck", "Shuffle with no deck -> NAK NO_DECK (SPEC 4.2)", check_shuffle_without_deck,
              True),
-            *((name, title, _through_the_spec_driver(name), True) for name, title in SHUFFLER_FAULT_CHECKS),
+            *((name, title, _fault_check(dict(shuffler_faults.CHECKS)[name]), True)
+              for name, title in SHUFFLER_FAULT_CHECKS),
         ) if device == "shuffler" else (
             ("refuses-shuffle", "Shuffle sent to a shoe -> NAK UNKNOWN_MESSAGE", check_shoe_refuses_shuffle, False),
             ("event-arq", "event resent until ACKed, then the next SEQ (SPEC 6.3)", check_shoe_event_arq, True),
