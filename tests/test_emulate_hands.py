@@ -168,3 +168,39 @@ def test_shuffle_faults_are_shuffler_commands_and_link_faults_both_kinds():
         assert "lose_next=2" in shoe.command("status")
     finally:
         shoe.stop()
+
+
+def test_the_bench_dealer_carries_the_deck_from_the_shuffler_to_the_shoe_and_back(tmp_path):
+    """``tablectl run --shuffler-control --shoe-control``'s dealer (ControlDealer): the deck it
+    loads is the deck the shuffler handed over, the cards it draws are that deck's first, and the
+    round's cards with the stub go back into the shuffler as the whole deck."""
+    from table.hil.control_dealer import ControlDealer
+
+    def address(emu: EmulatorProcess) -> tuple[str, int]:
+        host, port = emu.extra[0].split()[1].rsplit(":", 1)
+        return host, int(port)
+
+    with EmulatorProcess("shuffler", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--seed", "8",
+                         log_path=tmp_path / "shf.log") as shf, \
+            EmulatorProcess("shoe", "--tcp", "127.0.0.1:0", "--control", "127.0.0.1:0", "--seed", "9",
+                            log_path=tmp_path / "shoe.log") as shoe_emu:
+        events: queue.Queue = queue.Queue()
+        dealer = ControlDealer(address(shf), address(shoe_emu))
+        with Shuffler.open(shf.url, config=FAST, events=events) as shuffler:
+            dealer.insert_deck(BackColour.RED)
+            assert isinstance(next_message(events), DeckInserted)
+            shuffler.shuffle()
+            assert next_message(events).complete
+            dealer.take_from_shuffler()
+            assert next_message(events) == DeckDelivered(BackColour.RED)
+            taken = list(dealer.in_hand)
+            assert len(taken) == 52 and {b for _, b in taken} == {BackColour.RED}
+            dealer.load_shoe(BackColour.RED)
+            for _ in range(6):
+                dealer.draw_card()
+            assert dealer.on_layout == taken[:6]  # the shoe dealt the shuffler's deck, in its order
+            dealer.collect()
+            assert sorted(c.index for c, _ in dealer.racked[BackColour.RED]) == list(range(52))
+            dealer.insert_deck(BackColour.RED)  # the same 52 cards go back in
+            assert next_message(events) == DeckInserted(BackColour.RED)
+            assert "cards=52" in shf.control("status") and not dealer.racked
