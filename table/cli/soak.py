@@ -67,7 +67,7 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
       link_notices_without_fault   link notices in rounds with no fault near them
       wrongly_settled         rounds that settled although their fault's class must
                               hold them (cards not the verified deck's, or not all read)
-      exits                   rounds a device error escaped (outcome "fault" below)
+      exits                   rounds a link error escaped (outcome "exit" below)
     Each undetected fault, false alarm, extra alarm and stray notice is listed
     with its round. The table by class gives, for each: injected, detected
     (late), withdrawn, ridden through (held or settled, no exit), wrongly
@@ -81,8 +81,11 @@ def soak_command(rounds: int, faults: str, fault_rate: float, seed: int, seats: 
       held:   held for a supervisor (a custody violation or a fault the
               controller caught) and resolved as one would: voided with
               wagers returned, or if already settled, its results stand
-      fault:  a device fault or timeout stopped it: 'tablectl run' with no
-              front door exits 4 on it (counted in exits); the soak plays on
+      fault:  a device fault or timeout stopped it; the table waited and
+              went on ('tablectl run' with a front door tries the step again)
+      exit:   a link error escaped it (a refused Shuffle, a link that stays
+              down): 'tablectl run' exits 4 on it (counted in exits); the
+              soak plays on, as a restart would
 
     With --shoe-driver NAME the shoe is a driver plugin's emulator (the
     plugin's emulator_argv) and the shuffler the SPEC shuffler's, each a

@@ -620,8 +620,9 @@ class ChaosTable:
 
     def play(self) -> str:
         """One round, resolving holds as the supervisor would: ``"played"``,
-        ``"held"`` (voided) or ``"fault"`` (a device error escaped the round: an exit of
-        ``tablectl run`` without a front door; the next round goes on, as after a restart)."""
+        ``"held"`` (voided), ``"fault"`` (a device fault or timeout stopped it: ``tablectl
+        run`` with a front door waits and tries again) or ``"exit"`` (a link error escaped the
+        round: ``tablectl run`` exits 4 on it; the next round goes on, as after a restart)."""
         self.dealer.new_round()
         try:
             self.controller.play_round()
@@ -629,13 +630,19 @@ class ChaosTable:
         except RoundHeld:
             self.controller.resolve_held()
             return "held"
-        except (DeviceFault, DeviceTimeout, LinkError) as exc:
-            # An exit: ``tablectl run`` with no front door attached exits 4 on each of these
-            # (table/cli/run.py); the soak counts it (``exits``) and plays on, as a restart would.
+        except (DeviceFault, DeviceTimeout) as exc:
+            # ``tablectl run`` with a front door waits and tries the step again (table/cli/run.py)
             log.warning("round_fault", error=str(exc))
             if self.controller.held is not None:
                 self.controller.resolve_held()
             return "fault"
+        except LinkError as exc:
+            # An exit: ``tablectl run`` exits 4 on it, front door or not (a refused Shuffle, a
+            # link that stays down); the soak counts it (``exits``) and plays on, as a restart would.
+            log.warning("round_exit", error=str(exc))
+            if self.controller.held is not None:
+                self.controller.resolve_held()
+            return "exit"
 
     def truth_reads(self) -> list[tuple[str, str]]:
         """Every card the shoe read, in order, less those whose event the shoe lost on purpose
@@ -785,8 +792,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     Per class (``by_kind``): injected, detected (its alarm, this round or the next),
     ``ridden_through`` (the round held or settled with no exit), ``wrongly_settled``
     (a round of a :data:`MUST_HOLD` class that settled: must be 0) and ``exits`` (a
-    device error escaped the round, as ``tablectl run`` exits 4 on without a front
-    door: must be 0). A class the host does not yet hold or ride through shows
+    link error escaped the round, which ``tablectl run`` exits 4 on: must be 0). A class the host does not yet hold or ride through shows
     there, never hidden.
 
     ``speed``: the table's clock runs this many times faster than real time
@@ -891,12 +897,12 @@ class _SoakTally:
         self.previous = kind
 
     def _outcome(self, kind: str | None, outcome: str) -> None:
-        """How the round of fault ``kind`` ended: an exit (``"fault"``: a device error escaped
-        the round; ``tablectl run`` without a front door exits 4 on it), settled although
-        ``kind`` forbids it, or ridden through (held or settled, no exit). A round with no
-        fault that exits counts under ``"(none)"``."""
+        """How the round of fault ``kind`` ended: an exit (``"exit"``: a link error escaped the
+        round, which ``tablectl run`` exits 4 on), settled although ``kind`` forbids it, or
+        ridden through (held, settled, or stopped by a device fault the table waits out and
+        tries again: no exit). A round with no fault that exits counts under ``"(none)"``."""
         key = kind or "(none)"
-        if outcome == "fault":
+        if outcome == "exit":
             self.exits[key] += 1
         elif outcome == "played" and kind in MUST_HOLD:
             self.wrongly_settled[key] += 1

@@ -36,6 +36,8 @@ from .wire import SEQ_MAX, LineBuffer, WireError, decode, encode
 
 MODEL = "ASH-1"
 FIRMWARE = "1.0.0"
+#: the longest control line (a carried deck, ``load deck=TEXT``: up to 120 cards, docs/emulators.md)
+CONTROL_MAX_LINE = 1024
 #: the shoe sends an unanswered event again after this long (SPEC.md §3)
 RESEND_S = 0.5
 
@@ -429,7 +431,7 @@ class Emulator:
                         conn.close()
                         continue
                     conn.setblocking(False)
-                    self._controls[conn] = LineBuffer()
+                    self._controls[conn] = LineBuffer(max_line=CONTROL_MAX_LINE)
                     self._sel.register(conn, selectors.EVENT_READ, "control")
                 elif what == "control":
                     self._read_control(key.fileobj)
