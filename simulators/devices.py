@@ -91,6 +91,12 @@ class ShufflerFaults:
 
     jam_next_shuffle: bool = False
     door_open: bool = False
+    #: the next shuffle is accepted (``Ack``) and stays in progress (state SHUFFLING) until
+    #: :meth:`ShufflerEmulator.finish_shuffle`: a slow shuffle, so a bench can power-cycle
+    #: the shuffler mid-shuffle (a reboot loses the shuffle: the deck stays unverified)
+    hold_shuffle: bool = False
+    #: the power goes at the next shuffle, once it is accepted and under way (the shuffle lost)
+    power_cut_mid_shuffle: bool = False
 
 
 class ShufflerEmulator(FirmwareEmulator):
@@ -154,6 +160,7 @@ class ShufflerEmulator(FirmwareEmulator):
             state = (
                 DeviceState.FAULT if self.faults.door_open
                 else DeviceState.IDLE if self.cards is None
+                else DeviceState.SHUFFLING if self.shuffling
                 else DeviceState.READY if self.verified
                 else DeviceState.HAS_DECK
             )
@@ -164,18 +171,50 @@ class ShufflerEmulator(FirmwareEmulator):
                 return Nak(NakCode.DOOR_OPEN)
             if self.cards is None:
                 return Nak(NakCode.NO_DECK)
+            if self.shuffling:
+                return Nak(NakCode.BUSY)
             if self.faults.jam_next_shuffle:
                 self.faults.jam_next_shuffle = False
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))
                 return Ack()
-            if self.shuffle_mode == "riffle1":
-                self.cards = riffle_once(self.cards, self.rng)
-            else:
-                self.rng.shuffle(self.cards)
-            self.shuffles += 1
-            self.emit(self._verify())
+            if self.faults.hold_shuffle or self.faults.power_cut_mid_shuffle:
+                self.faults.hold_shuffle = False
+                self.shuffling = True
+                self.verified = False
+                if self.faults.power_cut_mid_shuffle:  # the Ack goes out, then the power goes
+                    self.faults.power_cut_mid_shuffle = False
+                    self.clock.timer(self.frame_gap_ms / 1000, self.reboot)
+                return Ack()
+            self._shuffle_and_verify()
             return Ack()
         return Nak(NakCode.UNKNOWN_MESSAGE)
+
+    def _shuffle_and_verify(self) -> None:
+        if self.shuffle_mode == "riffle1":
+            self.cards = riffle_once(self.cards, self.rng)
+        else:
+            self.rng.shuffle(self.cards)
+        self.shuffles += 1
+        self.emit(self._verify())
+
+    def finish_shuffle(self) -> None:
+        """End a shuffle held in progress (:attr:`ShufflerFaults.hold_shuffle`): the deck is
+        shuffled and ``DeckVerified`` sent. Raises :class:`DeviceRefused` when no shuffle is
+        in progress (none was held, or a power cycle lost it)."""
+        with self.lock:
+            if not self.shuffling or self.cards is None:
+                raise DeviceRefused("no shuffle in progress")
+            self.shuffling = False
+            self._shuffle_and_verify()
+
+    def reboot(self) -> None:
+        """Power-cycle (:meth:`FirmwareEmulator.reboot`); a shuffle in progress is lost: the
+        deck stays inside, unverified (state HAS_DECK), and the host asks again (SPEC §6.5)."""
+        with self.lock:
+            if self.shuffling:
+                self.shuffling = False
+                self.verified = False
+        super().reboot()
 
     def _verify(self) -> DeckVerified:
         """Count the deck as a real shuffler's reader does: per-card presence, not order."""

@@ -165,6 +165,14 @@ class FirmwareEmulator:
         self.events_sent = 0
         self.events_lost_in_reboots = 0
         self.events_acked = 0
+        #: Fault injection (a bench's control lines ``garble N`` and ``lose N``): the next
+        #: ``garble_frames`` frames sent carry a wrong CRC (line noise: the host drops
+        #: them, SPEC §2.1; the ARQ and the reply cache bring them back), and the next
+        #: ``lose_events`` events are never sent (a sensor's report lost inside the
+        #: device: only the device's status tells the host).
+        self.garble_frames = 0
+        self.lose_events = 0
+        self.events_lost_on_purpose = 0
 
     @property
     def firmware(self) -> tuple[int, int, int]:
@@ -210,6 +218,10 @@ class FirmwareEmulator:
         if direction_of(event.TYPE) is not Direction.EVENT:
             raise ValueError(f"{type(event).__name__} is not an event")
         with self.lock:
+            if self.lose_events > 0:  # fault injection: this event is lost inside the device
+                self.lose_events -= 1
+                self.events_lost_on_purpose += 1
+                return
             self._outbox.append(event)
         self._wake()
 
@@ -244,6 +256,11 @@ class FirmwareEmulator:
             pass
 
     def _send(self, wire: bytes) -> None:
+        if self.garble_frames > 0:  # fault injection: line noise flips the CRC's last byte
+            with self.lock:
+                if self.garble_frames > 0:
+                    self.garble_frames -= 1
+                    wire = wire[:-1] + bytes([wire[-1] ^ 0xFF])
         if self.on_frame:
             self.on_frame("tx", wire)
         try:

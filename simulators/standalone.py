@@ -34,6 +34,8 @@ from protocols.frame import decode_frame
 from protocols.messages import PROTOCOL_MAJOR, PROTOCOL_MINOR, decode_message
 from protocols.vectors import message_to_dict
 
+from protocols.deck_text import deck_from_text, deck_to_text
+
 from .devices import SHUFFLE_MODES, DeviceRefused, ShoeEmulator, ShufflerEmulator, SimCard, new_deck
 from .firmware import FirmwareEmulator
 from .ports import TcpServerPort
@@ -55,20 +57,33 @@ HELP = {
         "unplug                    pull the cable and keep it out until 'plug' (pty: the pty and its symlink go;"
         " tcp: the host is dropped and connections are refused)",
         "plug                      plug the cable back in after 'unplug' (the host reconnects)",
+        "garble N                  the next N frames sent carry a wrong CRC (line noise; the host drops them)",
+        "lose N                    the next N events are lost inside the device, never sent (only its status"
+        " tells)",
         "quit                      stop the emulator and exit 0 (as SIGTERM)",
     ],
     "shuffler": [
         "insert COLOUR [-CARD].. [+CARD].. [foreign=N]   put a deck in (index order); -As leaves the ace of"
         " spades out, +Kd adds a second Kd, foreign=N adds N cards of another back colour",
-        "take                      take the verified deck out (DeckDelivered)",
-        "jam                       the next shuffle jams (ShufflerFault JAM)",
+        "insert deck=TEXT          put a carried deck in, in its order (what 'take' or the shoe's 'unload' gave,"
+        " edited as the hands please)",
+        "take                      take the verified deck out (DeckDelivered); the reply carries it as"
+        " deck=TEXT, in order, for the shoe's 'load deck=TEXT'",
+        "jam [off]                 the next shuffle jams (ShufflerFault JAM); 'off' disarms it",
         "door open|closed          open or close the door (Shuffle is refused DOOR_OPEN while open)",
+        "hold-shuffle              the next shuffle stays in progress (SHUFFLING) until 'finish': a reboot"
+        " meanwhile loses it",
+        "finish                    end the shuffle in progress (DeckVerified)",
+        "power-cut-shuffle [off]   the power goes during the next shuffle, once it is accepted (the shuffle is"
+        " lost; the deck stays inside unverified)",
     ],
     "shoe": [
-        "load COLOUR [ordered]     load a deck (shuffled with --seed, or in index order with 'ordered')",
+        "load COLOUR [ordered]     load a fresh deck, not one from the shuffler (shuffled with --seed, or in"
+        " index order with 'ordered')",
+        "load deck=TEXT            load the carried deck (from the shuffler's 'take'), top card first",
         "draw [N]                  draw N cards (default 1): CardDrawn, CardUnreadable or ShoeEmpty each",
         "unreadable N              the next N draws cannot be read (CardUnreadable)",
-        "unload                    take the stub out (no event)",
+        "unload                    take the stub out (no event); the reply carries it as deck=TEXT",
         "slip CARD [COLOUR]        slip a card of another back colour in on top (default: blue, red on a blue"
         " deck); the next draw reads it",
     ],
@@ -241,13 +256,15 @@ class StandaloneEmulator:
                  f"security_version={info.security_version}", f"update={info.update_state.name.lower()}"]
         if isinstance(d, ShufflerEmulator):
             parts += [f"cards={len(d.cards or ())}", f"colour={d.colour}", f"verified={d.verified}",
-                      f"shuffles={d.shuffles}", f"jam_next={d.faults.jam_next_shuffle}",
+                      f"shuffles={d.shuffles}", f"shuffling={d.shuffling}", f"jam_next={d.faults.jam_next_shuffle}",
+                      f"power_cut_next={d.faults.power_cut_mid_shuffle}",
                       f"door={'open' if d.faults.door_open else 'closed'}"]
         else:
             assert isinstance(d, ShoeEmulator)
             parts += [f"cards={len(d.cards)}", f"colour={d.colour}", f"draws={d.draws}",
                       f"unreadable_next={d.faults.unreadable_draws}"]
         parts.append(f"cable={'out' if d.unplugged else 'in'}")
+        parts += [f"garble_next={d.garble_frames}", f"lose_next={d.lose_events}"]
         return " ".join(parts)
 
     def _cmd_reboot(self, args: list[str]) -> str:
@@ -281,13 +298,31 @@ class StandaloneEmulator:
             raise ControlError(f"cannot plug back in: {exc}") from None
         return f"plugged {self.url}"
 
+    def _cmd_garble(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise ControlError("garble N")
+        self.device.garble_frames = _count(args[0])
+        return f"the next {self.device.garble_frames} frames sent are garbled"
+
+    def _cmd_lose(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise ControlError("lose N")
+        self.device.lose_events = _count(args[0])
+        return f"the next {self.device.lose_events} events are lost"
+
     def _cmd_quit(self, args: list[str]) -> str:
         raise _Quit()
 
     # shuffler
     def _cmd_insert(self, args: list[str]) -> str:
         if not args:
-            raise ControlError("insert COLOUR [-CARD].. [+CARD].. [foreign=N]")
+            raise ControlError("insert COLOUR [-CARD].. [+CARD].. [foreign=N] | insert deck=TEXT")
+        if args[0].startswith("deck="):
+            if len(args) != 1:
+                raise ControlError("insert deck=TEXT takes nothing else")
+            carried = _carried(args[0])
+            self.device.insert(carried)
+            return f"inserted {self.device.colour} cards={len(carried)}"
         colour = BackColour.parse(args[0])
         cards = new_deck(colour)
         for arg in args[1:]:
@@ -307,11 +342,27 @@ class StandaloneEmulator:
 
     def _cmd_take(self, args: list[str]) -> str:
         cards = self.device.take()
-        return f"taken cards={len(cards)}"
+        return f"taken cards={len(cards)} deck={deck_to_text(cards)}"
+
+    def _cmd_hold_shuffle(self, args: list[str]) -> str:
+        self.device.faults.hold_shuffle = True
+        return "the next shuffle stays in progress until 'finish'"
+
+    def _cmd_finish(self, args: list[str]) -> str:
+        self.device.finish_shuffle()
+        return "shuffle finished"
 
     def _cmd_jam(self, args: list[str]) -> str:
-        self.device.faults.jam_next_shuffle = True
-        return "the next shuffle jams"
+        if args not in ([], ["off"]):
+            raise ControlError("jam [off]")
+        self.device.faults.jam_next_shuffle = not args
+        return "the next shuffle jams" if not args else "no jam armed"
+
+    def _cmd_power_cut_shuffle(self, args: list[str]) -> str:
+        if args not in ([], ["off"]):
+            raise ControlError("power-cut-shuffle [off]")
+        self.device.faults.power_cut_mid_shuffle = not args
+        return "the power goes during the next shuffle" if not args else "no power cut armed"
 
     def _cmd_door(self, args: list[str]) -> str:
         if args not in (["open"], ["closed"]):
@@ -321,8 +372,12 @@ class StandaloneEmulator:
 
     # shoe
     def _cmd_load(self, args: list[str]) -> str:
+        if len(args) == 1 and args[0].startswith("deck="):
+            carried = _carried(args[0])
+            self.device.load(carried)
+            return f"loaded {self.device.colour} cards={len(carried)}"
         if not args or len(args) > 2 or (len(args) == 2 and args[1] != "ordered"):
-            raise ControlError("load COLOUR [ordered]")
+            raise ControlError("load COLOUR [ordered] | load deck=TEXT")
         colour = BackColour.parse(args[0])
         cards = new_deck(colour)
         if len(args) == 1:
@@ -359,11 +414,20 @@ class StandaloneEmulator:
 
     def _cmd_unload(self, args: list[str]) -> str:
         stub = self.device.unload()
-        return f"unloaded cards={len(stub)}"
+        return f"unloaded cards={len(stub)}" + (f" deck={deck_to_text(stub)}" if stub else "")
 
 
 _KIND_OF = {"insert": "shuffler", "take": "shuffler", "jam": "shuffler", "door": "shuffler",
+            "hold-shuffle": "shuffler", "finish": "shuffler", "power-cut-shuffle": "shuffler",
             "load": "shoe", "draw": "shoe", "unreadable": "shoe", "unload": "shoe", "slip": "shoe"}
+
+
+def _carried(word: str) -> list[SimCard]:
+    """The cards of a ``deck=TEXT`` word (:mod:`protocols.deck_text`); raises :class:`ControlError`."""
+    try:
+        return [SimCard(c, b) for c, b in deck_from_text(word.split("=", 1)[1])]
+    except CardError as exc:
+        raise ControlError(f"deck=: {exc}") from None
 
 
 def _count(text: str) -> int:

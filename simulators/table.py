@@ -91,6 +91,16 @@ class VirtualDealer:
             cards, self.in_hand = self.in_hand, []
             self.shoe.load(cards)
 
+    def change_deck_in_hand(self, change) -> None:
+        """The dealer's hands change the deck in hand on its way to the shoe (a fault a bench
+        makes: cards added, taken out, or another deck put in its place): ``change`` takes
+        the cards (top first) and returns the cards the dealer now holds. Raises
+        :class:`DeviceRefused` when no deck is in hand."""
+        with self._lock:
+            if not self.in_hand:
+                raise DeviceRefused("the dealer holds no deck")
+            self.in_hand = list(change(list(self.in_hand)))
+
     def draw_card(self) -> None:
         """Draw the next card from the shoe onto the layout."""
         with self._lock:

@@ -49,10 +49,14 @@ from ..contract import (
     OpenRequest,
     RequestRefused,
     ShoeLoaded,
-    StatusReply,
+    ShufflerFault,
 )
 from ..plugins import open_driver, prepare
-from .suite import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, Operator, OperatorError, expect
+from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
+from .shuffler_faults import (check_door, check_doubled_card, check_foreign_card, check_jam,
+                              check_reboot_mid_delivery, check_reboot_mid_shuffle, check_short_deck,
+                              check_shuffler_line_noise, empty_shuffler, status_ok)
+from .suite import Operator
 
 #: Link settings for a driver under test: patient, with a quick heartbeat so a pulled cable is seen.
 DRIVER_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
@@ -135,14 +139,6 @@ class DriverContext:
         return ev
 
 
-def _status_ok(st: Any, what: str) -> StatusReply:
-    expect(isinstance(st, StatusReply), f"{what}: status() returned {type(st).__name__}, not StatusReply")
-    expect(isinstance(st.state, DeviceState) and isinstance(st.back_colour, BackColour),
-           f"{what}: status fields are not DeviceState/BackColour")
-    expect(0 <= st.cards <= DECK_SIZE, f"{what}: status says {st.cards} cards")
-    return st
-
-
 # -- the checks (both kinds) -------------------------------------------------------------------------
 
 
@@ -158,7 +154,7 @@ def check_identity(ctx: DriverContext) -> str:
     expect(isinstance(drv.capabilities, Capabilities), "driver.capabilities is not a Capabilities")
     cfg = drv.link.config
     expect(cfg.reconnect_wait_s >= 0 and cfg.retransmit_max_ms > 0, "link.config lacks the timings")
-    st = _status_ok(drv.status(), "status")
+    st = status_ok(drv.status(), "status")
     missing = ", ".join(drv.capabilities.missing()) or "none"
     return (f"{ident.kind} {ident.serial_number} firmware {ident.firmware_version} boot {ident.boot_id:08x}; "
             f"status {st.state.name} {st.cards} cards; capabilities missing: {missing}")
@@ -201,7 +197,7 @@ def check_reconnect(ctx: DriverContext) -> str:
            f"after the cable came back: {up.message}, expected a link_up notice")
     expect(drv.link.alive, "link_up delivered but link.alive is False")
     expect(drv.link.identity.serial_number == ident.serial_number, "another serial after the reconnect")
-    _status_ok(drv.status(), "status after the reconnect")
+    status_ok(drv.status(), "status after the reconnect")
     return f"link_down then link_up; {ident.serial_number} answers status again"
 
 
@@ -237,11 +233,11 @@ def check_card_events(ctx: DriverContext) -> str:
     expect(len(set(seqs)) == len(seqs), f"two events share a seq: {seqs}")
     expect(len({d.message.card for d in draws}) == n, "the same card read twice")
     expect({d.message.back_colour for d in draws} == {colour}, "a card of another back colour")
-    st = _status_ok(drv.status(), "status")
+    st = status_ok(drv.status(), "status")
     expect(st.state is DeviceState.HAS_DECK and st.cards == DECK_SIZE - n and st.back_colour == colour,
            f"status {st.state.name} {st.back_colour} {st.cards}, expected HAS_DECK {colour} {DECK_SIZE - n}")
     ctx.operator.unload_shoe()
-    after = _status_ok(drv.status(), "status after unloading")
+    after = status_ok(drv.status(), "status after unloading")
     expect(after.state is DeviceState.IDLE and after.cards == 0, f"emptied shoe says {after.state.name} "
                                                                  f"{after.cards}")
     return f"ShoeLoaded {colour}, {n} CardDrawn with draw indices 0..{n - 1}, status {DECK_SIZE - n} left, then IDLE"
@@ -300,20 +296,9 @@ def check_reconnect_numbering(ctx: DriverContext) -> str:
 # -- the shuffler ----------------------------------------------------------------------------------
 
 
-def _empty_shuffler(ctx: DriverContext, drv: Any, events: "queue.Queue") -> None:
-    st = drv.status()
-    if st.state is DeviceState.IDLE:
-        return
-    if st.state is DeviceState.HAS_DECK:
-        drv.shuffle()
-        ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s)
-    ctx.operator.take_deck()
-    ctx.expect_event(drv, events, DeckDelivered)
-
-
 def check_shuffle_verifies(ctx: DriverContext) -> str:
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     colour = BackColour.RED
     ctx.operator.insert_deck(colour)
     ins = ctx.expect_event(drv, events, DeckInserted)
@@ -329,7 +314,7 @@ def check_shuffle_verifies(ctx: DriverContext) -> str:
 
 def check_shuffle_refused(ctx: DriverContext) -> str:
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     try:
         drv.shuffle()
     except RequestRefused as exc:
@@ -342,7 +327,7 @@ def _shuffler_resend(ctx: DriverContext) -> str:
     if not ctx.capabilities.resend:
         raise NeedsOperator("the driver declares resend=false (docs/drivers.md, 'Capabilities')")
     drv, events = ctx.open()
-    _empty_shuffler(ctx, drv, events)
+    empty_shuffler(ctx, drv, events)
     ctx.operator.insert_deck(BackColour.RED)
     first = ctx.expect_event(drv, events, DeckInserted, ack=False)
     drv.close()
@@ -394,6 +379,17 @@ DRIVER_CHECKS: tuple[DriverCheck, ...] = (
     DriverCheck("shuffler", "resend", "an event not acknowledged comes back to a restarted host", _shuffler_resend),
     DriverCheck("shuffler", "reconnect", "cable pulled: link_down, link_up, same device", check_reconnect),
     DriverCheck("shuffler", "reboot", "power-cycle: device_rebooted, a new boot id", check_reboot),
+    DriverCheck("shuffler", "short-deck", "a short deck: count and the missing cards by name", check_short_deck),
+    DriverCheck("shuffler", "doubled-card", "a doubled card: count and the card by name", check_doubled_card),
+    DriverCheck("shuffler", "foreign-card", "cards of another back colour: the foreign count", check_foreign_card),
+    DriverCheck("shuffler", "jam", "a jam: ShufflerFault JAM, the deck inside; shuffled again", check_jam),
+    DriverCheck("shuffler", "door", "the door open: status FAULT, shuffle refused DOOR_OPEN; closed: shuffles",
+                check_door),
+    DriverCheck("shuffler", "line-noise", "garbled frames lose and double no event", check_shuffler_line_noise),
+    DriverCheck("shuffler", "reboot-mid-shuffle", "power cycle mid-shuffle: the shuffle lost, the deck inside",
+                check_reboot_mid_shuffle),
+    DriverCheck("shuffler", "reboot-mid-delivery", "power cycle mid-delivery: the status says the deck left",
+                check_reboot_mid_delivery),
 )
 
 

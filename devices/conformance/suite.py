@@ -40,7 +40,7 @@ from typing import Callable
 from firmware_bridge.errors import LinkError, RequestRefused
 from firmware_bridge.factory import transport_for
 from firmware_bridge.link import DeviceEvent, LinkConfig, LinkNotice
-from protocols.cards import DECK_SIZE, BackColour
+from protocols.cards import DECK_SIZE, BackColour, Card
 from protocols.errors import MessageError
 from protocols.frame import Frame, FrameParser, encode_frame
 from protocols.messages import (
@@ -70,24 +70,13 @@ from protocols.messages import (
 )
 
 from ..drivers import CardShoe, DeviceDriver, Shuffler
+from . import shuffler_faults
+from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
 
 #: Link settings for conformance runs: patient enough for a real device on a slow line.
 CONFORMANCE_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
                               heartbeat_interval_ms=60_000, reconnect_wait_s=5, read_timeout_ms=100)
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
-
-
-class CheckFailed(AssertionError):
-    """The device did not do what the SPEC says; the message says what it did."""
-
-
-class NeedsOperator(Exception):
-    """A physical step needs a person (or an emulator's control) and none is available."""
-
-
-class OperatorError(RuntimeError):
-    """The operator could not carry out a physical step (an emulator's control refused it)."""
 
 
 # -- operators ---------------------------------------------------------------------------
@@ -139,6 +128,38 @@ class Operator:
     def garble(self, device: str, n: int) -> None:
         """Corrupt the next ``n`` lines or frames ``device`` sends (line noise)."""
         raise NeedsOperator(f"line noise on the {device}: an emulator's control can make it")
+
+    # the shuffler's faults, for the shufflers' checks
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        """Put a ``colour`` deck into the shuffler without the ``missing`` cards, with a
+        second copy of each ``doubled`` card and ``foreign`` cards of another back colour."""
+        raise NeedsOperator(f"a person must insert a {colour} deck {describe_faulty_deck(missing, doubled, foreign)}")
+
+    def jam(self) -> None:
+        """Make the shuffler's next shuffle jam (``ShufflerFault`` JAM), the jam then cleared."""
+        raise NeedsOperator("a person must jam the next shuffle (a bent card) and clear it")
+
+    def door(self, open_: bool) -> None:
+        """Open (``open_``) or close the shuffler's door."""
+        raise NeedsOperator(f"a person must {'open' if open_ else 'close'} the shuffler's door")
+
+    def hold_shuffle(self) -> None:
+        """Keep the shuffler's next shuffle in progress until :meth:`finish_shuffle` (or a
+        power cycle), so the shuffler can be power-cycled mid-shuffle."""
+        raise NeedsOperator("a power cycle mid-shuffle: an emulator's control can hold a shuffle in progress")
+
+    def lose(self, device: str, n: int) -> None:
+        """Make ``device`` lose its next ``n`` events inside it (never sent)."""
+        raise NeedsOperator(f"a lost event on the {device}: an emulator's control can make it")
+
+
+def describe_faulty_deck(missing: tuple[Card, ...], doubled: tuple[Card, ...], foreign: int) -> str:
+    """How a person makes the deck of :meth:`Operator.insert_faulty_deck`, in words."""
+    parts = ([f"without {' '.join(map(str, missing))}"] if missing else []) + \
+            ([f"with a second {' '.join(map(str, doubled))}"] if doubled else []) + \
+            ([f"with {foreign} card(s) of another back colour"] if foreign else [])
+    return ", ".join(parts) or "complete"
 
 
 class ControlOperator(Operator):
@@ -194,6 +215,23 @@ class ControlOperator(Operator):
 
     def garble(self, device: str, n: int) -> None:
         self.command(device, f"garble {n}")
+
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        mods = [f"-{c}" for c in missing] + [f"+{c}" for c in doubled] + ([f"foreign={foreign}"] if foreign else [])
+        self.command("shuffler", " ".join([f"insert {colour}", *mods]))
+
+    def jam(self) -> None:
+        self.command("shuffler", "jam")
+
+    def door(self, open_: bool) -> None:
+        self.command("shuffler", f"door {'open' if open_ else 'closed'}")
+
+    def hold_shuffle(self) -> None:
+        self.command("shuffler", "hold-shuffle")
+
+    def lose(self, device: str, n: int) -> None:
+        self.command(device, f"lose {n}")
 
 
 class CallOperator(ControlOperator):
@@ -254,6 +292,14 @@ class PromptOperator(Operator):
 
     def reboot(self, device: str) -> None:
         self.ask(f"Switch the {device} off and on again, then press Enter")
+
+    def insert_faulty_deck(self, colour: BackColour, *, missing: tuple[Card, ...] = (),
+                           doubled: tuple[Card, ...] = (), foreign: int = 0) -> None:
+        self.ask(f"Insert a {colour} deck {describe_faulty_deck(missing, doubled, foreign)} into the shuffler, "
+                 "then press Enter")
+
+    def door(self, open_: bool) -> None:
+        self.ask(f"{'Open' if open_ else 'Close'} the shuffler's door, then press Enter")
 
 
 # -- the devices under test ----------------------------------------------------------------
@@ -438,11 +484,6 @@ class CheckContext:
                 raise CheckFailed(f"link trouble while waiting for {kind.__name__}: {ev.message}")
         raise CheckFailed(f"no {kind.__name__} event within {timeout_s or self.target.event_timeout_s:g} s")
 
-
-def expect(ok: bool, what: str) -> None:
-    """Raise :class:`CheckFailed` with ``what`` unless ``ok``."""
-    if not ok:
-        raise CheckFailed(what)
 
 
 # -- the checks ----------------------------------------------------------------------------
@@ -710,6 +751,75 @@ def check_card_events(ctx: CheckContext) -> str:
     return f"ShoeLoaded {colour}, then {' '.join(str(d.card) for d in draws)} with draw indices 0..{n - 1}"
 
 
+class _SpecSession:
+    """The context :mod:`~devices.conformance.shuffler_faults` checks take, for a SPEC device
+    through the built-in driver: each :meth:`open` is a driver of its own that acknowledges
+    an event only when told (as a table with a journal), closed when the check ends."""
+
+    def __init__(self, ctx: CheckContext) -> None:
+        self.target = ctx.target
+        self.operator = ctx.operator
+        self._ctx = ctx
+
+    def open(self) -> tuple[DeviceDriver, "queue.Queue[DeviceEvent]"]:
+        events: queue.Queue[DeviceEvent] = queue.Queue(256)
+        cls = Shuffler if self._ctx.device == "shuffler" else CardShoe
+        drv = cls.open(self._ctx.url, config=self.target.config, events=events,
+                       usb_backend=self.target.usb_backend, name=f"{self._ctx.device}-under-test",
+                       ack_on_delivery=False)
+        self._ctx._stack.callback(drv.close)
+        return drv, events
+
+    def next(self, events: "queue.Queue[DeviceEvent]", timeout_s: float | None = None, *,
+             notices: bool = False) -> DeviceEvent:
+        """The next event (notices too when ``notices``; else ``link_up`` is passed over and
+        any other notice fails). Raises :class:`CheckFailed` on time-out."""
+        timeout = timeout_s or self.target.event_timeout_s
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                ev = events.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(ev.message, LinkNotice) and not notices:
+                if ev.message.kind == "link_up":
+                    continue
+                raise CheckFailed(f"link trouble: {ev.message.kind} {ev.message.detail}")
+            return ev
+        raise CheckFailed(f"no event within {timeout:g} s")
+
+    def expect_event(self, drv: DeviceDriver, events: "queue.Queue[DeviceEvent]", kind: type, *,
+                     ack: bool = True, timeout_s: float | None = None,
+                     across_reconnect: bool = False) -> DeviceEvent:
+        """The next event must be a ``kind``; acknowledged unless ``ack`` is False."""
+        while True:
+            ev = self.next(events, timeout_s, notices=across_reconnect)
+            if not (isinstance(ev.message, LinkNotice) and ev.message.kind in ("link_down", "link_up")):
+                break
+        expect(isinstance(ev.message, kind), f"expected {kind.__name__}, got {type(ev.message).__name__}")
+        if ack:
+            drv.link.acknowledge(ev)
+        return ev
+
+
+def _fault_check(fn: Callable[[_SpecSession], str]) -> Callable[[CheckContext], str]:
+    """A check of :mod:`~devices.conformance.shuffler_faults`, on a SPEC device."""
+    return lambda ctx: fn(_SpecSession(ctx))
+
+
+#: The shufflers' fault checks (docs/conformance.md, "Shuffler faults"), shared with the drivers' suite.
+SHUFFLER_FAULT_CHECKS = (
+    ("short-deck", "a short deck: count and the missing cards by name (SPEC 4.2)"),
+    ("doubled-card", "a doubled card: count and the card by name (SPEC 4.2)"),
+    ("foreign-card", "cards of another back colour: the foreign count (SPEC 4.2)"),
+    ("jam", "a jam: ShufflerFault JAM, the deck inside; shuffled again (SPEC 4.2, 5)"),
+    ("door", "the door open: status FAULT, Shuffle refused DOOR_OPEN; closed: shuffles (SPEC 4.1, 5)"),
+    ("line-noise", "garbled frames lose and double no event (SPEC 2.1, 6.3)"),
+    ("reboot-mid-shuffle", "power cycle mid-shuffle: the shuffle lost, the deck inside (SPEC 6.5)"),
+    ("reboot-mid-delivery", "power cycle mid-delivery: the status says the deck left (SPEC 6.5)"),
+)
+
+
 CHECKS: tuple[Check, ...] = tuple(
     Check(device, name, title, fn, physical)
     for device in ("shuffler", "shoe")
@@ -728,6 +838,8 @@ CHECKS: tuple[Check, ...] = tuple(
              True),
             ("shuffle-without-deck", "Shuffle with no deck -> NAK NO_DECK (SPEC 4.2)", check_shuffle_without_deck,
              True),
+            *((name, title, _fault_check(dict(shuffler_faults.CHECKS)[name]), True)
+              for name, title in SHUFFLER_FAULT_CHECKS),
         ) if device == "shuffler" else (
             ("refuses-shuffle", "Shuffle sent to a shoe -> NAK UNKNOWN_MESSAGE", check_shoe_refuses_shuffle, False),
             ("event-arq", "event resent until ACKed, then the next SEQ (SPEC 6.3)", check_shoe_event_arq, True),

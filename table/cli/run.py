@@ -386,6 +386,14 @@ class _TableRun:
             if given:
                 raise click.UsageError(f"--simulate brings its own emulated devices and virtual dealer; it cannot be "
                                        f"used with {' or '.join(given)} (drop --simulate to run a real table)")
+        if a.simulate:  # its emulators speak the SPEC: a plugin's device is not what it would run (docs/drivers.md)
+            for kind in ("shuffler", "shoe"):
+                driver = self.settings.driver(kind)[0]
+                if driver != "spec":
+                    raise click.UsageError(
+                        f"devices.{kind}.driver: the config names driver {driver!r}, but --simulate runs the SPEC "
+                        f"emulators with the built-in driver; to play with {driver!r} run its emulator and give "
+                        f"--{kind}-url (and --{kind}-control), or soak it: tablectl soak --{kind}-driver {driver}")
         if a.pace == "person" and not a.simulate:
             raise click.UsageError("--pace person paces a simulated table (add --simulate); at a real table the "
                                    "dealer's own hands set the pace")

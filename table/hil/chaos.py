@@ -25,6 +25,7 @@ import structlog
 
 from devices import CardShoe, Shuffler
 from firmware_bridge.faults import FaultPlan, FaultyTransport
+from firmware_bridge.errors import LinkError
 from firmware_bridge.link import Link, LinkConfig
 from firmware_bridge.transport import SerialTransport
 from protocols.cards import BackColour, Card
@@ -54,6 +55,27 @@ FAULT_KINDS = (
     "foreign_card", "duplicate_read", "missing_card", "unreadable_card", "jam", "early_card", "extra_card",
     "corrupt_bytes", "unplug_shoe", "reboot_shoe", "unplug_shuffler", "reboot_shuffler",
 )
+#: The faults of the bench's hands and of power and lines the emulators make besides
+#: (docs/emulators.md, "Faults"): the shuffler's door opened at a shuffle, its power cut
+#: mid-shuffle or as the dealer takes the deck out (``DeckDelivered`` lost), its line
+#: noisy; a card event lost inside the shoe; and the deck carried from the shuffler to the
+#: shoe tampered with on the way: six cards of a third deck of the same back on top, a card
+#: taken out, a card doubled, or another deck of that colour in an order the dealer chose
+#: loaded instead (a cold deck).
+HANDS_FAULT_KINDS = (
+    "door_open", "reboot_mid_shuffle", "reboot_mid_delivery", "garble_shuffler", "lost_card_event",
+    "shoe_extra_cards", "short_deck_in_shoe", "doubled_card_in_shoe", "substituted_deck",
+)
+#: Every class the soak draws from (:func:`run_soak`).
+SOAK_KINDS = FAULT_KINDS + HANDS_FAULT_KINDS
+#: Classes after which the round must not settle: the cards dealt are not the verified
+#: deck's, or not all of them were read (58 Pa. Code 649a.3; docs/deck-custody.md). A round
+#: of one of these that settles is counted ``wrongly_settled`` (it must be 0).
+MUST_HOLD = ("foreign_card", "duplicate_read", "early_card", "extra_card", "card_unreported", "lost_card_event",
+             "shoe_extra_cards", "short_deck_in_shoe", "doubled_card_in_shoe", "substituted_deck")
+#: Classes that leave a deck wrong on purpose: its next count in the shuffler fails, as expected.
+WRONG_DECK_KINDS = ("foreign_card", "duplicate_read", "shoe_extra_cards", "short_deck_in_shoe",
+                    "doubled_card_in_shoe")
 #: How many times faster than real time a soak's clock runs by default (ChaosTable).
 #: The fault waits it compresses are a person's or a device's (0.3 s unplugs, resend
 #: back-offs up to 2 s, a 5 s event timeout); at 10 the shortest device wait, the
@@ -181,11 +203,14 @@ class FaultInjector:
         and ``draw`` (with ``step="draw"``: the round's draw, 1-based) schedule it
         at that point of the next round; the returned hook tells whether it struck.
         ``before_round`` is the soak's timing (a random draw where one is needed)."""
-        if kind not in FAULT_KINDS + SLIP_KINDS:
-            raise ScenarioError(f"unknown fault {kind!r}; allowed: {', '.join(FAULT_KINDS + SLIP_KINDS)}")
+        if kind not in SOAK_KINDS + SLIP_KINDS:
+            raise ScenarioError(f"unknown fault {kind!r}; allowed: {', '.join(SOAK_KINDS + SLIP_KINDS)}")
+        if kind in HANDS_FAULT_KINDS and step != "before_round":
+            raise ScenarioError(f"{kind} strikes only at step before_round (at the next shuffle, take, load or "
+                                "draw)")
         if step not in STEPS:
             raise ScenarioError(f"unknown step {step!r}; allowed: {', '.join(STEPS)}")
-        if kind not in STEP_KINDS[step]:
+        if kind not in STEP_KINDS[step] and kind not in HANDS_FAULT_KINDS:
             raise ScenarioError(f"{kind} cannot strike at step {step}; allowed there: {', '.join(STEP_KINDS[step])}")
         if (step == "draw") != (draw is not None):
             raise ScenarioError("draw: required with step draw, and only there")
@@ -283,6 +308,56 @@ class FaultInjector:
         else:  # the soak's burst: half of the next 20 reads
             self.t.shoe_faults.burst(20)
 
+    # the hands', the power's and the lines' faults (HANDS_FAULT_KINDS)
+    def _door_open(self) -> None:  # the door opens as the dealer puts the next deck in; closed again later
+        self.t.dealer.door_open_s = self._seconds or 0.5
+
+    def _reboot_mid_shuffle(self) -> None:
+        self.t.sim.shuffler.faults.power_cut_mid_shuffle = True
+
+    def _reboot_mid_delivery(self) -> None:
+        self.t.dealer.power_cut_at_take = True
+
+    def _garble_shuffler(self) -> None:
+        self.t.sim.shuffler.garble_frames = 3
+
+    def _lost_card_event(self) -> None:
+        t = self.t
+
+        def lose_next() -> None:  # the card drawn next is read, its event lost inside the shoe
+            t.sim.shoe.lose_events = 1
+            t.unreported.add(len(t.sim.dealer.drawn))
+        self._at_draw(self.rng.randint(1, 6), lose_next)
+
+    def _tamper(self, change: Callable[[list[SimCard]], list[SimCard]]) -> None:
+        self.t.dealer.tamper = change
+
+    def _shoe_extra_cards(self) -> None:
+        def six_on_top(cards: list[SimCard]) -> list[SimCard]:
+            colour = cards[0].back_colour
+            return [SimCard(Card.from_index(self.rng.randrange(52)), colour) for _ in range(6)] + cards
+        self._tamper(six_on_top)
+
+    def _short_deck_in_shoe(self) -> None:
+        def one_out(cards: list[SimCard]) -> list[SimCard]:
+            i = self.rng.randrange(len(cards))
+            return cards[:i] + cards[i + 1:]
+        self._tamper(one_out)
+
+    def _doubled_card_in_shoe(self) -> None:
+        def one_twice(cards: list[SimCard]) -> list[SimCard]:
+            i = self.rng.randrange(len(cards))
+            return cards[:i] + [cards[self.rng.randrange(len(cards))]] + cards[i:]
+        self._tamper(one_twice)
+
+    def _substituted_deck(self) -> None:
+        def cold_deck(cards: list[SimCard]) -> list[SimCard]:
+            colour = cards[0].back_colour
+            deck = new_deck(colour)  # another deck of the same back, in the dealer's order
+            random.Random(self.rng.random()).shuffle(deck)
+            return deck
+        self._tamper(cold_deck)
+
     def withdraw_unstruck(self, kind: str) -> bool:
         """End of the round fault ``kind`` was armed for: True if it struck. A fault
         that did not (its round ended before the draw it waited for, no shuffle or
@@ -290,7 +365,7 @@ class FaultInjector:
         taken for that round's fault or a false alarm; the noise burst ends too."""
         t, dealer = self.t, self.t.dealer
         struck = True
-        if kind in ("foreign_card", "duplicate_read", "extra_card"):
+        if kind in ("foreign_card", "duplicate_read", "extra_card", "lost_card_event"):
             struck = not dealer._armed
         elif kind == "unreadable_card":
             with t.sim.shoe.lock:
@@ -304,8 +379,25 @@ class FaultInjector:
             struck = not dealer.early
         elif kind == "corrupt_bytes":
             struck = t.shoe_faults.injected["bit_flip"] > self._flips
+        elif kind == "door_open":
+            struck = not dealer.door_open_s
+        elif kind == "reboot_mid_shuffle":
+            with t.sim.shuffler.lock:
+                struck = not t.sim.shuffler.faults.power_cut_mid_shuffle
+                t.sim.shuffler.faults.power_cut_mid_shuffle = False
+        elif kind == "reboot_mid_delivery":
+            struck = not dealer.power_cut_at_take
+        elif kind == "garble_shuffler":
+            with t.sim.shuffler.lock:
+                struck = t.sim.shuffler.garble_frames < 3
+                t.sim.shuffler.garble_frames = 0
+        elif kind in ("shoe_extra_cards", "short_deck_in_shoe", "doubled_card_in_shoe", "substituted_deck"):
+            struck = dealer.tamper is None
         dealer._armed.clear()
         dealer.early = False
+        dealer.door_open_s, dealer.power_cut_at_take, dealer.tamper = 0.0, False, None
+        with t.sim.shoe.lock:
+            t.sim.shoe.lose_events = 0
         t.shoe_faults.burst(0)
         return struck
 
@@ -348,6 +440,10 @@ class FaultyDealer:
         self.early = False
         self.late_insert_s = 0.0
         self.inserting: BackColour | None = None  # the deck going into the shuffler
+        self.door_open_s = 0.0  # the door opens as the next deck goes in, closed this long after
+        self.power_cut_at_take = False  # the shuffler's power goes as the dealer takes the deck out
+        #: the deck in hand changed on its way from the shuffler to the shoe, at the next load
+        self.tamper: Callable[[list[SimCard]], list[SimCard]] | None = None
 
     def arm(self, nth_draw: int, act: Callable[[], None]) -> None:
         self._armed[self._draws + nth_draw] = act
@@ -375,6 +471,11 @@ class FaultyDealer:
     def insert_deck(self, colour: BackColour) -> None:
         self.inserting = colour
         self._fire("shuffle")
+        if self.door_open_s:  # the door opens as the deck goes in; the dealer closes it a moment later
+            shuffler, down = self.sim.shuffler, self.door_open_s
+            self.door_open_s = 0.0
+            shuffler.faults.door_open = True
+            self.clock.timer(down, setattr, shuffler.faults, "door_open", False)
         if self.late_insert_s:  # the dealer is slow to put the previous deck in the shuffler
             delay, self.late_insert_s = self.late_insert_s, 0.0
             self.clock.timer(delay, self.sim.dealer.insert_deck, colour)
@@ -383,9 +484,15 @@ class FaultyDealer:
 
     def take_from_shuffler(self) -> None:
         self.sim.dealer.take_from_shuffler()
+        if self.power_cut_at_take:  # DeckDelivered is lost with the power, unless already acknowledged
+            self.power_cut_at_take = False
+            self.sim.shuffler.reboot()
 
     def load_shoe(self, colour: BackColour) -> None:
         self._fire("load_shoe")
+        if self.tamper is not None and self.sim.dealer.in_hand:
+            change, self.tamper = self.tamper, None
+            self.sim.dealer.change_deck_in_hand(change)
         if self.early:  # the dealer draws a card before betting has closed: as soon as the deck is in
             self.early = False
             self.sim.dealer.load_shoe(colour)
@@ -479,6 +586,8 @@ class ChaosTable:
         self.dealer = FaultyDealer(self.sim)
         self.console = AutoSupervisor(self.sim)
         self._detections: dict[str, int] = {}
+        #: Indices in the dealer's ground truth of cards whose event the shoe lost on purpose.
+        self.unreported: set[int] = set()
         #: The detail of each deck_incomplete violation, in journal order.
         self.incomplete_details: list[str] = []
         #: The back colour of each deck the shuffler counted (DeckVerified), in order.
@@ -511,7 +620,9 @@ class ChaosTable:
 
     def play(self) -> str:
         """One round, resolving holds as the supervisor would: ``"played"``,
-        ``"held"`` (voided) or ``"fault"`` (a device fault, recovered)."""
+        ``"held"`` (voided), ``"fault"`` (a device fault or timeout stopped it: ``tablectl
+        run`` with a front door waits and tries again) or ``"exit"`` (a link error escaped the
+        round: ``tablectl run`` exits 4 on it; the next round goes on, as after a restart)."""
         self.dealer.new_round()
         try:
             self.controller.play_round()
@@ -520,13 +631,25 @@ class ChaosTable:
             self.controller.resolve_held()
             return "held"
         except (DeviceFault, DeviceTimeout) as exc:
+            # ``tablectl run`` with a front door waits and tries the step again (table/cli/run.py)
             log.warning("round_fault", error=str(exc))
             if self.controller.held is not None:
                 self.controller.resolve_held()
             return "fault"
+        except LinkError as exc:
+            # An exit: ``tablectl run`` exits 4 on it, front door or not (a refused Shuffle, a
+            # link that stays down); the soak counts it (``exits``) and plays on, as a restart would.
+            log.warning("round_exit", error=str(exc))
+            if self.controller.held is not None:
+                self.controller.resolve_held()
+            return "exit"
 
     def truth_reads(self) -> list[tuple[str, str]]:
-        return [(str(c.card), str(c.back_colour)) for c in self.sim.dealer.drawn]
+        """Every card the shoe read, in order, less those whose event the shoe lost on purpose
+        (``lost_card_event``: the host cannot journal what never left the device; that fault's
+        row of the soak's table says what became of its round)."""
+        return [(str(c.card), str(c.back_colour)) for i, c in enumerate(self.sim.dealer.drawn)
+                if i not in self.unreported]
 
     def device_reads(self) -> list[tuple[str, str]]:
         """Every card event the shoe delivered, as journaled (an unreadable card as ``"??"``)."""
@@ -590,6 +713,23 @@ DETECTED_BY = {
     "reboot_shuffler": ("link:shuffler:device_rebooted",),
     # a driver plugin's shoe (table.hil.driver_soak): a card out past the reader, no event at all
     "card_unreported": ("violation:card_unaccounted",),
+    # HANDS_FAULT_KINDS: the alarm the host gives, or the round held ("round:held", the soak's own
+    # mark: a hold the supervisor voided) where the table's words for it are still being settled
+    "door_open": ("incident:shuffler fault: door open", "round:held"),
+    "reboot_mid_shuffle": ("link:shuffler:device_rebooted",),
+    "reboot_mid_delivery": ("link:shuffler:device_rebooted",
+                            *(f"incident:no record of the {c} deck out of the shuffler: the {c} deck is already "
+                              f"out of the shuffler" for c in (RED, BLUE))),
+    "garble_shuffler": ("link:shuffler:crc_error",),
+    "lost_card_event": ("violation:card_unaccounted", "round:held"),
+    "shoe_extra_cards": ("violation:duplicate_card", "violation:foreign_card", "violation:wrong_card_count",
+                         "incident:card drawn beyond the deal", "round:held"),
+    "short_deck_in_shoe": ("violation:wrong_card_count", "incident:card drawn beyond the deal",
+                           "violation:card_unaccounted", "round:held"),
+    "doubled_card_in_shoe": ("violation:duplicate_card", "round:held"),
+    "substituted_deck": ("round:held",),
+    # a driver plugin's shuffler (table.hil.driver_soak): an event lost inside the shuffler
+    "lost_shuffler_event": ("round:held",),
 }
 
 
@@ -604,6 +744,8 @@ AFTERMATH = {
     "reboot_shoe": ("incident:card drawn with no round in progress",),
     "unplug_shoe": ("incident:card drawn with no round in progress",),
     "corrupt_bytes": ("incident:card drawn with no round in progress",),
+    # the delivery lost with the power: the next round finds the deck out of the shuffler
+    "reboot_mid_delivery": DETECTED_BY["reboot_mid_delivery"][1:],
 }
 
 
@@ -641,9 +783,17 @@ def _matches_missing(detail: str, colour: BackColour, card: Card) -> bool:
 
 
 def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
-             progress: Callable[[int], None] | None = None, speed: float = SOAK_SPEED) -> dict[str, Any]:
+             progress: Callable[[int], None] | None = None, speed: float = SOAK_SPEED,
+             kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Play ``rounds`` rounds with random faults from every class (``fault_rate``
-    of the rounds get one); return the summary the issue asks for.
+    of the rounds get one; ``kinds``: the classes, :data:`SOAK_KINDS` by default);
+    return the summary the issue asks for.
+
+    Per class (``by_kind``): injected, detected (its alarm, this round or the next),
+    ``ridden_through`` (the round held or settled with no exit), ``wrongly_settled``
+    (a round of a :data:`MUST_HOLD` class that settled: must be 0) and ``exits`` (a
+    link error escaped the round, which ``tablectl run`` exits 4 on: must be 0). A class the host does not yet hold or ride through shows
+    there, never hidden.
 
     ``speed``: the table's clock runs this many times faster than real time
     (see :class:`ChaosTable`): the same faults, in the same order, with the
@@ -668,19 +818,20 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     card it read must reach the journal once, in order.
     """
     rng = random.Random(seed)
+    kinds = SOAK_KINDS if kinds is None else kinds
     tally = _SoakTally()
     with ChaosTable(seed=seed, seats=seats, speed=speed, players=True) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
         for n in range(1, rounds + 1):
-            kind = rng.choice(FAULT_KINDS) if rng.random() < fault_rate else None
+            kind = rng.choice(kinds) if rng.random() < fault_rate else None
             tally.round(n, kind, t, inj)
             if progress:
                 progress(n)
         tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
         ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned (issue 23)
-    return {**tally.summary(rounds, seed, speed, truth, recorded), "wagers": ledger.to_dict()}
+    return {**tally.summary(rounds, seed, speed, truth, recorded, kinds=kinds), "wagers": ledger.to_dict()}
 
 
 class _SoakTally:
@@ -706,6 +857,11 @@ class _SoakTally:
         self.extra_alarm_rounds = 0
         self.excused = 0
         self.stray_notices = 0
+        #: by class: rounds that ended without an exit (held or settled), settled although the
+        #: class forbids it (:data:`MUST_HOLD`), and exits (a device error escaped the round)
+        self.ridden: collections.Counter[str] = collections.Counter()
+        self.wrongly_settled: collections.Counter[str] = collections.Counter()
+        self.exits: collections.Counter[str] = collections.Counter()
 
     def credit(self, kind: str, late: bool = False) -> None:
         self.detected[kind] += 1
@@ -727,15 +883,31 @@ class _SoakTally:
             kind = None
         if kind:
             self.injected[kind] += 1
+        self._outcome(kind, outcome)
         if kind == "missing_card":
             self.short_decks.append((n, *inj.missing[-1], n_counts))
         after = t.detections()
         new = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
+        if outcome == "held":
+            new["round:held"] = 1
         self._counts(t, n_incomplete, new)
-        if kind in ("foreign_card", "duplicate_read"):
+        if kind in WRONG_DECK_KINDS:
             self.expected_incomplete += 1
         self._alarms(n, kind, new, outcome)
         self.previous = kind
+
+    def _outcome(self, kind: str | None, outcome: str) -> None:
+        """How the round of fault ``kind`` ended: an exit (``"exit"``: a link error escaped the
+        round, which ``tablectl run`` exits 4 on), settled although ``kind`` forbids it, or
+        ridden through (held, settled, or stopped by a device fault the table waits out and
+        tries again: no exit). A round with no fault that exits counts under ``"(none)"``."""
+        key = kind or "(none)"
+        if outcome == "exit":
+            self.exits[key] += 1
+        elif outcome == "played" and kind in MUST_HOLD:
+            self.wrongly_settled[key] += 1
+        elif kind:
+            self.ridden[key] += 1
 
     def _counts(self, t: "ChaosTable", n_incomplete: int, new: dict[str, int]) -> None:
         """Each failed count: the short decks it reports, else a foreign or cloned card going
@@ -829,8 +1001,13 @@ class _SoakTally:
             "extra_alarm_rounds": self.extra_alarm_rounds,
             "alarms_excused_as_aftermath": self.excused,
             "link_notices_without_fault": self.stray_notices,
+            "wrongly_settled": self.wrongly_settled.total(),
+            "exits": self.exits.total(),
+            "exits_without_fault": self.exits["(none)"],
             "by_kind": {k: {"injected": self.injected[k], "detected": self.detected[k],
-                            "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k]}
+                            "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k],
+                            "ridden_through": self.ridden[k], "wrongly_settled": self.wrongly_settled[k],
+                            "exits": self.exits[k]}
                         for k in kinds},
             "outcomes": dict(self.outcomes),
             "card_events": len(recorded),

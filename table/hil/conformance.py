@@ -63,6 +63,32 @@ class EmulatorOperator(Operator):
     def unload_shoe(self) -> None:
         self.shoe.unload()
 
+    def insert_faulty_deck(self, colour: BackColour, *, missing=(), doubled=(), foreign: int = 0) -> None:
+        from simulators.devices import SimCard, new_deck
+
+        other = BackColour.BLUE if colour is not BackColour.BLUE else BackColour.RED
+        cards = [c for c in new_deck(colour) if c.card not in missing]
+        cards += [SimCard(c, colour) for c in doubled] + [SimCard(c.card, other) for c in new_deck(other)[:foreign]]
+        self._do(self.shuffler.insert, cards)
+
+    def jam(self) -> None:
+        self.shuffler.faults.jam_next_shuffle = True
+
+    def door(self, open_: bool) -> None:
+        self.shuffler.faults.door_open = open_
+
+    def hold_shuffle(self) -> None:
+        self.shuffler.faults.hold_shuffle = True
+
+    def reboot(self, device: str) -> None:
+        (self.shuffler if device == "shuffler" else self.shoe).reboot()
+
+    def garble(self, device: str, n: int) -> None:
+        (self.shuffler if device == "shuffler" else self.shoe).garble_frames = n
+
+    def lose(self, device: str, n: int) -> None:
+        (self.shuffler if device == "shuffler" else self.shoe).lose_events = n
+
 
 class InProcessBench:
     """A shuffler and a shoe emulator in this process, on ptys or emulated USB; a

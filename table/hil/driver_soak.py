@@ -12,6 +12,12 @@ soak's own (:class:`table.hil.chaos._SoakTally`), so the figures read the same.
 
 Ground truth is what the dealer saw leave the shoe (the faces each ``draw``
 control reply names), less the cards a fault let out past the reader.
+
+``tablectl soak --shuffler-driver NAME`` is the same soak the other way round: the
+shuffler is the plugin's emulator, the shoe the SPEC shoe's, and the classes drawn
+are the shuffler's (:data:`SHUFFLER_FAULT_KINDS`). The bench dealer carries the deck
+the shuffler hands over (``take``'s ``deck=TEXT``) into the shoe (``load deck=TEXT``,
+docs/emulators.md "Carrying the deck"), so the cards dealt are the cards counted.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -53,6 +60,17 @@ RED, BLUE = BackColour.RED, BackColour.BLUE
 #: while the dealer draws on (``slip``).
 SHOE_FAULT_KINDS = ("foreign_card", "duplicate_read", "unreadable_card", "early_card", "extra_card",
                     "corrupt_bytes", "unplug_shoe", "reboot_shoe", "card_unreported")
+
+
+#: The fault classes of the shuffler's side, each made through its emulator's control socket
+#: (docs/emulators.md): a jam (``jam``), the door opened as the deck goes in (``door``), a card
+#: left out of the deck going in (``insert COLOUR -CARD``), line noise (``garble``), an event
+#: lost inside the shuffler (``lose``), the cable pulled (``disconnect``), a power cycle
+#: (``reboot``), the power cut mid-shuffle (``power-cut-shuffle``) and as the deck is taken
+#: out (``take`` then ``reboot``). A line the plugin's emulator does not have withdraws the
+#: fault (counted ``withdrawn``, never as detected).
+SHUFFLER_FAULT_KINDS = ("jam", "door_open", "missing_card", "garble_shuffler", "lost_shuffler_event",
+                        "unplug_shuffler", "reboot_shuffler", "reboot_mid_shuffle", "reboot_mid_delivery")
 
 
 class EmulatorProcess:
@@ -98,6 +116,12 @@ class SoakDealer:
         self.early = False
         self.next_draw: list[str] = []  # control lines sent just before the next draw
         self.slip_next = False
+        self.in_hand: str | None = None  # the deck the shuffler handed over (deck=TEXT), until loaded
+        self.insert_mods: list[str] = []  # e.g. "-As": the next deck goes in without the ace of spades
+        self.door_at_insert_s = 0.0  # the door opens as the next deck goes in, closed this long after
+        self.power_cut_at_take = False
+        self.inserts = 0
+        self.last_colour = BackColour.NONE
 
     def _do(self, device: str, line: str) -> str:
         try:
@@ -112,13 +136,33 @@ class SoakDealer:
         """The soak's round begins (ChaosTable.play's hook)."""
 
     def insert_deck(self, colour: BackColour) -> None:
-        self._do("shuffler", f"insert {colour}")
+        if self.door_at_insert_s:
+            down, self.door_at_insert_s = self.door_at_insert_s, 0.0
+            self._do("shuffler", "door open")
+            timer = threading.Timer(down, self._close_door)
+            timer.daemon = True
+            timer.start()
+        mods, self.insert_mods = self.insert_mods, []
+        self._do("shuffler", " ".join([f"insert {colour}", *mods]))
+        self.inserts += 1
+        self.last_colour = colour
+
+    def _close_door(self) -> None:
+        try:
+            self._do("shuffler", "door closed")
+        except DeviceFault:
+            pass  # the emulator is gone (the soak ended)
 
     def take_from_shuffler(self) -> None:
-        self._do("shuffler", "take")
+        reply = self._do("shuffler", "take")
+        self.in_hand = next((w[5:] for w in reply.split() if w.startswith("deck=")), None)
+        if self.power_cut_at_take:  # the power goes as the deck comes out: DeckDelivered may be lost
+            self.power_cut_at_take = False
+            self._do("shuffler", "reboot")
 
     def load_shoe(self, colour: BackColour) -> None:
-        self._do("shoe", f"load {colour}")
+        carried, self.in_hand = self.in_hand, None
+        self._do("shoe", f"load deck={carried}" if carried else f"load {colour}")
         self.colour, self.round_first = colour, None
         self._put.clear()
         if self.early:  # the dealer draws before betting has closed: as soon as the deck is in
@@ -200,6 +244,73 @@ class ShoeFaultInjector:
         return struck
 
 
+class ShufflerFaultInjector:
+    """Arms one fault of :data:`SHUFFLER_FAULT_KINDS` for the next round, through the
+    shuffler's control socket (the surface of :class:`ShoeFaultInjector`)."""
+
+    def __init__(self, dealer: SoakDealer, rng: random.Random) -> None:
+        self.dealer = dealer
+        self.rng = rng
+        self.missing: list[tuple[BackColour, Card]] = []  # cards left out of a deck going in
+        self._inserts = 0
+        self._unsupported = False
+
+    def _line(self, line: str) -> None:
+        try:
+            self.dealer._do("shuffler", line)
+        except DeviceFault as exc:  # a line this emulator does not have: the fault is withdrawn
+            if "has no" not in str(exc):
+                raise
+            self._unsupported = True
+
+    def inject(self, kind: str) -> None:
+        d = self.dealer
+        self._inserts, self._unsupported = d.inserts, False
+        if kind == "jam":
+            self._line("jam")
+        elif kind == "door_open":
+            d.door_at_insert_s = 0.5
+        elif kind == "missing_card":
+            card = Card.from_index(self.rng.randrange(52))
+            d.insert_mods = [f"-{card}"]
+            self._gone = card
+        elif kind == "garble_shuffler":
+            self._line("garble 3")
+        elif kind == "lost_shuffler_event":
+            self._line("lose 1")
+        elif kind == "unplug_shuffler":
+            self._line("disconnect")
+        elif kind == "reboot_shuffler":
+            self._line("reboot")
+        elif kind == "reboot_mid_shuffle":
+            self._line("power-cut-shuffle")
+        elif kind == "reboot_mid_delivery":
+            d.power_cut_at_take = True
+        else:
+            raise ValueError(f"{kind} is not a shuffler fault; allowed: {', '.join(SHUFFLER_FAULT_KINDS)}")
+
+    def withdraw_unstruck(self, kind: str) -> bool:
+        """End of the round ``kind`` was armed for: True if it struck (a fault that waits for
+        a deck going in struck if one went in); what did not is disarmed."""
+        d = self.dealer
+        inserted = d.inserts > self._inserts
+        struck = not self._unsupported
+        if kind in ("jam", "reboot_mid_shuffle", "door_open", "missing_card"):
+            struck = struck and inserted
+            if kind == "missing_card" and inserted:
+                self.missing.append((d.last_colour, self._gone))
+        elif kind == "reboot_mid_delivery":
+            struck = not d.power_cut_at_take
+        for line in ("jam off", "power-cut-shuffle off"):
+            if kind in ("jam", "reboot_mid_shuffle") and not struck and not self._unsupported:
+                try:
+                    d._do("shuffler", line)
+                except DeviceFault:
+                    pass
+        d.door_at_insert_s, d.power_cut_at_take, d.insert_mods = 0.0, False, []
+        return struck
+
+
 class DriverSupervisor(AutoSupervisor):
     """The soak's supervisor (:class:`~table.hil.chaos.AutoSupervisor`), reading an
     unreadable card off the layout from what the bench dealer saw."""
@@ -223,19 +334,30 @@ class DriverChaosTable(ChaosTable):
     whose shuffler is the SPEC shuffler's emulator, each a process of its own. Raises
     :class:`DriverError` when the driver cannot load or has no ``emulator_argv``."""
 
-    def __init__(self, *, driver: str, options: Mapping[str, Any], seed: int, seats: int = 3) -> None:
+    def __init__(self, *, driver: str, options: Mapping[str, Any], seed: int, seats: int = 3,
+                 kind: str = "shoe") -> None:
         # the SPEC table's fields, without its in-process simulation (ChaosTable.__init__ is not called)
         self._stack = ExitStack()
-        plugin = load_plugin(driver, DriverKind.SHOE)
+        under_test = DriverKind(kind)
+        plugin = load_plugin(driver, under_test)
         argv_of = getattr(plugin, "emulator_argv", None)
         if argv_of is None:
             raise DriverError(f"driver {driver!r} names no emulator (emulator_argv, docs/drivers.md 'Soak'): "
                               "the soak cannot make its faults")
         tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="driver-soak-")))
-        shf = EmulatorProcess([sys.executable, "-m", "table.cli", "emulate", "shuffler", "--tcp", "127.0.0.1:0",
-                               "--control", "127.0.0.1:0", "--seed", str(seed), "--no-stdin"])
-        self._stack.callback(shf.close)
-        shoe = EmulatorProcess(list(argv_of(DriverKind.SHOE, dict(options))))
+
+        def spec_emulator(what: str) -> EmulatorProcess:
+            return EmulatorProcess([sys.executable, "-m", "table.cli", "emulate", what, "--tcp", "127.0.0.1:0",
+                                    "--control", "127.0.0.1:0", "--seed", str(seed), "--no-stdin"])
+
+        if under_test is DriverKind.SHOE:
+            shf = spec_emulator("shuffler")
+            self._stack.callback(shf.close)
+            shoe = EmulatorProcess(list(argv_of(DriverKind.SHOE, dict(options))))
+        else:
+            shf = EmulatorProcess(list(argv_of(DriverKind.SHUFFLER, dict(options))))
+            self._stack.callback(shf.close)
+            shoe = spec_emulator("shoe")
         self._stack.callback(shoe.close)
         self.journal = Journal(tmp / "journal.sqlite3", key=table_key_for(tmp / "journal.sqlite3")[0])
         self._stack.callback(self.journal.close)
@@ -243,8 +365,12 @@ class DriverChaosTable(ChaosTable):
         cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=12, reconnect_initial_ms=20,
                          reconnect_max_ms=200, heartbeat_interval_ms=500, heartbeat_misses=2, read_timeout_ms=50,
                          reconnect_wait_s=5)
-        self.shuffler = self._open_driver("spec", DriverKind.SHUFFLER, shf.url, {}, cfg)
-        self.shoe = self._open_driver(driver, DriverKind.SHOE, shoe.url, options, cfg)
+        shoe_driver, shuffler_driver = (driver, "spec") if under_test is DriverKind.SHOE else ("spec", driver)
+        self.shuffler = self._open_driver(shuffler_driver, DriverKind.SHUFFLER, shf.url,
+                                          options if shuffler_driver == driver else {}, cfg)
+        self.shoe = self._open_driver(shoe_driver, DriverKind.SHOE, shoe.url,
+                                      options if shoe_driver == driver else {}, cfg)
+        self.under_test = self.shoe if under_test is DriverKind.SHOE else self.shuffler
         self.dealer = SoakDealer(ControlOperator(shuffler=shf.control, shoe=shoe.control), random.Random(seed))
         self.console = DriverSupervisor(self.dealer)
         self._detections: dict[str, int] = {}
@@ -254,7 +380,8 @@ class DriverChaosTable(ChaosTable):
         self.controller = TableController(
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
             seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            console=self.console, timing=TableTiming(event_timeout_s=5),
+            # a bench emulator verifies a shuffle at once: 20 s, not a real machine's 180 (SPEC 7)
+            console=self.console, timing=TableTiming(event_timeout_s=5, shuffle_timeout_s=20),
             players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()))
         self._stack.callback(self.controller.close)
 
@@ -268,9 +395,15 @@ class DriverChaosTable(ChaosTable):
         return list(self.dealer.truth)
 
     def link_errors(self) -> dict[str, int]:
-        """Lines the shoe's driver dropped for a bad checksum (``dropped_lines``, where it counts them)."""
-        dropped = getattr(self.shoe.link, "dropped_lines", 0)
-        return {"link:shoe:crc_error": dropped} if dropped else {}
+        """Lines or frames each driver dropped for a bad checksum (a plugin's ``dropped_lines``
+        where it counts them; the SPEC driver's frame parser's CRC errors)."""
+        out = {}
+        for name, drv in (("shoe", self.shoe), ("shuffler", self.shuffler)):
+            parser = getattr(drv.link, "_parser", None)
+            dropped = getattr(drv.link, "dropped_lines", 0) or getattr(parser, "crc_errors", 0)
+            if dropped:
+                out[f"link:{name}:crc_error"] = dropped
+        return out
 
 
 #: How the table sees a card too many, one drawn before bets closed, or one gone unread, from a
@@ -296,27 +429,31 @@ def detected_by(missing: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 
 def run_driver_soak(rounds: int, seed: int, *, driver: str, options: Mapping[str, Any] | None = None,
-                    seats: int = 3, fault_rate: float = 0.3,
+                    seats: int = 3, fault_rate: float = 0.3, kind: str = "shoe",
                     progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Play ``rounds`` rounds on driver ``driver``'s shoe emulator with a fault of a random
-    class of :data:`SHOE_FAULT_KINDS` in ``fault_rate`` of them; the SPEC soak's summary
-    (:func:`table.hil.chaos.run_soak`) plus ``driver``, ``options`` and ``missing`` (the
-    capabilities the driver declares its shoe lacks). Real time: the emulators are
-    processes of their own. Raises :class:`DriverError` (the driver, its emulator)."""
+    """Play ``rounds`` rounds on driver ``driver``'s emulator of ``kind`` (``"shoe"`` or
+    ``"shuffler"``) with a fault of a random class of :data:`SHOE_FAULT_KINDS` (or
+    :data:`SHUFFLER_FAULT_KINDS`) in ``fault_rate`` of them; the SPEC soak's summary
+    (:func:`table.hil.chaos.run_soak`, with its table by class) plus ``driver``, ``kind``,
+    ``options`` and ``missing`` (the capabilities the driver declares its device lacks).
+    Real time: the emulators are processes of their own. Raises :class:`DriverError` (the
+    driver, its emulator)."""
     rng = random.Random(seed)
     options = dict(options or {})
-    with DriverChaosTable(driver=driver, options=options, seed=seed, seats=seats) as t:
-        tally = _SoakTally(detected_by(t.shoe.capabilities.missing()))
-        inj = ShoeFaultInjector(t.dealer, rng)
+    kinds = SHOE_FAULT_KINDS if kind == "shoe" else SHUFFLER_FAULT_KINDS
+    with DriverChaosTable(driver=driver, options=options, seed=seed, seats=seats, kind=kind) as t:
+        lacks = t.under_test.capabilities.missing()
+        tally = _SoakTally(detected_by(lacks) if kind == "shoe" else dict(DETECTED_BY))
+        inj = ShoeFaultInjector(t.dealer, rng) if kind == "shoe" else ShufflerFaultInjector(t.dealer, rng)
         t.controller.prepare()
         for n in range(1, rounds + 1):
-            kind = rng.choice(SHOE_FAULT_KINDS) if rng.random() < fault_rate else None
-            tally.round(n, kind, t, inj)
+            fault = rng.choice(kinds) if rng.random() < fault_rate else None
+            tally.round(n, fault, t, inj)
             if progress:
                 progress(n)
         tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
         ledger = wager_ledger(t.journal.entries())
-        missing = list(t.shoe.capabilities.missing())
-    summary = tally.summary(rounds, seed, 1.0, truth, recorded, kinds=SHOE_FAULT_KINDS)
-    return {**summary, "wagers": ledger.to_dict(), "driver": driver, "options": options, "missing": missing}
+    summary = tally.summary(rounds, seed, 1.0, truth, recorded, kinds=kinds)
+    return {**summary, "wagers": ledger.to_dict(), "driver": driver, "kind": kind, "options": options,
+            "missing": list(lacks)}

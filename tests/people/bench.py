@@ -477,12 +477,15 @@ class PhysicalDeck:
     """A deck of cards in the dealer's world: ``name`` (what the hands call it), its back
     ``colour``, what is wrong with it (``mods``: ``-As`` a card missing), and ``place``:
     ``rack`` (off the table or in the discard rack), ``shuffler``, ``out`` (taken out of
-    the shuffler), ``shoe``, ``removed`` (taken off the table)."""
+    the shuffler), ``shoe``, ``removed`` (taken off the table). ``cards``: the deck as the
+    shuffler's ``take`` handed it over (``COLOUR:CARD,...``, docs/emulators.md "Carrying
+    the deck"), loaded into the shoe as it is; None while it is not in hand."""
 
     name: str
     colour: str
     mods: tuple[str, ...] = ()
     place: str = "rack"
+    cards: str | None = None
 
 
 class Hands:
@@ -553,7 +556,8 @@ class Hands:
             d = self.at("shuffler")
             if d is None:
                 return False
-            self.shuffler.do("take")
+            taken = self.shuffler.do("take")
+            d.cards = next((w[5:] for w in taken.split() if w.startswith("deck=")), None)
             oos = any(x["back_colour"] == d.colour and x["place"] == "out_of_service" for x in status.get("decks", []))
             d.place = "removed" if oos else "out"
         elif action == "load_shoe":
@@ -563,7 +567,8 @@ class Hands:
             if d is None:
                 raise BenchError(f"the table asks to load the {colour} deck; the hands have "
                                  f"{[(x.name, x.colour, x.place) for x in self.decks]}")
-            self.shoe.do(f"load {d.colour}")
+            self.shoe.do(f"load deck={d.cards}" if d.cards else f"load {d.colour}")
+            d.cards = None
             d.place = "shoe"
             self.drawn = 0
             self.layout = []

@@ -29,18 +29,23 @@ import tty
 from dataclasses import dataclass, field
 
 from protocols.cards import DECK_SIZE, BackColour, Card, full_deck
+from protocols.deck_text import deck_from_text
+from protocols.errors import CardError
 
 from .wire import SEQ_MAX, LineBuffer, WireError, decode, encode
 
 MODEL = "ASH-1"
 FIRMWARE = "1.0.0"
+#: the longest control line (a carried deck, ``load deck=TEXT``: up to 120 cards, docs/emulators.md)
+CONTROL_MAX_LINE = 1024
 #: the shoe sends an unanswered event again after this long (SPEC.md §3)
 RESEND_S = 0.5
 
 HELP = [
     "help                 list the commands",
     "status               what the shoe holds (one line)",
-    "load COLOUR [ordered]  load a deck of 52 (shuffled unless 'ordered') into the empty shoe",
+    "load COLOUR [ordered]  load a fresh deck of 52 (shuffled unless 'ordered') into the empty shoe",
+    "load deck=TEXT       load the deck carried from the shuffler, in its order (docs/emulators.md)",
     "draw [N]             draw N cards (default 1; the reply names the faces as they lie on the layout); "
     "with none left the shoe says EMPTY",
     "unload               take every card out (the shoe is empty; no event)",
@@ -167,10 +172,13 @@ class ShoeModel:
         self._send(reply)
 
     # the dealer's hands
-    def load(self, colour: BackColour, ordered: bool = False) -> None:
+    def load(self, colour: BackColour, ordered: bool = False,
+             cards: "list[tuple[Card, BackColour]] | None" = None) -> None:
+        """Load a fresh deck of ``colour`` or, with ``cards``, the carried deck in its order."""
         if self.cards:
             raise ControlError("the shoe is not empty (unload first)")
-        self.cards, self.colour, self.draws = _new_deck(colour, self.rng, ordered), colour, 0
+        self.cards = list(cards) if cards else _new_deck(colour, self.rng, ordered)
+        self.colour, self.draws = colour, 0
         self._event("LOAD", str(colour))
 
     def draw(self) -> str:
@@ -298,6 +306,14 @@ class Emulator:
                 if name == "status":
                     return f"ok {'loaded' if m.cards else 'empty'} colour={m.colour} cards={len(m.cards)} " \
                            f"draws={m.draws} boot={m.boot_id:08x}"
+                if name == "load" and len(args) == 1 and args[0].startswith("deck="):
+                    try:
+                        carried = deck_from_text(args[0][5:])
+                    except CardError as exc:
+                        raise ControlError(f"deck=: {exc}") from None
+                    colour = collections.Counter(b for _, b in carried).most_common(1)[0][0]
+                    m.load(colour, cards=carried)
+                    return f"ok loaded {colour} cards={len(m.cards)}"
                 if name == "load":
                     if not args or len(args) > 2 or (len(args) == 2 and args[1] != "ordered"):
                         raise ControlError("load COLOUR [ordered]")
@@ -415,7 +431,7 @@ class Emulator:
                         conn.close()
                         continue
                     conn.setblocking(False)
-                    self._controls[conn] = LineBuffer()
+                    self._controls[conn] = LineBuffer(max_line=CONTROL_MAX_LINE)
                     self._sel.register(conn, selectors.EVENT_READ, "control")
                 elif what == "control":
                     self._read_control(key.fileobj)
