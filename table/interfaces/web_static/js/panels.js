@@ -134,8 +134,15 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     return;
   }
   const w = Status.waitingFor(status);
+  // While bets are open the seats in play are the bet book's, as the bet spots show them (the
+  // round's own seats are known only once bets close): one state on every panel.
+  const book = Status.bets(status);
+  const now = Status.round(status);
+  const betsOpen = Boolean(book && book.open && !r.betsClosed && now && now.round_id === r.id);
+  const booked = (s) => (book.seats || {})[String(s)] || null;
+  const inRound = betsOpen ? Object.keys(book.seats || {}).map(Number).filter((s) => Number.isInteger(s)) : r.seats;
   const deciding = w && w.action === "decide" && !w.between && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
-  const seats = r.seats.map((s) => {
+  const seats = inRound.map((s) => {
     const result = r.results && r.results[s];
     const decision = r.decisions[s];
     let buttons = null;
@@ -161,10 +168,12 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     }
     return el("section", { class: "seat", "data-seat": s, "aria-label": `Seat ${s}` },
       el("h3", {}, `Seat ${s}`),
-      el("ul", { class: "placed", "aria-label": `seat ${s}'s wagers` }, seatWagers(Status.seatWagers(status, s) || r.wagers[s])),
+      el("ul", { class: "placed", "aria-label": `seat ${s}'s wagers` }, seatWagers(betsOpen ? booked(s)
+        : Status.seatWagers(status, s) || r.wagers[s])),
       el("div", { class: "cards", "aria-label": `seat ${s}'s cards` }, slots(r.cards[s])),
       el("p", { class: "decision", "data-decision": decision || "" },
-        decision ? (decision === "play" ? "plays" : "folds") : (r.decisionsFinal ? "" : "decision: —")),
+        decision ? (decision === "play" ? "plays" : "folds") : betsOpen ? "bets open"
+          : (r.decisionsFinal ? "" : "decision: —")),
       buttons, refusedHere, outcome);
   });
   const dealer = el("section", { class: "seat dealer", "data-seat": "dealer", "aria-label": "Dealer's hand" },
@@ -181,9 +190,9 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
   const seatsAt = layout || Array.from({ length: Math.max(0, ...r.seats) }, (_, i) => i + 1);
   const empty = [];
   for (const s of seatsAt) {
-    if (!r.seats.includes(s)) {
+    if (!inRound.includes(s)) {
       empty.push(el("section", { class: "seat empty", "data-empty-seat": s, "aria-label": `Seat ${s}, empty` },
-        el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, "empty: no wager")));
+        el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, betsOpen ? "empty: no bet yet" : "empty: no wager")));
     }
   }
   const all = [...seats, ...empty].sort((a, b) => Number(a.dataset.seat || a.dataset.emptySeat)
