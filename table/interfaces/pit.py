@@ -64,6 +64,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from table.keys import KeyFileError, load_public_key
 
 from .mqtt import ForgedMessage, ReceiverLoop, verify_message
+from .status_view import rounds_as_people_say
 from .web import STATIC_DIR, AppServer, with_headers
 
 log = structlog.get_logger("table.pit")
@@ -202,6 +203,19 @@ class TableCard:
                 "round": self.round, "last_result": self.last_result, "last_seq": self.last_seq}
 
 
+def _said_as_people_do(summary: dict[str, Any]) -> dict[str, Any]:
+    """A table's summary with rounds said as people count them ("round 11", never its id
+    ``r00011-79645365``) in what it waits for and its alarms: a table of an older version
+    published ids in those texts."""
+    out = dict(summary)
+    if isinstance(out.get("waiting_for"), str):
+        out["waiting_for"] = rounds_as_people_say(out["waiting_for"])
+    if isinstance(out.get("alarms"), list):
+        out["alarms"] = [{**a, "text": rounds_as_people_say(a["text"])} if isinstance(a, dict)
+                         and isinstance(a.get("text"), str) else a for a in out["alarms"]]
+    return out
+
+
 class PitBoard:
     """Every table of pits ``pit`` (a name, or several), from verified MQTT messages.
 
@@ -327,7 +341,7 @@ class PitBoard:
             card.online, card.status_ts = True, ts
             card.offline_since = None
             summary = status.get("table")
-            card.summary = summary if isinstance(summary, dict) else None
+            card.summary = _said_as_people_do(summary) if isinstance(summary, dict) else None
             return True
         if status.get("online") is False:  # always believed: it is the safe side
             was = card.online

@@ -417,7 +417,7 @@ class RoundPlay:
         never dropped after its "accepted"."""
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions.get(s), r.hands[s], r.dealer, self.tables, self.profile)
-        pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results "
+        pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.number} is settled: its results "
                                                                   "stand (58 Pa. Code 816a.1)"))
         if pending is not None:
             self.holds.carry_out_void(r, pending)
