@@ -32,3 +32,19 @@ def test_the_pit_view_says_round_11_for_an_older_tables_round_id():
     assert card["table"]["waiting_for"] == "the dealer to collect settled round 11"
     assert card["table"]["alarms"][0]["text"] == "round 11 held: a restart"
     assert "r00011" not in str(card["table"])
+
+
+def test_a_void_heard_without_its_round_opening_is_still_round_11_on_the_pit_view():
+    """The pit view started after round 11 opened: the void names round 11, from its id."""
+    import datetime
+
+    from table.interfaces.mqtt import sign_message
+
+    board = PitBoard("pit7", {"t-1": KEY.public})
+    topic = "threecard/pit7/t-1/events"
+    ev = {"schema": "threecard.events/1", "seq": 5, "table_id": "t-1", "round_id": "r00011-79645365",
+          "ts": datetime.datetime.now(datetime.timezone.utc).isoformat(), "type": "round_voided",
+          "data": {"reason": "misdeal", "supervisor": "S-1", "wagers": "returned"}}
+    board.receive(topic, sign_message(KEY, topic, ev).encode())
+    card = next(c for c in board.snapshot()["tables"] if c["table_id"] == "t-1")
+    assert card["last_result"]["number"] == 11 and card["last_result"]["voided"] is True

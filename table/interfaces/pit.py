@@ -185,8 +185,10 @@ class TableCard:
             nets = {str(s): v for s, v in (data.get("net_cents") or {}).items() if isinstance(v, int)}
             self.last_result = {"round_id": rid, "number": data.get("number"), "voided": False, "net_cents": nets,
                                 "house_cents": -sum(nets.values()), "ts": ev.get("ts")}
-        elif kind == "round_voided":
-            self.last_result = {"round_id": rid, "number": (self.round or {}).get("number"), "voided": True,
+        elif kind == "round_voided":  # its data has no number: the round's, else the one its id carries
+            now = self.round if self.round is not None and self.round.get("round_id") == rid else None
+            self.last_result = {"round_id": rid, "number": now.get("number") if now is not None else _number_of(rid),
+                                "voided": True,
                                 "reason": str(data.get("reason") or "")[:200], "ts": ev.get("ts")}
 
     def state(self, now: float, stale_s: float) -> str:
@@ -201,6 +203,12 @@ class TableCard:
                 "status_ts": self.status_ts.isoformat() if self.status_ts else None, "offline_since": self.offline_since,
                 "table": self.summary if state == "online" else None, "last_summary": self.summary,
                 "round": self.round, "last_result": self.last_result, "last_seq": self.last_seq}
+
+
+def _number_of(round_id: Any) -> int | None:
+    """The round number a round id carries (``r00011-79645365`` -> 11), or None."""
+    m = re.fullmatch(r"r(\d{1,9})-[0-9a-f]{8}", round_id) if isinstance(round_id, str) else None
+    return int(m.group(1)) if m else None
 
 
 def _said_as_people_do(summary: dict[str, Any]) -> dict[str, Any]:
