@@ -6,7 +6,8 @@ and a supervisor's screen is open beside the dealer's (two people, two browser c
 * a chip press goes to the wager kind chosen for that seat in this round: a seat used for Pair
   Plus last round takes an ante from a plain chip press this round, and "same as last" repeats
   last round's bets as they were;
-* while bets are open the round panel shows the seats' bets as the bet spots do;
+* while bets are open the round panel shows the seats' bets as the bet spots do, and the history
+  says the bets are open (not "0 seats");
 * every Play and Fold button of a 7-seat round is on the 1280 x 800 screen without scrolling
   (on the phone: inside its width, a whole touch target);
 * the dealer's hand is named as people say it ("flush, king-jack-9");
@@ -108,6 +109,10 @@ def test_a_dealers_first_rounds_chips_buttons_hand_names_and_the_stub(chromium, 
     assert round_panel_wagers(dealer, 3) == {"ante": 500, "pair_plus": 3000}
     assert round_panel_wagers(dealer, 5) == {"ante": 500}
     assert "empty: no wager" not in dealer.inner_text("#round")
+    # ... and the history does not call the round in progress "0 seats" meanwhile.
+    dealer.wait_for_function("() => { const r = document.querySelector('#history [data-outcome=\"in_progress\"]');"
+                             " return r && r.textContent.includes('bets open'); }", timeout=MS)
+    assert "0 seats" not in dealer.inner_text("#history")
     dealer.click("#bets-close")
     wait_action_not(dealer, "place_bets")
     assert events_of(bench, "bets_closed")[0]["data"]["wagers"]["3"]["pair_plus"] == 3000
