@@ -82,8 +82,9 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.4.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats;
-#                             1.4.0: checkpoint v3 (state_sha256: every byte of the checkpoint entry signed)
+SCHEMA_VERSION = "1.5.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats;
+#                             1.4.0: checkpoint v3 (state_sha256: every byte of the checkpoint entry signed);
+#                             1.5.0: dealer_revealed's dealer_hand_name ("flush, king-jack-9")
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -263,6 +264,8 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         data = {"number": body.get("number"), "dealer_hand": body["dealer_hand"],
                 "dealer_qualifies": bool(body["dealer_qualifies"]),
                 "openings": openings(jtid, round_id, body.get("seal_key"), round_cards(round_id or ""))}
+        if isinstance(body.get("dealer_hand_name"), str):  # since 1.5.0 (older journals have none)
+            data["dealer_hand_name"] = body["dealer_hand_name"]
     elif etype == "round_settled":
         data = {"number": body.get("number"), "results": body.get("results", {}),
                 "net_cents": {s: r.get("net") for s, r in body.get("results", {}).items()}}

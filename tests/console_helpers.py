@@ -213,11 +213,9 @@ class Hands:
             b.shuffler.do(f"insert {colour} {self.insert_args.pop(colour, '')}".strip())
         elif action == "take_from_shuffler":
             b.shuffler.do("take")
-        elif action == "load_shoe":
-            try:
-                b.shoe.do("unload")  # the last deck's stub goes to the discard rack first
-            except AssertionError:
-                pass
+        elif action == "unload_shoe":  # the last deck's stub to the discard rack, when the table asks
+            b.shoe.do("unload")
+        elif action == "load_shoe":  # the table asked for the stub first: the shoe is empty
             b.shoe.do(f"load {colour}")
         elif action == "draw_card":
             reply = b.shoe.do("draw")
@@ -226,7 +224,7 @@ class Hands:
             raise AssertionError(f"not a physical step: {action}")
 
 
-DEVICE_STEPS = ("insert_deck", "take_from_shuffler", "load_shoe", "draw_card")
+DEVICE_STEPS = ("insert_deck", "take_from_shuffler", "unload_shoe", "load_shoe", "draw_card")
 
 
 def screenshot_dir() -> Path:

@@ -444,12 +444,14 @@ def test_the_table_opens_only_once_the_first_deck_is_verified(tmp_path):
 
 
 class StubLeftDealer:
-    """A dealer who leaves the shoe's stub in at collect and only clears it, into the
-    discard rack, when prompted to load the next deck."""
+    """A dealer who leaves the shoe's stub in at the round's collect and clears it, into the
+    discard rack, only when the table asks for the stub (its second prompt to collect, with
+    no round's cards on the layout: the stub step, ``unload_shoe``)."""
 
     def __init__(self, sim):
         self._sim = sim
         self.prompted_loads = 0
+        self.stub_prompts = 0
 
     def __getattr__(self, name):
         return getattr(self._sim.dealer, name)
@@ -457,20 +459,22 @@ class StubLeftDealer:
     def collect(self):
         d = self._sim.dealer
         with d._lock:
-            d.discard_rack += d.on_layout
-            d.on_layout = []
+            if d.on_layout:  # the round's cards; the stub stays in the shoe
+                d.discard_rack += d.on_layout
+                d.on_layout = []
+                return
+            self.stub_prompts += 1
+            d.discard_rack += self._sim.shoe.unload()
 
     def load_shoe(self, colour):
         self.prompted_loads += 1
-        d = self._sim.dealer
-        with d._lock:
-            d.discard_rack += self._sim.shoe.unload()
-        d.load_shoe(colour)
+        self._sim.dealer.load_shoe(colour)
 
 
 def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path):
-    """The shoe still holding the red stub is not "the blue deck loaded": the dealer
-    is prompted to load it (a fresh user saw no prompt and a timeout)."""
+    """The shoe still holding the red stub is not "the blue deck loaded": the dealer is
+    asked to take the stub out, then prompted to load the blue deck (a fresh user saw no
+    prompt and a timeout; then a load prompt the shoe refused while the stub was in it)."""
     holder = {}
 
     def make(sim):
@@ -482,6 +486,7 @@ def test_a_stub_left_in_the_shoe_is_not_taken_for_the_next_deck_loaded(tmp_path)
         loads_at_open = holder["d"].prompted_loads
         assert [ctl.play_round().deck_colour for _ in range(2)] == [RED, BLUE]
         assert holder["d"].prompted_loads == loads_at_open + 1
+        assert holder["d"].stub_prompts == 1
         assert [p["colour"] for p in kinds(journal, "prompt") if p["action"] == "load_shoe"][-1] == "blue"
 
 

@@ -81,3 +81,29 @@ def test_a_round_that_took_bets_shows_the_seats_and_wagers_as_placed(tmp_path):
     (r,) = history(path)["history"]["rounds"]
     assert r["seats"] == [1, 3] and r["outcome"] == "in_progress"
     assert r["wagers_cents"]["3"] == 1000 and r["wagers_cents"]["1"] == 1000
+
+
+def test_a_round_still_taking_bets_says_so_instead_of_no_seats(tmp_path):
+    """While bets are open the round's seats are the bets placed so far (the bet spots show
+    them): the history says the bets are open, not "0 seats" beside bet spots full of bets."""
+    from table.journal import Journal
+    from table.keys import generate
+
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path, key=generate(), table_id="t1") as j:
+        j.append("round", round_id="r00001-x", step="open", number=1, wagers={})
+    (r,) = history(path)["history"]["rounds"]
+    assert r["bets_open"] is True and r["outcome"] == "in_progress"
+
+
+def test_a_round_whose_bets_closed_is_no_longer_taking_bets(tmp_path):
+    from table.journal import Journal
+    from table.keys import generate
+
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path, key=generate(), table_id="t1") as j:
+        j.append("round", round_id="r00001-x", step="open", number=1, wagers={})
+        j.append("round", round_id="r00001-x", step="close_bets", wagers={"1": {"ante": 1000}})
+        j.append("round", round_id="r00002-y", step="open", number=2, wagers={"2": {"ante": 500}})  # an older table
+    rounds = {r["number"]: r for r in history(path)["history"]["rounds"]}
+    assert rounds[1]["bets_open"] is False and rounds[2]["bets_open"] is False

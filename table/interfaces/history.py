@@ -15,7 +15,7 @@ Reply fields (``{"history": ...}``)::
                  "wagers_cents": {seat: cents}, "outcome": "settled" | "voided" | "held"
                  | "in_progress", "net_cents": {seat: cents} | None, "house_cents": int | None,
                  "holds": [{"reason", "cause", "ts"}], "voided": {"reason", "supervisors"} | None,
-                 "released_by": [person]}],
+                 "released_by": [person], "bets_open": bool}],
      "incidents": [{"seq", "ts", "type", "round_id", "number", "what", "handled_by":
                     [{"action", "supervisor", "ts"}]}],
      "next_before": seq | None, "head": seq}
@@ -178,11 +178,14 @@ def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any
                        "seats": sorted(int(s) for s in wagers),
                        "wagers_cents": {str(s): _cents(w) for s, w in wagers.items() if isinstance(w, dict)},
                        "outcome": "in_progress", "net_cents": None, "house_cents": None, "holds": [],
-                       "voided": None, "released_by": []}
+                       "voided": None, "released_by": [],
+                       # a table that takes bets opens its round with none: open until close_bets
+                       "bets_open": not wagers}
         return
     if r is None:
         return
     if step == "close_bets":  # a table that takes bets opens its round with none: the wagers as placed
+        r["bets_open"] = False
         wagers = body.get("wagers") or {}
         if isinstance(wagers, dict):
             r["seats"] = sorted(int(s) for s in wagers if str(s).isdigit())

@@ -64,6 +64,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from table.keys import KeyFileError, load_public_key
 
 from .mqtt import ForgedMessage, ReceiverLoop, verify_message
+from .status_view import rounds_as_people_say
 from .web import STATIC_DIR, AppServer, with_headers
 
 log = structlog.get_logger("table.pit")
@@ -184,8 +185,10 @@ class TableCard:
             nets = {str(s): v for s, v in (data.get("net_cents") or {}).items() if isinstance(v, int)}
             self.last_result = {"round_id": rid, "number": data.get("number"), "voided": False, "net_cents": nets,
                                 "house_cents": -sum(nets.values()), "ts": ev.get("ts")}
-        elif kind == "round_voided":
-            self.last_result = {"round_id": rid, "number": (self.round or {}).get("number"), "voided": True,
+        elif kind == "round_voided":  # its data has no number: the round's, else the one its id carries
+            now = self.round if self.round is not None and self.round.get("round_id") == rid else None
+            self.last_result = {"round_id": rid, "number": now.get("number") if now is not None else _number_of(rid),
+                                "voided": True,
                                 "reason": str(data.get("reason") or "")[:200], "ts": ev.get("ts")}
 
     def state(self, now: float, stale_s: float) -> str:
@@ -200,6 +203,25 @@ class TableCard:
                 "status_ts": self.status_ts.isoformat() if self.status_ts else None, "offline_since": self.offline_since,
                 "table": self.summary if state == "online" else None, "last_summary": self.summary,
                 "round": self.round, "last_result": self.last_result, "last_seq": self.last_seq}
+
+
+def _number_of(round_id: Any) -> int | None:
+    """The round number a round id carries (``r00011-79645365`` -> 11), or None."""
+    m = re.fullmatch(r"r(\d{1,9})-[0-9a-f]{8}", round_id) if isinstance(round_id, str) else None
+    return int(m.group(1)) if m else None
+
+
+def _said_as_people_do(summary: dict[str, Any]) -> dict[str, Any]:
+    """A table's summary with rounds said as people count them ("round 11", never its id
+    ``r00011-79645365``) in what it waits for and its alarms: a table of an older version
+    published ids in those texts."""
+    out = dict(summary)
+    if isinstance(out.get("waiting_for"), str):
+        out["waiting_for"] = rounds_as_people_say(out["waiting_for"])
+    if isinstance(out.get("alarms"), list):
+        out["alarms"] = [{**a, "text": rounds_as_people_say(a["text"])} if isinstance(a, dict)
+                         and isinstance(a.get("text"), str) else a for a in out["alarms"]]
+    return out
 
 
 class PitBoard:
@@ -327,7 +349,7 @@ class PitBoard:
             card.online, card.status_ts = True, ts
             card.offline_since = None
             summary = status.get("table")
-            card.summary = summary if isinstance(summary, dict) else None
+            card.summary = _said_as_people_do(summary) if isinstance(summary, dict) else None
             return True
         if status.get("online") is False:  # always believed: it is the safe side
             was = card.online

@@ -19,9 +19,20 @@ here (58 Pa. Code 816a.1): deck places, link states, masked texts.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from table.sealing import mask_cards
+
+#: a round id as the journal writes it (``r00011-79645365``: the number, then 8 hex digits)
+ROUND_ID = re.compile(r"\b(?:round )?r0*(\d+)-[0-9a-f]{8}\b")
+
+
+def rounds_as_people_say(text: str) -> str:
+    """A table's text with every round id said as people count rounds: ``"collect settled
+    round r00011-79645365"`` -> ``"collect settled round 11"`` (the id's number is the
+    round's number). For texts from tables that still name rounds by id."""
+    return ROUND_ID.sub(lambda m: f"round {int(m.group(1))}", text)
 
 
 def floor_status(status: dict[str, Any]) -> dict[str, Any]:
@@ -35,8 +46,8 @@ def floor_status(status: dict[str, Any]) -> dict[str, Any]:
     return {
         "rounds_played": status.get("rounds_played"),
         "round": {"number": rnd.get("number"), "state": rnd.get("state")} if rnd else None,
-        "waiting_for": mask_cards(str(waiting.get("what", "")))[:200] if waiting else None,
-        "alarms": [{"kind": a.get("kind"), "text": mask_cards(str(a.get("text", "")))[:300]}
+        "waiting_for": rounds_as_people_say(mask_cards(str(waiting.get("what", ""))))[:200] if waiting else None,
+        "alarms": [{"kind": a.get("kind"), "text": rounds_as_people_say(mask_cards(str(a.get("text", ""))))[:300]}
                    for a in (status.get("alarms") or [])][:20],
         "links": links,
     }

@@ -81,6 +81,9 @@ KEY_FOR = {
     "table_procedure": "open DEALER 25:40 5:100 ... (the opening inventory)",
 }
 
+#: the physical steps whose prompt is what the table waits for (no Dealer method prompts them)
+TABLE_SAYS = frozenset({"unload_shoe"})
+
 #: the terminal's words for the gaming day's procedures (:func:`parse_procedure`)
 PROCEDURE_WORDS = {"open": "open", "shift": "shift_change", "fill": "fill", "credit": "credit", "close": "close",
                    "drop": "drop"}
@@ -197,7 +200,10 @@ PROVEN_ACTIONS = ("release_hold", "register_deck", "confirm_card", "acknowledge_
 
 def prompt_for(exp: Expectation) -> str | None:
     """The line a terminal prints when the table starts waiting for ``exp`` (None: a
-    physical action the dealer's own prompt already names)."""
+    physical action the dealer's own prompt already names). A physical step no dealer's
+    prompt names (the last deck's stub out of the shoe) is said in the table's words."""
+    if exp.role == "device" and exp.action in TABLE_SAYS:
+        return f"Dealer: the table waits for {exp.what}."
     if not exp.accepts:
         return None
     # (a procedure taken while bets are open is not what the table waits for: not prompted then)

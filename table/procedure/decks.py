@@ -213,10 +213,12 @@ class DeckProcedure:
         return self._shuffler_colour() == colour
 
     def _device_status(self, action: str, colour: BackColour) -> str:
-        """Whether a device already shows ``action`` done (after a restart): ``"done"``,
-        ``"todo"``, or ``"occupied"`` (the shoe holds a deck the table has no record of).
-        For a deck put in, the device must hold a deck of ``colour`` (the previous
-        deck's stub left in the shoe is not the next deck loaded)."""
+        """Whether a device already shows ``action`` done (after a restart, or a dealer
+        ahead of the prompt): ``"done"``, ``"todo"``, ``"stub"`` (the shoe still holds the
+        stub of a deck the table collected: out it comes before the next deck is loaded),
+        or ``"occupied"`` (the shoe holds a deck the table has no record of). For a deck
+        put in, the device must hold a deck of ``colour`` (the previous deck's stub left
+        in the shoe is not the next deck loaded)."""
         which = "shoe" if action == "load_shoe" else "shuffler"
         links = self.d.links
         if not links[self.d.shoe_name if which == "shoe" else self.d.shuffler_name].alive:
@@ -240,12 +242,14 @@ class DeckProcedure:
                 if st.back_colour == colour:
                     return "done"
                 if action == "load_shoe":
-                    # The stub of a deck the table collected is cleared as the next deck goes in; a deck
-                    # it has no record of on the table (a restart without the journal) is an incident.
+                    # The stub of a deck the table collected is taken out before the next deck goes in
+                    # (the shoe takes a deck only when empty); a deck it has no record of on the table
+                    # (a restart without the journal) is an incident.
                     known = next((d for d in self.t.custody.decks.values() if d.back_colour == st.back_colour),
                                  None)
                     if known is None or known.place is P.OFF_TABLE:
                         return "occupied"
+                    return "stub"
                 return "todo"
         except LinkError as exc:
             raise self._device_away("shuffler" if action != "load_shoe" else "shoe", exc) from exc
@@ -275,15 +279,19 @@ class DeckProcedure:
         deck_id = self.t.custody.deck(colour).deck_id
         if status == "occupied":  # the shoe holds another deck, of which the table has no record
             self._clear_shoe(colour)
+        elif status == "stub":  # the last deck's stub is still in the shoe: out first, then the load
+            self._take_stub(colour)
         elif status == "done":
             device = "shoe" if action == "load_shoe" else "shuffler"
             # A device that cannot resend (docs/drivers.md, "Capabilities") brings nothing back:
             # only an event already delivered is taken; else the device's word is adopted at once.
             source = self.d.shoe_name if device == "shoe" else self.d.shuffler_name
             window = self.d.resend_window_s if self.intake.capabilities(source).resend else 0.0
+            # Said as it is: the device shows the step done and its report has not come in (after a
+            # restart, or a dealer ahead of the prompt); no restart is claimed that did not happen.
             self.console.expect(Expectation(
-                "device_record", f"the {device}'s own record of {what} (it shows it done before the restart; "
-                f"resent within {window:g} s, else the table takes the {device}'s word)", "device",
+                "device_record", f"the {device}'s own report of {what}: the {device} shows it done already, "
+                f"and the table waits {window:g} s for its report, else it takes the {device}'s word", "device",
                 colour=str(colour), deck_id=deck_id))
             try:
                 self.intake.expect(expect, window, what)
@@ -344,6 +352,32 @@ class DeckProcedure:
                                         f"in the discard rack, before the {wanted} deck is loaded", "device", (),
                                         colour=str(found), deck_id=deck.deck_id if deck else None))
         self.d.dealer.collect()
+        self._await_empty_shoe(f"the {found} deck")
+
+    def _take_stub(self, wanted: BackColour) -> None:
+        """The shoe still holds the stub of the last deck dealt (the table collected its round:
+        the deck is in the discard rack by its record), and a shoe takes a deck only when
+        empty. The table waits for the dealer to take the stub out into the discard rack
+        (``waiting_for``: ``unload_shoe``, what every screen and the terminal say), then
+        prompts the next deck's load. Not an incident: it is the collect's last step, which
+        a dealer's hands (:meth:`Dealer.collect`) do on a simulated table. The shoe sends no
+        event when emptied, so its status is read every :attr:`SHOE_CLEAR_POLL_S`."""
+        try:
+            found = self.d.shoe.status().back_colour
+        except LinkError as exc:
+            raise self._device_away("shoe", exc) from exc
+        deck = next((d for d in self.t.custody.decks.values() if d.back_colour == found), None)
+        self.t.record("prompt", action="unload_shoe", colour=str(found))
+        self.console.expect(Expectation("unload_shoe", f"the dealer to take the {found} deck's stub out of the shoe "
+                                        f"and put it in the discard rack, before the {wanted} deck is loaded",
+                                        "device", (), colour=str(found), deck_id=deck.deck_id if deck else None))
+        log.info("shoe_holds_stub", back_colour=str(found))
+        self.d.dealer.collect()
+        self._await_empty_shoe(f"the {found} deck's stub")
+
+    def _await_empty_shoe(self, what: str) -> None:
+        """Wait (by the shoe's status; it sends no event for it) until the shoe is empty.
+        Raises :class:`DeviceTimeout` after the dealer's wait."""
         deadline = time.monotonic() + self.d.dealer_wait_s
         while True:
             try:
@@ -352,7 +386,7 @@ class DeckProcedure:
             except LinkError as exc:
                 raise self._device_away("shoe", exc) from exc
             if time.monotonic() > deadline:
-                raise DeviceTimeout(f"the shoe still holds the {found} deck after {self.d.dealer_wait_s:g} s")
+                raise DeviceTimeout(f"the shoe still holds {what} after {self.d.dealer_wait_s:g} s")
             time.sleep(self.SHOE_CLEAR_POLL_S)
         self.console.expect(None)
 

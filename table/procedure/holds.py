@@ -87,10 +87,10 @@ class Holds:
         if r is not None:
             state = r.machine.state
             if state in ("settle", "collect", "closed"):
-                policy = VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results stand "
+                policy = VoidPolicy(r.round_id, f"round {r.number} is settled: its results stand "
                                                 "(58 Pa. Code 816a.1)")
             elif state in ("voided", "held"):
-                policy = VoidPolicy(r.round_id, f"round {r.round_id} is already {state}")
+                policy = VoidPolicy(r.round_id, f"round {r.number} is already {state}")
             else:
                 policy = VoidPolicy(r.round_id, "", needs_second=two and state == "dealer_reveal")
         elif held is not None:
@@ -239,7 +239,8 @@ class Holds:
         """A held round already settled: the dealer confirms the collect, then it closes."""
         j = self.t.journal
         if not self.d.auto_dealer:
-            cmd = self._wait_held(("confirm_collect", "release_hold"), f"the dealer to collect settled round {rid}")
+            said = f"round {held['number']}" if held.get("number") is not None else f"round {rid}"  # as people count
+            cmd = self._wait_held(("confirm_collect", "release_hold"), f"the dealer to collect settled {said}")
             cmd.answer(ok=True, round_id=rid, collected=True)
         self.collect_void(rid, held.get("deck_id"))
         with self.t.batch():

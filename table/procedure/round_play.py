@@ -403,8 +403,11 @@ class RoundPlay:
         value = evaluate(r.dealer, self.profile)
         qualifies = dealer_qualifies(value)
         j = self.t.journal
+        # The hand's name as people say it ("flush, king-jack-9"), from the rules that rank it: the
+        # screens show it, and need no hand ranking of their own.
         self.t.record("round", step="dealer_reveal", number=r.number, dealer_hand=[str(c) for c in r.dealer],
-                      dealer_qualifies=qualifies, seal_key=j.seal_key(r.round_id).hex() if j else None)
+                      dealer_qualifies=qualifies, dealer_hand_name=value.describe(),
+                      seal_key=j.seal_key(r.round_id).hex() if j else None)
         log.info("dealer_reveal", dealer_hand=[str(c) for c in r.dealer], dealer_value=value.describe(),
                  dealer_qualifies=qualifies)
         self.t.publish("dealer_revealed", dealer_hand=[str(c) for c in r.dealer], dealer_qualifies=qualifies,
@@ -422,7 +425,7 @@ class RoundPlay:
         never dropped after its "accepted"."""
         for s, w in r.wagers.items():
             r.results[s] = settle_seat(w, r.decisions.get(s), r.hands[s], r.dealer, self.tables, self.profile)
-        pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.round_id} is settled: its results "
+        pending = self.console.close_voids(VoidPolicy(r.round_id, f"round {r.number} is settled: its results "
                                                                   "stand (58 Pa. Code 816a.1)"))
         if pending is not None:
             self.holds.carry_out_void(r, pending)

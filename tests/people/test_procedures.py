@@ -277,10 +277,10 @@ def test_a_void_after_settlement_is_refused_and_the_results_stand(bench):
     crew = bench.crew
     crew.play_rounds(1)
     st = crew.run_until(lambda st: waiting(st, "confirm_collect"), what="round 2 settled, waiting for the collect")
-    rid = st["round"]["round_id"]
+    number = st["round"]["number"]
     reply = bench.supervisor("S-1").command("void", reason="player complains")
     assert reply["ok"] is False and reply["http"] == 409, reply
-    assert f"round {rid} is settled: its results stand" in reply["error"]
+    assert f"round {number} is settled: its results stand" in reply["error"]  # as people count rounds
     played = st["rounds_played"]
     st = crew.run_until(lambda st: st["rounds_played"] > played, what="the settled round collected")
     assert not [e for e in bench.dealer.events if e["type"] == "round_voided"]

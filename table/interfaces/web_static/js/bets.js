@@ -6,7 +6,10 @@
 // shown beside the seat in the table's own words. The bets, the limits and the layout
 // come from the status (`bets`, table.bets.BetBook.to_dict()), asked again after each
 // answer; nothing is kept in the page but each spot's refusal and the wager kind its
-// chips add to.
+// chips add to. That kind is the one the dealer chose for the seat in this round: every
+// seat starts each round at the Ante (a seat that bet Pair Plus last round takes an ante
+// from a plain chip press), and "same as last" repeats last round's bets as the table
+// froze them, whatever kind was chosen then.
 
 import { Status } from "./model.js";
 import { besideError, el, fill, money } from "./ui.js";
@@ -21,7 +24,14 @@ export function dollars(cents) {
 }
 const CHIPS = [100, 500, 2500, 10000, 50000]; // $1, $5, $25, $100, $500: the usual chip colours
 
-const local = { kind: {}, refused: {}, busy: {} };
+// kind: seat -> the wager kind chosen for it in round `kindRound` (forgotten when another round opens)
+const local = { kind: {}, kindRound: null, refused: {}, busy: {} };
+
+/** The round the bets are for (its id), from the status; the chosen kinds belong to it alone. */
+function betsRound(status) {
+  const r = Status.roundLine(status);
+  return r ? r.round_id || `number ${r.number}` : null;
+}
 
 /** The chip buttons of one wager kind: the house denominations the limit's chip divides, up to its maximum. */
 export function chipsFor(limit) {
@@ -125,6 +135,11 @@ export function renderBets(box, ctx, redraw) {
     return;
   }
   box.hidden = false;
+  const round = betsRound(ctx.status);
+  if (round !== local.kindRound) { // a new round: every seat's chips go on the Ante again
+    local.kind = {};
+    local.kindRound = round;
+  }
   const inPlay = bets.layout.filter((s) => placed(bets, s));
   const head = el("div", { class: "bets-head" },
     el("h2", {}, open ? "Bets: open" : "Bets"),

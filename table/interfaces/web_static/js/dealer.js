@@ -21,7 +21,7 @@ function render(ctx) {
   panel($("now"), [w, Status.roundLine(status), Status.links(status), status === null, offline, signedOut, ctx.errors],
     (box) => renderNow(box, status, me, act, { offline, signedOut, screen: "dealer", errors: ctx.errors }));
   panel($("bets"), betsKey(ctx), (box) => renderBets(box, ctx, ctx.redraw));
-  panel($("round"), [model.round, w, Status.held(status), status && status.round, Status.layout(status), ctx.errors],
+  panel($("round"), [model.round, w, Status.held(status), status && status.round, Status.bets(status), ctx.errors],
     (box) => renderSeats(box, model, status, me, act, ctx.errors));
   panel($("alarms"), [Status.alarms(status), offline], (box) => renderAlarms(box, status, offline));
   panel($("decks"), [Status.decks(status)], (box) => renderDecks(box, status));

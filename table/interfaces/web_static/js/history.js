@@ -20,6 +20,8 @@ function roundLine(r) {
   } else if (r.outcome === "held") {
     const h = r.holds[r.holds.length - 1];
     parts.push(h ? tableWords(h.reason) : "");
+  } else if (r.bets_open) { // its seats are the bets placed so far, shown above: not "0 seats"
+    parts.push("bets open");
   } else {
     parts.push(count(r.seats.length, "seat"));
   }

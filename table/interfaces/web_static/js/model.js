@@ -115,7 +115,7 @@ function newRound(ev) {
   for (const s of seats) cards[s] = [];
   return {
     id: ev.round_id, number: d.number, seats, wagers: d.wagers || {}, cards, dealer: [],
-    betsClosed: false, decisions: {}, decisionsFinal: false, dealerHand: null, qualifies: null,
+    betsClosed: false, decisions: {}, decisionsFinal: false, dealerHand: null, dealerHandName: null, qualifies: null,
     results: null, net: null, held: null, voided: null, closed: false, openedAt: ev.ts,
   };
 }
@@ -190,6 +190,7 @@ export class TableModel {
       case "dealer_revealed": {
         r.dealerHand = Array.isArray(d.dealer_hand) ? d.dealer_hand : [];
         r.qualifies = Boolean(d.dealer_qualifies);
+        r.dealerHandName = typeof d.dealer_hand_name === "string" ? d.dealer_hand_name : null; // since schema 1.5.0
         r.dealerHand.forEach((f, i) => {
           if (r.dealer[i]) r.dealer[i].face = f; else r.dealer.push({ draw_index: null, face: f });
         });

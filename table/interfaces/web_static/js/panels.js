@@ -127,15 +127,26 @@ function slots(cards, n = 3) {
 export function renderSeats(box, model, status, me, act, errors = {}) {
   const r = model.round;
   const layout = Status.layout(status);
-  const layoutLine = layout ? el("p", { class: "muted", id: "layout-seats", "data-seats": layout.length },
-    `This table has ${layout.length} seat${layout.length === 1 ? "" : "s"}.`) : null;
+  const seatCount = layout ? `${layout.length} seat${layout.length === 1 ? "" : "s"}` : "";
   if (!r) {
-    fill(box, el("p", { class: "muted" }, "No round yet."), layoutLine);
+    fill(box, el("p", { class: "muted" }, "No round yet."), layout ? el("p", { class: "muted", id: "layout-seats",
+      "data-seats": layout.length }, `This table has ${seatCount}.`) : null);
     return;
   }
+  // The table's seat count rides on the round's title line: the 1280 x 800 screen keeps its height
+  // for the seats (every seat's Play and Fold on screen without scrolling).
+  const layoutLine = layout ? el("span", { class: "muted layout-seats", id: "layout-seats", "data-seats": layout.length },
+    ` · this table has ${seatCount}`) : null;
   const w = Status.waitingFor(status);
+  // While bets are open the seats in play are the bet book's, as the bet spots show them (the
+  // round's own seats are known only once bets close): one state on every panel.
+  const book = Status.bets(status);
+  const now = Status.round(status);
+  const betsOpen = Boolean(book && book.open && !r.betsClosed && now && now.round_id === r.id);
+  const booked = (s) => (book.seats || {})[String(s)] || null;
+  const inRound = betsOpen ? Object.keys(book.seats || {}).map(Number).filter((s) => Number.isInteger(s)) : r.seats;
   const deciding = w && w.action === "decide" && !w.between && ["dealer", "supervisor"].includes(me.role) && !r.decisionsFinal;
-  const seats = r.seats.map((s) => {
+  const seats = inRound.map((s) => {
     const result = r.results && r.results[s];
     const decision = r.decisions[s];
     let buttons = null;
@@ -161,34 +172,37 @@ export function renderSeats(box, model, status, me, act, errors = {}) {
     }
     return el("section", { class: "seat", "data-seat": s, "aria-label": `Seat ${s}` },
       el("h3", {}, `Seat ${s}`),
-      el("ul", { class: "placed", "aria-label": `seat ${s}'s wagers` }, seatWagers(Status.seatWagers(status, s) || r.wagers[s])),
+      el("ul", { class: "placed", "aria-label": `seat ${s}'s wagers` }, seatWagers(betsOpen ? booked(s)
+        : Status.seatWagers(status, s) || r.wagers[s])),
       el("div", { class: "cards", "aria-label": `seat ${s}'s cards` }, slots(r.cards[s])),
-      el("p", { class: "decision", "data-decision": decision || "" },
-        decision ? (decision === "play" ? "plays" : "folds") : (r.decisionsFinal ? "" : "decision: —")),
+      buttons ? null : el("p", { class: "decision", "data-decision": decision || "" },
+        decision ? (decision === "play" ? "plays" : "folds") : betsOpen ? "bets open"
+          : (r.decisionsFinal ? "" : "decision: —")),
       buttons, refusedHere, outcome);
   });
   const dealer = el("section", { class: "seat dealer", "data-seat": "dealer", "aria-label": "Dealer's hand" },
     el("h3", {}, "Dealer"),
     el("div", { class: "cards", "aria-label": "the dealer's cards" }, slots(r.dealer)),
-    el("p", { class: "decision" }, r.dealerHand ? (r.qualifies ? "qualifies (queen high or better)"
-      : "does not qualify") : r.voided ? "never shown: the round was voided"
-      : "sealed until every seat has decided"));
+    el("p", { class: "decision", id: "dealer-hand-words" }, r.dealerHand
+      ? [r.dealerHandName ? el("strong", { class: "hand-name" }, r.dealerHandName) : null,
+        r.dealerHandName ? ": " : "", r.qualifies ? "qualifies (queen high or better)" : "does not qualify"]
+      : r.voided ? "never shown: the round was voided" : "sealed until every seat has decided"));
   // Held only while the table says so: a released round goes on under its own step.
   const heldNow = Status.held(status) && Status.held(status).round_id === r.id;
   const title = el("h2", { id: "round-title", "data-held": heldNow ? "yes" : "no" }, `Round ${r.number}`,
-    heldNow ? " — HELD" : "", r.voided ? " — VOIDED" : "", r.closed && !r.voided ? " — closed" : "");
+    heldNow ? " — HELD" : "", r.voided ? " — VOIDED" : "", r.closed && !r.voided ? " — closed" : "", layoutLine);
   // The table's own layout (status: bets.layout); an older table: up to the last seat in play.
   const seatsAt = layout || Array.from({ length: Math.max(0, ...r.seats) }, (_, i) => i + 1);
   const empty = [];
   for (const s of seatsAt) {
-    if (!r.seats.includes(s)) {
+    if (!inRound.includes(s)) {
       empty.push(el("section", { class: "seat empty", "data-empty-seat": s, "aria-label": `Seat ${s}, empty` },
-        el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, "empty: no wager")));
+        el("h3", {}, `Seat ${s}`), el("p", { class: "muted" }, betsOpen ? "empty: no bet yet" : "empty: no wager")));
     }
   }
   const all = [...seats, ...empty].sort((a, b) => Number(a.dataset.seat || a.dataset.emptySeat)
     - Number(b.dataset.seat || b.dataset.emptySeat));
-  fill(box, title, layoutLine, el("div", { class: "seats" }, dealer, all));
+  fill(box, title, el("div", { class: "seats" }, dealer, all));
 }
 
 const COLOUR_CLASSES = new Set(["red", "blue", "green", "black", "grey", "purple", "orange", "brown"]);
