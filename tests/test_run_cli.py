@@ -281,9 +281,9 @@ def test_amounts_beyond_the_rules_limits_are_usage_errors_not_crashes():
 def test_a_real_table_started_by_hand_with_its_config_keeps_the_configs_journal(tmp_path):
     """`tablectl run --config table.toml` without --service at a real table journals where the
     config says and opens its control socket, as the service would: a person who starts a
-    table by hand with its config gets its record (docs/journal.md). --no-journal deals
-    without one and says which config keys it leaves unused; it cannot be mixed with
-    --journal or --service."""
+    table by hand with its config gets its record. --no-journal deals without one and says
+    which config keys it leaves unused; it cannot be mixed with --journal or --service. A
+    config that names no journal is refused without --journal or --no-journal."""
     from console_helpers import tablectl
     from table.journal import Journal
     from tables import table_toml
@@ -313,6 +313,12 @@ def test_a_real_table_started_by_hand_with_its_config_keeps_the_configs_journal(
         assert not journal.exists()
         warned = [line for line in bare.stderr.splitlines() if line.startswith("tablectl run: warning:")]
         assert len(warned) == 1 and "[journal] path is not used: --no-journal" in warned[0], bare.stderr
+        # A config that names no journal is refused, not dealt without a record (nor into the
+        # service's default journal) unless --no-journal says so.
+        cfg.write_text(table_toml("bench-by-hand", 2, dev / "shuffler", dev / "shoe"))
+        refused = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and f"{cfg} sets no [journal] path" in refused.stderr, refused.stderr
+        assert "--no-journal" in refused.stderr
     finally:
         sim.terminate()
         sim.wait(10)

@@ -191,13 +191,14 @@ class RunResults:
                    "here), else the config's [log] format, else JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Table config TOML (`tablectl config check`); options given here override it. A real table "
-                   "takes its [journal] path and its [console] sockets, as the service does (--no-journal to deal "
-                   "without a record); --simulate takes neither (a simulated table is not the real one). "
+                   "takes its [journal] path and its [console] sockets, as the service does; one that sets no "
+                   "[journal] path is refused unless --journal or --no-journal is given. --simulate takes neither "
+                   "(a simulated table is not the real one). "
                    "Default with --service: /etc/threecard/table.toml.")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
                    "restored from it and a round in progress is held. Default with --service, or --config at a "
-                   "real table: the config's journal.path. Its folder must exist (the run makes files, never "
+                   "real table: the config's [journal] path. Its folder must exist (the run makes files, never "
                    "folders). Without it (or with --no-journal) no record is kept.")
 @click.option("--no-journal", "no_journal", is_flag=True,
               help="Deal without a journal although --config names one (no record, no restart that resumes, no "
@@ -428,9 +429,15 @@ class _TableRun:
         a, cfg = self.a, self.cfg
         journal_hint = "--journal"
         # A real table run with its config keeps the config's journal, by hand as in service:
-        # a person who starts a table with --config expects its record (--no-journal: none).
-        # --simulate is not the real table: it starts a fresh journal of its own, if any.
+        # a person who starts a table with --config expects its record. By hand, a config that
+        # names no journal is refused rather than dealt without a record (or into the service's
+        # default journal): --no-journal deals without one on purpose. --simulate is not the
+        # real table: it starts a fresh journal of its own, if any.
         if a.journal_path is None and cfg is not None and not a.simulate and not a.no_journal:
+            if not a.service and not _file_sets(cfg.source, "journal", "path"):
+                raise click.UsageError(f"{cfg.source} sets no [journal] path: a real table deals with a record. "
+                                       "Set [journal] path there, or give --journal PATH, or --no-journal to deal "
+                                       "without a record")
             a.journal_path, journal_hint = str(cfg.journal.path), f"[journal] path of {cfg.source or 'the config'}"
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)

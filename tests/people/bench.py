@@ -186,8 +186,7 @@ people_file = "{self.people}"
         cmd = [*CLI, "run", "--config", str(self.config), "--control-socket", str(self.control),
                "--web", f"127.0.0.1:{self.port}", "--rounds", "1000",
                "--log-file", str(self.folder / f"run{self.runs}.log"), "--log-level", "info"]
-        if journal:
-            cmd += ["--journal", str(self.journal)]
+        cmd += ["--journal", str(self.journal)] if journal else ["--no-journal"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         out.close()
         err.close()
