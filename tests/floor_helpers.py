@@ -20,13 +20,13 @@ from table.keys import TableKey, generate, save
 from mqtt_broker import Broker, mosquitto_path
 from pg_server import PgCluster, pg_bin
 
-needs_mosquitto = pytest.mark.skipif(mosquitto_path() is None, reason="mosquitto not installed (.ci/run installs it)")
+needs_mosquitto = pytest.mark.skipif(mosquitto_path() is None, reason="mosquitto not installed (scripts/test-deps installs it)")
 
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PgCluster]:
     if pg_bin() is None:
-        pytest.skip("PostgreSQL is not installed (.ci/run installs it)")
+        pytest.skip("PostgreSQL is not installed (scripts/test-deps installs it)")
     cluster = PgCluster().start()
     yield cluster
     cluster.stop()

@@ -27,7 +27,7 @@ class Broker:
     def __init__(self, folder: Path, port: int | None = None) -> None:
         exe = mosquitto_path()
         if exe is None:
-            raise RuntimeError("mosquitto is not installed (apt-get install mosquitto; .ci/run does it)")
+            raise RuntimeError("mosquitto is not installed (scripts/test-deps installs it)")
         self.exe = exe
         self.folder = folder
         self.port = port or free_port()

@@ -1,7 +1,8 @@
 """A throwaway PostgreSQL cluster for tests: initdb + pg_ctl, a Unix socket in a temp folder, stopped at the end.
 
 PostgreSQL refuses to run as root; CI runs as root, so there the cluster runs as
-``nobody`` (``runuser``), in a folder of its own under the system temp folder
+``nobody`` (subprocess's own ``user=``/``group=``: no ``runuser``, which is in /usr/sbin and
+not on every PATH), in a folder of its own under the system temp folder
 (pytest's tmp_path is 0700 root's, which ``nobody`` cannot enter). It listens on
 no TCP port, only on its socket: nothing on the machine's network sees it.
 """
@@ -32,24 +33,26 @@ class PgCluster:
     def __init__(self) -> None:
         bin_dir = pg_bin()
         if bin_dir is None:
-            raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql; .ci/run does it)")
+            raise RuntimeError("PostgreSQL is not installed (scripts/test-deps installs it)")
         self.bin = bin_dir
         self.folder = Path(tempfile.mkdtemp(prefix="threecard-pg-"))
         self.data = self.folder / "data"
         self.sock = self.folder / "sock"
         self.sock.mkdir()
         self.log = self.folder / "postgres.log"
-        self.as_user: list[str] = []
+        self.as_user: dict = {}
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
             for p in (self.folder, self.sock):
                 os.chown(p, nobody.pw_uid, nobody.pw_gid)
-            self.as_user = ["runuser", "-u", "nobody", "--"]
+            self.as_user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": [],
+                            "env": {**os.environ, "HOME": str(self.folder), "USER": "nobody", "LOGNAME": "nobody"}}
         os.chmod(self.folder, 0o700)
         self.port = 5432  # names the socket file only (no TCP listener)
 
     def _run(self, *args: str) -> None:
-        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True, timeout=120, cwd=self.folder)
+        done = subprocess.run(list(args), capture_output=True, text=True, timeout=120, cwd=self.folder,
+                              **self.as_user)
         if done.returncode != 0:
             raise RuntimeError(f"{args[0]} failed: {done.stdout[-1500:]}{done.stderr[-1500:]}")
 

@@ -93,8 +93,12 @@ def _dealt_to(journal) -> list:
 
 
 def test_a_card_event_on_the_shuffler_link_deals_no_card_and_holds_the_round(tmp_path):
+    # The forged card takes the real draw's place: the table's next card event is the one on
+    # the shuffler's link, whatever the load. (Emitted beside a real draw, it raced the shoe's
+    # card: under load it reached the table only after the round had ended, and nothing held.)
     def from_the_shuffler(sim):
         sim.shuffler.emit(CardDrawn(3, Card.parse("As"), RED))
+        return True
     with table(tmp_path, dealer=lambda s: AtDraw(s, 4, from_the_shuffler)) as (ctl, sim, console, journal):
         ctl.prepare()
         with pytest.raises(RoundHeld) as info:

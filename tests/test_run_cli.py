@@ -276,3 +276,62 @@ def test_amounts_beyond_the_rules_limits_are_usage_errors_not_crashes():
     r = CliRunner().invoke(main, ["run", "--simulate", "--rounds", "1", "--progressive", "example-prog-649a12e",
                                   "--meter-cents", "50"])
     assert r.exit_code == 2 and "--meter-cents" in r.stderr and "less than the 100-cent progressive wager" in r.stderr
+
+
+def test_a_real_table_started_by_hand_with_its_config_keeps_the_configs_journal(tmp_path):
+    """`tablectl run --config table.toml` without --service at a real table journals where the
+    config says and opens its control socket, as the service would: a person who starts a
+    table by hand with its config gets its record. --no-journal deals without one and says
+    which config keys it leaves unused; it cannot be mixed with --journal or --service. A
+    config that names no journal is refused without --journal or --no-journal."""
+    from console_helpers import tablectl
+    from table.journal import Journal
+    from tables import table_toml
+
+    dev, dealer = tmp_path / "dev", tmp_path / "dealer.sock"
+    journal, control = tmp_path / "table.sqlite3", tmp_path / "control.sock"
+    cfg = tmp_path / "table.toml"
+    cfg.write_text(table_toml("bench-by-hand", 2, dev / "shuffler", dev / "shoe",
+                              f'[journal]\npath = "{journal}"\n[console]\ncontrol_socket = "{control}"\n'))
+    sim = subprocess.Popen(tablectl() + ["simulate-table", "--link-dir", str(dev), "--dealer-socket", str(dealer),
+                                         "--seed", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sim.stdout.readline().startswith("ready")
+        run = tablectl() + ["run", "--config", str(cfg), "--dealer-socket", str(dealer), "--rounds", "1",
+                            "--log-file", str(tmp_path / "log")]
+        done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "warning" not in done.stderr, done.stderr  # nothing of the config left unused
+        with Journal(journal, read_only=True) as j:
+            assert sum(e.body.get("step") == "closed" for e in j.entries("round")) == 1  # on the config's record
+        for extra in (["--journal", str(tmp_path / "other.sqlite3")], ["--service"]):
+            refused = subprocess.run(run + ["--no-journal", *extra], capture_output=True, text=True, timeout=120)
+            assert refused.returncode == 2 and "--no-journal" in refused.stderr, refused.stderr[-2000:]
+        journal.rename(tmp_path / "kept.sqlite3")
+        bare = subprocess.run(run + ["--no-journal"], capture_output=True, text=True, timeout=120)
+        assert bare.returncode == 0, bare.stderr[-2000:]
+        assert not journal.exists()
+        warned = [line for line in bare.stderr.splitlines() if line.startswith("tablectl run: warning:")]
+        assert len(warned) == 1 and "[journal] path is not used: --no-journal" in warned[0], bare.stderr
+        # A config that names no journal is refused, not dealt without a record (nor into the
+        # service's default journal) unless --no-journal says so.
+        cfg.write_text(table_toml("bench-by-hand", 2, dev / "shuffler", dev / "shoe"))
+        refused = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and f"{cfg} sets no [journal] path" in refused.stderr, refused.stderr
+        assert "--no-journal" in refused.stderr
+    finally:
+        sim.terminate()
+        sim.wait(10)
+        sim.stdout.close()
+
+
+def test_a_simulated_run_on_a_pipe_logs_warnings_only_unless_asked(tmp_path):
+    """--simulate's stderr, not a terminal: its output is the round lines; info records come
+    only when --log-level asks for them."""
+    args = [*CLI, "run", "--simulate", "--rounds", "1", "--seats", "2", "--seed", "7"]
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr[-2000:]
+    asked = subprocess.run(args + ["--log-level", "info"], capture_output=True, text=True, timeout=120)
+    assert asked.returncode == 0
+    levels = {json.loads(line)["level"] for line in asked.stderr.splitlines() if line.startswith("{")}
+    assert "info" in levels, asked.stderr[-2000:]

@@ -102,7 +102,7 @@ def test_the_configs_sockets_in_a_missing_folder_are_refused_naming_the_key_befo
     assert r.returncode == 2 and f"[journal] path of {config}: folder {tmp_path / 'no-such-folder'}" in r.stderr
 
 
-def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warning(tmp_path):
+def test_a_config_section_a_simulated_run_will_not_use_is_named_in_a_warning(tmp_path):
     from table.keys import generate, save
 
     save(generate(), tmp_path / "floor.key")
@@ -116,7 +116,7 @@ def test_a_config_section_a_run_without_service_will_not_use_is_named_in_a_warni
     assert r.returncode == 0, r.stderr[-2000:]
     warned = [line for line in r.stderr.splitlines() if line.startswith("tablectl run: warning:")]
     assert len(warned) == 4, r.stderr[-2000:]
-    assert "[journal] path is used only with --service" in warned[0] and str(config) in warned[0]
+    assert "[journal] path is not used: --simulate is not the real table" in warned[0] and str(config) in warned[0]
     assert "[console] control_socket" in warned[1] and "[mqtt]" in warned[2] and "[floor] url" in warned[3]
     assert not (tmp_path / "j.sqlite3").exists() and not (tmp_path / "c.sock").exists()
     # Given what they would have given, nothing is left unused: no warning about the journal.

@@ -148,7 +148,13 @@ class RunResults:
 @click.option("--seats", type=click.IntRange(1, 7), default=3, show_default=True, help="Player seats (1-7).")
 @click.option("--seed", type=int, default=None, help="Seed the simulated shuffles for a reproducible run (default: secrets.SystemRandom).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead of a line per round.")
-@click.option("--ante-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=1000, show_default=True, help="Each seat's ante in cents; the play wager equals it.")
+@click.option("--ante-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=1000,
+              show_default="1000 at a real table; none with --simulate",
+              help="The fixed bet's ante in cents; the play wager equals it. At a real table: every seat's bet "
+                   "when the dealer closes bets without entering any. With --simulate, only when given (or "
+                   "--side-cents/--progressive-cents is): every seat antes it every round; otherwise the simulated "
+                   "seats are seeded players who sit down, sit out and vary their bets within the table's limits "
+                   "(docs/bets.md, Simulated players).")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
 @click.option("--profile", "profile_name", type=click.Choice(["pennsylvania", "california", "california-literal"]),
               default="pennsylvania", show_default=True,
@@ -162,9 +168,10 @@ class RunResults:
 @click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
 @click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
 @click.option("--side-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=500, show_default=True,
-              help="Each simulated seat's Pair Plus and Six Card Bonus wager in cents, when those tables are set.")
+              help="The fixed bet's Pair Plus and Six Card Bonus wager in cents, when those tables are set (see "
+                   "--ante-cents).")
 @click.option("--progressive-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=100, show_default=True,
-              help="Each simulated seat's progressive wager in cents, when a progressive table is set.")
+              help="The fixed bet's progressive wager in cents, when a progressive table is set (see --ante-cents).")
 @click.option("--meter-cents", type=click.IntRange(0, MAX_AMOUNT_CENTS), default=10_000_000, show_default=True,
               help="The progressive meter (cents) paid by a meter line; it must pay at least the progressive wager.")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
@@ -177,19 +184,25 @@ class RunResults:
 @click.option("--log-file", type=_LogFile(), default=None,
               help="Write JSON-line logs here instead of stderr (appended; made mode 0600; never through a symlink; - for stdout).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None,
-              help="Default: warning when the logs go to a terminal (a person reads them); else the config's "
-                   "[log] level, else info.")
+              help="Default: warning when the logs go to a terminal (a person reads them) and with --simulate "
+                   "on stderr; else the config's [log] level, else info.")
 @click.option("--log-format", type=click.Choice(["json", "console", "auto"]), default=None,
               help="Logs as JSON lines or for people; default: console on a terminal (JSON there only when asked "
                    "here), else the config's [log] format, else JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="Table config TOML (`tablectl config check`); options given here override it. "
+              help="Table config TOML (`tablectl config check`); options given here override it. A real table "
+                   "takes its [journal] path and its [console] sockets, as the service does; one that sets no "
+                   "[journal] path is refused unless --journal or --no-journal is given. --simulate takes neither "
+                   "(a simulated table is not the real one). "
                    "Default with --service: /etc/threecard/table.toml.")
 @click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite journal: every transition is written here before it is acted on; on restart custody is "
-                   "restored from it and a round in progress is held. Default with --service: the config's "
-                   "journal.path. Its folder must exist (the run makes files, never folders). Without it no "
-                   "record is kept.")
+                   "restored from it and a round in progress is held. Default with --service, or --config at a "
+                   "real table: the config's [journal] path. Its folder must exist (the run makes files, never "
+                   "folders). Without it (or with --no-journal) no record is kept.")
+@click.option("--no-journal", "no_journal", is_flag=True,
+              help="Deal without a journal although --config names one (no record, no restart that resumes, no "
+                   "event stream). Not with --journal or --service.")
 @click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
               help="The table's Ed25519 key (PEM, mode 0600; `tablectl audit keygen`) that signs the journal's "
                    "checkpoints and seals card faces. Default: the config's journal.key_file, else the systemd "
@@ -201,7 +214,7 @@ class RunResults:
 @click.option("--control-socket", "control_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket for dealer and supervisor commands (docs/console.md); its folder must exist "
                    "(the run makes files, never folders). Default with --service: the config's "
-                   "console.control_socket.")
+                   "console.control_socket; with --config at a real table: that key when the file sets it.")
 @click.option("--event-socket", "event_socket", type=click.Path(dir_okay=False), default=None,
               help="Unix socket serving the public event stream as JSON lines, resumable (docs/integration.md); "
                    "needs --journal; its folder must exist. Default: the config's console.event_socket.")
@@ -276,6 +289,7 @@ class _RunArgs:
     config_path: str | None = None
     service: bool = False
     journal_path: str | None = None
+    no_journal: bool = False
     control_socket: str | None = None
     supervisor: str | None = None
     dealer_socket: str | None = None
@@ -333,7 +347,7 @@ class _TableRun:
         self._check_options()
         self.svc = ServiceRun(a.service, self.cfg.table.id if self.cfg is not None else None)
         self.colours = parse_deck_colours(o["deck_colours"], "--deck-colours")
-        _configure_run_logging(self.ctx, a.log_file, a.service, o["log_level"], o["log_format"])
+        _configure_run_logging(self.ctx, a.log_file, a.service, o["log_level"], o["log_format"], a.simulate)
         self.tables = _load_tables(self.settings, self.ante_bonus, a.pair_plus, a.six_card, a.progressive,
                                    a.meter_cents)
         _check_meter(self.tables, a.meter_cents, a.progressive_cents)
@@ -381,6 +395,9 @@ class _TableRun:
         a, ctx = self.a, self.ctx
         if a.service and a.as_json:
             raise click.UsageError("--json prints results on stdout, which --service keeps for the logs")
+        if a.no_journal and (a.journal_path or a.service):
+            raise click.UsageError(f"--no-journal deals without a record; it cannot be used with "
+                                   f"{'--journal' if a.journal_path else '--service (a table in service keeps one)'}")
         if a.simulate:
             given = [flag for name, flag in _REAL_TABLE_OPTIONS if given_on_command_line(ctx, name)]
             if given:
@@ -419,7 +436,16 @@ class _TableRun:
         ``click.BadParameter`` naming the option."""
         a, cfg = self.a, self.cfg
         journal_hint = "--journal"
-        if a.journal_path is None and a.service and cfg is not None and not a.simulate:
+        # A real table run with its config keeps the config's journal, by hand as in service:
+        # a person who starts a table with --config expects its record. By hand, a config that
+        # names no journal is refused rather than dealt without a record (or into the service's
+        # default journal): --no-journal deals without one on purpose. --simulate is not the
+        # real table: it starts a fresh journal of its own, if any.
+        if a.journal_path is None and cfg is not None and not a.simulate and not a.no_journal:
+            if not a.service and not _file_sets(cfg.source, "journal", "path"):
+                raise click.UsageError(f"{cfg.source} sets no [journal] path: a real table deals with a record. "
+                                       "Set [journal] path there, or give --journal PATH, or --no-journal to deal "
+                                       "without a record")
             a.journal_path, journal_hint = str(cfg.journal.path), f"[journal] path of {cfg.source or 'the config'}"
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)
@@ -428,10 +454,11 @@ class _TableRun:
         # The config's sockets are taken here, before anything is created, so a missing folder
         # is refused naming the config's key and leaves no journal behind.
         control_hint, event_hint = "--control-socket", "--event-socket"
-        if a.control_socket is None and a.service and cfg is not None:
+        if a.control_socket is None and cfg is not None and (a.service or (not a.simulate and _file_sets(
+                cfg.source, "console", "control_socket"))):
             a.control_socket = str(cfg.console.control_socket)
             control_hint = f"[console] control_socket of {cfg.source or 'the config'}"
-        if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None:
+        if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None and not a.no_journal:
             a.event_socket = str(cfg.console.event_socket)
             event_hint = f"[console] event_socket of {cfg.source or 'the config'}"
         for path, hint in ((a.control_socket, control_hint), (a.event_socket, event_hint)):
@@ -492,10 +519,8 @@ class _TableRun:
         a, cfg = self.a, self.cfg
         if a.config_path is not None and cfg is not None and not a.service:
             for warning in unused_config(cfg.source, journal=self.journal is not None,
-                                         control_socket=a.control_socket):
+                                         control_socket=a.control_socket, simulate=a.simulate):
                 click.echo(f"tablectl run: warning: {warning}", err=True)
-        if a.event_socket is None and cfg is not None and cfg.console.event_socket is not None:
-            a.event_socket = str(cfg.console.event_socket)
         if a.event_socket and self.journal is None:
             raise click.UsageError("--event-socket derives the events from the journal: give --journal too")
         web_listen = a.web or (cfg.web.listen if cfg is not None else None)
@@ -688,7 +713,8 @@ class _TableRun:
         their bets within the limits (issue 23), unless ``--ante-cents`` asks for the fixed
         bet on every seat (None: the controller's fixed bet)."""
         a = self.a
-        if not a.simulate or given_on_command_line(self.ctx, "ante_cents"):
+        if not a.simulate or any(given_on_command_line(self.ctx, name)
+                                 for name in ("ante_cents", "side_cents", "progressive_cents")):
             return None
         from table.bets import DEFAULT_LIMITS, offered_kinds
         from table.players import SimulatedPlayers
@@ -910,7 +936,7 @@ def _raise_exit(signum, frame) -> None:  # SIGTERM → clean shutdown via Keyboa
 
 
 def _configure_run_logging(ctx: click.Context, log_file, service: bool, log_level: str | None,
-                           log_format: str | None) -> None:
+                           log_format: str | None, simulate: bool = False) -> None:
     """Where the run's logs go and how they look.
 
     A log file, and the service (stdout, for journald), take the merged settings
@@ -918,7 +944,8 @@ def _configure_run_logging(ctx: click.Context, log_file, service: bool, log_leve
     Logs on stderr are for whoever reads stderr: on a terminal a person, who gets
     the console renderer at warning level unless --log-format/--log-level given on
     the command line ask otherwise (a config's [log] is meant for the service and
-    files, not a person's terminal); elsewhere (a pipe, a file) the merged settings.
+    files, not a person's terminal); elsewhere (a pipe, a file) the merged settings,
+    except ``simulate``'s level: warning unless --log-level is given.
     """
     if log_file is not None or service:
         stream = log_file or sys.stdout
@@ -927,8 +954,11 @@ def _configure_run_logging(ctx: click.Context, log_file, service: bool, log_leve
         stream = sys.stderr
         person = _isatty(stream)
         fmt = log_format if given_on_command_line(ctx, "log_format") or not person else "console"
-        level = log_level if given_on_command_line(ctx, "log_level") or not person else "warning"
-        fmt, level = fmt or "auto", level or ("warning" if person else "info")
+        # --simulate's logs on a pipe or a file are warnings only unless --log-level asks: the
+        # round lines (or --json) are its output, and info records there drown a warning.
+        quiet = person or simulate
+        level = log_level if given_on_command_line(ctx, "log_level") or not quiet else "warning"
+        fmt, level = fmt or "auto", level or ("warning" if quiet else "info")
     configure_logging(stream=stream, fmt=fmt, level=level)
 
 
@@ -990,33 +1020,48 @@ def _check_meter(tables: Tables, meter_cents: int, progressive_cents: int) -> No
                 "reset amount, above the wager", param_hint="--meter-cents")
 
 
-def unused_config(source: Path | None, *, journal: bool, control_socket: str | None) -> list[str]:
-    """What a table config file sets that a run outside ``--service`` will not use, in
-    words naming the file, the key and what to give instead: ``[journal] path`` (only the
-    service journals by the config), ``[console] control_socket`` (the same), ``[mqtt]``
-    (it publishes the journal's events: nothing without a journal), ``[floor] url`` (the
-    notary checks the journal's end: nothing without one). ``source``: the file."""
+def _raw_config(source: Path | None) -> dict:
+    """The config file's TOML as written (no defaults filled in); {} when unreadable (it was
+    read and checked already)."""
     if source is None:
-        return []
+        return {}
     import tomllib
 
     try:
-        raw = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(source).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []  # the config was read and checked already; nothing more to say here
+        return {}
+
+
+def _file_sets(source: Path | None, section: str, key: str) -> bool:
+    """True when the config file itself sets ``[section] key`` (not its default)."""
+    return key in (_raw_config(source).get(section) or {})
+
+
+def unused_config(source: Path | None, *, journal: bool, control_socket: str | None,
+                  simulate: bool = False) -> list[str]:
+    """What a table config file sets that a run outside ``--service`` will not use, in
+    words naming the file, the key and what to give instead: ``[journal] path`` and
+    ``[console] control_socket`` (not taken by ``--simulate``, a table that is not the real
+    one, nor the journal with ``--no-journal``), ``[mqtt]`` (it publishes the journal's
+    events: nothing without a journal), ``[floor] url`` (the notary checks the journal's
+    end: nothing without one). ``source``: the file."""
+    raw = _raw_config(source)
+    why = ("--simulate is not the real table and keeps no record of it" if simulate
+           else "--no-journal asked for no record")
     out = []
     if "path" in (raw.get("journal") or {}) and not journal:
-        out.append(f"{source}: [journal] path is used only with --service: this run keeps no journal "
-                   "(give --journal PATH, or run with --service)")
+        out.append(f"{source}: [journal] path is not used: {why}; this run keeps no journal "
+                   "(give --journal PATH for one of its own)")
     if "control_socket" in (raw.get("console") or {}) and control_socket is None:
-        out.append(f"{source}: [console] control_socket is used only with --service: this run opens no control "
-                   "socket (give --control-socket PATH, or run with --service)")
+        out.append(f"{source}: [console] control_socket is not used with --simulate: this run opens no control "
+                   "socket (give --control-socket PATH)")
     if (raw.get("mqtt") or {}).get("host") and not journal:
         out.append(f"{source}: [mqtt] publishes the journal's events: without a journal this run connects to no "
-                   "broker (give --journal PATH, or run with --service)")
+                   "broker (give --journal PATH)")
     if (raw.get("floor") or {}).get("url") and not journal:
         out.append(f"{source}: [floor] url checks the journal's end with the floor's notary: without a journal "
-                   "this run asks the floor nothing (give --journal PATH, or run with --service)")
+                   "this run asks the floor nothing (give --journal PATH)")
     return out
 
 

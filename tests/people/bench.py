@@ -172,10 +172,7 @@ people_file = "{self.people}"
         if shoe_driver != "spec":  # the shoe speaks another protocol: its driver package drives it
             text = text.replace(f'url = "{shoe_url}"', f'url = "{shoe_url}"\ndriver = "{shoe_driver}"', 1)
         self.config.write_text(text)
-        for person, pin in SUPERVISOR_PINS.items():
-            add_person(self.people, person, "supervisor", pin)
-        for person, pin in DEALER_PINS.items():
-            add_person(self.people, person, "dealer", pin)
+        shutil.copy2(_people_file(), self.people)
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
@@ -186,8 +183,7 @@ people_file = "{self.people}"
         cmd = [*CLI, "run", "--config", str(self.config), "--control-socket", str(self.control),
                "--web", f"127.0.0.1:{self.port}", "--rounds", "1000",
                "--log-file", str(self.folder / f"run{self.runs}.log"), "--log-level", "info"]
-        if journal:
-            cmd += ["--journal", str(self.journal)]
+        cmd += ["--journal", str(self.journal)] if journal else ["--no-journal"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         out.close()
         err.close()
@@ -244,6 +240,28 @@ def _listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+_PEOPLE_TEMPLATE: Path | None = None
+
+
+def _people_file() -> Path:
+    """The bench's people file (the supervisors and the web dealer, their PINs typed into
+    ``tablectl people add``), made once per process and copied into each bench: the same
+    file every time, without three commands and their PIN hashing per test."""
+    global _PEOPLE_TEMPLATE
+    if _PEOPLE_TEMPLATE is None or not _PEOPLE_TEMPLATE.exists():
+        import atexit
+
+        folder = Path(tempfile.mkdtemp(prefix="threecard-people-file-"))
+        atexit.register(shutil.rmtree, folder, True)
+        people = folder / "people.toml"
+        for person, pin in SUPERVISOR_PINS.items():
+            add_person(people, person, "supervisor", pin)
+        for person, pin in DEALER_PINS.items():
+            add_person(people, person, "dealer", pin)
+        _PEOPLE_TEMPLATE = people
+    return _PEOPLE_TEMPLATE
 
 
 def add_person(people: Path, person: str, role: str, pin: str) -> None:
