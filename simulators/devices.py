@@ -91,6 +91,9 @@ class ShufflerFaults:
 
     jam_next_shuffle: bool = False
     door_open: bool = False
+    #: the power is cut right after the next ``Shuffle`` is acknowledged, before it shuffles:
+    #: the deck stays inside unshuffled and no ``DeckVerified`` comes (SPEC §6.5)
+    power_cut_in_shuffle: bool = False
 
 
 class ShufflerEmulator(FirmwareEmulator):
@@ -164,6 +167,10 @@ class ShufflerEmulator(FirmwareEmulator):
                 return Nak(NakCode.DOOR_OPEN)
             if self.cards is None:
                 return Nak(NakCode.NO_DECK)
+            if self.faults.power_cut_in_shuffle:
+                self.faults.power_cut_in_shuffle = False
+                self.power_cut_after_reply = True
+                return Ack()
             if self.faults.jam_next_shuffle:
                 self.faults.jam_next_shuffle = False
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))

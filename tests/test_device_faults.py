@@ -27,7 +27,8 @@ KEY = generate()
 
 @contextmanager
 def table(tmp_path, *, attached=True, dealer=None, shuffler_wrap=None, shoe_wrap=None, **timing):
-    with SimulatedTable((RED, BLUE), seed=11) as sim:
+    # stable names, as udev gives a real adapter: a pty made again after a pulled cable gets a new number
+    with SimulatedTable((RED, BLUE), seed=11, link_dir=tmp_path / "dev") as sim:
         events: queue.Queue = queue.Queue()
         journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
         shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
@@ -198,3 +199,62 @@ def test_a_delivery_lost_in_a_power_cycle_is_taken_from_the_shufflers_status(tmp
         assert any("lost" in e.body["what"] for e in journal.entries("incident"))
         links = [e.body["notice"] for e in journal.entries("link") if e.body["source"] == "shuffler"]
         assert "device_rebooted" in links
+
+
+def test_a_shuffle_lost_in_a_power_cycle_is_asked_again(tmp_path):
+    with table(tmp_path) as (ctl, sim, console, journal):
+        sim.shuffler.faults.power_cut_in_shuffle = True  # the first shuffle is acknowledged, then the power goes
+        ctl.prepare()
+        shuffles = [b for b in (e.body for e in journal.entries("command")) if b.get("command") == "shuffle"]
+        assert any(b.get("lost") for b in shuffles), shuffles
+        assert any("was lost" in e.body["what"] for e in journal.entries("incident"))
+        assert ctl.play_round().deck_colour in (RED, BLUE)
+
+
+class ShoeCut:
+    """A dealer at whose ``at``-th draw the shoe power-cycles: ``lose`` the card's event
+    (the cable out, the card drawn, the power cut: SPEC §6.5), or between two draws."""
+
+    def __init__(self, sim, at: int, lose: bool) -> None:
+        self.sim, self.at, self.lose, self.draws = sim, at, lose, 0
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def draw_card(self):
+        self.draws += 1
+        if self.draws != self.at:
+            return self.sim.dealer.draw_card()
+        if self.lose:
+            self.sim.shoe.disconnect(down_s=0.3)
+            self.sim.dealer.draw_card()
+            self.sim.shoe.reboot()
+        else:
+            self.sim.shoe.reboot()
+            self.sim.dealer.draw_card()
+
+
+def test_a_shoe_power_cycled_between_draws_is_reconciled_by_its_count_and_the_round_goes_on(tmp_path):
+    with table(tmp_path, dealer=lambda sim: ShoeCut(sim, 4, lose=False)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        result = ctl.play_round()
+        assert len(result.reads) == 9 and ctl.held is None
+        assert [b["step"] for b in faults(journal)] in (["reconciled"], ["counting"])  # its event on the way, or in
+
+
+def test_a_card_event_lost_in_a_shoe_power_cycle_holds_the_round_for_a_void_and_the_table_goes_on(tmp_path):
+    from table.errors import RoundHeld, RoundVoided
+    from table.console import Command
+    from table.custody import Rule
+    with table(tmp_path, dealer=lambda sim: ShoeCut(sim, 4, lose=True)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+        assert any(a["kind"] == "held" for a in ctl.status()["alarms"])
+        assert ctl.status()["held"]["cause"] == "custody"
+        console.submit(Command("void", {"reason": "card read lost in a shoe power cycle", "supervisor": "S-1"}))
+        with pytest.raises(RoundVoided):
+            ctl.play_round()
+        assert ctl.play_round().round_id  # and it deals on
+        assert any("card event lost: the shoe rebooted" in e.body["what"] for e in journal.entries("incident"))

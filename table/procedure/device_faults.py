@@ -9,7 +9,7 @@ waits for the device to answer again (its link re-identifies it, SPEC §6.1,
 (a console attached: people can act) the table waits as long as it takes; on a
 bench with ``--rounds`` and nobody to ask it waits up to
 :attr:`~table.procedure.state.TableTiming.fault_deadline_s` and then raises
-:class:`~table.errors.DeviceFault` saying so (docs/operations.md, "Device faults").
+:class:`~table.errors.DeviceFault` saying so (docs/device-faults.md).
 
 Two small objects:
 
@@ -219,8 +219,8 @@ class RideThrough:
                 if ends is not None and clock.monotonic() >= ends:
                     self.t.record("device_fault", step="gave_up", source=which, after_s=limit)
                     raise DeviceFault(f"the {which} was not back within {limit:g} s ({reason}): a bench run with "
-                                      "--rounds and nobody to ask gives up past this deadline (docs/operations.md, "
-                                      "'Device faults'); in service mode the table waits for people to fix it")
+                                      "--rounds and nobody to ask gives up past this deadline (docs/device-faults.md); "
+                                      "in service mode the table waits for people to fix it")
         finally:
             if self.console.expectation is not None and self.console.expectation.action == "fix_device":
                 self.console.expect(before if before is not None and before.action != "reconnect" else None)

@@ -83,7 +83,7 @@ class TableTiming:
     dealer_timeout_s: float = 86_400.0
     #: A device fault people can fix (a jam, a door, a cable, a power cycle) is waited out
     #: for ever while a console is attached (service mode); on a bench with nobody to ask
-    #: for this long, then the run ends saying so (docs/round-procedure.md, "Device faults").
+    #: for this long, then the run ends saying so (docs/device-faults.md).
     fault_deadline_s: float = 300.0
     #: The clock the event waits run on (protocols/clock.py): a soak passes a faster
     #: VirtualClock, so its devices' and the controller's waits compress alike.
