@@ -43,8 +43,6 @@ from ..sealing import mask_cards
 
 if TYPE_CHECKING:
     from ..console import Console
-    from .intake import DeviceIntake
-    from .state import TableDevices, TableState
 
 log = structlog.get_logger("table")
 
@@ -130,16 +128,17 @@ def what_to_do(which: str, exc: BaseException | None, status: StatusReply | None
 
 
 class RideThrough:
-    """Waits out device faults people can fix (module docstring). ``state``, ``devices``,
-    ``intake``, ``console``: the table's parts (events taken meanwhile go through the
+    """Waits out device faults people can fix (module docstring). ``state`` (a
+    ``TableState``), ``devices`` (``TableDevices``), ``intake`` (``DeviceIntake``),
+    ``console``: the table's parts (events taken meanwhile go through the
     intake, so link notices are journaled and a device's re-identification recorded)."""
 
     #: how often a device that does not say when it is fixed (a door closed, a jam
     #: cleared: no event for either, SPEC §4.2) is asked its status again (s, table clock)
     RECHECK_S = 1.0
 
-    def __init__(self, state: "TableState", devices: "TableDevices", intake: "DeviceIntake",
-                 console: "Console") -> None:
+    def __init__(self, state: Any, devices: Any, intake: Any, console: "Console") -> None:
+        # (the parts are duck-typed here: state.py wraps its drivers with this module)
         self.t = state
         self.d = devices
         self.intake = intake
