@@ -94,6 +94,10 @@ class ShufflerFaults:
     #: the power is cut right after the next ``Shuffle`` is acknowledged, before it shuffles:
     #: the deck stays inside unshuffled and no ``DeckVerified`` comes (SPEC §6.5)
     power_cut_in_shuffle: bool = False
+    #: the next jam stands until a person clears it (the door opened): until then the status
+    #: reports FAULT (JAM) and Shuffle is refused JAMMED; False: a jam clears itself
+    jam_stays: bool = False
+    jammed: bool = False
 
 
 class ShufflerEmulator(FirmwareEmulator):
@@ -155,16 +159,19 @@ class ShufflerEmulator(FirmwareEmulator):
     def handle_request(self, msg: Message) -> Message:
         if isinstance(msg, GetStatus):
             state = (
-                DeviceState.FAULT if self.faults.door_open
+                DeviceState.FAULT if self.faults.door_open or self.faults.jammed
                 else DeviceState.IDLE if self.cards is None
                 else DeviceState.READY if self.verified
                 else DeviceState.HAS_DECK
             )
-            fault = ShufflerFaultCode.DOOR_OPEN if self.faults.door_open else 0  # SPEC §4.1: the active fault
+            fault = (ShufflerFaultCode.DOOR_OPEN if self.faults.door_open  # SPEC §4.1: the active fault
+                     else ShufflerFaultCode.JAM if self.faults.jammed else 0)
             return StatusReply(state, self.colour, len(self.cards or ()), int(fault))
         if isinstance(msg, Shuffle):
             if self.faults.door_open:
                 return Nak(NakCode.DOOR_OPEN)
+            if self.faults.jammed:
+                return Nak(NakCode.JAMMED)
             if self.cards is None:
                 return Nak(NakCode.NO_DECK)
             if self.faults.power_cut_in_shuffle:
@@ -173,6 +180,7 @@ class ShufflerEmulator(FirmwareEmulator):
                 return Ack()
             if self.faults.jam_next_shuffle:
                 self.faults.jam_next_shuffle = False
+                self.faults.jammed = self.faults.jam_stays
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))
                 return Ack()
             if self.shuffle_mode == "riffle1":

@@ -61,7 +61,8 @@ HELP = {
         "insert COLOUR [-CARD].. [+CARD].. [foreign=N]   put a deck in (index order); -As leaves the ace of"
         " spades out, +Kd adds a second Kd, foreign=N adds N cards of another back colour",
         "take                      take the verified deck out (DeckDelivered)",
-        "jam                       the next shuffle jams (ShufflerFault JAM)",
+        "jam [stays]               the next shuffle jams (ShufflerFault JAM); 'stays': the jam stands (status"
+        " FAULT, Shuffle refused JAMMED) until the door is opened to clear it",
         "door open|closed          open or close the door (Shuffle is refused DOOR_OPEN while open)",
     ],
     "shoe": [
@@ -310,13 +311,18 @@ class StandaloneEmulator:
         return f"taken cards={len(cards)}"
 
     def _cmd_jam(self, args: list[str]) -> str:
+        if args not in ([], ["stays"]):
+            raise ControlError("jam [stays]")
         self.device.faults.jam_next_shuffle = True
-        return "the next shuffle jams"
+        self.device.faults.jam_stays = args == ["stays"]
+        return "the next shuffle jams" + (" until the door is opened to clear it" if args else "")
 
     def _cmd_door(self, args: list[str]) -> str:
         if args not in (["open"], ["closed"]):
             raise ControlError("door open|closed")
         self.device.faults.door_open = args[0] == "open"
+        if self.device.faults.door_open:
+            self.device.faults.jammed = False  # the dealer's hand clears a standing jam through the open door
         return f"door {args[0]}"
 
     # shoe
