@@ -89,8 +89,14 @@ def faults(journal) -> list[dict]:
 
 
 def test_an_open_shuffler_door_at_the_shuffle_holds_says_what_to_do_and_goes_on_once_closed(tmp_path):
+    import io
+
+    from table.interfaces.terminal import KeyConsole
+
     with table(tmp_path) as (ctl, sim, console, journal):
         waits = Waits(console)
+        terminal = io.StringIO()
+        KeyConsole(console, "S-1", io.StringIO(""), terminal).follow(ctl, payouts=False)
         sim.shuffler.faults.door_open = True
         th, out = in_thread(ctl.prepare)
         exp = waits.for_action("fix_device")
@@ -98,8 +104,10 @@ def test_an_open_shuffler_door_at_the_shuffle_holds_says_what_to_do_and_goes_on_
         status = ctl.status()
         assert status["waiting_for"]["action"] == "fix_device"
         assert any(a["kind"] == "device_fault" and "door" in a["text"] for a in status["alarms"])
+        assert "the table waits for the dealer to close the shuffler's door" in terminal.getvalue()
         sim.shuffler.faults.door_open = False  # the dealer closes it
         th.join(30)
+        assert "the shuffler answers again: the table goes on" in terminal.getvalue()
         assert not th.is_alive() and "error" not in out, out
         steps = [(b["step"], b["source"]) for b in faults(journal)]
         assert steps[:2] == [("held", "shuffler"), ("back", "shuffler")]
