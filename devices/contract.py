@@ -26,9 +26,7 @@ any of them.
 from __future__ import annotations
 
 import enum
-import fnmatch
 import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
@@ -42,6 +40,15 @@ from firmware_bridge.errors import (
     RequestRefused,
     TransportError,
     WrongDevice,
+)
+from firmware_bridge.ledger import (
+    EventLedger,
+    FirmwareNotAllowed,
+    TamperDetected,
+    check_identity,
+    post_notice,
+    rebooted,
+    refusal_notice,
 )
 from firmware_bridge.link import DeviceEvent, DeviceIdentity, LinkConfig, LinkNotice, LinkState, RefusedEvent
 from protocols.cards import DECK_SIZE, BackColour, Card
@@ -316,18 +323,21 @@ class DrawCounter:
 class EventLink:
     """A :class:`DriverLink` for a driver package to build on: state, identity, the
     shared queue, notices, and acknowledgement after the journal (docs/drivers.md,
-    "Acknowledgement").
+    "Acknowledgement"). Its identity check and event ledger are the SPEC link's own
+    (:mod:`firmware_bridge.ledger`), so a device behind a plugin is held to the same
+    rules as a built-in one.
 
     The driver calls :meth:`set_state`, :meth:`identified` after each handshake
-    (it checks the kind, the pinned serial and a changed identity, and sends the
-    ``link_up``/``device_rebooted`` notices), :meth:`deliver` for each event the
-    device sends (with the device's own sequence number), and implements
-    :meth:`send_answer` (write the ACK or NAK for ``seq`` to the device).
-    A repeat of the last ``seq`` (the device's resend) is answered again, not
-    delivered twice. ``resend``: False for a device that cannot resend (its
-    :class:`Capabilities`): an event meeting a full queue is then waited in for up
-    to ``config.reconnect_wait_s`` instead of being left for a resend that never
-    comes (after that it is lost, and the table's count finds it).
+    (it checks the kind, the firmware allowlist with the versions the journal
+    approved after a signed update, the pinned serial and, across a reconnect, the
+    same kind, serial and firmware; and sends the ``link_up``/``device_rebooted``
+    notices), :meth:`deliver` for each event the device sends (with the device's own
+    sequence number), and implements :meth:`send_answer` (write the ACK or NAK for
+    ``seq`` to the device). A repeat of the last ``seq`` (the device's resend) is
+    answered again, not delivered twice. ``resend``: False for a device that cannot
+    resend (its :class:`Capabilities`): an event meeting a full queue is then waited
+    in for up to ``config.reconnect_wait_s`` instead of being left for a resend that
+    never comes (after that it is lost, and the table's count finds it).
     """
 
     def __init__(self, name: str, config: LinkConfig, events: "queue.Queue[DeviceEvent]", *,
@@ -338,14 +348,20 @@ class EventLink:
         self.config = config
         self.events = events
         self.expected = expected
-        self.ack_on_delivery = ack_on_delivery
         self.resume = resume
         self.identity: DeviceIdentity | None = None
         self._state = LinkState.CLOSED
-        self._lock = threading.Lock()
-        self._last_seq: int | None = None
-        self._answered = True
-        self._answer: tuple[bool, NakCode | None] = (True, None)
+        self._ledger: EventLedger[tuple[bool, NakCode | None]] = EventLedger((True, None),
+                                                                              ack_on_delivery=ack_on_delivery)
+
+    @property
+    def ack_on_delivery(self) -> bool:
+        """Answer each event as soon as it is queued (a bench with no journal), not in :meth:`acknowledge`."""
+        return self._ledger.ack_on_delivery
+
+    @ack_on_delivery.setter
+    def ack_on_delivery(self, value: bool) -> None:
+        self._ledger.ack_on_delivery = value
 
     # state
     @property
@@ -365,48 +381,25 @@ class EventLink:
     def notice(self, kind: str, detail: str = "") -> None:
         """Deliver a :class:`LinkNotice` (``kind`` one of :data:`NOTICE_KINDS`)."""
         assert kind in NOTICE_KINDS, kind
-        try:
-            self.events.put_nowait(DeviceEvent(self.name, LinkNotice(kind, detail), time.monotonic()))
-        except queue.Full:
-            pass  # the consumer is behind; the link's state says it too
+        post_notice(self.events, self.name, kind, detail)  # a full queue: the link's state says it too
 
     def identified(self, ident: DeviceIdentity) -> None:
-        """The device said who it is at (re)connect. Raises :class:`WrongDevice` or
-        :class:`HandshakeError` (and the link is REFUSED, with its notice) when the kind,
-        the pinned serial (``config.pinned_serial``), the firmware allowlist
-        (``config.firmware_allowlist``, SPEC §6.1) or, after a reconnect, the serial
-        or firmware differ; else the link is UP (``link_up`` or ``device_rebooted``)."""
+        """The device said who it is at (re)connect. Raises :class:`WrongDevice`,
+        :class:`FirmwareNotAllowed` or :class:`TamperDetected` (all :class:`HandshakeError`;
+        the link is then REFUSED, with its ``identity_changed`` or ``handshake_refused``
+        notice) as :func:`firmware_bridge.ledger.check_identity` (SPEC §6.1, §6.6); else the
+        link is UP (``link_up`` or ``device_rebooted``)."""
         old = self.identity
-        problem = None
-        if ident.kind != self.expected.device_kind:
-            problem = WrongDevice(f"{self.name}: expected a {self.expected} but the device is a {ident.kind} "
-                                  f"(serial {ident.serial_number})")
-        elif self.config.pinned_serial is not None and ident.serial_number != self.config.pinned_serial:
-            problem = HandshakeError(f"{self.name}: found serial {ident.serial_number}, pinned "
-                                     f"{self.config.pinned_serial}")
-        elif self.config.firmware_allowlist and not any(
-                fnmatch.fnmatchcase(ident.firmware_version, p) for p in self.config.firmware_allowlist):
-            problem = HandshakeError(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} is "
-                                     f"not in the allowlist {list(self.config.firmware_allowlist)}")
-        elif old is not None and (old.serial_number, old.firmware_version) != (ident.serial_number,
-                                                                              ident.firmware_version):
-            problem = HandshakeError(f"{self.name}: identity changed across a reconnect: {old.serial_number} "
-                                     f"firmware {old.firmware_version} -> {ident.serial_number} firmware "
-                                     f"{ident.firmware_version}")
-        if problem is not None:
-            self.notice("identity_changed" if old is not None else "handshake_refused", str(problem))
+        try:
+            check_identity(self.name, ident, self.config, expected_kind=self.expected.device_kind, previous=old)
+        except HandshakeError as problem:
+            self.notice(refusal_notice(problem), str(problem))
             self._state = LinkState.REFUSED
-            raise problem
-        rebooted = old is not None and old.boot_id != ident.boot_id
-        with self._lock:
-            if old is None or rebooted:
-                self._last_seq, self._answered = None, True
-            done = self.resume(ident) if self.resume is not None else None
-            if done is not None:
-                self._last_seq, self._answered, self._answer = done, True, (True, None)
+            raise
+        self._ledger.identified(old, ident, self.resume)
         self.identity = ident
         was, self._state = self._state, LinkState.UP
-        if rebooted:
+        if rebooted(old, ident):
             self.notice("device_rebooted", f"boot_id {old.boot_id:08x} -> {ident.boot_id:08x}")
         elif old is not None and was is not LinkState.UP:
             self.notice("link_up", "")
@@ -420,37 +413,27 @@ class EventLink:
         if not self.alive:
             return
         nak = message.nak if isinstance(message, RefusedEvent) else None
-        with self._lock:
-            if seq == self._last_seq:
-                again = self._answered
-                answer = self._answer
-            else:
-                again = None
-                previous = (self._last_seq, self._answered, self._answer)
-                self._last_seq, self._answered, self._answer = seq, self.ack_on_delivery, (nak is None, nak)
-                ident = self.identity
-                try:
-                    ev = DeviceEvent(self.name, message, time.monotonic(), seq, ident.boot_id if ident else 0)
-                    if self.resend:
-                        self.events.put_nowait(ev)
-                    else:  # nothing brings it back: wait for room (the reader, not the consumer, waits)
-                        self.events.put(ev, timeout=self.config.reconnect_wait_s)
-                except queue.Full:
-                    self._last_seq, self._answered, self._answer = previous
-                    return
-        if again is True:
+        ident = self.identity
+        ev = DeviceEvent(self.name, message, time.monotonic(), seq, ident.boot_id if ident else 0)
+
+        def put() -> bool:
+            try:
+                if self.resend:
+                    self.events.put_nowait(ev)
+                else:  # nothing brings it back: wait for room (the reader, not the consumer, waits)
+                    self.events.put(ev, timeout=self.config.reconnect_wait_s)
+            except queue.Full:
+                return False
+            return True
+
+        _, answer = self._ledger.offer(seq, (nak is None, nak), put)
+        if answer is not None:
             self.send_answer(seq, *answer)
-        elif again is None and self.ack_on_delivery:
-            self.send_answer(seq, nak is None, nak)
 
     def acknowledge(self, event: DeviceEvent) -> None:
         """Answer ``event`` now that it is journaled (ACK, or NAK for a refused one)."""
-        with self._lock:
-            due = event.source == self.name and event.seq == self._last_seq and not self._answered
-            if due:
-                self._answered = True
-            answer = self._answer
-        if due:
+        answer = self._ledger.acknowledge(event, self.name)
+        if answer is not None:
             self.send_answer(event.seq, *answer)
 
     def send_answer(self, seq: int, ok: bool, nak: NakCode | None) -> None:
@@ -463,9 +446,9 @@ __all__ = [
     "FULL", "DECK_SIZE",
     "BackColour", "Capabilities", "Card", "CardDrawn", "CardUnreadable", "DeckDelivered", "DeckInserted",
     "DeckVerified", "DeviceEvent", "DeviceIdentity", "DeviceKind", "DeviceState", "DrawCounter", "DriverError",
-    "DriverKind", "DriverLink", "DriverOptionError", "DriverPlugin", "EventLink", "HandshakeError", "LinkConfig",
-    "LinkError", "LinkLost", "LinkNotice", "LinkState", "LinkTimeout", "LinkTiming", "Message", "NakCode",
-    "OpenRequest", "ProtocolVersionMismatch", "RefusedEvent", "RequestRefused", "ShoeDriver", "ShoeEmpty",
-    "ShoeLoaded", "ShufflerDriver", "ShufflerFault", "ShufflerFaultCode", "StatusReply", "TransportError",
-    "WrongDevice", "check_capabilities",
+    "DriverKind", "DriverLink", "DriverOptionError", "DriverPlugin", "EventLink", "FirmwareNotAllowed",
+    "HandshakeError", "LinkConfig", "LinkError", "LinkLost", "LinkNotice", "LinkState", "LinkTimeout",
+    "LinkTiming", "Message", "NakCode", "OpenRequest", "ProtocolVersionMismatch", "RefusedEvent",
+    "RequestRefused", "ShoeDriver", "ShoeEmpty", "ShoeLoaded", "ShufflerDriver", "ShufflerFault",
+    "ShufflerFaultCode", "StatusReply", "TamperDetected", "TransportError", "WrongDevice", "check_capabilities",
 ]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import fnmatch
 import queue
 import secrets
 import threading
@@ -78,6 +77,19 @@ from .errors import (
     TransportError,
     WrongDevice,
 )
+from .ledger import (
+    DeviceEvent,
+    DeviceIdentity,
+    EventLedger,
+    FirmwareNotAllowed,
+    LinkNotice,
+    Offer,
+    TamperDetected,
+    check_identity,
+    post_notice,
+    rebooted as _rebooted,
+    refusal_notice,
+)
 from .transport import Transport
 
 log = structlog.get_logger("firmware_bridge.link")
@@ -96,16 +108,8 @@ class _Held:
         self._lock.release()
 
 
-class FirmwareNotAllowed(HandshakeError):
-    """The device's firmware version matches no pattern in ``firmware_allowlist``."""
-
-
 class _HeartbeatSkipped(LinkError):
     """The heartbeat found a request in flight: none is needed now."""
-
-
-class TamperDetected(HandshakeError):
-    """The device's identity differs from the pinned or first-seen one."""
 
 
 @dataclass(frozen=True)
@@ -172,18 +176,6 @@ class LinkState(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class LinkNotice:
-    """A host-side happening on a link, delivered in the event queue.
-
-    ``kind``: ``"link_down"``, ``"link_up"``, ``"device_rebooted"`` or
-    ``"identity_changed"`` (a tamper event); ``detail`` says why.
-    """
-
-    kind: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
 class RefusedEvent:
     """A device event the host refused (SPEC §6.3), delivered in the event queue like an
     event, with the device's SEQ, so its consumer records the refusal before the
@@ -207,31 +199,6 @@ class RefusedEvent:
         """The message's name, or its type byte when it is not in the catalogue."""
         cls = catalogue().get(self.type)
         return cls.__name__ if cls else f"type 0x{self.type:02X}"
-
-
-@dataclass(frozen=True)
-class DeviceEvent:
-    """An event from a device (a protocol message) or from the link itself (a
-    :class:`LinkNotice`), in arrival order. ``source`` is the link's name and
-    ``received_at`` a ``time.monotonic()`` stamp (s)."""
-
-    source: str
-    message: Message | LinkNotice | RefusedEvent
-    received_at: float
-    seq: int = -1
-    boot_id: int = 0
-
-
-@dataclass(frozen=True)
-class DeviceIdentity:
-    """What the device said at handshake (SPEC §6.1)."""
-
-    kind: DeviceKind
-    protocol_major: int
-    protocol_minor: int
-    firmware_version: str
-    serial_number: str
-    boot_id: int = 0
 
 
 @dataclass
@@ -489,31 +456,27 @@ class _LinkReader:
                                    bytes(frame.payload))
         if self._state is not LinkState.UP:
             return  # not before the handshake is done: unacknowledged, the device resends it
-        with self._ev_lock:
-            duplicate, acked = frame.seq == self._last_event_seq, self._last_acked
-            answer = self._last_answer
-        if duplicate:
-            self.stats.duplicate_events += 1
-            if acked:
-                self._reply_to(frame.seq, answer)
-            return  # else the consumer has not recorded it yet: its answer will come
         ident = self.identity
         answer = Nak(msg.nak) if isinstance(msg, RefusedEvent) else Ack()
-        with self._ev_lock:
-            # Mark it delivered-but-unanswered before the consumer can see it, so an
-            # acknowledge() racing the reader always finds it (then answers it).
-            previous = (self._last_event_seq, self._last_acked, self._last_answer)
-            self._last_event_seq, self._last_acked, self._last_answer = frame.seq, self.ack_on_delivery, answer
-            try:
-                self.events.put_nowait(DeviceEvent(self.name, msg, time.monotonic(), frame.seq,
-                                                   ident.boot_id if ident else 0))
-            except queue.Full:
-                self._last_event_seq, self._last_acked, self._last_answer = previous
-                self.stats.backpressure += 1  # no answer: the device sends it again later
-                return
-        self.stats.events += 1
-        if self.ack_on_delivery:
-            self._reply_to(frame.seq, answer)
+        event = DeviceEvent(self.name, msg, time.monotonic(), frame.seq, ident.boot_id if ident else 0)
+        outcome, reply = self._ledger.offer(frame.seq, answer, lambda: post_event(self.events, event))
+        if outcome is Offer.REPEAT:
+            self.stats.duplicate_events += 1  # answered again once recorded; else its answer will come
+        elif outcome is Offer.FULL:
+            self.stats.backpressure += 1  # no answer: the device sends it again later
+        else:
+            self.stats.events += 1
+        if reply is not None:
+            self._reply_to(frame.seq, reply)
+
+
+def post_event(events: "queue.Queue[DeviceEvent]", event: DeviceEvent) -> bool:
+    """Queue ``event`` without blocking; False when the queue is full."""
+    try:
+        events.put_nowait(event)
+    except queue.Full:
+        return False
+    return True
 
 
 class Link(_LinkSupervisor, _LinkReader):
@@ -547,14 +510,12 @@ class Link(_LinkSupervisor, _LinkReader):
             events if events is not None else queue.Queue(self.config.event_queue_size)
         )
         self.auto_reconnect = auto_reconnect
-        self.ack_on_delivery = ack_on_delivery
+        #: the last event the device sent and its answer, shared with every link kind (SPEC §6.3)
+        self._ledger: EventLedger[Message] = EventLedger(Ack(), ack_on_delivery=ack_on_delivery)
         #: Called at each handshake with the device's identity; returns the SEQ of the
         #: last event already recorded for this boot (or None), so a restarted host
         #: does not take the device's resend of it as new.
         self.resume: Callable[[DeviceIdentity], int | None] | None = None
-        self._last_acked = True
-        self._last_answer: Message = Ack()  # what the last delivered event is answered with
-        self._ev_lock = threading.Lock()  # guards _last_event_seq/_last_acked/_last_answer
         self.stats = LinkStats()
         self.identity: DeviceIdentity | None = None
         self.expected_kind: DeviceKind | None = None
@@ -581,7 +542,6 @@ class Link(_LinkSupervisor, _LinkReader):
         self._watching = False  # the reader waits for bytes (without the role)
         self._timed = False  # the transport can wait and read with a timeout: requesters may read
         self._seq = 0
-        self._last_event_seq: int | None = None
         self._last_rx = time.monotonic()
         self._refusal: HandshakeError | None = None
         self._reader: threading.Thread | None = None
@@ -592,6 +552,15 @@ class Link(_LinkSupervisor, _LinkReader):
         self._log = log.bind(link=name, url=getattr(transport, "name", "?"))
 
     # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def ack_on_delivery(self) -> bool:
+        """Answer each event as soon as it is queued (a bench with no journal), not in :meth:`acknowledge`."""
+        return self._ledger.ack_on_delivery
+
+    @ack_on_delivery.setter
+    def ack_on_delivery(self, value: bool) -> None:
+        self._ledger.ack_on_delivery = value
 
     @property
     def state(self) -> LinkState:
@@ -709,18 +678,11 @@ class Link(_LinkSupervisor, _LinkReader):
         ident = DeviceIdentity(reply.kind, reply.protocol_major, reply.protocol_minor,
                                reply.firmware_version, reply.serial_number, reply.boot_id)
         self._check_identity(ident)
-        first = self.identity is None
-        rebooted = not first and ident.boot_id != self.identity.boot_id
-        if first or rebooted:
-            self._last_event_seq = None  # the device's event SEQs start afresh
-            self._last_acked = True
-        if self.resume is not None:
-            done = self.resume(ident)
-            if done is not None:
-                self._last_event_seq, self._last_acked = done, True
-        if rebooted:
+        old = self.identity
+        self._ledger.identified(old, ident, self.resume)
+        if _rebooted(old, ident):
             self.stats.reboots += 1
-            self._notice("device_rebooted", f"boot_id {self.identity.boot_id:08x} -> {ident.boot_id:08x}")
+            self._notice("device_rebooted", f"boot_id {old.boot_id:08x} -> {ident.boot_id:08x}")
         self.identity = ident
         self._log = self._log.bind(device_serial=ident.serial_number)
         self._log.info("handshake", kind=str(ident.kind), firmware=ident.firmware_version,
@@ -728,32 +690,9 @@ class Link(_LinkSupervisor, _LinkReader):
         return ident
 
     def _check_identity(self, ident: DeviceIdentity) -> None:
-        url = getattr(self.transport, "name", "?")
-        if ident.protocol_major != PROTOCOL_MAJOR:
-            raise ProtocolVersionMismatch(
-                f"{self.name}: device {ident.serial_number} speaks protocol "
-                f"{ident.protocol_major}.{ident.protocol_minor}; this host speaks {PROTOCOL_MAJOR}.x. "
-                f"Update the {'host' if ident.protocol_major > PROTOCOL_MAJOR else 'device firmware'}."
-            )
-        if self.expected_kind is not None and ident.kind != self.expected_kind:
-            raise WrongDevice(f"{self.name}: expected a {self.expected_kind} but the device at {url} "
-                              f"is a {ident.kind} (serial {ident.serial_number})")
-        allow = self.config.firmware_allowlist
-        if allow and not any(fnmatch.fnmatchcase(ident.firmware_version, p) for p in allow) and (
-                ident.serial_number, ident.firmware_version) not in self.config.firmware_approved:
-            raise FirmwareNotAllowed(f"{self.name}: firmware {ident.firmware_version} of {ident.serial_number} "
-                                     f"is not in the allowlist {list(allow)}")
-        pinned = self.config.pinned_serial
-        if pinned is not None and ident.serial_number != pinned:
-            raise TamperDetected(f"{self.name}: found serial {ident.serial_number} at {url}, pinned {pinned}")
-        old = self.identity
-        if old is not None and (old.kind, old.serial_number, old.firmware_version) != (
-            ident.kind, ident.serial_number, ident.firmware_version
-        ):
-            raise TamperDetected(
-                f"{self.name}: identity changed across a reconnect: {old.kind} {old.serial_number} "
-                f"firmware {old.firmware_version} -> {ident.kind} {ident.serial_number} firmware {ident.firmware_version}"
-            )
+        """The one identity check every link kind shares (:func:`firmware_bridge.ledger.check_identity`)."""
+        check_identity(self.name, ident, self.config, expected_kind=self.expected_kind, previous=self.identity,
+                       protocol_major=PROTOCOL_MAJOR, where=getattr(self.transport, "name", "?"))
 
     # -- requests ----------------------------------------------------------------------
 
@@ -969,9 +908,7 @@ class Link(_LinkSupervisor, _LinkReader):
             pass
 
     def _notice(self, kind: str, detail: str) -> None:
-        try:
-            self.events.put_nowait(DeviceEvent(self.name, LinkNotice(kind, detail), time.monotonic()))
-        except queue.Full:
+        if not post_notice(self.events, self.name, kind, detail):
             self._log.error("notice_dropped_queue_full", notice=kind)
 
     def _go_down(self, reason: str) -> None:
@@ -987,7 +924,7 @@ class Link(_LinkSupervisor, _LinkReader):
         self._notice("link_down", reason)
 
     def _refuse(self, exc: HandshakeError) -> None:
-        kind = "identity_changed" if isinstance(exc, TamperDetected) else "handshake_refused"
+        kind = refusal_notice(exc)
         self._notice(kind, str(exc))  # queued before the state changes: whoever sees REFUSED finds it
         with self._cv:
             if self._state is LinkState.CLOSED:
@@ -1004,10 +941,6 @@ class Link(_LinkSupervisor, _LinkReader):
         or ``Nak`` for a :class:`RefusedEvent`. Until then the device keeps it and
         resends it, so a host that dies between delivery and record gets it again
         after restart (SPEC §6.3)."""
-        with self._ev_lock:
-            due = event.source == self.name and event.seq == self._last_event_seq and not self._last_acked
-            if due:
-                self._last_acked = True
-            answer = self._last_answer
-        if due:
+        answer = self._ledger.acknowledge(event, self.name)
+        if answer is not None:
             self._reply_to(event.seq, answer)

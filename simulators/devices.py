@@ -95,8 +95,13 @@ class ShufflerFaults:
     #: :meth:`ShufflerEmulator.finish_shuffle`: a slow shuffle, so a bench can power-cycle
     #: the shuffler mid-shuffle (a reboot loses the shuffle: the deck stays unverified)
     hold_shuffle: bool = False
-    #: the power goes at the next shuffle, once it is accepted and under way (the shuffle lost)
+    #: the power is cut right after the next ``Shuffle`` is acknowledged, once it is under way:
+    #: the shuffle is lost, the deck stays inside unverified and no ``DeckVerified`` comes (SPEC §6.5)
     power_cut_mid_shuffle: bool = False
+    #: the next jam stands until a person clears it (the door opened): until then the status
+    #: reports FAULT (JAM) and Shuffle is refused JAMMED; False: a jam clears itself
+    jam_stays: bool = False
+    jammed: bool = False
 
 
 class ShufflerEmulator(FirmwareEmulator):
@@ -158,23 +163,27 @@ class ShufflerEmulator(FirmwareEmulator):
     def handle_request(self, msg: Message) -> Message:
         if isinstance(msg, GetStatus):
             state = (
-                DeviceState.FAULT if self.faults.door_open
+                DeviceState.FAULT if self.faults.door_open or self.faults.jammed
                 else DeviceState.IDLE if self.cards is None
                 else DeviceState.SHUFFLING if self.shuffling
                 else DeviceState.READY if self.verified
                 else DeviceState.HAS_DECK
             )
-            fault = ShufflerFaultCode.DOOR_OPEN if self.faults.door_open else 0  # SPEC §4.1: the active fault
+            fault = (ShufflerFaultCode.DOOR_OPEN if self.faults.door_open  # SPEC §4.1: the active fault
+                     else ShufflerFaultCode.JAM if self.faults.jammed else 0)
             return StatusReply(state, self.colour, len(self.cards or ()), int(fault))
         if isinstance(msg, Shuffle):
             if self.faults.door_open:
                 return Nak(NakCode.DOOR_OPEN)
+            if self.faults.jammed:
+                return Nak(NakCode.JAMMED)
             if self.cards is None:
                 return Nak(NakCode.NO_DECK)
             if self.shuffling:
                 return Nak(NakCode.BUSY)
             if self.faults.jam_next_shuffle:
                 self.faults.jam_next_shuffle = False
+                self.faults.jammed = self.faults.jam_stays
                 self.emit(ShufflerFault(ShufflerFaultCode.JAM))
                 return Ack()
             if self.faults.hold_shuffle or self.faults.power_cut_mid_shuffle:
@@ -183,7 +192,7 @@ class ShufflerEmulator(FirmwareEmulator):
                 self.verified = False
                 if self.faults.power_cut_mid_shuffle:  # the Ack goes out, then the power goes
                     self.faults.power_cut_mid_shuffle = False
-                    self.clock.timer(self.frame_gap_ms / 1000, self.reboot)
+                    self.power_cut_after_reply = True
                 return Ack()
             self._shuffle_and_verify()
             return Ack()

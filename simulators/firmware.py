@@ -125,6 +125,8 @@ class FirmwareEmulator:
         fail_boot: bool = False,
     ) -> None:
         self.port = port
+        #: a fault injection: power-cycle once the reply to the request being handled is out
+        self.power_cut_after_reply = False
         self.clock = clock
         self.serial_number = serial_number
         self.bootloader = Bootloader(self.KIND, model=model or self.MODEL, firmware=firmware,
@@ -414,8 +416,9 @@ class FirmwareEmulator:
             self._reply(frame.seq, Nak(NakCode.NOT_IDENTIFIED), cache=False)
         else:
             self._send(wire)
-        if restart:
-            self.reboot()  # UpdateActivate: reset into the new image, once the Ack is out
+        if restart or self.power_cut_after_reply:
+            self.power_cut_after_reply = False
+            self.reboot()  # UpdateActivate: reset into the new image, once the Ack is out (or a power cut)
 
     def identify_reply(self) -> IdentifyReply:
         """This device's identity (SPEC §4.1)."""

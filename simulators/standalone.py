@@ -69,7 +69,8 @@ HELP = {
         " edited as the hands please)",
         "take                      take the verified deck out (DeckDelivered); the reply carries it as"
         " deck=TEXT, in order, for the shoe's 'load deck=TEXT'",
-        "jam [off]                 the next shuffle jams (ShufflerFault JAM); 'off' disarms it",
+        "jam [stays|off]           the next shuffle jams (ShufflerFault JAM); 'stays': the jam stands (status"
+        " FAULT, Shuffle refused JAMMED) until the door is opened to clear it; 'off' disarms it",
         "door open|closed          open or close the door (Shuffle is refused DOOR_OPEN while open)",
         "hold-shuffle              the next shuffle stays in progress (SHUFFLING) until 'finish': a reboot"
         " meanwhile loses it",
@@ -353,10 +354,13 @@ class StandaloneEmulator:
         return "shuffle finished"
 
     def _cmd_jam(self, args: list[str]) -> str:
-        if args not in ([], ["off"]):
-            raise ControlError("jam [off]")
-        self.device.faults.jam_next_shuffle = not args
-        return "the next shuffle jams" if not args else "no jam armed"
+        if args not in ([], ["off"], ["stays"]):
+            raise ControlError("jam [stays|off]")
+        self.device.faults.jam_next_shuffle = args != ["off"]
+        self.device.faults.jam_stays = args == ["stays"]
+        if args == ["off"]:
+            return "no jam armed"
+        return "the next shuffle jams" + (" until the door is opened to clear it" if args else "")
 
     def _cmd_power_cut_shuffle(self, args: list[str]) -> str:
         if args not in ([], ["off"]):
@@ -368,6 +372,8 @@ class StandaloneEmulator:
         if args not in (["open"], ["closed"]):
             raise ControlError("door open|closed")
         self.device.faults.door_open = args[0] == "open"
+        if self.device.faults.door_open:
+            self.device.faults.jammed = False  # the dealer's hand clears a standing jam through the open door
         return f"door {args[0]}"
 
     # shoe

@@ -15,6 +15,8 @@ part               job
 ``round_play``     one round from the bets to the collect, its steps in order
                    (649a.11, 649a.12, 816a.1)
 ``holds``          holds, releases and voids; the two-person rule
+``device_faults``  device faults people can fix (jam, door, cable, power cycle, a driver
+                   that raises) waited out, said on every screen, journaled, never an exit
 ``startup``        recovery from the journal, anchors
 =================  ====================================================================
 
@@ -48,6 +50,7 @@ from .errors import RoundVoided, Sealed, TableError
 from .journal import Journal
 from .procedure.day_segments import ArchivePolicy, DaySegments
 from .procedure.decks import DeckProcedure
+from .procedure.device_faults import RideThrough
 from .procedure.holds import Holds
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
 from .procedure.round_play import Players, RoundPlay
@@ -150,7 +153,8 @@ class TableController:
         self.devices = d = TableDevices(shuffler, shoe, events, dealer, timing or TableTiming(), auto_dealer)
         self.intake = DeviceIntake(t, d)
         self.holds = Holds(t, d, self.intake, self.console)
-        self.decks = DeckProcedure(t, d, self.intake, self.console, self.holds.wait_person)
+        self.faults = RideThrough(t, d, self.intake, self.console)  # device faults people fix, waited out
+        self.decks = DeckProcedure(t, d, self.intake, self.console, self.holds.wait_person, self.faults)
         # The bets: placed by people within the table's limits, or by the simulated players
         # (the fixed bet of ante_cents and side_wagers unless others are given), 649a.7, 816a.1.
         book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),

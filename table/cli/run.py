@@ -746,7 +746,8 @@ class _TableRun:
                 elif not a.as_json:
                     click.echo(voided_line(exc.round_id, exc.reason))
                 continue
-            except (RoundHeld, DeviceFault, DeviceTimeout) as exc:
+            except (RoundHeld, DeviceFault, DeviceTimeout, LinkError) as exc:
+                # (a LinkError: a device request the ride-through cannot clear, e.g. NO_DECK)
                 if not self.console.attached:
                     raise
                 # The next play_round() first waits for the supervisors to void or release it;

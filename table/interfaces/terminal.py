@@ -371,6 +371,11 @@ class KeyConsole:
             self._say(f"!!! round voided: {ev.data.get('reason')}; wagers returned")
         elif ev.kind == "incident":
             self._say(f"!!! incident: {ev.data.get('what')}")
+        elif ev.kind == "device_fault":  # docs/device-faults.md: what to do, said at the terminal too
+            self._say(f"!!! the {ev.data.get('source')}: {ev.data.get('reason')}: the table waits for "
+                      f"{ev.data.get('waiting_for')}")
+        elif ev.kind == "device_back":
+            self._say(f"the {ev.data.get('source')} answers again: the table goes on")
 
     def _reply(self, action: str, result: dict) -> None:
         if action == "status":

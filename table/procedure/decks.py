@@ -29,6 +29,7 @@ from ..console import Command, Console, Expectation
 from ..custody import CustodyViolation, Deck, DeckPlace as P, Rule
 from ..errors import DeviceFault, DeviceTimeout, ShufflerStopped, TableError
 from ..sealing import mask_cards
+from .device_faults import RideThrough
 from .intake import DeviceIntake, journaled_message
 from .state import TableDevices, TableState, by
 
@@ -57,7 +58,7 @@ class DeckProcedure:
     MAX_STEPS = 40
 
     def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
-                 wait_person: WaitPerson) -> None:
+                 wait_person: WaitPerson, faults: RideThrough | None = None) -> None:
         self.t = state
         self.d = devices
         self.intake = intake
@@ -67,6 +68,7 @@ class DeckProcedure:
         #: word for a deck loaded is adopted (then the deck is counted again before it is dealt);
         #: cleared once the table is first ready, and by any recount or hold in this process
         self.start_unjournaled = state.journal is None or state.journal.last_seq == 0
+        self.faults = faults or RideThrough(state, devices, intake, console)
 
     def advance(self) -> None:
         """Move the decks until the table is ready for a round: a verified deck in
@@ -89,9 +91,11 @@ class DeckProcedure:
                     self._recount(v)
             except ShufflerStopped as exc:
                 stops += 1
-                if stops > 3:
+                if stops > 3 and not self.console.attached:
                     raise
                 log.warning("shuffle_repeated", reason=str(exc), attempt=stops)
+                # a jam or the door (SPEC §4.2): the shuffle is asked again once the shuffler is clear
+                self.faults.until_clear("shuffler", str(exc), "the shuffle to be asked again")
         raise TableError(f"the decks did not reach a ready state: {self.t.custody.places()}")
 
     def _advance_step(self) -> bool:
@@ -202,10 +206,7 @@ class DeckProcedure:
 
     def _shuffler_colour(self) -> BackColour | None:
         """The back colour of the deck the shuffler holds (its own status), None when empty."""
-        try:
-            st = self.d.shuffler.status()
-        except LinkError as exc:
-            raise self._device_away("shuffler", exc) from exc
+        st = self.faults.call("shuffler", self.d.shuffler.status, "the shuffler's status")
         return None if st.state is DeviceState.IDLE else st.back_colour
 
     def _shuffler_holds(self, colour: BackColour) -> bool:
@@ -232,11 +233,13 @@ class DeckProcedure:
                 self.console.expect(None)  # the device is back: the step says what it waits for now
 
     def _device_status_of(self, action: str, colour: BackColour) -> str:
+        which = "shoe" if action == "load_shoe" else "shuffler"
+        status = self.d.shoe.status if which == "shoe" else self.d.shuffler.status
         try:
+            st = self.faults.call(which, status, f"the {which}'s status")
             if action == "take_from_shuffler":
-                return "done" if self.d.shuffler.status().state is DeviceState.IDLE else "todo"
+                return "done" if st.state is DeviceState.IDLE else "todo"
             if action in ("insert_deck", "load_shoe"):
-                st = (self.d.shuffler if action == "insert_deck" else self.d.shoe).status()
                 if st.state is DeviceState.IDLE:
                     return "todo"
                 if st.back_colour == colour:
@@ -316,9 +319,79 @@ class DeckProcedure:
                                         round_id=r.round_id if r else None, colour=str(colour), deck_id=deck_id))
         args = () if action == "take_from_shuffler" else (colour,)
         getattr(self.d.dealer, action)(*args)
-        self.intake.expect(expect, self.d.dealer_wait_s, what)
+        self._await_step(action, colour, expect, what)
         if action == "load_shoe":
             self._check_load()
+
+    def _await_step(self, action: str, colour: BackColour, expect: type[Message], what: str) -> None:
+        """Wait for the event confirming the dealer's ``action`` (within ``dealer_wait_s``), in
+        slices of the device's resend window. A device that shows the action done through two
+        quiet slices had its event lost in a power cycle between the action and the table's
+        answer (SPEC §6.5: unacknowledged events do not survive it): the table takes the step
+        from the device's status (:meth:`_from_status`) and goes on. Raises
+        :class:`DeviceTimeout` past ``dealer_wait_s``."""
+        clock = self.d.timing.clock
+        wait = self.d.dealer_wait_s
+        deadline = clock.monotonic() + wait
+        window = max(self.d.resend_window_s, 0.5)
+        seen_done = False
+        while True:
+            left = deadline - clock.monotonic()
+            try:
+                self.intake.expect(expect, max(0.0, min(window, left)), what)
+                return
+            except DeviceTimeout:
+                pass
+            except DeviceFault as exc:
+                if not self._away(exc, what):
+                    raise
+                deadline = clock.monotonic() + wait  # the time a device was away is not the dealer's
+                continue
+            done = self._device_status_of(action, colour) == "done"
+            if done and seen_done and self._from_status(action, colour, what):
+                return
+            seen_done = done
+            if done:  # the dealer did it: one more resend window for its event before the status is taken
+                deadline = max(deadline, clock.monotonic() + window)
+            elif left <= window:
+                raise DeviceTimeout(f"nothing within {wait:g} s while waiting for {what}")
+
+    def _away(self, exc: DeviceFault, what: str) -> bool:
+        """A wait ended because a device's link is down (a pulled cable, a power cycle):
+        waited out until it answers again (:meth:`RideThrough.wait_out`), then the caller
+        reconciles from its status. False when every link is up (another fault: raised)."""
+        away = [name for name, link in self.d.links.items() if not link.alive]
+        if not away:
+            return False
+        which = "shoe" if away[0] == self.d.shoe_name else "shuffler"
+        self.faults.wait_out(which, exc, what)
+        return True
+
+    def _from_status(self, action: str, colour: BackColour, what: str) -> bool:
+        """The device's event for ``action`` was lost in a power cycle (its status shows the
+        step done, and no resend came): the step is taken from the status, journaled as an
+        incident and a ``device_event`` of source ``status`` (replayed after a restart as
+        any), and custody goes on. What the status cannot prove is counted again: a deck
+        put into the shuffler is counted by its shuffle; a deck taken out of it was
+        verified there; the shoe's load is taken only with its count of a whole deck.
+        Returns False when the status proves nothing (the wait goes on)."""
+        if action == "load_shoe":
+            st = self.faults.call("shoe", self.d.shoe.status, "the shoe's status")
+            if st.cards != self.intake.DECK_SIZE:
+                return False  # not provable from the status: the wait goes on
+        msg = {"insert_deck": DeckInserted(colour), "take_from_shuffler": DeckDelivered(colour),
+               "load_shoe": ShoeLoaded(colour)}[action]
+        device = "shoe" if action == "load_shoe" else "shuffler"
+        text = (f"the {device}'s event for {what} was lost (a power cycle before the table answered it): "
+                f"taken from the {device}'s status")
+        with self.t.batch():
+            self.t.record("incident", what=text)
+            self.t.record("device_event", source="status", message=journaled_message(msg))
+        log.warning("device_event_from_status", action=action, back_colour=str(colour))
+        self.t.alarm("incident", text)
+        self.t.publish("incident", what=text)
+        self.intake.apply(msg)
+        return True
 
     def _check_load(self) -> None:
         """At the load the shoe holds one deck of 52, no more (58 Pa. Code 649a.3; COMAR
@@ -337,10 +410,7 @@ class DeckProcedure:
         discard rack (it is counted in the shuffler before it is dealt), and the table
         waits until the shoe is empty. The shoe sends no event when emptied, so its
         status is read every :attr:`SHOE_CLEAR_POLL_S` until then."""
-        try:
-            found = self.d.shoe.status().back_colour
-        except LinkError as exc:
-            raise self._device_away("shoe", exc) from exc
+        found = self.faults.call("shoe", self.d.shoe.status, "the shoe's status").back_colour
         text = (f"the shoe holds a {found} deck the table has no record of loading: it goes to the discard rack, "
                 f"and through the shuffler to be counted before it is dealt")
         self.t.record("incident", what=text)
@@ -380,11 +450,8 @@ class DeckProcedure:
         Raises :class:`DeviceTimeout` after the dealer's wait."""
         deadline = time.monotonic() + self.d.dealer_wait_s
         while True:
-            try:
-                if self.d.shoe.status().state is DeviceState.IDLE:
-                    break
-            except LinkError as exc:
-                raise self._device_away("shoe", exc) from exc
+            if self.faults.call("shoe", self.d.shoe.status, "the shoe's status").state is DeviceState.IDLE:
+                break
             if time.monotonic() > deadline:
                 raise DeviceTimeout(f"the shoe still holds {what} after {self.d.dealer_wait_s:g} s")
             time.sleep(self.SHOE_CLEAR_POLL_S)
@@ -427,10 +494,19 @@ class DeckProcedure:
         # The command entry is the custody step (start_shuffle) too: journal, then act.
         self.t.record("command", command="shuffle", colour=str(deck.back_colour))
         self.t.custody.on_shuffle_started(deck.back_colour)
-        self.console.expect(Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device",
-                                        colour=str(deck.back_colour), deck_id=deck.deck_id))
-        self.d.shuffler.shuffle()
+        shuffling = Expectation("shuffle", f"the shuffler to count the {deck.back_colour} deck", "device",
+                                colour=str(deck.back_colour), deck_id=deck.deck_id)
+        self.console.expect(shuffling)
+        self._ask_shuffle(deck)
+        self.console.expect(shuffling)
         self.await_verification(deck, after_restart=False)
+
+    def _ask_shuffle(self, deck: Deck) -> None:
+        """Send ``Shuffle``, asked again once a door is closed, a jam cleared or the link back
+        (:class:`~table.procedure.device_faults.RideThrough`); notes the shuffler's boot, so
+        a power cycle that loses the shuffle is told (SPEC §6.5)."""
+        self.faults.call("shuffler", self.d.shuffler.shuffle, f"the shuffle of the {deck.back_colour} deck")
+        self._shuffle_boot = self.d.ident(self.d.shuffler_name)
 
     def await_verification(self, deck: Deck, after_restart: bool = True) -> None:
         """Wait for the shuffler's count of ``deck``. After a restart the journal may
@@ -439,16 +515,12 @@ class DeckProcedure:
         count that is wrong puts the deck out of service (an alarm; :meth:`advance`
         has it taken out and replaced)."""
         if after_restart:
-            try:
-                state = self.d.shuffler.status().state
-            except LinkError as exc:
-                raise DeviceFault(f"cannot read shuffler status: {exc}") from exc
+            state = self.faults.call("shuffler", self.d.shuffler.status, "the shuffler's status").state
             if state is DeviceState.HAS_DECK:
                 self.t.record("command", command="shuffle", colour=str(deck.back_colour), repeated=True)
-                self.d.shuffler.shuffle()
+                self._ask_shuffle(deck)
         try:
-            self.intake.expect(DeckVerified, self.d.timing.shuffle_timeout_s,
-                               f"verification of the {deck.back_colour} deck")
+            self._await_count(deck)
         except CustodyViolation as v:
             if v.rule is not Rule.DECK_INCOMPLETE:
                 raise
@@ -457,6 +529,43 @@ class DeckProcedure:
                                            f"{mask_cards(v.detail)}", key=f"oos:{deck.back_colour}")
             return
         log.info("deck_verified", deck_id=deck.deck_id, places=self.t.custody.places())
+
+    def _await_count(self, deck: Deck) -> None:
+        """Wait for ``DeckVerified`` within the shuffle timeout, in slices of the device's
+        resend window: a quiet slice after the shuffler rebooted (a new boot id since the
+        shuffle was sent) or with the deck still unshuffled inside (``HAS_DECK``) means
+        the shuffle, or its count, was lost in a power cycle (SPEC §6.5): it is asked
+        again, journaled (``command`` ``shuffle`` ``repeated``, ``lost``). Raises
+        :class:`DeviceTimeout` past ``shuffle_timeout_s``."""
+        clock = self.d.timing.clock
+        what = f"verification of the {deck.back_colour} deck"
+        deadline = clock.monotonic() + self.d.timing.shuffle_timeout_s
+        window = max(self.d.resend_window_s, 0.5)
+        while True:
+            left = deadline - clock.monotonic()
+            try:
+                self.intake.expect(DeckVerified, max(0.0, min(window, left)), what)
+                return
+            except DeviceTimeout:
+                if left <= window:
+                    raise DeviceTimeout(f"nothing within {self.d.timing.shuffle_timeout_s:g} s while waiting "
+                                        f"for {what}") from None
+            except ShufflerStopped:
+                raise
+            except DeviceFault as exc:
+                if not self._away(exc, what):
+                    raise
+            st = self.faults.call("shuffler", self.d.shuffler.status, "the shuffler's status")
+            rebooted = getattr(self, "_shuffle_boot", None) not in (None, self.d.ident(self.d.shuffler_name))
+            if st.state is DeviceState.HAS_DECK or (rebooted and st.state is DeviceState.READY):
+                why = "the shuffler restarted" if rebooted else "the shuffler holds the deck unshuffled"
+                with self.t.batch():
+                    self.t.record("incident", what=f"the shuffle of the {deck.back_colour} deck was lost ({why}): "
+                                                   "it is asked again")
+                    self.t.record("command", command="shuffle", colour=str(deck.back_colour), repeated=True,
+                                  lost=why)
+                log.warning("shuffle_lost", deck_id=deck.deck_id, why=why)
+                self._ask_shuffle(deck)
 
     def _replace_deck(self, out: Deck) -> None:
         """A deck failed verification (and is out of the shuffler): it stays out until a

@@ -92,6 +92,9 @@ class DeviceIntake:
         self.d = devices
         self.on_wake: Callable[[], None] = lambda: None
         self._links_down: dict[str, float] = {}  # link name -> when it went down (monotonic s)
+        #: after a shoe reboot in the deal: when (table clock) its count is asked again
+        self._count_due: float | None = None
+        self._count_out = 0
 
     # -- answering and identity ------------------------------------------------------------
 
@@ -156,7 +159,9 @@ class DeviceIntake:
         deadline = clock.monotonic() + timeout_s
         while True:
             now = time.monotonic()  # the link's deadlines are real time; the event's is on the clock
-            remaining = clock.real_s(deadline - clock.monotonic())  # real seconds
+            due = self._count_due  # a shoe reboot's count is due: the wait ends then (_next_card_or_count)
+            ends = deadline if due is None or self.t.round is None else min(deadline, due)
+            remaining = clock.real_s(ends - clock.monotonic())  # real seconds
             down = self._link_down_deadline()
             if down is not None and self.t.round is not None:
                 if now >= down[1]:  # a round whose device stays away is held within the link's timeout
@@ -166,7 +171,7 @@ class DeviceIntake:
             try:
                 ev = self.d.events.get(timeout=remaining) if remaining > 0 else self.d.events.get_nowait()
             except queue.Empty:
-                if down is not None and self.t.round is not None and clock.monotonic() < deadline:
+                if down is not None and self.t.round is not None and clock.monotonic() < ends:
                     continue  # the link's own deadline: checked at the top
                 for link in self.d.links.values():
                     if not link.alive:
@@ -192,6 +197,7 @@ class DeviceIntake:
             self.answer(ev)
             log.debug("device_event", source=ev.source, message=type(msg).__name__)
             if isinstance(msg, ShoeLoaded) and ev.source == self.d.shoe_name:
+                self._count_due = None
                 self.t.next_draw = 0
                 self.t.in_flight_round = None
             return ev
@@ -217,8 +223,32 @@ class DeviceIntake:
         if msg.kind in ("identity_changed", "handshake_refused"):
             raise DeviceFault(f"{ev.source}: {msg.detail}; a supervisor must inspect the device")
         if msg.kind == "device_rebooted" and self.t.round is not None and ev.source == self.d.shoe_name:
-            raise DeviceFault("the shoe rebooted during the round: card reads may be missing")
+            self.reconcile_shoe_reboot()
         log.warning("link_notice", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
+
+    def reconcile_shoe_reboot(self) -> None:
+        """The shoe power-cycled during a round: the events it had not had answered are lost
+        (SPEC §6.5), its cards and its count are not. Its count is read: every card that left
+        it since the load reached the table (``52 - held == reads``): the round goes on,
+        journaled (``device_fault`` ``reconciled``). More left than arrived: the events of
+        cards drawn after the reboot are still on their way, so the card wait
+        (:meth:`expect`) gives them one resend window, then asks the count again
+        (:meth:`lost_card_check`): a read lost in the power cycle cannot be proven, and the
+        round is held for a supervisor (never dealt on). A shoe that does not answer its
+        status holds the round as a device fault."""
+        t = self.t
+        try:
+            held = self.d.shoe.status().cards
+        except LinkError as exc:
+            raise DeviceFault(f"the shoe rebooted during the round and does not answer its status ({exc})") from exc
+        out, reads = self.DECK_SIZE - held, t.next_draw
+        step = "reconciled" if out == reads else "counting"
+        t.record("device_fault", step=step, source="shoe", reason="the shoe rebooted during the round",
+                 shoe_holds=held, reads=reads)
+        log.warning("shoe_reboot_counted", shoe_holds=held, reads=reads)
+        if out != reads:
+            self._count_due = self.d.timing.clock.monotonic() + self.d.resend_window_s
+            self._count_out = out
 
     def _on_refused(self, ev: DeviceEvent, msg: RefusedEvent) -> None:
         """A device event the link refused (undecodable, or not from this kind of device,
@@ -280,6 +310,8 @@ class DeviceIntake:
         self.answer(ev)
         if ev.source == self.d.shoe_name:
             t.next_draw = msg.draw_index + 1
+            if self._count_due is not None and t.next_draw >= self._count_out:
+                self._count_due = None  # every card the rebooted shoe counted out has come
 
     def check_draw(self, ev: DeviceEvent) -> CustodyViolation | None:
         """Every card accounted for: per shoe load the draw index runs 0, 1, 2 ... with
@@ -389,7 +421,7 @@ class DeviceIntake:
                     suspect = self.lost_card_check(confirm=suspect)
                     continue
             else:
-                ev = self.next_event(timeout_s, what)
+                ev = self._next_card_or_count(deadline, what, cards)
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
                 if cards and self.t.round is not None:
@@ -400,7 +432,25 @@ class DeviceIntake:
             if isinstance(msg, kind):
                 return msg
 
-    def lost_card_check(self, confirm: bool) -> bool:
+    def _next_card_or_count(self, deadline: float, what: str, cards: bool) -> DeviceEvent:
+        """:meth:`next_event` until ``deadline`` (table clock); after a shoe reboot in the deal
+        (``_count_due``, :meth:`reconcile_shoe_reboot`) the shoe's count is asked once its
+        resend window is over: a card that left it with no event holds the round."""
+        clock = self.d.timing.clock
+        while True:
+            due = self._count_due
+            ends = deadline if due is None or not cards else min(deadline, due)
+            try:
+                return self.next_event(max(0.0, ends - clock.monotonic()), what)
+            except DeviceTimeout:
+                if self._count_due is None or not cards or self.t.round is None:  # (set during the wait)
+                    raise
+                self._count_due = None
+                self.lost_card_check(confirm=True, why="the shoe rebooted during the round")  # raises on a loss
+                if clock.monotonic() >= deadline:
+                    raise
+
+    def lost_card_check(self, confirm: bool, why: str = "the shoe cannot resend") -> bool:
         """A shoe that cannot resend, quiet while a card is awaited: whether its own
         count says more cards left it since the load than the table took in. The first
         time (``confirm`` False) that only returns True: the event may be on the wire
@@ -419,10 +469,11 @@ class DeviceIntake:
         if out <= reads or not confirm:
             return out > reads
         t = self.t
-        t.record("incident", what="card event lost: the shoe cannot resend", shoe_holds=held, reads=reads)
+        t.record("incident", what=f"card event lost: {why}", shoe_holds=held, reads=reads)
         log.error("card_event_lost", shoe_holds=held, reads=reads)
         v = CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe holds {held} cards: {out} left it since the load "
-                             f"but {reads} reached the table, and this shoe cannot resend a lost event")
+                             f"but {reads} reached the table, and the lost event cannot come back ({why}): "
+                             "void the round (misdeal)")
         t.violation(v)
         raise v
 

@@ -39,6 +39,7 @@ from ..journal import Journal
 from ..round import RoundMachine
 from ..rules.settlement import Decision, SeatSettlement, Wagers
 from ..sealing import CARD_FACE, mask_cards
+from .device_faults import guarded
 
 log = structlog.get_logger("table")
 
@@ -80,6 +81,10 @@ class TableTiming:
     #: this long for the device event confirming a dealer's action (a virtual
     #: dealer is held to ``event_timeout_s``).
     dealer_timeout_s: float = 86_400.0
+    #: A device fault people can fix (a jam, a door, a cable, a power cycle) is waited out
+    #: for ever while a console is attached (service mode); on a bench with nobody to ask
+    #: for this long, then the run ends saying so (docs/device-faults.md).
+    fault_deadline_s: float = 300.0
     #: The clock the event waits run on (protocols/clock.py): a soak passes a faster
     #: VirtualClock, so its devices' and the controller's waits compress alike.
     clock: Clock = REAL_CLOCK
@@ -191,8 +196,9 @@ class TableDevices:
 
     def __init__(self, shuffler: ShufflerDriver, shoe: ShoeDriver, events: "queue.Queue[DeviceEvent]", dealer: Dealer,
                  timing: TableTiming, auto_dealer: bool) -> None:
-        self.shuffler = shuffler
-        self.shoe = shoe
+        # a driver is outside input: whatever it raises is a device fault (device_faults.GuardedDriver)
+        self.shuffler = guarded(shuffler, "shuffler")
+        self.shoe = guarded(shoe, "shoe")
         self.events = events
         self.dealer = dealer
         self.timing = timing

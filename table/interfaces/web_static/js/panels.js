@@ -235,8 +235,8 @@ export function renderLinks(box, status, offline = false) {
   fill(box, el("h2", {}, "Devices"), el("ul", { class: "links" }, items));
 }
 
-const ALARM_WORDS = { held: "ROUND HELD", device_down: "DEVICE DOWN", out_of_service: "DECK OUT OF SERVICE",
-  incident: "INCIDENT" };
+const ALARM_WORDS = { held: "ROUND HELD", device_down: "DEVICE DOWN", device_fault: "DEVICE FAULT",
+  out_of_service: "DECK OUT OF SERVICE", incident: "INCIDENT" };
 
 /** Alarms that stay until handled (the table's own list: held round, device down, deck out of service). */
 export function renderAlarms(box, status, offline = false, ctx = null) {
