@@ -284,6 +284,17 @@ class ShoeEmulator(FirmwareEmulator):
                 raise DeviceRefused("the shoe holds no deck to slip a card onto")
             self.cards.insert(0, card)
 
+    def slip_back(self, under: int = 1) -> SimCard:
+        """The dealer pushes the top card back into the shoe under the next ``under`` cards
+        (a peeked card kept from its place, a second deal), unread: no event, the shoe's
+        sensor reads a card only as it leaves. Returns the card moved."""
+        with self.lock:
+            if len(self.cards) <= under or under < 1:
+                raise DeviceRefused(f"the shoe holds {len(self.cards)} cards: none to slip under {under}")
+            card = self.cards.pop(0)
+            self.cards.insert(under, card)
+            return card
+
     def unload(self) -> list[SimCard]:
         """The dealer removes the undealt stub (no event: the shoe just goes empty)."""
         with self.lock:
