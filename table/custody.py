@@ -121,6 +121,16 @@ class CustodyViolation(Exception):
         super().__init__(f"{rule.value}: {detail} [{self.citation}]")
 
 
+def _commitment_of(snap: dict) -> bytes:
+    """A snapshot deck's shuffle commitment (hex, SPEC §4.2.1), ``b""`` for none or one
+    that does not read as 32 bytes (the round is then checked as without one)."""
+    try:
+        raw = bytes.fromhex(str(snap.get("commitment") or ""))
+    except ValueError:
+        return b""
+    return raw if len(raw) == 32 else b""
+
+
 @dataclass(eq=False)
 class Deck:
     """One deck on the table: id, back colour, place (``state``), and ``cards_read``:
@@ -207,7 +217,7 @@ class DeckCustody:
         return {
             "decks": [
                 {"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state,
-                 "cards_read": sorted(d.cards_read)}
+                 "cards_read": sorted(d.cards_read), **({"commitment": d.commitment.hex()} if d.commitment else {})}
                 for d in self.decks.values()
             ],
             "last_played": self.last_played.deck_id if self.last_played else None,
@@ -224,6 +234,7 @@ class DeckCustody:
             deck = custody.decks[BackColour.parse(d["back_colour"])]
             custody.machines[deck.back_colour].set_state(d["place"], model=deck)
             deck.cards_read = set(d["cards_read"])
+            deck.commitment = _commitment_of(d)
             by_id[deck.deck_id] = deck
         custody.last_played = by_id.get(snap.get("last_played"))
         custody.in_play = by_id.get(snap.get("in_play"))

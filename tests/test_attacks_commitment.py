@@ -93,6 +93,7 @@ def assert_held_never_settled(ctl, journal, info) -> None:
 
 
 def test_an_honest_table_opens_every_shuffle_and_it_matches_the_deal(tmp_path):
+    """Each shuffle_opening is the commitment the count journaled (shuffle_commitment too)."""
     with table(tmp_path) as (ctl, sim, journal):
         ctl.prepare()
         for _ in range(3):
@@ -102,6 +103,8 @@ def test_an_honest_table_opens_every_shuffle_and_it_matches_the_deal(tmp_path):
         assert [o["cards_checked"] for o in opened] == [9, 9, 9]
         verified = [e.body["message"]["commitment"] for e in journal.entries("device_event")
                     if e.body["message"]["message"] == "DeckVerified"]
+        published = [e.body["commitment"] for e in journal.entries("shuffle_commitment")]
+        assert published == verified
         for o in opened:
             assert o["commitment"] in verified  # the commitment journaled at the count is the one opened
             order = tuple(Card.parse(c).index for c in o["order"])

@@ -139,7 +139,7 @@ class ShuffleCommitment:
     def _journal(self, r: RoundInPlay, opening: ShuffleOpening, matched: bool, checked: int) -> None:
         """The opening in the clear: the round's cards are revealed by now (816a.1), and the
         deck's undealt cards are dealt no more before it is shuffled again."""
-        self.t.record("shuffle_opening", deck_id=r.deck.deck_id, back_colour=str(r.deck.back_colour),
+        self.t.record("shuffle_opening", deck=r.deck.deck_id, back_colour=str(r.deck.back_colour),
                       commitment=r.deck.commitment.hex(), salt=opening.salt.hex(),
                       order=[str(c) for c in opening.cards], cards_checked=checked, matched=matched)
 
@@ -148,3 +148,4 @@ class ShuffleCommitment:
         self.t.violation(v)
         log.error("deal_not_the_shuffle", deck_id=r.deck.deck_id, opened=opening is not None)
         raise v
+

@@ -303,10 +303,14 @@ class DeviceIntake:
             return c.on_deck_inserted(msg.back_colour)
         if isinstance(msg, DeckVerified):
             try:
-                return c.on_deck_verified(msg)
+                deck = c.on_deck_verified(msg)
             except CustodyViolation as v:
                 t.violation(v)
                 raise
+            if deck.commitment:  # public before any card of it is dealt (SPEC §4.2.1): shuffle_committed
+                t.record("shuffle_commitment", deck=deck.deck_id, back_colour=str(deck.back_colour),
+                         commitment=deck.commitment.hex())
+            return deck
         if isinstance(msg, DeckDelivered):
             return c.on_deck_delivered(msg.back_colour)
         if isinstance(msg, ShoeLoaded):
