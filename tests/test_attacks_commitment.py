@@ -162,3 +162,60 @@ def test_a_shuffler_without_the_commitment_is_on_the_record_and_its_rounds_are_d
         assert "settle" in steps(journal)
         shuffler = [e.body for e in journal.entries("device") if e.body.get("source") == "shuffler"]
         assert shuffler and shuffler[0].get("missing") == ["commitment"]
+
+
+# -- what anyone can check from the public stream (tablectl audit check-stream) -------------------
+
+
+def stream(tmp_path) -> list[dict]:
+    from table.events import EventLog
+    with EventLog(tmp_path / "journal.sqlite3", "table") as log:
+        return list(log.replay(0))
+
+
+def test_the_public_stream_shows_each_deal_followed_its_shuffle(tmp_path):
+    from table.audit import check_stream
+    with table(tmp_path) as (ctl, sim, journal):
+        ctl.prepare()
+        for _ in range(2):
+            ctl.play_round()
+    events = stream(tmp_path)
+    result = check_stream(events)
+    assert result.ok, result.problems
+    assert result.shuffles == 2 and result.rounds == 2
+    opened = [e for e in events if e["type"] == "shuffle_opened"]
+    revealed = [e["seq"] for e in events if e["type"] == "dealer_revealed"]
+    settled = [e["seq"] for e in events if e["type"] == "round_settled"]
+    # published after the reveal (no card of the round is sealed any more, 816a.1), before the settlement
+    assert all(r < o["seq"] < s for r, o, s in zip(revealed, opened, settled))
+
+
+def test_a_stream_whose_settled_deal_did_not_follow_the_shuffle_fails_the_check(tmp_path):
+    """An operator who settles a round anyway, or edits the opening, is found from the stream."""
+    from table.audit import check_stream
+    with table(tmp_path) as (ctl, sim, journal):
+        ctl.prepare()
+        ctl.play_round()
+    events = stream(tmp_path)
+    opened = next(e for e in events if e["type"] == "shuffle_opened")
+    order = opened["data"]["order"]
+    swapped = dict(opened, data={**opened["data"], "order": [order[1], order[0], *order[2:]]})
+    problems = check_stream([swapped if e is opened else e for e in events]).problems
+    assert any("do not hash to its commitment" in p for p in problems)
+    # the opening left out, the round settled all the same
+    problems = check_stream([e for e in events if e is not opened]).problems
+    assert any("without the shuffle opened" in p for p in problems)
+
+
+def test_a_held_cold_deck_round_is_in_the_stream_as_not_followed_and_never_settled(tmp_path):
+    from table.audit import check_stream
+    with table(tmp_path, dealer=lambda sim: Hands(sim, at_load=lambda s, c: s.shoe.load(new_deck(c)))) as (
+            ctl, sim, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld):
+            ctl.play_round()
+    events = stream(tmp_path)
+    opened = [e["data"]["matched"] for e in events if e["type"] == "shuffle_opened"]
+    assert opened == [False]
+    assert "round_settled" not in [e["type"] for e in events]
+    assert check_stream(events).ok  # the table said so and held the round: nothing to fault it for
