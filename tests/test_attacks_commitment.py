@@ -219,3 +219,56 @@ def test_a_held_cold_deck_round_is_in_the_stream_as_not_followed_and_never_settl
     assert opened == [False]
     assert "round_settled" not in [e["type"] for e in events]
     assert check_stream(events).ok  # the table said so and held the round: nothing to fault it for
+
+
+# -- the conformance suite (devices/conformance/suite.py) ------------------------------------------
+
+
+def _commitment_check(bench):
+    from devices.conformance.suite import checks_for, run_check
+    return run_check(next(c for c in checks_for("shuffler") if c.name == "shuffle-commitment"), bench.target)
+
+
+def test_the_spec_shuffler_passes_the_commitment_check():
+    from devices.conformance.suite import PASS
+    from table.hil.conformance import InProcessBench
+    with InProcessBench(seed=5) as bench:
+        result = _commitment_check(bench)
+    assert result.outcome == PASS, result.detail
+
+
+def test_a_shuffler_whose_opening_is_not_its_commitment_fails_the_check(monkeypatch):
+    from devices.conformance.suite import FAIL
+    from protocols.messages import ShuffleOpening
+    from table.hil.conformance import InProcessBench
+    with InProcessBench(seed=5) as bench:
+        honest = bench.shuffler._open
+
+        def lying(commitment):
+            real = honest(commitment)
+            if not isinstance(real, ShuffleOpening):
+                return real
+            return ShuffleOpening(real.salt, (real.order[1], real.order[0], *real.order[2:]))  # a stacked top
+
+        monkeypatch.setattr(bench.shuffler, "_open", lying)
+        result = _commitment_check(bench)
+    assert result.outcome == FAIL and "is not the commitment" in result.detail
+
+
+def test_a_shuffler_that_opens_the_deck_inside_it_fails_the_check(monkeypatch):
+    from devices.conformance.suite import FAIL
+    from table.hil.conformance import InProcessBench
+    with InProcessBench(seed=5) as bench:
+        emu = bench.shuffler
+        monkeypatch.setattr(emu, "_open", lambda commitment: emu._committed[1] if emu._committed else None)
+        result = _commitment_check(bench)
+    assert result.outcome == FAIL and "deck inside" in result.detail
+
+
+def test_a_shuffler_without_the_commitment_fails_the_check_naming_the_residual_risk():
+    from devices.conformance.suite import FAIL
+    from table.hil.conformance import InProcessBench
+    with InProcessBench(seed=5) as bench:
+        bench.shuffler.commits, bench.shuffler.protocol = False, (1, 0)
+        result = _commitment_check(bench)
+    assert result.outcome == FAIL and "residual risk" in result.detail

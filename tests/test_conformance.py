@@ -36,7 +36,7 @@ def test_a_device_speaking_another_major_version_fails():
         results = by_id(run_suite(bench.target))
     for device in ("shuffler", "shoe"):
         assert results[f"{device}/protocol-version"].outcome == FAIL
-        assert "protocol 2.0" in results[f"{device}/protocol-version"].detail
+        assert "protocol 2." in results[f"{device}/protocol-version"].detail
         assert results[f"{device}/status"].outcome == FAIL  # the host refuses to talk to it at all
 
 
@@ -114,7 +114,8 @@ def test_tablectl_conformance_passes_standalone_emulators(bench):
     assert r.returncode == 0, r.stdout + r.stderr
     table = rows(r.stdout)
     assert set(table) == {c.id for c in CHECKS} and set(table.values()) == {"PASS"}
-    assert "20 checks: 20 passed, 0 failed, 0 skipped" in r.stdout and "RESULT: PASS" in r.stdout
+    n = len(CHECKS)
+    assert f"{n} checks: {n} passed, 0 failed, 0 skipped" in r.stdout and "RESULT: PASS" in r.stdout
     assert bench["shuffler"] in r.stdout
 
 
@@ -129,7 +130,7 @@ def test_without_hands_physical_checks_are_skipped_and_the_run_is_incomplete(pty
     assert outcomes["shuffler/shuffle-without-deck"]["outcome"] == "pass"
     assert {k for k, x in outcomes.items() if x["outcome"] == "skip"} == physical
     assert all("needs a person" in outcomes[k]["detail"] for k in physical)
-    assert report["summary"] == {"total": 20, "passed": 20 - len(physical), "failed": 0,
+    assert report["summary"] == {"total": len(CHECKS), "passed": len(CHECKS) - len(physical), "failed": 0,
                                  "skipped": len(physical), "verdict": "incomplete"}
 
 
@@ -141,7 +142,7 @@ def test_tablectl_conformance_fails_a_broken_emulator(tmp_path):
     table = rows(r.stdout)
     assert table["shoe/protocol-version"] == "FAIL"
     assert not any(k.startswith("shuffler/") for k in table)  # only the shoe was under test
-    assert "RESULT: FAIL" in r.stdout and "protocol 2.0" in r.stdout
+    assert "RESULT: FAIL" in r.stdout and "protocol 2." in r.stdout
 
 
 def test_tablectl_conformance_usage():
