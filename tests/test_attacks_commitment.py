@@ -272,3 +272,66 @@ def test_a_shuffler_without_the_commitment_fails_the_check_naming_the_residual_r
         bench.shuffler.commits, bench.shuffler.protocol = False, (1, 0)
         result = _commitment_check(bench)
     assert result.outcome == FAIL and "residual risk" in result.detail
+
+
+# -- a shuffler without the capability is said so (docs/drivers.md, "Capabilities") -----------------
+
+
+def test_residual_risk_is_named_for_a_shuffler_that_cannot_commit():
+    from devices.contract import FULL, WITHOUT_COMMITMENT
+    from table.procedure.commitment import RESIDUAL_RISK, residual_risk
+
+    class Plain:  # a plugin shuffler claiming the capability without open_shuffle
+        def shuffle(self):
+            pass
+
+    class Committing(Plain):
+        def open_shuffle(self, commitment):
+            raise NotImplementedError
+
+    assert residual_risk(WITHOUT_COMMITMENT) == RESIDUAL_RISK
+    assert residual_risk(FULL, Plain()) == RESIDUAL_RISK
+    assert residual_risk(FULL, Committing()) is None and residual_risk(FULL) is None
+    assert "cold deck" in RESIDUAL_RISK
+
+
+def test_config_check_warns_of_a_shuffler_driver_without_the_commitment(tmp_path, monkeypatch):
+    import textwrap
+
+    from click.testing import CliRunner
+
+    from table.cli import main
+    from tests.tables import table_toml
+
+    (tmp_path / "plain_shuffler.py").write_text(textwrap.dedent('''
+        from devices.contract import CONTRACT_VERSION, Capabilities, DriverKind
+
+        class Plugin:
+            name = "plain-shuffler"
+            contract_version = CONTRACT_VERSION
+            kinds = frozenset({DriverKind.SHUFFLER})
+            option_keys = frozenset()
+            def capabilities(self, kind, options):
+                return Capabilities()  # counts, no commitment
+            def check_options(self, kind, options):
+                pass
+            def open(self, request):
+                raise NotImplementedError
+
+        PLUGIN = Plugin()
+    '''))
+    info = tmp_path / "plain_shuffler-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plain-shuffler\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[threecard.devices]\nplain-shuffler = plain_shuffler:PLUGIN\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tmp_path / "spec.toml"
+    spec.write_text(table_toml("T-1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe"))
+    plain = tmp_path / "plain.toml"
+    plain.write_text(table_toml("T-1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe").replace(
+        '[devices.shuffler]\n', '[devices.shuffler]\ndriver = "plain-shuffler"\n'))
+    r = CliRunner().invoke(main, ["config", "check", str(plain)])
+    assert r.exit_code == 0, r.output
+    assert "plain-shuffler" in r.output and "does not commit to its shuffles" in r.output
+    r = CliRunner().invoke(main, ["config", "check", str(spec)])
+    assert r.exit_code == 0 and "commit" not in r.output
