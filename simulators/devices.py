@@ -112,7 +112,7 @@ class ShufflerEmulator(FirmwareEmulator):
     The shuffle commitment (SPEC §4.2.1): a deck that verifies complete is
     committed to (a fresh 16-byte salt from ``rng``, SHA-256 over salt and
     order) in ``DeckVerified``; ``OpenShuffle`` opens only the commitment of the
-    deck last delivered (:meth:`take`), never that of a deck inside.
+    deck last delivered with a commitment (:meth:`take`), never that of a deck inside.
     ``commitment=False`` is a protocol 1.0 shuffler: no commitment, and
     ``OpenShuffle`` is answered NOT_SUPPORTED.
     """
@@ -158,7 +158,9 @@ class ShufflerEmulator(FirmwareEmulator):
                 raise DeviceRefused("no verified deck to deliver")
             cards, self.cards = self.cards, None
             colour, self.colour, self.verified = self.colour, BackColour.NONE, False
-            self._delivered, self._committed = self._committed, None  # SPEC §4.2.1: now it may be opened
+            if self._committed is not None:  # SPEC §4.2.1: now it may be opened (an incomplete deck
+                self._delivered = self._committed  # taken out, never dealt, leaves the last one as it was)
+            self._committed = None
         self.emit(DeckDelivered(colour))
         return cards
 
