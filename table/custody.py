@@ -121,11 +121,12 @@ class CustodyViolation(Exception):
         super().__init__(f"{rule.value}: {detail} [{self.citation}]")
 
 
-def _commitment_of(snap: dict) -> bytes:
-    """A snapshot deck's shuffle commitment (hex, SPEC §4.2.1), ``b""`` for none or one
-    that does not read as 32 bytes (the round is then checked as without one)."""
+def commitment_from_hex(text: object) -> bytes:
+    """A journaled shuffle commitment (hex, SPEC §4.2.1: a ``DeckVerified``'s or a custody
+    snapshot's) as bytes; ``b""`` for none, or for text that does not read as 32 bytes
+    (a journal from before protocol 1.1, a damaged field: the deck then has none)."""
     try:
-        raw = bytes.fromhex(str(snap.get("commitment") or ""))
+        raw = bytes.fromhex(str(text or ""))
     except ValueError:
         return b""
     return raw if len(raw) == 32 else b""
@@ -234,7 +235,7 @@ class DeckCustody:
             deck = custody.decks[BackColour.parse(d["back_colour"])]
             custody.machines[deck.back_colour].set_state(d["place"], model=deck)
             deck.cards_read = set(d["cards_read"])
-            deck.commitment = _commitment_of(d)
+            deck.commitment = commitment_from_hex(d.get("commitment"))
             by_id[deck.deck_id] = deck
         custody.last_played = by_id.get(snap.get("last_played"))
         custody.in_play = by_id.get(snap.get("in_play"))

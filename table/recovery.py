@@ -23,7 +23,7 @@ from firmware_bridge.link import DeviceIdentity
 from protocols.cards import BackColour, Card
 from protocols.messages import DeckVerified
 
-from .custody import CustodyViolation, DeckCustody, DeckPlace
+from .custody import CustodyViolation, DeckCustody, DeckPlace, commitment_from_hex
 from .journal import Entry, Journal, SealError
 
 #: ``record(kind, **body)``: journal an entry (the controller's own writer).
@@ -261,7 +261,7 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
             elif name == "DeckVerified":
                 c.on_deck_verified(DeckVerified(colour, msg["card_count"], msg["foreign_count"],
                                                 _present(msg), frozenset(msg["duplicates"]),
-                                                _commitment(msg)))
+                                                commitment_from_hex(msg.get("commitment"))))
             elif name == "DeckDelivered":
                 c.on_deck_delivered(colour)
             elif name == "ShoeLoaded":
@@ -315,15 +315,6 @@ def _present(msg: dict[str, Any]) -> frozenset[int]:
     return frozenset(range(52)) - frozenset(msg["missing"])
 
 
-def _commitment(msg: dict[str, Any]) -> bytes:
-    """The shuffle commitment a journaled ``DeckVerified`` carried (hex; SPEC §4.2.1), or
-    ``b""`` (a 1.0 shuffler, a journal written before protocol 1.1, or hex that does not
-    read: then the round is checked as without one)."""
-    try:
-        raw = bytes.fromhex(str(msg.get("commitment") or ""))
-    except ValueError:
-        return b""
-    return raw if len(raw) == 32 else b""
 
 #: how far back (entries) a restart looks for the last round's bets: many rounds' worth
 LAST_BETS_WINDOW = 4096
