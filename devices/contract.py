@@ -66,6 +66,7 @@ from protocols.messages import (
     ShoeLoaded,
     ShufflerFault,
     ShufflerFaultCode,
+    ShuffleOpening,
     StatusReply,
 )
 
@@ -133,18 +134,32 @@ class Capabilities:
     again until then (SPEC §6.3); without it an event read but not yet journaled when
     the host dies is lost, so the driver acknowledges nothing the device could resend
     and the controller's restart finds the gap (held round) instead of the card.
+    ``commitment`` (a shuffler's; SPEC §4.2.1, protocol 1.1): the shuffler commits to
+    each verified deck's order (``DeckVerified.commitment``) and opens it for the deck
+    it last delivered (the driver's ``open_shuffle(commitment)`` ->
+    :class:`ShuffleOpening`, :class:`CommittingShuffler`); the table checks the deal
+    against it before settlement. Without it nothing proves the deck dealt is the
+    deck verified, in its order (a substituted "cold deck" of the right colour,
+    cards added on top, a card slipped back are found only as far as back colour
+    and counts find them): the table says so at start and in ``config check``.
+    False by default: a driver declares it only when it implements ``open_shuffle``.
     """
 
     draw_index: bool = True
     deck_count: bool = True
     resend: bool = True
+    commitment: bool = False
 
-    def missing(self) -> tuple[str, ...]:
-        """The names of the capabilities this device lacks, e.g. ``("draw_index",)``."""
-        return tuple(n for n in ("draw_index", "deck_count", "resend") if not getattr(self, n))
+    def missing(self, kind: "DriverKind | None" = None) -> tuple[str, ...]:
+        """The names of the capabilities this device lacks, e.g. ``("draw_index",)``;
+        for ``kind`` SHUFFLER the shuffle ``commitment`` too (a shoe has none to give)."""
+        names = ("draw_index", "deck_count", "resend") + (("commitment",) if kind is DriverKind.SHUFFLER else ())
+        return tuple(n for n in names if not getattr(self, n))
 
 
-FULL = Capabilities()
+FULL = Capabilities(commitment=True)
+#: a SPEC device of protocol 1.0: all but the shuffle commitment (SPEC §4.2.1)
+WITHOUT_COMMITMENT = Capabilities()
 
 
 class DriverError(LinkError):
@@ -223,6 +238,18 @@ class ShufflerDriver(ShoeDriver, Protocol):
     NO_DECK, BUSY, DOOR_OPEN, JAMMED)."""
 
     def shuffle(self) -> None: ...
+
+
+@runtime_checkable
+class CommittingShuffler(ShufflerDriver, Protocol):
+    """A shuffler driver with the ``commitment`` capability (SPEC §4.2.1):
+    ``open_shuffle(commitment)`` asks the device to open the 32-byte commitment its
+    ``DeckVerified`` carried for the deck it last delivered, and returns the
+    :class:`ShuffleOpening` (salt, order) exactly as the device gave it: the table,
+    not the driver, checks it. Raises :class:`RequestRefused` (UNKNOWN_COMMITMENT,
+    NOT_SUPPORTED) or another :class:`LinkError`."""
+
+    def open_shuffle(self, commitment: bytes) -> ShuffleOpening: ...
 
 
 @dataclass(frozen=True)
@@ -444,6 +471,7 @@ class EventLink:
 __all__ = [
     "CONTRACT_VERSION", "SUPPORTED_CONTRACT_VERSIONS", "ENTRY_POINT_GROUP", "NOTICE_KINDS", "EVENTS_BY_ROLE",
     "FULL", "DECK_SIZE",
+    "WITHOUT_COMMITMENT", "CommittingShuffler", "ShuffleOpening",
     "BackColour", "Capabilities", "Card", "CardDrawn", "CardUnreadable", "DeckDelivered", "DeckInserted",
     "DeckVerified", "DeviceEvent", "DeviceIdentity", "DeviceKind", "DeviceState", "DrawCounter", "DriverError",
     "DriverKind", "DriverLink", "DriverOptionError", "DriverPlugin", "EventLink", "FirmwareNotAllowed",

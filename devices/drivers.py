@@ -15,9 +15,9 @@ from typing import Callable, ClassVar, TypeVar
 
 from firmware_bridge.link import DeviceEvent, DeviceIdentity, Link, LinkConfig
 from firmware_bridge.factory import transport_for
-from protocols.messages import Ack, DeviceKind, GetStatus, Shuffle, StatusReply
+from protocols.messages import Ack, DeviceKind, GetStatus, OpenShuffle, Shuffle, ShuffleOpening, StatusReply
 
-from .contract import FULL, Capabilities
+from .contract import FULL, WITHOUT_COMMITMENT, Capabilities
 
 D = TypeVar("D", bound="DeviceDriver")
 
@@ -113,6 +113,24 @@ class Shuffler(DeviceDriver):
     """
 
     KIND = DeviceKind.SHUFFLER
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """FULL for a shuffler of protocol 1.1 or later; a 1.0 shuffler lacks the shuffle
+        commitment (SPEC §4.2.1): :data:`~devices.contract.WITHOUT_COMMITMENT`."""
+        ident = self.link.identity
+        if ident is not None and (ident.protocol_major, ident.protocol_minor) < (1, 1):
+            return WITHOUT_COMMITMENT
+        return FULL
+
+    def open_shuffle(self, commitment: bytes) -> ShuffleOpening:
+        """Ask the shuffler to open ``commitment`` (32 bytes), that of the deck it last
+        delivered (SPEC §4.2.1). Returns its :class:`ShuffleOpening` unchecked (the
+        table checks it). Raises ``RequestRefused`` (UNKNOWN_COMMITMENT: not the deck
+        last delivered; NOT_SUPPORTED: a 1.0 shuffler) or another ``LinkError``."""
+        reply = self.link.request(OpenShuffle(commitment), ShuffleOpening)
+        assert isinstance(reply, ShuffleOpening)
+        return reply
 
     def shuffle(self) -> None:
         """Start shuffling and verifying the deck inside. ``DeckVerified`` (or

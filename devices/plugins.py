@@ -166,4 +166,5 @@ def describe(driver: Any) -> dict[str, Any]:
     lacks, each with a weaker custody guarantee, docs/drivers.md). For the controller's
     ``device`` journal entry at each (re)connect."""
     caps = getattr(driver, "capabilities", FULL)
-    return {"driver": getattr(driver, "driver_name", "spec"), "missing": list(caps.missing())}
+    kind = DriverKind.SHUFFLER if callable(getattr(driver, "shuffle", None)) else DriverKind.SHOE
+    return {"driver": getattr(driver, "driver_name", "spec"), "missing": list(caps.missing(kind))}

@@ -14,13 +14,19 @@ Type byte ranges:
 * ``0x80..0xFF`` replies; a reply frame carries the SEQ of the frame it answers.
 
 Never in the catalogue: any message that asks for, or carries, the shuffled
-order of a deck. The host learns cards only as the shoe reads them as they
-are dealt (DESIGN.md; the 2023 Deck Mate 2 research).
+order of a deck *while it can matter*. The shuffler commits to each order
+when it verifies the deck (:class:`DeckVerified` ``commitment``, a salted
+SHA-256, :func:`shuffle_commitment`) and opens it (:class:`OpenShuffle` ->
+:class:`ShuffleOpening`) only for the deck it last delivered, which the
+table opens after the round dealt from it is decided and collects and
+reshuffles before it is dealt again (SPEC §4.2.1; the 2023 Deck Mate 2
+research).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import struct
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -29,7 +35,7 @@ from .cards import DECK_SIZE, BackColour, Card, bitmap_to_cards, cards_to_bitmap
 from .errors import CardError, MessageError, UnknownMessageType
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1  # 1.1: the shuffle commitment (SPEC §4.2.1)
 
 
 class DeviceKind(enum.IntEnum):
@@ -68,6 +74,8 @@ class NakCode(enum.IntEnum):
     INCOMPLETE = 20
     NOT_COMMITTED = 21
     DECK_PRESENT = 22
+    # the shuffle commitment (SPEC §4.2.1, protocol 1.1)
+    UNKNOWN_COMMITMENT = 23
 
 
 class ShufflerFaultCode(enum.IntEnum):
@@ -369,16 +377,38 @@ class DeckInserted(Message):
         return cls(_colour(payload[0]))
 
 
+#: bytes of the salt a shuffler draws for each commitment (SPEC §4.2.1)
+SALT_SIZE = 16
+#: bytes of a shuffle commitment: a SHA-256 digest (SPEC §4.2.1)
+COMMITMENT_SIZE = 32
+
+
+def shuffle_commitment(salt: bytes, order: "tuple[int, ...] | list[int]") -> bytes:
+    """The commitment to a shuffled deck's order (SPEC §4.2.1): SHA-256 over the
+    16-byte ``salt`` followed by the 52 card indices of ``order`` (SPEC §3.1), one
+    byte each, the card the shoe deals first first. 32 bytes. Raises
+    :class:`MessageError` for a salt of another size or an order that is not 52
+    card indices."""
+    if len(salt) != SALT_SIZE:
+        raise MessageError(f"a commitment's salt is {SALT_SIZE} bytes, got {len(salt)}")
+    if len(order) != DECK_SIZE or any(not 0 <= i < DECK_SIZE for i in order):
+        raise MessageError("a committed order is 52 card indices 0..51")
+    return hashlib.sha256(bytes(salt) + bytes(order)).digest()
+
+
 @_register
 @dataclass(frozen=True)
 class DeckVerified(Message):
     """Shuffler event: the deck was shuffled and counted.
 
-    Payload (17 bytes): ``back_colour`` u8, ``card_count`` u8 (cards counted,
+    Payload (17 or 49 bytes): ``back_colour`` u8, ``card_count`` u8 (cards counted,
     foreign ones included), ``foreign_count`` u8 (cards of another back colour),
     ``present`` 7-byte bitmap of the distinct cards of this deck's colour,
-    ``duplicates`` 7-byte bitmap of cards seen more than once. It never
-    carries the order of the deck.
+    ``duplicates`` 7-byte bitmap of cards seen more than once, then (protocol 1.1,
+    a deck that verifies complete) ``commitment``: 32 bytes, the
+    :func:`shuffle_commitment` to the order the deck leaves the shuffler in
+    (SPEC §4.2.1). ``b""``: no commitment (a 1.0 shuffler, or an incomplete deck).
+    It never carries the order itself.
     """
 
     TYPE: ClassVar[int] = 0x41
@@ -387,23 +417,28 @@ class DeckVerified(Message):
     foreign_count: int
     present: frozenset[int]
     duplicates: frozenset[int] = field(default_factory=frozenset)
+    commitment: bytes = b""
 
     def encode(self) -> bytes:
+        if len(self.commitment) not in (0, COMMITMENT_SIZE):
+            raise MessageError(f"a DeckVerified commitment is {COMMITMENT_SIZE} bytes or none")
         return (
             bytes((self.back_colour, self.card_count, self.foreign_count))
             + cards_to_bitmap(self.present)
             + cards_to_bitmap(self.duplicates)
+            + bytes(self.commitment)
         )
 
     @classmethod
     def decode(cls, payload: bytes) -> "DeckVerified":
-        _expect_len(cls, payload, 17)
+        if len(payload) not in (17, 17 + COMMITMENT_SIZE):
+            raise MessageError(f"DeckVerified payload must be 17 or {17 + COMMITMENT_SIZE} bytes, got {len(payload)}")
         try:
             present = bitmap_to_cards(payload[3:10])
             dups = bitmap_to_cards(payload[10:17])
         except CardError as exc:
             raise MessageError(f"bad DeckVerified bitmap: {exc}") from None
-        return cls(_colour(payload[0]), payload[1], payload[2], present, dups)
+        return cls(_colour(payload[0]), payload[1], payload[2], present, dups, bytes(payload[17:]))
 
     @property
     def complete(self) -> bool:
@@ -456,6 +491,65 @@ class ShufflerFault(Message):
             return cls(ShufflerFaultCode(payload[0]))
         except ValueError:
             raise MessageError(f"unknown shuffler fault code {payload[0]}") from None
+
+
+@_register
+@dataclass(frozen=True)
+class OpenShuffle(Message):
+    """Host → shuffler (protocol 1.1): open ``commitment`` (32 bytes), the commitment of
+    the deck the shuffler last delivered (SPEC §4.2.1). Answered by
+    :class:`ShuffleOpening`, or ``Nak`` UNKNOWN_COMMITMENT (not the deck last
+    delivered: a deck inside, being shuffled or verified, or any other) or
+    NOT_SUPPORTED (a shuffler without the commitment)."""
+
+    TYPE: ClassVar[int] = 0x11
+    commitment: bytes
+
+    def encode(self) -> bytes:
+        if len(self.commitment) != COMMITMENT_SIZE:
+            raise MessageError(f"OpenShuffle carries a {COMMITMENT_SIZE}-byte commitment")
+        return bytes(self.commitment)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "OpenShuffle":
+        _expect_len(cls, payload, COMMITMENT_SIZE)
+        return cls(bytes(payload))
+
+
+@_register
+@dataclass(frozen=True)
+class ShuffleOpening(Message):
+    """Reply to :class:`OpenShuffle` (SPEC §4.2.1). Payload (68 bytes): ``salt`` 16 bytes,
+    then ``order``: the 52 card indices (SPEC §3.1) of the delivered deck, the card the
+    shoe deals first first, each index once. :meth:`commitment` recomputes what
+    ``DeckVerified`` carried."""
+
+    TYPE: ClassVar[int] = 0x84
+    salt: bytes
+    order: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        self.commitment()  # checks the salt and the indices
+        if sorted(self.order) != list(range(DECK_SIZE)):
+            raise MessageError("a ShuffleOpening's order names each of the 52 cards once")
+        return bytes(self.salt) + bytes(self.order)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "ShuffleOpening":
+        _expect_len(cls, payload, SALT_SIZE + DECK_SIZE)
+        order = tuple(payload[SALT_SIZE:])
+        if sorted(order) != list(range(DECK_SIZE)):
+            raise MessageError("a ShuffleOpening's order names each of the 52 cards once")
+        return cls(bytes(payload[:SALT_SIZE]), order)
+
+    def commitment(self) -> bytes:
+        """:func:`shuffle_commitment` of this salt and order (32 bytes)."""
+        return shuffle_commitment(self.salt, self.order)
+
+    @property
+    def cards(self) -> tuple[Card, ...]:
+        """The order as cards, the first dealt first."""
+        return tuple(Card.from_index(i) for i in self.order)
 
 
 # --- shoe (SPEC §4.3) -------------------------------------------------------

@@ -21,6 +21,7 @@ from .cards import BackColour, Card
 from .firmware_image import HEADER_SIZE, FirmwareImage, ImageHeader, build_header, key_id_of
 from .frame import crc16, encode_frame
 from .messages import (
+    PROTOCOL_MINOR, OpenShuffle, ShuffleOpening, shuffle_commitment,
     Ack, CardDrawn, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, DeviceKind, DeviceState, Echo,
     EchoReply, FirmwareInfo, GetFirmwareInfo, GetStatus, Identify, IdentifyReply, Message, Nak, NakCode, ShoeEmpty,
     ShoeLoaded, Shuffle, ShufflerFault, ShufflerFaultCode, StatusReply, UpdateActivate, UpdateBegin, UpdateChunk,
@@ -40,6 +41,11 @@ GOLDEN_FOREIGN_SEED = b"threecard golden FOREIGN key, test".ljust(32, b".")[:32]
 #: The golden shoe's bootloader: its model and security version (firmware 1.0.0 in slot A).
 GOLDEN_MODEL = "SIM-SHOE"
 GOLDEN_SECURITY_VERSION = 1
+
+#: The golden shuffle commitment (SPEC §4.2.1): a published salt and an order (the
+#: deck in reverse index order, As first), what a vendor checks its SHA-256 against.
+GOLDEN_SALT = bytes(range(0xA0, 0xB0))
+GOLDEN_ORDER = tuple(range(51, -1, -1))
 
 
 def message_to_dict(msg: Message) -> dict[str, Any]:
@@ -82,6 +88,9 @@ def _examples() -> list[Message]:
         FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 0, 0), UpdateState.RECEIVING, UpdateResult.UPDATED, 173, 200),
         UpdateBegin(_golden_images()["good"][:HEADER_SIZE]), UpdateChunk(73, bytes(range(16))),
         UpdateCommit(), UpdateActivate(), UpdateOffset(173),
+        # the shuffle commitment (SPEC §4.2.1, protocol 1.1)
+        DeckVerified(red, 52, 0, frozenset(range(52)), frozenset(), shuffle_commitment(GOLDEN_SALT, GOLDEN_ORDER)),
+        OpenShuffle(shuffle_commitment(GOLDEN_SALT, GOLDEN_ORDER)), ShuffleOpening(GOLDEN_SALT, GOLDEN_ORDER),
     ]
 
 
@@ -164,7 +173,7 @@ def _update_exchanges() -> list[dict[str, Any]]:
         ex(name, UpdateChunk(start, image[start:end]), reply)
 
     ident = Identify(GOLDEN_SESSION)
-    ex("identify the shoe", ident, IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID))
+    ex("identify the shoe", ident, IdentifyReply(DeviceKind.SHOE, 1, PROTOCOL_MINOR, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID))
     ex("firmware info at power-up", GetFirmwareInfo(), FirmwareInfo(GOLDEN_MODEL, GOLDEN_SECURITY_VERSION, 0, (1, 0, 0)))
     ex("a chunk before any begin", UpdateChunk(73, b"x"), Nak(NakCode.NO_UPDATE))
     ex("a commit before any begin", UpdateCommit(), Nak(NakCode.NO_UPDATE))
@@ -198,7 +207,7 @@ def _update_exchanges() -> list[dict[str, Any]]:
     ex("after a power cut the device is not identified", GetStatus(), Nak(NakCode.NOT_IDENTIFIED),
        action="power cycle")
     ex("identify after the power cut: the old image, a new boot id", ident,
-       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 1))
+       IdentifyReply(DeviceKind.SHOE, 1, PROTOCOL_MINOR, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 1))
     chunk("a chunk without a begin in this boot", good, 183, 237, Nak(NakCode.NO_UPDATE))
     begin("begin the same image: the device resumes from flash", "good", UpdateOffset(183))
     chunk("a chunk overlapping what is held: only the new bytes are written", good, 173, 237, UpdateOffset(237))
@@ -210,7 +219,7 @@ def _update_exchanges() -> list[dict[str, Any]]:
     ex("activate: the device restarts into slot B once", UpdateActivate(), Ack(), action="unload")
     ex("the restarted device is not identified", GetStatus(), Nak(NakCode.NOT_IDENTIFIED))
     ex("identify: the new image reaches a handshake, which confirms it", ident,
-       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 2))
+       IdentifyReply(DeviceKind.SHOE, 1, PROTOCOL_MINOR, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 2))
     ex("firmware info: updated, security version raised to the image's", GetFirmwareInfo(),
        FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 0, 0), UpdateState.IDLE, UpdateResult.UPDATED))
     begin("an image the device took before is now a downgrade", "older_after_update", Nak(NakCode.DOWNGRADE))
@@ -221,7 +230,7 @@ def _update_exchanges() -> list[dict[str, Any]]:
     ex("activate it", UpdateActivate(), Ack())
     ex("a power cut before its first handshake", GetStatus(), Nak(NakCode.NOT_IDENTIFIED), action="power cycle")
     ex("identify: the device rolled back to the confirmed image", ident,
-       IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 4))
+       IdentifyReply(DeviceKind.SHOE, 1, PROTOCOL_MINOR, (1, 1, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID + 4))
     ex("firmware info: rolled back, the security version unchanged", GetFirmwareInfo(),
        FirmwareInfo(GOLDEN_MODEL, 2, 1, (1, 1, 0), (1, 2, 0), UpdateState.IDLE, UpdateResult.ROLLED_BACK))
     return out
@@ -256,10 +265,11 @@ def _wire(seq: int, msg: Message) -> str:
 def build_vectors() -> dict[str, Any]:
     """The golden vectors as a dict (what ``--write`` stores)."""
     ident = Identify(GOLDEN_SESSION)
-    shoe_id = IdentifyReply(DeviceKind.SHOE, 1, 0, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID)
-    shuf_id = IdentifyReply(DeviceKind.SHUFFLER, 1, 0, (1, 0, 0), "SHF-SIM-0001", GOLDEN_BOOT_ID)
+    shoe_id = IdentifyReply(DeviceKind.SHOE, 1, PROTOCOL_MINOR, (1, 0, 0), "SHOE-SIM-0001", GOLDEN_BOOT_ID)
+    shuf_id = IdentifyReply(DeviceKind.SHUFFLER, 1, PROTOCOL_MINOR, (1, 0, 0), "SHF-SIM-0001", GOLDEN_BOOT_ID)
+    golden_commit = shuffle_commitment(GOLDEN_SALT, GOLDEN_ORDER)
     return {
-        "protocol": "1.0",
+        "protocol": f"1.{PROTOCOL_MINOR}",
         "crc16_ccitt_false": [
             {"data": b"123456789".hex(), "crc": f"{crc16(b'123456789'):04x}"},
             {"data": "", "crc": f"{crc16(b''):04x}"},
@@ -298,7 +308,14 @@ def build_vectors() -> dict[str, Any]:
              "request": _wire(7, Echo(b"c"))[:-2] + "0000", "reply": None},
             {"name": "the same request with a good CRC is answered", "device": "any",
              "request": _wire(7, Echo(b"c")), "reply": _wire(7, EchoReply(b"c"))},
+            {"name": "no deck delivered: no commitment is opened", "device": "shuffler",
+             "request": _wire(8, OpenShuffle(golden_commit)), "reply": _wire(8, Nak(NakCode.UNKNOWN_COMMITMENT))},
+            {"name": "open a shuffle sent to a shoe", "device": "shoe",
+             "request": _wire(8, OpenShuffle(golden_commit)), "reply": _wire(8, Nak(NakCode.UNKNOWN_MESSAGE))},
         ],
+        # SPEC §4.2.1: SHA-256 over the salt then the 52 card indices, the first card dealt first.
+        "shuffle_commitment": {"salt": GOLDEN_SALT.hex(), "order": list(GOLDEN_ORDER),
+                               "commitment": golden_commit.hex()},
         # Device events after the host's Identify: the first event has device SEQ 0,
         # is sent again with the same bytes until the host ACKs that SEQ, and the
         # next event then takes SEQ 1 (SPEC §6.3).

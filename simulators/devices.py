@@ -3,7 +3,8 @@
 They hold physical cards (:class:`SimCard`: a card face and its back colour)
 and report only what the real devices' sensors would: the deck's back colour,
 the verification counts after a shuffle, and each card as it is drawn. The
-order of a shuffled deck never leaves the emulator.
+order of a shuffled deck leaves the shuffler only as a commitment when it is
+verified and, opened, for the deck it last delivered (SPEC §4.2.1).
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from protocols.messages import (
     Message,
     Nak,
     NakCode,
+    OpenShuffle,
     ShoeEmpty,
     ShoeLoaded,
     Shuffle,
     ShufflerFault,
     ShufflerFaultCode,
+    ShuffleOpening,
     StatusReply,
+    shuffle_commitment,
 )
 
 from .firmware import FirmwareEmulator
@@ -115,16 +119,29 @@ class ShufflerEmulator(FirmwareEmulator):
     (a uniform permutation from ``rng``) or ``"riffle1"``, a deliberately weak
     shuffle of one riffle (:func:`riffle_once`) for testing the host's
     randomness check (issue 7). Raises ``ValueError`` for another mode.
+
+    The shuffle commitment (SPEC §4.2.1): a deck that verifies complete is
+    committed to (a fresh 16-byte salt from ``rng``, SHA-256 over salt and
+    order) in ``DeckVerified``; ``OpenShuffle`` opens only the commitment of the
+    deck last delivered with a commitment (:meth:`take`), never that of a deck inside.
+    ``commitment=False`` is a protocol 1.0 shuffler: no commitment, and
+    ``OpenShuffle`` is answered NOT_SUPPORTED.
     """
 
     KIND = DeviceKind.SHUFFLER
     MODEL = "SIM-SHUFFLER"
 
     def __init__(self, port, *, rng: random.Random, serial_number: str = "SHF-SIM-0001", shuffle: str = "random",
-                 **kw) -> None:
+                 commitment: bool = True, **kw) -> None:
         if shuffle not in SHUFFLE_MODES:
             raise ValueError(f"shuffle mode {shuffle!r}: choose one of {', '.join(SHUFFLE_MODES)}")
+        if not commitment:
+            kw.setdefault("protocol", (1, 0))
         super().__init__(port, serial_number=serial_number, **kw)
+        self.commits = commitment
+        #: (commitment, opening) of the deck inside once verified, and of the deck last delivered
+        self._committed: tuple[bytes, ShuffleOpening] | None = None
+        self._delivered: tuple[bytes, ShuffleOpening] | None = None
         self.rng = rng
         self.shuffle_mode = shuffle
         self.cards: list[SimCard] | None = None
@@ -152,6 +169,9 @@ class ShufflerEmulator(FirmwareEmulator):
                 raise DeviceRefused("no verified deck to deliver")
             cards, self.cards = self.cards, None
             colour, self.colour, self.verified = self.colour, BackColour.NONE, False
+            if self._committed is not None:  # SPEC §4.2.1: now it may be opened (an incomplete deck
+                self._delivered = self._committed  # taken out, never dealt, leaves the last one as it was)
+            self._committed = None
         self.emit(DeckDelivered(colour))
         return cards
 
@@ -196,6 +216,8 @@ class ShufflerEmulator(FirmwareEmulator):
                 return Ack()
             self._shuffle_and_verify()
             return Ack()
+        if isinstance(msg, OpenShuffle):
+            return self._open(msg.commitment)
         return Nak(NakCode.UNKNOWN_MESSAGE)
 
     def _shuffle_and_verify(self) -> None:
@@ -224,6 +246,14 @@ class ShufflerEmulator(FirmwareEmulator):
                 self.shuffling = False
                 self.verified = False
         super().reboot()
+    def _open(self, commitment: bytes) -> Message:
+        """SPEC §4.2.1: the opening of the deck last delivered, and of no other (the deck
+        inside, shuffled or verified, is never opened)."""
+        if not self.commits:
+            return Nak(NakCode.NOT_SUPPORTED)
+        if self._delivered is None or self._delivered[0] != commitment:
+            return Nak(NakCode.UNKNOWN_COMMITMENT)
+        return self._delivered[1]
 
     def _verify(self) -> DeckVerified:
         """Count the deck as a real shuffler's reader does: per-card presence, not order."""
@@ -233,7 +263,15 @@ class ShufflerEmulator(FirmwareEmulator):
         duplicates = frozenset(i for i, n in seen.items() if n > 1)
         foreign = len(self.cards) - len(own)
         self.verified = True
-        return DeckVerified(self.colour, min(len(self.cards), 255), foreign, present, duplicates)
+        verified = DeckVerified(self.colour, min(len(self.cards), 255), foreign, present, duplicates)
+        self._committed = None
+        if self.commits and verified.complete:
+            # SPEC §4.2.1: the order the deck leaves in, first card dealt first, under a fresh salt
+            opening = ShuffleOpening(self.rng.getrandbits(128).to_bytes(16, "big"), tuple(own))
+            self._committed = (shuffle_commitment(opening.salt, opening.order), opening)
+            verified = DeckVerified(verified.back_colour, verified.card_count, foreign, present, duplicates,
+                                    self._committed[0])
+        return verified
 
 
 @dataclass
@@ -294,6 +332,17 @@ class ShoeEmulator(FirmwareEmulator):
             if not self.cards:
                 raise DeviceRefused("the shoe holds no deck to slip a card onto")
             self.cards.insert(0, card)
+
+    def slip_back(self, under: int = 1) -> SimCard:
+        """The dealer pushes the top card back into the shoe under the next ``under`` cards
+        (a peeked card kept from its place, a second deal), unread: no event, the shoe's
+        sensor reads a card only as it leaves. Returns the card moved."""
+        with self.lock:
+            if len(self.cards) <= under or under < 1:
+                raise DeviceRefused(f"the shoe holds {len(self.cards)} cards: none to slip under {under}")
+            card = self.cards.pop(0)
+            self.cards.insert(under, card)
+            return card
 
     def unload(self) -> list[SimCard]:
         """The dealer removes the undealt stub (no event: the shoe just goes empty)."""

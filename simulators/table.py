@@ -132,6 +132,8 @@ class SimulatedTable:
     the emulators' own waits and an unplug's duration run on
     (:class:`protocols.clock.VirtualClock` to compress them; real time by default).
     ``history``: how many drawn cards the dealer's ground truth keeps (None: all).
+    ``commitment``: the shuffler commits to its shuffles (SPEC §4.2.1); False is a
+    protocol 1.0 shuffler without the capability.
     """
 
     def __init__(
@@ -144,6 +146,7 @@ class SimulatedTable:
         shuffle: str = "random",
         clock: Clock = REAL_CLOCK,
         history: int | None = DRAWN_KEPT,
+        commitment: bool = True,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: choose one of {', '.join(TRANSPORTS)}")
@@ -174,7 +177,7 @@ class SimulatedTable:
             self.shoe_url = shoe_port.name
         self.clock = clock
         self.shuffler = ShufflerEmulator(shuffler_port, rng=rng, serial_number=SHUFFLER_SERIAL, shuffle=shuffle,
-                                         clock=clock)
+                                         clock=clock, commitment=commitment)
         self.shoe = ShoeEmulator(shoe_port, serial_number=SHOE_SERIAL, clock=clock)
         self.dealer = VirtualDealer(self.shuffler, self.shoe, colours, history)
 

@@ -59,7 +59,7 @@ __all__ = [
     "MqttSettings",
     "Event", "TableOpened", "TableRestarted", "RoundOpened", "BetsClosed", "CardDealt", "DecisionsFinal",
     "DealerRevealed", "RoundSettled", "RoundClosed", "RoundHeld", "RoundVoided", "CustodyViolation",
-    "Incident", "SupervisorAction", "EVENT_CLASSES", "event_from_dict",
+    "Incident", "SupervisorAction", "ShuffleCommitted", "ShuffleOpened", "EVENT_CLASSES", "event_from_dict",
 ]
 
 
@@ -255,10 +255,38 @@ class Checkpoint(Event):
         return self.signed.get("seq")
 
 
+@dataclass(frozen=True)
+class ShuffleCommitted(Event):
+    """The shuffler committed to a deck's order when it verified it (schema 1.5,
+    protocols/SPEC.md 4.2.1): ``deck_id``, ``back_colour``, ``commitment`` (SHA-256, hex)."""
+
+    TYPE: ClassVar[str] = "shuffle_committed"
+    deck_id: str | None = None
+    back_colour: str | None = None
+    commitment: str | None = None
+
+
+@dataclass(frozen=True)
+class ShuffleOpened(Event):
+    """The shuffler opened the commitment of the deck a round was dealt from, after the
+    reveal and before settlement (schema 1.5): ``salt`` (hex), ``order`` (the 52 cards,
+    the first dealt first), ``cards_checked`` and ``matched`` (false: held, never settled)."""
+
+    TYPE: ClassVar[str] = "shuffle_opened"
+    deck_id: str | None = None
+    back_colour: str | None = None
+    commitment: str | None = None
+    salt: str | None = None
+    order: list[str] = field(default_factory=list)
+    cards_checked: int = 0
+    matched: bool = False
+
+
 #: event type string -> dataclass
 EVENT_CLASSES: dict[str, type[Event]] = {c.TYPE: c for c in (
     TableOpened, TableRestarted, RoundOpened, BetsClosed, CardDealt, DecisionsFinal, DealerRevealed,
-    RoundSettled, RoundClosed, RoundHeld, RoundVoided, CustodyViolation, Incident, SupervisorAction, Checkpoint)}
+    RoundSettled, RoundClosed, RoundHeld, RoundVoided, CustodyViolation, Incident, SupervisorAction, Checkpoint,
+    ShuffleCommitted, ShuffleOpened)}
 
 
 def event_from_dict(d: dict[str, Any]) -> Event:

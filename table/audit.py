@@ -14,10 +14,13 @@ The same recipe in 20 lines is in ``docs/integration.md``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from protocols.cards import Card
 
 from .files import json_lines
 from .journal import check_signed
@@ -29,12 +32,14 @@ from .sealing import commitment
 class StreamCheck:
     """Outcome of :func:`check_stream`: ``problems`` (one line each; empty: it holds),
     ``rounds`` revealed or voided and checked, ``cards`` whose commitment was
-    opened and matched, ``checkpoints`` whose signature verified."""
+    opened and matched, ``checkpoints`` whose signature verified, ``shuffles``
+    whose opening matched the commitment published at the count (SPEC §4.2.1)."""
 
     problems: list[str] = field(default_factory=list)
     rounds: int = 0
     cards: int = 0
     checkpoints: int = 0
+    shuffles: int = 0
 
     @property
     def ok(self) -> bool:
@@ -49,6 +54,7 @@ def check_stream(events: Iterable[dict[str, Any]], public_keys: Iterable[Ed25519
     out = StreamCheck()
     committed: dict[str, dict[int, str]] = {}  # round -> draw index -> commitment
     seat_hands: dict[str, dict[str, list[str]]] = {}
+    ledger = _ShuffleLedger(out)
     last_seq = 0
     for ev in events:
         try:
@@ -60,6 +66,7 @@ def check_stream(events: Iterable[dict[str, Any]], public_keys: Iterable[Ed25519
         if isinstance(seq, int) and seq != last_seq + 1 and last_seq:
             out.problems.append(f"seq {seq} follows {last_seq}: the stream has a gap")
         last_seq = seq if isinstance(seq, int) else last_seq
+        ledger.see(etype, rid, data)
         if etype == "card_dealt" and data.get("commitment"):
             committed.setdefault(rid, {})[data.get("draw_index")] = data["commitment"]
         elif etype == "decisions_final":
@@ -75,6 +82,66 @@ def check_stream(events: Iterable[dict[str, Any]], public_keys: Iterable[Ed25519
             else:
                 out.problems.append(f"checkpoint event {seq}: {why}")
     return out
+
+
+class _ShuffleLedger:
+    """The shuffle commitments of a stream (SPEC §4.2.1): the last one published per back
+    colour, each round's colour and revealed cards, and whether its shuffle was opened
+    and matched; problems go to ``out``."""
+
+    def __init__(self, out: StreamCheck) -> None:
+        self.out = out
+        self.committed: dict[str, str] = {}  # back colour -> commitment (hex) at the last count
+        self.colour: dict[str, str] = {}  # round -> back colour of its cards
+        self.revealed: dict[str, dict[int, str]] = {}  # round -> draw index -> card opened
+        self.opened: dict[str, bool] = {}  # round -> its deal followed the shuffle
+
+    def see(self, etype: str, rid: str | None, data: dict[str, Any]) -> None:
+        """Take one event (never raises for a malformed one: a problem of the result)."""
+        try:
+            if etype == "shuffle_committed":
+                self.committed[str(data.get("back_colour"))] = str(data.get("commitment"))
+            elif etype == "card_dealt" and rid:
+                self.colour.setdefault(rid, str(data.get("back_colour")))
+            elif etype in ("dealer_revealed", "round_voided") and rid:
+                self.revealed[rid] = {int(o["draw_index"]): str(o["card"]) for o in data.get("openings", [])}
+            elif etype == "shuffle_opened":
+                self.opened[str(rid)] = self._check(rid, data)
+            elif etype == "round_settled" and rid:
+                self._settled(rid)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.out.problems.append(f"round {rid}: a malformed {etype} event ({type(exc).__name__})")
+
+    def _check(self, rid: str | None, data: dict[str, Any]) -> bool:
+        colour, commit = str(data.get("back_colour")), str(data.get("commitment"))
+        if self.committed.get(colour) != commit:
+            self.out.problems.append(f"round {rid}: the shuffle opened ({commit[:16]}...) is not the commitment "
+                                     f"published when the {colour} deck was counted")
+            return False
+        order = [Card.parse(c) for c in data["order"]]
+        if sorted(c.index for c in order) != list(range(52)):
+            self.out.problems.append(f"round {rid}: the shuffle opened does not name each of the 52 cards once")
+            return False
+        if hashlib.sha256(bytes.fromhex(data["salt"]) + bytes(c.index for c in order)).hexdigest() != commit:
+            self.out.problems.append(f"round {rid}: the shuffle's salt and order do not hash to its commitment")
+            return False
+        dealt = self.revealed.get(str(rid), {})
+        follows = all(0 <= i < 52 and str(order[i]) == card for i, card in dealt.items())
+        if follows != bool(data.get("matched")):
+            self.out.problems.append(f"round {rid}: the table says the deal {'did' if data.get('matched') else 'did not'}"
+                                     f" follow the shuffle, the opened cards say it {'did' if follows else 'did not'}")
+        if follows:
+            self.out.shuffles += 1
+        return follows
+
+    def _settled(self, rid: str) -> None:
+        colour = self.colour.get(rid)
+        if rid in self.opened:
+            if not self.opened[rid]:
+                self.out.problems.append(f"round {rid} was settled though its deal did not follow the shuffle")
+        elif colour in self.committed:
+            self.out.problems.append(f"round {rid} was settled from a {colour} deck with a shuffle commitment, "
+                                     "without the shuffle opened")
 
 
 def _check_round(out: StreamCheck, table_id: str, rid: str | None, openings: list[dict[str, Any]],

@@ -76,6 +76,7 @@ class Rule(str, enum.Enum):
     UNKNOWN_BACK_COLOUR = "unknown_back_colour"
     DECK_NOT_VERIFIED = "deck_not_verified"
     DECK_INCOMPLETE = "deck_incomplete"
+    DEAL_NOT_THE_SHUFFLE = "deal_not_the_shuffle"
     DECKS_NOT_ALTERNATING = "decks_not_alternating"
     SHOE_LOADED_WITH_DECK_JUST_PLAYED = "shoe_loaded_with_deck_just_played"
     OTHER_DECK_NOT_VERIFIED = "other_deck_not_verified"
@@ -96,6 +97,8 @@ CITATIONS = {
     Rule.UNKNOWN_BACK_COLOUR: "58 Pa. Code 649a.3(b) (only the table's two decks)",
     Rule.DECK_NOT_VERIFIED: "58 Pa. Code 649a.3(b) (deck shuffled in the device before play)",
     Rule.DECK_INCOMPLETE: "COMAR 36.05.03.27 C (a deck with a wrong count is removed)",
+    Rule.DEAL_NOT_THE_SHUFFLE: "58 Pa. Code 649a.3(b) (the deck shuffled and verified in the device is the deck "
+                               "dealt); 816a.1 (results verified before they are posted); protocols/SPEC.md 4.2.1",
     Rule.DECKS_NOT_ALTERNATING: "58 Pa. Code 649a.3(b) (decks alternate every round)",
     Rule.SHOE_LOADED_WITH_DECK_JUST_PLAYED: "58 Pa. Code 649a.3(b) (decks alternate every round)",
     Rule.OTHER_DECK_NOT_VERIFIED: "58 Pa. Code 649a.3(b) (one deck shuffled while the other is in play)",
@@ -125,17 +128,31 @@ class CustodyViolation(Exception):
         super().__init__(f"{rule.value}: {detail} [{self.citation}]")
 
 
+def commitment_from_hex(text: object) -> bytes:
+    """A journaled shuffle commitment (hex, SPEC §4.2.1: a ``DeckVerified``'s or a custody
+    snapshot's) as bytes; ``b""`` for none, or for text that does not read as 32 bytes
+    (a journal from before protocol 1.1, a damaged field: the deck then has none)."""
+    try:
+        raw = bytes.fromhex(str(text or ""))
+    except ValueError:
+        return b""
+    return raw if len(raw) == 32 else b""
+
+
 @dataclass(eq=False)
 class Deck:
     """One deck on the table: id, back colour, place (``state``), and ``cards_read``:
     the cards the shoe read from it since it was loaded (a round's deal, and any
     card that left the shoe before the round began: a card of the deck all the
-    same, so the deal reading it again is a duplicate)."""
+    same, so the deal reading it again is a duplicate). ``commitment``: the shuffler's
+    commitment to the order of its last verification (32 bytes; ``b""`` for none,
+    SPEC §4.2.1), checked before the round dealt from it is settled."""
 
     deck_id: str
     back_colour: BackColour
     state: str = P.OFF_TABLE.value
     cards_read: set[int] = field(default_factory=set)
+    commitment: bytes = b""
 
     @property
     def place(self) -> DeckPlace:
@@ -208,7 +225,7 @@ class DeckCustody:
         return {
             "decks": [
                 {"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state,
-                 "cards_read": sorted(d.cards_read)}
+                 "cards_read": sorted(d.cards_read), **({"commitment": d.commitment.hex()} if d.commitment else {})}
                 for d in self.decks.values()
             ],
             "last_played": self.last_played.deck_id if self.last_played else None,
@@ -225,6 +242,7 @@ class DeckCustody:
             deck = custody.decks[BackColour.parse(d["back_colour"])]
             custody.machines[deck.back_colour].set_state(d["place"], model=deck)
             deck.cards_read = set(d["cards_read"])
+            deck.commitment = commitment_from_hex(d.get("commitment"))
             by_id[deck.deck_id] = deck
         custody.last_played = by_id.get(snap.get("last_played"))
         custody.in_play = by_id.get(snap.get("in_play"))
@@ -279,6 +297,7 @@ class DeckCustody:
         """The shuffler counted the deck. Anything but 52 distinct cards of the
         deck's own colour takes the deck out of service (COMAR 36.05.03.27 C)."""
         deck = self.deck(event.back_colour)
+        deck.commitment = event.commitment if event.complete else b""  # SPEC §4.2.1: this shuffle's order
         if not event.complete:
             self._move(deck, "fail_verification")
             detail = (

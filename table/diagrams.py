@@ -31,7 +31,11 @@ MACHINES = {
                            "One round. Bets are placed while it is open for bets and frozen at `close_bets`; only "
                            "the seats with a wager are dealt ([bets.md](bets.md)). The dealer's hand is sealed "
                            "until `decisions_done` (58 Pa. Code 816a.1); `void` is a supervisor's, with a "
-                           "reason, before settle."),
+                           "reason, before settle. Between `dealer_reveal` and `settle` the shuffler opens the "
+                           "commitment it made when it verified the round's deck and the cards read must be the "
+                           "first cards of that order by draw index; if not (a substituted or stacked deck, cards "
+                           "added on top, a card slipped back) the round is held as `deal_not_the_shuffle` and "
+                           "never settled (protocols/SPEC.md §4.2.1, `table/procedure/commitment.py`)."),
 }
 
 

@@ -82,9 +82,10 @@ log = structlog.get_logger("table.events")
 #: the schema id carried by every event; the major version is in the name.
 SCHEMA = "threecard.events/1"
 #: semver of the event schema (``docs/schemas/``): minor = fields/types added.
-SCHEMA_VERSION = "1.5.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats;
+SCHEMA_VERSION = "1.6.0"  # 1.3.0: bets_closed's seats and wagers; decisions_final's Pair Plus-only seats;
 #                             1.4.0: checkpoint v3 (state_sha256: every byte of the checkpoint entry signed);
 #                             1.5.0: dealer_revealed's dealer_hand_name ("flush, king-jack-9")
+#                             1.6.0: shuffle_committed and shuffle_opened (protocols/SPEC.md 4.2.1)
 
 #: journal ``round`` steps that are published, and the event type each becomes.
 ROUND_STEPS = {
@@ -106,11 +107,14 @@ KINDS = {
     "incident": "incident",
     "supervisor": "supervisor_action",
     "checkpoint": "checkpoint",
+    "shuffle_commitment": "shuffle_committed",
+    "shuffle_opening": "shuffle_opened",
 }
 #: every public event type, in the order a round produces them.
 EVENT_TYPES = ("table_opened", "table_restarted", "round_opened", "bets_closed", "card_dealt",
                "decisions_final", "dealer_revealed", "round_settled", "round_closed", "round_held",
-               "round_voided", "custody_violation", "incident", "supervisor_action", "checkpoint")
+               "round_voided", "custody_violation", "incident", "supervisor_action", "checkpoint",
+               "shuffle_committed", "shuffle_opened")
 
 _KIND_SQL = "kind IN ({})".format(",".join(f"'{k}'" for k in ("round", *KINDS)))
 
@@ -291,6 +295,12 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         data = {"what": mask(body.get("what"))}
     elif etype == "checkpoint":  # the signed checkpoint: an anchor off the journal's own files
         data = dict(body.get("checkpoint", {}))
+    elif etype == "shuffle_committed":  # the shuffler's commitment at the count: no card (SPEC 4.2.1)
+        data = {"deck_id": body.get("deck"), "back_colour": body.get("back_colour"),
+                "commitment": body.get("commitment")}
+    elif etype == "shuffle_opened":  # journaled after the reveal: the round's cards are public (816a.1)
+        data = {"deck_id": body.get("deck"), **{k: body.get(k) for k in ("back_colour", "commitment", "salt", "order",
+                                                                         "cards_checked", "matched")}}
     else:  # supervisor_action: no card (a confirm_card may be a dealer card)
         data = {"action": body.get("action"), "supervisor": body.get("supervisor")}
         for k in ("new_deck_id", "replaces", "draw_index"):

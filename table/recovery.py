@@ -23,7 +23,7 @@ from firmware_bridge.link import DeviceIdentity
 from protocols.cards import BackColour, Card
 from protocols.messages import DeckVerified
 
-from .custody import CustodyViolation, DeckCustody, DeckPlace
+from .custody import CustodyViolation, DeckCustody, DeckPlace, commitment_from_hex
 from .journal import Entry, Journal, SealError
 
 #: ``record(kind, **body)``: journal an entry (the controller's own writer).
@@ -260,7 +260,8 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                 c.on_deck_inserted(colour)
             elif name == "DeckVerified":
                 c.on_deck_verified(DeckVerified(colour, msg["card_count"], msg["foreign_count"],
-                                                _present(msg), frozenset(msg["duplicates"])))
+                                                _present(msg), frozenset(msg["duplicates"]),
+                                                commitment_from_hex(msg.get("commitment"))))
             elif name == "DeckDelivered":
                 c.on_deck_delivered(colour)
             elif name == "ShoeLoaded":

@@ -69,8 +69,11 @@ def test_live_replay_resume_schema_and_sealing(tmp_path):
             seat2_replayed = list(log.replay(0, seat=2))
     reader.join(5)
 
-    # table_opened and its checkpoint; per round 2 + 12 cards + 4, and the signed checkpoint at its close
-    assert head == len(replayed) == 2 + 4 * 19
+    # table_opened and its checkpoint; per round 2 + 12 cards + 4, its shuffle opened, and the signed
+    # checkpoint at its close; and each deck's commitment at its count (SPEC 4.2.1), two before the first round
+    commitments = sum(e["type"] == "shuffle_committed" for e in replayed)
+    assert commitments >= 2 + 3
+    assert head == len(replayed) == 2 + 4 * 20 + commitments
     assert live == replayed  # live == replay, byte for byte
     assert first + resumed == replayed  # reconnect with resume_from: nothing missing or repeated
     assert_gapless(live)
@@ -79,7 +82,7 @@ def test_live_replay_resume_schema_and_sealing(tmp_path):
     assert_sealed(live)
     assert_sealed(seat2_replayed, seat=2)
     assert {e["table_id"] for e in live} == {"pit1-tcp-01"}
-    assert all(e["round_id"] for e in live if e["type"] not in ("table_opened", "checkpoint"))
+    assert all(e["round_id"] for e in live if e["type"] not in ("table_opened", "checkpoint", "shuffle_committed"))
     # The seat's channel has its own cards as they are dealt, nobody else's.
     mine = [e for e in seat2 if e.seat == 2]
     assert len(mine) == 12 and all(e.card for e in mine)
@@ -97,8 +100,8 @@ def test_event_from_dict_round_trip(tmp_path):
         t.events.wait_for(t.events.head, 5)
         events = [event_from_dict(d) for d in t.events.replay(0)]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [type(e).__name__ for e in events if e.TYPE != "checkpoint"][:3] == ["TableOpened", "RoundOpened",
-                                                                                "BetsClosed"]
+    assert [type(e).__name__ for e in events if e.TYPE not in ("checkpoint", "shuffle_committed")][:3] == [
+        "TableOpened", "RoundOpened", "BetsClosed"]
     assert all(e.ts.tzinfo is not None and e.table_id == "pit1-tcp-01" for e in events)
 
 

@@ -28,7 +28,7 @@ def test_handshake_reads_identity(sim):
         assert shuffler.identity.kind is DeviceKind.SHUFFLER
         assert shuffler.identity.serial_number == "SHF-SIM-0001"
         assert shuffler.identity.firmware_version == "1.0.0"
-        assert (shoe.identity.protocol_major, shoe.identity.protocol_minor) == (1, 0)
+        assert (shoe.identity.protocol_major, shoe.identity.protocol_minor) == (1, 1)
 
 
 @pytest.mark.parametrize("emulator", [(2, 0), (0, 9)], indirect=True)

@@ -11,6 +11,7 @@ from protocols.messages import (
     FirmwareInfo, GetFirmwareInfo, GetStatus, Identify, IdentifyReply, Nak, NakCode, ShoeEmpty, ShoeLoaded, Shuffle,
     ShufflerFault, ShufflerFaultCode, StatusReply, UpdateActivate, UpdateBegin, UpdateChunk, UpdateCommit,
     UpdateOffset, UpdateResult, UpdateState, catalogue, decode_message, encode_message,
+    OpenShuffle, ShuffleOpening, shuffle_commitment,
 )
 
 EXAMPLES = [
@@ -26,7 +27,24 @@ EXAMPLES = [
                                     UpdateResult.ROLLED_BACK, 1_048_713, 128),
     UpdateBegin(bytes(range(73))), UpdateChunk(0xFFFFFFF0, bytes(251)), UpdateCommit(), UpdateActivate(),
     UpdateOffset(73), Nak(NakCode.DECK_PRESENT),
+    DeckVerified(BackColour.RED, 52, 0, frozenset(range(52)), frozenset(), bytes(range(32))),
+    OpenShuffle(bytes(range(32))), ShuffleOpening(bytes(16), tuple(range(52))), Nak(NakCode.UNKNOWN_COMMITMENT),
 ]
+
+
+def test_a_shuffle_opening_recomputes_its_commitment_and_names_each_card_once():
+    """SPEC §4.2.1: SHA-256 over salt then the order; an order naming a card twice is not an opening."""
+    import hashlib
+    order = tuple(reversed(range(52)))
+    opening = ShuffleOpening(b"s" * 16, order)
+    assert opening.commitment() == hashlib.sha256(b"s" * 16 + bytes(order)).digest() == shuffle_commitment(
+        b"s" * 16, order)
+    assert opening.commitment() != ShuffleOpening(b"t" * 16, order).commitment()
+    doubled = bytes(16) + bytes([0, 0] + list(range(2, 52)))
+    with pytest.raises(MessageError):
+        decode_message(ShuffleOpening.TYPE, doubled)
+    with pytest.raises(MessageError):
+        decode_message(DeckVerified.TYPE, bytes(17 + 31))  # a commitment is 32 bytes or none
 
 
 def test_every_catalogue_message_has_an_example():

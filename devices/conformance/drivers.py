@@ -50,6 +50,8 @@ from ..contract import (
     RequestRefused,
     ShoeLoaded,
     ShufflerFault,
+    ShuffleOpening,
+    StatusReply,
 )
 from ..plugins import open_driver, prepare
 from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
@@ -155,7 +157,7 @@ def check_identity(ctx: DriverContext) -> str:
     cfg = drv.link.config
     expect(cfg.reconnect_wait_s >= 0 and cfg.retransmit_max_ms > 0, "link.config lacks the timings")
     st = status_ok(drv.status(), "status")
-    missing = ", ".join(drv.capabilities.missing()) or "none"
+    missing = ", ".join(drv.capabilities.missing(ctx.kind)) or "none"
     return (f"{ident.kind} {ident.serial_number} firmware {ident.firmware_version} boot {ident.boot_id:08x}; "
             f"status {st.state.name} {st.cards} cards; capabilities missing: {missing}")
 
@@ -312,6 +314,30 @@ def check_shuffle_verifies(ctx: DriverContext) -> str:
     return "DeckInserted, DeckVerified (52 present, none doubled or foreign), DeckDelivered, in order"
 
 
+def check_commitment(ctx: DriverContext) -> str:
+    """SPEC §4.2.1 through the driver: ``DeckVerified.commitment`` (32 bytes) for a complete
+    deck, and ``open_shuffle`` of it once delivered returns an opening that hashes to it.
+    A driver that does not declare the capability is skipped, naming the residual risk."""
+    if not ctx.capabilities.commitment:
+        raise NeedsOperator("the driver does not declare the shuffle commitment: the table runs without the "
+                            "check of the deal against the shuffle (docs/drivers.md, 'Capabilities')")
+    drv, events = ctx.open()
+    expect(callable(getattr(drv, "open_shuffle", None)), "the driver declares commitment but has no open_shuffle")
+    empty_shuffler(ctx, drv, events)
+    ctx.operator.insert_deck(BackColour.RED)
+    ctx.expect_event(drv, events, DeckInserted)
+    drv.shuffle()
+    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    expect(len(ver.commitment) == 32, f"DeckVerified of a complete deck carries {len(ver.commitment)} bytes of "
+                                      "commitment, expected 32")
+    ctx.operator.take_deck()
+    ctx.expect_event(drv, events, DeckDelivered)
+    opening = drv.open_shuffle(ver.commitment)
+    expect(isinstance(opening, ShuffleOpening), f"open_shuffle gave {type(opening).__name__}")
+    expect(opening.commitment() == ver.commitment, "the opening's SHA-256(salt || order) is not the commitment")
+    return f"commitment {ver.commitment.hex()[:16]}... opened after the delivery, hashing to it"
+
+
 def check_shuffle_refused(ctx: DriverContext) -> str:
     drv, events = ctx.open()
     empty_shuffler(ctx, drv, events)
@@ -375,6 +401,8 @@ DRIVER_CHECKS: tuple[DriverCheck, ...] = (
     DriverCheck("shuffler", "identity", "identity, link surface, status, capabilities", check_identity),
     DriverCheck("shuffler", "shuffle-verifies", "DeckInserted, DeckVerified 52, DeckDelivered in order",
                 check_shuffle_verifies),
+    DriverCheck("shuffler", "commitment", "DeckVerified's commitment opened by open_shuffle after the delivery "
+                "(SPEC 4.2.1)", check_commitment),
     DriverCheck("shuffler", "shuffle-refused", "shuffle() with no deck: RequestRefused NO_DECK", check_shuffle_refused),
     DriverCheck("shuffler", "resend", "an event not acknowledged comes back to a restarted host", _shuffler_resend),
     DriverCheck("shuffler", "reconnect", "cable pulled: link_down, link_up, same device", check_reconnect),

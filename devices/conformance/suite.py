@@ -61,6 +61,7 @@ from protocols.messages import (
     Message,
     Nak,
     NakCode,
+    COMMITMENT_SIZE,
     ShoeLoaded,
     Shuffle,
     StatusReply,
@@ -705,6 +706,50 @@ def check_shuffle_verifies(ctx: CheckContext) -> str:
     return f"{colour} deck shuffled and verified complete: 52 cards, no duplicates, none foreign"
 
 
+def check_shuffle_commitment(ctx: CheckContext) -> str:
+    """SPEC §4.2.1: a complete deck's DeckVerified carries a commitment; the deck inside is
+    never opened; once delivered, its opening hashes to the commitment and names each card
+    once; another commitment is refused."""
+    shuffler = ctx.driver()
+    assert isinstance(shuffler, Shuffler)
+    ident = shuffler.identity
+    expect(ident is not None and (ident.protocol_major, ident.protocol_minor) >= (1, 1),
+           f"protocol {ident.protocol_major}.{ident.protocol_minor} has no shuffle commitment (SPEC 4.2.1, 1.1): "
+           "the table runs with the residual risk docs/drivers.md names" if ident else "no identity")
+    st = shuffler.status()
+    if st.state is DeviceState.IDLE:
+        ctx.operator.insert_deck(BackColour.RED)
+        ctx.next_event(DeckInserted)
+    shuffler.shuffle()
+    verified = ctx.next_event(DeckVerified, ctx.target.shuffle_timeout_s)
+    expect(verified.complete, f"the deck did not verify complete: {verified}")
+    commitment = verified.commitment
+    expect(len(commitment) == COMMITMENT_SIZE, f"DeckVerified of a complete deck carries no commitment "
+                                               f"({len(commitment)} bytes, expected {COMMITMENT_SIZE})")
+    try:
+        shuffler.open_shuffle(commitment)
+        raise CheckFailed("the shuffler opened the order of the deck inside it, not yet delivered")
+    except RequestRefused as exc:
+        expect(exc.code is NakCode.UNKNOWN_COMMITMENT, f"OpenShuffle of the deck inside refused {exc.code}, "
+                                                        "expected UNKNOWN_COMMITMENT")
+    ctx.operator.take_deck()
+    ctx.next_event(DeckDelivered)
+    opening = shuffler.open_shuffle(commitment)
+    expect(opening.commitment() == commitment, "the opening's SHA-256(salt || order) is not the commitment "
+                                               "DeckVerified carried: a deal could not be checked against it")
+    again = shuffler.open_shuffle(commitment)
+    expect(again == opening, "a second OpenShuffle gave another opening")
+    other = bytes(b ^ 0xFF for b in commitment)
+    try:
+        shuffler.open_shuffle(other)
+        raise CheckFailed("the shuffler opened a commitment it never made")
+    except RequestRefused as exc:
+        expect(exc.code is NakCode.UNKNOWN_COMMITMENT, f"OpenShuffle of another commitment refused {exc.code}, "
+                                                        "expected UNKNOWN_COMMITMENT")
+    return (f"commitment {commitment.hex()[:16]}... in DeckVerified; refused while inside; opened after the "
+            "delivery, hashing to it; another commitment refused")
+
+
 def check_shuffle_without_deck(ctx: CheckContext) -> str:
     shuffler = ctx.driver()
     assert isinstance(shuffler, Shuffler)
@@ -836,6 +881,8 @@ CHECKS: tuple[Check, ...] = tuple(
             ("event-arq", "event resent until ACKed, then the next SEQ (SPEC 6.3)", check_shuffler_event_arq, True),
             ("shuffle-verifies", "Shuffle -> DeckVerified, 52 cards complete (SPEC 4.2)", check_shuffle_verifies,
              True),
+            ("shuffle-commitment", "DeckVerified commits to the order; opened only once delivered (SPEC 4.2.1)",
+             check_shuffle_commitment, True),
             ("shuffle-without-deck", "Shuffle with no deck -> NAK NO_DECK (SPEC 4.2)", check_shuffle_without_deck,
              True),
             *((name, title, _fault_check(dict(shuffler_faults.CHECKS)[name]), True)

@@ -167,7 +167,8 @@ def _verify_chain(archive_dir: str, journal: str | None, keys: list, anchors: li
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) -> None:
     """Check from the public stream alone that every revealed card is the one committed to
-    when it was dealt (STREAM: JSON lines from `tablectl events tail`; default stdin).
+    when it was dealt, and that each deal followed the shuffle committed to at the count
+    (STREAM: JSON lines from `tablectl events tail`; default stdin).
     """
     try:
         keys = [load_public_key(p) for p in public_keys]
@@ -185,10 +186,13 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
                                "was checked")
     if as_json:
         click.echo(json.dumps({"ok": result.ok, "rounds": result.rounds, "cards": result.cards,
-                               "checkpoints": result.checkpoints, "problems": result.problems}))
+                               "checkpoints": result.checkpoints, "shuffles": result.shuffles,
+                               "problems": result.problems}))
     elif result.ok:
         click.echo(f"OK: {result.rounds} round{'' if result.rounds == 1 else 's'}, {result.cards} "
                    f"card{'' if result.cards == 1 else 's'} opened their commitments"
+                   + (f", {result.shuffles} shuffle{'' if result.shuffles == 1 else 's'} opened and followed by "
+                      "the deal" if result.shuffles else "")
                    + (f", {result.checkpoints} checkpoints signed" if keys else ""))
     else:
         for p in result.problems:

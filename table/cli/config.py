@@ -39,9 +39,27 @@ def check_command(file: str) -> None:
         sys.exit(EXIT_INVALID)
     for why in cfg.unsafe_files():
         click.echo(f"{file}: warning: {why} (the service refuses to start so)", err=True)
+    why = _shuffler_risk(cfg)
+    if why is not None:
+        click.echo(f"{file}: warning: devices.shuffler.driver {cfg.devices.shuffler.driver!r}: {why}", err=True)
     decks = ", ".join(f"{d.id} {d.back_colour}" for d in cfg.decks)
     click.echo(f"{file}: valid: table {cfg.table.id}, {cfg.table.seats} seats, decks {decks}, "
                f"shuffler {cfg.devices.shuffler.url}, shoe {cfg.devices.shoe.url}")
+
+
+def _shuffler_risk(cfg) -> str | None:
+    """The residual risk of the config's shuffler driver when it does not declare the shuffle
+    commitment (docs/drivers.md, "Capabilities"); None when it does. The SPEC driver
+    declares it; a 1.0 SPEC shuffler is found only at start, by its protocol version."""
+    from devices.contract import DriverError
+    from devices.plugins import prepare
+    from table.procedure.commitment import residual_risk
+
+    try:
+        _, caps = prepare(cfg.devices.shuffler.driver, "shuffler", cfg.devices.shuffler.options)
+    except DriverError:
+        return None  # already a problem of the config (load_config checked the driver)
+    return residual_risk(caps)
 
 
 @exit_codes({

@@ -668,6 +668,7 @@ class _TableRun:
             stack.callback(drv.close)
             opened[kind] = drv
         shuffler, shoe = opened["shuffler"], opened["shoe"]
+        _say_residual_risk(shuffler)
         self.svc.devices_up(stack, shuffler, shoe)
         deck_ids = self.settings.deck_ids()
         custody = DeckCustody([(deck_ids[0], self.colours[0]), (deck_ids[1], self.colours[1])])
@@ -878,6 +879,20 @@ def _report_signer(journal: Journal) -> Any:
     from table.signed_report import sign_report
 
     return lambda rep: sign_report(rep, journal.key, journal.table_id)
+
+
+def _say_residual_risk(shuffler: Any) -> None:
+    """A shuffler that does not commit to its shuffles is said so at start, on stderr and
+    in the logs (its ``device`` journal entry names ``commitment`` missing): the risk the
+    table then runs with (docs/drivers.md, "Capabilities"; SPEC §4.2.1)."""
+    from devices.contract import WITHOUT_COMMITMENT, Capabilities
+    from table.procedure.commitment import residual_risk
+
+    caps = getattr(shuffler, "capabilities", WITHOUT_COMMITMENT)
+    why = residual_risk(caps if isinstance(caps, Capabilities) else WITHOUT_COMMITMENT, shuffler)
+    if why is not None:
+        click.echo(f"tablectl run: warning: {why}", err=True)
+        log.warning("shuffle_commitment_missing", risk=why)
 
 
 def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any, people_file: str | None,

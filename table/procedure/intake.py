@@ -352,6 +352,9 @@ class DeviceIntake:
             in_shoe = self.shoe_colour()
             if in_shoe is not None and in_shoe == msg.back_colour:
                 raise c.second_deck(msg.back_colour, "the shoe")
+            if deck.commitment:  # public before any card of it is dealt (SPEC §4.2.1): shuffle_committed
+                t.record("shuffle_commitment", deck=deck.deck_id, back_colour=str(deck.back_colour),
+                         commitment=deck.commitment.hex())
             return deck
         if isinstance(msg, DeckDelivered):
             return c.on_deck_delivered(msg.back_colour)

@@ -40,6 +40,7 @@ from ..rules.profiles import RulesProfile
 from ..rules.settlement import Tables, Wagers, settle_seat
 from ..rules.strategy import Decide
 from ..sealing import mask_cards
+from .commitment import ShuffleCommitment
 from .holds import Holds, deal_order
 from .intake import DeviceIntake
 from .table_day import OPEN_WHAT
@@ -155,6 +156,7 @@ class RoundPlay:
         if r.machine.state == "decisions":
             self._decisions(r)
         qualifies = self._reveal(r)
+        ShuffleCommitment(self.t, self.d, self.intake).check(r)  # the deal followed the shuffle (SPEC §4.2.1)
         self._settle(r)
         self._confirm_collect(r)
         self._collect(r)
