@@ -310,16 +310,35 @@ def report_csv(rep: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+#: how the floor page names the way a table went offline (``tables()``'s ``offline_why``)
+OFFLINE_WHY = {"will": "connection lost: the broker published the table's last will (a crash, a kill, "
+                       "its power or network gone)",
+               "stopped": "stopped: the table said it was going offline"}
+
+
 def tables(floor: Floor) -> list[dict[str, Any]]:
-    """Every table heard from: online, last heard, the notary's seq, open alarms. No money."""
-    seen = floor.store.query("SELECT table_id, floor, online, last_seen FROM tables_seen ORDER BY table_id")
+    """Every table heard from: online, last heard, the notary's seq, open alarms. No money.
+    An offline table has ``offline_since`` (the floor's time when it learned it, UTC ISO
+    8601: not the table's, which cannot say when it died) and ``offline_why``
+    (:data:`OFFLINE_WHY`: its connection's last will, or its own clean stop)."""
+    seen = floor.store.query("SELECT table_id, floor, online, last_seen, status FROM tables_seen ORDER BY table_id")
     notary = dict(floor.store.query("SELECT table_id, seq FROM notary"))
     alarms: dict[str, int] = {}
     for t, n in floor.store.query("SELECT table_id, COUNT(*) FROM alarms GROUP BY table_id"):
         alarms[t] = int(n)
     known = {t for t, *_ in seen}
-    out = [{"table_id": t, "floor": f, "online": bool(o), "last_seen": ls, "notary_seq": notary.get(t),
-            "alarms": alarms.get(t, 0)} for t, f, o, ls in seen]
+    out = []
+    for t, f, o, ls, text in seen:
+        row = {"table_id": t, "floor": f, "online": bool(o), "last_seen": ls, "notary_seq": notary.get(t),
+               "alarms": alarms.get(t, 0)}
+        if not o:
+            try:
+                status = json.loads(text) if text else {}
+            except (ValueError, RecursionError):
+                status = {}
+            will = isinstance(status, dict) and status.get("will") is True
+            row.update(offline_since=ls, offline_why=OFFLINE_WHY["will" if will else "stopped"])
+        out.append(row)
     out += [{"table_id": t, "floor": None, "online": False, "last_seen": None, "notary_seq": s, "alarms": alarms.get(t, 0)}
             for t, s in sorted(notary.items()) if t not in known]
     return out

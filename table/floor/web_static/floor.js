@@ -27,11 +27,14 @@ async function loadTables() {
   const {status, body} = await api("/api/v1/floor/tables");
   if (status !== 200) return;
   const ul = $("tables");
-  ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id},
+  ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id, "data-state": t.online ? "online" : "offline"},
     el("div", {class: "name"}, t.table_id, " ",
        el("span", {class: "badge " + (t.online ? "online" : "offline")}, t.online ? "online" : "offline")),
     el("div", {class: "muted"}, (t.floor ? "pit " + t.floor + " · " : "") + "checkpoint " + (t.notary_seq ?? "none") +
-       " · alarms " + t.alarms))));
+       " · alarms " + t.alarms),
+    // when the floor learned it (its own clock: the table cannot say when it died) and how
+    t.offline_since ? el("div", {class: "muted offline-why"}, "offline since " + t.offline_since +
+       " (the floor's time) · " + t.offline_why) : "")));
   $("tables-empty").hidden = body.tables.length > 0;
 }
 let reportAsked = 0;  // the newest report asked for: a slower answer to an older ask is dropped
