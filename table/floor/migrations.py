@@ -19,7 +19,8 @@ several floor processes can write the same message without a duplicate):
 * ``alarms``: the floor's own (a refused checkpoint, forged messages) and the tables'
   (their status's alarms), by a digest of what they say.
 * ``day_reports``: the tables' signed day reports when they publish them.
-* ``notes``: fluctuation investigation notes, who wrote them, hash-chained.
+* ``notes``: fluctuation investigation notes, who wrote them, hash-chained, and (2)
+  signed by the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             note_id TEXT PRIMARY KEY, n BIGINT NOT NULL UNIQUE, table_id TEXT, gaming_day TEXT,
             author TEXT NOT NULL, role TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL,
             prev_hash TEXT NOT NULL)""",
+    ]),
+    (2, "notes signed by the floor key", [
+        "ALTER TABLE notes ADD COLUMN key_id TEXT",
+        "ALTER TABLE notes ADD COLUMN sig TEXT",
     ]),
 ]
 

@@ -64,6 +64,11 @@ async function loadReport() {
       el("div", {class: "name"}, (x.table_id || "floor") + " · " + x.kind), el("div", {}, x.text),
       el("div", {class: "muted"}, x.ts))));
     $("alarms-empty").hidden = a.body.alarms.length > 0;
+    // the floor's own record (its signed notes), checked at this ask: an edit is shown above the alarms
+    const rec = a.body.record || {holds: true, problems: []};
+    $("record-broken").hidden = rec.holds;
+    $("record-broken").replaceChildren(el("strong", {}, "The floor's record was edited: "),
+      ...rec.problems.map((p) => el("div", {}, p)));
   }
 }
 function fluctuation(f) {
