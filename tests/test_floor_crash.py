@@ -25,7 +25,7 @@ from table.interfaces.pit import PitBoard
 from table.journal import Journal
 from table.keys import generate, load_public_key, save
 
-from floor_helpers import broker, needs_mosquitto, rows, running_floor  # noqa: F401  (broker: a fixture)
+from floor_helpers import broker, database, needs_mosquitto, pg_cluster, rows, running_floor  # noqa: F401  (fixtures)
 
 pytestmark = [needs_mosquitto, pytest.mark.timeout(120)]
 
@@ -123,7 +123,7 @@ def forged_alarms(floor) -> list:
     return rows(floor, "SELECT kind, text FROM alarms WHERE kind = 'forged_message'")
 
 
-def crash_and_restart(tmp_path, broker, check_kill) -> None:  # noqa: F811
+def crash_and_restart(tmp_path, broker, database, check_kill) -> None:  # noqa: F811
     table = TableProcess(tmp_path / "table", broker.port)
     keys = tmp_path / "keys"
     keys.mkdir()
@@ -131,7 +131,7 @@ def crash_and_restart(tmp_path, broker, check_kill) -> None:  # noqa: F811
     board = PitBoard(PIT, {TABLE: load_public_key(keys / f"{TABLE}.pub")})
     tap = StatusTap(broker.port, board)
     try:
-        with running_floor(str(tmp_path / "floor.sqlite3"), keys, broker.port) as floor:
+        with running_floor(database, keys, broker.port) as floor:
             table.start()
             assert floor.wait_for(lambda: floor_state(floor).get("online") is True, 20), floor.counts
             assert tap.wait(lambda: board.tables[TABLE].online is True)
@@ -173,8 +173,9 @@ def crash_and_restart(tmp_path, broker, check_kill) -> None:  # noqa: F811
         tap.close()
 
 
-def test_a_killed_table_shows_offline_not_forged_and_a_replayed_online_does_not_revive_it(tmp_path, broker):  # noqa: F811
-    crash_and_restart(tmp_path, broker, lambda took: None)
+def test_a_killed_table_shows_offline_not_forged_and_a_replayed_online_does_not_revive_it(
+        tmp_path, broker, database):  # noqa: F811
+    crash_and_restart(tmp_path, broker, database, lambda took: None)
 
 
 @pytest.mark.alone  # bounds wall time: run apart from the parallel run
@@ -183,4 +184,41 @@ def test_a_killed_table_shows_offline_on_the_floor_and_the_pit_within_5_s(tmp_pa
         print(f"offline on the floor and the pit {took:.2f} s after SIGKILL")
         assert took < 5.0
 
-    crash_and_restart(tmp_path, broker, within_5_s)
+    crash_and_restart(tmp_path, broker, str(tmp_path / "floor.sqlite3"), within_5_s)
+
+
+def _status(key, ts: str, session: str, online: bool, will: bool = False) -> tuple[str, bytes]:
+    from table.interfaces.mqtt import sign_message
+
+    topic = topics(PIT, TABLE)[1]
+    body = {"schema": "threecard.status/1", "table_id": TABLE, "floor": PIT, "online": online, "ts": ts,
+            "head_seq": 1, "session": session}
+    if will:
+        body["will"] = True
+    return topic, sign_message(key, topic, body).encode()
+
+
+def test_a_restarted_floor_still_refuses_the_dead_connections_status_and_ignores_an_earlier_will(tmp_path):
+    from table.floor.ingest import Floor
+    from table.floor.store import open_store
+
+    key = generate()
+    t = "2026-12-06T10:00:{:02d}.000000+00:00"
+    will_a = _status(key, t.format(0), "a", False, will=True)  # signed at A's connect
+    online_a = _status(key, t.format(5), "a", True)
+    store = open_store(str(tmp_path / "floor.sqlite3"))
+    try:
+        floor = Floor(store, {TABLE: key.public}).start()
+        assert floor.receive(*online_a) and floor.receive(*will_a)
+        assert floor.wait_idle(10) and floor_state(floor)["online"] is False and floor.counts.forged == 0
+        floor.close()
+        again = Floor(store, {TABLE: key.public}).start()  # seeded from the database: the will is the last
+        assert not again.receive(*online_a)  # A died after it: a replay, refused
+        assert again.receive(*will_a)  # the retained will after a restart: nothing new
+        assert again.receive(*_status(key, t.format(9), "b", True))  # the table's next connect
+        assert again.receive(*will_a)  # A's will again, now B is the connection: genuine, nothing to show
+        assert again.wait_idle(10) and floor_state(again)["online"] is True
+        assert again.counts.forged == 1 and [k for k, _ in forged_alarms(again)] == ["forged_message"]
+        again.close()
+    finally:
+        store.close()
