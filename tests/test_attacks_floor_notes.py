@@ -12,7 +12,7 @@ import stat
 import pytest
 
 from table.floor.config import parse_floor_config
-from table.floor.record import ALARM_KIND, check_notes, note_hash
+from table.floor.record import ALARM_KIND, RecordCheck, check_notes, note_hash
 from table.floor.reports import notes_chain_holds
 from table.floor.service import FloorService
 from table.interfaces.auth import PeopleFile
@@ -146,3 +146,29 @@ def test_a_floor_with_no_key_makes_one_0600_and_keeps_it(tmp_path, floor_with_no
     rows = service.floor.store.query("SELECT key_id, sig FROM notes ORDER BY n")
     assert rows and all(kid == service.floor_key.key_id and len(sig) == 88 for kid, sig in rows)
     assert json.dumps(rows)  # plain text columns
+
+
+def test_an_edited_floor_alarm_is_an_alarm_on_the_page_and_at_start(tmp_path, floor_with_notes):
+    """The floor's own alarms (a refused message here) are signed too: one whose words are
+    changed in the database (to hide what was refused) is a record alarm."""
+    service, token = floor_with_notes
+    store = service.floor.store
+    assert not service.floor.receive(f"threecard/pit1/{TABLE}/status", b'{"not": "signed"}')  # refused: an alarm
+    assert service.floor.wait_idle(10)
+    (aid, text), = store.query("SELECT alarm_id, text FROM alarms WHERE kind = 'forged_message'")
+    status, page = call(service.server, "/api/v1/floor/alarms", token=token)
+    assert page["record"] == {"holds": True, "problems": []}
+    with store.transaction() as tx:
+        tx.execute("UPDATE alarms SET text = ? WHERE alarm_id = ?", ("a test message, nothing to see", aid))
+    status, page = call(service.server, "/api/v1/floor/alarms", token=token)
+    assert page["record"]["holds"] is False
+    assert any(f"alarm {aid}" in p and "changed after the floor signed it" in p for p in page["record"]["problems"])
+    service.close()
+    sqlite_rows(tmp_path)(f"DELETE FROM alarms WHERE kind = '{ALARM_KIND}'")
+    again = FloorService(config(tmp_path)).start()
+    try:
+        assert any(p.alarm_id == aid for p in again.record_problems)
+        assert any(aid in text for text in record_alarms(again.store))
+        assert RecordCheck(again.floor_key.public).check(again.store)  # still there: the row stays edited
+    finally:
+        again.close()

@@ -65,9 +65,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.interfaces.mqtt import ForgedMessage, ReceiverLoop, StatusMark, order_status, verify_message
 from table.journal import check_signed
-from table.keys import key_id as key_id_of
+from table.keys import TableKey, key_id as key_id_of
 
 from .notary import judge
+from .record import insert_alarm
 from .store import Store, StoreError, Tx
 
 log = structlog.get_logger("table.floor")
@@ -158,13 +159,15 @@ class Floor:
 
     ``keys``: table id -> public key (``TABLE_ID.pub``; only these tables are believed);
     ``day``: the :class:`GamingDay`; ``queue_max``: messages waiting for the writer;
-    ``batch_max``: messages per transaction. :meth:`start` starts the writer,
-    :meth:`close` drains and stops it. ``counts``: :class:`Counts`.
+    ``batch_max``: messages per transaction; ``key``: the floor key, which signs the
+    floor's own alarms (:mod:`table.floor.record`; None: unsigned, for a bench). :meth:`start`
+    starts the writer, :meth:`close` drains and stops it. ``counts``: :class:`Counts`.
     """
 
     def __init__(self, store: Store, keys: dict[str, Ed25519PublicKey], *, day: GamingDay = GamingDay(),
-                 queue_max: int = 20_000, batch_max: int = 2_000) -> None:
+                 queue_max: int = 20_000, batch_max: int = 2_000, key: TableKey | None = None) -> None:
         self.store = store
+        self.key = key
         self.keys = dict(keys)
         self.day = day
         self.counts = Counts()
@@ -389,9 +392,10 @@ class Floor:
 
     def _alarm(self, tx: Tx, aid: str, table: str | None, source: str, kind: str, text: str,
                detail: dict[str, Any]) -> None:
-        tx.execute("INSERT INTO alarms (alarm_id, table_id, source, kind, text, ts, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                   " ON CONFLICT (alarm_id) DO NOTHING",
-                   (aid, table, source, kind, text[:1000], _now(), json.dumps(detail, separators=(",", ":"))[:8000]))
+        # the floor's own alarms are signed by its key (table.floor.record); a table's are its own word
+        insert_alarm(tx, self.key if source == "floor" else None,
+                     {"alarm_id": aid, "table_id": table, "source": source, "kind": kind, "text": text[:1000],
+                      "ts": _now(), "detail": json.dumps(detail, separators=(",", ":"))[:8000]})
 
     def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> None:
         now = _now()

@@ -17,7 +17,8 @@ several floor processes can write the same message without a duplicate):
   completed at ``round_settled`` (the players' net) or ``round_voided``.
 * ``incidents``: incidents, custody violations, held and voided rounds, by (table, seq).
 * ``alarms``: the floor's own (a refused checkpoint, forged messages) and the tables'
-  (their status's alarms), by a digest of what they say.
+  (their status's alarms), by a digest of what they say; (3) the floor's own signed by
+  the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
 * ``day_reports``: the tables' signed day reports when they publish them.
 * ``notes``: fluctuation investigation notes, who wrote them, hash-chained, and (2)
   signed by the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
@@ -64,6 +65,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (2, "notes signed by the floor key", [
         "ALTER TABLE notes ADD COLUMN key_id TEXT",
         "ALTER TABLE notes ADD COLUMN sig TEXT",
+    ]),
+    (3, "the floor's own alarms signed by the floor key", [
+        "ALTER TABLE alarms ADD COLUMN key_id TEXT",
+        "ALTER TABLE alarms ADD COLUMN sig TEXT",
     ]),
 ]
 

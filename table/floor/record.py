@@ -1,4 +1,4 @@
-"""The floor's own record, signed with the floor's key: its investigation notes.
+"""The floor's own record, signed with the floor's key: its investigation notes and its own alarms.
 
 What the tables send is signed by them; what the floor writes itself (a pit boss's or
 floor manager's note on a fluctuation) is signed by the floor key (``[floor] key_file``,
@@ -10,15 +10,24 @@ database but does not hold the floor key cannot change a note's words, author, r
 table, day or time, nor take a note out of the middle, nor put one in, without
 :func:`check_notes` saying so.
 
-:func:`check_notes` runs when the floor starts (:class:`table.floor.service.FloorService`)
-and each time the floor page asks for its alarms or notes; each problem is an alarm row
-(kind ``floor_record_edited``, source ``floor``; :func:`raise_alarms`) and logged. The
-alarm comes back at the next check if its row is deleted: it is derived from the notes
-as they stand.
+The floor's own alarms (source ``floor``: a refused checkpoint, a refused message, a
+record edited) are signed the same way, each row on its own (``key_id``, ``sig`` over
+``b"threecard.floor-alarm/1\n"`` + the SHA-256 of its canonical JSON, :func:`alarm_hash`):
+one changed in the database (its words, its table, its time) fails :func:`check_alarms`.
+The tables' alarms (source ``table``) are the tables' word, copied from their signed
+statuses, and not signed again.
+
+:class:`RecordCheck` (both checks) runs when the floor starts
+(:class:`table.floor.service.FloorService`) and each time the floor page asks for its
+alarms or notes; each problem is an alarm row (kind ``floor_record_edited``, source
+``floor``; :func:`raise_alarms`) and logged. The alarm comes back at the next check if
+its row is deleted: it is derived from the record as it stands.
 
 What it cannot see: the newest notes taken off the end (the chain then still holds; the
-log line ``floor_note`` of each note, shipped off the machine, is the record of them).
-Notes signed with an earlier floor key fail the check after a rotation.
+log line ``floor_note`` of each note, shipped off the machine, is the record of them),
+and an alarm row deleted (each is logged when raised). Notes and alarms signed with an
+earlier floor key fail the check after a rotation; floors sharing one database share
+one floor key (the tables check the notary's answers against one key too).
 
 :func:`floor_key` loads the floor key, or makes one when there is none yet (the file
 created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, mode 0600, linked into place whole:
@@ -48,6 +57,9 @@ from .store import Store
 log = structlog.get_logger("table.floor.record")
 
 NOTE_DOMAIN = b"threecard.floor-note/1\n"
+ALARM_DOMAIN = b"threecard.floor-alarm/1\n"
+#: the fields of an alarm row its hash covers
+ALARM_FIELDS = ("alarm_id", "table_id", "source", "kind", "text", "ts", "detail")
 #: the fields of a note its hash covers (every column but its signature)
 NOTE_FIELDS = ("n", "note_id", "table_id", "gaming_day", "author", "role", "text", "ts", "prev_hash")
 ALARM_KIND = "floor_record_edited"
@@ -65,14 +77,42 @@ def sign_note(key: TableKey, note: dict[str, Any]) -> dict[str, str]:
     return {"key_id": key.key_id, "sig": base64.b64encode(sig).decode()}
 
 
+def alarm_hash(alarm: dict[str, Any]) -> str:
+    """The SHA-256 (hex) of an alarm row's canonical JSON (:data:`ALARM_FIELDS`, keys sorted)."""
+    body = {k: alarm[k] for k in ALARM_FIELDS}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sign_alarm(key: TableKey, alarm: dict[str, Any]) -> dict[str, str]:
+    """``{"key_id", "sig"}`` for an alarm row (its :data:`ALARM_FIELDS`), signed by the floor ``key``."""
+    sig = key.sign(ALARM_DOMAIN + alarm_hash(alarm).encode())
+    return {"key_id": key.key_id, "sig": base64.b64encode(sig).decode()}
+
+
 @dataclass(frozen=True)
 class RecordProblem:
-    """One thing wrong with the floor's record: the note numbered ``n`` (of ``table_id``,
-    as stored) and ``why``, one line."""
+    """One thing wrong with the floor's record: the note numbered ``n`` (or, with
+    ``alarm_id``, that floor alarm; ``n`` 0) of ``table_id`` as stored, and ``why``, one line."""
 
     n: int
     table_id: str | None
     why: str
+    alarm_id: str | None = None
+
+
+def _signature_holds(public: Ed25519PublicKey, kid: str, row: dict[str, Any], signed: bytes) -> str | None:
+    """None when ``row``'s ``key_id``/``sig`` sign ``signed`` with ``public`` (id ``kid``), else why not."""
+    if not row["sig"]:
+        return "carries no floor signature"
+    if row["key_id"] != kid:
+        return f"is signed by key {str(row['key_id'])[:16]}, not this floor's {kid}"
+    try:
+        sig = base64.b64decode(str(row["sig"]), validate=True)
+    except (binascii.Error, ValueError):
+        sig = b""
+    if len(sig) != 64 or not verify_signature(public, sig, signed):
+        return "was changed after the floor signed it (its signature does not match what it says)"
+    return None
 
 
 def check_notes(store: Store, public: Ed25519PublicKey) -> list[RecordProblem]:
@@ -95,39 +135,85 @@ def check_notes(store: Store, public: Ed25519PublicKey) -> list[RecordProblem]:
         elif note["prev_hash"] != want_prev:
             problems.append(RecordProblem(n, table, f"note {n} does not follow the note before it (prev_hash): "
                                                     "a note before it was changed, taken out or put in"))
-        if not note["sig"]:
-            problems.append(RecordProblem(n, table, f"note {n} carries no floor signature"))
-        elif note["key_id"] != kid:
-            problems.append(RecordProblem(n, table, f"note {n} is signed by key {str(note['key_id'])[:16]}, "
-                                                    f"not this floor's {kid}"))
-        else:
-            try:
-                sig = base64.b64decode(str(note["sig"]), validate=True)
-            except (binascii.Error, ValueError):
-                sig = b""
-            if len(sig) != 64 or not verify_signature(public, sig, NOTE_DOMAIN + note_hash(note).encode()):
-                problems.append(RecordProblem(n, table, f"note {n} was changed after the floor signed it "
-                                                        "(its signature does not match what it says)"))
+        why = _signature_holds(public, kid, note, NOTE_DOMAIN + note_hash(note).encode())
+        if why is not None:
+            problems.append(RecordProblem(n, table, f"note {n} {why}"))
         prev = note
     return problems
 
 
-def raise_alarms(store: Store, problems: list[RecordProblem], *, now: str) -> int:
-    """An alarm row (kind :data:`ALARM_KIND`, source ``floor``) per problem, each once
-    (its id is a digest of what it says; raised again if its row is deleted); logged.
-    Returns how many were new. Raises :class:`~table.floor.store.StoreError`."""
+#: rows of alarms already checked, by the hash of everything they hold (a changed row is checked again)
+_CHECKED_MAX = 200_000
+
+
+class RecordCheck:
+    """The floor's record checked against its key (``public``): :meth:`check` returns every
+    :class:`RecordProblem` of the notes (:func:`check_notes`) and of the floor's own alarms
+    (:func:`check_alarms`). An alarm row found good is remembered by the hash of all it
+    holds, signature included, so a page's check verifies only rows new or changed since."""
+
+    def __init__(self, public: Ed25519PublicKey, *, alarms: bool = True) -> None:
+        self.public = public
+        #: check the floor's alarms too (a floor that signs them: :class:`table.floor.ingest.Floor` with its key)
+        self.alarms = alarms
+        self._good: set[str] = set()
+
+    def check(self, store: Store) -> list[RecordProblem]:
+        """Raises :class:`~table.floor.store.StoreError`."""
+        problems = check_notes(store, self.public)
+        return problems + check_alarms(store, self.public, self._good) if self.alarms else problems
+
+
+def check_alarms(store: Store, public: Ed25519PublicKey, good: set[str] | None = None) -> list[RecordProblem]:
+    """Every floor alarm (source ``floor``) whose signature by the floor key does not hold
+    (unsigned, another key, changed since). ``good``: hashes of rows already found good
+    (skipped; rows found good are added). Raises :class:`~table.floor.store.StoreError`."""
+    kid = key_id_of(public)
+    problems = []
+    rows = store.query("SELECT " + ", ".join(ALARM_FIELDS) + ", key_id, sig FROM alarms WHERE source = 'floor' "
+                       "ORDER BY ts")
+    for row in rows:
+        alarm = dict(zip(ALARM_FIELDS + ("key_id", "sig"), row))
+        whole = hashlib.sha256(json.dumps(alarm, sort_keys=True).encode()).hexdigest()
+        if good is not None and whole in good:
+            continue
+        why = _signature_holds(public, kid, alarm, ALARM_DOMAIN + alarm_hash(alarm).encode())
+        if why is None:
+            if good is not None:
+                if len(good) >= _CHECKED_MAX:
+                    good.clear()
+                good.add(whole)
+            continue
+        problems.append(RecordProblem(0, alarm["table_id"], f"the floor's alarm {alarm['alarm_id']} "
+                                                            f"({str(alarm['kind'])[:40]}) {why}",
+                                      alarm_id=str(alarm["alarm_id"])))
+    return problems
+
+
+def insert_alarm(tx: Any, key: TableKey | None, alarm: dict[str, Any]) -> int:
+    """Insert the alarm row ``alarm`` (:data:`ALARM_FIELDS`) once (``ON CONFLICT DO NOTHING``),
+    signed by ``key`` when given (the floor's own: source ``floor``). Returns the row count."""
+    signed = sign_alarm(key, alarm) if key is not None else {"key_id": None, "sig": None}
+    return tx.execute("INSERT INTO alarms (" + ", ".join(ALARM_FIELDS) + ", key_id, sig) VALUES "
+                      "(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (alarm_id) DO NOTHING",
+                      tuple(alarm[k] for k in ALARM_FIELDS) + (signed["key_id"], signed["sig"]))
+
+
+def raise_alarms(store: Store, problems: list[RecordProblem], *, key: TableKey, now: str) -> int:
+    """An alarm row (kind :data:`ALARM_KIND`, source ``floor``, signed by ``key``) per
+    problem, each once (its id is a digest of what it says; raised again if its row is
+    deleted); logged. Returns how many were new. Raises :class:`~table.floor.store.StoreError`."""
     new = 0
     with store.transaction() as tx:
         for p in problems:
-            aid = hashlib.sha256(f"record\x1f{p.n}\x1f{p.why}".encode()).hexdigest()[:32]
-            text = f"the floor's record was edited: {p.why}"
-            new += max(0, tx.execute(
-                "INSERT INTO alarms (alarm_id, table_id, source, kind, text, ts, detail) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (alarm_id) DO NOTHING",
-                (aid, p.table_id, "floor", ALARM_KIND, text[:1000], now,
-                 json.dumps({"note": p.n, "why": p.why}, separators=(",", ":")))))
+            aid = hashlib.sha256(f"record\x1f{p.n}\x1f{p.alarm_id}\x1f{p.why}".encode()).hexdigest()[:32]
+            new += max(0, insert_alarm(tx, key, {
+                "alarm_id": aid, "table_id": p.table_id, "source": "floor", "kind": ALARM_KIND,
+                "text": f"the floor's record was edited: {p.why}"[:1000], "ts": now,
+                "detail": json.dumps({"note": p.n or None, "alarm_id": p.alarm_id, "why": p.why},
+                                     separators=(",", ":"))}))
     for p in problems:
-        log.error("floor_record_edited", note=p.n, table_id=p.table_id, why=p.why)
+        log.error("floor_record_edited", note=p.n or None, alarm_id=p.alarm_id, table_id=p.table_id, why=p.why)
     return new
 
 

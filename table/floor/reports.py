@@ -51,7 +51,7 @@ from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
-from .record import check_notes, note_hash, raise_alarms, sign_note
+from .record import RecordCheck, note_hash, raise_alarms, sign_note
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -360,8 +360,10 @@ class _ReportRoutes:
         self.floor = floor
         self.auth = Authenticator(people_file)
         self.clock = clock or _wall_us
-        #: the floor key: signs the notes, and its public half checks them on the page
+        #: the floor key: signs the notes, and its public half checks them (and the floor's alarms, when
+        #: the floor signs them) on the page
         self.key = key
+        self.record = RecordCheck(key.public, alarms=floor.key is not None)
 
     def today(self) -> _dt.date:
         """The floor's gaming day now (its ``timezone`` and ``day_starts_h``), not a browser's date."""
@@ -596,11 +598,12 @@ class _ReportRoutes:
                              "record": record})
 
     def check_record(self) -> dict[str, Any]:
-        """The floor's record checked now (:func:`table.floor.record.check_notes`), each
+        """The floor's record checked now (:class:`table.floor.record.RecordCheck`), each
         problem an alarm row: ``{"holds": bool, "problems": [text, ...]}`` (at most 20)."""
-        problems = check_notes(self.floor.store, self.key.public)
+        problems = self.record.check(self.floor.store)
         if problems:
-            raise_alarms(self.floor.store, problems, now=_dt.datetime.now(_dt.timezone.utc).isoformat())
+            raise_alarms(self.floor.store, problems, key=self.key,
+                         now=_dt.datetime.now(_dt.timezone.utc).isoformat())
         return {"holds": not problems, "problems": [p.why for p in problems[:20]]}
 
 

@@ -12,7 +12,7 @@ from table.keys import KeyFileError
 
 from .config import FloorConfig, FloorConfigError
 from .ingest import BrokerFeed, Floor, GamingDay
-from .record import check_notes, floor_key, raise_alarms
+from .record import RecordCheck, floor_key, raise_alarms
 from .store import open_store
 from .web import FloorServer, floor_app
 
@@ -22,7 +22,7 @@ log = structlog.get_logger("table.floor")
 class FloorService:
     """``tablectl floor serve``: :meth:`start` opens the database (migrated), starts the
     writer, the web side and a feed per ``[[broker]]``, and checks the floor's own record
-    (its signed notes: :mod:`table.floor.record`; each problem an alarm row, in
+    (its signed notes and alarms: :mod:`table.floor.record`; each problem an alarm row, in
     :attr:`record_problems`); :meth:`close` stops them in reverse. The floor key is made
     when there is none yet (:func:`~table.floor.record.floor_key`). Raises :class:`FloorConfigError` for unusable keys or broker URLs,
     :class:`~table.floor.store.StoreError` for the database, ``OSError`` for the address."""
@@ -55,7 +55,8 @@ class FloorService:
     def start(self) -> "FloorService":
         self.store = open_store(self.config.database)
         try:
-            self.floor = Floor(self.store, self.keys, day=GamingDay(self.config.timezone, self.config.day_starts_h))
+            self.floor = Floor(self.store, self.keys, day=GamingDay(self.config.timezone, self.config.day_starts_h),
+                               key=self.floor_key)
             self.floor.start()
             routes = []
             if self.config.people_file is not None:
@@ -76,11 +77,11 @@ class FloorService:
         log.info("floor_started", database=self.store.where, url=self.url, brokers=len(self.feeds),
                  tables=len(self.keys))
         #: what the check of the floor's own record found at start (each problem an alarm row)
-        self.record_problems = check_notes(self.store, self.floor_key.public)
+        self.record_problems = RecordCheck(self.floor_key.public).check(self.store)
         if self.record_problems:
             from .ingest import _now
 
-            raise_alarms(self.store, self.record_problems, now=_now())
+            raise_alarms(self.store, self.record_problems, key=self.floor_key, now=_now())
         if self.keys and not self.store.query("SELECT 1 FROM notary LIMIT 1"):
             # An empty notary takes the brokers' retained checkpoints as they are, an older one an
             # insider republished too: said at every start until it holds one (docs/integration.md).
