@@ -106,7 +106,7 @@ function signedOut() {
 }
 document.addEventListener("DOMContentLoaded", async () => {
   loadTables();
-  setInterval(loadTables, 3000);
+  setInterval(loadTables, 2000);  // a crash shows within 5 s of it (docs/integration.md)
   const me = await api("/api/v1/floor/session");
   if (me.status === 200) signedIn(me.body); else signedOut();
   $("signin-form").addEventListener("submit", async (ev) => {
