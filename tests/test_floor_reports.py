@@ -22,6 +22,9 @@ from table.roles import Role
 from console_helpers import CHEAP
 from floor_helpers import SignedTable, call, database, pg_cluster  # noqa: F401
 
+#: the floor key (signs the notes)
+FLOOR_KEY = generate()
+
 PINS = {"PB-1": (Role.PIT_BOSS, "482913"), "FM-1": (Role.FLOOR_MANAGER, "739201"), "D-4": (Role.DEALER, "615048")}
 
 
@@ -41,7 +44,7 @@ def reports(tmp_path, database):
         t.publish_key(tmp_path / "keys")
     store = open_store(database)
     floor = Floor(store, load_table_keys(tmp_path / "keys")).start()
-    server = FloorServer(floor_app(floor, generate(), extra_routes=report_routes(floor, tmp_path / "people.toml")),
+    server = FloorServer(floor_app(floor, FLOOR_KEY, extra_routes=report_routes(floor, tmp_path / "people.toml", key=FLOOR_KEY)),
                          "127.0.0.1", 0)
     try:
         yield floor, server, a, b

@@ -28,6 +28,9 @@ from table.roles import Role
 from console_helpers import CHEAP
 from floor_helpers import SignedTable, call, database, pg_cluster  # noqa: F401
 
+#: the floor key (signs the notes)
+FLOOR_KEY = generate()
+
 PINS = {"PB-1": (Role.PIT_BOSS, "482913", ["pit1"]), "FM-1": (Role.FLOOR_MANAGER, "739201", [])}
 FLUCTUATION_DAY = "2026-03-05"
 
@@ -67,7 +70,7 @@ def floor_of_two_pits(tmp_path, database):
     store = open_store(database)
     floor = Floor(store, load_table_keys(tmp_path / "keys")).start()
     clock = Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc))
-    server = FloorServer(floor_app(floor, generate(), extra_routes=report_routes(floor, tmp_path / "people.toml",
+    server = FloorServer(floor_app(floor, FLOOR_KEY, extra_routes=report_routes(floor, tmp_path / "people.toml", key=FLOOR_KEY,
                                                                                 clock=clock)), "127.0.0.1", 0)
     for topic, payload in [a.status(alarms=[{"kind": "held", "text": "pit1 table held"}]),
                            b.status(alarms=[{"kind": "held", "text": "pit2 table held"}]),
@@ -218,7 +221,7 @@ def test_todays_report_is_the_floors_gaming_day_after_midnight_before_the_start_
     day = GamingDay("America/New_York", 6)
     floor = Floor(store, load_table_keys(tmp_path / "keys"), day=day).start()
     clock = Clock(dt.datetime(2026, 3, 11, 4, 30, tzinfo=dt.timezone.utc))  # 00:30 EDT
-    server = FloorServer(floor_app(floor, generate(), extra_routes=report_routes(floor, tmp_path / "people.toml",
+    server = FloorServer(floor_app(floor, FLOOR_KEY, extra_routes=report_routes(floor, tmp_path / "people.toml", key=FLOOR_KEY,
                                                                                 clock=clock)), "127.0.0.1", 0)
     try:
         for topic, payload in [*t.round(1, ts="2026-03-10T23:00:00+00:00"),   # 19:00 on the 10th
@@ -255,7 +258,7 @@ def test_an_old_genuine_status_replayed_does_not_move_a_table_into_another_pit(t
     try:
         for restarted in (False, True):
             floor = Floor(store, load_table_keys(tmp_path / "keys")).start()
-            server = FloorServer(floor_app(floor, generate(), extra_routes=report_routes(floor, people.path)),
+            server = FloorServer(floor_app(floor, FLOOR_KEY, extra_routes=report_routes(floor, people.path, key=FLOOR_KEY)),
                                  "127.0.0.1", 0)
             try:
                 # today's (retained: the broker gives it again to a restarted floor) is no replay

@@ -24,6 +24,9 @@ from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
 from floor_helpers import SignedTable
 from test_floor_roles import FLUCTUATION_DAY, PINS, Clock, fluctuating
 
+#: the floor key (signs the notes)
+FLOOR_KEY = generate()
+
 CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"),
               pytest.mark.timeout(240)]
@@ -37,7 +40,7 @@ def floor_server(tmp_path, tables, clock, day=GamingDay()):
         t.publish_key(tmp_path / "keys")
     store = open_store(str(tmp_path / "floor.sqlite3"))
     floor = Floor(store, load_table_keys(tmp_path / "keys"), day=day).start()
-    server = FloorServer(floor_app(floor, generate(), extra_routes=report_routes(floor, tmp_path / "people.toml",
+    server = FloorServer(floor_app(floor, FLOOR_KEY, extra_routes=report_routes(floor, tmp_path / "people.toml", key=FLOOR_KEY,
                                                                                 clock=clock)), "127.0.0.1", 0)
     return store, floor, server
 

@@ -4,6 +4,8 @@ publishing as a table at all."""
 
 from __future__ import annotations
 
+import datetime
+
 import json
 import re
 import subprocess
@@ -154,10 +156,14 @@ def test_forged_messages_fail_the_documented_recipe(tmp_path):
     # One that crossed a bridge adding a prefix still checks out, in the recipe and in verify_message.
     assert r["verify"]("site-a/threecard/pit2/pit2-tcp-07/events", moved, trusted)["seq"] == 1
     assert verify_message(moved, "site-a/threecard/pit2/pit2-tcp-07/events", key.public)["seq"] == 1
-    # A genuine but old online: true (a replay) does not bring the table back.
+    # After its connection's will, a genuine online: true of that connection (a replay) does not bring the
+    # table back; its next connection does.
     old = next(m for m in accepted if m.get("online") is True)
-    assert board.update({**old, "online": False, "ts": old["ts"]})
+    connected = (datetime.datetime.fromisoformat(old["ts"]) - datetime.timedelta(seconds=1)).isoformat()
+    assert board.update({**old, "online": False, "will": True, "ts": connected})
     assert not board.update(old) and board.online["pit2-tcp-07"] is False
+    later = (datetime.datetime.fromisoformat(old["ts"]) + datetime.timedelta(seconds=1)).isoformat()
+    assert board.update({**old, "session": "a-new-connection", "ts": later}) and board.online["pit2-tcp-07"]
 
 
 #: the documented broker config's bound on a message (deploy/mosquitto-threecard.conf)

@@ -94,14 +94,17 @@ def seed_command(config_path: str, source: str) -> None:
 
     from table.floor.config import FloorConfigError, load_floor_config
     from table.floor.ingest import Floor
+    from table.floor.record import floor_key
     from table.floor.store import StoreError, open_store
     from table.interfaces.pit import PitSetupError, load_table_keys
+    from table.keys import KeyFileError
 
     configure_logging(stream=sys.stderr, fmt="auto", level="info")
     try:
         config = load_floor_config(config_path)
         keys = load_table_keys(config.table_keys)
-    except (FloorConfigError, PitSetupError) as exc:
+        floor_signing_key = floor_key(config.key_file)[0]
+    except (FloorConfigError, PitSetupError, KeyFileError) as exc:
         raise click.UsageError(str(exc)) from None
     if not source.startswith(("postgresql://", "postgres://")):
         path = Path(source[len("sqlite://"):] if source.startswith("sqlite://") else source)
@@ -117,7 +120,7 @@ def seed_command(config_path: str, source: str) -> None:
             old.close()
         store = open_store(config.database)
         try:
-            counts = Floor(store, keys).seed(_parsed(signed))
+            counts = Floor(store, keys, key=floor_signing_key).seed(_parsed(signed))  # the key signs its alarms
         finally:
             store.close()
     except StoreError as exc:

@@ -2,7 +2,7 @@
 
     [floor]
     database = "/var/lib/threecard/floor.sqlite3"   # or postgresql://floor@db1:5432/floor
-    key_file = "/etc/threecard/floor.key"           # the floor key (tablectl audit keygen), 0600
+    key_file = "/etc/threecard/floor.key"           # the floor key, 0600 (made at the first start if absent)
     table_keys = "/etc/threecard/tables"            # TABLE_ID.pub of every table believed
     listen = "127.0.0.1:8091"                       # the notary, the reports and the floor page
     people_file = "/etc/threecard/floor-people.toml"  # who may sign in to the reports

@@ -63,11 +63,12 @@ from zoneinfo import ZoneInfo
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from table.interfaces.mqtt import ForgedMessage, ReceiverLoop, verify_message
+from table.interfaces.mqtt import ForgedMessage, ReceiverLoop, StatusMark, order_status, verify_message
 from table.journal import check_signed
-from table.keys import key_id as key_id_of
+from table.keys import TableKey, key_id as key_id_of
 
 from .notary import judge
+from .record import insert_alarm
 from .store import Store, StoreError, Tx
 
 log = structlog.get_logger("table.floor")
@@ -158,13 +159,15 @@ class Floor:
 
     ``keys``: table id -> public key (``TABLE_ID.pub``; only these tables are believed);
     ``day``: the :class:`GamingDay`; ``queue_max``: messages waiting for the writer;
-    ``batch_max``: messages per transaction. :meth:`start` starts the writer,
-    :meth:`close` drains and stops it. ``counts``: :class:`Counts`.
+    ``batch_max``: messages per transaction; ``key``: the floor key, which signs the
+    floor's own alarms (:mod:`table.floor.record`; None: unsigned, for a bench). :meth:`start`
+    starts the writer, :meth:`close` drains and stops it. ``counts``: :class:`Counts`.
     """
 
     def __init__(self, store: Store, keys: dict[str, Ed25519PublicKey], *, day: GamingDay = GamingDay(),
-                 queue_max: int = 20_000, batch_max: int = 2_000) -> None:
+                 queue_max: int = 20_000, batch_max: int = 2_000, key: TableKey | None = None) -> None:
         self.store = store
+        self.key = key
         self.keys = dict(keys)
         self.day = day
         self.counts = Counts()
@@ -179,9 +182,9 @@ class Floor:
         self._thread: threading.Thread | None = None
         self._forged_alarms: set[str] = set()
         self._pending = 0  # messages received and not yet written or refused (wait_idle)
-        #: table id -> the signed ``ts`` of the newest status taken (seeded from the database, so a
-        #: restarted floor refuses a replay too): a status not newer is a replay (see :meth:`receive`)
-        self._status_ts: dict[str, _dt.datetime] = self._statuses_stored()
+        #: table id -> the :class:`~table.interfaces.mqtt.StatusMark` of the status taken last (seeded
+        #: from the database, so a restarted floor refuses a replay too; :meth:`_take_status`)
+        self._status_marks: dict[str, StatusMark] = self._statuses_stored()
 
     # -- receiving (the broker clients' threads) ------------------------------------------------
 
@@ -217,7 +220,7 @@ class Floor:
                 if floor != parts[1]:
                     raise ForgedMessage(f"the status names floor {str(floor)[:64]!r}, not the topic's "
                                         f"{parts[1][:64]!r}: a table's signed status moved to another floor's topic")
-                if not self._take_status_ts(table, message.get("ts")):
+                if not self._take_status(table, message):
                     with self._lock:  # the retained one again (a restart, a QoS 1 redelivery): nothing new
                         self.counts.received += 1
                         self.counts.verified += 1
@@ -247,37 +250,31 @@ class Floor:
                 self._work.notify()
         return True
 
-    def _statuses_stored(self) -> dict[str, _dt.datetime]:
-        seen: dict[str, _dt.datetime] = {}
+    def _statuses_stored(self) -> dict[str, StatusMark]:
+        seen: dict[str, StatusMark] = {}
         for table, text in self.store.query("SELECT table_id, status FROM tables_seen"):
             try:
-                ts = _dt.datetime.fromisoformat(str(json.loads(text).get("ts")))
-            except (ValueError, TypeError, AttributeError, RecursionError):
+                status = json.loads(text)
+                seen[table] = StatusMark.of(status if isinstance(status, dict) else {})
+            except (ValueError, TypeError, RecursionError, ForgedMessage):
                 continue
-            if ts.tzinfo is not None:
-                seen[table] = ts
         return seen
 
-    def _take_status_ts(self, table: str, text: Any) -> bool:
-        """Take a verified status's signed ``ts`` for ``table``: True if it is newer than the last
-        one taken, False if it is that one again (the broker's retained status after a restart, a
-        QoS 1 redelivery: nothing to store); raises :class:`ForgedMessage` if it is older. A genuine old status republished (on any
-        topic) would otherwise move the table to the old status's floor, show a dead table online and
-        raise its old alarms again (found by a fresh review of issue 28); the pit board refuses the
-        same replay (:meth:`table.interfaces.pit.PitBoard`)."""
-        try:
-            ts = _dt.datetime.fromisoformat(str(text))
-        except ValueError:
-            ts = None
-        if ts is None or ts.tzinfo is None:
-            raise ForgedMessage("a status without a signed ts with its zone")
+    def _take_status(self, table: str, status: dict[str, Any]) -> bool:
+        """Take a verified status of ``table`` by :func:`table.interfaces.mqtt.order_status`
+        (the rule the pit view follows too): True if it is to be stored (newer, or the Last
+        Will of the table's current connection: the table is offline, never a forgery);
+        False if there is nothing to store (the one taken, again: the broker's retained status
+        after a restart, a QoS 1 redelivery; or the will of a connection the table has since
+        replaced). Raises :class:`ForgedMessage` for a replay: a status older than the last
+        one taken, or one of a connection whose will was taken. A genuine old status
+        republished (on any topic) would otherwise move the table to the old status's floor,
+        show a dead table online and raise its old alarms again."""
         with self._lock:
-            last = self._status_ts.get(table)
-            if last is not None and ts == last:
+            verdict, mark = order_status(self._status_marks.get(table), status)
+            if verdict != "take":
                 return False
-            if last is not None and ts < last:
-                raise ForgedMessage("a status older than the last one taken from the table: a replay")
-            self._status_ts[table] = ts
+            self._status_marks[table] = mark
             return True
 
     def _check_checkpoint(self, table_id: str, cp: Any) -> None:
@@ -395,9 +392,10 @@ class Floor:
 
     def _alarm(self, tx: Tx, aid: str, table: str | None, source: str, kind: str, text: str,
                detail: dict[str, Any]) -> None:
-        tx.execute("INSERT INTO alarms (alarm_id, table_id, source, kind, text, ts, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                   " ON CONFLICT (alarm_id) DO NOTHING",
-                   (aid, table, source, kind, text[:1000], _now(), json.dumps(detail, separators=(",", ":"))[:8000]))
+        # the floor's own alarms are signed by its key (table.floor.record); a table's are its own word
+        insert_alarm(tx, self.key if source == "floor" else None,
+                     {"alarm_id": aid, "table_id": table, "source": source, "kind": kind, "text": text[:1000],
+                      "ts": _now(), "detail": json.dumps(detail, separators=(",", ":"))[:8000]})
 
     def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> None:
         now = _now()

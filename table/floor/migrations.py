@@ -17,9 +17,11 @@ several floor processes can write the same message without a duplicate):
   completed at ``round_settled`` (the players' net) or ``round_voided``.
 * ``incidents``: incidents, custody violations, held and voided rounds, by (table, seq).
 * ``alarms``: the floor's own (a refused checkpoint, forged messages) and the tables'
-  (their status's alarms), by a digest of what they say.
+  (their status's alarms), by a digest of what they say; (3) the floor's own signed by
+  the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
 * ``day_reports``: the tables' signed day reports when they publish them.
-* ``notes``: fluctuation investigation notes, who wrote them, hash-chained.
+* ``notes``: fluctuation investigation notes, who wrote them, hash-chained, and (2)
+  signed by the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             note_id TEXT PRIMARY KEY, n BIGINT NOT NULL UNIQUE, table_id TEXT, gaming_day TEXT,
             author TEXT NOT NULL, role TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL,
             prev_hash TEXT NOT NULL)""",
+    ]),
+    (2, "notes signed by the floor key", [
+        "ALTER TABLE notes ADD COLUMN key_id TEXT",
+        "ALTER TABLE notes ADD COLUMN sig TEXT",
+    ]),
+    (3, "the floor's own alarms signed by the floor key", [
+        "ALTER TABLE alarms ADD COLUMN key_id TEXT",
+        "ALTER TABLE alarms ADD COLUMN sig TEXT",
     ]),
 ]
 

@@ -12,7 +12,9 @@ and standard deviation ``s`` of one round's win; a day of ``n`` rounds whose win
 ``|W - n*m| > 1.96 * s * sqrt(n)`` (outside the standard deviation at 95 %, COMAR
 36.05.03.25) is listed, with the notes people entered on it. A note is stored with who
 wrote it, their role and the time, and chained to the note before it (``prev_hash``: the
-SHA-256 of the previous note), and logged: a note taken out or changed breaks the chain.
+SHA-256 of the previous note), signed by the floor key and logged: a note taken out or
+changed in the database is an alarm when the floor starts and on the page
+(:mod:`table.floor.record`).
 
 People sign in with the people file of ``tablectl people`` (``--role pit_boss --pit
 NAME`` or ``--role floor_manager``), the table's own Argon2id PINs and sessions
@@ -45,9 +47,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from table.interfaces.auth import FLOOR, PIT_RE, Authenticator, PeopleFileError, SignInLocked
+from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
+from .record import RecordCheck, note_hash, raise_alarms, sign_note
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -192,16 +196,14 @@ def notes(store: Store, table_id: str | None = None, *, only: set[str] | None = 
     return [dict(zip(keys, r)) for r in rows if only is None or r[2] in only]
 
 
-def _note_hash(note: dict[str, Any]) -> str:
-    body = {k: note[k] for k in ("n", "note_id", "table_id", "gaming_day", "author", "role", "text", "ts",
-                                 "prev_hash")}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+_note_hash = note_hash
 
 
 def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day: Any, text: Any,
-             known_tables: Any = None, now_us: int | None = None) -> dict[str, Any]:
+             key: TableKey, known_tables: Any = None, now_us: int | None = None) -> dict[str, Any]:
     """Store an investigation note (who, role, when) about ``table_id``'s ``gaming_day``,
-    chained to the one before. ``known_tables``: the tables the floor knows (its keys;
+    chained to the one before and signed by the floor ``key`` (:mod:`table.floor.record`).
+    ``known_tables``: the tables the floor knows (its keys;
     None: any); ``now_us``: the note's time, µs since the epoch (default: now). Raises :class:`ReportError` for a bad table id, day or text,
     :class:`UnknownTable` for a table not in ``known_tables``, :class:`UnknownDay` for a
     day the floor holds no round or day report of that table on (a refused note writes
@@ -231,8 +233,10 @@ def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day:
                         "ts": _dt.datetime.fromtimestamp((now_us or _wall_us()) / 1e6, _dt.timezone.utc)
                         .isoformat(timespec="microseconds"),
                         "prev_hash": _note_hash(prev) if prev else "0" * 64}
-                tx.execute("INSERT INTO notes (note_id, n, table_id, gaming_day, author, role, text, ts, prev_hash) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(note[k] for k in keys[1:2] + keys[:1] + keys[2:]))
+                signed = sign_note(key, note)
+                tx.execute("INSERT INTO notes (note_id, n, table_id, gaming_day, author, role, text, ts, prev_hash, "
+                           "key_id, sig) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           tuple(note[k] for k in keys[1:2] + keys[:1] + keys[2:]) + (signed["key_id"], signed["sig"]))
             log.info("floor_note", **{k: note[k] for k in ("n", "table_id", "gaming_day", "author", "role")},
                      text=text[:200])
             return note
@@ -243,7 +247,8 @@ def add_note(store: Store, *, author: str, role: str, table_id: Any, gaming_day:
 
 
 def notes_chain_holds(store: Store) -> bool:
-    """True when every note's ``prev_hash`` is the hash of the note before it."""
+    """True when every note's ``prev_hash`` is the hash of the note before it (the chain
+    alone; :func:`table.floor.record.check_notes` checks the floor's signatures too)."""
     prev = None
     for note in notes(store):
         if note["prev_hash"] != (_note_hash(prev) if prev else "0" * 64):
@@ -310,16 +315,35 @@ def report_csv(rep: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+#: how the floor page names the way a table went offline (``tables()``'s ``offline_why``)
+OFFLINE_WHY = {"will": "connection lost: the broker published the table's last will (a crash, a kill, "
+                       "its power or network gone)",
+               "stopped": "stopped: the table said it was going offline"}
+
+
 def tables(floor: Floor) -> list[dict[str, Any]]:
-    """Every table heard from: online, last heard, the notary's seq, open alarms. No money."""
-    seen = floor.store.query("SELECT table_id, floor, online, last_seen FROM tables_seen ORDER BY table_id")
+    """Every table heard from: online, last heard, the notary's seq, open alarms. No money.
+    An offline table has ``offline_since`` (the floor's time when it learned it, UTC ISO
+    8601: not the table's, which cannot say when it died) and ``offline_why``
+    (:data:`OFFLINE_WHY`: its connection's last will, or its own clean stop)."""
+    seen = floor.store.query("SELECT table_id, floor, online, last_seen, status FROM tables_seen ORDER BY table_id")
     notary = dict(floor.store.query("SELECT table_id, seq FROM notary"))
     alarms: dict[str, int] = {}
     for t, n in floor.store.query("SELECT table_id, COUNT(*) FROM alarms GROUP BY table_id"):
         alarms[t] = int(n)
     known = {t for t, *_ in seen}
-    out = [{"table_id": t, "floor": f, "online": bool(o), "last_seen": ls, "notary_seq": notary.get(t),
-            "alarms": alarms.get(t, 0)} for t, f, o, ls in seen]
+    out = []
+    for t, f, o, ls, text in seen:
+        row = {"table_id": t, "floor": f, "online": bool(o), "last_seen": ls, "notary_seq": notary.get(t),
+               "alarms": alarms.get(t, 0)}
+        if not o:
+            try:
+                status = json.loads(text) if text else {}
+            except (ValueError, RecursionError):
+                status = {}
+            will = isinstance(status, dict) and status.get("will") is True
+            row.update(offline_since=ls, offline_why=OFFLINE_WHY["will" if will else "stopped"])
+        out.append(row)
     out += [{"table_id": t, "floor": None, "online": False, "last_seen": None, "notary_seq": s, "alarms": alarms.get(t, 0)}
             for t, s in sorted(notary.items()) if t not in known]
     return out
@@ -331,10 +355,15 @@ class _ReportRoutes:
     wall ``clock`` (µs since the epoch, UTC; as :class:`table.journal.Journal`'s) that
     decides today's gaming day."""
 
-    def __init__(self, floor: Floor, people_file: str | Path, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, floor: Floor, people_file: str | Path, clock: Callable[[], int] | None = None, *,
+                 key: TableKey) -> None:
         self.floor = floor
         self.auth = Authenticator(people_file)
         self.clock = clock or _wall_us
+        #: the floor key: signs the notes, and its public half checks them (and the floor's alarms, when
+        #: the floor signs them) on the page
+        self.key = key
+        self.record = RecordCheck(key.public, alarms=floor.key is not None)
 
     def today(self) -> _dt.date:
         """The floor's gaming day now (its ``timezone`` and ``day_starts_h``), not a browser's date."""
@@ -513,7 +542,12 @@ class _ReportRoutes:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         if request.method == "GET":
             only = await asyncio.to_thread(self.visible, scope, None)
-            return JSONResponse({"notes": await asyncio.to_thread(notes, self.floor.store, only=only)})
+            try:
+                record = await asyncio.to_thread(self.check_record)
+            except StoreError:
+                return self.refuse(503, "the floor database cannot be read")
+            return JSONResponse({"notes": await asyncio.to_thread(notes, self.floor.store, only=only),
+                                 "record": record})
         if not request.headers.get("content-type", "").startswith("application/json"):
             return self.refuse(415, "send the note as Content-Type: application/json")
         req = await self.body(request)
@@ -532,7 +566,7 @@ class _ReportRoutes:
                                        f"({', '.join(sorted(scope.pits))}); nothing was written")
             note = await asyncio.to_thread(add_note, self.floor.store, author=scope.person, role=scope.role,
                                            table_id=table_id, gaming_day=req.get("gaming_day"),
-                                           text=req.get("text"), known_tables=self.floor.keys,
+                                           text=req.get("text"), key=self.key, known_tables=self.floor.keys,
                                            now_us=self.clock())
         except ReportError as exc:
             return self.refuse_error(exc)
@@ -547,25 +581,41 @@ class _ReportRoutes:
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         only = await asyncio.to_thread(self.visible, scope, None)
+        try:
+            record = await asyncio.to_thread(self.check_record)  # before the read: its alarms are in it
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
         # the pit boss's tables are chosen before the limit: other pits' alarms (a flood of refusals on
         # one table of theirs) cannot push this pit's out of the newest 200
         where, params = "", ()
         if only is not None:
             if not only:
-                return JSONResponse({"alarms": []})
+                return JSONResponse({"alarms": [], "record": record})
             where, params = f"WHERE table_id IN ({', '.join('?' * len(only))}) ", tuple(sorted(only))
         rows = await asyncio.to_thread(self.floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
                                        f"{where}ORDER BY ts DESC LIMIT 200", params)
-        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows]})
+        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows],
+                             "record": record})
+
+    def check_record(self) -> dict[str, Any]:
+        """The floor's record checked now (:class:`table.floor.record.RecordCheck`), each
+        problem an alarm row: ``{"holds": bool, "problems": [text, ...]}`` (at most 20)."""
+        problems = self.record.check(self.floor.store)
+        if problems:
+            raise_alarms(self.floor.store, problems, key=self.key,
+                         now=_dt.datetime.now(_dt.timezone.utc).isoformat())
+        return {"holds": not problems, "problems": [p.why for p in problems[:20]]}
 
 
-def report_routes(floor: Floor, people_file: str | Path, *, clock: Callable[[], int] | None = None) -> list[Any]:
+def report_routes(floor: Floor, people_file: str | Path, *, key: TableKey,
+                  clock: Callable[[], int] | None = None) -> list[Any]:
     """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`).
-    ``clock``: the wall clock, µs since the epoch (UTC); tests give their own."""
+    ``key``: the floor key (signs the notes; :mod:`table.floor.record`); ``clock``: the
+    wall clock, µs since the epoch (UTC); tests give their own."""
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = _ReportRoutes(floor, people_file, clock)
+    r = _ReportRoutes(floor, people_file, clock, key=key)
     page = r.page
     return [Route("/", page), Route("/floor.html", page),
             Route("/api/v1/floor/session", r.session_endpoint, methods=["GET", "POST", "DELETE"]),

@@ -8,10 +8,11 @@ from typing import Any
 import structlog
 
 from table.interfaces.pit import BrokerAddress, PitSetupError, load_table_keys
-from table.keys import KeyFileError, load_private_key
+from table.keys import KeyFileError
 
 from .config import FloorConfig, FloorConfigError
 from .ingest import BrokerFeed, Floor, GamingDay
+from .record import RecordCheck, floor_key, raise_alarms
 from .store import open_store
 from .web import FloorServer, floor_app
 
@@ -20,8 +21,10 @@ log = structlog.get_logger("table.floor")
 
 class FloorService:
     """``tablectl floor serve``: :meth:`start` opens the database (migrated), starts the
-    writer, the web side and a feed per ``[[broker]]``; :meth:`close` stops them in
-    reverse. Raises :class:`FloorConfigError` for unusable keys or broker URLs,
+    writer, the web side and a feed per ``[[broker]]``, and checks the floor's own record
+    (its signed notes and alarms: :mod:`table.floor.record`; each problem an alarm row, in
+    :attr:`record_problems`); :meth:`close` stops them in reverse. The floor key is made
+    when there is none yet (:func:`~table.floor.record.floor_key`). Raises :class:`FloorConfigError` for unusable keys or broker URLs,
     :class:`~table.floor.store.StoreError` for the database, ``OSError`` for the address."""
 
     def __init__(self, config: FloorConfig) -> None:
@@ -31,7 +34,8 @@ class FloorService:
         except PitSetupError as exc:
             raise FloorConfigError(f"floor.table_keys: {exc}") from None
         try:
-            self.floor_key = load_private_key(config.key_file)
+            # a floor with no key yet gets one (0600, never over an existing one: table.floor.record)
+            self.floor_key, self.key_created = floor_key(config.key_file)
         except KeyFileError as exc:
             raise FloorConfigError(f"floor.key_file: {exc}") from None
         try:
@@ -51,13 +55,14 @@ class FloorService:
     def start(self) -> "FloorService":
         self.store = open_store(self.config.database)
         try:
-            self.floor = Floor(self.store, self.keys, day=GamingDay(self.config.timezone, self.config.day_starts_h))
+            self.floor = Floor(self.store, self.keys, day=GamingDay(self.config.timezone, self.config.day_starts_h),
+                               key=self.floor_key)
             self.floor.start()
             routes = []
             if self.config.people_file is not None:
                 from .reports import report_routes
 
-                routes = report_routes(self.floor, self.config.people_file)
+                routes = report_routes(self.floor, self.config.people_file, key=self.floor_key)
             host, _, port = self.config.listen.rpartition(":")
             self.server = FloorServer(floor_app(self.floor, self.floor_key, extra_routes=routes), host, int(port))
             for address, b in self.brokers:
@@ -71,6 +76,12 @@ class FloorService:
             raise
         log.info("floor_started", database=self.store.where, url=self.url, brokers=len(self.feeds),
                  tables=len(self.keys))
+        #: what the check of the floor's own record found at start (each problem an alarm row)
+        self.record_problems = RecordCheck(self.floor_key.public).check(self.store)
+        if self.record_problems:
+            from .ingest import _now
+
+            raise_alarms(self.store, self.record_problems, key=self.floor_key, now=_now())
         if self.keys and not self.store.query("SELECT 1 FROM notary LIMIT 1"):
             # An empty notary takes the brokers' retained checkpoints as they are, an older one an
             # insider republished too: said at every start until it holds one (docs/integration.md).

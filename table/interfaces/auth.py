@@ -46,9 +46,21 @@ reset them, so the guess budget :func:`guess_budget` holds), and at most
 :data:`MAX_OTHER_IN_FLIGHT` sign-ins are checked at once, on their own hashing
 slot: a flood can neither take the table's own slot nor the front doors'
 worker threads. Guesses still being checked count against the limit, so a
-burst sent at once gets no more tries than ``max_failures``. At most two
-hashes run at once (each takes 64 MiB: one for each origin), in the front
-doors' worker pool, never on the loop.
+burst sent at once gets no more tries than ``max_failures``.
+
+**A person's own addresses.** From outside the table's screens, an address a person
+signed in from (a right PIN) in the last :data:`KNOWN_ADDRESS_S` is theirs (at most
+:data:`MAX_KNOWN_ADDRESSES`, the oldest forgotten first; kept in memory, so forgotten
+at a restart): their failures from it count apart, on their own schedule, and its
+sign-ins are checked on a hashing slot and an in-flight bound of their own. So wrong
+PINs for a supervisor or a floor manager from any number of other addresses lock
+them out of no address they sign in from, and a flood does not queue their sign-in
+behind its own. Every other address shares one count per person. The guesses per
+person from elsewhere are therefore at most ``1 + MAX_KNOWN_ADDRESSES`` times
+:func:`guess_budget`, and all but one of those shares only from addresses the person
+signed in from (``docs/web-console.md``). At most three hashes run at once (each
+takes 64 MiB: the table's screens, a person's own addresses, every other address),
+in the front doors' worker pool, never on the loop.
 
 **Sessions**: a random 256-bit token (``secrets``), kept only as its SHA-256;
 it ends ``session_ttl_s`` after sign-in, after ``session_idle_s`` unused, at
@@ -96,8 +108,13 @@ MAX_ADDRESS_FAILURES = 20
 MAX_LOCKOUT_S = 3600.0
 #: a person's failures from outside the table's screens are forgotten this long after the last
 FORGET_AFTER_S = 86_400.0
-#: sign-ins from outside the table's screens being checked at once, at most
+#: sign-ins from outside the table's screens being checked at once, at most (each lane:
+#: a person's known addresses, and every other address)
 MAX_OTHER_IN_FLIGHT = 2
+#: addresses remembered per person as theirs (each a right PIN from it), the oldest forgotten first
+MAX_KNOWN_ADDRESSES = 4
+#: an address is a person's for this long after their last right PIN from it (s)
+KNOWN_ADDRESS_S = 30 * 86_400.0
 #: the table's own screens, always (the kiosk browser on the table PC)
 LOOPBACK_SCREENS = ("127.0.0.1", "::1")
 TABLE, OTHER = "table", "other"
@@ -440,7 +457,11 @@ class Authenticator:
         self._in_flight: dict[tuple[int, str], int] = {}
         self._hashing = threading.BoundedSemaphore(1)  # sign-ins from outside the table's screens
         self._hashing_table = threading.BoundedSemaphore(1)  # the table's own screens': never a flood's
+        self._hashing_known = threading.BoundedSemaphore(1)  # a person's own addresses': never a flood's
         self._other_in_flight = 0
+        self._known_in_flight = 0
+        #: person id -> {address: when they last signed in from it (clock s)}, at most MAX_KNOWN_ADDRESSES each
+        self._known: dict[str, dict[str, float]] = {}
         self.people()  # a broken file is reported at start, not at the first sign-in
 
     @classmethod
@@ -496,6 +517,12 @@ class Authenticator:
                       and (k[0] if isinstance(k, tuple) else None) not in known][:5000]:
                 table.pop(k, None)
 
+    def _known_address(self, person_id: str, address: str, now: float) -> bool:
+        """True when ``person_id`` signed in from ``address`` (a right PIN from outside the
+        table's screens) within :data:`KNOWN_ADDRESS_S` (caller holds the lock)."""
+        seen = self._known.get(person_id, {}).get(address) if address else None
+        return seen is not None and now - seen <= KNOWN_ADDRESS_S
+
     def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http",
                 origin: str | None = None) -> tuple[str, Session]:
         """Check ``pin`` for ``person_id``; returns (token, session). ``address``: the
@@ -507,9 +534,15 @@ class Authenticator:
         Blocking (an Argon2 hash): call it from a worker thread."""
         now = self.clock()
         origin = self.origin(address) if origin not in (TABLE, OTHER, FLOOR) else origin
-        pkey = (person_id if isinstance(person_id, str) else "", origin)
-        keys: list[tuple[dict[Any, _Failures], Any, int]] = [(self._person_failures, pkey, self.max_failures)]
+        pid = person_id if isinstance(person_id, str) else ""
         strict = origin != TABLE  # from outside the table's own screens (the floor's too): every bound
+        with self._lock:
+            known = strict and self._known_address(pid, address, now)
+        # At the table's own screens, the person's count there. From elsewhere, an address the person
+        # signed in from before counts apart (its own budget: failures from other addresses never lock
+        # them out there); every other address shares one count per person.
+        pkey: tuple[str, ...] = (pid, origin) if not strict else (pid, origin, address if known else "")
+        keys: list[tuple[dict[Any, _Failures], Any, int]] = [(self._person_failures, pkey, self.max_failures)]
         if strict:  # at the table's own screens, the person's count alone
             keys.append((self._address_failures, address, MAX_ADDRESS_FAILURES))
         with self._lock:
@@ -522,7 +555,11 @@ class Authenticator:
                 f = table.get(key)
                 if self._in_flight.get((id(table), key), 0) >= max(1, limit - (f.count if f else 0)):
                     raise SignInLocked(1.0)
-            if strict:
+            if strict and known:
+                if self._known_in_flight >= MAX_OTHER_IN_FLIGHT:
+                    raise SignInLocked(1.0)
+                self._known_in_flight += 1
+            elif strict:
                 if self._other_in_flight >= MAX_OTHER_IN_FLIGHT:
                     raise SignInLocked(1.0)
                 self._other_in_flight += 1
@@ -530,7 +567,7 @@ class Authenticator:
                 self._in_flight[(id(table), key)] = self._in_flight.get((id(table), key), 0) + 1
         try:
             person = self.people().get(person_id) if isinstance(person_id, str) else None
-            slot = self._hashing_table if origin == TABLE else self._hashing
+            slot = self._hashing_table if origin == TABLE else self._hashing_known if known else self._hashing
             if not slot.acquire(timeout=30):
                 raise SignInLocked(1.0)
             try:
@@ -539,7 +576,9 @@ class Authenticator:
                 slot.release()
         finally:
             with self._lock:
-                if strict:
+                if strict and known:
+                    self._known_in_flight -= 1
+                elif strict:
                     self._other_in_flight -= 1
                 for table, key, _ in keys:
                     n = self._in_flight.pop((id(table), key), 1) - 1
@@ -558,6 +597,11 @@ class Authenticator:
             assert person is not None
             if origin == TABLE:  # from outside, failures are forgotten only with time (the budget holds)
                 self._person_failures.pop(pkey, None)
+            elif address:  # this address is theirs from now on (its own count: see the module docstring)
+                mine = self._known.setdefault(person.id, {})
+                mine[address] = now
+                while len(mine) > MAX_KNOWN_ADDRESSES:
+                    mine.pop(min(mine, key=mine.__getitem__))
             token = secrets.token_urlsafe(32)
             digest = hashlib.sha256(token.encode()).hexdigest()
             session = Session(person.actor(source), now, now, time.time() + self.session_ttl_s, digest)

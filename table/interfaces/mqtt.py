@@ -31,8 +31,17 @@ writes ``FILE.pub``).
 
 The status is published again every ``status_interval_s`` with a fresh
 ``ts``, so a subscriber can refuse a stale ``online: true`` replayed from an
-earlier capture (the Last Will's ``online: false`` is signed at connect, so
-its ``ts`` is the connect time). Credentials: ``username`` with
+earlier capture. Every connection to the broker has its own ``session`` (random,
+made just before each connect and reconnect), carried by each status sent on it.
+The Last Will is signed just before the connect too, so its ``ts`` is the connect
+time, older than the statuses sent on that connection; it says what it is
+(``"will": true`` with the connection's ``session``). :func:`order_status` is the
+one rule every subscriber (the floor, the pit view) orders statuses by: a will
+of the current connection marks the table offline (never a replay), a status of
+a connection whose will was taken is a replay, and the table's next connect (a
+new session, a newer ``ts``) brings it back. A will is known to no one but the
+broker until the connection dies (it travels in the CONNECT packet), so it cannot
+be captured and replayed against a live connection. Credentials: ``username`` with
 ``password``/``password_file``; TLS with ``ca_file`` and an optional client
 certificate. ``deploy/mosquitto-threecard.acl`` lets each table's account
 publish only its own topics.
@@ -55,8 +64,11 @@ held without waiting for ``status_interval_s``.
 
 It is published retained on every connect with ``online: true``; the
 connection's Last Will is the same topic, retained, with ``online: false``,
-so the broker marks the table offline when the controller dies or its link
-does; a clean :meth:`MqttPublisher.close` publishes ``online: false`` itself.
+``"will": true`` and the connection's ``session``, so the broker marks the table
+offline when the controller dies or its link does: at once when the process is
+killed (the kernel closes its TCP connection), within 1.5 x ``keepalive_s`` when
+the machine or the network goes away silently (MQTT 3.1.1 section 3.1.2.10); a clean
+:meth:`MqttPublisher.close` publishes ``online: false`` itself.
 
 Store and forward: events are read from the journal (:class:`table.events.EventLog`),
 never kept only in memory. The publisher persists the highest seq up to which
@@ -80,10 +92,12 @@ import datetime as _dt
 import json
 import os
 import re
+import secrets
 import ssl
 import stat
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -215,6 +229,67 @@ def verify_message(raw: bytes | str, topic: str,
     if not isinstance(message, dict) or message.get("table_id") != table:
         raise ForgedMessage("the message's table_id is not the topic's table")
     return message
+
+
+@dataclass(frozen=True)
+class StatusMark:
+    """Where a table's status stands in its order (:func:`order_status`): its signed
+    ``ts`` (aware), the ``session`` of the connection it was sent on (None from tables of
+    an earlier release) and whether it is that connection's Last Will (``will``)."""
+
+    ts: _dt.datetime
+    session: str | None
+    will: bool
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> "StatusMark":
+        """The mark of a verified status. Raises :class:`ForgedMessage` for a status without a
+        signed ``ts`` with its zone (no table sends one)."""
+        try:
+            ts = _dt.datetime.fromisoformat(str(status.get("ts")))
+        except ValueError:
+            ts = None
+        if ts is None or ts.tzinfo is None:
+            raise ForgedMessage("a status without a signed ts with its zone")
+        session = status.get("session")
+        session = session[:64] if isinstance(session, str) and session else None
+        return cls(ts, session, status.get("will") is True and status.get("online") is False and session is not None)
+
+
+def order_status(last: StatusMark | None, status: Mapping[str, Any]) -> tuple[str, StatusMark]:
+    """What a subscriber does with the verified ``status`` of a table whose last status
+    taken is ``last`` (None: none yet): ``("take", mark)`` (newer: show it, remember
+    ``mark``), ``("again", mark)`` (the one taken, again: the retained one after a
+    restart, a QoS 1 redelivery) or ``("earlier_will", mark)`` (the Last Will of a
+    connection the table has since replaced: genuine, and nothing to show). Raises
+    :class:`ForgedMessage` for a replay: a status older than the last one taken, or any
+    status but the will of a connection whose will was taken (its statuses all came
+    before it died). The rule (module docstring):
+
+    * a will (``online: false``, ``will: true``, its connection's ``session``, ``ts`` =
+      connect time) of the connection of ``last``, or not older than ``last``, is taken:
+      the table is offline, whatever statuses that connection sent after its connect;
+    * a will of an older connection is ``earlier_will``;
+    * any other status is taken when newer than ``last`` (so the table's next connect,
+      newer, brings it back) and is a replay otherwise, or when ``last`` is the will of
+      its own connection."""
+    mark = StatusMark.of(status)
+    if last is None:
+        return "take", mark
+    if mark.will:
+        if last.will and last.session == mark.session:
+            return "again", mark
+        if last.session == mark.session or mark.ts >= last.ts:
+            return "take", mark
+        return "earlier_will", mark
+    if last.will and mark.session is not None and mark.session == last.session:
+        raise ForgedMessage("a status of a connection whose last will was taken (the table died after it): "
+                            "a replay")
+    if mark.ts == last.ts and mark.session == last.session:
+        return "again", mark
+    if mark.ts <= last.ts:
+        raise ForgedMessage("a status older than the last one taken from the table: a replay")
+    return "take", mark
 
 
 def _read_password(path: Path) -> str:
@@ -413,7 +488,10 @@ class MqttPublisher:
         self._client.reconnect_delay_set(1, 30)
         _configure(self._client, settings)
         self._last_status = 0.0
-        self._client.will_set(self.status_topic, self._status(False), qos=1, retain=True)
+        #: this connection's id, carried by its statuses and its Last Will (new before every (re)connect)
+        self.session = ""
+        self._new_session(self._client)
+        self._client.on_pre_connect = lambda client, userdata: self._new_session(client)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_publish = self._on_publish
@@ -457,12 +535,21 @@ class MqttPublisher:
             log.warning("mqtt_status_source_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
             return None
 
-    def _status(self, online: bool, summary: Any = None) -> str:
+    def _status(self, online: bool, summary: Any = None, *, will: bool = False) -> str:
         message = {"schema": STATUS_SCHEMA, "table_id": self.table_id, "floor": self.settings.floor,
-                   "online": online, "ts": _now(), "head_seq": self.events.head}
+                   "online": online, "ts": _now(), "head_seq": self.events.head, "session": self.session}
+        if will:
+            message["will"] = True
         if online and summary is not None:
             message["table"] = summary
         return sign_message(self.key, self.status_topic, message)
+
+    def _new_session(self, client: Any) -> None:
+        """A new connection id and its Last Will, signed now: just before each connect and
+        reconnect (paho's ``on_pre_connect``), so the will's ``ts`` is its connection's
+        connect time and names its ``session`` (:func:`order_status`)."""
+        self.session = secrets.token_hex(8)
+        client.will_set(self.status_topic, self._status(False, will=True), qos=1, retain=True)
 
     def _publish_status(self, client: Any) -> None:
         """The retained ``online: true`` status, fresh (called on connect and every

@@ -15,10 +15,12 @@ names (its ``table_id``, which must be the topic's), and a status must name
 the topic's pit (its ``floor``): a genuine status republished under another
 pit's topic is refused and counted like a forged one. Per table it keeps:
 
-* online or offline: the retained status; ``online: false`` (the table's Last
-  Will, sent by the broker when the table's connection dies, or its clean
-  stop) is always believed, ``online: true`` only when newer than the last and
-  fresh (a replayed old one does not bring a dead table back); a table not
+* online or offline: the retained status, ordered by
+  :func:`table.interfaces.mqtt.order_status` as the floor orders it: the Last Will
+  of the table's current connection (sent by the broker when it dies) or its clean
+  stop shows it offline, ``online: true`` only when newer than the last, fresh,
+  and not of a connection whose will was taken (a replayed old one does not bring a
+  dead table back); a table not
   heard from for ``stale_s`` shows as "no news";
 * the current step, what it waits for, alarms and link health (the status's
   ``table`` summary, :func:`table.interfaces.status_view.floor_status`);
@@ -63,7 +65,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.keys import KeyFileError, load_public_key
 
-from .mqtt import ForgedMessage, ReceiverLoop, verify_message
+from .mqtt import ForgedMessage, ReceiverLoop, StatusMark, order_status, verify_message
 from .status_view import rounds_as_people_say
 from .web import STATIC_DIR, AppServer, with_headers
 
@@ -166,6 +168,10 @@ class TableCard:
     round: dict[str, Any] | None = None
     last_result: dict[str, Any] | None = None
     offline_since: str | None = None
+    #: how it went offline: ``"connection lost (its last will)"`` or ``"stopped"``
+    offline_why: str | None = None
+    #: the mark of the status taken last (:func:`table.interfaces.mqtt.order_status`)
+    mark: StatusMark | None = None
 
     def event(self, ev: dict[str, Any]) -> None:
         seq = ev.get("seq")
@@ -201,6 +207,7 @@ class TableCard:
         stale = state == "no news" and self.online is True
         return {"table_id": self.table_id, "state": state, "online": bool(self.online) and not stale,
                 "status_ts": self.status_ts.isoformat() if self.status_ts else None, "offline_since": self.offline_since,
+                "offline_why": self.offline_why if state == "offline" else None,
                 "table": self.summary if state == "online" else None, "last_summary": self.summary,
                 "round": self.round, "last_result": self.last_result, "last_seq": self.last_seq}
 
@@ -339,22 +346,33 @@ class PitBoard:
         self._changed(None)
 
     def _status(self, card: TableCard, status: dict[str, Any]) -> bool:
-        ts = _parse_ts(status.get("ts"))
-        if ts is None:
-            return False
+        """Take ``status`` by :func:`table.interfaces.mqtt.order_status`, the floor's rule
+        (caller holds the lock): the Last Will of the table's current connection shows it
+        offline at once; a replay (older, or of a connection whose will was taken) is
+        refused and counted with the forged; an ``online: true`` older than ``max_age_s``
+        is not believed either (a capture replayed to a pit view started since)."""
         now = _dt.datetime.now(_dt.timezone.utc)
+        try:
+            verdict, mark = order_status(card.mark, status)
+        except ForgedMessage as exc:
+            self.forged += 1
+            log.warning("pit_status_refused", table=card.table_id, reason=str(exc)[:200])
+            return False
+        if verdict != "take":
+            return False
         if status.get("online") is True:
-            if (now - ts).total_seconds() > self.max_age_s or (card.status_ts is not None and ts <= card.status_ts):
-                return False  # stale or replayed: it does not bring a dead table back
-            card.online, card.status_ts = True, ts
-            card.offline_since = None
+            if (now - mark.ts).total_seconds() > self.max_age_s:
+                return False  # stale: it does not bring a dead table back
+            card.online, card.status_ts, card.mark = True, mark.ts, mark
+            card.offline_since = card.offline_why = None
             summary = status.get("table")
             card.summary = _said_as_people_do(summary) if isinstance(summary, dict) else None
             return True
-        if status.get("online") is False:  # always believed: it is the safe side
+        if status.get("online") is False:
             was = card.online
-            card.online = False
+            card.online, card.mark = False, mark
             card.offline_since = card.offline_since or now.isoformat(timespec="seconds")
+            card.offline_why = "connection lost (its last will)" if mark.will else "stopped"
             return was is not False
         return False
 

@@ -27,11 +27,14 @@ async function loadTables() {
   const {status, body} = await api("/api/v1/floor/tables");
   if (status !== 200) return;
   const ul = $("tables");
-  ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id},
+  ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id, "data-state": t.online ? "online" : "offline"},
     el("div", {class: "name"}, t.table_id, " ",
        el("span", {class: "badge " + (t.online ? "online" : "offline")}, t.online ? "online" : "offline")),
     el("div", {class: "muted"}, (t.floor ? "pit " + t.floor + " · " : "") + "checkpoint " + (t.notary_seq ?? "none") +
-       " · alarms " + t.alarms))));
+       " · alarms " + t.alarms),
+    // when the floor learned it (its own clock: the table cannot say when it died) and how
+    t.offline_since ? el("div", {class: "muted offline-why"}, "offline since " + t.offline_since +
+       " (the floor's time) · " + t.offline_why) : "")));
   $("tables-empty").hidden = body.tables.length > 0;
 }
 let reportAsked = 0;  // the newest report asked for: a slower answer to an older ask is dropped
@@ -61,6 +64,11 @@ async function loadReport() {
       el("div", {class: "name"}, (x.table_id || "floor") + " · " + x.kind), el("div", {}, x.text),
       el("div", {class: "muted"}, x.ts))));
     $("alarms-empty").hidden = a.body.alarms.length > 0;
+    // the floor's own record (its signed notes), checked at this ask: an edit is shown above the alarms
+    const rec = a.body.record || {holds: true, problems: []};
+    $("record-broken").hidden = rec.holds;
+    $("record-broken").replaceChildren(el("strong", {}, "The floor's record was edited: "),
+      ...rec.problems.map((p) => el("div", {}, p)));
   }
 }
 function fluctuation(f) {
@@ -98,7 +106,7 @@ function signedOut() {
 }
 document.addEventListener("DOMContentLoaded", async () => {
   loadTables();
-  setInterval(loadTables, 3000);
+  setInterval(loadTables, 2000);  // a crash shows within 5 s of it (docs/integration.md)
   const me = await api("/api/v1/floor/session");
   if (me.status === 200) signedIn(me.body); else signedOut();
   $("signin-form").addEventListener("submit", async (ev) => {

@@ -21,7 +21,7 @@ function tableCard(t) {
   const cls = `pit-table${t.state !== "online" ? " offline" : ""}${alarms.length ? " alarm" : ""}`;
   return el("section", { class: cls, "data-table": t.table_id, "data-state": t.state, "aria-label": `Table ${t.table_id}` },
     el("h2", {}, `${t.table_id} `, stateBadge(t)),
-    t.state === "offline" ? el("p", { class: "refused" }, `offline${t.offline_since ? ` since ${clock(t.offline_since)}` : ""}`)
+    t.state === "offline" ? el("p", { class: "refused" }, `offline${t.offline_since ? ` since ${clock(t.offline_since)}` : ""}${t.offline_why ? `: ${t.offline_why}` : ""}`)
       : null,
     el("p", { class: "step", "data-step": "" }, s && s.round ? `Round ${s.round.number}: ${stateWords(s.round.state)}`
       : t.round ? `Round ${t.round.number}: ${t.round.step}` : "Between rounds",
