@@ -414,6 +414,7 @@ class DeckCustody:
             if deck.place in (P.IN_PLAY, P.SHUFFLING, P.OUT_OF_SERVICE):
                 continue
             self._move(deck, "recount")
+            deck.commitment = b""  # counted again: its next count commits anew (SPEC §4.2.1)
             moved.append(deck)
         self.last_played = None
         return moved

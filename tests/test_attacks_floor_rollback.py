@@ -163,12 +163,17 @@ url = "mqtt://127.0.0.1:{broker.port}"
         assert incidents and incidents[-1]["anchor_seq"] == new_head["seq"]
         assert "behind a signed checkpoint" in incidents[-1]["what"]
 
-        # The control arm: the same restart without the floor's notary resumes, nobody told.
+        # The control arm: the same restart without the floor's notary is not told by any anchor;
+        # the journal's deck is not the shuffler's any more, and the shuffle commitment the
+        # rolled-back journal holds is one the shuffler no longer opens (SPEC §4.2.1): the round
+        # dealt is held before it settles, never settled from the stale record.
         control = run(_table_config(tmp_path, broker.port, tmp_path / "control.sqlite3", None),
                       path=tmp_path / "control.sqlite3", rounds=1)
-        assert control.returncode == 0, control.stderr[-2000:]
+        assert control.returncode == 3, control.stderr[-2000:]
+        assert "deal_not_the_shuffle" in control.stderr
         with Journal(tmp_path / "control.sqlite3", read_only=True) as j:
-            assert list(j.entries("incident")) == []
+            assert not [e for e in j.entries("incident") if "behind a signed checkpoint" in e.body.get("what", "")]
+            assert all(e.body.get("step") != "settle" for e in j.entries("round") if e.seq > old_head["seq"])
     finally:
         sim.terminate()
         sim.wait(10)

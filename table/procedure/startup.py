@@ -131,7 +131,22 @@ class Startup:
                  **({"anchors_refused": len(check.refused)} if check.refused else {}), **by(cmd))
         if cp is not None:
             t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
+            self._recount_decks("the journal is behind a signed checkpoint")
         cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")
+
+    def _recount_decks(self, why: str) -> None:
+        """A journal that may be behind what happened says where the decks were, not where
+        they are, nor which shuffle (and commitment, SPEC §4.2.1) each one holds: every deck
+        not in play goes off the table and is counted again in the shuffler before it is
+        dealt (custody step ``recount``, journaled and replayed; 58 Pa. Code 649a.3(b))."""
+        t = self.t
+        text = f"{why}: every deck not in play is counted again in the shuffler before it is dealt"
+        with t.batch():
+            t.op("recount", rule="journal_unconfirmed")
+            t.custody.recount()
+            t.record("incident", what=text)
+        log.error("deck_custody_recount", rule="journal_unconfirmed", detail=why)
+        t.publish("incident", what=text)
 
     def _hold_unconfirmed(self, why: str) -> None:
         """The floor's notary could not confirm the journal's end (``[floor] unreachable =
@@ -148,4 +163,5 @@ class Startup:
                                 "a supervisor to acknowledge that the floor could not confirm the journal's end",
                                 role="supervisor", voids=False)
         t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, unconfirmed=True, **by(cmd))
+        self._recount_decks("the journal's end could not be checked with the floor's notary")
         cmd.answer(ok=True, acknowledged="unconfirmed")
