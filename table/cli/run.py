@@ -430,23 +430,29 @@ class _TableRun:
 
     # -- 2. the journal and its anchors ------------------------------------------------------------
 
+    def _journal_from_config(self) -> str:
+        """Take the config's [journal] path when no --journal is given: at a real table, by
+        hand as in service (a person who starts a table with --config expects its record).
+        By hand, a config that names no journal is refused (``click.UsageError``) rather
+        than dealt without a record or into the service's default journal; --no-journal
+        deals without one on purpose. --simulate is not the real table: it takes none.
+        Returns the name to give a problem with the journal (the option or the config key)."""
+        a, cfg = self.a, self.cfg
+        if a.journal_path is not None or cfg is None or a.simulate or a.no_journal:
+            return "--journal"
+        if not a.service and not _file_sets(cfg.source, "journal", "path"):
+            raise click.UsageError(f"{cfg.source} sets no [journal] path: a real table deals with a record. "
+                                   "Set [journal] path there, or give --journal PATH, or --no-journal to deal "
+                                   "without a record")
+        a.journal_path = str(cfg.journal.path)
+        return f"[journal] path of {cfg.source or 'the config'}"
+
     def _open_journal(self) -> None:
         """The journal (``--journal``, or the config's in service mode), its table key, and
         the anchors to check it against (``--anchors``, the floor's broker). Raises
         ``click.BadParameter`` naming the option."""
         a, cfg = self.a, self.cfg
-        journal_hint = "--journal"
-        # A real table run with its config keeps the config's journal, by hand as in service:
-        # a person who starts a table with --config expects its record. By hand, a config that
-        # names no journal is refused rather than dealt without a record (or into the service's
-        # default journal): --no-journal deals without one on purpose. --simulate is not the
-        # real table: it starts a fresh journal of its own, if any.
-        if a.journal_path is None and cfg is not None and not a.simulate and not a.no_journal:
-            if not a.service and not _file_sets(cfg.source, "journal", "path"):
-                raise click.UsageError(f"{cfg.source} sets no [journal] path: a real table deals with a record. "
-                                       "Set [journal] path there, or give --journal PATH, or --no-journal to deal "
-                                       "without a record")
-            a.journal_path, journal_hint = str(cfg.journal.path), f"[journal] path of {cfg.source or 'the config'}"
+        journal_hint = self._journal_from_config()
         if a.journal_path:
             _check_folder(a.journal_path, journal_hint)
         # One rule for every file the run creates: its folder must exist (the journal, the
