@@ -13,6 +13,7 @@ compare what the controller recorded with the emulators' ground truth.
 from __future__ import annotations
 
 import collections
+import fnmatch
 import queue
 import random
 import tempfile
@@ -73,6 +74,9 @@ SOAK_KINDS = FAULT_KINDS + HANDS_FAULT_KINDS
 #: of one of these that settles is counted ``wrongly_settled`` (it must be 0).
 MUST_HOLD = ("foreign_card", "duplicate_read", "early_card", "extra_card", "card_unreported", "lost_card_event",
              "shoe_extra_cards", "short_deck_in_shoe", "doubled_card_in_shoe", "substituted_deck")
+#: Classes that change the deck on its way from the shuffler to the shoe: judged by whether a
+#: card of the changed deck was dealt in a round that settled (:meth:`_SoakTally._outcome`).
+TAMPER_KINDS = ("shoe_extra_cards", "short_deck_in_shoe", "doubled_card_in_shoe", "substituted_deck")
 #: Classes that leave a deck wrong on purpose: its next count in the shuffler fails, as expected.
 WRONG_DECK_KINDS = ("foreign_card", "duplicate_read", "shoe_extra_cards", "short_deck_in_shoe",
                     "doubled_card_in_shoe")
@@ -444,6 +448,12 @@ class FaultyDealer:
         self.power_cut_at_take = False  # the shuffler's power goes as the dealer takes the deck out
         #: the deck in hand changed on its way from the shuffler to the shoe, at the next load
         self.tamper: Callable[[list[SimCard]], list[SimCard]] | None = None
+        #: ground truth of the shoe's loads: how many so far, which of them were tampered with,
+        #: and the loads this round's cards were drawn from (a round that settles with a card of
+        #: a tampered load is wrongly settled, whatever fault its round was given)
+        self.loads = 0
+        self.tampered_loads: set[int] = set()
+        self.round_loads: set[int] = set()
 
     def arm(self, nth_draw: int, act: Callable[[], None]) -> None:
         self._armed[self._draws + nth_draw] = act
@@ -490,9 +500,11 @@ class FaultyDealer:
 
     def load_shoe(self, colour: BackColour) -> None:
         self._fire("load_shoe")
+        self.loads += 1
         if self.tamper is not None and self.sim.dealer.in_hand:
             change, self.tamper = self.tamper, None
             self.sim.dealer.change_deck_in_hand(change)
+            self.tampered_loads.add(self.loads)
         if self.early:  # the dealer draws a card before betting has closed: as soon as the deck is in
             self.early = False
             self.sim.dealer.load_shoe(colour)
@@ -503,6 +515,7 @@ class FaultyDealer:
     def draw_card(self) -> None:
         self._draws += 1
         self._round_draws += 1
+        self.round_loads.add(self.loads)
         act = self._armed.pop(self._draws, None)
         if act is not None:
             act()
@@ -678,6 +691,8 @@ class ChaosTable:
                 key = f"link:{e.body['source']}:{e.body['notice']}"
             elif e.kind == "supervisor":
                 key = f"supervisor:{e.body['action']}"
+            elif e.kind == "device_fault" and e.body.get("step") == "held":
+                key = f"device_fault:{e.body['source']}"
             else:
                 if e.kind == "device_event" and e.body["message"]["message"] == "DeckVerified":
                     self.counts.append(e.body["message"]["back_colour"])
@@ -715,19 +730,21 @@ DETECTED_BY = {
     "card_unreported": ("violation:card_unaccounted",),
     # HANDS_FAULT_KINDS: the alarm the host gives, or the round held ("round:held", the soak's own
     # mark: a hold the supervisor voided) where the table's words for it are still being settled
-    "door_open": ("incident:shuffler fault: door open", "round:held"),
+    "door_open": ("device_fault:shuffler", "incident:shuffler fault: door open", "round:held"),
     "reboot_mid_shuffle": ("link:shuffler:device_rebooted",),
     "reboot_mid_delivery": ("link:shuffler:device_rebooted",
                             *(f"incident:no record of the {c} deck out of the shuffler: the {c} deck is already "
                               f"out of the shuffler" for c in (RED, BLUE))),
     "garble_shuffler": ("link:shuffler:crc_error",),
-    "lost_card_event": ("violation:card_unaccounted", "round:held"),
+    "lost_card_event": ("violation:card_unaccounted", "round:held", "incident:card event lost*"),
     "shoe_extra_cards": ("violation:duplicate_card", "violation:foreign_card", "violation:wrong_card_count",
-                         "incident:card drawn beyond the deal", "round:held"),
+                         "incident:card drawn beyond the deal", "round:held",
+                         "incident:the shoe holds more cards than it should*"),
     "short_deck_in_shoe": ("violation:wrong_card_count", "incident:card drawn beyond the deal",
                            "violation:card_unaccounted", "round:held"),
-    "doubled_card_in_shoe": ("violation:duplicate_card", "round:held"),
-    "substituted_deck": ("round:held",),
+    "doubled_card_in_shoe": ("violation:duplicate_card", "violation:foreign_card", "round:held",
+                             "incident:the shoe holds more cards than it should*"),
+    "substituted_deck": ("violation:deal_not_the_shuffle", "round:held"),
     # a driver plugin's shuffler (table.hil.driver_soak): an event lost inside the shuffler
     "lost_shuffler_event": ("round:held",),
 }
@@ -743,10 +760,33 @@ DETECTED_BY = {
 AFTERMATH = {
     "reboot_shoe": ("incident:card drawn with no round in progress",),
     "unplug_shoe": ("incident:card drawn with no round in progress",),
-    "corrupt_bytes": ("incident:card drawn with no round in progress",),
+    "corrupt_bytes": ("incident:card drawn with no round in progress",
+                      # a burst long enough that a card's every resend in the wait was garbled: the
+                      # shoe's count shows the card out, the round is held as a card unaccounted
+                      "incident:card event lost*", "violation:card_unaccounted"),
     # the delivery lost with the power: the next round finds the deck out of the shuffler
-    "reboot_mid_delivery": DETECTED_BY["reboot_mid_delivery"][1:],
+    # (after a restart), or the table takes it from the shuffler's status
+    "reboot_mid_delivery": (*DETECTED_BY["reboot_mid_delivery"][1:], "incident:the shuffler's event for *"),
+    # a shuffle lost with the power is asked again, said as an incident
+    "reboot_mid_shuffle": ("incident:the shuffle of the * deck was lost*",),
+    # a deck held at the load for cards that are not the shuffler's: the custody violation's own
+    # words, the deck in the shoe sent round the shuffler again, and its count there failing
+    "shoe_extra_cards": ("incident:custody violation: the shoe holds more cards than*",
+                         "incident:the shoe holds a * deck the table has no record of loading*",
+                         "violation:deck_incomplete"),
+    "doubled_card_in_shoe": ("incident:custody violation: the shoe holds more cards than*",
+                             "incident:the shoe holds a * deck the table has no record of loading*",
+                             "violation:deck_incomplete"),
 }
+
+
+def _matching(keys: "set[str] | dict[str, int]", patterns: tuple[str, ...]) -> set[str]:
+    """The keys of ``keys`` that ``patterns`` name: equal, or matching a pattern with ``*``
+    (:func:`fnmatch.fnmatchcase`: an alarm whose words carry the round's own figures, as a
+    count's, or a deck's colour)."""
+    exact = {p for p in patterns if "*" not in p}
+    wild = [p for p in patterns if "*" in p]
+    return {k for k in keys if k in exact or any(fnmatch.fnmatchcase(k, p) for p in wild)}
 
 
 def _compare_reads(truth: list[tuple[str, str]], recorded: list[tuple[str, str]],
@@ -873,8 +913,10 @@ class _SoakTally:
         n_incomplete, n_missing, n_counts = len(t.incomplete_details), len(inj.missing), len(t.counts)
         if kind:
             inj.inject(kind)
+        t.dealer.round_loads.clear()
         outcome = t.play()
         self.outcomes[outcome] += 1
+        dealt_tampered = bool(t.dealer.round_loads & t.dealer.tampered_loads)
         struck = inj.withdraw_unstruck(kind or "")
         if kind == "missing_card":
             struck = len(inj.missing) > n_missing  # else there was no card to take
@@ -883,7 +925,7 @@ class _SoakTally:
             kind = None
         if kind:
             self.injected[kind] += 1
-        self._outcome(kind, outcome)
+        self._outcome(kind, outcome, dealt_tampered)
         if kind == "missing_card":
             self.short_decks.append((n, *inj.missing[-1], n_counts))
         after = t.detections()
@@ -896,15 +938,23 @@ class _SoakTally:
         self._alarms(n, kind, new, outcome)
         self.previous = kind
 
-    def _outcome(self, kind: str | None, outcome: str) -> None:
+    def _outcome(self, kind: str | None, outcome: str, dealt_tampered: bool = False) -> None:
         """How the round of fault ``kind`` ended: an exit (``"exit"``: a link error escaped the
         round, which ``tablectl run`` exits 4 on), settled although ``kind`` forbids it, or
         ridden through (held, settled, or stopped by a device fault the table waits out and
-        tries again: no exit). A round with no fault that exits counts under ``"(none)"``."""
+        tries again: no exit). A round with no fault that exits counts under ``"(none)"``.
+
+        A deck tampered with on its way to the shoe (:data:`TAMPER_KINDS`) is judged by the
+        ground truth (``dealt_tampered``: a card of this round came from a tampered load): held
+        at the load by the shoe's count and counted again, the round is dealt from a verified
+        deck and settles rightly; any round that settles with a tampered load's card, whatever
+        its own fault, is wrongly settled (counted under ``"(tampered deck)"`` when not its own)."""
         key = kind or "(none)"
+        if outcome == "played" and dealt_tampered and kind not in TAMPER_KINDS:
+            self.wrongly_settled["(tampered deck)"] += 1
         if outcome == "exit":
             self.exits[key] += 1
-        elif outcome == "played" and kind in MUST_HOLD:
+        elif outcome == "played" and kind in MUST_HOLD and (kind not in TAMPER_KINDS or dealt_tampered):
             self.wrongly_settled[key] += 1
         elif kind:
             self.ridden[key] += 1
@@ -937,28 +987,30 @@ class _SoakTally:
         last round's showing late), excused as a fault's aftermath, or an anomaly."""
         previous = self.previous
         alarms = {k for k in new if k.startswith(("violation:", "incident:"))}
-        aftermath = alarms & set(AFTERMATH.get(previous or "", ()))
+        aftermath = _matching(alarms, AFTERMATH.get(previous or "", ()))
+        if kind:  # what a fault detected and held leaves in its own round (a recount, its count)
+            aftermath |= _matching(alarms, AFTERMATH.get(kind, ()))
         self.excused += sum(new[k] for k in aftermath)
         alarms -= aftermath
         notices = {k for k in new if k.startswith("link:") and not k.endswith(":link_up")}
         if self.late is not None:
             # Last round's fault may show in this round (a straggling card event, a reboot
             # noticed at the next request): detection one round late, counted apart.
-            if set(new) & set(self.detected_by[self.late]):
+            if _matching(new, self.detected_by[self.late]):
                 self.credit(self.late, late=True)
-                alarms -= set(self.detected_by[self.late])
-                notices -= set(self.detected_by[self.late])
+                alarms -= _matching(alarms, self.detected_by[self.late])
+                notices -= _matching(notices, self.detected_by[self.late])
             else:
                 self.anomalies.append({"round": self.late_round, "what": "undetected", "fault": self.late,
                                        "next_round_saw": dict(new)})
             self.late = None
         if kind and kind != "missing_card":
-            if set(new) & set(self.detected_by[kind]):
+            if _matching(new, self.detected_by[kind]):
                 self.credit(kind)
             else:
                 self.late, self.late_round = kind, n
-            alarms -= set(self.detected_by[kind])
-            notices -= set(self.detected_by[kind])
+            alarms -= _matching(alarms, self.detected_by[kind])
+            notices -= _matching(notices, self.detected_by[kind])
         if kind and alarms:
             # A faulted round with an alarm its fault does not explain: listed, not counted
             # as a false alarm (the fault may have caused it), for review.
@@ -1004,6 +1056,7 @@ class _SoakTally:
             "wrongly_settled": self.wrongly_settled.total(),
             "exits": self.exits.total(),
             "exits_without_fault": self.exits["(none)"],
+            "wrongly_settled_from_a_tampered_deck_of_another_round": self.wrongly_settled["(tampered deck)"],
             "by_kind": {k: {"injected": self.injected[k], "detected": self.detected[k],
                             "detected_late": self.late_by_kind[k], "withdrawn": self.withdrawn[k],
                             "ridden_through": self.ridden[k], "wrongly_settled": self.wrongly_settled[k],

@@ -424,7 +424,16 @@ class DeviceIntake:
                     suspect = self.lost_card_check(confirm=suspect)
                     continue
             else:
-                ev = self._next_card_or_count(deadline, what, cards)
+                try:
+                    ev = self._next_card_or_count(deadline, what, cards)
+                except DeviceTimeout:
+                    if cards and self.t.round is not None:
+                        # Even a shoe that resends can lose an event in a power cut or a fault of
+                        # its own (SPEC §6.5): its count tells whether a card left it unreported
+                        # (held: card_unaccounted) or the dealer simply has not drawn (the wait's
+                        # own timeout, which a table with a front door waits out again).
+                        self.lost_card_check(confirm=True, why=f"no event within {timeout_s:g} s")
+                    raise
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
                 if cards and self.t.round is not None:
