@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import random
+import secrets
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -121,7 +122,8 @@ class ShufflerEmulator(FirmwareEmulator):
     randomness check (issue 7). Raises ``ValueError`` for another mode.
 
     The shuffle commitment (SPEC §4.2.1): a deck that verifies complete is
-    committed to (a fresh 16-byte salt from ``rng``, SHA-256 over salt and
+    committed to (a fresh 16-byte salt from ``secrets``, never from ``rng``: a bench's seed
+    must not let anyone open a commitment before its time; SHA-256 over salt and
     order) in ``DeckVerified``; ``OpenShuffle`` opens only the commitment of the
     deck last delivered with a commitment (:meth:`take`), never that of a deck inside.
     ``commitment=False`` is a protocol 1.0 shuffler: no commitment, and
@@ -267,7 +269,7 @@ class ShufflerEmulator(FirmwareEmulator):
         self._committed = None
         if self.commits and verified.complete:
             # SPEC §4.2.1: the order the deck leaves in, first card dealt first, under a fresh salt
-            opening = ShuffleOpening(self.rng.getrandbits(128).to_bytes(16, "big"), tuple(own))
+            opening = ShuffleOpening(secrets.token_bytes(16), tuple(own))
             self._committed = (shuffle_commitment(opening.salt, opening.order), opening)
             verified = DeckVerified(verified.back_colour, verified.card_count, foreign, present, duplicates,
                                     self._committed[0])

@@ -523,6 +523,30 @@ class Authenticator:
         seen = self._known.get(person_id, {}).get(address) if address else None
         return seen is not None and now - seen <= KNOWN_ADDRESS_S
 
+    def _remember_address(self, person_id: str, address: str, now: float) -> None:
+        """``address`` is ``person_id``'s from now on (at most :data:`MAX_KNOWN_ADDRESSES`, the
+        oldest forgotten first); caller holds the lock."""
+        mine = self._known.setdefault(person_id, {})
+        mine[address] = now
+        while len(mine) > MAX_KNOWN_ADDRESSES:
+            mine.pop(min(mine, key=mine.__getitem__))
+
+    def _open_session(self, person: Any, source: str, now: float) -> tuple[str, Session]:
+        """A new session for ``person`` (caller holds the lock): (token, session); the person's
+        oldest beyond :data:`MAX_SESSIONS_PER_PERSON` and the table's least used beyond
+        :data:`MAX_SESSIONS` end."""
+        token = secrets.token_urlsafe(32)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        session = Session(person.actor(source), now, now, time.time() + self.session_ttl_s, digest)
+        mine = sorted((s for s in self._sessions.values() if s.actor.person == person.id), key=lambda s: s.created)
+        for old in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PERSON + 1)]:
+            self._sessions.pop(old.digest, None)
+        if len(self._sessions) >= MAX_SESSIONS:
+            oldest = min(self._sessions.values(), key=lambda s: s.last_used)
+            self._sessions.pop(oldest.digest, None)
+        self._sessions[digest] = session
+        return token, session
+
     def sign_in(self, person_id: str, pin: str, *, address: str = "", source: str = "http",
                 origin: str | None = None) -> tuple[str, Session]:
         """Check ``pin`` for ``person_id``; returns (token, session). ``address``: the
@@ -598,20 +622,8 @@ class Authenticator:
             if origin == TABLE:  # from outside, failures are forgotten only with time (the budget holds)
                 self._person_failures.pop(pkey, None)
             elif address:  # this address is theirs from now on (its own count: see the module docstring)
-                mine = self._known.setdefault(person.id, {})
-                mine[address] = now
-                while len(mine) > MAX_KNOWN_ADDRESSES:
-                    mine.pop(min(mine, key=mine.__getitem__))
-            token = secrets.token_urlsafe(32)
-            digest = hashlib.sha256(token.encode()).hexdigest()
-            session = Session(person.actor(source), now, now, time.time() + self.session_ttl_s, digest)
-            mine = sorted((s for s in self._sessions.values() if s.actor.person == person.id), key=lambda s: s.created)
-            for old in mine[: max(0, len(mine) - MAX_SESSIONS_PER_PERSON + 1)]:
-                self._sessions.pop(old.digest, None)
-            if len(self._sessions) >= MAX_SESSIONS:
-                oldest = min(self._sessions.values(), key=lambda s: s.last_used)
-                self._sessions.pop(oldest.digest, None)
-            self._sessions[digest] = session
+                self._remember_address(person.id, address, now)
+            token, session = self._open_session(person, source, now)
         log.info("signed_in", person=person.id, role=person.role.value, seat=person.seat, address=address[:64],
                  origin=origin)
         return token, session
