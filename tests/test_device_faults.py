@@ -266,3 +266,66 @@ def test_a_card_event_lost_in_a_shoe_power_cycle_holds_the_round_for_a_void_and_
             ctl.play_round()
         assert ctl.play_round().round_id  # and it deals on
         assert any("card event lost: the shoe rebooted" in e.body["what"] for e in journal.entries("incident"))
+
+
+class LoseAtLoad:
+    """A dealer whose shoe loses its ``ShoeLoaded`` event inside the device at the ``at``-th
+    load (SPEC §6.5: an event not yet acknowledged is lost with a power cut)."""
+
+    def __init__(self, sim, at: int) -> None:
+        self.sim, self.at, self.loads = sim, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def load_shoe(self, colour):
+        self.loads += 1
+        if self.loads == self.at:
+            self.sim.shoe.lose_events = 1
+        self.sim.dealer.load_shoe(colour)
+
+
+def test_a_load_event_lost_after_a_deal_is_taken_from_the_shoes_count_not_a_foreign_card(tmp_path):
+    # The second load comes after a round's reads: taken from the status, the draws count from
+    # the new deck (before, the count was held against the last deck's reads: "52 where it
+    # should hold 46", a false foreign card that held the table).
+    with table(tmp_path, dealer=lambda sim: LoseAtLoad(sim, 2)) as (ctl, sim, console, journal):
+        ctl.prepare()
+        ctl.play_round()
+        ctl.prepare()
+        ctl.play_round()
+        from_status = [e.body["message"]["message"] for e in journal.entries("device_event")
+                       if e.body.get("source") == "status"]
+        assert from_status == ["ShoeLoaded"]
+        assert [e.body for e in journal.entries("violation")] == []
+        assert ctl.held is None
+
+
+class LoseCard:
+    """A dealer whose shoe loses the event of its ``at``-th card inside the device."""
+
+    def __init__(self, sim, at: int) -> None:
+        self.sim, self.at, self.draws = sim, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def draw_card(self):
+        self.draws += 1
+        if self.draws == self.at:
+            self.sim.shoe.lose_events = 1
+        self.sim.dealer.draw_card()
+
+
+def test_a_card_event_lost_in_a_shoe_that_resends_holds_the_round_within_its_resend_windows(tmp_path):
+    # With people at the table the dealer's wait is a day long: the shoe's count, asked after
+    # each quiet resend window, finds the card out and holds the round (before, the table went
+    # on asking for the same card, no alarm).
+    from table.custody import Rule
+    from table.errors import RoundHeld
+    with table(tmp_path, dealer=lambda sim: LoseCard(sim, 2), event_timeout_s=3600) as (ctl, sim, console, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+        assert any("card event lost" in e.body["what"] for e in journal.entries("incident"))

@@ -390,6 +390,9 @@ class DeckProcedure:
         log.warning("device_event_from_status", action=action, back_colour=str(colour))
         self.t.alarm("incident", text)
         self.t.publish("incident", what=text)
+        if action == "load_shoe":  # a deck loaded: the draws count from it, as its event would have set
+            self.t.next_draw = 0
+            self.t.in_flight_round = None
         self.intake.apply(msg)
         return True
 

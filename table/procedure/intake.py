@@ -425,16 +425,25 @@ class DeviceIntake(ShoeCountChecks):
                     suspect = self.lost_card_check(confirm=suspect)
                     continue
             else:
+                # Even a shoe that resends can lose an event in a power cut or a fault of its own
+                # (SPEC §6.5): while a card is awaited, each quiet stretch of the shoe's resend
+                # window asks its count; ahead of the reads twice running, a card left it whose
+                # event will not come (held: card_unaccounted); else the dealer has not drawn yet.
+                dealing = cards and self.t.round is not None
+                quiet = max(self.d.resend_window_s, 1.0)
+                ends = min(deadline, clock.monotonic() + quiet) if dealing else deadline
                 try:
-                    ev = self._next_card_or_count(deadline, what, cards)
+                    ev = self._next_card_or_count(ends, what, cards)
+                    suspect = False
                 except DeviceTimeout:
-                    if cards and self.t.round is not None:
-                        # Even a shoe that resends can lose an event in a power cut or a fault of
-                        # its own (SPEC §6.5): its count tells whether a card left it unreported
-                        # (held: card_unaccounted) or the dealer simply has not drawn (the wait's
-                        # own timeout, which a table with a front door waits out again).
-                        self.lost_card_check(confirm=True, why=f"no event within {timeout_s:g} s")
-                    raise
+                    if not dealing:
+                        raise
+                    last = clock.monotonic() >= deadline
+                    suspect = self.lost_card_check(confirm=suspect or last,
+                                                   why=f"its event did not come within {quiet:g} s, twice")
+                    if last:
+                        raise
+                    continue
             msg = ev.message
             if isinstance(msg, (CardDrawn, CardUnreadable)):
                 if cards and self.t.round is not None:
