@@ -203,6 +203,7 @@ class Hands:
         self.bench = bench
         self.draws: list[str] = []
         self.insert_args: dict[str, str] = {}  # colour -> extra args for the next insert (e.g. "-As")
+        self.carried: dict[str | None, str] = {}  # colour -> the deck the shuffler handed over, in its order
 
     def do(self, action: str, colour: str | None) -> None:
         b = self.bench
@@ -211,12 +212,16 @@ class Hands:
             if held and int(held.group(1)) > 0:  # a deck taken out of service is still inside: out it comes
                 b.shuffler.do("take")
             b.shuffler.do(f"insert {colour} {self.insert_args.pop(colour, '')}".strip())
-        elif action == "take_from_shuffler":
-            b.shuffler.do("take")
+        elif action == "take_from_shuffler":  # the deck, in the order the shuffle committed to, carried to the shoe
+            taken = b.shuffler.do("take")
+            cards = next((w[5:] for w in taken.split() if w.startswith("deck=")), None)
+            if cards:
+                self.carried[colour] = cards
         elif action == "unload_shoe":  # the last deck's stub to the discard rack, when the table asks
             b.shoe.do("unload")
         elif action == "load_shoe":  # the table asked for the stub first: the shoe is empty
-            b.shoe.do(f"load {colour}")
+            cards = self.carried.pop(colour, None) or self.carried.pop(None, None)
+            b.shoe.do(f"load deck={cards}" if cards else f"load {colour}")
         elif action == "draw_card":
             reply = b.shoe.do("draw")
             self.draws.append(reply.split()[-1])
