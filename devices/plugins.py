@@ -166,5 +166,8 @@ def describe(driver: Any) -> dict[str, Any]:
     lacks, each with a weaker custody guarantee, docs/drivers.md). For the controller's
     ``device`` journal entry at each (re)connect."""
     caps = getattr(driver, "capabilities", FULL)
-    kind = DriverKind.SHUFFLER if callable(getattr(driver, "shuffle", None)) else DriverKind.SHOE
+    # the driver's own kind: the table's wrapper (GuardedDriver, ``inner``) has a shuffle()
+    # whatever it wraps, so the kind is read from the driver it wraps
+    own = getattr(driver, "inner", driver)
+    kind = DriverKind.SHUFFLER if callable(getattr(own, "shuffle", None)) else DriverKind.SHOE
     return {"driver": getattr(driver, "driver_name", "spec"), "missing": list(caps.missing(kind))}

@@ -33,13 +33,19 @@ class StreamCheck:
     """Outcome of :func:`check_stream`: ``problems`` (one line each; empty: it holds),
     ``rounds`` revealed or voided and checked, ``cards`` whose commitment was
     opened and matched, ``checkpoints`` whose signature verified, ``shuffles``
-    whose opening matched the commitment published at the count (SPEC §4.2.1)."""
+    whose opening matched the commitment published at the count (SPEC §4.2.1);
+    ``shuffles_earlier``: of those, the ones whose deck was counted before a stream that
+    does not begin at seq 1 (a later gaming day's segment, ``events tail`` of the live
+    journal): its commitment is in an earlier segment's stream, so the opening is checked
+    against itself (its salt and order hash to the commitment it names, the deal follows
+    that order), not against the count."""
 
     problems: list[str] = field(default_factory=list)
     rounds: int = 0
     cards: int = 0
     checkpoints: int = 0
     shuffles: int = 0
+    shuffles_earlier: int = 0
 
     @property
     def ok(self) -> bool:
@@ -65,6 +71,8 @@ def check_stream(events: Iterable[dict[str, Any]], public_keys: Iterable[Ed25519
             continue
         if isinstance(seq, int) and seq != last_seq + 1 and last_seq:
             out.problems.append(f"seq {seq} follows {last_seq}: the stream has a gap")
+        if not last_seq and isinstance(seq, int):
+            ledger.whole = seq == 1  # else the decks counted before its first event were counted in an earlier segment
         last_seq = seq if isinstance(seq, int) else last_seq
         ledger.see(etype, rid, data)
         if etype == "card_dealt" and data.get("commitment"):
@@ -95,12 +103,17 @@ class _ShuffleLedger:
         self.colour: dict[str, str] = {}  # round -> back colour of its cards
         self.revealed: dict[str, dict[int, str]] = {}  # round -> draw index -> card opened
         self.opened: dict[str, bool] = {}  # round -> its deal followed the shuffle
+        #: the stream begins at seq 1: every deck's count is in it (else a deck counted before
+        #: its first event has its commitment in an earlier segment's stream)
+        self.whole = True
+        self.counted_here: set[str] = set()  # back colours whose count (shuffle_committed) is in this stream
 
     def see(self, etype: str, rid: str | None, data: dict[str, Any]) -> None:
         """Take one event (never raises for a malformed one: a problem of the result)."""
         try:
             if etype == "shuffle_committed":
                 self.committed[str(data.get("back_colour"))] = str(data.get("commitment"))
+                self.counted_here.add(str(data.get("back_colour")))
             elif etype == "card_dealt" and rid:
                 self.colour.setdefault(rid, str(data.get("back_colour")))
             elif etype in ("dealer_revealed", "round_voided") and rid:
@@ -114,6 +127,11 @@ class _ShuffleLedger:
 
     def _check(self, rid: str | None, data: dict[str, Any]) -> bool:
         colour, commit = str(data.get("back_colour")), str(data.get("commitment"))
+        earlier = not self.whole and colour not in self.counted_here
+        if earlier:
+            # counted before this stream began: the commitment published then is not in it; the
+            # opening is checked against the commitment it names (salt and order, the deal)
+            self.committed[colour] = commit
         if self.committed.get(colour) != commit:
             self.out.problems.append(f"round {rid}: the shuffle opened ({commit[:16]}...) is not the commitment "
                                      f"published when the {colour} deck was counted")
@@ -132,6 +150,7 @@ class _ShuffleLedger:
                                      f" follow the shuffle, the opened cards say it {'did' if follows else 'did not'}")
         if follows:
             self.out.shuffles += 1
+            self.out.shuffles_earlier += earlier
         return follows
 
     def _settled(self, rid: str) -> None:

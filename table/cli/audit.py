@@ -187,12 +187,15 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
     if as_json:
         click.echo(json.dumps({"ok": result.ok, "rounds": result.rounds, "cards": result.cards,
                                "checkpoints": result.checkpoints, "shuffles": result.shuffles,
+                               "shuffles_counted_before_the_stream": result.shuffles_earlier,
                                "problems": result.problems}))
     elif result.ok:
         click.echo(f"OK: {result.rounds} round{'' if result.rounds == 1 else 's'}, {result.cards} "
                    f"card{'' if result.cards == 1 else 's'} opened their commitments"
                    + (f", {result.shuffles} shuffle{'' if result.shuffles == 1 else 's'} opened and followed by "
                       "the deal" if result.shuffles else "")
+                   + (f" ({result.shuffles_earlier} of a deck counted before the stream began: checked against the "
+                      "commitment its opening names)" if result.shuffles_earlier else "")
                    + (f", {result.checkpoints} checkpoints signed" if keys else ""))
     else:
         for p in result.problems:

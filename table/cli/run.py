@@ -923,9 +923,15 @@ def _open_web(host_port: tuple[str, int], dispatcher: Any, front: Any, cfg: Any,
 
 def _say_incidents(ev: Any) -> None:
     """An incident (a device's state adopted after a restart, a deck found where the table has
-    no record of it) on the terminal, as it happens."""
+    no record of it) on the terminal, as it happens; and a device fault the table waits out
+    (docs/device-faults.md: what to do is said at the terminal too), and the device back."""
     if ev.kind == "incident":
         click.echo(f"tablectl run: incident: {mask_cards(str(ev.data.get('what', '')))}", err=True)
+    elif ev.kind == "device_fault":
+        click.echo(f"tablectl run: the {ev.data.get('source')}: {mask_cards(str(ev.data.get('reason', '')))}; "
+                   f"the table waits for {ev.data.get('waiting_for')}", err=True)
+    elif ev.kind == "device_back":
+        click.echo(f"tablectl run: the {ev.data.get('source')} answers again: the table goes on", err=True)
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:

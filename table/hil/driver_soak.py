@@ -122,6 +122,13 @@ class SoakDealer:
         self.power_cut_at_take = False
         self.inserts = 0
         self.last_colour = BackColour.NONE
+        #: ground truth of the shoe's loads (what the soak's tally reads, as of the chaos soak's
+        #: dealer): how many so far, which were changed between the shuffler and the shoe (none:
+        #: this bench's hands carry the deck=TEXT the shuffler handed over unchanged), and the
+        #: loads this round's cards were drawn from
+        self.loads = 0
+        self.tampered_loads: set[int] = set()
+        self.round_loads: set[int] = set()
 
     def _do(self, device: str, line: str) -> str:
         try:
@@ -163,6 +170,7 @@ class SoakDealer:
     def load_shoe(self, colour: BackColour) -> None:
         carried, self.in_hand = self.in_hand, None
         self._do("shoe", f"load deck={carried}" if carried else f"load {colour}")
+        self.loads += 1
         self.colour, self.round_first = colour, None
         self._put.clear()
         if self.early:  # the dealer draws before betting has closed: as soon as the deck is in
@@ -190,6 +198,7 @@ class SoakDealer:
         self._draw(1)
 
     def _draw(self, n: int, unseen: int = 0) -> None:
+        self.round_loads.add(self.loads)
         faces = self._do("shoe", f"draw {n}").split()[1:]  # "drew As Kd"
         for i, face in enumerate(faces):
             colour = self._put.popleft()[1] if self._put and self._put[0][0] == face else self.colour
