@@ -380,3 +380,38 @@ def test_a_shoe_showing_the_colour_with_no_load_seen_is_not_adopted_at_a_restart
             for link in links:
                 link.close()
             journal.close()
+
+
+class EarlyThirdDeck:
+    """A fresh attacker's timing: at the round's collect the dealer leaves the red stub in the
+    shoe, takes the verified blue deck out before he is asked and puts a third red deck into
+    the shuffler; asked for the stub, he takes it out. The third red deck's ``DeckInserted``
+    waits in the queue until the table asks for a red deck, when the shoe shows blue."""
+
+    def __init__(self, sim):
+        self.sim, self.collects = sim, 0
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def collect(self):
+        self.collects += 1
+        d = self.sim.dealer
+        if self.collects == 1:
+            d.discard_rack += d.on_layout  # the round's cards to the rack; the stub stays in the shoe
+            d.on_layout = []
+            d.take_from_shuffler()  # the blue deck out before it is asked for
+            self.sim.shuffler.insert(new_deck(RED))  # a third red deck in, the red stub still in the shoe
+            return
+        d.collect()
+
+
+def test_a_third_deck_put_in_the_shuffler_while_the_stub_of_its_colour_is_in_the_shoe_holds_the_table(tmp_path):
+    with table(tmp_path, dealer=EarlyThirdDeck, attached=False) as (ctl, sim, console, journal):
+        ctl.prepare()
+        assert ctl.play_round().deck_colour is RED
+        with pytest.raises(SupervisorRequired, match="custody violation"):
+            ctl.prepare()
+            ctl.play_round()
+        assert "second_deck_of_one_colour" in _rules(journal)
+        assert [b["step"] for b in kinds(journal, "round")].count("open") == 1

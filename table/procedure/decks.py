@@ -424,8 +424,9 @@ class DeckProcedure:
         self.console.expect(Expectation("collect", f"the dealer to take the {found} deck out of the shoe and put it "
                                         f"in the discard rack, before the {wanted} deck is loaded", "device", (),
                                         colour=str(found), deck_id=deck.deck_id if deck else None))
+        self._second_deck_check(found)
         self.d.dealer.collect()
-        self._await_empty_shoe(f"the {found} deck")
+        self._await_empty_shoe(f"the {found} deck", found)
 
     def _take_stub(self, wanted: BackColour) -> None:
         """The shoe still holds the stub of the last deck dealt (the table collected its round:
@@ -445,20 +446,53 @@ class DeckProcedure:
                                         f"and put it in the discard rack, before the {wanted} deck is loaded",
                                         "device", (), colour=str(found), deck_id=deck.deck_id if deck else None))
         log.info("shoe_holds_stub", back_colour=str(found))
+        self._second_deck_check(found)
         self.d.dealer.collect()
-        self._await_empty_shoe(f"the {found} deck's stub")
+        self._await_empty_shoe(f"the {found} deck's stub", found)
 
-    def _await_empty_shoe(self, what: str) -> None:
+    def _await_empty_shoe(self, what: str, colour: BackColour | None = None) -> None:
         """Wait (by the shoe's status; it sends no event for it) until the shoe is empty.
-        Raises :class:`DeviceTimeout` after the dealer's wait."""
+        A deck of the stub's ``colour`` put into the shuffler meanwhile, while the shoe still
+        holds cards of that colour, is a second deck of one colour on the table (its
+        ``DeckInserted`` waits in the queue for the step that asks for it, when the shoe
+        would show the next deck): journaled and raised as :class:`CustodyViolation`, which
+        holds the table (58 Pa. Code 649a.3(b); COMAR 36.05.03.27 C). Raises
+        :class:`DeviceTimeout` after the dealer's wait."""
         deadline = time.monotonic() + self.d.dealer_wait_s
         while True:
-            if self.faults.call("shoe", self.d.shoe.status, "the shoe's status").state is DeviceState.IDLE:
+            if colour is not None:
+                empty = self._second_deck_check(colour)
+            else:
+                empty = self.faults.call("shoe", self.d.shoe.status, "the shoe's status").state is DeviceState.IDLE
+            if empty:
                 break
             if time.monotonic() > deadline:
                 raise DeviceTimeout(f"the shoe still holds {what} after {self.d.dealer_wait_s:g} s")
             time.sleep(self.SHOE_CLEAR_POLL_S)
         self.console.expect(None)
+
+    def _second_deck_check(self, colour: BackColour) -> bool:
+        """A ``DeckInserted`` of ``colour`` waiting in the queue, and then the shoe's status
+        still showing cards (those of ``colour``, the stub): the deck went into the shuffler
+        with them in the shoe, a second deck of one colour (journaled; raises
+        :class:`CustodyViolation`, 58 Pa. Code 649a.3(b), COMAR 36.05.03.27 C). The queue
+        is looked at first: an insert made after the stub came out finds the shoe empty
+        here, and is the next step's to take. Returns whether the shoe is empty."""
+        inserted = self._insert_waiting(colour)
+        empty = self.faults.call("shoe", self.d.shoe.status, "the shoe's status").state is DeviceState.IDLE
+        if inserted and not empty:
+            v = self.t.custody.second_deck(colour, "the shoe")
+            self.t.violation(v)
+            raise v
+        return empty
+
+    def _insert_waiting(self, colour: BackColour) -> bool:
+        """Whether a ``DeckInserted`` of ``colour`` from the shuffler waits in the event queue
+        (looked at, not taken: the step that asks for the deck takes it)."""
+        q = self.d.events
+        with q.mutex:
+            return any(ev.source == self.d.shuffler_name and isinstance(ev.message, DeckInserted)
+                       and ev.message.back_colour == colour for ev in q.queue)
 
     def _adopt(self, action: str, colour: BackColour, what: str) -> None:
         """A device shows ``action`` done but its event was taken by an earlier controller
