@@ -96,6 +96,10 @@ class ShufflerFaults:
 
     jam_next_shuffle: bool = False
     door_open: bool = False
+    #: ground truth for a bench: requests answered while the door was open (a status showing
+    #: the door's fault, a Shuffle refused DOOR_OPEN); a door opened and closed again before
+    #: the host asked anything is a fault nobody could see
+    door_seen: int = 0
     #: the next shuffle is accepted (``Ack``) and stays in progress (state SHUFFLING) until
     #: :meth:`ShufflerEmulator.finish_shuffle`: a slow shuffle, so a bench can power-cycle
     #: the shuffler mid-shuffle (a reboot loses the shuffle: the deck stays unverified)
@@ -183,6 +187,8 @@ class ShufflerEmulator(FirmwareEmulator):
 
     # host side
     def handle_request(self, msg: Message) -> Message:
+        if self.faults.door_open and isinstance(msg, (GetStatus, Shuffle)):
+            self.faults.door_seen += 1
         if isinstance(msg, GetStatus):
             state = (
                 DeviceState.FAULT if self.faults.door_open or self.faults.jammed

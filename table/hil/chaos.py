@@ -194,6 +194,7 @@ class FaultInjector:
         #: (back colour, card) of each card a ``missing_card`` took away, in order.
         self.missing: list[tuple[BackColour, Card]] = []
         self._flips = 0
+        self._door_seen = 0
 
     def _count(self, kind: str) -> None:
         self.injected[kind] = self.injected.get(kind, 0) + 1
@@ -314,6 +315,7 @@ class FaultInjector:
 
     # the hands', the power's and the lines' faults (HANDS_FAULT_KINDS)
     def _door_open(self) -> None:  # the door opens as the dealer puts the next deck in; closed again later
+        self._door_seen = self.t.sim.shuffler.faults.door_seen
         self.t.dealer.door_open_s = self._seconds or 0.5
 
     def _reboot_mid_shuffle(self) -> None:
@@ -383,8 +385,8 @@ class FaultInjector:
             struck = not dealer.early
         elif kind == "corrupt_bytes":
             struck = t.shoe_faults.injected["bit_flip"] > self._flips
-        elif kind == "door_open":
-            struck = not dealer.door_open_s
+        elif kind == "door_open":  # struck: the door opened, and the shuffler answered the host while open
+            struck = not dealer.door_open_s and t.sim.shuffler.faults.door_seen > self._door_seen
         elif kind == "reboot_mid_shuffle":
             with t.sim.shuffler.lock:
                 struck = not t.sim.shuffler.faults.power_cut_mid_shuffle
