@@ -107,8 +107,14 @@ class Running:
     def stop(self):
         """Stop after the round in play (open the table first if it waits to be opened)."""
         self.stopping.set()
-        if self.thread.is_alive() and (self.status().get("waiting_for") or {}).get("action") == "table_procedure":
-            assert self.send(signed("open", OPEN))["ok"]  # a closed table waits to be opened: open it to stop
+        if self.thread.is_alive() and not self.status()["table_day"]["open"]:
+            # a closed table waits to be opened: open it to stop, once it asks again (a
+            # refused procedure is answered before the table's next wait is posted)
+            wait_until(lambda: not self.thread.is_alive()
+                       or (self.status().get("waiting_for") or {}).get("action") == "table_procedure",
+                       60, "the closed table to wait for its opening")
+            if self.thread.is_alive():
+                assert self.send(signed("open", OPEN))["ok"]
         self.thread.join(60)
         assert not self.thread.is_alive() and not self.errors, self.errors
         self.ctl.close()
