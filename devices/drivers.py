@@ -2,7 +2,7 @@
 
 The same driver code runs against a real device, a pty emulator, a TCP
 emulator or the emulated USB devices: the transport is chosen by URL or USB
-selector (DESIGN.md, "Layers"; ``firmware_bridge.factory.transport_for``).
+selector (docs/architecture.md, "The layer rule"; ``firmware_bridge.factory.transport_for``).
 Events are the protocol's dataclasses (``DeckVerified``, ``CardDrawn``...),
 wrapped in :class:`firmware_bridge.link.DeviceEvent` with their source and
 arrival time.

@@ -2,7 +2,7 @@
 
 ``serial.serial_for_url`` gives one seam for real ports (``/dev/ttyUSB0``,
 ``/dev/threecard/shoe``), ptys, ``socket://host:port``, ``rfc2217://`` and
-``loop://`` (DESIGN.md, "Layers"). Ports are opened with ``exclusive=True`` so
+``loop://`` (docs/architecture.md, "The layer rule"). Ports are opened with ``exclusive=True`` so
 a second process cannot interleave bytes on the same device.
 """
 
@@ -279,7 +279,7 @@ def _failed(what: str, exc: BaseException) -> str:
 
 
 def _set_nodelay(port: serial.SerialBase) -> None:
-    """Disable Nagle on a ``socket://`` port (DESIGN.md pitfalls: 40-90 ms otherwise)."""
+    """Disable Nagle on a ``socket://`` port (docs/pitfalls.md, "TCP ports": 40-90 ms otherwise)."""
     sock = getattr(port, "_socket", None)
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -291,7 +291,7 @@ def _close_socket_port(port: serial.SerialBase) -> None:
 
     pyserial's ``close()`` does the same (shutdown, close) and then sleeps 0.3 s
     "in case of quick reconnects" to a server that takes one connection at a
-    time (DESIGN.md pitfalls). The device servers here listen with a backlog,
+    time (docs/pitfalls.md, "TCP ports"). The device servers here listen with a backlog,
     so the pause only delayed every reconnect, and every conformance check,
     by 0.3 s; the bytes on the wire and the way the connection ends are the
     same. A pyserial without the attributes relied on falls back to its close.

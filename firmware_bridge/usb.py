@@ -15,7 +15,7 @@ selector must match exactly one device.
 the interface of class 0xFF and its bulk IN and OUT endpoints in the
 descriptors, detaches a kernel driver bound to that interface (and reattaches
 it on close), and claims the interface. It does not set the configuration of
-a device that already has one: that would reset it (DESIGN.md pitfalls).
+a device that already has one: that would reset it (docs/pitfalls.md, "USB").
 
 Errors: :class:`~firmware_bridge.errors.TransportError` with a ``hint`` when
 the device cannot be opened (no libusb, EACCES, EBUSY, no such device);

@@ -13,7 +13,7 @@ and which vendor key signed it (a key id). The signature is Ed25519
 module builds and parses the bytes and checks the body against its hash; it
 neither signs nor verifies signatures: the host does that with
 ``table/keys.py`` and the device emulators with ``cryptography`` directly
-(one bug cannot hide on both ends, DESIGN.md "Layers").
+(one bug cannot hide on both ends, docs/architecture.md "The layer rule").
 
 Every parse failure raises :class:`ImageError` (a
 :class:`~protocols.errors.ProtocolError`) and nothing else.

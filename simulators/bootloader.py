@@ -6,7 +6,7 @@ USB): it holds its own vendor public keys and security version, checks an
 image's header when a transfer begins and verifies the whole image (hash,
 Ed25519 signature, kind, model, security version) after the commit, before
 it may ever run. Verification uses ``cryptography`` directly, never the
-host's ``table/keys.py`` (DESIGN.md "Layers": one bug cannot hide on both
+host's ``table/keys.py`` (docs/architecture.md "The layer rule": one bug cannot hide on both
 ends).
 
 What survives a power loss is the *flash*: both slots, the image being

@@ -1,7 +1,7 @@
 """Device-side link logic shared by the shuffler and shoe firmware emulators (SPEC §6).
 
 Imports ``protocols`` only, never the host's ``firmware_bridge`` or ``devices``,
-so one bug cannot hide on both ends (DESIGN.md, "Layers").
+so one bug cannot hide on both ends (docs/architecture.md, "The layer rule").
 
 Each emulator runs one thread that blocks in ``poll`` on its port and a
 wake-up pipe; with nothing to send and nothing arriving it sleeps with no

@@ -12,7 +12,7 @@ from typing import Callable
 
 
 def _nodelay(sock: socket.socket) -> None:
-    """Disable Nagle (DESIGN.md pitfalls: otherwise 40-90 ms per round trip)."""
+    """Disable Nagle (docs/pitfalls.md, "TCP ports": otherwise 40-90 ms per round trip)."""
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:

@@ -1,6 +1,6 @@
 """The device end of a pseudo-terminal, in raw mode, for firmware emulators.
 
-Pitfalls handled (DESIGN.md): a new pty starts in echo/line mode, so the slave
+Pitfalls handled (docs/pitfalls.md, "Pseudo-terminals"): a new pty starts in echo/line mode, so the slave
 is put in raw mode at once; the slave fd stays open for the emulator's life so
 reads on the master never fail with EIO while the host is between opens.
 

@@ -11,7 +11,7 @@ an optional control TCP socket, one command per line, one reply line per
 command (``ok ...`` or ``error ...``). The commands are in
 :data:`HELP` and in ``docs/emulators.md``.
 
-Imports ``protocols`` and ``simulators`` only (DESIGN.md, "Layers"), plus
+Imports ``protocols`` and ``simulators`` only (docs/architecture.md, "The layer rule"), plus
 structlog for the frame log.
 """
 

@@ -22,7 +22,7 @@ configuration, interface, alternate setting or endpoint index raises
 ``IndexError`` (pyusb iterates alternate settings until it does), claiming an
 interface held by a kernel driver or another handle raises EBUSY, and
 ``set_configuration`` on a configured device resets it (counted in
-``config_resets``, DESIGN.md pitfalls).
+``config_resets``, docs/pitfalls.md, "USB").
 
 Injectable faults (:class:`UsbFaults`, per device, and :meth:`EmulatedUsbDevice.unplug`):
 IN transfers that time out, EBUSY on claim, EACCES on open, ENODEV in the
@@ -30,7 +30,7 @@ middle of a bulk OUT transfer, and unplugging while a bulk IN transfer is
 blocked (ENODEV mid-transfer).
 
 Imports ``protocols`` and pyusb's backend API only, never ``firmware_bridge``
-or ``devices`` (DESIGN.md, "Layers"). Blocking transfers wait in
+or ``devices`` (docs/architecture.md, "The layer rule"). Blocking transfers wait in
 ``selectors`` on the host end of the socket and a wake-up pipe, never in a
 polling loop.
 """

@@ -112,7 +112,7 @@ CITATIONS = {
                            "(results verified before they are posted)",
     Rule.EVENT_FROM_WRONG_DEVICE: "protocols/SPEC.md 4.5 (events by device kind): a shuffler deals no card, "
                                   "a shoe verifies no deck",
-    Rule.OUT_OF_ORDER: "deck custody procedure (DESIGN.md)",
+    Rule.OUT_OF_ORDER: "58 Pa. Code 649a.3(b) (deck custody procedure: docs/deck-custody.md)",
     Rule.SECOND_DECK: "58 Pa. Code 649a.3(b) (the table's two decks, of different back colours); COMAR 36.05.03.27 C "
                       "(a deck is dealt only as the shuffler counted it)",
 }

@@ -7,7 +7,7 @@ links it is hooked to (``tablectl run --trace-frames FILE``; the link calls
 the hook, :class:`firmware_bridge.link.Link` ``frame_trace``), and
 ``tablectl probe`` prints the same description of each reply.
 
-Sealed cards (58 Pa. Code 816a.1; DESIGN.md: the host never stores or logs a
+Sealed cards (58 Pa. Code 816a.1; protocols/SPEC.md §4.2: the host never stores or logs a
 deck's order). A ``CardDrawn`` frame names a card the moment it is read, long
 before the round may reveal it, and a trace is a file anyone who can read it
 could use. So unless the caller asks for card faces (``card_faces=True``,

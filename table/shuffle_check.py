@@ -6,7 +6,7 @@ round), and test those counts against a uniform shuffle with a chi-square
 goodness-of-fit test at 95 % confidence. Pure: no I/O, no scipy.
 
 Only dealt cards, as the shoe reads them, go in: the shuffled order of a deck
-is never asked for (DESIGN.md). So the counts cover positions ``0..P-1`` where
+is never asked for (protocols/SPEC.md §4.2). So the counts cover positions ``0..P-1`` where
 *P* is the number of cards dealt per round (``3 * (seats + 1)``); the undealt
 stub is never seen and never counted.
 

@@ -70,7 +70,7 @@ class _LogFile(click.ParamType):
     """``--log-file``: opened for appending with ``O_NOFOLLOW``, made mode 0600, and a
     regular file only. Another account that may write the log's folder could
     otherwise plant a symlink there and have the table append to any file it may
-    write, or read a log made world-readable (DESIGN.md: files created safely)."""
+    write, or read a log made world-readable (docs/pitfalls.md, "Files in a shared folder")."""
 
     name = "filename"
 

@@ -35,7 +35,7 @@ from .history import history
 def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     """Per round, in order: the deck it was dealt from and the card indices in dealt
     position (draw index) order, read from the journal's card reads, which are all
-    the host ever learns of a deck's order (DESIGN.md). Rounds still sealed are left
+    the host ever learns of a deck's order (protocols/SPEC.md §4.2). Rounds still sealed are left
     out."""
     rounds: dict[str, tuple[str, dict[int, int]]] = {}
     # Faces are sealed until a round is over; its reveal discloses its key (docs/journal.md).

@@ -259,7 +259,7 @@ class Emulator:
     # ports
     def _open_pty(self) -> None:
         master, slave = os.openpty()
-        tty.setraw(slave)  # a new pty echoes and cooks lines (DESIGN.md, pitfalls)
+        tty.setraw(slave)  # a new pty echoes and cooks lines (docs/pitfalls.md, "Pseudo-terminals")
         os.set_blocking(master, False)
         self._master, self._slave = master, slave  # the slave stays open: else the master reads EIO
         self._sel.register(master, selectors.EVENT_READ, "host")
