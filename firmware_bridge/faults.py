@@ -1,4 +1,4 @@
-"""Seeded fault injection for any transport (issue 3; pymodbus's byte manipulator).
+"""Seeded fault injection for any transport (pymodbus's byte manipulator).
 
 :class:`FaultyTransport` wraps a host transport (in-memory, pty, ``socket://``,
 USB) and applies one :class:`FaultPlan` to the bytes crossing it, so the same

@@ -123,7 +123,7 @@ class ShufflerEmulator(FirmwareEmulator):
     ``secrets.SystemRandom()`` unless a seed was given. ``shuffle``: ``"random"``
     (a uniform permutation from ``rng``) or ``"riffle1"``, a deliberately weak
     shuffle of one riffle (:func:`riffle_once`) for testing the host's
-    randomness check (issue 7). Raises ``ValueError`` for another mode.
+    randomness check. Raises ``ValueError`` for another mode.
 
     The shuffle commitment (SPEC §4.2.1): a deck that verifies complete is
     committed to (a fresh 16-byte salt from ``secrets``, never from ``rng``: a bench's seed

@@ -4,7 +4,7 @@ An anchor is the table's own signed checkpoint kept where the journal's owner
 cannot take it back: the head file beside the journal, the floor's saved
 checkpoints (``[journal] anchors``), the broker's retained ``.../checkpoint``
 message (docs/journal.md). At start-up each one is one of three things
-(issue 14; issue 24, point 3):
+(docs/decisions/0004-anchors-off-the-table.md):
 
 * **matched**: the journal holds the checkpoint entry it names: nothing to do;
 * **behind**: a genuine checkpoint of this table the journal does not hold (the

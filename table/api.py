@@ -51,7 +51,7 @@ from .rules.strategy import q64_player
 log = structlog.get_logger("table.api")
 
 #: version of this API (semver): major = incompatible change to a name in ``__all__``.
-API_VERSION = "1.3.0"  # 1.1.0: BetsClosed carries seats and wagers (issue 23); 1.2.0: Table.table_procedure; 1.3.0: its request_id
+API_VERSION = "1.3.0"  # 1.1.0: BetsClosed carries seats and wagers; 1.2.0: Table.table_procedure; 1.3.0: its request_id
 
 __all__ = [
     "API_VERSION", "SCHEMA", "SCHEMA_VERSION",
@@ -448,7 +448,7 @@ class Table:
 
     def _floor_anchors(self, key) -> "tuple[list, str | None]":
         """The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
-        anchor; a journal behind it is held as an incident (issue 28). Returns
+        anchor; a journal behind it is held as an incident. Returns
         ``(anchors, unconfirmed)``: ``unconfirmed`` is the notary's error text when it
         could not be reached under ``unreachable = "hold"`` (held for a supervisor's
         acknowledgement at start), else None. Raises NotaryError otherwise."""

@@ -2,7 +2,7 @@
 
 A real table is not a constant: players sit down and leave, each bets what they
 like within the table's limits, and the dealer deals only to the seats that bet.
-This module is the core's book of those bets (issue 23):
+This module is the core's book of those bets:
 
 * :class:`TableLimits`: per wager kind (``ante``, ``pair_plus``, ``six_card``,
   ``progressive``) a minimum, a maximum and the smallest chip, in cents. The
@@ -460,7 +460,7 @@ class BetBook:
 
 @dataclass
 class WagerLedger:
-    """What the journal says of the wagers of its rounds (issue 23; the soak's counting).
+    """What the journal says of the wagers of its rounds (the soak's counting).
 
     ``rounds``: rounds ended (settled or voided); ``placed_cents``: the wagers frozen at
     close_bets of those rounds (ante and side wagers; the play wager is made later);

@@ -390,7 +390,7 @@ class LinkSection:
     reconnect_max_ms: int = _spec(5000, range=(10, 600_000))
     reconnect_wait_s: float = _spec(30.0, range=(0, 3600))
     read_timeout_ms: int = _spec(250, range=(10, 5000))
-    #: Obsolete (issue 18): accepted so older config files still load, and ignored;
+    #: Obsolete: accepted so older config files still load, and ignored;
     #: the link no longer lingers after a request (protocols/SPEC.md §7.1).
     burst_linger_ms: int = _spec(2, range=(0, 100))
     event_timeout_s: float = _spec(10.0, range=(0.1, 3600))
@@ -567,7 +567,7 @@ class AuthSection:
     unused; ``max_failures``: failed sign-ins of one person (at one origin) before a
     lock-out of ``lockout_s`` (doubling with each further failure, at most an hour);
     ``table_screens``: IP addresses or networks of the table's own screens besides
-    loopback: failures from anywhere else never lock a person out there (issue 24;
+    loopback: failures from anywhere else never lock a person out there (docs/decisions/0003-an-account-is-not-a-person.md;
     ``table.interfaces.auth``)."""
 
     people_file: Path = _spec(Path("/etc/threecard/people.toml"), check=_abs_path)

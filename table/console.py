@@ -3,7 +3,7 @@
 A :class:`Command` comes from the control socket, the web console, a terminal
 key, the Python API or any other front door (``table/interfaces/``), carrying
 the :class:`~table.roles.Actor` who gave it. :class:`Console` is the core's
-side of every front door (issue 15):
+side of every front door:
 
 * every command gets exactly one answer, at once: carried out (when the table
   was waiting for it: the controller thread takes it as it arrives), refused
@@ -329,7 +329,7 @@ class Console:
             if exp is None and action == "confirm_card" and cmd.args.get("draw_index") is None:
                 # No card is asked for now, and the entry does not say which it is for: it was
                 # meant for one already entered (a double tap); held over, it would be taken
-                # for the next unreadable card (issue 25). An entry naming its draw is held over
+                # for the next unreadable card. An entry naming its draw is held over
                 # and answered by the next wait, as any other command.
                 why = ("confirm_card is not expected now: the table asks for no card, and this entry names no "
                        "draw_index (the card it is for): send it with the card the table asks for")

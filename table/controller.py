@@ -104,7 +104,7 @@ class TableController:
     ``day_required``: no round is dealt while the table is closed for the gaming day
     (:meth:`table_procedure` or a front door's ``table_procedure`` command opens it; the
     table waits for it, or raises :class:`~table.gaming_day.TableClosed` with no console
-    attached; issue 27). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    attached). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -159,7 +159,7 @@ class TableController:
         # (the fixed bet of ante_cents and side_wagers unless others are given), 649a.7, 816a.1.
         book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),
                       last=recovery.last_bets(journal))
-        # The gaming day's procedures by people (issue 27); ``day_required``: no round on a closed table.
+        # The gaming day's procedures by people; ``day_required``: no round on a closed table.
         self.day = TableDayProcedure(t, required=day_required, console=self.console)
         self.console.keep_procedures = auto_dealer  # rounds back to back: procedures wait for the boundary
         self.rounds = RoundPlay(t, d, self.intake, self.holds, self.console, tables=tables, profile=profile,
@@ -167,7 +167,7 @@ class TableController:
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
                                 fixed_when_none=limits is None, day=self.day)
         self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
-        # One journal segment a gaming day, archived at the day's close (issue 27, point 5).
+        # One journal segment a gaming day, archived at the day's close.
         self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
@@ -290,7 +290,7 @@ class TableController:
             "alarms": t.alarms_now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,
             "bets": bets,
-            # the gaming day (issue 27): open or closed, the shift, the last slip's number
+            # the gaming day: open or closed, the shift, the last slip's number
             "table_day": self.day.status(),
         }
 
@@ -326,7 +326,7 @@ class TableController:
             self.advance()
         if self.journal is not None:
             if self.journal.last("table_open") is None:
-                # The table opens only now: the first deck is verified and in the shoe (issue 5).
+                # The table opens only now: the first deck is verified and in the shoe.
                 self.state.record("table_open", places=self.custody.places())
             self.checkpoint()
         self.roll_day()

@@ -250,7 +250,7 @@ class DeckCustody:
 
     def replace_deck(self, colour: BackColour, deck_id: str) -> Deck:
         """Register a replacement for the out-of-service deck with ``colour`` backs
-        (a supervisor's action, issue 5). The new deck starts off the table."""
+        (a supervisor's action). The new deck starts off the table."""
         old = self.deck(colour)
         if old.place is not P.OUT_OF_SERVICE:
             raise self._violation(Rule.OUT_OF_ORDER, f"deck {old.deck_id} is {old.state}, not out of service")

@@ -1,4 +1,4 @@
-"""The table's figures per shift, gaming day, month to date and year to date (issue 27, points 2-4).
+"""The table's figures per shift, gaming day, month to date and year to date.
 
 Read from the journal alone (its ``round``, ``incident``, ``supervisor``,
 ``link`` and ``gaming_day`` entries), so a report is a re-count anyone with the

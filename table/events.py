@@ -241,7 +241,7 @@ def derive(seq: int, journal_seq: int, ts: str, kind: str, round_id: str | None,
         data = {"number": body.get("number"), "seats": sorted(int(s) for s in wagers), "wagers": wagers}
     elif etype == "bets_closed":
         data = {"number": body.get("number")}
-        if "wagers" in body:  # the bets as frozen (issue 23; 816a.1): published before the first card
+        if "wagers" in body:  # the bets as frozen (816a.1): published before the first card
             wagers = _every_wager(body["wagers"])
             data["seats"] = [int(s) for s in wagers]
             data["wagers"] = wagers
@@ -488,7 +488,7 @@ class EventLog:
     controller's own process: the live stream is then fed each entry as it
     commits, from memory (:meth:`~table.journal.Journal.on_commit`), and the file
     is read only to index it at the start and to replay history to a client
-    that resumes from an older ``seq`` (issue 26). Without it (another process,
+    that resumes from an older ``seq``. Without it (another process,
     ``tablectl events tail --journal``) the file is followed: ``poll_s`` is how
     often new entries are looked for when nobody calls :meth:`notify`.
     ``archive``: the folder of archived gaming days (``[journal] archive``): a replay

@@ -2,7 +2,7 @@
 cannot be changed, cut short or rolled back unnoticed by someone without the table key.
 
 Every custody and round transition is written here *before* it is acted on
-(issue 5; 58 Pa. Code 816a.1: results are recorded before they are posted).
+(58 Pa. Code 816a.1: results are recorded before they are posted).
 The threat model, the key's life and the exit codes are in ``docs/journal.md``.
 
 Durability
@@ -40,7 +40,7 @@ Integrity (format 3)
       its face alone; its commitment's nonce is derived from the seal's fresh
       nonce and the round key (:func:`commit_nonce`).
 
-Size (issue 18, format 3)
+Size (format 3)
     Entries carry what cannot be recomputed: a card's commitment in base64url,
     no citation text or hand description in a settlement, one ``closed`` entry
     for the close. The WAL is cut back to ``WAL_SIZE_LIMIT`` after checkpoints
@@ -336,8 +336,8 @@ def checkpoint_entry_problem(seq: int, ts: int, round_id: Any, deck_id: Any, bod
     """Why the ``checkpoint`` entry stored as (``seq``, ``ts``, ``round_id``, ``deck_id``,
     ``body``) is not exactly what its own signature covers, or None when it is.
 
-    A v3 checkpoint signs the chain up to the entry before it *and* its own entry
-    (issue 24): the entry's body must be exactly the canonical JSON of
+    A v3 checkpoint signs the chain up to the entry before it *and* its own entry:
+    the entry's body must be exactly the canonical JSON of
     ``{"checkpoint": signed, "state": state}``, with ``state`` hashing to the signed
     ``state_sha256``, ``ts`` the signed time, no round or deck, and the signature in
     its one canonical base64url spelling. So a change to any byte of the entry is
@@ -495,7 +495,7 @@ class Journal:
         """Call ``callback(entries)`` with each group of entries just made durable (a list
         of :class:`Entry` with ``body_json`` set, in sequence order), in the writing
         thread, under the journal's lock, right after the commit: the event stream is
-        fed from here, from memory, never by reading the file back (issue 26). It
+        fed from here, from memory, never by reading the file back. It
         must be quick and must not raise (an exception is logged by the caller's
         thread and the entries stay committed) nor write to this journal."""
         with self._lock:
@@ -681,7 +681,7 @@ class Journal:
         with self._lock:
             self._ensure_chain()
             assert self._chain is not None
-            # v3 signs every byte of its own entry too (issue 24): its time, and the hash of
+            # v3 signs every byte of its own entry too: its time, and the hash of
             # its recovery state; the entry is nothing but the two (checkpoint_entry_problem).
             ts = self.now_us()
             signed = {"v": CHECKPOINT_VERSION, "table_id": self.table_id, "seq": self._seq,
@@ -889,7 +889,7 @@ class VerifyResult:
     (everything up to the last signed checkpoint holds and is anchored, but
     ``unsigned_tail`` entries after it, of the kinds ``tail_kinds`` counts, are
     vouched for by nothing that was checked: no signature covers them and no
-    table key checked their MACs; issue 24), ``"tampered"``
+    table key checked their MACs), ``"tampered"``
     (``first_bad`` names the first entry edited, deleted or reordered, or the
     ``reason`` says which checkpoint or anchor disagrees). ``entries``: how many
     entries were read; ``checkpoints``: signed checkpoints verified;
@@ -938,7 +938,7 @@ class _SignalGate:
     One gate handler is installed in front of each callable handler the first time a
     write needs it (and again only if the program installs another handler later):
     a write then only checks that the gate is still in place and counts itself in
-    and out, instead of swapping handlers around each write (issue 26). A signal
+    and out, instead of swapping handlers around each write. A signal
     outside a write goes straight to the program's handler."""
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""Deterministic kill points for the crash tests (issue 27, point 6).
+"""Deterministic kill points for the crash tests.
 
 A crash test starts the real controller process with ``THREECARD_TEST_KILL_AT``
 set to a point's name (``closed``, ``procedure_journaled``, ...) or to

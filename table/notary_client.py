@@ -1,7 +1,7 @@
 """The table's side of the floor's notary: at start, ask the floor for this table's last
 signed checkpoint, so a journal rolled back behind it is held as an incident.
 
-Why (issue 28): the broker's retained checkpoint is not off the table's reach. An
+Why (docs/decisions/0004-anchors-off-the-table.md): the broker's retained checkpoint is not off the table's reach. An
 insider who stops the table, restores an older journal with its genuine head file
 and republishes the older genuine retained checkpoint gets a controller that
 resumes without an incident. The floor (``tablectl floor serve``, ``table/floor/``)
@@ -175,7 +175,7 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
         log.warning("floor_notary_not_used", reason=exc.reason, error=str(exc)[:300], policy="warn")
         if exc.reason == "refused" and "answer" in str(exc):
             # An answer that came and does not verify is not the absence of an anchor: an
-            # incident the table holds for (table.anchors; issue 24).
+            # incident the table holds for (table.anchors).
             from .anchors import refused_anchor
 
             return [refused_anchor(f"the floor's notary at {section.url}", str(exc))]

@@ -1,7 +1,7 @@
 """Simulated players: seeded people who sit down, bet like people within the table's limits, and leave.
 
 A simulated table (``tablectl run --simulate``, the soak, the benches, the people
-bench) needs rounds that look like a real table's (issue 23): seats empty and
+bench) needs rounds that look like a real table's: seats empty and
 full, stakes that vary, some players betting Pair Plus alone (58 Pa. Code 649a.7),
 Six Card Bonus and progressive wagers only beside an ante and only where their
 paytables are in play. :class:`SimulatedPlayers` makes each round's bets from one

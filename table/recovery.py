@@ -1,6 +1,6 @@
 """Recovery from the journal: what the table was doing when the controller stopped.
 
-The journal carries deltas, not snapshots (issue 18): each device event, each
+The journal carries deltas, not snapshots (docs/decisions/0001-one-commit-per-step.md): each device event, each
 custody step the controller took (``custody`` entries with an ``op``), each
 card read, each deck registered. A signed ``checkpoint`` at every round's
 close holds the whole state at that moment. :func:`restore` starts from the
@@ -9,7 +9,7 @@ same rules the live controller applied, so a restart costs one round of
 entries, however long the journal.
 
 A round that was in progress is held for a supervisor; it is never silently
-resumed (issue 5). Device events journaled but never ACKed are resent by the
+resumed. Device events journaled but never ACKed are resent by the
 devices (SPEC §6.3); :class:`DeviceCursor` tells each link which of its
 events the journal already has, so a resend is not taken as new.
 """

@@ -1,4 +1,4 @@
-"""Shuffle randomness check: chi-square on the dealt position of each card (issue 7, point 5).
+"""Shuffle randomness check: chi-square on the dealt position of each card.
 
 In the style of GLI-29 and COMAR 36.05.02.17 F: for each deck, count how
 often card *c* was dealt at position *p* (its draw index within the deck's

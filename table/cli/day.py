@@ -1,4 +1,4 @@
-"""``tablectl day``: the gaming day's procedures from the command line (issue 27, point 2).
+"""``tablectl day``: the gaming day's procedures from the command line.
 
 ``tablectl day drop-import --control-socket S FILE.csv`` enters the count
 room's drops (one row a gaming day) at the running table: every row is checked

@@ -84,7 +84,7 @@ def seed_command(config_path: str, source: str) -> None:
     A floor database that starts empty (a lost disk restored elsewhere, a move
     from SQLite to PostgreSQL, a second floor with its own database) has no
     notary: it would take whatever checkpoint a broker retains, an older one an
-    insider republished too (issue 28). This reads every signed checkpoint the
+    insider republished too. This reads every signed checkpoint the
     source floor kept, checks each with its table's key from this floor's
     table_keys, and takes them by the notary's rule (the notary only grows; a
     fork against what this floor kept is refused and alarmed). Run it with the

@@ -1,4 +1,4 @@
-"""``tablectl report shift|day|month|year``: the table's figures from its journal (issue 27)."""
+"""``tablectl report shift|day|month|year``: the table's figures from its journal."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ class _LogFile(click.ParamType):
 
 class RunResults:
     """What ``tablectl run`` keeps of the rounds dealt: counts and each seat's net,
-    never the rounds themselves, so a long run stays flat in memory (issue 18).
+    never the rounds themselves, so a long run stays flat in memory.
 
     With ``as_json`` each round is written to ``out`` as it is dealt, inside the
     one JSON object documented in the README (``{"rounds": [...], ...}``, the
@@ -507,7 +507,7 @@ class _TableRun:
                 self.anchors.append(cp)
         if cfg is not None and cfg.floor.url and not a.simulate:
             # The floor's notary: the highest checkpoint the floor saw, which it never lowers
-            # (issue 28); the broker's retained one can be republished by an insider.
+            # (docs/decisions/0004-anchors-off-the-table.md); the broker's retained one can be republished by an insider.
             try:
                 anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key)
             except click.BadParameter:
@@ -561,7 +561,7 @@ class _TableRun:
             stack.callback(front.close)
             self.roles = LocalRoles.from_config(cfg.roles if cfg is not None else None)
             # On the control socket a supervisor action names a person of the people file and
-            # proves it (an account is not a person: issue 24).
+            # proves it (docs/decisions/0003-an-account-is-not-a-person.md).
             prove = _terminal_pin_check(cfg, a.people_file, source="control-socket", origin="other") \
                 if a.control_socket else None
             self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
@@ -575,7 +575,7 @@ class _TableRun:
                 from table.day_report import Calendar
                 from table.interfaces.day_view import DayReportQueries
 
-                # the shift's and the day's figures for the supervisor's page (issue 27)
+                # the shift's and the day's figures for the supervisor's page
                 self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
                                                                 calendar=Calendar.of(cfg),
                                                                 archive=cfg.journal.archive if cfg else None
@@ -717,7 +717,7 @@ class _TableRun:
 
     def _players(self) -> Any:
         """Who bets on a simulated table: seeded players who sit down and leave and vary
-        their bets within the limits (issue 23), unless ``--ante-cents`` asks for the fixed
+        their bets within the limits, unless ``--ante-cents`` asks for the fixed
         bet on every seat (None: the controller's fixed bet)."""
         a = self.a
         if not a.simulate or any(given_on_command_line(self.ctx, name)
@@ -935,7 +935,7 @@ def _say_incidents(ev: Any) -> None:
 
 
 def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
-    """Each seat's side wagers: one for every side paytable the table has (issue 6, point 10)."""
+    """Each seat's side wagers: one for every side paytable the table has."""
     out = {}
     if tables.pair_plus is not None:
         out["pair_plus"] = side_cents

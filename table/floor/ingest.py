@@ -426,7 +426,7 @@ class Floor:
         except ValueError:
             day = self.day.of(_now())
         if etype in ("round_opened", "bets_closed") and isinstance(rid, str) and isinstance(data.get("wagers"), dict):
-            # the wagers at the open, replaced by the bets as frozen at bets_closed (issue 23) when it carries them
+            # the wagers at the open, replaced by the bets as frozen at bets_closed when it carries them
             wagers = data.get("wagers") if isinstance(data.get("wagers"), dict) else {}
             wagered = sum(_cents(v) for w in wagers.values() if isinstance(w, dict) for v in w.values())
             tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "

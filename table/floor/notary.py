@@ -12,7 +12,7 @@ against the notary's highest and the history kept:
 * ``"history"``: lower, not kept, contradicting nothing kept: a checkpoint the floor
   missed, kept for the record (only from the event stream, never the retained topic);
 * ``"lower"``: the retained checkpoint went back below the notary's: refused and
-  alarmed (an older genuine checkpoint republished: the rollback of issue 28);
+  alarmed (an older genuine checkpoint republished: a rollback, docs/decisions/0004-anchors-off-the-table.md);
 * ``"fork"``: the same seq with another head, or a stretch ``[from, seq)`` holding the
   seq of a checkpoint kept (an honest table's stretch starts just after its previous
   checkpoint, so its journal does not hold that one: it grew from an older copy), or a

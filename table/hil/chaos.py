@@ -1,4 +1,4 @@
-"""Fault injection on a simulated table, scripted scenarios and the chaos soak (issue 7).
+"""Fault injection on a simulated table, scripted scenarios and the chaos soak.
 
 A :class:`ChaosTable` is a simulated table (emulators on ptys, the virtual
 dealer) with the controller on top, a journal, and an automatic supervisor
@@ -575,8 +575,8 @@ class ChaosTable:
     back-off) and the controller's event timeout all run on it, so a soak
     compresses them alike; the host's link timers stay on real time, as they
     guard a real transport. 1 (the default) is real time. ``players``: seeded players
-    who sit down, leave and vary their bets (:class:`table.players.SimulatedPlayers`,
-    issue 23) instead of the fixed bet on every seat (scenarios keep the fixed bet: their
+    who sit down, leave and vary their bets (:class:`table.players.SimulatedPlayers`)
+    instead of the fixed bet on every seat (scenarios keep the fixed bet: their
     faults are placed by draw).
     """
 
@@ -612,7 +612,7 @@ class ChaosTable:
             self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
             seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
             console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock),
-            # players who sit down, leave and vary their bets (issue 23): the ledger counts them
+            # players who sit down, leave and vary their bets: the ledger counts them
             players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()) if players else None)
         self._stack.callback(self.controller.close)  # first out: sign the journal's tail
 
@@ -872,7 +872,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
                 progress(n)
         tally.end()
         truth, recorded = t.truth_reads(), t.device_reads()
-        ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned (issue 23)
+        ledger = wager_ledger(t.journal.entries())  # every wager placed is settled or returned
     return {**tally.summary(rounds, seed, speed, truth, recorded, kinds=kinds), "wagers": ledger.to_dict()}
 
 

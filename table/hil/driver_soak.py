@@ -1,4 +1,4 @@
-"""The chaos soak on a driver plugin's shoe (issue 29, point 4; docs/drivers.md, "Soak").
+"""The chaos soak on a driver plugin's shoe (docs/drivers.md, "Soak").
 
 ``tablectl soak --shoe-driver NAME`` plays the soak's rounds on a table whose
 shoe is a driver plugin's emulator (its ``emulator_argv``, in a process of its

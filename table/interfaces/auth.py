@@ -30,7 +30,7 @@ or write it, when it is a symlink, or when its folder is world-writable
 (the hashes of short PINs must not be handed to an offline attack).
 
 **Sign-in**: ``person`` + ``pin``. An unknown person costs the same hash as
-a known one (no timing oracle). Each sign-in has an **origin** (issue 24):
+a known one (no timing oracle). Each sign-in has an **origin**:
 ``table``, the table's own screens (``127.0.0.1``, ``::1`` and the addresses
 or networks of ``[auth] table_screens``), or ``other``, everything else.
 Failures are counted per person *and origin*: after ``max_failures`` failed

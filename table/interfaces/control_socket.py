@@ -142,7 +142,7 @@ class ControlSocket:
     with other front doors (default: a new one, with ``prove``). ``prove``:
     ``(person, pin) -> Actor``, the people file's PIN check: an account is not a
     person, so every supervisor action here names a person of the people file
-    and proves it with their PIN, or is refused (issue 24; ``docs/console.md``).
+    and proves it with their PIN, or is refused (``docs/console.md``).
     Raises ``OSError`` if the socket
     cannot be bound. :meth:`close` stops it and removes the socket file.
     """

@@ -267,7 +267,7 @@ class Channel:
     account, not a person (the Unix control socket): every supervisor action must
     name a person of the people file and prove it with their PIN (``supervisor``,
     ``pin``), and that person is who acts and who counts for the two-person rule
-    (issue 24). Otherwise an absent supervisor argument is filled with the
+    (docs/decisions/0003-an-account-is-not-a-person.md). Otherwise an absent supervisor argument is filled with the
     actor's name. ``on_subscribe``:
     called with True/False when a subscription starts/ends (a transport lifts its
     idle timeout meanwhile). ``prove``: ``(person, pin) -> Actor``, this channel's own
@@ -416,7 +416,7 @@ class Dispatcher:
     async def _proven(self, channel: Channel, action: Action, person: Any, pin: Any, rid: Any) -> Actor | dict:
         """The supervisor a request on an account's channel names and proves with their PIN
         (the people file), or the refusal: an account (root, the service's own, a group's)
-        is not a person, and the two-person rule counts people (issue 24)."""
+        is not a person, and the two-person rule counts people."""
         if self.prove is None:
             return refusal("forbidden", f"{action.name}: the control socket acts for people of the people file, "
                                         "and this table has none ([auth] people_file): use a signed-in screen", rid)

@@ -329,9 +329,9 @@ def fetch_checkpoint(settings: MqttSettings, table_id: str, public: Ed25519Publi
     ``.../checkpoint`` message), verified with the table's ``public`` key; None when the
     broker has none, cannot be reached within ``timeout_s`` (a network deadline, at
     start-up only). A controller whose journal is
-    behind it does not resume until a supervisor acknowledges (issue 14). A retained
+    behind it does not resume until a supervisor acknowledges. A retained
     message that does not verify is returned as :func:`table.anchors.refused_anchor`'s
-    stand-in: the controller journals it as an incident and holds (issue 24)."""
+    stand-in: the controller journals it as an incident and holds."""
     try:
         import paho.mqtt.client as mqtt
     except ImportError:  # pragma: no cover

@@ -23,7 +23,7 @@ Bounds, per listener (:class:`ConnectionGuard`):
   parked; a newcomer to a full park closes the one parked longest, and one
   parked for ``idle_timeout_s`` is closed. So 2,000 idle clients cost the
   listener a few microseconds each and the status request behind them is
-  answered at once (issue 24, point 6: 2,000 idle clients, then one request).
+  answered at once (2,000 idle clients, then one request).
 
 Descriptor exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM on ``accept``) never
 ends a listener (:class:`Listener`): it keeps one spare descriptor, and when
@@ -217,7 +217,7 @@ class Ticket:
 ACCEPT_BATCH = 64
 #: the kernel queue of connections not accepted yet (capped by net.core.somaxconn, 4096 on
 #: current kernels): a flood of idle clients fits in it, so no newcomer's SYN is dropped and
-#: retried a second later (issue 24: a status request after 2,000 idle clients)
+#: retried a second later (a status request after 2,000 idle clients)
 BACKLOG = 4096
 
 
@@ -240,7 +240,7 @@ class ConnectionGuard:
         self.idle_timeout_s = idle_timeout_s
         self.tickets: set[Ticket] = set()
         #: each peer's tickets, longest idle first (admission order, moved to the end when
-        #: touched): the victim is found without a scan of every connection (issue 24: the
+        #: touched): the victim is found without a scan of every connection (the
         #: scan made each of 2,000 newcomers cost ~1 ms, and the status request behind them waited)
         self._by_peer: dict[Any, dict[Ticket, None]] = {}
         self.counts = {"admitted": 0, "refused": 0, "evicted": 0, "idle": 0, "exhausted": 0}
@@ -321,7 +321,7 @@ class Park:
     addr)`` takes it over. Bounds (``guard``'s): at most ``max_connections`` parked (a
     newcomer to a full park closes the one parked longest, counted ``evicted``), and
     none longer than ``idle_timeout_s`` (closed, counted ``idle``). One timer serves the
-    whole park, so admitting and closing cost O(1) (issue 24, point 6)."""
+    whole park, so admitting and closing cost O(1)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, guard: ConnectionGuard,
                  spoke: Callable[[socket.socket, Any], None]) -> None:
@@ -384,7 +384,7 @@ class Park:
 
 class SocketInUse(OSError):
     """The socket path is served by another live process, or is not a socket: it is not
-    taken over (issue 14)."""
+    taken over."""
 
 
 def unix_listener(path: Path, *, backlog: int = BACKLOG, mode: int = 0o660, group: str | None = None) -> socket.socket:
@@ -423,7 +423,7 @@ def unix_listener(path: Path, *, backlog: int = BACKLOG, mode: int = 0o660, grou
     # Bound in a private folder (0700: nobody else can reach the socket through it), given
     # its group and mode there, then linked into place: no window in which the socket is
     # open to all, and the process's umask is never changed (another thread creating a
-    # file meanwhile would get the wrong mode; issue 24).
+    # file meanwhile would get the wrong mode).
     private = Path(tempfile.mkdtemp(prefix=".s", dir=path.parent))
     staged = private / "s"
     try:
@@ -528,7 +528,7 @@ class Listener:
                 self._spare = self._open_spare()
             self._take(conn, addr)
             # Drain the kernel's queue without a trip through the selector for each: after a
-            # flood of idle clients the request behind them is reached at once (issue 24).
+            # flood of idle clients the request behind them is reached at once.
             for _ in range(ACCEPT_BATCH):
                 try:
                     conn, addr = self.sock.accept()

@@ -2,7 +2,7 @@
 
 The web console (``web_static/``), the pit view and the floor's MQTT status
 read one status object, the core's :meth:`table.controller.TableController.status`
-(the contract of issue 15)::
+(docs/decisions/0005-one-status-contract.md)::
 
     {"places", "rounds_played", "round": {"round_id", "number", "state", ...} | null,
      "held": {"round_id", "reason" (masked), "settled", ...} | null,

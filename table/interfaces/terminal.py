@@ -194,7 +194,7 @@ def describe_bets(result: dict) -> str:
 
 
 #: the terminal's supervisor actions besides void and confirm_void, each proved by the PIN of
-#: the terminal's supervisor when there is a people file (issue 24)
+#: the terminal's supervisor when there is a people file
 PROVEN_ACTIONS = ("release_hold", "register_deck", "confirm_card", "acknowledge_incident")
 
 
@@ -525,7 +525,7 @@ class KeyConsole:
                 # The card is for the one the last prompt shown named (taken before the PIN is
                 # asked), not for whatever the table waits for when the line is read: a line
                 # typed twice is refused for the next unreadable card, never taken as its face,
-                # also when it arrives while the table is between steps (issue 25).
+                # also when it arrives while the table is between steps.
                 shown = self._card_shown
                 if shown is None:
                     self._say(f"<<< confirm card refused: no unreadable card is asked for on this terminal now; "
@@ -537,7 +537,7 @@ class KeyConsole:
                 if cmd is None:
                     continue
             elif cmd.action in PROVEN_ACTIONS and self.pin_check is not None:
-                # Every supervisor action at the terminal is a person's, proved (issue 24):
+                # Every supervisor action at the terminal is a person's, proved:
                 # the --supervisor name is typed, and anyone at the keyboard could type it.
                 actor = self._proven_supervisor(self.supervisor, cmd.action.replace("_", " "))
                 if actor is None:

@@ -1,4 +1,4 @@
-"""The gaming day's close in the journal: one segment a day, archived, kept seven years (issue 27, points 5-6).
+"""The gaming day's close in the journal: one segment a day, archived, kept seven years.
 
 :class:`DaySegments` is the conductor's part that rolls the journal over to
 the next gaming day: between rounds, the first time the table's clock (the

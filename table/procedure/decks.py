@@ -606,7 +606,7 @@ class DeckProcedure:
 
     def _replace_deck(self, out: Deck) -> None:
         """A deck failed verification (and is out of the shuffler): it stays out until a
-        supervisor registers a replacement (issue 5; COMAR 36.05.03.27 C)."""
+        supervisor registers a replacement (COMAR 36.05.03.27 C)."""
         log.error("deck_out_of_service", deck_id=out.deck_id, back_colour=str(out.back_colour))
         custody = self.t.custody
 

@@ -1,7 +1,7 @@
 """Holds and voids: a round stopped for a supervisor, and the two-person rule.
 
 A round is held on a broken custody rule, a device fault, or a restart; it is
-never resumed silently (issue 5). Before settlement a supervisor voids it
+never resumed silently (docs/decisions/0002-held-rounds-wait-for-a-supervisor.md). Before settlement a supervisor voids it
 (every wager returned, the cards collected) or, when the hold came from a
 device or a restart and not from a broken rule, releases it: the round goes on
 where it stood. Once every decision is final the outcome can be known, so a
@@ -51,7 +51,7 @@ def deal_order(r: RoundInPlay) -> list[int]:
 def placed(r: RoundInPlay) -> dict[str, int]:
     """Cents each seat placed in round ``r`` (ante, side wagers, and the play wager once
     decided): what a void returns. Kept with the round, so a void costs the same
-    in round 10 as in round 100,000 (issue 18)."""
+    in round 10 as in round 100,000."""
     return recovery.placed(wager_dict(r.wagers), {str(s): d.value for s, d in r.decisions.items()})
 
 

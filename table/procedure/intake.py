@@ -7,7 +7,7 @@ with it and ACKed to the device only then, so a controller killed at any point
 gets the event again after restart (SPEC §6.3). Link notices (down, up,
 rebooted, another device) and events the link refused are handled here.
 
-Every card accounted for (issue 14): per shoe load the draw index runs 0, 1,
+Every card accounted for: per shoe load the draw index runs 0, 1,
 2 ... with no gap (SPEC §4.3); a gap, a card event the host had to refuse, or
 a card with no round to go to is journaled (its face sealed, with a commitment
 to it) and raises, so the caller holds the round: a card is never shifted onto
@@ -70,7 +70,7 @@ class ConsoleWake:
 def journaled_message(msg: Message) -> dict[str, Any]:
     """A device message as its ``device_event`` entry holds it: :func:`message_to_dict`,
     except that a ``DeckVerified`` names the cards ``missing`` from the 52 instead of
-    every card ``present`` (the same set; an empty list for a whole deck, issue 18).
+    every card ``present`` (the same set; an empty list for a whole deck).
     :func:`table.recovery.apply` reads both forms."""
     d = message_to_dict(msg)
     if isinstance(msg, DeckVerified):
@@ -289,7 +289,7 @@ class DeviceIntake(ShoeCountChecks):
     def card_entry(self, ev: DeviceEvent, card: Card, to: int | None, *, round_id: str | None = None,
                    **flags: Any) -> None:
         """Journal one card the shoe read (sealed until the reveal, with a commitment
-        to it, issue 14), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
+        to it), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
         None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
         ``extra``, ``refused`` with the rule, ``gap``)."""
         t = self.t
@@ -565,7 +565,7 @@ class DeviceIntake(ShoeCountChecks):
     def take_in_delivered(self) -> None:
         """At start-up: take in the events the devices have already delivered (sent but
         never journaled and ACKed before a restart). Nothing waits here: an event
-        still on its way is taken by the step that waits for it (issue 18)."""
+        still on its way is taken by the step that waits for it."""
         t = self.t
         while True:
             try:

@@ -301,7 +301,7 @@ class RoundPlay:
         self.t.cards_read += 1
         self.intake.card_entry(ev, card, target, **({"manual": True} if manual else {}))
         # Sealed (816a.1): no card face in any log line or public event before the reveal.
-        # Debug, not info: the journal is the record of each read (issue 26: 24 of a 7-seat
+        # Debug, not info: the journal is the record of each read (24 of a 7-seat
         # round's 29 info lines repeated it).
         if target == 0:
             log.debug("card_read", to="dealer", draw_index=msg.draw_index)
@@ -313,7 +313,7 @@ class RoundPlay:
                            card=str(card))
 
     def _manual_card(self, msg: CardUnreadable) -> Card:
-        """The shoe could not read a card: a supervisor enters it (issue 5)."""
+        """The shoe could not read a card: a supervisor enters it."""
         self.t.record("incident", what="card unreadable", draw_index=msg.draw_index)
         log.warning("card_unreadable", draw_index=msg.draw_index)
 
@@ -343,7 +343,7 @@ class RoundPlay:
         the cards read since the load (SPEC §4.3). More is a card put back or added
         into the shoe: held as foreign cards (:meth:`DeviceIntake.check_not_more`;
         58 Pa. Code 649a.3, COMAR 36.05.03.27 C). Fewer is a card beyond the deal, a
-        misdeal, found without waiting on a timer (issue 18): by a card event already
+        misdeal, found without waiting on a timer: by a card event already
         here, or by the shoe's own count, which says how many cards left it. The
         events of cards the shoe let out are then waited for (the shoe sends them)
         and journaled, so none is left to surface in a later round."""
@@ -449,7 +449,7 @@ class RoundPlay:
 
     def _collect(self, r: RoundInPlay) -> None:
         """Collect into the discard rack; refused while the other deck's cards are
-        still there, until the shuffler reports that deck loaded (649a.3(b), issue 5)."""
+        still there, until the shuffler reports that deck loaded (649a.3(b))."""
         while True:
             try:
                 self.t.custody.collect()
@@ -467,7 +467,7 @@ class RoundPlay:
         log.info("collected", places=self.t.custody.places())
 
     def _close(self, r: RoundInPlay) -> None:
-        """One entry for the close (issue 18): "closed" is journaled, then the step made,
+        """One entry for the close: "closed" is journaled, then the step made,
         as a void's close already was; a checkpoint signs the round."""
         with self.t.batch():
             self.t.record("round", step="closed", number=r.number)

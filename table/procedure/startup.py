@@ -2,13 +2,13 @@
 
 Custody and the counts are restored from the journal (:mod:`table.recovery`);
 a round found in progress is held for a supervisor, never silently resumed
-(issue 5). Entries after the last signed checkpoint must carry valid MACs
+(docs/decisions/0002-held-rounds-wait-for-a-supervisor.md). Entries after the last signed checkpoint must carry valid MACs
 (nobody edited them while the controller was down). A journal behind a signed
 checkpoint seen off its own files (cut short, deleted, or an older copy put in
 its place) is not resumed until a supervisor acknowledges the incident; round
-numbers then go on past the anchor's, so none is used twice (issue 14). An
+numbers then go on past the anchor's, so none is used twice. An
 anchor that must be refused (forged, another table's, malformed) is the same
-incident (issue 24; :mod:`table.anchors`).
+incident (:mod:`table.anchors`; docs/decisions/0004-anchors-off-the-table.md).
 
 May touch: the journal (read, and the restart's entries), custody and the
 counts in :class:`~table.procedure.state.TableState`, the device cursor, the
@@ -97,9 +97,9 @@ class Startup:
         """A journal behind a signed checkpoint seen elsewhere (cut short, or an older copy
         swapped in) is not resumed until a supervisor acknowledges it; the incident and
         the acknowledgement are journaled, and round numbers go on past the anchor's so
-        none is used twice (issue 14). An anchor refused (not this table's signature,
+        none is used twice. An anchor refused (not this table's signature,
         another table's, malformed: :func:`table.anchors.classify`) is an incident too,
-        held for a supervisor the same way (issue 24)."""
+        held for a supervisor the same way."""
         t = self.t
         j = t.journal
         assert j is not None

@@ -48,8 +48,8 @@ log = structlog.get_logger("table")
 #: 2000 ms). A host whose own [link] retransmit_max_ms is shorter does not shorten the
 #: device's: the soak's host uses 200 ms, and a table that gave a shoe's resend 0.4 s
 #: after line noise ate its ShoeLoaded took the shoe's word with a "no record of the
-#: red deck in the shoe" incident while the shoe's own record was on its way (issue 24,
-#: the seed-2 soak's alarm at round 1889); the record then arrived as a deck loaded twice.
+#: red deck in the shoe" incident while the shoe's own record was on its way
+#: (the seed-2 soak's alarm at round 1889); the record then arrived as a deck loaded twice.
 DEVICE_RETRANSMIT_MAX_MS = 2000
 
 
@@ -75,7 +75,7 @@ class TableTiming:
     event_timeout_s: float = 10.0
     shuffle_timeout_s: float = 180.0
     #: no longer waited: start-up takes what the devices already delivered and lets each
-    #: step wait for its own event (issue 18); kept so existing callers keep working
+    #: step wait for its own event; kept so existing callers keep working
     settle_s: float = 0.0
     #: A person at a real table moves decks and draws cards at a person's pace; wait
     #: this long for the device event confirming a dealer's action (a virtual
@@ -318,7 +318,8 @@ class TableState:
                     sealed=sealed)
 
     def batch(self) -> contextlib.AbstractContextManager[Any]:
-        """The entries one step of the procedure produces commit together (issue 18).
+        """The entries one step of the procedure produces commit together
+        (docs/decisions/0001-one-commit-per-step.md).
         Never wait for a device inside one: an event is answered only once durable."""
         return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
 

@@ -1,4 +1,4 @@
-"""The gaming day's procedures by people, as a part of the conductor (issue 27, point 1).
+"""The gaming day's procedures by people, as a part of the conductor.
 
 :class:`TableDayProcedure` joins :class:`table.gaming_day.TableDay` (the pure
 rules: slips, two signers, open/closed) to the table's shared

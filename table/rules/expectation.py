@@ -1,4 +1,4 @@
-"""The house's exact expectation of a round, and the theoretical win (issue 27, point 3).
+"""The house's exact expectation of a round, and the theoretical win.
 
 Two figures a gaming day's report sets beside the win the table settled:
 

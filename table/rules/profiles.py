@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The two readings of a suited A-2-3 (issue 6 point 9).
+#: The two readings of a suited A-2-3.
 #: ``"straight_flush"``: the lowest straight flush, below 4-3-2 suited.
 #: ``"flush"``: an ace-high flush (A-3-2), not a straight flush.
 SUITED_A23_READINGS = ("straight_flush", "flush")

@@ -1,4 +1,4 @@
-"""Exact return of each paytable, by full enumeration (issue 6 points 6 and 8).
+"""Exact return of each paytable, by full enumeration.
 
 Nothing here is typed in: every figure is counted from the 52-card deck.
 

@@ -199,7 +199,7 @@ class SeatSettlement:
         return d
 
     def to_record(self) -> dict[str, Any]:
-        """The journal's form (issue 18: a few hundred bytes a seat, not a kilobyte): the
+        """The journal's form (a few hundred bytes a seat, not a kilobyte): the
         decision, the hand's category, each wager's stake, outcome, amount (and paytable
         line and payout) and the net. The cards are in the round's ``decisions_done``
         entry; the hand's description, ranking key and each wager's citation follow

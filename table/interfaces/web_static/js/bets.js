@@ -1,4 +1,4 @@
-// The dealer's bet entry (issue 23): per seat a spot with chip buttons, "same as last
+// The dealer's bet entry: per seat a spot with chip buttons, "same as last
 // round", "table minimum" and "empty", while the round is open for bets. Each press
 // sends one place_bets request (docs/console.md) with the seat's whole new bet; the
 // table's answer is what the spot shows, and a refusal (below the minimum, above the

@@ -1,7 +1,7 @@
 // What the screens know of the table: the public event stream (sealed: 58 Pa. Code
 // 816a.1) applied to a small model of the round in progress and the last one, and the
 // table's status. `Status` is the one place that reads the status fields (the
-// contract of issue 15, filled in by table/interfaces/status_view.py until the core
+// contract of docs/decisions/0005-one-status-contract.md, filled in by table/interfaces/status_view.py until the core
 // gives them itself): nothing else in the pages reads a status member.
 
 const linkDown = (s, name) => {
@@ -51,13 +51,13 @@ export const Status = {
   round: (s) => (s && s.round) || null,
   /** The table's seats as configured ([table] seats; the bet book's layout), or null (an older table). */
   layout: (s) => (s && s.bets && Array.isArray(s.bets.layout) ? s.bets.layout.filter((n) => Number.isInteger(n)) : null),
-  /** The bet book while a round takes bets (table.bets.BetBook.to_dict(); issue 23), or null. */
+  /** The bet book while a round takes bets (table.bets.BetBook.to_dict()), or null. */
   bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
   /** The status to show after `prev`: between two seats' decisions the table records the
    *  one taken before it asks for the next (a moment with no `waiting_for`); the screens go
    *  on asking for decisions (marked `between: true`, no seat's buttons) instead of a flash of
-   *  "nothing to do" (issue 25, row 7). Anything else (a hold, another step) shows at once. */
+   *  "nothing to do". Anything else (a hold, another step) shows at once. */
   between: (prev, next) => {
     const pw = prev && prev.waiting_for;
     const r = next && next.round;

@@ -1,4 +1,4 @@
-// The shift page of the supervisor's screen (issue 27, point 4): the table's gaming day
+// The shift page of the supervisor's screen: the table's gaming day
 // (open or closed, the shift, the last slip), the procedures by people (shift_forms.js),
 // and the shift's or day's report read from the journal (`day_report`, the figures of
 // `tablectl report --json`) with its plot (shift_plot.js), a print stylesheet for the
