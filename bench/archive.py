@@ -1,4 +1,4 @@
-"""Bytes an archived gaming day costs a round, and seven years of them (issue 27, point 5).
+"""Bytes an archived gaming day costs a round, and seven years of them.
 
     python bench/archive.py [--json] [--rounds N] [--seats 1,3,7] [--rounds-a-day 1600] [--years 7]
 

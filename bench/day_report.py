@@ -1,4 +1,4 @@
-"""Time of the gaming day's report for a 1,600-round day (issue 27, point 3: under 5 s).
+"""Time of the gaming day's report for a 1,600-round day (under 5 s).
 
     python bench/day_report.py [--rounds 1600] [--seats 7] [--side none|pp|all] [--json]
 

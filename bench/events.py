@@ -1,4 +1,4 @@
-"""Event stream benchmarks (issue 9): events/s on the socket and to MQTT, card-to-socket latency.
+"""Event stream benchmarks: events/s on the socket and to MQTT, card-to-socket latency.
 
     python bench/events.py [--json] [--rounds N] [--seats K] [--under-soak]
 
@@ -17,7 +17,7 @@ live socket consumer attached; then:
 
 ``--under-soak`` measures while a chaos soak (``tablectl soak``, its table clock
 compressed, faults in 30% of the rounds) runs in another process on the same
-machine: the load the issue 18 target (card read -> socket p99 < 5 ms) is set
+machine: the load the target (card read -> socket p99 < 5 ms) is set
 under. The soak is stopped when the dealing ends.
 
 MQTT figures need mosquitto (``apt-get install mosquitto``); without it they are null.

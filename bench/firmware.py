@@ -1,4 +1,4 @@
-"""Firmware update benchmark (issue 17): a signed image's transfer rate against the raw line rate.
+"""Firmware update benchmark: a signed image's transfer rate against the raw line rate.
 
     python bench/firmware.py [--json] [--size-kib 1024] [--baud 115200] [--raw-kib 64]
 

@@ -1,4 +1,4 @@
-"""Floor bench (issue 28): N synthetic tables through two bridged mosquitto brokers into the pit view.
+"""Floor bench: N synthetic tables through two bridged mosquitto brokers into the pit view.
 
     python bench/floor.py [--tables 50,200,500] [--rate-per-table 0.74] [--seconds 15]
                           [--pages 1,5] [--blast 6000] [--floor none,sqlite,postgresql] [--json]
@@ -26,7 +26,7 @@ issue's figure; a busy floor is about 260/s).
 | paced.pages_P.page_latency_ms p50 / p99 / max | from the publisher stamping a ``round_settled`` (its ``ts``, wall clock) to each open page holding that table's card with that result: publisher -> edge broker -> bridge -> central broker -> pit (signature checked) -> delta frame -> page |
 | blast.ingest_per_s | the pit stopped (SIGSTOP), ``--blast`` messages (signed beforehand) published and carried over the bridge to the pit's broker, then the pit let go (SIGCONT), one page open: the messages it took per second, first to last (its counters): what the pit can take, not the brokers |
 | blast.pit_cpu_core / cpu_us_per_message / per_core_per_s | the pit's CPU over that drain; messages per CPU second |
-| frame_ms.full / delta_1_with_verify | in this process: encoding the whole board of N tables (a page's first frame, and what every change cost each page before issue 28), and taking one message (its signature checked) plus encoding its delta |
+| frame_ms.full / delta_1_with_verify | in this process: encoding the whole board of N tables (a page's first frame, and what every change cost each page before the signed/2 release), and taking one message (its signature checked) plus encoding its delta |
 
 Pages are WebSocket clients in this process (``websockets``), each decoding every
 frame and keeping the board as the page does; not real Chromium pages
@@ -110,7 +110,7 @@ def now_iso() -> str:
 # -- the publisher: its own process, playing every table ------------------------------------
 
 def sign_v1(key: Any, topic: str, message: dict) -> str:
-    """The envelope of the release before issue 28 (threecard.signed/1, signed over the topic)."""
+    """The envelope of the release before signed/2 (threecard.signed/1, signed over the topic)."""
     import base64
 
     payload = json.dumps(message, separators=(",", ":"))
@@ -121,7 +121,7 @@ def sign_v1(key: Any, topic: str, message: dict) -> str:
 
 def publisher_main(edge_port: int, keys_dir: Path, v1: bool = False) -> None:
     """Reads commands on stdin: ``online``, ``pace RATE SECONDS``, ``blast K``, ``quit``;
-    answers ``done ...`` on stdout. ``v1``: sign as the release before issue 28 did."""
+    answers ``done ...`` on stdout. ``v1``: sign as the release before signed/2 did."""
     import paho.mqtt.client as mqtt
 
     from table.interfaces import mqtt as signing
@@ -320,7 +320,7 @@ class Tap:
 
 
 def counts(url: str) -> dict:
-    """The pit's counters (``accepted``, ``forged``); before issue 28 the pit had none: the
+    """The pit's counters (``accepted``, ``forged``); before the signed/2 release the pit had none: the
     tables' ``last_seq`` summed stands for ``accepted`` there."""
     with urllib.request.urlopen(url + "/api/v1/pit", timeout=30) as r:
         board = json.loads(r.read())
@@ -509,7 +509,7 @@ url = "{broker_url}"
 def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None = None,
              database: str | None = None) -> dict:
     """One table count: the figures above. ``baseline``: a source tree of the pit view before
-    issue 28 instead (one broker, no bridge: it could not verify across one; signed/1)."""
+    the signed/2 release instead (one broker, no bridge: it could not verify across one; signed/1)."""
     from mqtt_broker import Broker, start_bridged
 
     db_kind = "none" if database is None else "postgresql" if database.startswith("postgresql") else "sqlite"
@@ -531,7 +531,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
     result: dict[str, Any] = {"tables": n, "rate_per_s": round(n * args.rate_per_table, 1),
                               "floor_database": db_kind}
     if baseline:
-        result["baseline"] = f"the pit view before issue 28 ({baseline}), one broker, no bridge"
+        result["baseline"] = f"the pit view before signed/2 ({baseline}), one broker, no bridge"
     try:
         url = pit.stdout.readline().strip()
         if not url.startswith("http"):
@@ -586,7 +586,7 @@ def main() -> None:
                          "(tablectl floor serve beside the pit on that database)")
     ap.add_argument("--baseline", type=Path, default=None, metavar="SRC",
                     help="also run the largest table count against the pit view of source tree SRC (e.g. "
-                         "`git archive c4dfae2 | tar -x -C SRC`: before issue 28), 1 page, for ratios from one run")
+                         "`git archive c4dfae2 | tar -x -C SRC`: before signed/2), 1 page, for ratios from one run")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
     args.pg_data = None

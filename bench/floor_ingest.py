@@ -1,4 +1,4 @@
-"""The floor's ingest rate (issue 28): signed table messages into SQLite and PostgreSQL.
+"""The floor's ingest rate: signed table messages into SQLite and PostgreSQL.
 
     python bench/floor_ingest.py [--json] [--tables N] [--rounds R] [--broker]
 

@@ -1,5 +1,5 @@
-"""Idle clients on every front door of a dealing table, then one status request on each
-(issue 24, point 6). ``python bench/idle_doors.py [--idle N] [--json]``.
+"""Idle clients on every front door of a dealing table, then one status request on each.
+``python bench/idle_doors.py [--idle N] [--json]``.
 
 A simulated table (``tablectl run --simulate``, its own process) deals round after
 round with its web door, control socket and event socket open. On each door in

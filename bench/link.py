@@ -1,4 +1,4 @@
-"""Link benchmarks (issue 3): round trips, decode rate, a fault soak, idle CPU.
+"""Link benchmarks: round trips, decode rate, a fault soak, idle CPU.
 
     python bench/link.py [--json] [--exchanges N] [--soak N] [--idle-s S] [--baseline DIR]
 
@@ -11,7 +11,7 @@ checked here, not in unit tests:
 
 | figure | target |
 | --- | --- |
-| rtt_ratio (link round trip ÷ raw pyserial echo, same pty) | ≤ 1.5, and ≤ baseline_rtt_ratio (issue 26) |
+| rtt_ratio (link round trip ÷ raw pyserial echo, same pty) | ≤ 1.5, and ≤ baseline_rtt_ratio |
 | event_after_request_p50_ms (an event emitted just after a reply, to its delivery) | no linger: well under 2 ms |
 | decode_frames_per_s (16-byte payloads) | ≥ 100,000 |
 | soak lost / duplicated / out_of_order | 0 |

@@ -1,4 +1,4 @@
-"""Memory of a long service-like run (issue 18, "Flat memory").
+"""Memory of a long service-like run (docs/decisions/0001-one-commit-per-step.md).
 
     python bench/memory.py [--json] [--rounds 100000] [--seats 7] [--at 1000,10000,100000]
 

@@ -1,9 +1,9 @@
-"""Time the full paytable report for every shipped paytable (issue 6 point 8).
+"""Time the full paytable report for every shipped paytable.
 
 Usage: python bench/paytable_report.py [--profile NAME]
 
 Runs the enumeration from a cold start (no cached tables), prints each
-paytable's headline figure, then the elapsed time. The target (issue 18) is
+paytable's headline figure, then the elapsed time. The target is
 the whole ``tablectl paytable report`` process, start-up included, under
 0.5 s on the project's 2-core machine: time that from outside, e.g.
 ``farm-bench -n 5 -- .venv/bin/tablectl paytable report``.

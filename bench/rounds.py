@@ -1,4 +1,4 @@
-"""Round throughput of ``tablectl run --simulate`` (issue 18).
+"""Round throughput of ``tablectl run --simulate``.
 
     python bench/rounds.py [--json] [--rounds N] [--seats 1,3,7] [--transports serial,usb] [--baseline DIR]
 
@@ -15,13 +15,13 @@ pyusb), each number of seats, without and with ``--journal``: runs
 | rounds_per_s | rounds dealt per second, first round to last (start-up excluded), from the moments each round's JSON reaches stdout (the run streams them) |
 | start_to_first_round_s | process start to the first round on stdout |
 | interpreter_start_s | the same Python's bare start and exit (``-c pass``), timed just before the run |
-| start_over_interpreter_s | start_to_first_round_s - interpreter_start_s (target < 0.3 s, issue 26) |
+| start_over_interpreter_s | start_to_first_round_s - interpreter_start_s (target < 0.3 s) |
 | cpu_ms_per_round | the process's user + system CPU from the first round to its exit ÷ rounds after the first |
 | journal_bytes_per_round | the journal's files (database, WAL, head) at the end ÷ rounds |
 | peak_rss_mb | the process's peak resident memory (the kernel's ``wait4`` accounting) |
 
 Then, for each transport and number of seats, the ratios of the journaled run
-to the unjournaled one measured just before it (issue 26: judged as ratios in
+to the unjournaled one measured just before it (judged as ratios in
 one run, which a shared machine can hold where it cannot hold a rate):
 
 | ratio | target |
@@ -29,7 +29,7 @@ one run, which a shared machine can hold where it cannot hold a rate):
 | rounds_per_s_ratio (journaled ÷ unjournaled rounds/s) | >= 0.5 at 1, 3 and 7 seats |
 | cpu_per_round_ratio (journaled ÷ unjournaled CPU a round) | <= 1.6 |
 
-Journal size target: <= 8 KB a round at 7 seats (issue 26).
+Journal size target: <= 8 KB a round at 7 seats.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ is read after a forced garbage collection (Chrome DevTools Protocol) as the roun
 Prints card-dealt-to-screen p50/p99, click-to-instruction p50/p99, latency p50/p99/max
 (ms) over every event of the run, the heap (bytes) at each sample point, and whether
 memory stayed flat (the last sample within 25 % of the one after the first 100 rounds).
-Targets (issue 16): p99 under 250 ms, flat memory.
+Targets: p99 under 250 ms, flat memory.
 """
 
 from __future__ import annotations
