@@ -18,7 +18,7 @@ The rules, each cited where the code applies it:
   player's three cards and the dealer's three; a fold does not forfeit it
   (649a.11(b)(3)).
 * Progressive (649a.12(e)): paid on the player's three cards; a fold does not
-  forfeit it (649a.11(b)(3), as the project brief reads that provision).
+  forfeit it (649a.11(b)(3); docs/decisions/0006-side-wagers-stand-on-a-fold.md).
 
 Every amount is an ``int`` number of cents; nothing here uses floats.
 """
