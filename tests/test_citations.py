@@ -133,6 +133,26 @@ def test_self_contained_rule(citation, ok):
     assert self_contained(citation) is ok
 
 
+def test_no_citation_of_the_design_brief():
+    """The design brief the project started from is not shipped: a rule it carried is cited by its
+    regulation section or written into docs/ (a reading of a provision: docs/decisions/)."""
+    found = [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for rel, text in FILES for m in re.finditer(r"\b(?:project|design) brief\b", text, re.IGNORECASE)]
+    assert not found, "cites the design brief, which the repository does not ship:\n" + "\n".join(found)
+
+
+def test_every_numbered_reference_is_listed_in_docs_sources():
+    """A "reference NNN" (a published text the rules were read from) is listed in docs/sources.md,
+    so a reader with only the repository knows which text it is."""
+    sources = (REPO / "docs" / "sources.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| (\d{3}) \|", sources, re.MULTILINE))
+    cited = {(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1))
+             for rel, text in FILES for m in re.finditer(r"\breferences? (\d{3})\b", text)}
+    assert cited, "the scan found no numbered reference (the paytables cite some)"
+    missing = sorted(f"{where}: reference {n}" for where, n in cited if n not in listed)
+    assert not missing, "a numbered reference docs/sources.md does not list:\n" + "\n".join(missing)
+
+
 @pytest.mark.parametrize("text, cited_from, ok", [
     ("DESIGN.md", "table/custody.py", False),
     ("SPEC.md", "table/custody.py", True),
