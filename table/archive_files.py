@@ -24,6 +24,10 @@ from .journal import SEGMENT_KIND, JournalError
 
 #: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
 ARCHIVE_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.journal\.xz\Z")
+#: an archived gaming day not compressed yet (docs/journal.md, "Gaming days and archives"):
+#: ``YYYY-MM-DD.journal.sqlite3``, the closed segment as the rollover left it; the xz of
+#: the same day replaces it off the round's path (:func:`table.segments.compress_pending`)
+STAGED_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.journal\.sqlite3\Z")
 #: the largest archive decompressed (bytes): a day at 1,600 rounds of 7 seats is ~20 MB
 MAX_SEGMENT_BYTES = 4 << 30
 
@@ -37,15 +41,48 @@ def archive_name(day: str) -> str:
     return f"{day}.journal.xz"
 
 
+def staged_of(archive: Path) -> Path:
+    """The not-yet-compressed form (``YYYY-MM-DD.journal.sqlite3``) of the archive
+    ``archive`` (``YYYY-MM-DD.journal.xz``), beside it."""
+    name = archive.name
+    return archive.with_name((name[:-3] if name.endswith(".xz") else name) + ".sqlite3") \
+        if not STAGED_RE.match(name) else archive
+
+
+def existing(archive: Path) -> Path | None:
+    """The file that holds the archived day ``archive`` names: the xz when it is there,
+    else the day's not-yet-compressed form (:func:`staged_of`), else None."""
+    if archive.is_file():
+        return archive
+    staged = staged_of(archive)
+    return staged if staged.is_file() else None
+
+
+def archived_days(archive_dir: str | Path) -> list[tuple[str, Path]]:
+    """The archived days in ``archive_dir``: (day, path) by file name, oldest first; a day
+    whose xz is written is that file, a day not compressed yet its ``.journal.sqlite3``."""
+    found: dict[str, Path] = {}
+    for p in Path(archive_dir).iterdir():
+        m = ARCHIVE_RE.match(p.name) or STAGED_RE.match(p.name)
+        if m and p.is_file() and (m.group(1) not in found or p.name.endswith(".xz")):
+            found[m.group(1)] = p
+    return sorted(found.items())
+
+
 @contextlib.contextmanager
 def opened(archive: Path) -> Iterator[Path]:
     """The archived segment ``archive`` decompressed into a private temporary folder:
-    yields the SQLite file's path (removed after). Raises :class:`ArchiveError` for a
-    file that is not xz or decompresses past :data:`MAX_SEGMENT_BYTES`."""
+    yields the SQLite file's path (removed after). A day not compressed yet
+    (:func:`existing`) is copied there as it is. Raises :class:`ArchiveError` for a
+    file that is not xz or decompresses past :data:`MAX_SEGMENT_BYTES`, ``FileNotFoundError``."""
+    found = existing(archive)
+    if found is None:
+        raise FileNotFoundError(f"no archive {archive}")
     with tempfile.TemporaryDirectory(prefix="threecard-day-") as tmp:
-        out = Path(tmp) / archive.name.replace(".xz", ".sqlite3")
+        out = Path(tmp) / found.name.replace(".xz", ".sqlite3")
         try:
-            with lzma.open(archive, "rb") as inp, open(out, "wb") as o:
+            with (open(found, "rb") if STAGED_RE.match(found.name) else lzma.open(found, "rb")) as inp, \
+                    open(out, "wb") as o:
                 n = 0
                 while chunk := inp.read(1 << 20):
                     n += len(chunk)
@@ -54,6 +91,15 @@ def opened(archive: Path) -> Iterator[Path]:
                     o.write(chunk)
         except (OSError, lzma.LZMAError, EOFError) as exc:
             raise ArchiveError(f"{archive} is not a readable archive (xz): {exc}") from None
+        if STAGED_RE.match(found.name):  # the closed segment as it was: one file, like an xz's
+            try:
+                con = sqlite3.connect(out)
+                try:
+                    con.execute("PRAGMA journal_mode=DELETE")
+                finally:
+                    con.close()
+            except sqlite3.Error as exc:
+                raise ArchiveError(f"{found} is not a readable archived day: {exc}") from None
         yield out
 
 
@@ -82,6 +128,7 @@ def decompressed(archive: Path) -> Path:
     process's exit) while the archive file stays the same (size and time). For readers
     that look back past the live segment: the history panel, the event stream, MQTT.
     Raises :class:`ArchiveError` (not xz, too large) or ``FileNotFoundError``."""
+    archive = existing(archive) or archive
     st = archive.stat()
     key = (str(archive.resolve()), st.st_size, st.st_mtime_ns)
     with _COPIES_LOCK:
@@ -118,5 +165,4 @@ def previous_archive(db: sqlite3.Connection, archive_dir: str | Path | None) -> 
     name = prev.get("archive") if isinstance(prev, dict) else None
     if not isinstance(name, str) or not ARCHIVE_RE.match(name):
         return None
-    path = Path(archive_dir) / name
-    return path if path.is_file() else None
+    return existing(Path(archive_dir) / name)

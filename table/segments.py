@@ -7,12 +7,11 @@ ends it with a ``segment`` entry ``{"close": day, "next": next_day}`` and a
 signed checkpoint (one transaction), then :func:`roll`:
 
 1. folds the WAL in and closes the file;
-2. writes ``ARCHIVE/DAY.journal.xz`` (the segment ``VACUUM``-ed into a temporary
-   SQLite file, compressed with xz, written to a temporary name, fsynced,
-   renamed, the folder fsynced);
-3. checks the archive: decompressed, it verifies (:func:`table.journal.verify`)
-   with the table key's public half, ends at the same entry with the same
-   chain hash, and its last entry is the signed checkpoint;
+2. writes ``ARCHIVE/DAY.journal.sqlite3``, the day not compressed yet (the
+   segment ``VACUUM``-ed into a temporary SQLite file, fsynced, renamed, the
+   folder fsynced);
+3. checks it holds the segment: the same entries, ending at the same entry with
+   the same MAC (the full check, below, is off the round's path);
 4. writes the next day's segment to ``JOURNAL.next``: its first entry (kind
    ``segment``) names the day closed (``previous``: its last entry's seq and chain
    hash, its last signed checkpoint, the day and the archive's name) and a
@@ -20,10 +19,20 @@ signed checkpoint (one transaction), then :func:`roll`:
 5. only then removes the closed segment's ``-wal``/``-shm`` and renames
    ``JOURNAL.next`` over ``JOURNAL`` (and its head file), fsyncing the folder.
 
+The table deals on at once. Off the round's path (:func:`compress_pending`, a
+thread of its own at a lower CPU priority) the day is then checked in full (it
+verifies, :func:`table.journal.verify`, with the table key's public half, and
+its last entry is the signed checkpoint), compressed with xz to
+``ARCHIVE/DAY.journal.xz`` (a temporary name, fsynced, renamed, the folder
+fsynced), the xz checked to decompress to the same bytes, and only then the
+``.journal.sqlite3`` removed. Every reader takes a day in either form
+(:func:`table.archive_files.existing`).
+
 A SIGKILL anywhere leaves either the closed segment in place (steps 1-4; a
 restart finds its ``close`` entry and its checkpoint at the end and does the
-rollover again from step 2: :func:`finish`) or the new one (after 5). Nothing
-is removed before the archive that holds it has verified.
+rollover again from step 2: :func:`finish`) or the new one (after 5), and a day
+not compressed yet is compressed after the restart (:func:`finish`). Nothing is
+removed before the file that holds it in its place has been checked.
 
 :func:`verify_chain` checks a folder of archived days (and the live segment)
 as one chain; :func:`prune` removes archives past their retention only when the
@@ -36,6 +45,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import hashlib
 import json
 import lzma
 import os
@@ -53,8 +63,9 @@ import structlog
 
 from . import kill_points
 from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
-from .archive_files import (ARCHIVE_RE, MAX_COPIES, MAX_SEGMENT_BYTES, ArchiveError,  # noqa: F401
-                            archive_name, decompressed, opened, previous_archive)
+from .archive_files import (ARCHIVE_RE, MAX_COPIES, MAX_SEGMENT_BYTES, STAGED_RE, ArchiveError,  # noqa: F401
+                            archive_name, archived_days, decompressed, existing, opened, previous_archive,
+                            staged_of)
 
 log = structlog.get_logger("table.segments")
 
@@ -107,6 +118,216 @@ def carried_procedures(journal: Journal, kind: str = "gaming_day") -> list[dict[
     return bodies[start:]
 
 
+def write_staged(src: Path, staged: Path) -> Path:
+    """Give the closed segment ``src`` (SQLite, no writer, its WAL folded in) its archived
+    day's name ``staged`` (``YYYY-MM-DD.journal.sqlite3``): a hard link when the archive
+    folder is on the journal's file system (no byte copied: the rollover costs the round
+    no more than a few renames), else a copy; through a temporary name, fsynced,
+    renamed, the folder fsynced. Raises :class:`ArchiveError`."""
+    folder = staged.parent
+    tmp = folder / f".{staged.name}.tmp"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        try:
+            os.link(src, tmp)
+        except OSError:  # another file system (or links refused): a copy, fsynced
+            _step("vacuumed")
+            shutil.copyfile(src, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, staged)
+        _fsync_dir(folder)
+    except OSError as exc:
+        raise ArchiveError(f"cannot write the archived day {staged}: {exc}") from None
+    return staged
+
+
+def _ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a journal file no one writes any more (a closed segment,
+    an archived day): ``immutable``, so SQLite leaves no ``-shm`` or ``-wal`` beside it."""
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
+def _vacuum(src: Path, out: Path) -> None:
+    db = _ro(src)
+    try:
+        db.execute("VACUUM INTO ?", (str(out),))
+    finally:
+        db.close()
+    db = sqlite3.connect(out)
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")  # one file: an auditor opens it read-only anywhere
+    finally:
+        db.close()
+
+
+def _tail(db_path: Path) -> tuple[int, int, bytes | None]:
+    """(entries, last seq, last entry's MAC) of the SQLite journal file ``db_path``."""
+    con = _ro(db_path)
+    try:
+        n, hi = con.execute("SELECT COUNT(*), MAX(seq) FROM entries").fetchone()
+        row = con.execute("SELECT mac FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        return int(n), int(hi or 0), (bytes(row[0]) if row else None)
+    finally:
+        con.close()
+
+
+def _check_copy(src: Path, staged: Path) -> None:
+    """``staged`` is the closed segment ``src``: the same file (a hard link), or a copy of
+    the same size with the same entries to the same last MAC (the full verification is
+    :func:`compress_one`'s, off the round's path). Raises :class:`ArchiveError`."""
+    try:
+        if not staged.is_file():
+            raise ArchiveError(f"no archived day at {staged}")
+        if os.path.samefile(src, staged):
+            return
+        if staged.stat().st_size != src.stat().st_size or _tail(staged) != _tail(src):
+            raise ArchiveError(f"{staged} does not hold the segment it was made from")
+    except (OSError, sqlite3.Error) as exc:
+        raise ArchiveError(f"{staged} does not read: {exc}") from None
+
+
+def _compress(staged: Path, archive: Path) -> str:
+    """xz of ``staged`` to ``archive`` through a temporary name, fsynced, renamed, the
+    folder fsynced; returns the SHA-256 of the bytes compressed. Raises
+    :class:`ArchiveError`."""
+    folder = archive.parent
+    tmp_xz = folder / f".{archive.name}.tmp"
+    digest = hashlib.sha256()
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_xz.unlink()
+        fd = os.open(tmp_xz, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as raw, lzma.open(raw, "wb", preset=XZ_PRESET) as out, open(staged, "rb") as inp:
+            while chunk := inp.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+            out.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        _step("compressed")
+        os.replace(tmp_xz, archive)
+        _fsync_dir(folder)
+    except (OSError, lzma.LZMAError) as exc:
+        raise ArchiveError(f"cannot write the archive {archive}: {exc}") from None
+    return digest.hexdigest()
+
+
+def _xz_digest(archive: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with lzma.open(archive, "rb") as inp:
+            while chunk := inp.read(1 << 20):
+                digest.update(chunk)
+    except (OSError, lzma.LZMAError, EOFError) as exc:
+        raise ArchiveError(f"{archive} is not a readable archive (xz): {exc}") from None
+    return digest.hexdigest()
+
+
+def compress_one(staged: Path, *, public_keys: list[Any]) -> Path:
+    """Off the round's path: check the archived day ``staged`` in full (``VACUUM``-ed into
+    one file, it verifies with ``public_keys`` and ends with its signed checkpoint),
+    compress it to its ``.journal.xz``, check the xz decompresses to the same bytes,
+    then remove ``staged``. An xz already there that verifies as the same day (a crash
+    after its rename) is kept. Returns the xz's path. Raises :class:`ArchiveError`
+    (nothing removed)."""
+    m = STAGED_RE.match(staged.name)
+    if m is None:
+        raise ArchiveError(f"{staged} is not an archived day's name")
+    archive = staged.with_name(archive_name(m.group(1)))
+    n, last_seq, _ = _tail(staged)
+    tmp = staged.with_name(f".{staged.name}.vacuum.tmp")
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        _vacuum(staged, tmp)
+        cp = _last_checkpoint(tmp)
+        r = verify(tmp, public_keys=public_keys, anchors=[cp] if cp else [])
+        if r.status != "ok" or cp is None or r.last_checkpoint != last_seq or r.entries != n:
+            raise ArchiveError(f"the archived day {staged} does not verify: {r.status} {r.reason}")
+        done = False
+        if archive.is_file():
+            with contextlib.suppress(ArchiveError):
+                check_archive(archive, public_keys=public_keys, last_seq=last_seq, head=r.head)
+                done = True
+        if not done:
+            want = _compress(tmp, archive)
+            if _xz_digest(archive) != want:
+                raise ArchiveError(f"the archive {archive} does not decompress to the day it was made from")
+    except (OSError, sqlite3.Error) as exc:
+        raise ArchiveError(f"cannot compress {staged}: {exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _step("xz_checked")
+    staged.unlink()
+    _fsync_dir(staged.parent)
+    return archive
+
+
+class _Compressor:
+    """The one thread that compresses archived days off the round's path, at a lower CPU
+    priority (``nice`` +10 on the thread, Linux). Not a daemon: a process that ends
+    (``tablectl run --rounds N``, a service stop) finishes the day it compresses first;
+    a SIGKILL leaves the ``.journal.sqlite3``, compressed at the next start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: "collections.OrderedDict[Path, list[Any]]" = collections.OrderedDict()
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def add(self, folder: Path, public_keys: list[Any]) -> None:
+        with self._lock:
+            for p in sorted(folder.iterdir()):
+                if STAGED_RE.match(p.name) and p.is_file():
+                    self._queue[p] = public_keys
+            if not self._queue or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._idle.clear()
+            self._thread = threading.Thread(target=self._run, name="archive-compress")
+            self._thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._idle.set()
+                    return
+                staged, keys = self._queue.popitem(last=False)
+            try:
+                if staged.exists():
+                    archive = compress_one(staged, public_keys=keys)
+                    log.info("gaming_day_compressed", archive=str(archive))
+            except (ArchiveError, OSError, sqlite3.Error) as exc:
+                log.error("gaming_day_not_compressed", archive=str(staged), error=str(exc)[:300],
+                          note="the day stays in its .journal.sqlite3; the next start tries again")
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until no archived day waits to be compressed; returns whether it is so."""
+        return self._idle.wait(timeout_s)
+
+
+_COMPRESSOR = _Compressor()
+
+
+def compress_pending(archive_dir: str | Path, *, public_keys: list[Any]) -> None:
+    """Compress, on a thread of its own, every archived day of ``archive_dir`` not
+    compressed yet (``YYYY-MM-DD.journal.sqlite3``: :func:`compress_one`). Returns at once."""
+    _COMPRESSOR.add(Path(archive_dir), list(public_keys))
+
+
+def compressed(timeout_s: float | None = None) -> bool:
+    """Block until the archived days handed to :func:`compress_pending` are compressed (or
+    failed, logged); returns False if ``timeout_s`` passed first. For a tool that reads
+    the archive folder right after a rollover, and for a clean stop."""
+    return _COMPRESSOR.wait(timeout_s)
+
+
 def write_archive(src: Path, archive: Path) -> Path:
     """Write the closed segment ``src`` (SQLite, no writer) to ``archive`` (xz of the
     segment ``VACUUM``-ed): through temporary files, fsynced, renamed. Raises
@@ -118,17 +339,7 @@ def write_archive(src: Path, archive: Path) -> Path:
         for t in (tmp_db, tmp_xz):
             with contextlib.suppress(FileNotFoundError):
                 t.unlink()
-        db = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-        try:
-            db.execute("VACUUM INTO ?", (str(tmp_db),))
-        finally:
-            db.close()
-        db = sqlite3.connect(tmp_db)
-        try:
-            db.execute("PRAGMA journal_mode=DELETE")  # one file: an auditor opens it read-only anywhere
-        finally:
-            db.close()
-        _step("vacuumed")
+        _vacuum(src, tmp_db)
         fd = os.open(tmp_xz, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as raw, lzma.open(raw, "wb", preset=XZ_PRESET) as out, open(tmp_db, "rb") as inp:
             shutil.copyfileobj(inp, out, 1 << 20)
@@ -191,12 +402,16 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     journal.close()
     _step("closed")
     archive = folder / archive_name(day)
-    try:
+    if archive.is_file():  # compressed before a crash cut the rollover short
         check_archive(archive, public_keys=[journal.key.public], last_seq=last_seq, head=head_hex)
-    except ArchiveError:  # none yet, or a half-written or stale one: (re)write it
-        write_archive(path, archive)
-        _step("archived")
-        check_archive(archive, public_keys=[journal.key.public], last_seq=last_seq, head=head_hex)
+    else:
+        staged = staged_of(archive)
+        try:
+            _check_copy(path, staged)
+        except ArchiveError:  # none yet, or a stale one: (re)write it
+            write_staged(path, staged)
+            _step("archived")
+            _check_copy(path, staged)
     _step("verified")
     nxt_path = next_path(path)
     for stale in (nxt_path, Path(f"{nxt_path}-wal"), Path(f"{nxt_path}-shm"), head_path(nxt_path)):
@@ -225,6 +440,7 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     # (the event stream, from memory) hear of them as of any commit.
     journal._committed(list(journal.entries(since=last_seq)))
     log.info("gaming_day_archived", day=day, archive=str(archive), next=nxt)
+    compress_pending(folder, public_keys=[journal.key.public])
     return archive
 
 
@@ -244,8 +460,10 @@ def finish(path: str | Path, archive_dir: str | Path, *, key: Any, table_id: str
            group: int | None = None) -> Path | None:
     """At start-up, before the controller opens the journal: finish a rollover a crash
     cut short (the journal at ``path`` ends with its day's close), remove what a cut
-    rollover left (``JOURNAL.next``, temporary archives). Returns the archive written, or
-    None when there was nothing to finish. Raises as :func:`roll`."""
+    rollover left (``JOURNAL.next``, temporary archives), and compress, off the start's
+    path, the archived days a stop left not compressed (:func:`compress_pending`).
+    Returns the archive of the rollover finished, or None when there was none to
+    finish. Raises as :func:`roll`."""
     p, folder = Path(path), Path(archive_dir)
     for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
         tmp.unlink()
@@ -258,6 +476,8 @@ def finish(path: str | Path, archive_dir: str | Path, *, key: Any, table_id: str
             for stale in (nxt, Path(f"{nxt}-wal"), Path(f"{nxt}-shm"), head_path(nxt)):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
+            if folder.is_dir() and key is not None:
+                compress_pending(folder, public_keys=[key.public])
             return None
         log.warning("gaming_day_rollover_resumed", path=str(p))
         return roll(j, folder)
@@ -310,13 +530,9 @@ def _close_day(db: Path) -> str | None:
 
 
 def archives(archive_dir: str | Path) -> list[tuple[str, Path]]:
-    """The archived days in ``archive_dir``: (day, path) by file name, oldest first."""
-    out = []
-    for p in Path(archive_dir).iterdir():
-        m = ARCHIVE_RE.match(p.name)
-        if m and p.is_file():
-            out.append((m.group(1), p))
-    return sorted(out)
+    """The archived days in ``archive_dir``: (day, path) by file name, oldest first (a day
+    not compressed yet by its ``.journal.sqlite3``: :func:`table.archive_files.archived_days`)."""
+    return archived_days(archive_dir)
 
 
 # long: one pass over the days in chain order, each link's check beside the segment it reads
@@ -501,6 +717,9 @@ def prune(archive_dir: str | Path, *, oldest_kept: date, anchored_seq: int | Non
         return removed
     going: list[tuple[str, Path, int]] = []
     for day, p in old:
+        if STAGED_RE.match(p.name):  # not compressed yet: kept until it is (the compression reads it)
+            log.info("retention_kept", day=day, reason="not compressed yet")
+            break
         try:
             with opened(p) as db:
                 cp = _last_checkpoint(db)

@@ -55,6 +55,7 @@ def three_days(tmp_path_factory):
             _backup(folder / "journal.sqlite3", copies[day])
         clock.set(day_start(3))
         ctl.play_round()
+    assert segments.compressed(300)  # each day's xz is written off the round's path
     return folder, copies
 
 
@@ -197,9 +198,11 @@ def _roll_with_retention(tmp_path, clock, inv, anchored, sim):
         ctl.play_round()
         clock.set(day_start(1))
         ctl.play_round()  # the rollover, then a round: the table is still open
+        assert segments.compressed(120)
         assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["2026-12-01.journal.xz"]
         clock.set(day_start(3))
         ctl.play_round()  # day 2 archived; day 1 is past keep_days but nothing anchors it: kept
+        assert segments.compressed(120)
         assert len(list((tmp_path / "archive").iterdir())) == 2
     with day_table(tmp_path, clock, day_required=True, keep_days=1, anchored=lambda: anchored["seq"],
                    sim=sim) as ctl:
@@ -207,6 +210,7 @@ def _roll_with_retention(tmp_path, clock, inv, anchored, sim):
         anchored["seq"] = ctl.journal.last_seq
         clock.set(day_start(5))
         ctl.play_round()
+    assert segments.compressed(120)
     left = sorted(p.name for p in (tmp_path / "archive").iterdir())
     assert left == ["2026-12-04.journal.xz"], left  # 01 and 02 (older than a day, anchored) removed
     # The table journaled the removal, signed: the chain that is left verifies, saying so.
@@ -215,7 +219,7 @@ def _roll_with_retention(tmp_path, clock, inv, anchored, sim):
     assert r.returncode == 0 and "removed by the table's retention" in r.stderr, r.stderr
 
 
-KILL_POINTS = ["closed", "vacuumed", "compressed", "archived", "verified", "segment_written", "head_moved", "renamed"]
+KILL_POINTS = ["closed", "archived", "verified", "segment_written", "head_moved", "renamed"]
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
@@ -229,7 +233,10 @@ def test_sigkill_inside_the_days_close_loses_nothing_and_the_restart_finishes_it
     done = segments.finish(tmp_path / "journal.sqlite3", tmp_path / "archive", key=key, table_id="t1")
     # killed before the new segment took the journal's place: the rollover is done again
     assert done == (None if point == "renamed" else tmp_path / "archive" / "2026-12-01.journal.xz")
+    # and the day is compressed off the start's path; nothing a cut rollover wrote is left
+    assert segments.compressed(120)
     assert not [p for p in (tmp_path / "archive").iterdir() if p.name.startswith(".")]
+    assert [p.name for p in (tmp_path / "archive").iterdir()] == ["2026-12-01.journal.xz"]
     assert not (tmp_path / "journal.sqlite3.next").exists()
     r = audit(tmp_path / "journal.sqlite3", "--archive", tmp_path / "archive", "--public-key",
               tmp_path / "table.key.pub")
@@ -428,3 +435,96 @@ def test_a_report_over_a_folder_missing_a_day_says_so_and_is_flagged(three_days,
     assert "missing from the archive folder" in month["flags"][0]
     other = report("day", "--archive", holed, "--date", "2026-12-03")
     assert "missing_days" not in other
+
+
+def test_a_day_not_compressed_yet_reads_as_its_archive_and_the_start_compresses_it(three_days, tmp_path):
+    """The rollover leaves the closed day as ``DAY.journal.sqlite3`` and deals on; until
+    its xz is written (off the round's path), every reader takes it as the archive: the
+    chain's check, the reports; a start finds it and compresses it, checked."""
+    import lzma
+
+    folder, _ = three_days
+    staged = tmp_path / "archive"
+    shutil.copytree(folder / "archive", staged)
+    xz = staged / "2026-12-02.journal.xz"
+    with lzma.open(xz) as inp:
+        (staged / "2026-12-02.journal.sqlite3").write_bytes(inp.read())
+    xz.unlink()
+    r = audit(folder / "journal.sqlite3", "--archive", staged, "--public-key", folder / "table.key.pub")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report("day", "--archive", staged, "--date", "2026-12-02")["rounds"] == ROUNDS
+    segments.compress_pending(staged, public_keys=[load_private_key(folder / "table.key").public])
+    assert segments.compressed(120)
+    assert sorted(p.name for p in staged.iterdir()) == [f"{d}.journal.xz" for d in DAYS]
+    r = audit(folder / "journal.sqlite3", "--archive", staged, "--public-key", folder / "table.key.pub")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_day_not_compressed_yet_that_does_not_verify_is_not_compressed_nor_removed(three_days, tmp_path):
+    import lzma
+
+    folder, _ = three_days
+    staged = tmp_path / "archive"
+    staged.mkdir()
+    with lzma.open(folder / "archive" / "2026-12-02.journal.xz") as inp:
+        (staged / "2026-12-02.journal.sqlite3").write_bytes(inp.read())
+    con = sqlite3.connect(staged / "2026-12-02.journal.sqlite3")
+    con.execute("UPDATE entries SET body = body || ' ' WHERE seq = (SELECT MIN(seq) + 3 FROM entries)")
+    con.commit()
+    con.close()
+    with pytest.raises(segments.ArchiveError, match="does not verify"):
+        segments.compress_one(staged / "2026-12-02.journal.sqlite3",
+                              public_keys=[load_private_key(folder / "table.key").public])
+    assert [p.name for p in staged.iterdir()] == ["2026-12-02.journal.sqlite3"]
+
+
+@pytest.mark.parametrize("point", ["compressed", "xz_checked"])
+def test_sigkill_inside_a_days_compression_loses_nothing_and_the_start_finishes_it(three_days, tmp_path, point):
+    """The xz is written off the round's path; a SIGKILL while it is written (its
+    temporary file fsynced, not renamed) or after its rename (the day in both forms)
+    leaves the day readable, and the next start compresses it, checked."""
+    import lzma
+
+    folder, _ = three_days
+    staged = tmp_path / "archive"
+    shutil.copytree(folder / "archive", staged)
+    with lzma.open(staged / "2026-12-02.journal.xz") as inp:
+        (staged / "2026-12-02.journal.sqlite3").write_bytes(inp.read())
+    (staged / "2026-12-02.journal.xz").unlink()
+    code = ("import sys; from pathlib import Path; from table import segments; from table.keys import load_private_key;"
+            "segments.compress_one(Path(sys.argv[1]), public_keys=[load_private_key(Path(sys.argv[2])).public])")
+    r = subprocess.run([sys.executable, "-c", code, str(staged / "2026-12-02.journal.sqlite3"),
+                        str(folder / "table.key")], env={**os.environ, segments.KILL_ENV: point},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert (staged / "2026-12-02.journal.sqlite3").exists()
+    r = audit(folder / "journal.sqlite3", "--archive", staged, "--public-key", folder / "table.key.pub")
+    assert r.returncode == 0, r.stdout + r.stderr  # readable meanwhile, in whichever form
+    live = tmp_path / "journal.sqlite3"
+    _backup(folder / "journal.sqlite3", live)
+    assert segments.finish(live, staged, key=load_private_key(folder / "table.key"), table_id="t1") is None
+    assert segments.compressed(120)
+    assert sorted(p.name for p in staged.iterdir()) == [f"{d}.journal.xz" for d in DAYS]
+    r = audit(folder / "journal.sqlite3", "--archive", staged, "--public-key", folder / "table.key.pub")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_an_archive_folder_on_another_file_system_gets_a_copy_checked_against_the_segment(three_days, tmp_path,
+                                                                                        mocker):
+    """The closed segment takes its archived day's name by a hard link (no byte copied on the
+    round's path); where the folder is on another file system (no link), it is copied,
+    fsynced, and checked to hold the same entries to the same last MAC."""
+    import lzma
+
+    folder, _ = three_days
+    src = tmp_path / "closed.sqlite3"
+    with lzma.open(folder / "archive" / "2026-12-02.journal.xz") as inp:
+        src.write_bytes(inp.read())
+    mocker.patch("table.segments.os.link", side_effect=OSError(18, "Invalid cross-device link"))
+    staged = segments.write_staged(src, tmp_path / "2026-12-02.journal.sqlite3")
+    assert staged.read_bytes() == src.read_bytes() and not os.path.samefile(src, staged)
+    segments._check_copy(src, staged)
+    with open(staged, "r+b") as f:  # a copy cut short is not taken for the day
+        f.truncate(staged.stat().st_size - 4096)
+    with pytest.raises(segments.ArchiveError):
+        segments._check_copy(src, staged)

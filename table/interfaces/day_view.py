@@ -67,13 +67,13 @@ class DayReportQueries:
             live = read_journal(j)
             if on is None or self.archive is None or on == segment_day(j):
                 return live
-        days = [self.archive / f"{d.isoformat()}.journal.xz" for d in (on, on + timedelta(days=1))]
-        if not days[0].is_file():
-            return live
-        from table.segments import opened
+        from table.segments import archive_name, existing, opened
 
+        days = [existing(self.archive / archive_name(d.isoformat())) for d in (on, on + timedelta(days=1))]
+        if days[0] is None:
+            return live
         parts = []
-        for path in (p for p in days if p.is_file()):
+        for path in (p for p in days if p is not None):
             try:
                 with opened(path) as db, Journal(db, read_only=True) as j:
                     parts.append(read_journal(j))
