@@ -477,14 +477,22 @@ class DeckProcedure:
         with them in the shoe, a second deck of one colour (journaled; raises
         :class:`CustodyViolation`, 58 Pa. Code 649a.3(b), COMAR 36.05.03.27 C). The queue
         is looked at first: an insert made after the stub came out finds the shoe empty
-        here, and is the next step's to take. Returns whether the shoe is empty."""
-        inserted = self._insert_waiting(colour)
+        here, and is the next step's to take. The shuffler's status is asked too: a deck of
+        ``colour`` it holds is one whether or not its event has crossed the link yet (the
+        event may be on its way when the queue is looked at). Returns whether the shoe is
+        empty."""
+        inserted = self._insert_waiting(colour) or self._shuffler_holds(colour)
         empty = self.faults.call("shoe", self.d.shoe.status, "the shoe's status").state is DeviceState.IDLE
         if inserted and not empty:
             v = self.t.custody.second_deck(colour, "the shoe")
             self.t.violation(v)
             raise v
         return empty
+
+    def _shuffler_holds(self, colour: BackColour) -> bool:
+        """Whether the shuffler's status shows a deck of ``colour`` in it."""
+        st = self.faults.call("shuffler", self.d.shuffler.status, "the shuffler's status")
+        return st.state is not DeviceState.IDLE and st.back_colour == colour
 
     def _insert_waiting(self, colour: BackColour) -> bool:
         """Whether a ``DeckInserted`` of ``colour`` from the shuffler waits in the event queue
