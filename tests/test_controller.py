@@ -26,7 +26,6 @@ from table.journal import Journal, verify
 from table.keys import generate
 from table.logs import configure_logging
 from table.rules.settlement import Tables
-from tables import assembled
 
 RED, BLUE = BackColour.RED, BackColour.BLUE
 KEY = generate()
@@ -35,15 +34,21 @@ KEY = generate()
 @contextmanager
 def table(tmp_path, *, seed=7, seats=2, attached=True, auto_dealer=True, dealer=None):
     with SimulatedTable((RED, BLUE), seed=seed) as sim:
+        events: queue.Queue = queue.Queue()
         journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
         console = Console()
         console.attached = attached
+        ctl = TableController(shuffler, shoe, events, dealer(sim) if dealer else sim.dealer,
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=seats, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
+                              auto_dealer=auto_dealer, timing=TableTiming(event_timeout_s=3, settle_s=0.1))
         try:
-            with assembled(sim, journal, dealer=dealer(sim) if dealer else None, console=console,
-                           auto_dealer=auto_dealer, seats=seats,
-                           timing=TableTiming(event_timeout_s=3, settle_s=0.1)) as t:
-                yield t.controller, sim, console, journal
+            yield ctl, sim, console, journal
         finally:
+            shuffler.close()
+            shoe.close()
             journal.close()
     assert verify(tmp_path / "journal.sqlite3").ok
 
