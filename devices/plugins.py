@@ -13,6 +13,7 @@ the kind asked, or lacks what the table cannot make up for is a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Mapping
 
@@ -76,6 +77,18 @@ def installed() -> dict[str, str]:
     return found
 
 
+def entry_point_of(name: str) -> str:
+    """Where driver ``name`` comes from, in the words an error names it by: ``entry point
+    NAME = module:OBJECT (package P V)`` of group :data:`ENTRY_POINT_GROUP`, or ``the
+    built-in driver`` for :data:`SPEC`."""
+    if name == SPEC.name:
+        return "the built-in driver 'spec'"
+    eps = list(entry_points(group=ENTRY_POINT_GROUP, name=name))
+    if not eps:
+        return f"driver {name!r} (no entry point)"
+    return f"entry point {name} = {eps[0].value} (package {_package_of(eps[0])})"
+
+
 def load_plugin(name: str, kind: DriverKind | str) -> DriverPlugin:
     """The plugin registered as ``name`` for a device of ``kind``.
 
@@ -130,9 +143,13 @@ def split_options(kind: DriverKind | str, section: Mapping[str, Any]) -> dict[st
 
 
 def prepare(name: str, kind: DriverKind | str, options: Mapping[str, Any]) -> tuple[DriverPlugin, Capabilities]:
-    """Load driver ``name`` for ``kind``, check its ``options`` and capabilities: what a
-    table does at start-up before opening any device. Raises :class:`DriverError`
-    (:class:`DriverOptionError` for an option: its key is ``devices.KIND.KEY``)."""
+    """Load driver ``name`` for ``kind``, check its ``options`` and its declared capabilities:
+    what a table does at start-up before opening any device. Returns the plugin and its
+    declaration (``plugin.capabilities(kind, options)``), which is what the table then
+    goes by (docs/drivers.md, "Capabilities"). Raises :class:`DriverError`
+    (:class:`DriverOptionError` for an option: its key is ``devices.KIND.KEY``): a
+    plugin that declares nothing (its ``capabilities`` returns no
+    :class:`~devices.contract.Capabilities`) is refused, naming its entry point."""
     kind = DriverKind(kind)
     plugin = load_plugin(name, kind)
     unknown = sorted(set(options) - set(plugin.option_keys))
@@ -141,31 +158,98 @@ def prepare(name: str, kind: DriverKind | str, options: Mapping[str, Any]) -> tu
         raise DriverOptionError(f"devices.{kind}.{unknown[0]}", f"not an option of driver {name!r} "
                                 f"(its options: {allowed})")
     plugin.check_options(kind, options)
-    caps = plugin.capabilities(kind, options)
+    try:
+        caps = plugin.capabilities(kind, options)
+    except Exception as exc:  # noqa: BLE001 - a third party's declaration is outside input
+        raise DriverError(f"device driver {name!r} ({entry_point_of(name)}) failed to declare its capabilities "
+                          f"for a {kind}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(caps, Capabilities):
+        raise DriverError(f"device driver {name!r} ({entry_point_of(name)}) declares no capabilities for a {kind}: "
+                          f"its capabilities(kind, options) returned {type(caps).__name__}, not a Capabilities; "
+                          "the table does not guess what a device provides (docs/drivers.md, 'Capabilities')")
     check_capabilities(kind, caps, name)
     return plugin, caps
 
 
-def open_driver(name: str, request: OpenRequest) -> Any:
+@dataclass(frozen=True)
+class Declaration:
+    """What a driver plugin declared when the table opened it: ``name`` (the config's
+    ``driver``), ``origin`` (its entry point and package, :func:`entry_point_of`),
+    ``contract_version``, ``kind`` and ``capabilities`` (its
+    ``capabilities(kind, options)``). The table journals and acts on this, never on what
+    the driver object says of itself (docs/drivers.md, "Capabilities")."""
+
+    name: str
+    origin: str
+    contract_version: int
+    kind: DriverKind
+    capabilities: Capabilities
+
+
+def narrowed(declared: Capabilities, own: Any) -> Capabilities:
+    """``declared``, less what the driver's ``own`` :class:`Capabilities` lacks (a device
+    found at connect to have less, e.g. a SPEC shuffler of protocol 1.0 without the
+    commitment, SPEC §4.2.1). A driver never adds to its declaration: ``own`` claiming
+    more is ignored (the conformance suite fails it, ``identity``)."""
+    if not isinstance(own, Capabilities):
+        return declared
+    return Capabilities(**{f.name: bool(getattr(declared, f.name) and getattr(own, f.name))
+                           for f in fields(Capabilities)})
+
+
+class DeclaredDriver:
+    """A driver as the table holds it: the opened driver (``inner``) and its plugin's
+    :class:`Declaration`. ``capabilities`` is the declaration (:func:`narrowed` by what
+    the driver learnt of its device); ``driver_name`` the declared name; everything
+    else (``link``, ``status``, ``shuffle``, ``open_shuffle``, ``close``) is the
+    driver's own. A driver run as a process of its own presents the same surface."""
+
+    def __init__(self, driver: Any, declaration: Declaration) -> None:
+        self.inner = driver
+        self.declaration = declaration
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The declared capabilities, less what the device was found to lack."""
+        return narrowed(self.declaration.capabilities, getattr(self.inner, "capabilities", None))
+
+    @property
+    def driver_name(self) -> str:
+        return self.declaration.name
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> "DeclaredDriver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_driver(name: str, request: OpenRequest) -> DeclaredDriver:
     """Load, check and open driver ``name`` for ``request.kind``: a connected driver
-    (:class:`~devices.contract.ShoeDriver` or :class:`~devices.contract.ShufflerDriver`).
-    Raises :class:`DriverError` (load, version, options) or the driver's
+    (:class:`~devices.contract.ShoeDriver` or :class:`~devices.contract.ShufflerDriver`)
+    carrying its plugin's :class:`Declaration` (:class:`DeclaredDriver`).
+    Raises :class:`DriverError` (load, version, options, no declaration) or the driver's
     :class:`~devices.contract.LinkError` (cannot open, no answer, refused)."""
-    plugin, _caps = prepare(name, request.kind, request.options)
+    plugin, caps = prepare(name, request.kind, request.options)
     driver = plugin.open(request)
-    try:
-        driver.driver_name = name  # what the table journals beside the device's identity (describe())
-    except AttributeError:  # a driver with __slots__: describe() says "unknown"
-        pass
-    return driver
+    return DeclaredDriver(driver, Declaration(name, entry_point_of(name), plugin.contract_version,
+                                              DriverKind(request.kind), caps))
 
 
 def describe(driver: Any) -> dict[str, Any]:
     """What the table records about a driver beside its device's identity: ``driver``
     (its name, ``"spec"`` for the built-in), ``missing`` (the capabilities its device
-    lacks, each with a weaker custody guarantee, docs/drivers.md). For the controller's
-    ``device`` journal entry at each (re)connect."""
-    caps = getattr(driver, "capabilities", FULL)
+    lacks, each with a weaker custody guarantee, docs/drivers.md). ``driver``'s
+    ``capabilities`` are its declaration (:class:`DeclaredDriver`; a driver built by
+    hand, a SPEC driver's class attribute). For the controller's ``device`` journal
+    entry at each (re)connect."""
+    caps = driver.capabilities
     # the driver's own kind: the table's wrapper (GuardedDriver, ``inner``) has a shuffle()
     # whatever it wraps, so the kind is read from the driver it wraps
     own = getattr(driver, "inner", driver)

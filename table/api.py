@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import queue
 import threading
 import time
 from contextlib import ExitStack
@@ -409,27 +408,28 @@ class Table:
         verified, a held round resolved). Raises what opening or preparing raised
         (``TableError``, ``LinkError``, ``JournalError``, ``OSError``;
         :class:`~table.notary_client.NotaryError` when the config's ``[floor]`` notary
-        cannot be reached under ``unreachable = "refuse"``), or ``TimeoutError`` when
-        not ready within ``ready_timeout_s``."""
-        from .custody import DeckCustody
+        cannot be reached under ``unreachable = "refuse"``;
+        :class:`~table.assembly.DriverRefused` when a driver the config names cannot be
+        loaded or declares no capabilities; :class:`~table.assembly.AssemblyError` for a
+        ``[journal] archive`` folder missing), or ``TimeoutError`` when not ready within
+        ``ready_timeout_s``. The table is assembled as ``tablectl run`` assembles it
+        (:mod:`table.assembly`): the config's drivers, the gaming day's archive, the floor."""
+        from .assembly import People, TableSpec, archive_policy, assemble, floor_anchors
         from .journal import Journal
         from .keys import table_key_for
 
         st = self._stack
         try:
             key, _ = table_key_for(self.journal_path, self.config.journal.key_file)
+            archive = archive_policy(self.config, self.journal_path, key, self.table_id)
             journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
-            anchors, unconfirmed = self._floor_anchors(key)
-            shuffler, shoe, evq, dealer, cursor = self._open_devices(journal)
-            d = self.config.decks
-            custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
-            self.controller = TableController(
-                shuffler, shoe, evq, dealer, custody, seats=self.config.table.seats, ante_cents=self.ante_cents,
-                tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
-                journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
-                limits=self.config.limits.given(), unconfirmed=unconfirmed,
-                day_required=self.config.gaming_day.procedures_required)
+            anchors, unconfirmed = floor_anchors(self.config.floor, self.table_id, key)
+            urls, dealer = self._devices()
+            spec = TableSpec.from_config(self.config, journal=journal, urls=urls, ante_cents=self.ante_cents,
+                                         anchors=anchors, unconfirmed=unconfirmed, archive=archive)
+            people = People(dealer, self.decide, self.console, auto_dealer=self.auto_dealer)
+            self.controller = st.enter_context(assemble(spec, people, journal=journal)).controller
             self._start_event_stream(key, journal)
             # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
             st.callback(self._close_controller)
@@ -446,50 +446,16 @@ class Table:
             raise err
         return self
 
-    def _floor_anchors(self, key) -> "tuple[list, str | None]":
-        """The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
-        anchor; a journal behind it is held as an incident. Returns
-        ``(anchors, unconfirmed)``: ``unconfirmed`` is the notary's error text when it
-        could not be reached under ``unreachable = "hold"`` (held for a supervisor's
-        acknowledgement at start), else None. Raises NotaryError otherwise."""
-        from .notary_client import NotaryError, floor_anchors
+    def _devices(self) -> tuple:
+        """``(urls, dealer)``: a simulated table's emulators (closed with the table's stack)
+        and their virtual dealer, whose devices the built-in driver drives; or ``(None,
+        dealer)`` at a real table, whose devices and drivers the config names."""
+        if not self.simulate:
+            return None, self.dealer
+        from simulators.table import SimulatedTable
 
-        unconfirmed = None
-        try:
-            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
-        except NotaryError as exc:
-            if self.config.floor.unreachable != "hold":
-                raise
-            anchors, unconfirmed = [], str(exc)  # held for a supervisor's acknowledgement at start
-        return anchors, unconfirmed
-
-    def _open_devices(self, journal) -> tuple:
-        """Open the shuffler and the shoe (simulated ones with ``simulate``) on one event
-        queue, resuming from what ``journal`` recorded; each closes with the table's stack.
-        Returns ``(shuffler, shoe, events_queue, dealer, device_cursor)``."""
-        from devices import CardShoe, Shuffler
-
-        from .firmware import link_config_for
-        from .recovery import device_cursor
-
-        if self.simulate:
-            from simulators.table import SimulatedTable
-
-            sim = self._stack.enter_context(SimulatedTable(self.config.deck_colours(), seed=self.seed))
-            shuffler_url, shoe_url, dealer = sim.shuffler_url, sim.shoe_url, sim.dealer
-        else:
-            shuffler_url, shoe_url = self.config.devices.shuffler.url, self.config.devices.shoe.url
-            dealer = self.dealer
-        evq: queue.Queue = queue.Queue(maxsize=1024)
-        cursor = device_cursor(journal)
-        resume = cursor.resume
-        shuffler = self._stack.enter_context(Shuffler.open(
-            shuffler_url, events=evq, name="shuffler", ack_on_delivery=False, resume=resume,
-            config=link_config_for(self.config, "shuffler", journal)))
-        shoe = self._stack.enter_context(CardShoe.open(
-            shoe_url, events=evq, name="shoe", ack_on_delivery=False, resume=resume,
-            config=link_config_for(self.config, "shoe", journal)))
-        return shuffler, shoe, evq, dealer, cursor
+        sim = self._stack.enter_context(SimulatedTable(self.config.deck_colours(), seed=self.seed))
+        return (sim.shuffler_url, sim.shoe_url), sim.dealer
 
     def _start_event_stream(self, key, journal) -> None:
         """Start the event stream fed from ``journal`` and its front doors (the event

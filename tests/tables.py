@@ -24,3 +24,23 @@ url = "{shuffler_url}"
 url = "{shoe_url}"
 {extra.strip()}
 """
+
+
+def assembled(sim, journal, *, dealer=None, console=None, auto_dealer=True, decide=None, players=None, **spec):
+    """The table on simulated table ``sim``'s emulators, assembled as every table is
+    (``table.assembly.assemble``: the built-in drivers, decks A red and B blue, the
+    PA ante bonus paytable unless ``tables=`` says otherwise), with ``journal``; ``spec``:
+    more of :class:`~table.assembly.TableSpec` (``seats``, ``timing``, ``limits`` ...).
+    A context manager: the :class:`~table.assembly.AssembledTable`, closed in reverse."""
+    from devices.contract import DriverKind
+    from protocols.cards import BackColour
+    from table.assembly import DeviceSpec, People, TableSpec, assemble
+    from table.rules.settlement import Tables
+    from table.rules.strategy import q64_player
+
+    spec.setdefault("tables", Tables.load("pa-649a12b-1"))
+    table = TableSpec(shuffler=DeviceSpec(DriverKind.SHUFFLER, sim.shuffler_url),
+                      shoe=DeviceSpec(DriverKind.SHOE, sim.shoe_url),
+                      decks=(("A", BackColour.RED), ("B", BackColour.BLUE)), **spec)
+    return assemble(table, People(dealer or sim.dealer, decide or q64_player, console, auto_dealer, players),
+                    journal=journal)

@@ -41,6 +41,7 @@ from table.logs import configure_logging
 from table.rules.settlement import Tables
 from tests.test_crash import tablectl
 from console_helpers import PEOPLE, make_people
+from tables import assembled
 
 RED, BLUE = BackColour.RED, BackColour.BLUE
 KEY = generate()
@@ -49,22 +50,14 @@ KEY = generate()
 @contextmanager
 def table(tmp_path, *, dealer=None, seats=2, attached=True, decide=None):
     with SimulatedTable((RED, BLUE), seed=5) as sim:
-        events: queue.Queue = queue.Queue()
         journal = Journal(tmp_path / "journal.sqlite3", key=KEY, table_id="t-int")
-        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
-        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
         console = Console()
         console.attached = attached
-        kw = {"decide": decide} if decide else {}
-        ctl = TableController(shuffler, shoe, events, dealer(sim) if dealer else sim.dealer,
-                              DeckCustody([("A", RED), ("B", BLUE)]), seats=seats, ante_cents=1000,
-                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=console,
-                              timing=TableTiming(event_timeout_s=3), **kw)
         try:
-            yield ctl, sim, console, journal
+            with assembled(sim, journal, dealer=dealer(sim) if dealer else None, console=console, decide=decide,
+                           seats=seats, timing=TableTiming(event_timeout_s=3)) as t:
+                yield t.controller, sim, console, journal
         finally:
-            shuffler.close()
-            shoe.close()
             journal.close()
 
 

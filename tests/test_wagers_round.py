@@ -7,20 +7,17 @@ simulated table's players vary their bets, leave seats empty and bet Pair Plus a
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import threading
 from contextlib import contextmanager
 
 import pytest
 
-from devices import CardShoe, Shuffler
 from protocols.cards import BackColour
 from simulators.table import SimulatedTable
 from table.bets import Limit, TableLimits
 from table.console import Command, Console, console_decisions
-from table.controller import TableController, TableTiming
-from table.custody import DeckCustody
+from table.controller import TableTiming
 from table.errors import DeviceTimeout, RoundVoided
 from table.journal import Journal, verify
 from table.keys import generate
@@ -29,6 +26,7 @@ from table.rules.strategy import q64_player
 from table.players import SimulatedPlayers
 
 from console_helpers import tablectl
+from tables import assembled
 
 RED, BLUE = BackColour.RED, BackColour.BLUE
 KEY = generate()
@@ -50,25 +48,17 @@ def betting_table(tmp_path, *, seats=7, seed=11, journal_path=None, sim=None, de
     own = sim is None
     ctx = SimulatedTable((RED, BLUE), seed=seed) if own else None
     sim = ctx.__enter__() if own else sim
-    events: queue.Queue = queue.Queue()
     journal = Journal(journal_path or tmp_path / "journal.sqlite3", key=KEY, table_id="t-wagers")
-    shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False,
-                             resume=TableController.resume_hook(journal))
-    shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False,
-                         resume=TableController.resume_hook(journal))
     console = Console()
     console.attached = True
-    ctl = TableController(shuffler, shoe, events, dealer or sim.dealer, DeckCustody([("A", RED), ("B", BLUE)]), seats=seats,
-                          ante_cents=ante_cents, tables=tables(), journal=journal, console=console,
-                          auto_dealer=auto_dealer, decide=console_decisions(console) if not auto_dealer else q64_player,
-                          limits=limits, players=players,
-                          timing=TableTiming(event_timeout_s=5, dealer_timeout_s=wait_s))
+    table = assembled(sim, journal, dealer=dealer, console=console, auto_dealer=auto_dealer,
+                      decide=console_decisions(console) if not auto_dealer else q64_player, players=players,
+                      seats=seats, ante_cents=ante_cents, tables=tables(), limits=limits,
+                      timing=TableTiming(event_timeout_s=5, dealer_timeout_s=wait_s))
     try:
-        yield ctl, sim, console, journal
+        yield table.controller, sim, console, journal
     finally:
-        ctl.close()
-        shuffler.close()
-        shoe.close()
+        table.close()
         journal.close()
         if own:
             ctx.__exit__(None, None, None)

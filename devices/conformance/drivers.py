@@ -154,12 +154,33 @@ def check_identity(ctx: DriverContext) -> str:
     expect(drv.link.alive and drv.link.state.value == "up", f"link not up after open ({drv.link.state})")
     expect(drv.link.name == ctx.name, f"link.name {drv.link.name!r}, the table named it {ctx.name!r}")
     expect(isinstance(drv.capabilities, Capabilities), "driver.capabilities is not a Capabilities")
+    _declaration_holds(ctx, drv)
     cfg = drv.link.config
     expect(cfg.reconnect_wait_s >= 0 and cfg.retransmit_max_ms > 0, "link.config lacks the timings")
     st = status_ok(drv.status(), "status")
     missing = ", ".join(drv.capabilities.missing(ctx.kind)) or "none"
     return (f"{ident.kind} {ident.serial_number} firmware {ident.firmware_version} boot {ident.boot_id:08x}; "
             f"status {st.state.name} {st.cards} cards; capabilities missing: {missing}")
+
+
+def _declaration_holds(ctx: DriverContext, drv: Any) -> None:
+    """The plugin's declaration (``capabilities(kind, options)``, what the table goes by)
+    against what the driver does: a driver object that says of itself it has a
+    capability its entry point does not declare, or a shuffler declaring the shuffle
+    commitment with no ``open_shuffle``, fails (docs/drivers.md, "Capabilities"). The
+    checks of each declared capability (``resend``, ``commitment``) run below; only an
+    undeclared one is skipped."""
+    declared = ctx.capabilities
+    own = getattr(getattr(drv, "inner", drv), "capabilities", None)
+    if isinstance(own, Capabilities):
+        relevant = Capabilities(False, False, False, False).missing(ctx.kind)  # a shoe has no commitment
+        more = [n for n in relevant if getattr(own, n) and not getattr(declared, n)]
+        expect(not more, f"the driver says its device has {', '.join(more)}, which its plugin does not declare "
+                         f"(capabilities(kind, options) lacks {', '.join(more)}): the table goes by the "
+                         "declaration; make them agree")
+    if ctx.kind is DriverKind.SHUFFLER and declared.commitment:
+        expect(callable(getattr(drv, "open_shuffle", None)),
+               "the plugin declares the shuffle commitment, but the driver has no open_shuffle()")
 
 
 def _unacked_comes_back(ctx: DriverContext, cause: Callable[[], None], kind: type,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import secrets
 import signal
 import sys
@@ -21,8 +20,6 @@ from typing import Any, TextIO
 import click
 import structlog
 
-from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
-from devices.plugins import open_driver
 from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
@@ -32,8 +29,7 @@ from table.controller import JournalTampered, RoundResult, TableController
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
 from table.keys import KeyFileError, table_key_for
-from table.recovery import DeviceCursor, device_cursor
-from table.custody import CustodyViolation, DeckCustody
+from table.custody import CustodyViolation
 from table.logs import configure_logging
 from table.rules.paytables import PaytableError, load_paytable
 from table.rules.profiles import get_profile
@@ -652,41 +648,35 @@ class _TableRun:
         return ConsoleDealer(), console_decisions(self.console), None
 
     def _build_table(self, stack: ExitStack) -> None:
-        """Open both devices and build the controller; the event stream and MQTT follow it."""
+        """Assemble the table (``table.assembly``: the drivers the config names, opened, and
+        the controller); the event stream and MQTT follow it."""
+        from table.assembly import DeviceSpec, DriverRefused, People, TableSpec, assemble
+
         a, journal = self.a, self.journal
-        cursor = device_cursor(journal) if journal is not None else DeviceCursor()
-        events: queue.Queue = queue.Queue(maxsize=1024)
         dealer, decide, usb_backend = self._dealer(stack)
         trace = self.trace
-        opened = {}
-        for kind, url in (("shuffler", a.shuffler_url), ("shoe", a.shoe_url)):
+
+        def device(kind: str, url: str) -> DeviceSpec:
             # the driver the config names (docs/drivers.md); --simulate's devices speak the SPEC
-            driver_name, driver_options = ("spec", {}) if a.simulate else self.settings.driver(kind)
-            request = OpenRequest(DriverKind(kind), url, kind, events, options=driver_options,
-                                  link_config=self.settings.link_config(kind, journal) or LinkConfig(),
-                                  ack_on_delivery=journal is None, resume=cursor.resume,
-                                  extras={"usb_backend": usb_backend,
-                                          "frame_trace": trace.hook(kind) if trace else None})
-            try:
-                drv = open_driver(driver_name, request)
-            except DriverError as exc:
-                raise click.UsageError(f"devices.{kind}.driver: {exc}") from None
-            stack.callback(drv.close)
-            opened[kind] = drv
-        shuffler, shoe = opened["shuffler"], opened["shoe"]
-        _say_residual_risk(shuffler)
-        self.svc.devices_up(stack, shuffler, shoe)
-        deck_ids = self.settings.deck_ids()
-        custody = DeckCustody([(deck_ids[0], self.colours[0]), (deck_ids[1], self.colours[1])])
-        self.controller = controller = TableController(
-            shuffler, shoe, events, dealer, custody, seats=self.seats, ante_cents=a.ante_cents, tables=self.tables,
-            decide=decide, timing=self.settings.timing(), journal=journal, console=self.console,
-            profile=self.profile, auto_dealer=a.bench_dealer,
-            side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
-            anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
+            extras = {"usb_backend": usb_backend, "frame_trace": trace.hook(kind) if trace else None}
+            return DeviceSpec.from_config(self.cfg, kind, url=url, journal=journal, spec_only=a.simulate,
+                                          extras=extras)
+
+        spec = TableSpec(
+            shuffler=device("shuffler", a.shuffler_url), shoe=device("shoe", a.shoe_url),
+            decks=tuple(zip(self.settings.deck_ids(), self.colours)), tables=self.tables, seats=self.seats,
+            ante_cents=a.ante_cents, side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents),
+            profile=self.profile, limits=self._limits(), timing=self.settings.timing(),
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
-            archive=getattr(self, "archive_policy", None))
-        stack.callback(_close_quietly, controller)
+            archive=getattr(self, "archive_policy", None), anchors=tuple(self.anchors), unconfirmed=self.unconfirmed)
+        people = People(dealer, decide, self.console, auto_dealer=a.bench_dealer, players=self._players())
+        try:
+            table = stack.enter_context(assemble(spec, people, journal=journal))
+        except DriverRefused as exc:
+            raise click.UsageError(str(exc)) from None
+        self.controller = controller = table.controller
+        _say_residual_risk(table.shuffler)
+        self.svc.devices_up(stack, table.shuffler, table.shoe)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
             self.key_console.follow(controller, payouts=not a.bench_dealer)
@@ -946,15 +936,6 @@ def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dic
     return out
 
 
-def _close_quietly(controller: TableController) -> None:
-    """At exit: sign the journal's tail (a clean stop leaves nothing unsigned); a journal
-    that can no longer be written was already reported."""
-    try:
-        controller.close()
-    except JournalError as exc:
-        log.error("shutdown_checkpoint_failed", error=str(exc))
-
-
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, taken through the same clean shutdown as Ctrl-C."""
 
@@ -1094,54 +1075,29 @@ def unused_config(source: Path | None, *, journal: bool, control_socket: str | N
 
 
 def _archive_policy(cfg: Any, journal_path: str, key: Any, table_id: str) -> Any:
-    """With ``[journal] archive``: finish a gaming day's rollover a crash cut short
-    (table/segments.py), and the policy the controller rolls over and keeps archives by;
-    None without it (one journal, as before)."""
-    if cfg is None or cfg.journal.archive is None:
-        return None
-    from table.procedure.day_segments import ArchivePolicy
-    from table.segments import finish
+    """The gaming day's archive policy (:func:`table.assembly.archive_policy`); its
+    refusal is bad usage naming the config's key."""
+    from table.assembly import AssemblyError, archive_policy
 
-    folder = Path(cfg.journal.archive)
-    if not folder.is_dir():
-        raise click.BadParameter(f"folder {folder} does not exist (create it: the run does not make folders)",
-                                 param_hint="the config's journal.archive")
     try:
-        done = finish(journal_path, folder, key=key, table_id=table_id)
-    except JournalError as exc:
-        raise click.BadParameter(f"a gaming day's rollover cut short cannot be finished: {exc}",
-                                 param_hint="the config's journal.archive") from None
-    if done is not None:
-        log.warning("gaming_day_rollover_finished", archive=str(done))
-    anchored = None
-    if cfg.floor.url:
-        def anchored() -> int | None:
-            from table.notary_client import floor_anchors
-
-            got = [a for a in floor_anchors(cfg.floor, table_id=table_id, table_public=key.public)
-                   if isinstance(a.get("seq"), int) and "anchor_refused" not in a]
-            return max((a["seq"] for a in got), default=None)
-    else:
-        log.info("retention_without_floor", note="no [floor] url: archived gaming days are never removed")
-    g = cfg.gaming_day
-    return ArchivePolicy(folder, g.start_hour, g.timezone, g.retention_years, g.keep_days, anchored)
+        return archive_policy(cfg, journal_path, key, table_id)
+    except AssemblyError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"{exc.key}: "), param_hint=f"the config's {exc.key}") from None
 
 
 def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:
-    """The floor notary's anchor (table/notary_client.py), and why the journal's end could
-    not be confirmed by the floor under ``[floor] unreachable = "hold"`` (None: confirmed,
-    or not asked); a floor that cannot be reached under ``"refuse"``, or an unreadable
-    floor key, is bad usage."""
+    """The floor notary's anchor and why the journal's end is unconfirmed
+    (:func:`table.assembly.floor_anchors`); a floor that cannot be reached under
+    ``"refuse"``, or an unreadable floor key, is bad usage."""
+    from table.assembly import floor_anchors
     from table.keys import KeyFileError
-    from table.notary_client import NotaryError, floor_anchors
+    from table.notary_client import NotaryError
 
     try:
-        return floor_anchors(section, table_id=table_id, table_public=key.public), None
+        return floor_anchors(section, table_id, key)
     except KeyFileError as exc:
         raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
     except NotaryError as exc:
-        if section.unreachable == "hold":
-            return [], str(exc)
         raise click.BadParameter(f"{exc}; the table does not start without the floor's checkpoint "
                                  "([floor] unreachable = \"refuse\"; docs/integration.md)",
                                  param_hint="the config's floor.url") from None

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import structlog
 
 from devices import CardShoe, Shuffler
+from devices.contract import DriverKind
 from firmware_bridge.faults import FaultPlan, FaultyTransport
 from firmware_bridge.errors import LinkError
 from firmware_bridge.link import Link, LinkConfig
@@ -35,13 +36,13 @@ import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
+from table.assembly import DeviceSpec, People, TableSpec, build_controller
 from table.bets import DEFAULT_LIMITS, wager_ledger
 from table.players import SimulatedPlayers
 from table.console import Command, Console
 from table.roles import Actor, Role
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld
-from table.controller import TableController, TableTiming
-from table.custody import DeckCustody
+from table.controller import TableTiming
 from table.journal import Journal
 from table.keys import table_key_for
 from table.rules.settlement import Tables
@@ -608,12 +609,17 @@ class ChaosTable:
         #: The back colour of each deck the shuffler counted (DeckVerified), in order.
         self.counts: list[str] = []
         self._scanned = 0
-        self.controller = TableController(
-            self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
-            seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            console=self.console, timing=TableTiming(event_timeout_s=5, clock=self.clock),
-            # players who sit down, leave and vary their bets: the ledger counts them
-            players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()) if players else None)
+        # The drivers are opened by hand above (the shoe's transport wrapped in the soak's line
+        # noise); the table on them is assembled as every table is (table.assembly).
+        spec = TableSpec(
+            shuffler=DeviceSpec(DriverKind.SHUFFLER, str(self.link_dir / "shuffler"), link_config=cfg),
+            shoe=DeviceSpec(DriverKind.SHOE, str(self.link_dir / "shoe"), link_config=cfg),
+            decks=(("A", RED), ("B", BLUE)), tables=Tables.load("pa-649a12b-1"), seats=seats, ante_cents=1000,
+            timing=TableTiming(event_timeout_s=5, clock=self.clock))
+        # players who sit down, leave and vary their bets: the ledger counts them
+        people = People(self.dealer, console=self.console,
+                        players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()) if players else None)
+        self.controller = build_controller(spec, people, self.shuffler, self.shoe, self.events, journal=self.journal)
         self._stack.callback(self.controller.close)  # first out: sign the journal's tail
 
     def _open(self, cls, transport, cfg):

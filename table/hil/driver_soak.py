@@ -23,7 +23,6 @@ docs/emulators.md "Carrying the deck"), so the cards dealt are the cards counted
 from __future__ import annotations
 
 import collections
-import queue
 import random
 import signal
 import subprocess
@@ -35,13 +34,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from devices.conformance.suite import ControlOperator
-from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
-from devices.plugins import load_plugin, open_driver
+from devices.contract import DriverError, DriverKind, LinkConfig
+from devices.plugins import load_plugin
 from protocols.cards import BackColour, Card
 
+from table.assembly import DeviceSpec, People, TableSpec, assemble
 from table.bets import DEFAULT_LIMITS, wager_ledger
-from table.controller import TableController, TableTiming
-from table.custody import DeckCustody
+from table.controller import TableTiming
 from table.errors import DeviceFault
 from table.journal import Journal
 from table.keys import table_key_for
@@ -370,35 +369,29 @@ class DriverChaosTable(ChaosTable):
         self._stack.callback(shoe.close)
         self.journal = Journal(tmp / "journal.sqlite3", key=table_key_for(tmp / "journal.sqlite3")[0])
         self._stack.callback(self.journal.close)
-        self.events: queue.Queue = queue.Queue(maxsize=1024)
         cfg = LinkConfig(retransmit_initial_ms=25, retransmit_max_ms=200, max_attempts=12, reconnect_initial_ms=20,
                          reconnect_max_ms=200, heartbeat_interval_ms=500, heartbeat_misses=2, read_timeout_ms=50,
                          reconnect_wait_s=5)
         shoe_driver, shuffler_driver = (driver, "spec") if under_test is DriverKind.SHOE else ("spec", driver)
-        self.shuffler = self._open_driver(shuffler_driver, DriverKind.SHUFFLER, shf.url,
-                                          options if shuffler_driver == driver else {}, cfg)
-        self.shoe = self._open_driver(shoe_driver, DriverKind.SHOE, shoe.url,
-                                      options if shoe_driver == driver else {}, cfg)
-        self.under_test = self.shoe if under_test is DriverKind.SHOE else self.shuffler
+        spec = TableSpec(
+            shuffler=DeviceSpec(DriverKind.SHUFFLER, shf.url, shuffler_driver,
+                                dict(options) if shuffler_driver == driver else {}, cfg),
+            shoe=DeviceSpec(DriverKind.SHOE, shoe.url, shoe_driver, dict(options) if shoe_driver == driver else {}, cfg),
+            decks=(("A", RED), ("B", BLUE)), tables=Tables.load("pa-649a12b-1"), seats=seats, ante_cents=1000,
+            # a bench emulator verifies a shuffle at once: 20 s, not a real machine's 180 (SPEC 7)
+            timing=TableTiming(event_timeout_s=5, shuffle_timeout_s=20))
         self.dealer = SoakDealer(ControlOperator(shuffler=shf.control, shoe=shoe.control), random.Random(seed))
         self.console = DriverSupervisor(self.dealer)
         self._detections: dict[str, int] = {}
         self.incomplete_details: list[str] = []
         self.counts: list[str] = []
         self._scanned = 0
-        self.controller = TableController(
-            self.shuffler, self.shoe, self.events, self.dealer, DeckCustody([("A", RED), ("B", BLUE)]),
-            seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=self.journal,
-            # a bench emulator verifies a shuffle at once: 20 s, not a real machine's 180 (SPEC 7)
-            console=self.console, timing=TableTiming(event_timeout_s=5, shuffle_timeout_s=20),
-            players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()))
-        self._stack.callback(self.controller.close)
-
-    def _open_driver(self, name: str, kind: DriverKind, url: str, options: Mapping[str, Any], cfg: LinkConfig):
-        driver = open_driver(name, OpenRequest(kind, url, str(kind), self.events, options=dict(options),
-                                               link_config=cfg))
-        self._stack.callback(driver.close)
-        return driver
+        table = self._stack.enter_context(assemble(spec, People(
+            self.dealer, console=self.console, players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ())),
+            journal=self.journal))
+        self.controller, self.shuffler, self.shoe, self.events = table.controller, table.shuffler, table.shoe, \
+            table.events
+        self.under_test = self.shoe if under_test is DriverKind.SHOE else self.shuffler
 
     def truth_reads(self) -> list[tuple[str, str]]:
         return list(self.dealer.truth)

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import structlog
 
-from devices.contract import FULL, LinkError, RequestRefused
+from devices.contract import Capabilities, LinkError, RequestRefused
 from protocols.messages import DeviceState, NakCode, ShufflerFaultCode, StatusReply
 
 from ..console import Expectation
-from ..errors import DeviceFault, DeviceTimeout
+from ..errors import DeviceFault, DeviceTimeout, TableError
 from ..sealing import mask_cards
 
 if TYPE_CHECKING:
@@ -96,13 +96,24 @@ class GuardedDriver:
             raise self._failed("shuffle", exc) from exc
 
     @property
-    def capabilities(self) -> Any:
-        return getattr(self.inner, "capabilities", FULL)
+    def capabilities(self) -> Capabilities:
+        """What the driver declared (docs/drivers.md, "Capabilities"), checked by :func:`guarded`."""
+        return self.inner.capabilities
 
 
 def guarded(driver: Any, kind: str) -> Any:
-    """``driver`` wrapped once in a :class:`GuardedDriver`."""
-    return driver if isinstance(driver, GuardedDriver) else GuardedDriver(driver, kind)
+    """``driver`` wrapped once in a :class:`GuardedDriver`. Raises :class:`TableError` for
+    a driver that declares no :class:`~devices.contract.Capabilities`: the table never
+    assumes what a device provides (a driver opened by ``devices.plugins.open_driver``
+    carries its plugin's declaration; docs/drivers.md, "Capabilities")."""
+    if isinstance(driver, GuardedDriver):
+        return driver
+    caps = getattr(driver, "capabilities", None)
+    if not isinstance(caps, Capabilities):
+        name = getattr(driver, "driver_name", type(driver).__name__)
+        raise TableError(f"the {kind}'s driver {name!r} declares no capabilities (a {type(caps).__name__}): "
+                         "the table does not guess what a device provides (docs/drivers.md, 'Capabilities')")
+    return GuardedDriver(driver, kind)
 
 
 def what_to_do(which: str, exc: BaseException | None, status: StatusReply | None = None) -> str:

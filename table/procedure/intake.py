@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import structlog
 
-from devices.contract import FULL, Capabilities, DeviceEvent, LinkError, LinkNotice, RefusedEvent
+from devices.contract import Capabilities, DeviceEvent, LinkError, LinkNotice, RefusedEvent
 from devices.plugins import describe
 from protocols.cards import BackColour, Card
 from protocols.messages import (
@@ -122,11 +122,11 @@ class DeviceIntake(ShoeCountChecks):
                       firmware=ident.firmware_version, **extra)
 
     def capabilities(self, source: str) -> Capabilities:
-        """What the device behind link ``source`` provides (its driver's declaration,
-        :class:`devices.contract.Capabilities`; the SPEC drivers provide all)."""
+        """What the device behind link ``source`` provides: its driver's declaration
+        (:class:`devices.contract.Capabilities`, checked when the driver was taken in,
+        ``device_faults.guarded``; docs/drivers.md, "Capabilities")."""
         driver = self.d.shuffler if source == self.d.shuffler_name else self.d.shoe
-        caps = getattr(driver, "capabilities", FULL)
-        return caps if isinstance(caps, Capabilities) else FULL
+        return driver.capabilities
 
     def numbered(self, ev: DeviceEvent) -> DeviceEvent:
         """A shoe card event as the table numbers it. A shoe without a per-card draw
