@@ -51,6 +51,7 @@ from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
+from .pit_screen import Clock, NoSuchTable, grid, local_zone_name, table_page
 from .record import RecordCheck, note_hash, raise_alarms, sign_note
 from .store import Store, StoreError
 
@@ -356,8 +357,10 @@ class _ReportRoutes:
     decides today's gaming day."""
 
     def __init__(self, floor: Floor, people_file: str | Path, clock: Callable[[], int] | None = None, *,
-                 key: TableKey) -> None:
+                 key: TableKey, zone: str | None = None) -> None:
         self.floor = floor
+        #: the floor's display zone (times on the pages: :class:`table.floor.pit_screen.Clock`)
+        self.shown = Clock(zone or local_zone_name())
         self.auth = Authenticator(people_file)
         self.clock = clock or _wall_us
         #: the floor key: signs the notes, and its public half checks them (and the floor's alarms, when
@@ -594,8 +597,58 @@ class _ReportRoutes:
             where, params = f"WHERE table_id IN ({', '.join('?' * len(only))}) ", tuple(sorted(only))
         rows = await asyncio.to_thread(self.floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
                                        f"{where}ORDER BY ts DESC LIMIT 200", params)
-        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows],
-                             "record": record})
+        return JSONResponse({"alarms": [{**dict(zip(("table_id", "source", "kind", "text", "ts"), r)),
+                                         "at": self.shown.at(r[4])} for r in rows],
+                             "record": record, "zone": self.shown.zone})
+
+    def now(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self.clock() / 1e6, _dt.timezone.utc)
+
+    async def pit_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/pit[?pit=NAME]``: the grid of the tables in the person's scope
+        (:func:`table.floor.pit_screen.grid`)."""
+        from starlette.responses import JSONResponse
+
+        scope = self.scope(request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        pit = request.query_params.get("pit") or None
+        try:
+            only = await asyncio.to_thread(self.visible, scope, pit)
+            board = await asyncio.to_thread(grid, self.floor.store, only, clock=self.shown, now=self.now(), pit=pit)
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
+        return JSONResponse(board)
+
+    async def table_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/table/{table_id}[?before=SEQ&day=YYYY-MM-DD]``: one table's card,
+        rounds and day figures (:func:`table.floor.pit_screen.table_page`); 404 for a table
+        the floor has no status of or outside the person's pits (one answer for both)."""
+        from starlette.responses import JSONResponse
+
+        scope = self.scope(request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        table_id = request.path_params["table_id"]
+        before = request.query_params.get("before")
+        if before is not None and not (before.isdigit() and len(before) <= 18):
+            return self.refuse(400, "before: the seq of the oldest round shown, a whole number")
+        try:
+            day = _day(request.query_params.get("day"), self.today()).isoformat()
+            only = await asyncio.to_thread(self.visible, scope, None)
+            page = await asyncio.to_thread(table_page, self.floor.store, table_id, only, clock=self.shown,
+                                           gaming_day=day, before=int(before) if before else None, now=self.now())
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        except NoSuchTable:
+            return self.refuse(404, f"no table {table_id[:64]!r} in your view", code="unknown_table")
+        except ValueError as exc:
+            return self.refuse(400, str(exc))
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
+        return JSONResponse(page)
 
     def check_record(self) -> dict[str, Any]:
         """The floor's record checked now (:class:`table.floor.record.RecordCheck`), each
@@ -608,18 +661,20 @@ class _ReportRoutes:
 
 
 def report_routes(floor: Floor, people_file: str | Path, *, key: TableKey,
-                  clock: Callable[[], int] | None = None) -> list[Any]:
+                  clock: Callable[[], int] | None = None, zone: str | None = None) -> list[Any]:
     """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`).
     ``key``: the floor key (signs the notes; :mod:`table.floor.record`); ``clock``: the
-    wall clock, µs since the epoch (UTC); tests give their own."""
+    wall clock, µs since the epoch (UTC); tests give their own; ``zone``: the IANA zone the
+    pages show times in (default: the floor machine's own, :func:`~table.floor.pit_screen.local_zone_name`)."""
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = _ReportRoutes(floor, people_file, clock, key=key)
+    r = _ReportRoutes(floor, people_file, clock, key=key, zone=zone)
     page = r.page
     return [Route("/", page), Route("/floor.html", page),
             Route("/api/v1/floor/session", r.session_endpoint, methods=["GET", "POST", "DELETE"]),
             Route("/api/v1/floor/tables", r.tables_endpoint), Route("/api/v1/floor/report", r.report_endpoint),
             Route("/api/v1/floor/notes", r.notes_endpoint, methods=["GET", "POST"]),
             Route("/api/v1/floor/alarms", r.alarms_endpoint),
+            Route("/api/v1/floor/pit", r.pit_endpoint), Route("/api/v1/floor/table/{table_id}", r.table_endpoint),
             Mount("/floor-static", app=StaticFiles(directory=str(STATIC_DIR)))]

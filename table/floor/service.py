@@ -62,7 +62,8 @@ class FloorService:
             if self.config.people_file is not None:
                 from .reports import report_routes
 
-                routes = report_routes(self.floor, self.config.people_file, key=self.floor_key)
+                routes = report_routes(self.floor, self.config.people_file, key=self.floor_key,
+                                       zone=self.config.display_timezone)
             host, _, port = self.config.listen.rpartition(":")
             self.server = FloorServer(floor_app(self.floor, self.floor_key, extra_routes=routes), host, int(port))
             for address, b in self.brokers:

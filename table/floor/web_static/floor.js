@@ -1,5 +1,7 @@
 "use strict";
-// The floor page: tables (no money), then behind sign-in the report, fluctuations and alarms.
+// The floor page: before sign-in the table list (no money); signed in, the grid of every table
+// in the person's pits (state, round step, what it waits for, devices, alarms), a table's rounds
+// and day figures one click away (#table/ID), the report with its 95 % band, and the alarms.
 const $ = (id) => document.getElementById(id);
 const money = (cents) => {
   const v = (cents || 0) / 100;
@@ -62,7 +64,7 @@ async function loadReport() {
   if (a.status === 200) {
     $("alarms").replaceChildren(...a.body.alarms.map((x) => el("li", {},
       el("div", {class: "name"}, (x.table_id || "floor") + " · " + x.kind), el("div", {}, x.text),
-      el("div", {class: "muted"}, x.ts))));
+      el("div", {class: "muted", title: x.ts}, x.at || x.ts))));
     $("alarms-empty").hidden = a.body.alarms.length > 0;
     // the floor's own record (its signed notes), checked at this ask: an edit is shown above the alarms
     const rec = a.body.record || {holds: true, problems: []};
@@ -89,24 +91,155 @@ function fluctuation(f) {
   li.append(form);
   return li;
 }
+// -- the grid -------------------------------------------------------------------------------------
+const tiles = new Map();  // table id -> {key, li}: a tile is rebuilt only when its card changed
+let gridTimer = null;
+function devices(d) {
+  return Object.entries(d || {}).map(([name, l]) => el("span", {class: "dev " + (l.up ? "up" : "down"), title: name + ": " + (l.state || (l.up ? "up" : "down"))},
+    (name === "shuffler" ? "shuffler" : "shoe") + (l.up ? " up" : " DOWN")));
+}
+function attention(t) { return t.state !== "online" || t.alarms > 0 || (t.table_alarms || []).length > 0; }
+function tile(t) {
+  const step = t.round ? "round " + (t.round.number ?? "?") + " · " + (t.round.step || "") : (t.state === "online" ? "between rounds" : "");
+  // the floor's alarm rows of the table (its status's alarms are among them)
+  const alarmCount = Math.max(t.alarms, (t.table_alarms || []).length);
+  const a = el("a", {href: "#table/" + encodeURIComponent(t.table_id), class: "tile " + t.state.replace(" ", "-")},
+    el("span", {class: "tid"}, t.table_id),
+    el("span", {class: "badge " + t.state.replace(" ", "-")}, t.state),
+    alarmCount ? el("span", {class: "badge alarmed", title: (t.table_alarms || []).map((x) => x.text).join("\n")}, "alarms " + alarmCount) : "",
+    el("span", {class: "step"}, step),
+    t.waiting_for ? el("span", {class: "waits", title: t.waiting_for}, "waits: " + t.waiting_for) : "",
+    t.state === "offline" ? el("span", {class: "waits offline-why", title: t.offline_why}, "since " + (t.offline_since_at || t.offline_since) + " · " + t.offline_why) : "",
+    el("span", {class: "devs"}, ...devices(t.devices)));
+  return el("li", {"data-grid-table": t.table_id, "data-state": t.state, "data-pit": t.pit || ""}, a);
+}
+async function loadGrid() {
+  const {status, body} = await api("/api/v1/floor/pit");
+  if (status === 401) { signedOut(); return; }
+  if (status !== 200) { $("pit-counts").textContent = "the floor cannot be read now (HTTP " + status + "); trying again"; return; }
+  const c = body.counts;
+  $("pit-counts").textContent = c.tables + " tables: " + c.online + " online, " + c.offline + " offline, " + c.no_news +
+    " no news, " + c.alarmed + " with alarms · " + (body.at || "") ;
+  const sel = $("pit-filter"), chosen = sel.value;
+  const have = [...sel.options].map((o) => o.value).slice(1).join();
+  if (have !== body.pits.join()) {
+    sel.replaceChildren(el("option", {value: ""}, "all in view"), ...body.pits.map((p) => el("option", {value: p}, p)));
+    sel.value = body.pits.includes(chosen) ? chosen : "";
+  }
+  const ul = $("grid"), seen = new Set();
+  let before = null;
+  for (const t of body.tables) {
+    seen.add(t.table_id);
+    const key = JSON.stringify(t);
+    let entry = tiles.get(t.table_id);
+    if (!entry || entry.key !== key) {
+      const li = tile(t);
+      if (entry) entry.li.replaceWith(li);
+      entry = {key, li, t};
+      tiles.set(t.table_id, entry);
+    }
+    // in the server's order (pit, table)
+    if (entry.li.parentNode !== ul || entry.li.previousSibling !== before) ul.insertBefore(entry.li, before ? before.nextSibling : ul.firstChild);
+    before = entry.li;
+  }
+  for (const [id, entry] of tiles) if (!seen.has(id)) { entry.li.remove(); tiles.delete(id); }
+  filterGrid();
+  $("pit-empty").hidden = body.tables.length > 0;
+}
+function filterGrid() {
+  const pit = $("pit-filter").value, find = $("pit-find").value.trim().toLowerCase(), only = $("pit-attention").checked;
+  for (const {li, t} of tiles.values()) {
+    li.hidden = (pit && t.pit !== pit) || (find && !t.table_id.toLowerCase().includes(find)) || (only && !attention(t));
+  }
+}
+// -- one table -------------------------------------------------------------------------------------
+let shownTable = null, oldestSeq = null;
+function roundItem(r) {
+  const summary = el("summary", {}, "Round " + (r.number ?? "?") + " · " + r.state +
+    (r.table_win_cents !== null ? " · table win " + money(r.table_win_cents) : "") + " · " + (r.opened_at || r.opened_ts));
+  const dl = el("dl", {});
+  dl.append(el("dt", {}, "round id"), el("dd", {}, r.round_id), el("dt", {}, "gaming day"), el("dd", {}, r.gaming_day),
+    el("dt", {}, "opened"), el("dd", {}, r.opened_at || r.opened_ts), el("dt", {}, "settled"), el("dd", {}, r.settled_at || "not settled"),
+    el("dt", {}, "wagered"), el("dd", {}, money(r.wagered_cents)));
+  const inc = r.incidents.length ? el("ul", {class: "incidents"}, ...r.incidents.map((i) => el("li", {}, i.type.replaceAll("_", " ") + ": " + i.what + " (" + (i.at || i.ts) + ")")))
+    : el("p", {class: "muted"}, "No incident on this round.");
+  return el("li", {"data-round": r.round_id}, el("details", {}, summary, dl, inc));
+}
+async function loadTable(id, older, refresh) {
+  // refresh: the card, day and alarms again (every 2 s); the rounds shown (and any opened) stay
+  const q = older && oldestSeq !== null ? "?before=" + oldestSeq : "";
+  const {status, body} = await api("/api/v1/floor/table/" + encodeURIComponent(id) + q);
+  if (id !== shownTable) return;
+  if (status === 401) { signedOut(); return; }
+  if (status !== 200) { $("table-card").replaceChildren(el("p", {class: "error"}, (body && body.error) || "HTTP " + status)); return; }
+  const t = body.card;
+  $("table-h").textContent = t.table_id + (t.pit ? " · pit " + t.pit : "");
+  $("table-card").replaceChildren(el("div", {"data-state": t.state, id: "table-state"},
+    el("span", {class: "badge " + t.state.replace(" ", "-")}, t.state), " ",
+    t.round ? "round " + (t.round.number ?? "?") + " · " + (t.round.step || "") : ""),
+    t.waiting_for ? el("div", {}, "waits for: " + t.waiting_for) : "",
+    t.offline_why ? el("div", {class: "muted"}, "offline since " + (t.offline_since_at || t.offline_since) + " (the floor's time) · " + t.offline_why) : "",
+    el("div", {class: "devs"}, ...devices(t.devices)),
+    el("div", {class: "muted"}, "last heard " + (t.last_seen_at || "never")));
+  const d = body.day;
+  $("table-day").replaceChildren(el("div", {class: "name"}, "Gaming day " + d.gaming_day),
+    figures("Day", {win_cents: d.win_cents, rounds: d.rounds}),
+    el("dl", {}, el("dt", {}, "wagered"), el("dd", {}, money(d.wagered_cents)), el("dt", {}, "voided"), el("dd", {}, d.voided)));
+  if (!older) {
+    $("table-alarms").replaceChildren(...body.alarms.map((x) => el("li", {}, el("div", {class: "name"}, x.kind),
+      el("div", {}, x.text), el("div", {class: "muted", title: x.ts}, x.at || x.ts))));
+    $("table-alarms-empty").hidden = body.alarms.length > 0;
+  }
+  if (refresh) return;
+  const list = $("round-list");
+  if (!older) list.replaceChildren();
+  list.append(...body.rounds.map(roundItem));
+  oldestSeq = body.rounds.length ? body.rounds[body.rounds.length - 1].seq : oldestSeq;
+  $("rounds-more").hidden = !body.more;
+  $("rounds-empty").hidden = list.children.length > 0;
+}
+function route() {
+  if ($("nav").hidden) return;  // signed out
+  const m = /^#table\/(.+)$/.exec(location.hash);
+  const id = m ? decodeURIComponent(m[1]) : null;
+  $("table-view").hidden = !id;
+  $("pit").hidden = !!id;
+  $("reports").hidden = !!id;
+  if (id && id !== shownTable) { shownTable = id; oldestSeq = null; $("round-list").replaceChildren(); $("table-h").textContent = id; loadTable(id, false); }
+  if (!id) shownTable = null;
+}
 function signedIn(who) {
   // the floor's gaming day (its time zone and start hour), not this browser's calendar date
   if (!$("day").value && who.gaming_day) $("day").value = who.gaming_day;
   $("who").textContent = who.person + " (" + who.role.replaceAll("_", " ") + ")";
   $("scope").textContent = who.pits ? "Pits " + who.pits.join(", ") + " only" : "The whole floor";
   $("signin").hidden = true;
+  $("tables-section").hidden = true;
+  $("nav").hidden = false;
   $("reports").hidden = false;
+  $("pit").hidden = false;
   loadReport();
+  loadGrid();
+  if (!gridTimer) gridTimer = setInterval(() => { if (!$("pit").hidden) loadGrid(); else if (shownTable) loadTable(shownTable, false, true); }, 2000);
+  route();
 }
 function signedOut() {
   $("who").textContent = "";
   $("day").value = "";  // the next person's default is the floor's day as the server says then
   $("signin").hidden = false;
   $("reports").hidden = true;
+  $("nav").hidden = true;
+  $("pit").hidden = true;
+  $("table-view").hidden = true;
+  $("tables-section").hidden = false;
+  if (gridTimer) { clearInterval(gridTimer); gridTimer = null; }
+  shownTable = null;
+  for (const {li} of tiles.values()) li.remove();
+  tiles.clear();
 }
 document.addEventListener("DOMContentLoaded", async () => {
   loadTables();
-  setInterval(loadTables, 2000);  // a crash shows within 5 s of it (docs/integration.md)
+  setInterval(() => { if (!$("tables-section").hidden) loadTables(); }, 2000);  // a crash shows within 5 s of it (docs/integration.md)
   const me = await api("/api/v1/floor/session");
   if (me.status === 200) signedIn(me.body); else signedOut();
   $("signin-form").addEventListener("submit", async (ev) => {
@@ -117,5 +250,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     else $("signin-error").textContent = (r.body && r.body.error) || "sign-in refused";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
+  for (const id of ["pit-filter", "pit-find", "pit-attention"]) $(id).addEventListener("input", filterGrid);
+  $("rounds-more").addEventListener("click", () => { if (shownTable) loadTable(shownTable, true); });
+  window.addEventListener("hashchange", route);
   $("signout").addEventListener("click", async () => { await api("/api/v1/floor/session", {method: "DELETE"}); signedOut(); });
 });
