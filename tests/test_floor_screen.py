@@ -182,3 +182,46 @@ def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_fr
                 browser.close()
     finally:
         service.close()
+
+
+def test_a_floor_restart_keeps_the_pit_boss_and_the_floor_manager_signed_in(floor_world):
+    from playwright.sync_api import sync_playwright
+
+    w = floor_world
+    service = start_floor(w["tmp"], w["database"], w["broker"].port)
+    publish_rounds(w["broker"].port, w["a"], w["b"])
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                boss = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+                manager = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+                sign_in(boss, service.url, "PB-1")
+                sign_in(manager, service.url, "FM-1")
+                tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
+                tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
+
+                service.close()  # the floor stops (an upgrade, a crash) and starts again
+                service = start_floor(w["tmp"], w["database"], w["broker"].port)
+                for pg, person in ((boss, "PB-1"), (manager, "FM-1")):
+                    pg.goto(service.url + "/")  # the same cookie: cookies do not follow ports
+                    pg.wait_for_selector("#pit:not([hidden])", timeout=20_000)
+                    assert person in pg.inner_text("#who")
+                    assert pg.locator("#signin").is_hidden()
+                tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
+                tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
+                assert tile(boss, "pit2-tcp-01").count() == 0  # still the pit boss's pits only
+                assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+                # a sign-out holds across the restart too
+                boss.click("#signout")
+                boss.wait_for_selector("#signin:not([hidden])")
+                service.close()
+                service = start_floor(w["tmp"], w["database"], w["broker"].port)
+                boss.goto(service.url + "/")
+                boss.wait_for_selector("#signin:not([hidden])")
+                assert boss.locator("#pit").is_hidden()
+            finally:
+                browser.close()
+    finally:
+        service.close()

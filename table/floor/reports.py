@@ -51,6 +51,7 @@ from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
+from .sessions import FloorSessions
 from .pit_screen import Clock, NoSuchTable, grid, local_zone_name, table_page
 from .record import RecordCheck, note_hash, raise_alarms, sign_note
 from .store import Store, StoreError
@@ -350,6 +351,13 @@ def tables(floor: Floor) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Signed:
+    """A signed-in person (``actor``) behind a floor session."""
+
+    actor: Any
+
+
 class _ReportRoutes:
     """The endpoints behind :func:`report_routes`, one method each, sharing the floor,
     the sign-in (:class:`~table.interfaces.auth.Authenticator` on ``people_file``) and the
@@ -367,6 +375,10 @@ class _ReportRoutes:
         #: the floor signs them) on the page
         self.key = key
         self.record = RecordCheck(key.public, alarms=floor.key is not None)
+        #: the sessions, in the floor database (a restart of the floor signs no one out); on the real wall
+        #: clock: ``clock`` decides the gaming day, and a test moving it to tomorrow is no idle person
+        self.sessions = FloorSessions(floor.store, _wall_us, ttl_s=self.auth.session_ttl_s,
+                                      idle_s=self.auth.session_idle_s)
 
     def today(self) -> _dt.date:
         """The floor's gaming day now (its ``timezone`` and ``day_starts_h``), not a browser's date."""
@@ -389,11 +401,28 @@ class _ReportRoutes:
         origin = request.headers.get("origin")
         return origin is not None and origin.split("://", 1)[-1].rstrip("/") != request.headers.get("host", "")
 
-    def session(self, request: Request) -> Any:
+    @staticmethod
+    def token(request: Request) -> str | None:
         header = request.headers.get("authorization", "")
-        token = header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE)
-        s = self.auth.session(token)
-        return s if s is not None and s.actor.role in FLOOR_ROLES else None
+        return header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE)
+
+    def session(self, request: Request) -> Any:
+        """The request's live floor session (:class:`table.floor.sessions.FloorSessions`, kept
+        in the floor database: a floor restart keeps it) as an object with ``actor``, or None:
+        no token, unknown, expired, or its person left the people file or changed role (their
+        sessions then end). Raises :class:`StoreError`."""
+        s = self.sessions.get(self.token(request))
+        if s is None:
+            return None
+        try:
+            person = self.auth.people().get(s.person)
+        except PeopleFileError as exc:
+            log.error("floor_people_file_unreadable", error=str(exc)[:300])
+            return None
+        if person is None or person.role.value != s.role or person.role not in FLOOR_ROLES:
+            self.sessions.end_person(s.person)
+            return None
+        return _Signed(person.actor("floor"))
 
     def scope(self, request: Request) -> Scope | None:
         """The signed-in person's :class:`Scope` (a pit boss's pits read from the people file
@@ -440,13 +469,18 @@ class _ReportRoutes:
         if self.cross_site(request):
             return self.refuse(403, "cross-site request refused")
         if request.method == "DELETE":
-            header = request.headers.get("authorization", "")
-            self.auth.sign_out(header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE))
+            try:
+                await asyncio.to_thread(self.sessions.close, self.token(request))
+            except StoreError:
+                return self.refuse(503, "the floor database cannot be written: you are not signed out yet")
             resp = JSONResponse({"ok": True})
             resp.delete_cookie(COOKIE, path="/")
             return resp
         if request.method == "GET":
-            s, scope = self.session(request), self.scope(request)
+            try:
+                s, scope = await asyncio.to_thread(self.session, request), await asyncio.to_thread(self.scope, request)
+            except StoreError:
+                return self.refuse(503, "the floor database cannot be read")
             return JSONResponse({"ok": True, **self.who(s.actor, scope)}) if s and scope else self.refuse(
                 401, "sign in first")
         req = await self.body(request, 4096)
@@ -456,6 +490,8 @@ class _ReportRoutes:
         try:
             token, s = await asyncio.to_thread(self.auth.sign_in, req["person"], req["pin"], address=address,
                                                source="floor", origin=FLOOR)
+            # the PIN was right: the floor keeps its own session, in its database, not the authenticator's
+            self.auth.sign_out(token)
         except SignInLocked as exc:
             return self.refuse(429, str(exc))
         except PermissionError as exc:
@@ -464,22 +500,23 @@ class _ReportRoutes:
             log.error("floor_people_file_unreadable", error=str(exc)[:300])
             return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role not in FLOOR_ROLES:
-            self.auth.sign_out(token)
             return self.refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
                                "floor_manager may)")
         try:
             person = self.auth.people().get(s.actor.person)
         except PeopleFileError as exc:
-            self.auth.sign_out(token)
             log.error("floor_people_file_unreadable", error=str(exc)[:300])
             return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role is Role.PIT_BOSS and (person is None or not person.pits):
-            self.auth.sign_out(token)
             log.warning("floor_sign_in_refused", person=s.actor.person, reason="a pit boss of no pit")
             return self.refuse(403, f"{s.actor.person} is a pit boss of no pit: give their pits with tablectl "
                                "people add --replace --role pit_boss --pit NAME")
         scope = Scope(s.actor.person, s.actor.role.value,
                       None if s.actor.role is Role.FLOOR_MANAGER else frozenset(person.pits))
+        try:
+            token = await asyncio.to_thread(self.sessions.open, s.actor.person, s.actor.role.value)
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be written: try again")
         resp = JSONResponse({"ok": True, "token": token, **self.who(s.actor, scope)})
         resp.set_cookie(COOKIE, token, max_age=int(self.auth.session_ttl_s), path="/", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
@@ -510,7 +547,7 @@ class _ReportRoutes:
     async def report_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse, Response
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         fmt = request.query_params.get("format", "json")
@@ -540,7 +577,7 @@ class _ReportRoutes:
 
         if self.cross_site(request):
             return self.refuse(403, "cross-site request refused")
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         if request.method == "GET":
@@ -580,7 +617,7 @@ class _ReportRoutes:
     async def alarms_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         only = await asyncio.to_thread(self.visible, scope, None)
@@ -609,7 +646,7 @@ class _ReportRoutes:
         (:func:`table.floor.pit_screen.grid`)."""
         from starlette.responses import JSONResponse
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         pit = request.query_params.get("pit") or None
@@ -628,7 +665,7 @@ class _ReportRoutes:
         the floor has no status of or outside the person's pits (one answer for both)."""
         from starlette.responses import JSONResponse
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         table_id = request.path_params["table_id"]
