@@ -659,6 +659,37 @@ class _ReportRoutes:
             return self.refuse(503, "the floor database cannot be read")
         return JSONResponse(board)
 
+    async def figures_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/figures[?day=YYYY-MM-DD&pit=NAME&table=ID&series=month|year]``:
+        the day, month and year figures with their 95 % band per table, per pit and for the
+        person's scope, and the cumulative series the page plots
+        (:func:`table.floor.figures.figures`)."""
+        from starlette.responses import JSONResponse
+
+        from .figures import figures
+
+        scope = await asyncio.to_thread(self.scope, request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        series = request.query_params.get("series", "month")
+        table_id = request.query_params.get("table")
+        try:
+            if series not in ("month", "year"):
+                raise ReportError("series: month or year")
+            if table_id is not None and not PIT_RE.match(table_id):
+                raise ReportError("table: letters, digits, '.', '_', '-'")
+            d = _day(request.query_params.get("day"), self.today())
+            only = await asyncio.to_thread(self.visible, scope, request.query_params.get("pit") or None)
+            pits = await asyncio.to_thread(pits_of, self.floor.store)
+            if table_id is not None:
+                if only is not None and table_id not in only:
+                    return self.refuse(404, f"no table {table_id!r} in your view", code="unknown_table")
+                only = {table_id}
+            out = await asyncio.to_thread(figures, self.floor.store, d, only, pits, series=series)
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        return JSONResponse(out)
+
     async def table_endpoint(self, request: Request) -> Response:
         """``GET /api/v1/floor/table/{table_id}[?before=SEQ&day=YYYY-MM-DD]``: one table's card,
         rounds and day figures (:func:`table.floor.pit_screen.table_page`); 404 for a table
@@ -713,5 +744,5 @@ def report_routes(floor: Floor, people_file: str | Path, *, key: TableKey,
             Route("/api/v1/floor/tables", r.tables_endpoint), Route("/api/v1/floor/report", r.report_endpoint),
             Route("/api/v1/floor/notes", r.notes_endpoint, methods=["GET", "POST"]),
             Route("/api/v1/floor/alarms", r.alarms_endpoint),
-            Route("/api/v1/floor/pit", r.pit_endpoint), Route("/api/v1/floor/table/{table_id}", r.table_endpoint),
+            Route("/api/v1/floor/pit", r.pit_endpoint), Route("/api/v1/floor/figures", r.figures_endpoint), Route("/api/v1/floor/table/{table_id}", r.table_endpoint),
             Mount("/floor-static", app=StaticFiles(directory=str(STATIC_DIR)))]

@@ -59,6 +59,7 @@ async function loadReport() {
     figures("Day", r.day), figures("Month to date", r.month_to_date), figures("Year to date", r.year_to_date))));
   $("fluctuations").replaceChildren(...body.fluctuations.map(fluctuation));
   $("fluct-empty").hidden = body.fluctuations.length > 0;
+  loadFigures(ask);
   const a = await api("/api/v1/floor/alarms");
   if (ask !== reportAsked) return;
   if (a.status === 200) {
@@ -72,6 +73,71 @@ async function loadReport() {
     $("record-broken").replaceChildren(el("strong", {}, "The floor's record was edited: "),
       ...rec.problems.map((p) => el("div", {}, p)));
   }
+}
+// -- figures with the 95 % band, and the plot (inline SVG) ----------------------------------------
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function bandText(f) {
+  if (f.expected_cents === null) return "no band yet (fewer than the year's minimum rounds)";
+  return "expected " + money(f.expected_cents) + " ± " + money(f.band_cents);
+}
+const PERIODS = [["day", "Day"], ["month_to_date", "Month to date"], ["year_to_date", "Year to date"]];
+function bandTable(label, row, attrs) {
+  const t = el("table", Object.assign({class: "band"}, attrs || {}), el("caption", {}, label));
+  t.append(el("tr", {}, el("th", {}, ""), el("th", {}, "settled win"), el("th", {}, "expected, 95 % band"), el("th", {}, "rounds")));
+  for (const [key, name] of PERIODS) {
+    const f = row[key];
+    t.append(el("tr", {class: f.outside ? "outside" : "", "data-period": key},
+      el("th", {}, name), el("td", {class: f.win_cents < 0 ? "neg" : ""}, money(f.win_cents)),
+      el("td", {}, bandText(f), f.outside ? el("strong", {}, " outside the band") : ""), el("td", {}, f.rounds)));
+  }
+  return t;
+}
+function plot(series) {
+  const box = $("plot");
+  box.replaceChildren();
+  const W = 600, H = 260, L = 112, R = 10, T = 12, B = 34;
+  const pts = series.filter((p) => p.expected_cents !== null);
+  const values = series.map((p) => p.win_cents).concat(pts.flatMap((p) => [p.expected_cents + p.band_cents, p.expected_cents - p.band_cents]), [0]);
+  let lo = Math.min(...values), hi = Math.max(...values);
+  if (hi === lo) { hi += 100; lo -= 100; }
+  const x = (i) => L + (series.length > 1 ? i * (W - L - R) / (series.length - 1) : (W - L - R) / 2);
+  const y = (v) => T + (hi - v) * (H - T - B) / (hi - lo);
+  box.append(svg("line", {x1: L, x2: W - R, y1: y(0), y2: y(0), class: "zero"}));
+  if (pts.length === series.length && series.length) {
+    const upper = series.map((p, i) => x(i) + "," + y(p.expected_cents + p.band_cents));
+    const lower = series.map((p, i) => x(i) + "," + y(p.expected_cents - p.band_cents)).reverse();
+    box.append(svg("polygon", {points: upper.concat(lower).join(" "), class: "band-area"}));
+    box.append(svg("polyline", {points: series.map((p, i) => x(i) + "," + y(p.expected_cents)).join(" "), class: "expected"}));
+  }
+  box.append(svg("polyline", {points: series.map((p, i) => x(i) + "," + y(p.win_cents)).join(" "), class: "settled"}));
+  box.append(svg("text", {x: L - 4, y: y(hi) + 16, "text-anchor": "end"}, money(hi)));
+  box.append(svg("text", {x: L - 4, y: y(lo), "text-anchor": "end"}, money(lo)));
+  if (series.length) {
+    box.append(svg("text", {x: L, y: H - 8}, series[0].gaming_day));
+    box.append(svg("text", {x: W - R, y: H - 8, "text-anchor": "end"}, series[series.length - 1].gaming_day));
+  }
+  const last = series[series.length - 1];
+  $("plot-caption").textContent = last ? "Settled win (solid) against expected win (dashed) with its 95 % band (shaded), cumulative from " +
+    series[0].gaming_day + ": " + money(last.win_cents) + " settled, " + (last.expected_cents === null ? "no band yet" : money(last.expected_cents) + " ± " + money(last.band_cents) + " expected") + "." : "";
+}
+async function loadFigures(ask) {
+  const day = $("day").value;
+  const r = await api("/api/v1/floor/figures?series=" + $("plot-span").value + (day ? "&day=" + encodeURIComponent(day) : ""));
+  if (ask !== reportAsked || r.status !== 200) return;
+  const b = r.body;
+  plot(b.series);
+  const scope = bandTable("Your view", b.scope, {"data-band": "scope"});
+  const pits = b.pits.map((p) => bandTable("Pit " + (p.pit || "(none)"), p, {"data-band": "pit:" + (p.pit || "")}));
+  const outside = b.tables.filter((t) => PERIODS.some(([k]) => t[k].outside));
+  const perTable = el("details", {}, el("summary", {}, "Per table (" + b.tables.length + ", " + outside.length + " outside the band)"),
+    ...b.tables.map((t) => bandTable(t.table_id, t, {"data-band": "table:" + t.table_id})));
+  $("bands").replaceChildren(scope, ...pits, perTable);
 }
 function fluctuation(f) {
   const li = el("li", {"data-fluctuation": f.table_id + "/" + f.gaming_day},
@@ -250,6 +316,7 @@ document.addEventListener("DOMContentLoaded", async () => {
     else $("signin-error").textContent = (r.body && r.body.error) || "sign-in refused";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
+  $("plot-span").addEventListener("change", () => loadFigures(reportAsked));
   for (const id of ["pit-filter", "pit-find", "pit-attention"]) $(id).addEventListener("input", filterGrid);
   $("rounds-more").addEventListener("click", () => { if (shownTable) loadTable(shownTable, true); });
   window.addEventListener("hashchange", route);
