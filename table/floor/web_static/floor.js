@@ -175,7 +175,10 @@ function tile(t) {
     alarmCount ? el("span", {class: "badge alarmed", title: (t.table_alarms || []).map((x) => x.text).join("\n")}, "alarms " + alarmCount) : "",
     el("span", {class: "step"}, step),
     t.waiting_for ? el("span", {class: "waits", title: t.waiting_for}, "waits: " + t.waiting_for) : "",
-    t.state === "offline" ? el("span", {class: "waits offline-why", title: t.offline_why}, "since " + (t.offline_since_at || t.offline_since) + " · " + t.offline_why) : "",
+    // offline: since when (the floor's time, its zone; the date in the tooltip) and how, in short
+    t.state === "offline" ? el("span", {class: "waits", title: (t.offline_since_at || t.offline_since) + " · " + t.offline_why},
+      "since " + String(t.offline_since_at || t.offline_since).replace(/^\d{4}-\d\d-\d\d /, "")) : "",
+    t.state === "offline" ? el("span", {class: "waits offline-why", title: t.offline_why}, t.offline_why.split(":")[0]) : "",
     el("span", {class: "devs"}, ...devices(t.devices)));
   return el("li", {"data-grid-table": t.table_id, "data-state": t.state, "data-pit": t.pit || ""}, a);
 }
