@@ -21,7 +21,7 @@ from table.interfaces.auth import PeopleFile
 from table.interfaces.mqtt import sign_message
 
 from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
-from floor_helpers import Publisher, SignedTable, broker, needs_mosquitto, pg_cluster  # noqa: F401  (fixtures)
+from floor_helpers import Publisher, SignedTable, broker, call, needs_mosquitto, pg_cluster  # noqa: F401  (fixtures)
 from test_floor_crash import PIT, TABLE, TableProcess, forged_alarms
 from test_floor_roles import PINS
 
@@ -54,6 +54,7 @@ table_keys = "{tmp_path / 'keys'}"
 people_file = "{tmp_path / 'people.toml'}"
 listen = "127.0.0.1:0"
 display_timezone = "{ZONE}"
+wall_pits = ["{PIT}"]
 [[broker]]
 url = "mqtt://127.0.0.1:{port}"
 """
@@ -131,6 +132,10 @@ def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_fr
                     pg.on("pageerror", lambda exc: errors.append(str(exc)))
                 sign_in(boss, service.url, "PB-1")
                 sign_in(manager, service.url, "FM-1")
+                # and the pit's read-only wall page (no sign-in), served by the same floor
+                wall = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+                wall.on("pageerror", lambda exc: errors.append(str(exc)))
+                wall.goto(service.url + f"/pit?pit={PIT}")
 
                 # the grid: the pit boss sees pit1's two tables, the manager pit2's as well
                 for pg in (boss, manager):
@@ -138,6 +143,10 @@ def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_fr
                     tile(pg, "pit1-tcp-01", "online").wait_for(timeout=20_000)
                 tile(manager, "pit2-tcp-01", "online").wait_for(timeout=20_000)
                 assert tile(boss, "pit2-tcp-01").count() == 0
+                tile(wall, TABLE, "online").wait_for(timeout=20_000)
+                assert tile(wall, "pit2-tcp-01").count() == 0 and "$" not in wall.inner_text("body")
+                assert wall.locator("a, button, form").count() == 0  # read-only
+                assert call(service, "/api/v1/floor/wall?pit=pit2")[0] == 404  # not a wall pit of this floor
                 live = tile(boss, "pit1-tcp-01").inner_text()
                 assert "round 2 · dealing" in live and "waits: the dealer to draw" in live, live
                 assert "shoe DOWN" in live and "shuffler up" in live and "alarms" in live, live
@@ -145,14 +154,14 @@ def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_fr
                 # a crash: offline on both screens (the floor's time, in the floor's zone), then back
                 killed_at = time.monotonic()
                 w["killed"].kill()
-                for pg in (boss, manager):
-                    tile(pg, TABLE, "offline").wait_for(timeout=5_000)
+                for pg in (boss, manager, wall):
+                    tile(pg, TABLE, "offline").wait_for(timeout=20_000)  # the 5 s bound: test_floor_crash (alone)
                 print(f"both screens showed {TABLE} offline {time.monotonic() - killed_at:.2f} s after SIGKILL")
                 text = tile(manager, TABLE).inner_text()
                 assert "connection lost" in text and ("CST" in text or "CDT" in text), text
                 boss.screenshot(path=str(screenshot_dir() / "floor-grid-pit-boss-390px.png"), full_page=True)
                 w["killed"].start()
-                for pg in (boss, manager):
+                for pg in (boss, manager, wall):
                     tile(pg, TABLE, "online").wait_for(timeout=20_000)
                 assert forged_alarms(service.floor) == [] and service.floor.counts.forged == 0
 

@@ -7,12 +7,6 @@ const money = (cents) => {
   const v = (cents || 0) / 100;
   return (v < 0 ? "-$" : "$") + Math.abs(v).toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
 };
-function el(tag, attrs, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) { if (k === "class") e.className = v; else e.setAttribute(k, v); }
-  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
-  return e;
-}
 function figures(label, f) {
   const dl = el("dl", {});
   dl.append(el("dt", {}, label + " win"), el("dd", {class: f.win_cents < 0 ? "neg" : ""}, money(f.win_cents)));
@@ -160,28 +154,6 @@ function fluctuation(f) {
 // -- the grid -------------------------------------------------------------------------------------
 const tiles = new Map();  // table id -> {key, li}: a tile is rebuilt only when its card changed
 let gridTimer = null;
-function devices(d) {
-  return Object.entries(d || {}).map(([name, l]) => el("span", {class: "dev " + (l.up ? "up" : "down"), title: name + ": " + (l.state || (l.up ? "up" : "down"))},
-    (name === "shuffler" ? "shuffler" : "shoe") + (l.up ? " up" : " DOWN")));
-}
-function attention(t) { return t.state !== "online" || t.alarms > 0 || (t.table_alarms || []).length > 0; }
-function tile(t) {
-  const step = t.round ? "round " + (t.round.number ?? "?") + " · " + (t.round.step || "") : (t.state === "online" ? "between rounds" : "");
-  // the floor's alarm rows of the table (its status's alarms are among them)
-  const alarmCount = Math.max(t.alarms, (t.table_alarms || []).length);
-  const a = el("a", {href: "#table/" + encodeURIComponent(t.table_id), class: "tile " + t.state.replace(" ", "-")},
-    el("span", {class: "tid"}, t.table_id),
-    el("span", {class: "badge " + t.state.replace(" ", "-")}, t.state),
-    alarmCount ? el("span", {class: "badge alarmed", title: (t.table_alarms || []).map((x) => x.text).join("\n")}, "alarms " + alarmCount) : "",
-    el("span", {class: "step"}, step),
-    t.waiting_for ? el("span", {class: "waits", title: t.waiting_for}, "waits: " + t.waiting_for) : "",
-    // offline: since when (the floor's time, its zone; the date in the tooltip) and how, in short
-    t.state === "offline" ? el("span", {class: "waits", title: (t.offline_since_at || t.offline_since) + " · " + t.offline_why},
-      "since " + String(t.offline_since_at || t.offline_since).replace(/^\d{4}-\d\d-\d\d /, "")) : "",
-    t.state === "offline" ? el("span", {class: "waits offline-why", title: t.offline_why}, t.offline_why.split(":")[0]) : "",
-    el("span", {class: "devs"}, ...devices(t.devices)));
-  return el("li", {"data-grid-table": t.table_id, "data-state": t.state, "data-pit": t.pit || ""}, a);
-}
 async function loadGrid() {
   const {status, body} = await api("/api/v1/floor/pit");
   if (status === 401) { signedOut(); return; }
