@@ -12,8 +12,8 @@ rounds then has:
   one, as the report);
 * ``expected_cents`` = ``n * m``;
 * ``band_cents`` = ``1.96 * s * sqrt(n)``, the half-width of the 95 % band around it;
-* ``outside``: ``|win - expected| > band`` (never with fewer than
-  :data:`table.floor.reports.MIN_ROUNDS_FOR_BAND` rounds in the year: ``band_cents`` is
+* ``outside``: ``|win - expected| > band`` (never with fewer than ``min_rounds``
+  rounds in the year, :data:`table.floor.reports.MIN_ROUNDS_FOR_BAND`: ``band_cents`` is
   then None).
 
 A pit's (and the scope's) figures add its tables': the expected wins add, and so do the
@@ -28,16 +28,17 @@ import datetime as _dt
 import math
 from typing import Any
 
-from .reports import MIN_ROUNDS_FOR_BAND, Z95, _figures
-from .store import Store
+#: two-sided 95 % (COMAR 36.05.03.25), as :data:`table.floor.reports.Z95`
+Z95 = 1.96
 
 PERIODS = ("day", "month_to_date", "year_to_date")
 
 
-def _per_table(store: Store, d: _dt.date, only: set[str] | None) -> dict[str, dict[str, dict[str, Any]]]:
-    """table -> gaming day -> {rounds, win_cents, sq, band_rounds} summed over its games."""
+def _per_table(rows: dict[tuple[str, str, str], dict[str, Any]],
+               only: set[str] | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """table -> gaming day -> {rounds, win_cents, sq, sum_rounds, sum_win} summed over its games."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for (t, _g, day), row in _figures(store, d.replace(month=1, day=1).isoformat(), d.isoformat()).items():
+    for (t, _g, day), row in rows.items():
         if only is not None and t not in only:
             continue
         cell = out.setdefault(t, {}).setdefault(day, {"rounds": 0, "win_cents": 0, "sq": 0.0, "sum_rounds": 0,
@@ -51,10 +52,10 @@ def _per_table(store: Store, d: _dt.date, only: set[str] | None) -> dict[str, di
     return out
 
 
-def _reference(days: dict[str, dict[str, Any]]) -> tuple[float, float] | None:
+def _reference(days: dict[str, dict[str, Any]], min_rounds: int) -> tuple[float, float] | None:
     """(mean, variance) of one round's win over the year's rounds, or None: too few."""
     n = sum(c["sum_rounds"] for c in days.values())
-    if n < MIN_ROUNDS_FOR_BAND:
+    if n < min_rounds:
         return None
     mean = sum(c["sum_win"] for c in days.values()) / n
     return mean, max(sum(c["sq"] for c in days.values()) / n - mean * mean, 0.0)
@@ -68,19 +69,21 @@ def _judge(rounds: int, win: int, expected: float | None, variance: float | None
             "outside": rounds > 0 and band > 0 and abs(win - expected) > band}
 
 
-def figures(store: Store, day: _dt.date, only: set[str] | None, pits: dict[str, str | None], *,
-            series: str = "month") -> dict[str, Any]:
+def figures(rows: dict[tuple[str, str, str], dict[str, Any]], day: _dt.date, only: set[str] | None,
+            pits: dict[str, str | None], *, min_rounds: int, series: str = "month") -> dict[str, Any]:
     """The figures of gaming ``day``'s day, month to date and year to date with their 95 %
     band (see the module docstring), for the tables in ``only`` (None: every one), each
-    table's pit from ``pits`` (table -> pit). Returns ``{"gaming_day", "tables": [{table_id,
+    table's pit from ``pits`` (table -> pit). ``rows``: (table, game, gaming day) ->
+    ``{rounds, win_cents, sq, source}`` from the first of ``day``'s year to ``day``, as
+    :func:`table.floor.reports._figures` reads them; ``min_rounds``: the fewest rounds of
+    the year a band is given for. Returns ``{"gaming_day", "tables": [{table_id,
     pit, day, month_to_date, year_to_date}], "pits": [{pit, ...}], "scope": {...},
     "series": [{gaming_day, win_cents, expected_cents, band_cents}] }``: the series is
     cumulative from the month's first day (``series="year"``: the year's) to ``day``, for
     the whole scope, the points a plot of settled against expected win draws. A table
     without a band (too few rounds in the year) adds its win to the pit's and the scope's
-    and nothing to their expectation: their ``expected_cents`` is then None. Raises
-    :class:`~table.floor.store.StoreError`."""
-    per = _per_table(store, day, only)
+    and nothing to their expectation: their ``expected_cents`` is then None."""
+    per = _per_table(rows, only)
     first = {"day": day, "month_to_date": day.replace(day=1), "year_to_date": day.replace(month=1, day=1)}
     tables = []
     # per period: [rounds, win, expected, variance, complete]
@@ -90,7 +93,7 @@ def figures(store: Store, day: _dt.date, only: set[str] | None, pits: dict[str, 
     daily: dict[str, list[Any]] = {}
     for t in sorted(per):
         days = per[t]
-        ref = _reference(days)
+        ref = _reference(days, min_rounds)
         row: dict[str, Any] = {"table_id": t, "pit": pits.get(t)}
         g = groups.setdefault(pits.get(t), {p: [0, 0, 0.0, 0.0, True] for p in PERIODS})
         for p in PERIODS:
@@ -130,6 +133,6 @@ def figures(store: Store, day: _dt.date, only: set[str] | None, pits: dict[str, 
                        "band_cents": round(Z95 * math.sqrt(cum[2])) if cum[3] else None})
         d += _dt.timedelta(days=1)
     return {"schema": "threecard.floor-figures/1", "gaming_day": day.isoformat(), "band": {"z": Z95,
-            "min_rounds": MIN_ROUNDS_FOR_BAND}, "tables": tables,
+            "min_rounds": min_rounds}, "tables": tables,
             "pits": [{"pit": p, **judged(acc)} for p, acc in sorted(groups.items(), key=lambda kv: kv[0] or "")],
             "scope": judged(scope), "series": points, "series_from": start.isoformat()}

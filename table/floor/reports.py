@@ -51,6 +51,7 @@ from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
+from .figures import figures
 from .sessions import FloorSessions
 from .pit_screen import Clock, NoSuchTable, grid, local_zone_name, table_page
 from .record import RecordCheck, note_hash, raise_alarms, sign_note
@@ -666,8 +667,6 @@ class _ReportRoutes:
         (:func:`table.floor.figures.figures`)."""
         from starlette.responses import JSONResponse
 
-        from .figures import figures
-
         scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
@@ -685,7 +684,9 @@ class _ReportRoutes:
                 if only is not None and table_id not in only:
                     return self.refuse(404, f"no table {table_id!r} in your view", code="unknown_table")
                 only = {table_id}
-            out = await asyncio.to_thread(figures, self.floor.store, d, only, pits, series=series)
+            rows = await asyncio.to_thread(_figures, self.floor.store, d.replace(month=1, day=1).isoformat(),
+                                           d.isoformat())
+            out = figures(rows, d, only, pits, min_rounds=MIN_ROUNDS_FOR_BAND, series=series)
         except ReportError as exc:
             return self.refuse_error(exc)
         return JSONResponse(out)
