@@ -108,3 +108,23 @@ def test_the_page_plots_settled_against_expected_win_with_the_band_on_a_phone(tm
         floor.close()
         store.close()
         a.close()
+
+
+def test_a_pit_boss_cannot_open_another_pits_table_or_grid_by_its_address(floor_of_two_pits):
+    """The attack: PB-1 (pit1) types pit2's table into the address, or asks the grid for pit2:
+    nothing of pit2 comes back (404 as for a table the floor never heard of; 403 for the pit)."""
+    floor, server, _ = floor_of_two_pits
+    pb, fm = token(server, "PB-1"), token(server, "FM-1")
+    status, body = call(server, "/api/v1/floor/table/pit2-tcp-01", token=pb)
+    assert status == 404 and "pit2 table held" not in str(body)
+    assert call(server, "/api/v1/floor/table/pit9-never-heard", token=pb)[0] == 404
+    status, mine = call(server, "/api/v1/floor/pit", token=pb)
+    assert status == 200 and [t["table_id"] for t in mine["tables"]] == ["pit1-tcp-01"]
+    assert call(server, "/api/v1/floor/pit?pit=pit2", token=pb)[0] == 403
+    status, theirs = call(server, f"/api/v1/floor/table/pit2-tcp-01?day={FLUCTUATION_DAY}", token=fm)
+    assert status == 200 and theirs["day"]["rounds"] == 12 and theirs["day"]["win_cents"] == -12000
+    assert len(theirs["rounds"]) == 50 and theirs["more"] is True  # 52 rounds: a page of 50
+    older = call(server, f"/api/v1/floor/table/pit2-tcp-01?before={theirs['rounds'][-1]['seq']}", token=fm)[1]
+    assert len(older["rounds"]) == 2 and older["more"] is False
+    assert call(server, "/api/v1/floor/table/pit2-tcp-01?before=x", token=fm)[0] == 400
+    assert call(server, "/api/v1/floor/table/pit2-tcp-01")[0] == 401
