@@ -17,7 +17,12 @@ from .exits import exit_codes
 @exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("pit")
 def pit_group() -> None:
-    """The pit view: every table of a pit on one page, from the floor's MQTT broker."""
+    """The pit view: every table of a pit on one page, from the floor's MQTT broker.
+
+    For a site with brokers and no floor service. Where tablectl floor serve runs, the
+    pit's board is the floor's own page: signed in, the pit boss's grid; without sign-in,
+    /pit?pit=NAME for the pits [floor] wall_pits names (docs/integration.md).
+    """
 
 
 @exit_codes({0: "stopped by SIGTERM or SIGINT"})
@@ -43,7 +48,7 @@ def pit_group() -> None:
               help="A table online but not heard from for this long shows 'no news'.")
 def serve_command(brokers: tuple[str, ...], pits: tuple[str, ...], web: str, table_keys: str,
                   max_tables: int, password_file: str | None, ca_file: str | None, stale_s: float) -> None:
-    """Serve the pit view of the pits NAME from the brokers URL until SIGTERM or SIGINT.
+    """Serve the pit view of the pits NAME from the brokers URL until SIGTERM or SIGINT (a site without a floor service: with one, the floor's own pages are the pit's board).
 
     Prints the page's address on stdout. A bad URL, pit name or keys folder, or
     an address that cannot be bound, is bad usage (2).

@@ -8,6 +8,8 @@
     people_file = "/etc/threecard/floor-people.toml"  # who may sign in to the reports
     timezone = "America/New_York"                   # the gaming day's zone
     day_starts_h = 6                                # the gaming day begins at 06:00
+    display_timezone = "America/New_York"           # times on the floor's pages (default: this machine's zone)
+    wall_pits = ["pit1"]                            # pits with a read-only wall page, /pit?pit=NAME (default none)
 
     [[broker]]                                      # one or more
     url = "mqtt://127.0.0.1:1883"                   # mqtts:// for TLS; /PREFIX: topics a bridge prefixed
@@ -30,7 +32,8 @@ from typing import Any, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
-FLOOR_KEYS = {"database", "key_file", "table_keys", "listen", "people_file", "timezone", "day_starts_h"}
+FLOOR_KEYS = {"database", "key_file", "table_keys", "listen", "people_file", "timezone", "day_starts_h",
+              "display_timezone", "wall_pits"}
 BROKER_KEYS = {"url", "floors", "password_file", "ca_file"}
 
 
@@ -62,6 +65,10 @@ class FloorConfig:
     timezone: str = "UTC"
     day_starts_h: int = 0
     source: Path | None = None
+    #: the IANA zone the floor's pages show times in; None: the floor machine's own
+    display_timezone: str | None = None
+    #: pits whose read-only wall page the floor serves without sign-in (``/pit?pit=NAME``)
+    wall_pits: tuple[str, ...] = ()
 
 
 def _config_path(key: str, table: dict[str, Any], prefix: str, required: bool, base: Path,
@@ -157,6 +164,18 @@ def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
         ZoneInfo(str(tz))
     except (ZoneInfoNotFoundError, ValueError):
         problems.append(f"floor.timezone: {tz!r} is not a time zone; allowed: an IANA name such as America/New_York")
+    shown = f.get("display_timezone")
+    if shown is not None:
+        try:
+            ZoneInfo(str(shown))
+        except (ZoneInfoNotFoundError, ValueError):
+            problems.append(f"floor.display_timezone: {shown!r} is not a time zone; allowed: an IANA name such as "
+                            "America/New_York (or leave it out: the floor machine's own zone)")
+    wall = f.get("wall_pits", [])
+    if not isinstance(wall, list) or not all(isinstance(p, str) and _NAME.match(p) for p in wall):
+        problems.append(f"floor.wall_pits: {str(wall)[:80]!r}; allowed: a list of pit names (letters, digits, "
+                        "'.', '_', '-'), the pits whose read-only wall page is served without sign-in")
+        wall = []
     starts = f.get("day_starts_h", 0)
     if not isinstance(starts, int) or isinstance(starts, bool) or not 0 <= starts <= 23:
         problems.append(f"floor.day_starts_h: {starts!r}; allowed: an hour 0-23")
@@ -166,7 +185,8 @@ def parse_floor_config(text: str, source: Path | None = None) -> FloorConfig:
     if problems:
         raise FloorConfigError(f"{where}: " + "; ".join(problems))
     assert key_file is not None and table_keys is not None
-    return FloorConfig(database, key_file, table_keys, tuple(brokers), listen, people, str(tz), starts, source)
+    return FloorConfig(database, key_file, table_keys, tuple(brokers), listen, people, str(tz), starts, source,
+                       str(shown) if shown is not None else None, tuple(dict.fromkeys(wall)))
 
 
 def load_floor_config(path: str | Path) -> FloorConfig:

@@ -22,6 +22,8 @@ several floor processes can write the same message without a duplicate):
 * ``day_reports``: the tables' signed day reports when they publish them.
 * ``notes``: fluctuation investigation notes, who wrote them, hash-chained, and (2)
   signed by the floor key (``key_id``, ``sig``: :mod:`table.floor.record`).
+* (4) ``floor_sessions``: the people signed in to the floor's pages, by the SHA-256 of
+  their token (never the token), with when they expire (:mod:`table.floor.sessions`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (3, "the floor's own alarms signed by the floor key", [
         "ALTER TABLE alarms ADD COLUMN key_id TEXT",
         "ALTER TABLE alarms ADD COLUMN sig TEXT",
+    ]),
+    (4, "floor sessions that survive a restart of the floor", [
+        """CREATE TABLE floor_sessions (
+            digest TEXT PRIMARY KEY, person TEXT NOT NULL, role TEXT NOT NULL, created_us BIGINT NOT NULL,
+            last_used_us BIGINT NOT NULL, expires_us BIGINT NOT NULL)""",
+        "CREATE INDEX floor_sessions_person ON floor_sessions (person)",
     ]),
 ]
 

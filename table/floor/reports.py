@@ -51,6 +51,9 @@ from table.keys import TableKey
 from table.roles import FLOOR_ROLES, Role
 
 from .ingest import Floor
+from .figures import figures
+from .sessions import FloorSessions
+from .pit_screen import Clock, NoSuchTable, grid, local_zone_name, table_page
 from .record import RecordCheck, note_hash, raise_alarms, sign_note
 from .store import Store, StoreError
 
@@ -349,6 +352,13 @@ def tables(floor: Floor) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Signed:
+    """A signed-in person (``actor``) behind a floor session."""
+
+    actor: Any
+
+
 class _ReportRoutes:
     """The endpoints behind :func:`report_routes`, one method each, sharing the floor,
     the sign-in (:class:`~table.interfaces.auth.Authenticator` on ``people_file``) and the
@@ -356,14 +366,20 @@ class _ReportRoutes:
     decides today's gaming day."""
 
     def __init__(self, floor: Floor, people_file: str | Path, clock: Callable[[], int] | None = None, *,
-                 key: TableKey) -> None:
+                 key: TableKey, zone: str | None = None) -> None:
         self.floor = floor
+        #: the floor's display zone (times on the pages: :class:`table.floor.pit_screen.Clock`)
+        self.shown = Clock(zone or local_zone_name())
         self.auth = Authenticator(people_file)
         self.clock = clock or _wall_us
         #: the floor key: signs the notes, and its public half checks them (and the floor's alarms, when
         #: the floor signs them) on the page
         self.key = key
         self.record = RecordCheck(key.public, alarms=floor.key is not None)
+        #: the sessions, in the floor database (a restart of the floor signs no one out); on the real wall
+        #: clock: ``clock`` decides the gaming day, and a test moving it to tomorrow is no idle person
+        self.sessions = FloorSessions(floor.store, _wall_us, ttl_s=self.auth.session_ttl_s,
+                                      idle_s=self.auth.session_idle_s)
 
     def today(self) -> _dt.date:
         """The floor's gaming day now (its ``timezone`` and ``day_starts_h``), not a browser's date."""
@@ -386,11 +402,28 @@ class _ReportRoutes:
         origin = request.headers.get("origin")
         return origin is not None and origin.split("://", 1)[-1].rstrip("/") != request.headers.get("host", "")
 
-    def session(self, request: Request) -> Any:
+    @staticmethod
+    def token(request: Request) -> str | None:
         header = request.headers.get("authorization", "")
-        token = header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE)
-        s = self.auth.session(token)
-        return s if s is not None and s.actor.role in FLOOR_ROLES else None
+        return header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE)
+
+    def session(self, request: Request) -> Any:
+        """The request's live floor session (:class:`table.floor.sessions.FloorSessions`, kept
+        in the floor database: a floor restart keeps it) as an object with ``actor``, or None:
+        no token, unknown, expired, or its person left the people file or changed role (their
+        sessions then end). Raises :class:`StoreError`."""
+        s = self.sessions.get(self.token(request))
+        if s is None:
+            return None
+        try:
+            person = self.auth.people().get(s.person)
+        except PeopleFileError as exc:
+            log.error("floor_people_file_unreadable", error=str(exc)[:300])
+            return None
+        if person is None or person.role.value != s.role or person.role not in FLOOR_ROLES:
+            self.sessions.end_person(s.person)
+            return None
+        return _Signed(person.actor("floor"))
 
     def scope(self, request: Request) -> Scope | None:
         """The signed-in person's :class:`Scope` (a pit boss's pits read from the people file
@@ -437,13 +470,18 @@ class _ReportRoutes:
         if self.cross_site(request):
             return self.refuse(403, "cross-site request refused")
         if request.method == "DELETE":
-            header = request.headers.get("authorization", "")
-            self.auth.sign_out(header[7:].strip() if header[:7].lower() == "bearer " else request.cookies.get(COOKIE))
+            try:
+                await asyncio.to_thread(self.sessions.close, self.token(request))
+            except StoreError:
+                return self.refuse(503, "the floor database cannot be written: you are not signed out yet")
             resp = JSONResponse({"ok": True})
             resp.delete_cookie(COOKIE, path="/")
             return resp
         if request.method == "GET":
-            s, scope = self.session(request), self.scope(request)
+            try:
+                s, scope = await asyncio.to_thread(self.session, request), await asyncio.to_thread(self.scope, request)
+            except StoreError:
+                return self.refuse(503, "the floor database cannot be read")
             return JSONResponse({"ok": True, **self.who(s.actor, scope)}) if s and scope else self.refuse(
                 401, "sign in first")
         req = await self.body(request, 4096)
@@ -453,6 +491,8 @@ class _ReportRoutes:
         try:
             token, s = await asyncio.to_thread(self.auth.sign_in, req["person"], req["pin"], address=address,
                                                source="floor", origin=FLOOR)
+            # the PIN was right: the floor keeps its own session, in its database, not the authenticator's
+            self.auth.sign_out(token)
         except SignInLocked as exc:
             return self.refuse(429, str(exc))
         except PermissionError as exc:
@@ -461,22 +501,23 @@ class _ReportRoutes:
             log.error("floor_people_file_unreadable", error=str(exc)[:300])
             return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role not in FLOOR_ROLES:
-            self.auth.sign_out(token)
             return self.refuse(403, f"role {s.actor.role.value} may not see the floor's reports (pit_boss or "
                                "floor_manager may)")
         try:
             person = self.auth.people().get(s.actor.person)
         except PeopleFileError as exc:
-            self.auth.sign_out(token)
             log.error("floor_people_file_unreadable", error=str(exc)[:300])
             return self.refuse(500, "the people file cannot be read; the log says why")
         if s.actor.role is Role.PIT_BOSS and (person is None or not person.pits):
-            self.auth.sign_out(token)
             log.warning("floor_sign_in_refused", person=s.actor.person, reason="a pit boss of no pit")
             return self.refuse(403, f"{s.actor.person} is a pit boss of no pit: give their pits with tablectl "
                                "people add --replace --role pit_boss --pit NAME")
         scope = Scope(s.actor.person, s.actor.role.value,
                       None if s.actor.role is Role.FLOOR_MANAGER else frozenset(person.pits))
+        try:
+            token = await asyncio.to_thread(self.sessions.open, s.actor.person, s.actor.role.value)
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be written: try again")
         resp = JSONResponse({"ok": True, "token": token, **self.who(s.actor, scope)})
         resp.set_cookie(COOKIE, token, max_age=int(self.auth.session_ttl_s), path="/", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
@@ -507,7 +548,7 @@ class _ReportRoutes:
     async def report_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse, Response
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         fmt = request.query_params.get("format", "json")
@@ -537,7 +578,7 @@ class _ReportRoutes:
 
         if self.cross_site(request):
             return self.refuse(403, "cross-site request refused")
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         if request.method == "GET":
@@ -577,7 +618,7 @@ class _ReportRoutes:
     async def alarms_endpoint(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
-        scope = self.scope(request)
+        scope = await asyncio.to_thread(self.scope, request)
         if scope is None:
             return self.refuse(401, "sign in first (pit_boss or floor_manager)")
         only = await asyncio.to_thread(self.visible, scope, None)
@@ -594,8 +635,89 @@ class _ReportRoutes:
             where, params = f"WHERE table_id IN ({', '.join('?' * len(only))}) ", tuple(sorted(only))
         rows = await asyncio.to_thread(self.floor.store.query, "SELECT table_id, source, kind, text, ts FROM alarms "
                                        f"{where}ORDER BY ts DESC LIMIT 200", params)
-        return JSONResponse({"alarms": [dict(zip(("table_id", "source", "kind", "text", "ts"), r)) for r in rows],
-                             "record": record})
+        return JSONResponse({"alarms": [{**dict(zip(("table_id", "source", "kind", "text", "ts"), r)),
+                                         "at": self.shown.at(r[4])} for r in rows],
+                             "record": record, "zone": self.shown.zone})
+
+    def now(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self.clock() / 1e6, _dt.timezone.utc)
+
+    async def pit_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/pit[?pit=NAME]``: the grid of the tables in the person's scope
+        (:func:`table.floor.pit_screen.grid`)."""
+        from starlette.responses import JSONResponse
+
+        scope = await asyncio.to_thread(self.scope, request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        pit = request.query_params.get("pit") or None
+        try:
+            only = await asyncio.to_thread(self.visible, scope, pit)
+            board = await asyncio.to_thread(grid, self.floor.store, only, clock=self.shown, now=self.now(), pit=pit)
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
+        return JSONResponse(board)
+
+    async def figures_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/figures[?day=YYYY-MM-DD&pit=NAME&table=ID&series=month|year]``:
+        the day, month and year figures with their 95 % band per table, per pit and for the
+        person's scope, and the cumulative series the page plots
+        (:func:`table.floor.figures.figures`)."""
+        from starlette.responses import JSONResponse
+
+        scope = await asyncio.to_thread(self.scope, request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        series = request.query_params.get("series", "month")
+        table_id = request.query_params.get("table")
+        try:
+            if series not in ("month", "year"):
+                raise ReportError("series: month or year")
+            if table_id is not None and not PIT_RE.match(table_id):
+                raise ReportError("table: letters, digits, '.', '_', '-'")
+            d = _day(request.query_params.get("day"), self.today())
+            only = await asyncio.to_thread(self.visible, scope, request.query_params.get("pit") or None)
+            pits = await asyncio.to_thread(pits_of, self.floor.store)
+            if table_id is not None:
+                if only is not None and table_id not in only:
+                    return self.refuse(404, f"no table {table_id!r} in your view", code="unknown_table")
+                only = {table_id}
+            rows = await asyncio.to_thread(_figures, self.floor.store, d.replace(month=1, day=1).isoformat(),
+                                           d.isoformat())
+            out = figures(rows, d, only, pits, min_rounds=MIN_ROUNDS_FOR_BAND, series=series)
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        return JSONResponse(out)
+
+    async def table_endpoint(self, request: Request) -> Response:
+        """``GET /api/v1/floor/table/{table_id}[?before=SEQ&day=YYYY-MM-DD]``: one table's card,
+        rounds and day figures (:func:`table.floor.pit_screen.table_page`); 404 for a table
+        the floor has no status of or outside the person's pits (one answer for both)."""
+        from starlette.responses import JSONResponse
+
+        scope = await asyncio.to_thread(self.scope, request)
+        if scope is None:
+            return self.refuse(401, "sign in first (pit_boss or floor_manager)")
+        table_id = request.path_params["table_id"]
+        before = request.query_params.get("before")
+        if before is not None and not (before.isdigit() and len(before) <= 18):
+            return self.refuse(400, "before: the seq of the oldest round shown, a whole number")
+        try:
+            day = _day(request.query_params.get("day"), self.today()).isoformat()
+            only = await asyncio.to_thread(self.visible, scope, None)
+            page = await asyncio.to_thread(table_page, self.floor.store, table_id, only, clock=self.shown,
+                                           gaming_day=day, before=int(before) if before else None, now=self.now())
+        except ReportError as exc:
+            return self.refuse_error(exc)
+        except NoSuchTable:
+            return self.refuse(404, f"no table {table_id[:64]!r} in your view", code="unknown_table")
+        except ValueError as exc:
+            return self.refuse(400, str(exc))
+        except StoreError:
+            return self.refuse(503, "the floor database cannot be read")
+        return JSONResponse(page)
 
     def check_record(self) -> dict[str, Any]:
         """The floor's record checked now (:class:`table.floor.record.RecordCheck`), each
@@ -608,18 +730,20 @@ class _ReportRoutes:
 
 
 def report_routes(floor: Floor, people_file: str | Path, *, key: TableKey,
-                  clock: Callable[[], int] | None = None) -> list[Any]:
+                  clock: Callable[[], int] | None = None, zone: str | None = None) -> list[Any]:
     """The routes of the reports and the floor page (for :func:`table.floor.web.floor_app`).
     ``key``: the floor key (signs the notes; :mod:`table.floor.record`); ``clock``: the
-    wall clock, µs since the epoch (UTC); tests give their own."""
+    wall clock, µs since the epoch (UTC); tests give their own; ``zone``: the IANA zone the
+    pages show times in (default: the floor machine's own, :func:`~table.floor.pit_screen.local_zone_name`)."""
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = _ReportRoutes(floor, people_file, clock, key=key)
+    r = _ReportRoutes(floor, people_file, clock, key=key, zone=zone)
     page = r.page
     return [Route("/", page), Route("/floor.html", page),
             Route("/api/v1/floor/session", r.session_endpoint, methods=["GET", "POST", "DELETE"]),
             Route("/api/v1/floor/tables", r.tables_endpoint), Route("/api/v1/floor/report", r.report_endpoint),
             Route("/api/v1/floor/notes", r.notes_endpoint, methods=["GET", "POST"]),
             Route("/api/v1/floor/alarms", r.alarms_endpoint),
+            Route("/api/v1/floor/pit", r.pit_endpoint), Route("/api/v1/floor/figures", r.figures_endpoint), Route("/api/v1/floor/table/{table_id}", r.table_endpoint),
             Mount("/floor-static", app=StaticFiles(directory=str(STATIC_DIR)))]

@@ -62,7 +62,14 @@ class FloorService:
             if self.config.people_file is not None:
                 from .reports import report_routes
 
-                routes = report_routes(self.floor, self.config.people_file, key=self.floor_key)
+                routes = report_routes(self.floor, self.config.people_file, key=self.floor_key,
+                                       zone=self.config.display_timezone)
+            if self.config.wall_pits:
+                from .pit_screen import Clock, local_zone_name
+                from .wall import wall_routes
+
+                routes = wall_routes(self.floor, self.config.wall_pits,
+                                     Clock(self.config.display_timezone or local_zone_name())) + routes
             host, _, port = self.config.listen.rpartition(":")
             self.server = FloorServer(floor_app(self.floor, self.floor_key, extra_routes=routes), host, int(port))
             for address, b in self.brokers:

@@ -58,9 +58,13 @@ def floor_app(floor: Floor, floor_key: TableKey, *, extra_routes: list[Any] | No
     async def health(request: Request) -> Response:
         return JSONResponse({"counts": asdict(floor.counts), "database": floor.store.kind})
 
+    async def database_away(request: Request, exc: Exception) -> Response:
+        # a read the floor could not make (its sessions, its grid): said, never a 500 with a trace
+        return JSONResponse({"ok": False, "error": "the floor database cannot be read now; try again"}, 503)
+
     routes = [Route("/api/v1/notary/{table_id}", notary), Route("/api/v1/floor/health", health),
               *(extra_routes or [])]
-    return with_headers(Starlette(routes=routes), SECURITY_HEADERS)
+    return with_headers(Starlette(routes=routes, exception_handlers={StoreError: database_away}), SECURITY_HEADERS)
 
 
 class FloorServer(AppServer):

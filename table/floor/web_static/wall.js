@@ -1,0 +1,28 @@
+"use strict";
+// The pit's read-only wall page (/pit?pit=NAME): the floor's grid of one pit, every 2 s, no sign-in.
+const pit = new URLSearchParams(location.search).get("pit") || "";
+async function loadWall() {
+  let r;
+  try {
+    r = await fetch("/api/v1/floor/wall?pit=" + encodeURIComponent(pit), {credentials: "omit"});
+  } catch (e) {
+    document.getElementById("wall-error").textContent = "the floor does not answer; trying again";
+    return;
+  }
+  const body = await r.json().catch(() => null);
+  if (r.status !== 200 || !body) {
+    document.getElementById("wall-error").textContent = (body && body.error) || ("HTTP " + r.status);
+    return;
+  }
+  document.getElementById("wall-error").textContent = "";
+  const c = body.counts;
+  document.getElementById("pit-counts").textContent = c.tables + " tables: " + c.online + " online, " + c.offline +
+    " offline, " + c.no_news + " no news, " + c.alarmed + " with alarms · " + (body.at || "");
+  document.getElementById("grid").replaceChildren(...body.tables.map((t) => tile(t, null)));
+}
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("wall-h").textContent = "Pit " + pit;
+  document.title = "Pit " + pit;
+  loadWall();
+  setInterval(loadWall, 2000);
+});
