@@ -22,7 +22,7 @@ import click
 import structlog
 
 from devices.contract import DriverError, DriverKind, LinkConfig, OpenRequest
-from devices.plugins import open_driver
+from devices.apart.choose import open_device
 from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
@@ -668,7 +668,8 @@ class _TableRun:
                                   extras={"usb_backend": usb_backend,
                                           "frame_trace": trace.hook(kind) if trace else None})
             try:
-                drv = open_driver(driver_name, request)
+                # a plugin in a process of its own (docs/drivers.md, "A driver's process")
+                drv = open_device(driver_name, request, service=a.service)
             except DriverError as exc:
                 raise click.UsageError(f"devices.{kind}.driver: {exc}") from None
             stack.callback(drv.close)

@@ -1,0 +1,57 @@
+"""Where a table opens a device's driver: in a process of its own or in the table's.
+
+:func:`open_device` is the one call a table's assembly makes per device: the config's
+driver name and the :class:`~devices.contract.OpenRequest`, as
+:func:`devices.plugins.open_driver` takes them. Under the setting
+:data:`~devices.apart.proxy.APART_SETTING` (``"plugins"`` by default: every driver but
+the built-in ``spec`` runs apart; ``"all"``; ``"none"``) it returns a driver in its own
+process (:func:`devices.apart.proxy.open_apart`) or in this one. Benches and tests that
+hand the SPEC driver an in-process USB emulator (``extras["usb_backend"]``) keep it here:
+a Python object cannot cross a process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from devices.contract import DriverKind, OpenRequest
+
+from .isolation import Isolation
+from .proxy import open_apart, runs_apart
+
+#: URL schemes that reach a device over the network (pyserial): the driver keeps the network
+NETWORK_SCHEMES = ("socket://", "rfc2217://", "loop://")
+
+
+def isolation_for(request: OpenRequest, *, service: bool) -> Isolation:
+    """The isolation of ``request``'s driver process: in service mode as root, a user and
+    group of its own (:meth:`Isolation.service`), the device node's group (the udev rule's
+    ``GROUP=``) and no network unless the device is reached over one; else a bench's
+    (descriptors, core, dumpable only)."""
+    network = request.url.startswith(NETWORK_SCHEMES)
+    if not (service and os.geteuid() == 0):
+        return Isolation(network=True)
+    device_group = None
+    if request.url.startswith("/"):
+        try:
+            device_group = os.stat(request.url).st_gid
+        except OSError:  # not there yet (unplugged): the driver's open says so
+            device_group = None
+    index = 0 if DriverKind(request.kind) is DriverKind.SHUFFLER else 1
+    return Isolation.service(index, device_group=device_group or None, network=network)
+
+
+def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", service: bool = False) -> Any:
+    """Driver ``driver`` for ``request``, apart or in this process (module docstring).
+    ``service``: the table runs as the service (its drivers get :func:`isolation_for`'s
+    service isolation when it runs as root). Raises as :func:`devices.plugins.open_driver`."""
+    if runs_apart(apart, driver) and not (request.extras or {}).get("usb_backend"):
+        extras = {k: v for k, v in (request.extras or {}).items() if k == "frame_trace" and v is not None}
+        request = OpenRequest(request.kind, request.url, request.name, request.events, options=request.options,
+                              link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
+                              resume=request.resume, extras=extras)
+        return open_apart(driver, request, isolation=isolation_for(request, service=service))
+    from devices.plugins import open_driver  # the in-process form: the table loads the driver itself
+
+    return open_driver(driver, request)
