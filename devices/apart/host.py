@@ -66,6 +66,12 @@ class Host:
             self.send({"t": "refused", "error": {"type": "DriverError", "message":
                        f"driver process speaks wire version {wire.WIRE_VERSION}, the table {hello.get('v')!r}"}})
             return False
+        # codecs Python loads lazily where the driver's user may not read the interpreter's
+        # folder (a table installed under a private home): host names (idna), serial text
+        import encodings.idna  # noqa: F401
+        import encodings.ascii  # noqa: F401
+        import encodings.latin_1  # noqa: F401
+
         try:
             apply(Isolation.from_wire(hello.get("isolation") or {}), keep=(self.sock.fileno(),))
         except (IsolationError, OSError) as exc:
