@@ -76,3 +76,74 @@ def test_the_proxy_makes_each_failure_a_link_error_naming_the_driver(tmp_path, m
         finally:
             shf.close()
 
+
+
+class SocketActivation:
+    """What systemd does for deploy/threecard-driver@.socket (Accept=no): it listens on the
+    driver's socket and, when a table connects and no driver runs, starts
+    ``python -m devices.apart.host --listen-fd 3``; the driver serves that one table and
+    ends when it goes (or fails), and the next connection starts it again."""
+
+    def __init__(self, path) -> None:
+        import socket
+        import subprocess
+        import sys
+        import threading
+
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(4)
+        self.stop = threading.Event()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.started = 0
+        self._sub, self._sys = subprocess, sys
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        while not self.stop.is_set():
+            ready, _, _ = select.select([self.listener, self.wake_r], [], [])  # systemd's epoll on the socket
+            if self.stop.is_set():
+                return
+            fd = self.listener.fileno()
+            proc = self._sub.Popen([self._sys.executable, "-m", "devices.apart.host", "--listen-fd", str(fd)],
+                                   pass_fds=(fd,), stdin=self._sub.DEVNULL, stdout=self._sub.DEVNULL,
+                                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": PLUGINS})
+            self.started += 1
+            proc.wait()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.wake_w.send(b"x")
+        self.thread.join(timeout=30)
+        for s in (self.listener, self.wake_r, self.wake_w):
+            s.close()
+
+
+def test_a_driver_systemd_starts_on_its_socket_is_reached_there_and_started_again_after_it_exits(tmp_path):
+    from devices.apart.choose import open_device
+
+    arm = tmp_path / "arm"
+    (tmp_path / "sockets").mkdir()
+    activation = SocketActivation(tmp_path / "sockets" / "shuffler.sock")
+    events: queue.Queue = queue.Queue()
+    try:
+        with SimulatedTable((RED, BLUE), seed=11) as sim:
+            shf = open_device(FLAKY, OpenRequest(DriverKind.SHUFFLER, sim.shuffler_url, "shuffler", events,
+                                                 options={"mode": "exit", "arm_file": str(arm)}),
+                              apart="all", service=True, sockets=str(tmp_path / "sockets"))
+            try:
+                assert shf.process.connect == str(tmp_path / "sockets" / "shuffler.sock")
+                assert shf.status().cards == 0 and activation.started == 1
+                arm.write_text("")
+                with pytest.raises(DriverProcessFailed, match="flaky-spec"):
+                    shf.status()
+                assert events.get(timeout=10).message.kind == "link_down"
+                assert events.get(timeout=20).message.kind == "link_up"  # a new connection, a new driver
+                assert shf.status().cards == 0 and activation.started == 2
+            finally:
+                shf.close()
+    finally:
+        activation.close()

@@ -22,6 +22,14 @@ from .proxy import open_apart, runs_apart
 
 #: URL schemes that reach a device over the network (pyserial): the driver keeps the network
 NETWORK_SCHEMES = ("socket://", "rfc2217://", "loop://")
+#: where systemd listens for the table on each kind's driver (deploy/threecard-driver@.socket)
+DRIVER_SOCKETS = "/run/threecard-drivers"
+
+
+def driver_socket(kind: DriverKind | str, folder: str = DRIVER_SOCKETS) -> str | None:
+    """The systemd socket of ``kind``'s driver (``FOLDER/KIND.sock``) when it is installed, else None."""
+    path = os.path.join(folder, f"{DriverKind(kind)}.sock")
+    return path if os.path.exists(path) else None
 
 
 def isolation_for(request: OpenRequest, *, service: bool) -> Isolation:
@@ -42,15 +50,22 @@ def isolation_for(request: OpenRequest, *, service: bool) -> Isolation:
     return Isolation.service(index, device_group=device_group or None, network=network)
 
 
-def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", service: bool = False) -> Any:
+def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", service: bool = False,
+                sockets: str = DRIVER_SOCKETS) -> Any:
     """Driver ``driver`` for ``request``, apart or in this process (module docstring).
-    ``service``: the table runs as the service (its drivers get :func:`isolation_for`'s
-    service isolation when it runs as root). Raises as :func:`devices.plugins.open_driver`."""
+    ``service``: the table runs as the service: a driver whose systemd socket is installed
+    (:func:`driver_socket` in ``sockets``) is reached there, systemd confining it
+    (deploy/threecard-driver@.service); else the table starts it, with
+    :func:`isolation_for`'s service isolation when it runs as root. Raises as
+    :func:`devices.plugins.open_driver`."""
     if runs_apart(apart, driver) and not (request.extras or {}).get("usb_backend"):
         extras = {k: v for k, v in (request.extras or {}).items() if k == "frame_trace" and v is not None}
         request = OpenRequest(request.kind, request.url, request.name, request.events, options=request.options,
                               link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
                               resume=request.resume, extras=extras)
+        connect = driver_socket(request.kind, sockets) if service else None
+        if connect is not None:  # systemd gave it its user, no network, its device: the rest is the process's
+            return open_apart(driver, request, isolation=Isolation(network=True), connect=connect)
         return open_apart(driver, request, isolation=isolation_for(request, service=service))
     from devices.plugins import open_driver  # the in-process form: the table loads the driver itself
 

@@ -1,4 +1,5 @@
-"""A driver process: ``python -m devices.apart.host --fd N`` (started by the table, :mod:`devices.apart.proxy`).
+"""A driver process: ``python -m devices.apart.host --fd N`` (started by the table, :mod:`devices.apart.proxy`),
+or ``--listen-fd 3`` (started by systemd on the table's connection, deploy/threecard-driver@.service).
 
 It reads the table's ``hello`` from the socket at descriptor ``N``, confines itself
 (:mod:`devices.apart.isolation`) before any driver code is imported, loads the driver
@@ -211,6 +212,13 @@ class Host:
         threading.Thread(target=self.work, name="apart-calls", daemon=True).start()
         self._reader.join()
         self._calls.put(None)
+        # the table is gone or ended this process: close the driver, but a driver hung in a call
+        # may never let go, and the process ends anyway (the table started or will start another)
+        closer = threading.Thread(target=self._close_driver, name="apart-close", daemon=True)
+        closer.start()
+        closer.join(timeout=2.0)
+
+    def _close_driver(self) -> None:
         try:
             self.driver.close()
         except Exception:  # noqa: BLE001 - closing a driver that failed: nothing more to do
@@ -251,9 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     """Serve one driver on the socket at ``--fd``; 0 when the table closed it, 1 when the
     driver could not be started (the table was told why)."""
     ap = argparse.ArgumentParser(prog="python -m devices.apart.host", description=__doc__.splitlines()[0])
-    ap.add_argument("--fd", type=int, required=True, help="the descriptor of this process's socket to the table")
+    how = ap.add_mutually_exclusive_group(required=True)
+    how.add_argument("--fd", type=int, help="the descriptor of this process's socket to the table (the table "
+                                            "started this process)")
+    how.add_argument("--listen-fd", type=int, help="a listening socket (systemd's socket activation, "
+                                                   "deploy/threecard-driver@.socket): serve the first table that "
+                                                   "connects, then end")
     a = ap.parse_args(argv)
-    sock = socket.socket(fileno=a.fd)
+    if a.listen_fd is not None:
+        with socket.socket(fileno=a.listen_fd) as listener:
+            sock, _ = listener.accept()
+    else:
+        sock = socket.socket(fileno=a.fd)
     host = Host(sock)
     if not host.start():
         return 1

@@ -95,7 +95,7 @@ class _Slot:
 class _Child:
     """One start of a driver process: its process, its socket, its calls in flight."""
 
-    def __init__(self, popen: subprocess.Popen, sock: socket.socket) -> None:
+    def __init__(self, popen: subprocess.Popen | None, sock: socket.socket) -> None:
         self.popen = popen
         self.sock = sock
         self.rfile = sock.makefile("rb")
@@ -104,6 +104,10 @@ class _Child:
         self.alive = True
         self.why = ""
         self.reader: threading.Thread | None = None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The process's exit status (None: started by systemd, not the table's to wait for)."""
+        return self.popen.wait(timeout) if self.popen is not None else None
 
     def release(self) -> None:
         """Close this process's end of the socket (its reader is done with it)."""
@@ -116,12 +120,15 @@ class _Child:
             self.sock.sendall(data)
 
     def kill(self, why: str) -> None:
+        """End this start: SIGKILL a process the table started; for one systemd started
+        (connected to), close the connection, on which it ends itself."""
         if not self.why:
             self.why = why
-        try:
-            self.popen.send_signal(signal.SIGKILL)
-        except OSError:
-            pass
+        if self.popen is not None:
+            try:
+                self.popen.send_signal(signal.SIGKILL)
+            except OSError:
+                pass
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -163,13 +170,17 @@ class DriverProcess:
     ``sys.path``); ``request``: as :func:`devices.plugins.open_driver` takes it
     (``extras["frame_trace"]`` is called with the frames the process reports; other
     extras cannot cross a process); ``isolation``: :class:`Isolation`;
-    ``call_deadline_s``: how long a call may take (None: :func:`default_deadline_s`).
+    ``call_deadline_s``: how long a call may take (None: :func:`default_deadline_s`);
+    ``connect``: the path of a driver's socket systemd listens on
+    (deploy/threecard-driver@.socket): each start connects to it instead of starting a
+    process, and systemd starts the confined driver (deploy/threecard-driver@.service).
     """
 
     def __init__(self, driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                  call_deadline_s: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S,
-                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL) -> None:
+                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL, connect: str | None = None) -> None:
         self.driver = driver
+        self.connect = connect
         self.request = request
         self.kind = DriverKind(request.kind)
         self.isolation = isolation or Isolation(network=True)
@@ -210,6 +221,15 @@ class DriverProcess:
         self._supervisor.start()
 
     def _spawn(self) -> _Child:
+        if self.connect is not None:  # systemd starts the driver on this connection
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self.connect)
+            except OSError as exc:
+                sock.close()
+                raise DriverProcessFailed(f"the {self.kind}'s driver socket {self.connect}: {exc.strerror or exc}") \
+                    from None
+            return _Child(None, sock)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if os.environ.get("PYTHONPATH"):
@@ -238,7 +258,7 @@ class DriverProcess:
             ready = self._await_ready(c)
         except BaseException:
             c.kill("did not start")
-            c.popen.wait()
+            c.wait()
             c.release()
             raise
         self.name = str(ready.get("name") or self.driver)[:80]
@@ -263,7 +283,7 @@ class DriverProcess:
             while True:
                 line = c.rfile.readline(wire.MAX_LINE + 1)
                 if not line:
-                    code = c.popen.wait()
+                    code = c.wait()
                     raise DriverProcessFailed(f"the {self.kind}'s driver {self.driver!r}: its process "
                                               f"{c.why or f'ended (exit status {code})'} before it was ready")
                 msg = wire.decode_line(line)
@@ -345,9 +365,11 @@ class DriverProcess:
         self._ended(c)
 
     def _ended(self, c: _Child) -> None:
-        code = c.popen.wait()
+        code = c.wait()
         c.alive = False
-        if not c.why or c.why == "ended":
+        if code is None:
+            c.why = c.why if c.why and c.why != "ended" else "closed its connection"
+        elif not c.why or c.why == "ended":
             c.why = f"ended (exit status {code})" if code >= 0 else f"was killed by signal {-code}"
         err = DriverProcessFailed(f"{self.who}: its process {c.why}")
         for slot in list(c.pending.values()):
@@ -459,14 +481,14 @@ class DriverProcess:
         if c is not None:
             try:
                 c.send({"t": "close"})
-                c.popen.wait(timeout=5)
+                c.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         with self._lock:
             children = list(self._children)
         for k in children:  # a start the supervisor made meanwhile, a failed one still being read
             k.kill("closed")
-            k.popen.wait()
+            k.wait()
             if k.reader is not None:
                 k.reader.join(timeout=10)
 
@@ -524,15 +546,16 @@ class ApartShuffler(ApartShoe):
 
 def open_apart(driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                call_deadline_s: float | None = None, paths: tuple[str, ...] = (),
-               open_timeout_s: float = OPEN_TIMEOUT_S) -> ApartShoe | ApartShuffler:
+               open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None) -> ApartShoe | ApartShuffler:
     """Driver ``driver`` for ``request.kind`` in a process of its own: what
     :func:`devices.plugins.open_driver` returns, apart (module docstring). ``isolation``:
     None for a bench's (descriptors, core, dumpable); :meth:`Isolation.service` in
-    service mode. Raises :class:`DriverError` (load, version, options, isolation), the
+    service mode; ``connect``: a systemd driver socket (:class:`DriverProcess`). Raises
+    :class:`DriverError` (load, version, options, isolation), the
     driver's :class:`LinkError` (cannot open, no answer, refused) or
     :class:`DriverProcessFailed`."""
     process = DriverProcess(driver, request, isolation=isolation, call_deadline_s=call_deadline_s, paths=paths,
-                            open_timeout_s=open_timeout_s)
+                            open_timeout_s=open_timeout_s, connect=connect)
     process.start()
     kind = DriverKind(request.kind)
     return ApartShuffler(process) if kind is DriverKind.SHUFFLER else ApartShoe(process)
