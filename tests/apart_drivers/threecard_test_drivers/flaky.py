@@ -1,5 +1,6 @@
 """The SPEC driver, failing on purpose: ``mode`` ``raise`` (a ``ValueError``), ``hang`` (never
-answers) or ``exit`` (its process ends) in ``status()``; with ``arm_file`` once, when the
+answers), ``exit`` (its process ends) or ``forge`` (a line of its own on the table's
+socket) in ``status()``; with ``arm_file`` once, when the
 test has made that file (it is removed as the driver fails), without it in every call. A test plugin: it may use ``devices.plugins``' SPEC
 driver, which a vendor's package would not."""
 
@@ -37,6 +38,13 @@ class Flaky:
                 threading.Event().wait()
             if self.mode == "exit":
                 os._exit(3)
+            if self.mode == "forge":  # writes to the table's socket itself, past its driver process's wire
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                            os.write(int(fd), b'{"t": "event", "ev": {"seq": 1}}\n')
+                    except OSError:
+                        pass
         return self.inner.status()
 
 
@@ -51,8 +59,8 @@ class FlakyPlugin:
         return FULL
 
     def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        if options.get("mode", "raise") not in ("raise", "hang", "exit"):
-            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit")
+        if options.get("mode", "raise") not in ("raise", "hang", "exit", "forge"):
+            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit, forge")
 
     def open(self, request: OpenRequest) -> Any:
         o = request.options
