@@ -95,3 +95,34 @@ def test_which_drivers_run_apart():
         [True, True, False, True, False, False]
     with pytest.raises(DriverError, match="devices.apart"):
         runs_apart("some", "spec")
+
+
+@pytest.fixture
+def installed_test_drivers(tmp_path, monkeypatch):
+    """The test drivers as a vendor's package installs them: an entry point of
+    ``threecard.devices`` (a dist-info on the path), its code on the path."""
+    site = tmp_path / "site"
+    dist = site / "threecard_test_drivers-0.0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: threecard-test-drivers\nVersion: 0.0.1\n")
+    (dist / "entry_points.txt").write_text("[threecard.devices]\nflaky-spec = threecard_test_drivers.flaky:PLUGIN\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{PLUGINS}")
+    return site
+
+
+def test_checking_a_config_that_names_a_plugin_never_imports_it_into_the_table(tmp_path, installed_test_drivers):
+    from table.config import ConfigError, load_config
+    from tables import table_toml
+
+    path = tmp_path / "table.toml"
+    text = table_toml("t1", 2, "/dev/ttyUSB0", "/dev/ttyUSB1").replace(
+        'url = "/dev/ttyUSB1"', 'url = "/dev/ttyUSB1"\ndriver = "flaky-spec"\nmode = "MODE"')
+    path.write_text(text.replace("MODE", "hang"))
+    cfg = load_config(path)
+    assert cfg.devices.shoe.driver == "flaky-spec"
+    path.write_text(text.replace("MODE", "sideways"))
+    with pytest.raises(ConfigError, match=r"devices\.shoe\.mode.*one of raise, hang, exit"):
+        load_config(path)
+    assert not any(m.startswith("threecard_test_drivers") for m in sys.modules)  # checked in its own process

@@ -18,7 +18,7 @@ from typing import Any
 from devices.contract import DriverKind, OpenRequest
 
 from .isolation import Isolation
-from .proxy import open_apart, runs_apart
+from .proxy import check_apart, open_apart, runs_apart
 
 #: URL schemes that reach a device over the network (pyserial): the driver keeps the network
 NETWORK_SCHEMES = ("socket://", "rfc2217://", "loop://")
@@ -70,3 +70,17 @@ def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", se
     from devices.plugins import open_driver  # the in-process form: the table loads the driver itself
 
     return open_driver(driver, request)
+
+
+def prepare_apart(driver: str, kind: DriverKind | str, options: Any) -> tuple[None, Any]:
+    """:func:`devices.plugins.prepare` for a config check that never imports a plugin's code
+    into this process: the built-in ``spec`` is checked here, any other driver in a driver
+    process (:func:`devices.apart.proxy.check_apart`). Returns ``(None, capabilities)``
+    (the plugin object stays in its process). Raises :class:`~devices.contract.DriverError`
+    (:class:`~devices.contract.DriverOptionError` for an option)."""
+    if driver == "spec":
+        from devices.plugins import prepare
+
+        _, caps = prepare(driver, kind, options)
+        return None, caps
+    return None, check_apart(driver, kind, dict(options))["capabilities"]

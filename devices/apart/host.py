@@ -87,11 +87,14 @@ class Host:
             self.send({"t": "refused", "error": wire.to_error(exc) if not isinstance(exc, ImportError) else
                        {"type": "DriverError", "message": f"driver failed to load: {type(exc).__name__}: {exc}"}})
             return False
-        return True
+        return not hello.get("check")
 
     def _load(self, driver: str, kind: Any, paths: list[str]) -> tuple[Any, str, str]:
         from devices import plugins  # the loader: imports the driver's code (in this process only)
 
+        for p in reversed(paths):
+            if p not in sys.path:
+                sys.path.insert(0, p)
         if ":" not in driver:
             plugin = plugins.load_plugin(driver, kind)
             if driver == plugins.SPEC.name:
@@ -99,9 +102,6 @@ class Host:
             eps = [ep for ep in plugins.entry_points(group=plugins.ENTRY_POINT_GROUP, name=driver)]
             dist = getattr(eps[0], "dist", None) if eps else None
             return plugin, (dist.name if dist else driver), (dist.version if dist else "unknown")
-        for p in paths:
-            if p not in sys.path:
-                sys.path.insert(0, p)
         module, _, attr = driver.partition(":")
         plugin = getattr(importlib.import_module(module), attr)
         if isinstance(plugin, type):
@@ -111,21 +111,37 @@ class Host:
         return plugin, top, str(getattr(plugin, "version", None) or getattr(sys.modules[top], "__version__",
                                                                              "unknown"))
 
-    def _open(self, hello: dict) -> None:
-        from devices.contract import DriverKind, OpenRequest, check_capabilities
+    def _prepare(self, hello: dict) -> tuple[Any, Any, dict, Any, str, str]:
+        """Load the driver and check its options and capabilities as :func:`devices.plugins.prepare`.
+        Returns (plugin, kind, options, declared capabilities, package, version)."""
+        from devices.contract import DriverKind, DriverOptionError, check_capabilities
 
         kind = DriverKind(hello["kind"])
-        self.name = str(hello["name"])
+        for p in hello.get("syspath") or []:  # the table's environment: where its drivers are installed
+            if isinstance(p, str) and p not in sys.path:
+                sys.path.append(p)
         plugin, package, version = self._load(str(hello["driver"]), kind, list(hello.get("path") or []))
         options = dict(hello.get("options") or {})
         unknown = sorted(set(options) - set(plugin.option_keys))
         if unknown:
-            from devices.contract import DriverOptionError
-
-            raise DriverOptionError(f"devices.{kind}.{unknown[0]}", f"not an option of driver {hello['driver']!r}")
+            allowed = ", ".join(sorted(plugin.option_keys)) or "none"
+            raise DriverOptionError(f"devices.{kind}.{unknown[0]}", f"not an option of driver {hello['driver']!r} "
+                                    f"(its options: {allowed})")
         plugin.check_options(kind, options)
         declared = plugin.capabilities(kind, options)
         check_capabilities(kind, declared, str(hello["driver"]))
+        return plugin, kind, options, declared, package, version
+
+    def _open(self, hello: dict) -> None:
+        from devices.contract import OpenRequest
+
+        self.name = str(hello["name"])
+        plugin, kind, options, declared, package, version = self._prepare(hello)
+        about = {"name": str(getattr(plugin, "name", hello["driver"])), "package": package, "version": version,
+                 "contract_version": plugin.contract_version, "declared": wire.to_capabilities(declared)}
+        if hello.get("check"):  # a config check: loaded and checked, nothing opened
+            self.send({"t": "checked", **about})
+            return
         local: "queue.Queue[Any]" = queue.Queue(maxsize=int(hello.get("queue", 256)))
         trace = self._trace if hello.get("trace") else None
         request = OpenRequest(kind, str(hello["url"]), self.name, local, options=options,
@@ -134,9 +150,7 @@ class Host:
                               extras={"frame_trace": trace} if trace else {})
         self.driver = plugin.open(request)
         self.local = local
-        self.send({"t": "ready", "name": str(getattr(plugin, "name", hello["driver"])), "package": package,
-                   "version": version, "contract_version": plugin.contract_version,
-                   "declared": wire.to_capabilities(declared),
+        self.send({"t": "ready", **about,
                    "ops": sorted(op for op in wire.CALLS if callable(getattr(self.driver, op, None))),
                    "link": self.snapshot()})
 

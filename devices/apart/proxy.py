@@ -251,7 +251,7 @@ class DriverProcess:
         trace = req.extras.get("frame_trace") if req.extras else None
         try:
             c.send({"t": "hello", "v": wire.WIRE_VERSION, "kind": str(self.kind), "driver": self.driver,
-                    "url": req.url, "name": req.name, "options": dict(req.options), "path": list(self.paths),
+                    "url": req.url, "name": req.name, "options": dict(req.options), "path": list(self.paths), "syspath": [p for p in sys.path if p],
                     "link_config": wire.to_link_config(req.link_config), "ack_on_delivery": req.ack_on_delivery,
                     "queue": req.link_config.event_queue_size, "trace": trace is not None,
                     "isolation": self.isolation.to_wire()})
@@ -276,7 +276,7 @@ class DriverProcess:
         if self.starts > 1:
             self._back_up(previous)
 
-    def _await_ready(self, c: _Child) -> dict:
+    def _await_ready(self, c: _Child, want: str = "ready") -> dict:
         timer = threading.Timer(self.open_timeout_s, c.kill, args=(f"did not open within {self.open_timeout_s:g} s",))
         timer.start()
         try:
@@ -287,12 +287,14 @@ class DriverProcess:
                     raise DriverProcessFailed(f"the {self.kind}'s driver {self.driver!r}: its process "
                                               f"{c.why or f'ended (exit status {code})'} before it was ready")
                 msg = wire.decode_line(line)
-                if msg["t"] == "ready":
+                if msg["t"] == want:
                     return msg
                 if msg["t"] == "refused":
                     err = msg.get("error") or {}
+                    if err.get("type") == "DriverOptionError":
+                        raise wire.from_error(err, f"the {self.kind}'s driver {self.driver!r}")
                     if err.get("type") == "DriverError":
-                        raise DriverError(f"device driver {self.driver!r}: {str(err.get('message'))[:500]}")
+                        raise DriverError(str(err.get("message"))[:800])
                     raise wire.from_error(err, f"the {self.kind}'s driver {self.driver!r}")
                 if msg["t"] == "resume":
                     self._answer_resume(c, msg)
@@ -544,6 +546,32 @@ class ApartShuffler(ApartShoe):
         return reply
 
 
+def check_apart(driver: str, kind: DriverKind | str, options: dict[str, Any], *, paths: tuple[str, ...] = (),
+                timeout_s: float = OPEN_TIMEOUT_S) -> dict[str, Any]:
+    """What :func:`devices.plugins.prepare` checks (the driver loads, is for this contract
+    version and this kind, takes these options, declares what the table needs), done in a
+    driver process, so that checking a table's config never imports a plugin's code into
+    the table. Returns ``name``, ``package``, ``version``, ``capabilities``
+    (:class:`Capabilities`). Raises :class:`DriverError` (:class:`DriverOptionError` for an
+    option, its key ``devices.KIND.KEY``) or :class:`DriverProcessFailed`."""
+    kind = DriverKind(kind)
+    request = OpenRequest(kind, "", str(kind), queue.Queue(1), options=dict(options))
+    process = DriverProcess(driver, request, paths=paths, open_timeout_s=timeout_s)
+    c = process._spawn()
+    try:
+        c.send({"t": "hello", "v": wire.WIRE_VERSION, "kind": str(kind), "driver": driver, "url": "",
+                "name": str(kind), "options": dict(options), "path": list(paths), "check": True,
+                "syspath": [p for p in sys.path if p],
+                "isolation": Isolation(network=True).to_wire()})
+        msg = process._await_ready(c, want="checked")
+    finally:
+        c.kill("checked")
+        c.wait()
+        c.release()
+    return {"name": str(msg.get("name"))[:80], "package": str(msg.get("package"))[:80],
+            "version": str(msg.get("version"))[:40], "capabilities": wire.from_capabilities(msg.get("declared"))}
+
+
 def open_apart(driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                call_deadline_s: float | None = None, paths: tuple[str, ...] = (),
                open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None) -> ApartShoe | ApartShuffler:
@@ -561,5 +589,5 @@ def open_apart(driver: str, request: OpenRequest, *, isolation: Isolation | None
     return ApartShuffler(process) if kind is DriverKind.SHUFFLER else ApartShoe(process)
 
 
-__all__ = ["APART_CHOICES", "APART_SETTING", "ApartLink", "ApartShoe", "ApartShuffler", "DriverProcess",
+__all__ = ["APART_CHOICES", "APART_SETTING", "ApartLink", "ApartShoe", "ApartShuffler", "DriverProcess", "check_apart",
            "DriverProcessFailed", "DriverRaised", "open_apart", "runs_apart"]
