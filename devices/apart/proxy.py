@@ -367,8 +367,8 @@ class DriverProcess:
         self._ended(c)
 
     def _ended(self, c: _Child) -> None:
-        code = c.wait()
         c.alive = False
+        code = c.wait()
         if code is None:
             c.why = c.why if c.why and c.why != "ended" else "closed its connection"
         elif not c.why or c.why == "ended":
@@ -445,6 +445,9 @@ class DriverProcess:
         cid = next(self._ids)
         slot = _Slot()
         c.pending[cid] = slot
+        if not c.alive:  # it ended between the look and the call: its reader failed what it saw pending
+            c.pending.pop(cid, None)
+            raise DriverProcessFailed(f"{self.who}: its process {c.why or 'ended'}")
         try:
             c.send({"t": "call", "id": cid, "op": op, "args": args or {}})
         except OSError:
