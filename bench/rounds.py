@@ -1,6 +1,7 @@
 """Round throughput of ``tablectl run --simulate``.
 
     python bench/rounds.py [--json] [--rounds N] [--seats 1,3,7] [--transports serial,usb] [--baseline DIR]
+    python bench/rounds.py --drivers [--json] [--rounds N] [--seats 7] [--pairs 3]
 
 ``--baseline DIR``: also run another checkout (``git worktree add DIR <commit>``)
 the same way, each of its runs just after this checkout's, and print its rows
@@ -30,6 +31,20 @@ one run, which a shared machine can hold where it cannot hold a rate):
 | cpu_per_round_ratio (journaled ÷ unjournaled CPU a round) | <= 1.6 |
 
 Journal size target: <= 8 KB a round at 7 seats.
+
+``--drivers`` instead compares the two drivers in processes of their own
+(``devices/apart/``) against the same drivers in the table's process, in one run:
+a table in this process (the SPEC emulators on ptys, the virtual dealer, a
+journal), the two forms run alternately ``--pairs`` times, each for ``--rounds``
+rounds, and prints for each form
+
+| figure | what |
+| --- | --- |
+| card_p50_ms, card_p99_ms | the card path: the shoe emulator sends a ``CardDrawn`` -> the table journals it -> its ACK reaches the shoe, from the emulator's own frames (every card of every round) |
+| rounds_per_s | rounds dealt per second, first round to last |
+
+and the ratios apart ÷ in process: ``card_p99_ratio`` (target <= 1.2, docs/drivers.md
+"A driver's process") and ``rounds_per_s_ratio`` (in process ÷ apart: the slowdown).
 """
 
 from __future__ import annotations
@@ -89,6 +104,106 @@ def one(rounds: int, seats: int, transport: str, journal: bool, tree: str | None
         }
 
 
+def drivers_run(rounds: int, seats: int, apart: bool) -> dict:
+    """One table in this process, its drivers apart or in process (module docstring)."""
+    import queue
+    import threading
+
+    from devices.apart import open_apart
+    from devices.contract import DriverKind, OpenRequest
+    from devices.plugins import open_driver
+    from protocols.cards import BackColour
+    from protocols.frame import decode_frame
+    from protocols.messages import Ack, CardDrawn
+    from simulators.table import SimulatedTable
+    from table.console import Console
+    from table.controller import TableController, TableTiming
+    from table.custody import DeckCustody
+    from table.journal import Journal
+    from table.keys import generate
+    from table.rules.settlement import Tables
+
+    red, blue = BackColour.RED, BackColour.BLUE
+    sent: dict[int, float] = {}
+    path_ms: list[float] = []
+    lock = threading.Lock()
+
+    def on_frame(direction: str, data: bytes) -> None:  # the shoe's own frames: the card path's two ends
+        now = time.perf_counter()
+        frame = decode_frame(data)
+        with lock:
+            if direction == "tx" and frame.type == CardDrawn.TYPE:
+                sent.setdefault(frame.seq, now)  # a resend keeps the first send
+            elif direction == "rx" and frame.type == Ack.TYPE and frame.seq in sent:
+                path_ms.append((now - sent.pop(frame.seq)) * 1000)
+
+    with tempfile.TemporaryDirectory(prefix="bench-drivers-") as tmp, \
+            SimulatedTable((red, blue), seed=1) as sim:
+        sim.shoe.on_frame = on_frame
+        events: queue.Queue = queue.Queue(maxsize=1024)
+        journal = Journal(Path(tmp) / "journal.sqlite3", key=generate())
+        opened = []
+        for kind, url in (("shuffler", sim.shuffler_url), ("shoe", sim.shoe_url)):
+            request = OpenRequest(DriverKind(kind), url, kind, events)
+            opened.append(open_apart("spec", request) if apart else open_driver("spec", request))
+        console = Console()
+        ctl = TableController(opened[0], opened[1], events, sim.dealer, DeckCustody([("A", red), ("B", blue)]),
+                              seats=seats, ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal,
+                              console=console, timing=TableTiming(event_timeout_s=10))
+        try:
+            ctl.prepare()
+            stamps = []
+            for _ in range(rounds):
+                ctl.play_round()
+                stamps.append(time.perf_counter())
+        finally:
+            ctl.close()
+            for d in opened:
+                d.close()
+            journal.close()
+    path_ms.sort()
+
+    def pct(q: float) -> float:
+        return round(path_ms[min(len(path_ms) - 1, int(q * len(path_ms)))], 3)
+
+    return {"drivers": "apart" if apart else "in_process", "seats": seats, "rounds": rounds, "cards": len(path_ms),
+            "card_p50_ms": pct(0.50), "card_p99_ms": pct(0.99),
+            "rounds_per_s": round((len(stamps) - 1) / (stamps[-1] - stamps[0]), 1)}
+
+
+def drivers_main(args: argparse.Namespace) -> int:
+    """``--drivers``: apart against in process, alternately, in one run; the ratios."""
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    seats = int(args.seats.split(",")[-1])
+    runs = [drivers_run(args.rounds, seats, apart) for _ in range(args.pairs) for apart in (False, True)]
+    by = {form: [r for r in runs if r["drivers"] == form] for form in ("in_process", "apart")}
+
+    def med(form: str, key: str) -> float:
+        values = sorted(r[key] for r in by[form])
+        return values[len(values) // 2]
+
+    ratio = {"card_p99_ratio": round(med("apart", "card_p99_ms") / med("in_process", "card_p99_ms"), 3),
+             "card_p50_ratio": round(med("apart", "card_p50_ms") / med("in_process", "card_p50_ms"), 3),
+             "rounds_per_s_ratio": round(med("in_process", "rounds_per_s") / med("apart", "rounds_per_s"), 3),
+             "target_card_p99_ratio": 1.2}
+    if args.json:
+        print(json.dumps({"runs": runs, "ratios": ratio}))
+        return 0
+    print(f"{'drivers':10} {'seats':>5} {'rounds':>6} {'cards':>5} {'card p50 ms':>11} {'card p99 ms':>11} {'rounds/s':>9}")
+    for r in runs:
+        print(f"{r['drivers']:10} {r['seats']:5} {r['rounds']:6} {r['cards']:5} {r['card_p50_ms']:11} "
+              f"{r['card_p99_ms']:11} {r['rounds_per_s']:9}")
+    print()
+    print("apart / in process (medians of the pairs): card path p99 "
+          f"{ratio['card_p99_ratio']}x (target <= 1.2x), p50 {ratio['card_p50_ratio']}x; "
+          f"rounds/s in process / apart {ratio['rounds_per_s_ratio']}x")
+    return 0
+
+
 def ratios(runs: list[dict]) -> list[dict]:
     """Journaled ÷ unjournaled, per transport and seats (each pair from this one run)."""
     out = []
@@ -114,7 +229,12 @@ def main() -> int:
     ap.add_argument("--seats", default="1,3,7", help="comma-separated seat counts (default 1,3,7)")
     ap.add_argument("--transports", default="serial,usb", help="serial (ptys) and/or usb (default both)")
     ap.add_argument("--baseline", metavar="DIR", help="another checkout run alongside (tree 'base')")
+    ap.add_argument("--drivers", action="store_true",
+                    help="compare drivers in processes of their own with drivers in the table's process")
+    ap.add_argument("--pairs", type=int, default=3, help="--drivers: runs of each form, alternately (default 3)")
     args = ap.parse_args()
+    if args.drivers:
+        return drivers_main(args)
     trees = [None] + ([args.baseline] if args.baseline else [])
     runs = [one(args.rounds, int(s), tr, j, tree) for tr in args.transports.split(",")
             for s in args.seats.split(",") for j in (False, True) for tree in trees]

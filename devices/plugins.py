@@ -121,6 +121,15 @@ def load_plugin(name: str, kind: DriverKind | str) -> DriverPlugin:
             except Exception as exc:  # noqa: BLE001
                 raise DriverError(f"device driver {name!r} (package {package}): its plugin class could not be "
                                   f"made: {type(exc).__name__}: {exc}") from exc
+    check_plugin(plugin, name, package, kind)
+    return plugin
+
+
+def check_plugin(plugin: Any, name: str, package: str, kind: DriverKind | str) -> None:
+    """What :func:`load_plugin` checks of a loaded plugin (the contract's attributes, its
+    contract version, the kind): also run by a driver process on the plugin it imports
+    (:mod:`devices.apart.host`). Raises :class:`DriverError`."""
+    kind = DriverKind(kind)
     missing = [a for a in ("contract_version", "kinds", "option_keys", "capabilities", "check_options", "open")
                if not hasattr(plugin, a)]
     if missing:
@@ -134,7 +143,6 @@ def load_plugin(name: str, kind: DriverKind | str) -> DriverPlugin:
     if kind not in {DriverKind(k) for k in plugin.kinds}:
         raise DriverError(f"device driver {name!r} (package {package}) does not drive a {kind} "
                           f"(it drives: {', '.join(sorted(str(DriverKind(k)) for k in plugin.kinds))})")
-    return plugin
 
 
 def split_options(kind: DriverKind | str, section: Mapping[str, Any]) -> dict[str, Any]:

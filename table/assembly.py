@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 import structlog
 
 from devices import plugins
-from devices.contract import DeviceEvent, DriverError, DriverKind, LinkConfig, OpenRequest
+from devices.contract import Capabilities, DeviceEvent, DriverError, DriverKind, LinkConfig, OpenRequest
 from protocols.cards import BackColour
 
 from .bets import TableLimits
@@ -103,11 +103,16 @@ class DeviceSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     link_config: LinkConfig = field(default_factory=LinkConfig)
     extras: Mapping[str, Any] = field(default_factory=dict)
+    #: which drivers run in a process of their own (``devices.apart.choose``: ``"plugins"``,
+    #: ``"all"``, ``"none"``; docs/drivers.md, "A driver's process")
+    apart: str = "plugins"
+    #: the table runs as the service: a driver process gets the service's isolation
+    service: bool = False
 
     @classmethod
     def from_config(cls, cfg: TableConfig | None, kind: DriverKind | str, *, url: str | None = None,
                     journal: Journal | None = None, spec_only: bool = False,
-                    extras: Mapping[str, Any] | None = None) -> "DeviceSpec":
+                    extras: Mapping[str, Any] | None = None, service: bool = False) -> "DeviceSpec":
         """``[devices.KIND]`` of ``cfg`` (None: the SPEC driver with the default link) with
         the firmware versions ``journal``'s updates approve (:func:`table.firmware.link_config_for`).
         ``url`` overrides the config's; ``spec_only``: the built-in driver whatever the
@@ -116,11 +121,11 @@ class DeviceSpec:
 
         kind = DriverKind(kind)
         if cfg is None:
-            return cls(kind, url or "", extras=dict(extras or {}))
+            return cls(kind, url or "", extras=dict(extras or {}), service=service)
         dev = getattr(cfg.devices, str(kind))
         driver, options = ("spec", {}) if spec_only else (dev.driver, dict(dev.options))
         return cls(kind, url or dev.url, driver, options, link_config_for(cfg, str(kind), journal),
-                   dict(extras or {}))
+                   dict(extras or {}), service=service)
 
 
 @dataclass(frozen=True)
@@ -192,10 +197,12 @@ def open_driver(device: DeviceSpec, events: "queue.Queue[DeviceEvent]", *,
     """Open ``device``'s driver, connected (its identity known), delivering on ``events``.
 
     THE SEAM where a device's driver comes into the table: every caller opens drivers
-    through this function only. Today the driver runs in this process
-    (:func:`devices.plugins.open_driver`); a driver run as a process of its own is
-    started here and returned as a proxy with the same surface (``link``,
-    ``status()``, ``shuffle()``, ``close()``, ``capabilities``, ``driver_name``).
+    through this function only. A plugin (or every driver, ``device.apart == "all"``)
+    runs as a process of its own (:func:`devices.apart.choose.open_device`), started
+    here and returned as a proxy with the same surface (``link``, ``status()``,
+    ``shuffle()``, ``close()``, ``capabilities``, ``driver_name``); the table never
+    imports its code and learns its declaration from the process. The built-in SPEC
+    driver runs in this process by default (:func:`devices.plugins.open_driver`).
 
     ``resume``: the journal's last event per device (the links skip what is
     journaled); ``ack_on_delivery``: answer the device at once (no journal kept).
@@ -207,10 +214,23 @@ def open_driver(device: DeviceSpec, events: "queue.Queue[DeviceEvent]", *,
     request = OpenRequest(device.kind, device.url, str(device.kind), events, options=dict(device.options),
                           link_config=device.link_config, ack_on_delivery=ack_on_delivery, resume=resume,
                           extras=dict(device.extras))
+    from devices.apart.choose import open_device
+
     try:
-        return plugins.open_driver(device.driver, request)
+        drv = open_device(device.driver, request, apart=device.apart, service=device.service)
     except DriverError as exc:
         raise DriverRefused(f"devices.{device.kind}.driver", str(exc)) from exc
+    if isinstance(drv, plugins.DeclaredDriver):
+        return drv
+    process = getattr(drv, "process", None)  # a driver apart: its declaration came from its process
+    declared = getattr(process, "declared", None)
+    if not isinstance(declared, Capabilities):
+        drv.close()
+        raise DriverRefused(f"devices.{device.kind}.driver",
+                            f"{plugins.entry_point_of(device.driver)} declares no capabilities")
+    return plugins.DeclaredDriver(drv, plugins.Declaration(
+        device.driver, plugins.entry_point_of(device.driver), int(getattr(process, "contract_version", 0) or 0),
+        device.kind, declared))
 
 
 # -- the table --------------------------------------------------------------------------------------

@@ -1105,7 +1105,7 @@ def _check_device(device: DeviceConfig, path: tuple, errs: _Collector) -> None:
     supports and drives this kind; its own keys are what it accepts
     (``devices.plugins.prepare``; docs/drivers.md)."""
     from devices.contract import DriverError, DriverOptionError
-    from devices.plugins import prepare
+    from devices.apart.choose import prepare_apart as prepare  # a plugin is checked in its own process
 
     kind = path[-1] if path and path[-1] in ("shuffler", "shoe") else None
     if kind is None:

@@ -59,3 +59,32 @@ def test_udev_rules_name_group_and_hide_from_modemmanager(name, symlinks, subsys
         for needed in ('GROUP="threecard"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"', "idVendor", "idProduct",
                        "{serial}"):
             assert needed in r, (needed, r)
+
+
+DRIVER_UNIT = REPO / "deploy" / "threecard-driver@.service"
+
+
+def test_the_driver_unit_holds_only_its_device_and_starts_the_driver_process():
+    """docs/drivers.md, "What a driver can reach": its own user, no network, its device only,
+    none of the table's files, no core dumps; started on its socket with the command the
+    driver process accepts."""
+    u: dict[str, list[str]] = {}
+    for line in DRIVER_UNIT.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "[")) and "=" in line:
+            k, v = line.split("=", 1)
+            u.setdefault(k, []).append(v)
+    one = {k: v[-1] for k, v in u.items()}
+    assert (one["DynamicUser"], one["PrivateNetwork"], one["IPAddressDeny"]) == ("yes", "yes", "any")
+    assert (one["DevicePolicy"], one["LimitCORE"], one["ProtectSystem"], one["NoNewPrivileges"]) == \
+        ("closed", "0", "strict", "yes")
+    assert "/dev/threecard/%i rw" in u["DeviceAllow"]
+    assert {"-/var/lib/threecard", "-/etc/threecard", "-/run/threecard"} <= set(one["InaccessiblePaths"].split())
+    assert "AF_INET" not in one["RestrictAddressFamilies"]
+    argv = shlex.split(one["ExecStart"])
+    assert argv[1:4] == ["-m", "devices.apart.host", "--listen-fd"]
+    socket_unit = (REPO / "deploy" / "threecard-driver@.socket").read_text()
+    assert "ListenStream=/run/threecard-drivers/%i.sock" in socket_unit and "Accept=no" in socket_unit
+    from devices.apart.choose import DRIVER_SOCKETS
+
+    assert DRIVER_SOCKETS == "/run/threecard-drivers"

@@ -299,3 +299,36 @@ def test_the_checker_catches_a_driver_reaching_into_the_table(tmp_path):
         "acme/driver.py imports firmware_bridge.link: a driver package may import only ['devices.contract', 'protocols']",
         "acme/driver.py imports table.controller: a driver package may import only ['devices.contract', 'protocols']",
     ]
+
+
+#: the table's side of a driver process (devices/apart/) never loads a driver: no plugin
+#: loader, no driver code; only the driver process (devices.apart.host) does (docs/drivers.md)
+APART_TABLE_SIDE = ("devices.apart.proxy", "devices.apart.wire", "devices.apart.isolation")
+APART_TABLE_SIDE_MAY_NOT = ("devices.plugins", "devices.drivers", "devices.apart.host")
+
+
+def apart_violations(root: Path) -> list[str]:
+    """Every import by the table's side of a driver process of what loads or is a driver."""
+    mods = modules(root)
+    known = set(mods)
+    out = []
+    for name in APART_TABLE_SIDE:
+        if name not in mods:
+            out.append(f"{name} is missing")
+            continue
+        for target in sorted(imports(name, mods[name], known)):
+            if target in APART_TABLE_SIDE_MAY_NOT:
+                out.append(f"{name} imports {target}: the table's side of a driver process never loads a driver")
+    return out
+
+
+def test_the_table_side_of_a_driver_process_never_loads_a_driver():
+    assert apart_violations(REPO) == []
+
+
+def test_the_checker_catches_the_table_side_loading_a_driver(tmp_path):
+    root = _plant(tmp_path, {"devices/__init__.py": "", "devices/plugins.py": "", "devices/apart/__init__.py": "",
+                             "devices/apart/proxy.py": "def f():\n    from devices.plugins import load_plugin\n",
+                             "devices/apart/wire.py": "", "devices/apart/isolation.py": ""})
+    assert apart_violations(root) == ["devices.apart.proxy imports devices.plugins: the table's side of a driver "
+                                      "process never loads a driver"]

@@ -52,7 +52,7 @@ def _shuffler_risk(cfg) -> str | None:
     commitment (docs/drivers.md, "Capabilities"); None when it does. The SPEC driver
     declares it; a 1.0 SPEC shuffler is found only at start, by its protocol version."""
     from devices.contract import DriverError
-    from devices.plugins import prepare
+    from devices.apart.choose import prepare_apart as prepare  # a plugin is checked in its own process
     from table.procedure.commitment import residual_risk
 
     try:

@@ -660,7 +660,7 @@ class _TableRun:
             # the driver the config names (docs/drivers.md); --simulate's devices speak the SPEC
             extras = {"usb_backend": usb_backend, "frame_trace": trace.hook(kind) if trace else None}
             return DeviceSpec.from_config(self.cfg, kind, url=url, journal=journal, spec_only=a.simulate,
-                                          extras=extras)
+                                          extras=extras, service=a.service)
 
         spec = TableSpec(
             shuffler=device("shuffler", a.shuffler_url), shoe=device("shoe", a.shoe_url),

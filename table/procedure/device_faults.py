@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import structlog
 
+from devices.apart.wire import DriverProcessFailed, DriverRaised
 from devices.contract import Capabilities, LinkError, RequestRefused
 from protocols.messages import DeviceState, NakCode, ShufflerFaultCode, StatusReply
 
@@ -131,7 +132,7 @@ def what_to_do(which: str, exc: BaseException | None, status: StatusReply | None
         return f"the dealer to clear the {which}'s fault (code {fault}) (the table goes on by itself once it is clear)"
     if code == NakCode.BUSY:
         return f"the {which} to finish what it is doing"
-    if isinstance(exc, DriverFailed):
+    if isinstance(exc, (DriverFailed, DriverRaised, DriverProcessFailed)):  # a driver apart too (docs/drivers.md)
         return (f"the {which} to answer again (its driver failed): check the {which}, switch it off and on; "
                 "call a technician if it stays")
     return (f"the {which} to answer again (its link is down or its replies are garbled): check its cable and "

@@ -1,0 +1,151 @@
+"""A driver's failure is a device fault (docs/drivers.md "A driver's process", docs/device-faults.md):
+a driver process that raises, hangs past its deadline or exits makes the call a LinkError the
+table's ride-through holds on, journaled naming the driver and its version; the process is
+started again and the table goes on. Never an exit of the table."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from devices.apart import open_apart
+from devices.apart.wire import DriverProcessFailed, DriverRaised
+from devices.contract import DriverKind, OpenRequest
+from simulators.table import SimulatedTable
+from table.errors import DeviceFault
+from test_drivers_apart import BLUE, PLUGINS, RED, apart_table
+
+FLAKY = "threecard_test_drivers.flaky:PLUGIN"
+
+
+def _incidents(journal) -> tuple[list[dict], list[dict]]:
+    held = [e.body for e in journal.entries("device_fault") if e.body["step"] == "held"]
+    links = [e.body for e in journal.entries("link") if e.body["source"] == "shuffler"]
+    return held, links
+
+
+@pytest.mark.parametrize("mode", ["raise", "hang", "exit"])
+def test_a_driver_that_fails_once_is_a_device_fault_ridden_through_and_started_again(tmp_path, mode):
+    arm = tmp_path / "arm"
+    with apart_table(tmp_path, shuffler=(FLAKY, {"mode": mode, "arm_file": str(arm)}),
+                     call_deadline_s=1.5) as (ctl, sim, journal, drivers):
+        ctl.prepare()
+        ctl.play_round()
+        arm.write_text("")  # the shuffler's driver fails at its next status
+        for _ in range(2):
+            ctl.play_round()
+        assert ctl.rounds_played == 3  # the table held, then went on
+        assert not arm.exists()  # the failure did happen
+        held, links = _incidents(journal)
+        assert held and held[0]["source"] == "shuffler"
+        assert "'flaky-spec' (threecard_test_drivers 0.0.1)" in held[0]["reason"]
+        assert "its driver failed" in held[0]["waiting_for"]  # not "check its cable"
+        assert "Q" not in held[0]["reason"] and "♠" not in held[0]["reason"]  # a driver's text never shown
+        notices = [b["notice"] for b in links]
+        assert notices[-2:] == ["link_down", "link_up"]
+        assert "'flaky-spec' (threecard_test_drivers 0.0.1)" in links[-2]["detail"]
+        assert drivers["shuffler"].process.starts == 2
+        assert [e.body["step"] for e in journal.entries("device_fault")][-1] == "back"
+
+
+def test_a_driver_that_raises_in_every_call_holds_the_table_never_a_crash(tmp_path):
+    with apart_table(tmp_path, shuffler=(FLAKY, {"mode": "raise"}), attached=False,
+                     timing={"fault_deadline_s": 3}) as (ctl, sim, journal, drivers):
+        with pytest.raises(DeviceFault, match="not back within 3 s"):  # a bench's deadline, never a ValueError
+            ctl.prepare()
+        held, links = _incidents(journal)
+        assert held and "raised ValueError" in held[0]["reason"] and "0.0.1" in held[0]["reason"]
+        assert drivers["shuffler"].process.starts >= 2  # started again after each failure
+
+
+@pytest.mark.parametrize(("mode", "error"), [("raise", DriverRaised), ("hang", DriverProcessFailed),
+                                             ("exit", DriverProcessFailed), ("forge", DriverProcessFailed)])
+def test_the_proxy_makes_each_failure_a_link_error_naming_the_driver(tmp_path, mode, error):
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=11) as sim:
+        shf = open_apart(FLAKY, OpenRequest(DriverKind.SHUFFLER, sim.shuffler_url, "shuffler", events,
+                                            options={"mode": mode}), paths=(PLUGINS,), call_deadline_s=1.0)
+        try:
+            with pytest.raises(error, match=r"'flaky-spec' \(threecard_test_drivers 0.0.1\)"):
+                shf.status()
+            notice = events.get(timeout=10).message  # the process ended: said on the table's queue
+            assert notice.kind == "link_down" and "flaky-spec" in notice.detail
+            if mode == "forge":  # a line that is not the wire's (an event without its message)
+                assert "broke the wire" in notice.detail
+            assert events.get(timeout=10).message.kind == "link_up"  # and started again
+            assert shf.link.alive and shf.process.starts == 2
+        finally:
+            shf.close()
+
+
+
+class SocketActivation:
+    """What systemd does for deploy/threecard-driver@.socket (Accept=no): it listens on the
+    driver's socket and, when a table connects and no driver runs, starts
+    ``python -m devices.apart.host --listen-fd 3``; the driver serves that one table and
+    ends when it goes (or fails), and the next connection starts it again."""
+
+    def __init__(self, path) -> None:
+        import socket
+        import subprocess
+        import sys
+        import threading
+
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(4)
+        self.stop = threading.Event()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.started = 0
+        self._sub, self._sys = subprocess, sys
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        while not self.stop.is_set():
+            ready, _, _ = select.select([self.listener, self.wake_r], [], [])  # systemd's epoll on the socket
+            if self.stop.is_set():
+                return
+            fd = self.listener.fileno()
+            proc = self._sub.Popen([self._sys.executable, "-m", "devices.apart.host", "--listen-fd", str(fd)],
+                                   pass_fds=(fd,), stdin=self._sub.DEVNULL, stdout=self._sub.DEVNULL,
+                                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": PLUGINS})
+            self.started += 1
+            proc.wait()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.wake_w.send(b"x")
+        self.thread.join(timeout=30)
+        for s in (self.listener, self.wake_r, self.wake_w):
+            s.close()
+
+
+def test_a_driver_systemd_starts_on_its_socket_is_reached_there_and_started_again_after_it_exits(tmp_path):
+    from devices.apart.choose import open_device
+
+    arm = tmp_path / "arm"
+    (tmp_path / "sockets").mkdir()
+    activation = SocketActivation(tmp_path / "sockets" / "shuffler.sock")
+    events: queue.Queue = queue.Queue()
+    try:
+        with SimulatedTable((RED, BLUE), seed=11) as sim:
+            shf = open_device(FLAKY, OpenRequest(DriverKind.SHUFFLER, sim.shuffler_url, "shuffler", events,
+                                                 options={"mode": "exit", "arm_file": str(arm)}),
+                              apart="all", service=True, sockets=str(tmp_path / "sockets"))
+            try:
+                assert shf.process.connect == str(tmp_path / "sockets" / "shuffler.sock")
+                assert shf.status().cards == 0 and activation.started == 1
+                arm.write_text("")
+                with pytest.raises(DriverProcessFailed, match="flaky-spec"):
+                    shf.status()
+                assert events.get(timeout=10).message.kind == "link_down"
+                assert events.get(timeout=20).message.kind == "link_up"  # a new connection, a new driver
+                assert shf.status().cards == 0 and activation.started == 2
+            finally:
+                shf.close()
+    finally:
+        activation.close()
