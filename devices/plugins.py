@@ -166,6 +166,16 @@ def prepare(name: str, kind: DriverKind | str, options: Mapping[str, Any]) -> tu
         raise DriverOptionError(f"devices.{kind}.{unknown[0]}", f"not an option of driver {name!r} "
                                 f"(its options: {allowed})")
     plugin.check_options(kind, options)
+    return plugin, declared(plugin, name, kind, options)
+
+
+def declared(plugin: Any, name: str, kind: DriverKind, options: Mapping[str, Any]) -> Capabilities:
+    """``plugin``'s declaration for a ``kind`` with ``options`` (its
+    ``capabilities(kind, options)``), checked: what the table goes by (docs/drivers.md,
+    "Capabilities"), in the table's process or in a driver's own. Raises
+    :class:`DriverError` naming driver ``name``'s entry point when it declares nothing
+    (no :class:`~devices.contract.Capabilities`), fails to, or declares what a ``kind``
+    cannot have."""
     try:
         caps = plugin.capabilities(kind, options)
     except Exception as exc:  # noqa: BLE001 - a third party's declaration is outside input
@@ -176,7 +186,7 @@ def prepare(name: str, kind: DriverKind | str, options: Mapping[str, Any]) -> tu
                           f"its capabilities(kind, options) returned {type(caps).__name__}, not a Capabilities; "
                           "the table does not guess what a device provides (docs/drivers.md, 'Capabilities')")
     check_capabilities(kind, caps, name)
-    return plugin, caps
+    return caps
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ from . import wire
 from .isolation import Isolation, IsolationError, apply
 
 
+
+class _Refused(Exception):
+    """The driver process's loader refuses the driver, in its own words (no driver code's
+    text): sent to the table as a :class:`~devices.contract.DriverError`."""
+
 class Host:
     """One driver served over one socket (module docstring)."""
 
@@ -83,6 +88,9 @@ class Host:
         self._reader.start()
         try:
             self._open(hello)
+        except _Refused as exc:
+            self.send({"t": "refused", "error": {"type": "DriverError", "message": str(exc)}})
+            return False
         except BaseException as exc:  # noqa: BLE001 - any failure of driver code goes back to the table
             self.send({"t": "refused", "error": wire.to_error(exc) if not isinstance(exc, ImportError) else
                        {"type": "DriverError", "message": f"driver failed to load: {type(exc).__name__}: {exc}"}})
@@ -114,7 +122,7 @@ class Host:
     def _prepare(self, hello: dict) -> tuple[Any, Any, dict, Any, str, str]:
         """Load the driver and check its options and capabilities as :func:`devices.plugins.prepare`.
         Returns (plugin, kind, options, declared capabilities, package, version)."""
-        from devices.contract import DriverKind, DriverOptionError, check_capabilities
+        from devices.contract import DriverError, DriverKind, DriverOptionError
 
         kind = DriverKind(hello["kind"])
         for p in hello.get("syspath") or []:  # the table's environment: where its drivers are installed
@@ -128,8 +136,12 @@ class Host:
             raise DriverOptionError(f"devices.{kind}.{unknown[0]}", f"not an option of driver {hello['driver']!r} "
                                     f"(its options: {allowed})")
         plugin.check_options(kind, options)
-        declared = plugin.capabilities(kind, options)
-        check_capabilities(kind, declared, str(hello["driver"]))
+        from devices import plugins
+
+        try:
+            declared = plugins.declared(plugin, str(hello["driver"]), kind, options)
+        except DriverError as exc:  # the loader's own words (the entry point, the rule): sent as they are
+            raise _Refused(str(exc)) from None
         return plugin, kind, options, declared, package, version
 
     def _open(self, hello: dict) -> None:
