@@ -36,6 +36,7 @@ _SERVER = r'''
 import array, importlib, json, os, signal, socket, sys
 
 control = socket.socket(fileno=int(sys.argv[1]))
+sys.path[0] = os.path.dirname(sys.executable)  # as the tablectl console script has it (not the cwd of -c)
 for name in sys.argv[2:]:
     try:
         importlib.import_module(name)
