@@ -278,7 +278,8 @@ class ApiDealer:
         req = urllib.request.Request(bench.url + "/api/v1/session", method="POST",
                                      data=json.dumps({"person": person, "pin": PEOPLE[person][1]}).encode(),
                                      headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        # a deadline, not a decision: under a loaded CI machine the sign-in took over 10 s
+        with urllib.request.urlopen(req, timeout=60) as resp:
             token = json.loads(resp.read())["token"]
         self.ws = connect(bench.url.replace("http", "ws", 1) + "/api/v1/ws",
                           additional_headers={"authorization": f"Bearer {token}"})

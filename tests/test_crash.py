@@ -40,12 +40,16 @@ from table.journal import Journal, verify
 from table.keys import load_private_key
 from table.recovery import restore
 from console_helpers import PEOPLE, make_people
+from warm_start import WarmStarter
 
 KILLS = int(os.environ.get("CRASH_KILLS", "100"))
 SEED = 2026
-#: A life lasts 0..MAX_RECORDS log records: start-up and recovery log a handful,
-#: a round at three seats about 18 (12 card reads, open, reveal, settle, collect, ...).
-MAX_RECORDS = 60
+#: A life lasts 0..MAX_RECORDS log records: start-up and recovery log a handful (the
+#: handshakes, a recovery, the decks' counts), a round at three seats about 6 (open,
+#: reveal, the shuffle opened, settle, collect, the next deck counted): start-up,
+#: recovery and about three rounds. (At 60, from when card reads were logged too, a
+#: life dealt ten rounds, most kills landed late in them and the test took twice as long.)
+MAX_RECORDS = 24
 
 # Where a deck's cards are in the simulation -> the custody places that agree.
 AGREES = {
@@ -79,16 +83,25 @@ def table_process(tmp_path):
     proc.stdout.close()
 
 
+@pytest.fixture
+def starter():
+    """``tablectl`` started warm: the controller's modules imported once, not at each of
+    the 100+ starts (a real process each, SIGKILLed as any other)."""
+    with WarmStarter() as warm:
+        yield warm
+
+
 def _truth(dealer: Path) -> dict:
     return send(dealer, {"action": "truth"}, timeout_s=10)
 
 
 class Life:
-    """One run of the controller, its stderr (JSON log records) read by a thread into
-    a queue, so the test reacts to each record as it is written."""
+    """One run of the controller (``tablectl ARGS``, a process of its own, started warm:
+    tests/warm_start.py), its stderr (JSON log records) read by a thread into a queue, so
+    the test reacts to each record as it is written."""
 
-    def __init__(self, cmd: list[str]) -> None:
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    def __init__(self, starter: WarmStarter, args: list[str]) -> None:
+        self.proc = starter.start(args)
         self.lines: queue.Queue = queue.Queue()
         self.tail: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -124,7 +137,7 @@ class Life:
     def end(self) -> None:
         self.proc.wait(10)
         self._reader.join(10)
-        self.proc.stderr.close()
+        self.proc.close()
 
 
 def _void(control: Path) -> int:
@@ -166,7 +179,7 @@ def _live(life: Life, control: Path, records: int | None, deadline: float) -> in
 
 @pytest.mark.long
 @pytest.mark.timeout(900)
-def test_sigkill_at_100_random_points(table_process, tmp_path):
+def test_sigkill_at_100_random_points(table_process, starter, tmp_path):
     dev, dealer = table_process
     journal, control = tmp_path / "journal.sqlite3", tmp_path / "control.sock"
     # The supervisors here are one account on the control socket, so one person: the
@@ -177,7 +190,7 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
     cfg.write_text(table_toml("crash-01", 3, dev / "shuffler", dev / "shoe",
                               f'[console]\ncontrol_socket = "{control}"\ntwo_person_void = false'))
     # No --log-file: the JSON log records come on stderr, where the test reads them.
-    run = tablectl() + ["run", "--config", str(cfg), "--shuffler-url", str(dev / "shuffler"), "--shoe-url",
+    run = ["run", "--config", str(cfg), "--shuffler-url", str(dev / "shuffler"), "--shoe-url",
                         str(dev / "shoe"), "--dealer-socket", str(dealer), "--journal", str(journal),
                         "--control-socket", str(control), "--seats", "3",
                         "--people-file", str(make_people(tmp_path / "people.toml"))]
@@ -189,7 +202,7 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
     # and last records are kept for the report) is not counted as a kill.
     while kills < KILLS:
         assert kills + ended < 3 * KILLS, f"only {kills} of {3 * KILLS} lives lasted until their kill: {endings}"
-        life = Life(run + ["--rounds", "1000"])
+        life = Life(starter, run + ["--rounds", "1000"])
         voids += _live(life, control, rng.randint(0, MAX_RECORDS), time.monotonic() + 120)
         life.end()
         if life.proc.returncode == -signal.SIGKILL:
@@ -200,7 +213,7 @@ def test_sigkill_at_100_random_points(table_process, tmp_path):
         if control.exists():
             control.unlink()  # a killed controller leaves its socket file behind
     # A last, clean run: resolve what the last kill left, then finish two whole rounds.
-    life = Life(run + ["--rounds", "2"])
+    life = Life(starter, run + ["--rounds", "2"])
     voids += _live(life, control, None, time.monotonic() + 120)
     life.end()
     assert life.proc.returncode == 0, "".join(life.tail)

@@ -126,8 +126,10 @@ def test_api_commands_views_and_errors(tmp_path):
         assert view.seat == 1 and len(view.cards) == 3 and view.dealer_hand is not None
         assert len(t.dealer_hand()) == 3
         assert [str(c) for c in view.dealer_hand] == t.dealer_hand()
+        # The table waits for the collect, never for a deck: the command waits its timeout
+        # for the table to ask, then is refused (1 s here; the default is 30 s).
         with pytest.raises(CommandRefused, match="not expected now"):
-            t.register_deck("C", "S-1")
+            t.register_deck("C", "S-1", timeout_s=1)
         t.confirm_collect()
         status = t.status()
         assert status["table_id"] == "pit1-tcp-01" and status["head_seq"] >= 9

@@ -192,6 +192,10 @@ def test_reboot_resynchronises_event_sequence_numbers(bench):
     """After a reboot the device's event SEQs start again at 0: the host must take
     them as new events, not as repeats of the ones before the reboot."""
     link, _ = bench.link(FaultPlan(seed=12))
+    # No fault on this line: a repeat the host drops could only be the device resending an
+    # event whose ACK took over the bench's 25 ms (a loaded machine), not the confusion this
+    # test looks for. The ACK gets 2 s here.
+    bench.emulator.retransmit_initial_ms = 2000
     notices: list[str] = []
     emit_cards(bench.emulator, 5)
     assert collect_cards(link, 5, notices=notices) == list(range(5))
