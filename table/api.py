@@ -412,6 +412,7 @@ class Table:
         cannot be reached under ``unreachable = "refuse"``), or ``TimeoutError`` when
         not ready within ``ready_timeout_s``."""
         from .custody import DeckCustody
+        from .floor_anchor import FloorLink
         from .journal import Journal
         from .keys import table_key_for
 
@@ -420,7 +421,7 @@ class Table:
             key, _ = table_key_for(self.journal_path, self.config.journal.key_file)
             journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
-            anchors, unconfirmed = self._floor_anchors(key)
+            anchors, unconfirmed = self._floor_anchors(key, journal)
             shuffler, shoe, evq, dealer, cursor = self._open_devices(journal)
             d = self.config.decks
             custody = DeckCustody([(d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)])
@@ -429,6 +430,7 @@ class Table:
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
                 limits=self.config.limits.given(), unconfirmed=unconfirmed,
+                floor=FloorLink.of(self.config.floor),  # the floor of record (table/floor_anchor.py)
                 day_required=self.config.gaming_day.procedures_required)
             self._start_event_stream(key, journal)
             # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
@@ -446,17 +448,20 @@ class Table:
             raise err
         return self
 
-    def _floor_anchors(self, key) -> "tuple[list, str | None]":
+    def _floor_anchors(self, key, journal=None) -> "tuple[list, str | None]":
         """The floor's notary (``[floor] url``): the highest checkpoint the floor saw is an
         anchor; a journal behind it is held as an incident (issue 28). Returns
         ``(anchors, unconfirmed)``: ``unconfirmed`` is the notary's error text when it
         could not be reached under ``unreachable = "hold"`` (held for a supervisor's
         acknowledgement at start), else None. Raises NotaryError otherwise."""
+        from .floor_anchor import latest_receipt
         from .notary_client import NotaryError, floor_anchors
 
         unconfirmed = None
+        receipt = latest_receipt(journal) if journal is not None else None  # presented: the floor compares
         try:
-            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public)
+            anchors = floor_anchors(self.config.floor, table_id=self.table_id, table_public=key.public,
+                                    receipt=receipt)
         except NotaryError as exc:
             if self.config.floor.unreachable != "hold":
                 raise

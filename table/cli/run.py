@@ -336,6 +336,8 @@ class _TableRun:
         self.anchors: list = []
         #: why the floor could not confirm the journal's end ([floor] unreachable = "hold")
         self.unconfirmed: str | None = None
+        #: the floor this start reports to (table/floor_anchor.py: a journal naming one holds without it)
+        self.floor_link: Any = None
         self.voided: list[dict[str, str]] = []
         self.error: str | None = None
         self.code = 0
@@ -509,11 +511,13 @@ class _TableRun:
             # The floor's notary: the highest checkpoint the floor saw, which it never lowers
             # (issue 28); the broker's retained one can be republished by an insider.
             try:
-                anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key)
+                anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key, journal)
             except click.BadParameter:
                 journal.close()
                 raise
             self.anchors += anchors
+            from table.floor_anchor import FloorLink  # the floor of record (table/floor_anchor.py)
+            self.floor_link = FloorLink.of(cfg.floor)
         if a.simulate and journal.last_seq:
             journal.close()
             raise click.BadParameter(
@@ -684,6 +688,7 @@ class _TableRun:
             profile=self.profile, auto_dealer=a.bench_dealer,
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
+            floor=self.floor_link,
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
             archive=getattr(self, "archive_policy", None))
         stack.callback(_close_quietly, controller)
@@ -1127,16 +1132,18 @@ def _archive_policy(cfg: Any, journal_path: str, key: Any, table_id: str) -> Any
     return ArchivePolicy(folder, g.start_hour, g.timezone, g.retention_years, g.keep_days, anchored)
 
 
-def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:
+def _floor_anchors(section: Any, table_id: str, key: Any, journal: Any = None) -> tuple[list, str | None]:
     """The floor notary's anchor (table/notary_client.py), and why the journal's end could
     not be confirmed by the floor under ``[floor] unreachable = "hold"`` (None: confirmed,
     or not asked); a floor that cannot be reached under ``"refuse"``, or an unreadable
     floor key, is bad usage."""
+    from table.floor_anchor import latest_receipt
     from table.keys import KeyFileError
     from table.notary_client import NotaryError, floor_anchors
 
+    receipt = latest_receipt(journal) if journal is not None else None  # presented: the floor compares
     try:
-        return floor_anchors(section, table_id=table_id, table_public=key.public), None
+        return floor_anchors(section, table_id=table_id, table_public=key.public, receipt=receipt), None
     except KeyFileError as exc:
         raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
     except NotaryError as exc:

@@ -70,6 +70,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "ALTER TABLE alarms ADD COLUMN key_id TEXT",
         "ALTER TABLE alarms ADD COLUMN sig TEXT",
     ]),
+    (4, "the highest receipt the floor signed or heard back, per table (table/floor_anchor.py)", [
+        """CREATE TABLE floor_receipts (
+            table_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, head TEXT NOT NULL, envelope TEXT NOT NULL,
+            ts TEXT NOT NULL)""",
+    ]),
 ]
 
 #: the newest schema this code reads and writes

@@ -287,6 +287,18 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
             time.sleep(retry_s)
 
 
+def _receipt_book(config: Any, journal: Any, table_id: str) -> Any:
+    """What takes the floor's receipts into the journal (``[floor] url`` with a journal:
+    :class:`table.floor_anchor.ReceiptBook`'s ``take``, journaled before each checkpoint), or None."""
+    floor = getattr(config, "floor", None)
+    if journal is None or floor is None or not getattr(floor, "url", None):
+        return None
+    from table.floor_anchor import ReceiptBook
+    from table.keys import load_public_key
+
+    return ReceiptBook(journal, load_public_key(floor.public_key), table_id).attach().take
+
+
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
               config: Any = None, *, front: FrontDoorLoop | None = None, dispatcher: Dispatcher | None = None,
               roles: LocalRoles | None = None, table_key: Any = None, journal: Any = None) -> EventLog:
@@ -325,6 +337,6 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
     if mqtt_cfg is not None and mqtt_cfg.host:
         from table.interfaces.mqtt import MqttPublisher
 
-        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key),
-                                     status_source=controller.status).start().close)
+        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key), status_source=controller.status,
+                                     on_receipt=_receipt_book(config, journal, events.table_id)).start().close)
     return events

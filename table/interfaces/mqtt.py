@@ -446,11 +446,13 @@ class MqttPublisher:
     backoff 1..30 s) in the background, so a broker that is down at start-up
     delays publication, not the table. Raises :class:`MqttUnavailable` without
     paho-mqtt. ``acked_seq``: every event up to it is acknowledged by the
-    broker; ``connected``: the link to the broker is up.
+    broker; ``connected``: the link to the broker is up. ``on_receipt``: given, the
+    table's ``.../receipt`` topic (the floor's signed receipts, :mod:`table.floor_anchor`)
+    is followed and each message's bytes handed to it (paho's thread; it must not raise).
     """
 
     def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None,
-                 status_source: Any = None) -> None:
+                 status_source: Any = None, on_receipt: Any = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -469,6 +471,8 @@ class MqttPublisher:
         self.table_id = events.table_id
         self.events_topic, self.status_topic = topics(settings.floor, self.table_id)
         self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
+        self.receipt_topic = f"threecard/{settings.floor}/{self.table_id}/receipt"
+        self.on_receipt = on_receipt
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -495,6 +499,7 @@ class MqttPublisher:
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_publish = self._on_publish
+        self._client.on_message = self._on_message
 
     # -- state -----------------------------------------------------------------------------
 
@@ -571,10 +576,19 @@ class MqttPublisher:
             log.warning("mqtt_connect_refused", reason=str(reason))
             return
         self._publish_status(client)  # its PUBACK is handled later in this same thread: registered first
+        if self.on_receipt is not None:  # the floor's receipts (retained: the latest comes at once)
+            client.subscribe(self.receipt_topic, qos=1)
         with self._cv:
             self.connected = True
             self._cv.notify_all()
         log.info("mqtt_connected", host=self.settings.host, port=self.settings.port, acked_seq=self.acked_seq)
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        if self.on_receipt is not None and message.topic == self.receipt_topic:
+            try:
+                self.on_receipt(bytes(message.payload))
+            except Exception:  # noqa: BLE001 - a receipt not kept must not stop the publisher
+                log.exception("mqtt_receipt_failed")
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
         with self._cv:
