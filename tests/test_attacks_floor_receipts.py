@@ -127,6 +127,42 @@ def test_the_floor_signs_a_receipt_for_each_checkpoint_that_moves_its_notary_and
         t.close()
 
 
+def test_a_database_seeded_from_an_older_copy_is_behind_the_receipt_retained_on_the_broker(tmp_path):
+    """tablectl floor seed follows the rule of a restore: a new database seeded from an older
+    one holds the older notary, and the receipt the floor signed since (retained on the
+    broker, delivered when it subscribes) shows it is behind."""
+    floor_key = generate()
+    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
+    old_store, new_store = open_store(str(tmp_path / "old.sqlite3")), open_store(str(tmp_path / "new.sqlite3"))
+    old = Floor(old_store, {t.table_id: t.key.public}, key=floor_key).start()
+    retained: dict[str, bytes] = {}
+    old.receipt_sinks.append(lambda f, table, payload: retained.__setitem__(f"threecard/{f}/{table}/receipt", payload))
+    new = None
+    try:
+        cp1 = t.checkpoint()
+        old.receive(*t.retained(cp1))
+        assert old.wait_idle(10)
+        copy = [old.notary_checkpoint(t.table_id)]  # the older copy the new database is seeded from
+        old.receive(*t.retained(t.checkpoint()))
+        assert old.wait_idle(10)
+        new = Floor(new_store, {t.table_id: t.key.public}, key=floor_key).start()
+        assert new.seed(copy).taken == 1
+        assert new.held(t.table_id) is None
+        (topic, payload), = retained.items()
+        assert new.receive(topic, payload)  # the broker's retained receipt, as the new floor subscribes
+        assert new.wait_idle(10)
+        assert "behind the receipt" in new.held(t.table_id)
+        assert ("floor_database_behind",) in rows(new, "SELECT kind FROM alarms WHERE table_id = ?", (t.table_id,))
+        assert not new.receive(topic, json.dumps(sign_receipt(generate(), t.table_id, 999, "00" * 32, "x")).encode())
+    finally:
+        old.close()
+        if new is not None:
+            new.close()
+        old_store.close()
+        new_store.close()
+        t.close()
+
+
 # -- the floor of record -------------------------------------------------------------------------------
 
 @contextlib.contextmanager
