@@ -37,6 +37,7 @@ from table.floor.service import FloorService
 from table.floor.store import open_store
 from table.floor_anchor import (FloorLink, ReceiptBook, ReceiptError, latest_receipt, sign_receipt,
                                 verify_receipt)
+from table.interfaces.mqtt import sign_message
 from table.journal import Journal
 from table.keys import generate, save
 from table.recovery import device_cursor
@@ -44,7 +45,7 @@ from table.roles import Actor, Role
 from table.rules.settlement import Tables
 
 from console_helpers import tablectl, wait_until
-from floor_helpers import SignedTable, broker, needs_mosquitto, rows  # noqa: F401
+from floor_helpers import SignedTable, broker, needs_mosquitto, now, rows  # noqa: F401
 from mqtt_broker import free_port
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _republish, _retained, _table_config
 from test_controller import BLUE, KEY, RED, kinds
@@ -160,6 +161,38 @@ def test_a_database_seeded_from_an_older_copy_is_behind_the_receipt_retained_on_
             new.close()
         old_store.close()
         new_store.close()
+        t.close()
+
+
+def test_a_receipt_presented_in_a_tables_status_is_compared_with_the_floors_database(tmp_path):
+    """A table presents its latest receipt in each online status (as it connects): a floor whose
+    database was put back behind it, with the table running on, alarms and holds the table."""
+    floor_key = generate()
+    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
+    store = open_store(str(tmp_path / "floor.sqlite3"))
+    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    try:
+        cp = t.checkpoint()
+        floor.receive(*t.retained(cp))
+        assert floor.wait_idle(10)
+        (kept,) = rows(floor, "SELECT envelope FROM floor_receipts WHERE table_id = ?", (t.table_id,))
+        topic, _ = t.status()
+
+        def status(receipt: dict) -> bytes:
+            return sign_message(t.key, topic, {"schema": "threecard.status/1", "table_id": t.table_id,
+                                               "floor": "pit1", "online": True, "ts": now(), "head_seq": 1,
+                                               "table": {"alarms": []}, "receipt": receipt}).encode()
+
+        assert floor.receive(topic, status(json.loads(kept[0])))  # the receipt the database holds: nothing
+        assert floor.wait_idle(10) and floor.held(t.table_id) is None
+        ahead = sign_receipt(floor_key, t.table_id, cp["seq"] + 30, "ab" * 32, "2026-12-06T06:00:00+00:00")
+        assert floor.receive(topic, status(ahead))
+        assert floor.wait_idle(10)
+        assert "behind the receipt" in floor.held(t.table_id)
+        assert ("floor_database_behind",) in rows(floor, "SELECT kind FROM alarms WHERE table_id = ?", (t.table_id,))
+    finally:
+        floor.close()
+        store.close()
         t.close()
 
 

@@ -39,7 +39,8 @@ What is kept (``table/floor/migrations.py``), from the topics
 * ``checkpoint`` (event or retained) -> ``checkpoints`` and the ``notary``
   (:mod:`table.floor.notary`); a lower or forked one -> an ``alarms`` row;
 * ``day_report`` events (when tables publish them) -> ``day_reports``;
-* the status -> ``tables_seen``; its alarms -> ``alarms`` (source ``table``);
+* the status -> ``tables_seen``; its alarms -> ``alarms`` (source ``table``); the
+  receipt it presents (the latest its journal holds) -> compared as below;
 * ``receipt`` (the floor's own receipts, retained on the broker: :mod:`table.floor_anchor`)
   -> compared with the notary: one the database is behind is a ``floor_database_behind``
   alarm, and the table is held (:meth:`Floor.held`) until the notary passes it.
@@ -422,7 +423,7 @@ class Floor:
         with self.store.transaction(pipeline=True) as tx:
             for kind, floor, table, message in batch:
                 if kind == "status":
-                    self._status(tx, floor, table, message)
+                    after += self._status(tx, floor, table, message)
                 elif kind == "checkpoint":
                     after += self._checkpoint(tx, table, message, retained=True, floor=floor)
                 elif kind == "receipt":
@@ -441,7 +442,10 @@ class Floor:
                      {"alarm_id": aid, "table_id": table, "source": source, "kind": kind, "text": text[:1000],
                       "ts": _now(), "detail": json.dumps(detail, separators=(",", ":"))[:8000]})
 
-    def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> None:
+    def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> list[Callable[[], None]]:
+        """Keep a table's status (``tables_seen``) and its alarms; the receipt it presents
+        (``receipt``: the latest its journal holds, :mod:`table.floor_anchor`) is compared
+        with the database (:meth:`_receipt_seen`)."""
         now = _now()
         online = 1 if status.get("online") is True else 0
         text = json.dumps(status, separators=(",", ":"))
@@ -457,6 +461,15 @@ class Floor:
             if isinstance(a, dict):
                 k, t = str(a.get("kind", "?"))[:64], str(a.get("text", ""))[:500]
                 self._alarm(tx, _digest("table", table, day, k, t), table, "table", k, t, a)
+        presented = status.get("receipt")
+        if presented is None or self.key is None:
+            return []
+        try:
+            r = verify_receipt(presented, self.key.public, table)
+        except ReceiptError as exc:
+            log.warning("floor_receipt_presented_refused", table_id=table, error=str(exc)[:200])
+            return []
+        return self._receipt_seen(tx, table, r)
 
     def _event(self, tx: Tx, table: str, ev: dict[str, Any], floor: str = "") -> list[Callable[[], None]]:
         etype, data = ev.get("type"), ev.get("data") if isinstance(ev.get("data"), dict) else {}

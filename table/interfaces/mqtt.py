@@ -55,6 +55,8 @@ Status payload (``docs/schemas/status-v1.schema.json``)::
                "alarms": [{"kind": "held", "text": "..."}],
                "links": {"shuffler": {"up": true, "state": "up"}, "shoe": {...}}}}
 
+``receipt`` (schema 1.3, with ``receipt_source``): the latest floor receipt the journal
+holds (:mod:`table.floor_anchor`), presented for the floor to compare with its database.
 ``table`` (schema 1.1) is :func:`table.interfaces.status_view.floor_status` of the
 controller's status, when the publisher is given a ``status_source``: the pit
 view shows the step, alarms and link health from it. An ``online: true`` status
@@ -449,10 +451,13 @@ class MqttPublisher:
     broker; ``connected``: the link to the broker is up. ``on_receipt``: given, the
     table's ``.../receipt`` topic (the floor's signed receipts, :mod:`table.floor_anchor`)
     is followed and each message's bytes handed to it (paho's thread; it must not raise).
+    ``receipt_source``: given, a callable returning the latest floor receipt the journal
+    holds (or None), presented in each ``online`` status (``receipt``) for the floor to
+    compare with its database.
     """
 
     def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None,
-                 status_source: Any = None, on_receipt: Any = None) -> None:
+                 status_source: Any = None, on_receipt: Any = None, receipt_source: Any = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -473,6 +478,7 @@ class MqttPublisher:
         self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
         self.receipt_topic = f"threecard/{settings.floor}/{self.table_id}/receipt"
         self.on_receipt = on_receipt
+        self.receipt_source = receipt_source
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -547,6 +553,14 @@ class MqttPublisher:
             message["will"] = True
         if online and summary is not None:
             message["table"] = summary
+        if online and self.receipt_source is not None:
+            try:
+                receipt = self.receipt_source()
+            except Exception as exc:  # noqa: BLE001 - telemetry must not stop publishing
+                log.warning("mqtt_receipt_source_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                receipt = None
+            if receipt is not None:
+                message["receipt"] = receipt
         return sign_message(self.key, self.status_topic, message)
 
     def _new_session(self, client: Any) -> None:
