@@ -45,7 +45,7 @@ from table.roles import Actor, Role
 from table.rules.settlement import Tables
 
 from console_helpers import tablectl, wait_until
-from floor_helpers import SignedTable, broker, needs_mosquitto, now, rows  # noqa: F401
+from floor_helpers import SignedTable, broker, database, needs_mosquitto, now, pg_cluster, rows  # noqa: F401
 from mqtt_broker import free_port
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _republish, _retained, _table_config
 from test_controller import BLUE, KEY, RED, kinds
@@ -95,10 +95,10 @@ def test_the_table_journals_only_a_newer_receipt_of_a_checkpoint_it_holds(tmp_pa
 
 
 def test_the_floor_signs_a_receipt_for_each_checkpoint_that_moves_its_notary_and_holds_a_table_it_is_behind(
-        tmp_path):
+        tmp_path, database):
     floor_key = generate()
     t = SignedTable(tmp_path / "t", "pit1-tcp-01")
-    store = open_store(str(tmp_path / "floor.sqlite3"))
+    store = open_store(database)
     floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
     sent: list[tuple[str, str, bytes]] = []
     floor.receipt_sinks.append(lambda f, table, payload: sent.append((f, table, payload)))
@@ -164,12 +164,12 @@ def test_a_database_seeded_from_an_older_copy_is_behind_the_receipt_retained_on_
         t.close()
 
 
-def test_a_receipt_presented_in_a_tables_status_is_compared_with_the_floors_database(tmp_path):
+def test_a_receipt_presented_in_a_tables_status_is_compared_with_the_floors_database(tmp_path, database):
     """A table presents its latest receipt in each online status (as it connects): a floor whose
     database was put back behind it, with the table running on, alarms and holds the table."""
     floor_key = generate()
     t = SignedTable(tmp_path / "t", "pit1-tcp-01")
-    store = open_store(str(tmp_path / "floor.sqlite3"))
+    store = open_store(database)
     floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
     try:
         cp = t.checkpoint()
