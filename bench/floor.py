@@ -26,6 +26,8 @@ issue's figure; a busy floor is about 260/s).
 | paced.pages_P.page_latency_ms p50 / p99 / max | from the publisher stamping a ``round_settled`` (its ``ts``, wall clock) to each open page holding that table's card with that result: publisher -> edge broker -> bridge -> central broker -> pit (signature checked) -> delta frame -> page |
 | blast.ingest_per_s | the pit stopped (SIGSTOP), ``--blast`` messages (signed beforehand) published and carried over the bridge to the pit's broker, then the pit let go (SIGCONT), one page open: the messages it took per second, first to last (its counters): what the pit can take, not the brokers |
 | blast.pit_cpu_core / cpu_us_per_message / per_core_per_s | the pit's CPU over that drain; messages per CPU second |
+| blast.floor_taken / floor_ingest_per_s / floor_cpu_core / floor_per_core_per_s | with ``--floor``: the floor stopped and let go with the pit, its own drain through mosquitto: what it received, per second, its CPU, and per CPU second of its process (``floor_with_db_per_core_per_s``: PostgreSQL's CPU counted too) |
+| limits | the limits beside the figures as ratios (figure / limit): page p99 <= 250 ms at 500 tables, 5 pages, PostgreSQL, 370 messages/s; floor ingest >= 5,000 messages per core-second |
 | frame_ms.full / delta_1_with_verify | in this process: encoding the whole board of N tables (a page's first frame, and what every change cost each page before the signed/2 release), and taking one message (its signature checked) plus encoding its delta |
 
 Pages are WebSocket clients in this process (``websockets``), each decoding every
@@ -376,10 +378,20 @@ def frame_costs(n: int) -> dict:
     return {"full": round(full, 2), "delta_1_with_verify": round(delta, 3)}
 
 
-def blast(n: int, k: int, url: str, pit: subprocess.Popen, publisher: Publisher, port: int, topic: str) -> dict:
+def floor_received(floor_url: str) -> int:
+    """What the floor has received (verified or refused): its ``/api/v1/floor/health``."""
+    with urllib.request.urlopen(floor_url + "/api/v1/floor/health", timeout=30) as r:
+        return int(json.loads(r.read())["counts"]["received"])
+
+
+def blast(n: int, k: int, url: str, pit: subprocess.Popen, publisher: Publisher, port: int, topic: str,
+          floor: subprocess.Popen | None = None, floor_url: str = "", pg_data: Path | None = None) -> dict:
     """The pit's ingest rate: the pit stopped (SIGSTOP), ``k`` signed messages published and
     carried to the broker it reads (counted there by a subscriber of this process), then the
-    pit let go (SIGCONT): the messages it takes per second, first to last, one page open."""
+    pit let go (SIGCONT): the messages it takes per second, first to last, one page open.
+    With ``floor`` (``tablectl floor serve`` on the same broker), the floor is stopped and let
+    go with the pit, and its own drain is measured the same way (``floor_*``: what it received,
+    its CPU, and with ``pg_data`` PostgreSQL's): the floor's ingest through mosquitto."""
     import signal
 
     import paho.mqtt.client as mqtt
@@ -397,7 +409,10 @@ def blast(n: int, k: int, url: str, pit: subprocess.Popen, publisher: Publisher,
         assert ready.wait(30)
         assert publisher.ask(f"blast {k}") == "ready"
         before = accepted(url)
+        fbefore = floor_received(floor_url) if floor else 0
         os.kill(pit.pid, signal.SIGSTOP)
+        if floor:
+            os.kill(floor.pid, signal.SIGSTOP)
         try:
             publisher.proc.stdin.write("go\n")
             publisher.proc.stdin.flush()
@@ -408,20 +423,42 @@ def blast(n: int, k: int, url: str, pit: subprocess.Popen, publisher: Publisher,
             carried = got["n"]
         finally:
             os.kill(pit.pid, signal.SIGCONT)
+            if floor:
+                os.kill(floor.pid, signal.SIGCONT)
         cpu0 = cpu_s(pit.pid)
-        t0 = last_t = time.monotonic()
-        last = before
-        while time.monotonic() - last_t < 3 and last - before < k:
+        fcpu0 = cpu_s(floor.pid) if floor else 0.0
+        dcpu0 = cluster_cpu_s(pg_data) if pg_data else 0.0
+        t0 = last_t = flast_t = time.monotonic()
+        last, flast = before, fbefore
+        cpu1, fcpu1, dcpu1 = cpu0, fcpu0, dcpu0
+        pit_done = floor_done = False
+        while not (pit_done and (floor_done or not floor)):
             time.sleep(0.1)
-            c = accepted(url)
-            if c != last:
-                last, last_t = c, time.monotonic()
-        cpu1 = cpu_s(pit.pid)
+            now = time.monotonic()
+            if not pit_done:
+                c = accepted(url)
+                if c != last:
+                    last, last_t, cpu1 = c, now, cpu_s(pit.pid)
+                pit_done = now - last_t >= 3 or last - before >= k
+            if floor and not floor_done:
+                c = floor_received(floor_url)
+                if c != flast:
+                    flast, flast_t, fcpu1 = c, now, cpu_s(floor.pid)
+                    dcpu1 = cluster_cpu_s(pg_data) if pg_data else 0.0
+                floor_done = now - flast_t >= 3 or flast - fbefore >= k
         took, wall = last - before, max(last_t - t0, 1e-6)
-        return {"published": k, "carried_to_the_pits_broker": carried, "taken": took,
-                "ingest_per_s": round(took / wall, 1), "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
-                "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),
-                "per_core_per_s": round(took / max(cpu1 - cpu0, 1e-6), 1)}
+        out = {"published": k, "carried_to_the_pits_broker": carried, "taken": took,
+               "ingest_per_s": round(took / wall, 1), "pit_cpu_core": round((cpu1 - cpu0) / wall, 3),
+               "cpu_us_per_message": round((cpu1 - cpu0) / max(took, 1) * 1e6, 1),
+               "per_core_per_s": round(took / max(cpu1 - cpu0, 1e-6), 1)}
+        if floor:
+            ftook, fwall = flast - fbefore, max(flast_t - t0, 1e-6)
+            out.update({"floor_taken": ftook, "floor_ingest_per_s": round(ftook / fwall, 1),
+                        "floor_cpu_core": round((fcpu1 - fcpu0) / fwall, 3),
+                        "floor_per_core_per_s": round(ftook / max(fcpu1 - fcpu0, 1e-6), 1)})
+            if pg_data:
+                out["floor_with_db_per_core_per_s"] = round(ftook / max(fcpu1 - fcpu0 + dcpu1 - dcpu0, 1e-6), 1)
+        return out
     finally:
         pages.close()
         tap.disconnect()
@@ -549,7 +586,8 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
                                                    baseline)
         if args.blast:
             result["blast"] = blast(n, args.blast, url, pit, publisher, central.port,
-                                    f"{'' if baseline else PREFIX}threecard/{PIT}/+/events")
+                                    f"{'' if baseline else PREFIX}threecard/{PIT}/+/events", floor=floor,
+                                    floor_url=floor_url, pg_data=args.pg_data)
         if baseline is None:
             result["frame_ms"] = frame_costs(n)
         if floor is not None:
@@ -569,6 +607,33 @@ def run_size(n: int, args: argparse.Namespace, work: Path, baseline: Path | None
         edge.stop()
         central.stop()
     return result
+
+
+#: the issue's limits: (figure, where it is read, the limit, "max" or "min")
+LIMITS = (("page p99 (ms), 500 tables, 5 pages, PostgreSQL, 370 messages/s", 250.0, "max"),
+          ("floor ingest through mosquitto (messages per core-second of the floor)", 5000.0, "min"))
+
+
+def limits(runs: list[dict]) -> list[dict]:
+    """Each limit of :data:`LIMITS` beside its figure from ``runs`` (the 500-table run on
+    PostgreSQL with 5 pages; the floor's drain of the blast) as a ratio: figure / limit,
+    within the limit when <= 1 for a maximum and >= 1 for a minimum. A figure not measured
+    (another table count, no such run) is said so, never passed."""
+    run = next((r for r in runs if r.get("tables") == 500 and r.get("floor_database") == "postgresql"), None)
+    page = ((run or {}).get("paced") or {}).get("pages_5") or {}
+    p99 = (page.get("page_latency_ms") or {}).get("p99")
+    ingest = ((run or {}).get("blast") or {}).get("floor_per_core_per_s")
+    out = []
+    for (what, limit, kind), figure in zip(LIMITS, (p99, ingest)):
+        if figure is None:
+            out.append({"limit": what, "figure": None, "bound": limit, "ratio": None, "within": False,
+                        "note": "not measured: run --tables 500 --pages 5 --floor postgresql with --blast"})
+            continue
+        ratio = figure / limit
+        out.append({"limit": what, "figure": figure, "bound": limit, "ratio": round(ratio, 3),
+                    "within": ratio <= 1 if kind == "max" else ratio >= 1,
+                    **({"messages_per_s": page.get("messages_per_s")} if kind == "max" else {})})
+    return out
 
 
 def main() -> None:
@@ -626,8 +691,17 @@ def main() -> None:
             out["runs"].append(r)
             if not args.json:
                 print(json.dumps(r), flush=True)
+    out["limits"] = limits(out["runs"])
     if args.json:
         print(json.dumps(out, indent=2))
+    else:
+        for lim in out["limits"]:
+            if lim["figure"] is None:
+                print(f"{lim['limit']}: {lim['note']}")
+            else:
+                sign = "<=" if "p99" in lim["limit"] else ">="
+                print(f"{lim['limit']}: {lim['figure']:g} against {sign} {lim['bound']:g}: ratio "
+                      f"{lim['ratio']:.2f} ({'within' if lim['within'] else 'OUTSIDE'} the limit)")
 
 
 if __name__ == "__main__":

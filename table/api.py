@@ -424,7 +424,7 @@ class Table:
             archive = archive_policy(self.config, self.journal_path, key, self.table_id)
             journal = Journal(self.journal_path, key=key, table_id=self.table_id)
             st.callback(journal.close)
-            anchors, unconfirmed = floor_anchors(self.config.floor, self.table_id, key)
+            anchors, unconfirmed = floor_anchors(self.config.floor, self.table_id, key, journal)
             urls, dealer = self._devices()
             spec = TableSpec.from_config(self.config, journal=journal, urls=urls, ante_cents=self.ante_cents,
                                          anchors=anchors, unconfirmed=unconfirmed, archive=archive)

@@ -49,6 +49,7 @@ from .console import Console
 from .controller import Dealer, TableController, TableTiming
 from .custody import DeckCustody
 from .errors import TableError
+from .floor_anchor import FloorLink
 from .journal import Journal, JournalError
 from .procedure.day_segments import ArchivePolicy
 from .procedure.round_play import Players
@@ -153,6 +154,9 @@ class TableSpec:
     archive: ArchivePolicy | None = None
     anchors: tuple[dict[str, Any], ...] = ()
     unconfirmed: str | None = None
+    #: the floor the table reports to (``[floor]``; None: none): the floor of record
+    #: (:class:`table.floor_anchor.FloorLink`), journaled at start
+    floor: Any = None
 
     @classmethod
     def from_config(cls, cfg: TableConfig, *, journal: Journal | None = None,
@@ -172,7 +176,7 @@ class TableSpec:
             decks=((d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)), tables=cfg.load_tables(),
             seats=cfg.table.seats, ante_cents=ante_cents, limits=cfg.limits.given(),
             timing=cfg.link.table_timing(), day_required=cfg.gaming_day.procedures_required,
-            archive=archive, anchors=tuple(anchors), unconfirmed=unconfirmed)
+            archive=archive, anchors=tuple(anchors), unconfirmed=unconfirmed, floor=FloorLink.of(cfg.floor))
 
 
 @dataclass
@@ -277,7 +281,7 @@ def build_controller(spec: TableSpec, people: People, shuffler: Any, shoe: Any,
         decide=people.decide, timing=spec.timing, journal=journal, console=people.console,
         auto_dealer=people.auto_dealer, side_wagers=dict(spec.side_wagers), cursor=cursor,
         anchors=list(spec.anchors), day_required=spec.day_required, limits=spec.limits, players=people.players,
-        unconfirmed=spec.unconfirmed, archive=spec.archive)
+        unconfirmed=spec.unconfirmed, archive=spec.archive, floor=spec.floor)
 
 
 def assemble(spec: TableSpec, people: People, *, journal: Journal | None = None) -> AssembledTable:
@@ -317,18 +321,24 @@ def _close_controller(controller: TableController) -> None:
 # -- what the floor and the gaming day add ------------------------------------------------------------
 
 
-def floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list[dict[str, Any]], str | None]:
+def floor_anchors(section: Any, table_id: str, key: Any,
+                  journal: Journal | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """The floor notary's checkpoint for this table as an anchor (``[floor] url``,
     :func:`table.notary_client.floor_anchors`), and why the journal's end could not be
     confirmed under ``[floor] unreachable = "hold"`` (None: confirmed, or not asked): the
     table then holds for a supervisor's acknowledgement at start. ``key``: the table
-    key (its public half names the table to the floor). Raises
+    key (its public half names the table to the floor); ``journal``: the table presents
+    the latest floor receipt it journaled (:func:`table.floor_anchor.latest_receipt`),
+    which the floor compares with its database (a floor restored behind it holds the
+    table). Raises
     :class:`~table.notary_client.NotaryError` (a floor that cannot be reached under
     ``"refuse"``) and :class:`~table.keys.KeyFileError` (an unreadable ``[floor] public_key``)."""
+    from .floor_anchor import latest_receipt
     from .notary_client import NotaryError, floor_anchors as ask_the_floor
 
+    receipt = latest_receipt(journal) if journal is not None else None
     try:
-        return ask_the_floor(section, table_id=table_id, table_public=key.public), None
+        return ask_the_floor(section, table_id=table_id, table_public=key.public, receipt=receipt), None
     except NotaryError as exc:
         if section.unreachable == "hold":
             return [], str(exc)

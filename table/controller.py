@@ -98,7 +98,9 @@ class TableController:
     the documented defaults, and a dealer who closes bets with none placed gets the
     fixed bet on every seat, as before bets were placed). ``players``: who bets on a
     simulated table (:mod:`table.players`; default the fixed bet, ``ante_cents`` and
-    ``side_wagers`` on every seat). ``unconfirmed``: why the floor's notary could not
+    ``side_wagers`` on every seat). ``floor``: the :class:`table.floor_anchor.FloorLink` this
+    start reports to (None: none; a journal that names one then holds for a supervisor's
+    sign-off). ``unconfirmed``: why the floor's notary could not
     confirm the journal's end (``[floor] unreachable = "hold"``): the table then holds
     for a supervisor's acknowledgement before it deals, as for a journal behind an anchor.
     ``day_required``: no round is dealt while the table is closed for the gaming day
@@ -137,6 +139,7 @@ class TableController:
         limits: TableLimits | None = None,
         players: Players | None = None,
         unconfirmed: str | None = None,
+        floor: Any = None,
         archive: ArchivePolicy | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
@@ -166,7 +169,8 @@ class TableController:
                                 decide=decide, book=book,
                                 players=players or FixedPlayers(ante_cents, seats, self.side_wagers),
                                 fixed_when_none=limits is None, day=self.day)
-        self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed)
+        self.startup = Startup(t, d, self.intake, self.console, list(anchors or []), unconfirmed=unconfirmed,
+                               floor=floor)
         # One journal segment a gaming day, archived at the day's close.
         self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now

@@ -456,6 +456,9 @@ class Journal:
         self._pending_head: dict[str, Any] | None = None  # written once the batch commits
         self._seal_keys: dict[str | None, bytes] = {}
         self._listeners: list[Any] = []  # on_commit callbacks
+        #: called (under the journal's lock, in the checkpointing thread) just before each checkpoint
+        #: is signed, so what they append is covered by it (the floor's receipts: table/floor_anchor.py)
+        self.before_checkpoint: list[Any] = []
         self._uncommitted: list[Entry] = []  # appended inside the open batch
 
     # -- opening ----------------------------------------------------------------------------
@@ -679,6 +682,8 @@ class Journal:
         if self.key is None:
             raise JournalError("a checkpoint needs the table key")
         with self._lock:
+            for hook in list(self.before_checkpoint):
+                hook()
             self._ensure_chain()
             assert self._chain is not None
             # v3 signs every byte of its own entry too: its time, and the hash of

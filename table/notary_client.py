@@ -74,11 +74,15 @@ def answer_signing_input(table_id: str, payload: str) -> bytes:
 
 
 def sign_answer(floor_key: TableKey, table_id: str, nonce: str, checkpoint: dict[str, Any] | None,
-                ts: str) -> bytes:
+                ts: str, held: str | None = None) -> bytes:
     """The floor's signed answer (JSON bytes) giving ``checkpoint`` (or None) for
-    ``table_id``, echoing the table's ``nonce``; ``ts``: the floor's time (ISO 8601)."""
-    payload = json.dumps({"schema": NOTARY_SCHEMA, "table_id": table_id, "nonce": nonce, "ts": ts,
-                          "checkpoint": checkpoint}, separators=(",", ":"))
+    ``table_id``, echoing the table's ``nonce``; ``ts``: the floor's time (ISO 8601);
+    ``held``: why the floor holds the table (its database is behind a receipt it signed:
+    :mod:`table.floor_anchor`), carried as the payload's ``held`` only when given."""
+    answer = {"schema": NOTARY_SCHEMA, "table_id": table_id, "nonce": nonce, "ts": ts, "checkpoint": checkpoint}
+    if held is not None:
+        answer["held"] = str(held)[:1000]
+    payload = json.dumps(answer, separators=(",", ":"))
     sig = base64.b64encode(floor_key.sign(answer_signing_input(table_id, payload))).decode()
     return json.dumps({"schema": FLOOR_SIGNED_SCHEMA, "key_id": floor_key.key_id, "payload": payload, "sig": sig},
                       separators=(",", ":")).encode()
@@ -89,6 +93,14 @@ def verify_answer(raw: bytes, *, floor_public: Ed25519PublicKey, table_id: str, 
     """The table's checkpoint in the floor's answer ``raw`` (or None: the floor has none),
     after checking the floor's signature, the table id, the ``nonce`` sent and the
     checkpoint's signature by ``table_public``. Raises :class:`NotaryError` (``refused``)."""
+    return verify_answer_held(raw, floor_public=floor_public, table_id=table_id, nonce=nonce,
+                              table_public=table_public)[0]
+
+
+def verify_answer_held(raw: bytes, *, floor_public: Ed25519PublicKey, table_id: str, nonce: str,
+                       table_public: Ed25519PublicKey) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`verify_answer`, and why the floor holds the table (the payload's ``held``,
+    None when it does not). Raises :class:`NotaryError` (``refused``)."""
     def bad(why: str) -> NotaryError:
         return NotaryError("refused", f"the floor's notary answer is refused: {why}")
 
@@ -119,15 +131,18 @@ def verify_answer(raw: bytes, *, floor_public: Ed25519PublicKey, table_id: str, 
         raise bad("it is about another table")
     if answer.get("nonce") != nonce:
         raise bad("it does not answer this request (another nonce: an old answer replayed)")
+    held = answer.get("held")
+    if held is not None and not isinstance(held, str):
+        raise bad("its held is not text")
     cp = answer.get("checkpoint")
     if cp is None:
-        return None
+        return None, held
     if not isinstance(cp, dict) or cp.get("table_id") != table_id:
         raise bad("its checkpoint is not this table's")
     why = check_signed(cp, {key_id_of(table_public): table_public})
     if why is not None:
         raise bad(f"its checkpoint is not signed by this table's key ({why})")
-    return cp
+    return cp, held
 
 
 def fetch_floor_checkpoint(url: str, *, floor_public: Ed25519PublicKey, table_id: str,
@@ -136,8 +151,23 @@ def fetch_floor_checkpoint(url: str, *, floor_public: Ed25519PublicKey, table_id
     checkpoint (see the module docstring); ``timeout_s``: the network deadline (start-up
     only). Returns it verified, or None when the floor has none. Raises
     :class:`NotaryError` (``unreachable`` or ``refused``)."""
+    return fetch_floor_answer(url, floor_public=floor_public, table_id=table_id, table_public=table_public,
+                              timeout_s=timeout_s)[0]
+
+
+def fetch_floor_answer(url: str, *, floor_public: Ed25519PublicKey, table_id: str, table_public: Ed25519PublicKey,
+                       timeout_s: float = 3.0, receipt: dict[str, Any] | None = None
+                       ) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`fetch_floor_checkpoint`, presenting ``receipt`` (the latest floor receipt the
+    table's journal holds, :mod:`table.floor_anchor`; the request's ``&receipt=``) for the
+    floor to compare with its database; returns ``(checkpoint, held)``: ``held`` is why the
+    floor holds this table (its database is behind a receipt it signed), or None."""
+    from .floor_anchor import encode_for_url
+
     nonce = secrets.token_hex(16)
     target = f"{url.rstrip('/')}/api/v1/notary/{urllib.parse.quote(table_id, safe='')}?nonce={nonce}"
+    if receipt is not None:
+        target += f"&receipt={encode_for_url(receipt)}"
     if urllib.parse.urlsplit(target).scheme not in ("http", "https"):
         raise NotaryError("refused", f"[floor] url {url!r} is not http:// or https://")
     request = urllib.request.Request(target, headers={"Accept": "application/json"})
@@ -148,10 +178,12 @@ def fetch_floor_checkpoint(url: str, *, floor_public: Ed25519PublicKey, table_id
         raise NotaryError("unreachable", f"the floor's notary at {url} cannot be reached: {exc}") from None
     if len(raw) > MAX_ANSWER:
         raise NotaryError("refused", f"the floor's notary at {url} answered more than {MAX_ANSWER} bytes")
-    return verify_answer(raw, floor_public=floor_public, table_id=table_id, nonce=nonce, table_public=table_public)
+    return verify_answer_held(raw, floor_public=floor_public, table_id=table_id, nonce=nonce,
+                              table_public=table_public)
 
 
-def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey) -> list[dict[str, Any]]:
+def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey,
+                  receipt: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The anchors the floor's notary gives the table at start: ``[checkpoint]``, or ``[]``
     when the floor has none, or when it cannot be reached and ``section.unreachable``
     is ``"warn"``; an answer that does not verify is, under ``"warn"``, a refused
@@ -160,15 +192,19 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
     ``unreachable``, ``timeout_s``); no ``url``: no notary, ``[]``. Raises
     :class:`NotaryError` under ``unreachable = "refuse"`` or ``"hold"`` (the caller then
     holds the table for a supervisor: ``TableController(unconfirmed=...)``), and ``KeyFileError`` for an
-    unreadable ``public_key``."""
+    unreadable ``public_key``. ``receipt``: the latest floor receipt the journal holds,
+    presented to the floor (:mod:`table.floor_anchor`); a floor that answers it holds this
+    table (its database is behind a receipt it signed) gives a refused anchor naming why:
+    the table holds for a supervisor, as for a journal behind a checkpoint."""
     if section is None or not getattr(section, "url", None):
         return []
+    from .anchors import refused_anchor
     from .keys import load_public_key
 
     floor_public = load_public_key(section.public_key)
     try:
-        cp = fetch_floor_checkpoint(section.url, floor_public=floor_public, table_id=table_id,
-                                    table_public=table_public, timeout_s=section.timeout_s)
+        cp, held = fetch_floor_answer(section.url, floor_public=floor_public, table_id=table_id,
+                                      table_public=table_public, timeout_s=section.timeout_s, receipt=receipt)
     except NotaryError as exc:
         if section.unreachable in ("refuse", "hold"):
             raise  # "hold": the caller starts the table held for a supervisor (TableController unconfirmed=)
@@ -176,12 +212,16 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
         if exc.reason == "refused" and "answer" in str(exc):
             # An answer that came and does not verify is not the absence of an anchor: an
             # incident the table holds for (table.anchors).
-            from .anchors import refused_anchor
-
             return [refused_anchor(f"the floor's notary at {section.url}", str(exc))]
         return []
+    out = []
+    if held is not None:
+        # The floor's database is behind a receipt it signed: restored from an older copy or
+        # seeded from one. Its checkpoint is not the table's latest; the table holds.
+        log.error("floor_holds_table", table_id=table_id, why=held[:300])
+        out.append(refused_anchor(f"the floor's notary at {section.url}", f"the floor holds this table: {held}"))
     if cp is None:
         log.info("floor_notary_empty", table_id=table_id)
-        return []
+        return out
     log.info("floor_notary_anchor", table_id=table_id, seq=cp.get("seq"))
-    return [cp]
+    return [cp, *out]

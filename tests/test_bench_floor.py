@@ -30,6 +30,10 @@ def test_floor_bench_takes_every_signed_message_across_the_bridge():
     assert lat["n"] > 0 and 0 < lat["p50"] <= lat["p99"] <= lat["max"]
     assert run["blast"]["taken"] == run["blast"]["carried_to_the_pits_broker"] == 120
     assert run["blast"]["ingest_per_s"] > 0 and run["frame_ms"]["full"] > 0
+    # the floor stopped and let go with the pit: its own drain through mosquitto, every blast message
+    assert run["blast"]["floor_taken"] == 120 and run["blast"]["floor_per_core_per_s"] > 0
+    # the limits are read from the 500-table PostgreSQL run only: this one measures neither
+    assert [lim["figure"] for lim in json.loads(proc.stdout)["limits"]] == [None, None]
     # `tablectl floor serve` beside the pit, on the same broker behind the bridge: every message kept
     floor = run["floor"]
     assert run["floor_database"] == "sqlite" and floor["forged"] == 0 and floor["write_errors"] == 0

@@ -202,3 +202,33 @@ def test_the_documented_acl_lets_a_table_publish_only_its_own_topics(tmp_path):
         floor.close()
         broker.stop()
     assert payloads == [marker.encode()]  # the forgeries published before it never reached the floor
+
+
+def test_the_documented_acl_lets_only_the_floor_write_a_tables_receipt(tmp_path):
+    """The floor's retained receipts (table/floor_anchor.py) are the evidence a floor database
+    restored behind them meets: a table's own account (root at the table holds its password)
+    cannot clear or replace them; the floor service's account can, and the table reads its own."""
+    folder = tmp_path / "acl-broker"
+    folder.mkdir()
+    passwd = folder / "passwd"
+    accounts = {"pit2-tcp-07": "t7-secret-1", "floor": "floor-secret-2"}
+    for i, (user, pw) in enumerate(accounts.items()):
+        subprocess.run(["mosquitto_passwd", "-b"] + (["-c"] if i == 0 else []) + [str(passwd), user, pw],
+                       check=True, capture_output=True)
+    port = free_port()
+    broker = Broker(folder, port)
+    broker.conf.write_text(broker.conf.read_text().replace("allow_anonymous true", "allow_anonymous false")
+                           + f"password_file {passwd}\nacl_file {REPO / 'deploy' / 'mosquitto-threecard.acl'}\n")
+    broker.start()
+    topic = "threecard/pit2/pit2-tcp-07/receipt"
+    table = Listener(port, topic, user="pit2-tcp-07", password=accounts["pit2-tcp-07"])
+    try:
+        assert publish(port, topic, "", retain=True, user="pit2-tcp-07", password=accounts["pit2-tcp-07"]) == 0
+        assert publish(port, topic, "the floor's receipt", retain=True, user="floor",
+                       password=accounts["floor"]) == 0
+        assert table.wait(lambda got: any(p == b"the floor's receipt" for _, p, _ in got))
+        payloads = [p for _, p, _ in table.got]
+    finally:
+        table.close()
+        broker.stop()
+    assert payloads == [b"the floor's receipt"]  # the table's clear never reached the broker's subscribers

@@ -332,6 +332,8 @@ class _TableRun:
         self.anchors: list = []
         #: why the floor could not confirm the journal's end ([floor] unreachable = "hold")
         self.unconfirmed: str | None = None
+        #: the floor this start reports to (table/floor_anchor.py: a journal naming one holds without it)
+        self.floor_link: Any = None
         self.voided: list[dict[str, str]] = []
         self.error: str | None = None
         self.code = 0
@@ -505,11 +507,13 @@ class _TableRun:
             # The floor's notary: the highest checkpoint the floor saw, which it never lowers
             # (docs/decisions/0004-anchors-off-the-table.md); the broker's retained one can be republished by an insider.
             try:
-                anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key)
+                anchors, self.unconfirmed = _floor_anchors(cfg.floor, table_id, key, journal)
             except click.BadParameter:
                 journal.close()
                 raise
             self.anchors += anchors
+            from table.floor_anchor import FloorLink  # the floor of record (table/floor_anchor.py)
+            self.floor_link = FloorLink.of(cfg.floor)
         if a.simulate and journal.last_seq:
             journal.close()
             raise click.BadParameter(
@@ -668,7 +672,8 @@ class _TableRun:
             ante_cents=a.ante_cents, side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents),
             profile=self.profile, limits=self._limits(), timing=self.settings.timing(),
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
-            archive=getattr(self, "archive_policy", None), anchors=tuple(self.anchors), unconfirmed=self.unconfirmed)
+            archive=getattr(self, "archive_policy", None), anchors=tuple(self.anchors), unconfirmed=self.unconfirmed,
+            floor=self.floor_link)
         people = People(dealer, decide, self.console, auto_dealer=a.bench_dealer, players=self._players())
         try:
             table = stack.enter_context(assemble(spec, people, journal=journal))
@@ -1085,16 +1090,17 @@ def _archive_policy(cfg: Any, journal_path: str, key: Any, table_id: str) -> Any
         raise click.BadParameter(str(exc).removeprefix(f"{exc.key}: "), param_hint=f"the config's {exc.key}") from None
 
 
-def _floor_anchors(section: Any, table_id: str, key: Any) -> tuple[list, str | None]:
+def _floor_anchors(section: Any, table_id: str, key: Any, journal: Any = None) -> tuple[list, str | None]:
     """The floor notary's anchor and why the journal's end is unconfirmed
-    (:func:`table.assembly.floor_anchors`); a floor that cannot be reached under
-    ``"refuse"``, or an unreadable floor key, is bad usage."""
+    (:func:`table.assembly.floor_anchors`; the table presents the latest floor receipt
+    ``journal`` holds); a floor that cannot be reached under ``"refuse"``, or an
+    unreadable floor key, is bad usage."""
     from table.assembly import floor_anchors
     from table.keys import KeyFileError
     from table.notary_client import NotaryError
 
     try:
-        return floor_anchors(section, table_id, key)
+        return floor_anchors(section, table_id, key, journal)
     except KeyFileError as exc:
         raise click.BadParameter(str(exc), param_hint="the config's floor.public_key") from None
     except NotaryError as exc:

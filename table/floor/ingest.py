@@ -39,7 +39,21 @@ What is kept (``table/floor/migrations.py``), from the topics
 * ``checkpoint`` (event or retained) -> ``checkpoints`` and the ``notary``
   (:mod:`table.floor.notary`); a lower or forked one -> an ``alarms`` row;
 * ``day_report`` events (when tables publish them) -> ``day_reports``;
-* the status -> ``tables_seen``; its alarms -> ``alarms`` (source ``table``).
+* the status -> ``tables_seen``; its alarms -> ``alarms`` (source ``table``); the
+  receipt it presents (the latest its journal holds) -> compared as below;
+* ``receipt`` (the floor's own receipts, retained on the broker: :mod:`table.floor_anchor`)
+  -> compared with the notary: one the database is behind is a ``floor_database_behind``
+  alarm, and the table is held (:meth:`Floor.held`) until the notary passes it.
+
+**Receipts.** For each checkpoint that moves the notary up (and is above every receipt
+the floor knows of for the table), the floor signs a receipt with its key, keeps it
+(``floor_receipts``) and, once the batch is committed, publishes it retained on
+``threecard/{floor}/{table}/receipt`` (each :attr:`Floor.receipt_sinks`); the table
+journals it. A receipt heard back above the notary (the broker's retained one when the
+floor subscribes, or the one a table presents with its notary question) means this
+database is behind what the floor once signed: restored from an older copy, or a new one
+seeded from an old one (RFC 9162 section 8.3: a log caught going back by the heads its
+clients hold).
 
 Other events (cards dealt, decisions) are checked and counted, not kept: the
 table's journal keeps them, and the reports do not need them.
@@ -64,6 +78,7 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from table.interfaces.mqtt import ForgedMessage, ReceiverLoop, StatusMark, order_status, verify_message
+from table.floor_anchor import Receipt, ReceiptError, sign_receipt, verify_receipt
 from table.journal import check_signed
 from table.keys import TableKey, key_id as key_id_of
 
@@ -119,6 +134,9 @@ class Counts:
     too_big: int = 0
     unknown_table: int = 0
     refused_checkpoints: int = 0
+    #: receipts the floor signed, and receipts heard back that this database is behind
+    receipts_signed: int = 0
+    receipts_behind: int = 0
     write_errors: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
 
@@ -185,6 +203,9 @@ class Floor:
         #: table id -> the :class:`~table.interfaces.mqtt.StatusMark` of the status taken last (seeded
         #: from the database, so a restarted floor refuses a replay too; :meth:`_take_status`)
         self._status_marks: dict[str, StatusMark] = self._statuses_stored()
+        #: where each receipt goes once its batch is committed: ``sink(floor, table_id, payload)``
+        #: (the broker feeds' retained publish; :class:`BrokerFeed`)
+        self.receipt_sinks: list[Callable[[str, str, bytes], None]] = []
 
     # -- receiving (the broker clients' threads) ------------------------------------------------
 
@@ -208,6 +229,8 @@ class Floor:
             return False
         parts = _table_topic(topic)
         kind = parts[3] if parts else ""
+        if kind == "receipt":
+            return self._receive_receipt(topic, parts, payload)
         try:
             message = self._verify(topic, payload)
             table = message["table_id"]  # the signed body's, checked to be the topic's table
@@ -245,8 +268,28 @@ class Floor:
             self.counts.received += 1
             self.counts.verified += 1
             self._pending += 1  # until it is written (wait_idle)
-            self._items.append((kind, message.get("floor", ""), table, message))
+            self._items.append((kind, parts[1], table, message))
             if len(self._items) in (1, self.batch_max):  # one wake a batch, not one a message
+                self._work.notify()
+        return True
+
+    def _receive_receipt(self, topic: str, parts: list[str], payload: bytes) -> bool:
+        """A receipt on the broker's ``.../receipt`` topic: the floor's own word (its key), about
+        the topic's table; queued for :meth:`_receipt_seen`. One not signed by this floor's key
+        is refused like a forged message."""
+        if self.key is None:
+            return True  # a floor without a key (a bench) signs no receipts and judges none
+        try:
+            r = verify_receipt(payload, self.key.public, parts[2])
+        except ReceiptError as exc:
+            self._refuse(topic, f"a receipt refused: {exc}", "forged")
+            return False
+        with self._lock:
+            self.counts.received += 1
+            self.counts.verified += 1
+            self._pending += 1
+            self._items.append(("receipt", parts[1], r.table_id, r))
+            if len(self._items) in (1, self.batch_max):
                 self._work.notify()
         return True
 
@@ -380,14 +423,16 @@ class Floor:
         with self.store.transaction(pipeline=True) as tx:
             for kind, floor, table, message in batch:
                 if kind == "status":
-                    self._status(tx, floor, table, message)
+                    after += self._status(tx, floor, table, message)
                 elif kind == "checkpoint":
-                    after += self._checkpoint(tx, table, message, retained=True)
+                    after += self._checkpoint(tx, table, message, retained=True, floor=floor)
+                elif kind == "receipt":
+                    after += self._receipt_seen(tx, table, message)
                 elif kind == "alarm":
                     self._alarm(tx, message["alarm_id"], table or None, "floor", message["kind"], message["text"],
                                 message)
                 else:
-                    after += self._event(tx, table, message)
+                    after += self._event(tx, table, message, floor)
         return after
 
     def _alarm(self, tx: Tx, aid: str, table: str | None, source: str, kind: str, text: str,
@@ -397,7 +442,10 @@ class Floor:
                      {"alarm_id": aid, "table_id": table, "source": source, "kind": kind, "text": text[:1000],
                       "ts": _now(), "detail": json.dumps(detail, separators=(",", ":"))[:8000]})
 
-    def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> None:
+    def _status(self, tx: Tx, floor: str, table: str, status: dict[str, Any]) -> list[Callable[[], None]]:
+        """Keep a table's status (``tables_seen``) and its alarms; the receipt it presents
+        (``receipt``: the latest its journal holds, :mod:`table.floor_anchor`) is compared
+        with the database (:meth:`_receipt_seen`)."""
         now = _now()
         online = 1 if status.get("online") is True else 0
         text = json.dumps(status, separators=(",", ":"))
@@ -413,14 +461,23 @@ class Floor:
             if isinstance(a, dict):
                 k, t = str(a.get("kind", "?"))[:64], str(a.get("text", ""))[:500]
                 self._alarm(tx, _digest("table", table, day, k, t), table, "table", k, t, a)
+        presented = status.get("receipt")
+        if presented is None or self.key is None:
+            return []
+        try:
+            r = verify_receipt(presented, self.key.public, table)
+        except ReceiptError as exc:
+            log.warning("floor_receipt_presented_refused", table_id=table, error=str(exc)[:200])
+            return []
+        return self._receipt_seen(tx, table, r)
 
-    def _event(self, tx: Tx, table: str, ev: dict[str, Any]) -> list[Callable[[], None]]:
+    def _event(self, tx: Tx, table: str, ev: dict[str, Any], floor: str = "") -> list[Callable[[], None]]:
         etype, data = ev.get("type"), ev.get("data") if isinstance(ev.get("data"), dict) else {}
         seq, ts, rid = ev.get("seq"), str(ev.get("ts", "")), ev.get("round_id")
         if not isinstance(seq, int):
             return []
         if etype == "checkpoint":
-            return self._checkpoint(tx, table, data, retained=False)
+            return self._checkpoint(tx, table, data, retained=False, floor=floor)
         try:
             day = self.day.of(ts)
         except ValueError:
@@ -462,7 +519,8 @@ class Floor:
                        (table, seq, etype, rid if isinstance(rid, str) else None, ts, str(what)[:1000]))
         return []
 
-    def _checkpoint(self, tx: Tx, table: str, cp: dict[str, Any], *, retained: bool) -> list[Callable[[], None]]:
+    def _checkpoint(self, tx: Tx, table: str, cp: dict[str, Any], *, retained: bool,
+                    floor: str = "") -> list[Callable[[], None]]:
         lock = " FOR UPDATE" if self.store.kind == "postgresql" else ""
         rows = tx.query("SELECT seq, head FROM notary WHERE table_id = ?" + lock, (table,))
         notary = (int(rows[0][0]), str(rows[0][1])) if rows else None
@@ -495,6 +553,7 @@ class Floor:
                        "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
                        "signed = excluded.signed, updated_at = excluded.updated_at WHERE notary.seq < excluded.seq",
                        (table, cp["seq"], cp["head"], signed, now))
+            return self._sign_receipt(tx, table, cp, floor, now)
         if not verdict.refused:
             return []
         text = f"table {table}: checkpoint {cp['seq']} refused by the notary: {verdict.why}"
@@ -507,6 +566,97 @@ class Floor:
             log.error("floor_checkpoint_refused", table_id=table, verdict=verdict.kind, seq=cp["seq"],
                       notary_seq=notary[0] if notary else None, why=verdict.why)
         return [tell]
+
+    # -- receipts (table/floor_anchor.py) --------------------------------------------------------
+
+    def _sign_receipt(self, tx: Tx, table: str, cp: dict[str, Any], floor: str, now: str) -> list[Callable[[], None]]:
+        """Sign and keep the receipt of the checkpoint ``cp`` the notary just took, unless a
+        receipt at or above it is known (this database is behind one: a lower receipt must
+        never replace the broker's retained evidence); the publish runs after the commit."""
+        if self.key is None:
+            return []
+        rows = tx.query("SELECT seq FROM floor_receipts WHERE table_id = ?", (table,))
+        if rows and int(rows[0][0]) >= int(cp["seq"]):
+            return []
+        env = sign_receipt(self.key, table, int(cp["seq"]), str(cp["head"]), now)
+        text = json.dumps(env, separators=(",", ":"))
+        tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts) VALUES (?, ?, ?, ?, ?) "
+                   "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
+                   "envelope = excluded.envelope, ts = excluded.ts WHERE floor_receipts.seq < excluded.seq",
+                   (table, int(cp["seq"]), str(cp["head"]), text, now))
+        if not floor:
+            seen = tx.query("SELECT floor FROM tables_seen WHERE table_id = ?", (table,))
+            floor = str(seen[0][0]) if seen else ""
+
+        def send() -> None:
+            with self._cv:
+                self.counts.receipts_signed += 1
+            for sink in list(self.receipt_sinks) if floor else []:
+                try:
+                    sink(floor, table, text.encode())
+                except Exception as exc:  # noqa: BLE001 - a broker that is away: the receipt stays kept
+                    log.warning("floor_receipt_not_sent", table_id=table, seq=cp["seq"], error=str(exc)[:200])
+        return [send]
+
+    def _receipt_seen(self, tx: Tx, table: str, r: Receipt) -> list[Callable[[], None]]:
+        """A genuine receipt of this floor heard back (the broker's retained one, or one a table
+        presents): the database is behind it when the notary is below its seq, or holds
+        another head at its seq. Then a ``floor_database_behind`` alarm (once per receipt) and
+        the receipt kept as the table's highest (the table is held: :meth:`held`)."""
+        rows = tx.query("SELECT seq, head FROM notary WHERE table_id = ?", (table,))
+        notary = (int(rows[0][0]), str(rows[0][1])) if rows else None
+        have = tx.query("SELECT head FROM checkpoints WHERE table_id = ? AND seq = ?", (table, r.seq))
+        if notary is not None and notary[0] >= r.seq and (not have or str(have[0][0]) == r.head):
+            return []  # the database holds it (or has gone past it)
+        if notary is None or notary[0] < r.seq:
+            why = (f"the floor's database is behind the receipt it signed for table {table}'s checkpoint {r.seq} "
+                   f"at {r.ts} (its notary holds {notary[0] if notary else 'nothing'}): it was restored from an "
+                   "older copy or seeded from one; the floor holds the table")
+        else:
+            why = (f"the floor signed a receipt for table {table}'s checkpoint {r.seq} with head {r.head[:16]}, "
+                   f"and its database holds another head there: the database was replaced; the floor holds the table")
+        tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts) VALUES (?, ?, ?, ?, ?) "
+                   "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
+                   "envelope = excluded.envelope, ts = excluded.ts WHERE floor_receipts.seq < excluded.seq",
+                   (table, r.seq, r.head, json.dumps(r.envelope, separators=(",", ":")), r.ts))
+        self._alarm(tx, _digest("receipt", table, r.seq, r.head), table, "floor", "floor_database_behind", why,
+                    {"receipt": r.envelope, "notary_seq": notary[0] if notary else None})
+
+        def tell() -> None:
+            with self._cv:
+                self.counts.receipts_behind += 1
+            log.error("floor_database_behind", table_id=table, receipt_seq=r.seq,
+                      notary_seq=notary[0] if notary else None, why=why)
+        return [tell]
+
+    def present_receipt(self, table_id: str, raw: bytes) -> None:
+        """A receipt ``table_id`` presents with its notary question (its journal's latest):
+        compared with the database at once (:meth:`_receipt_seen`). One not signed by this
+        floor's key, or about another table, is logged and changes nothing (a floor whose
+        key was replaced signs afresh). Raises :class:`~table.floor.store.StoreError`."""
+        if self.key is None:
+            return
+        try:
+            r = verify_receipt(raw, self.key.public, table_id)
+        except ReceiptError as exc:
+            log.warning("floor_receipt_presented_refused", table_id=table_id, error=str(exc)[:200])
+            return
+        with self.store.transaction() as tx:
+            after = self._receipt_seen(tx, table_id, r)
+        for fn in after:
+            fn()
+
+    def held(self, table_id: str) -> str | None:
+        """Why the floor holds ``table_id`` (its notary is below the highest receipt the floor
+        signed or heard back for it: this database is behind), or None."""
+        rows = self.store.query("SELECT r.seq, r.ts, n.seq FROM floor_receipts r LEFT JOIN notary n "
+                                "ON n.table_id = r.table_id WHERE r.table_id = ?", (table_id,))
+        if not rows or (rows[0][2] is not None and int(rows[0][2]) >= int(rows[0][0])):
+            return None
+        seq, ts, top = int(rows[0][0]), rows[0][1], rows[0][2]
+        return (f"the floor's database is behind the receipt it signed for checkpoint {seq} at {ts} (its notary "
+                f"holds {top if top is not None else 'nothing'} for this table): restored from an older copy or "
+                "seeded from one; a supervisor at the table and the floor examine it")
 
     # -- seeding a new database ------------------------------------------------------------------
 
@@ -538,14 +688,12 @@ class Floor:
         after: list[Callable[[], None]] = []
         with self.store.transaction() as tx:
             for table, cp in good:
-                told = self._checkpoint(tx, table, cp, retained=False)  # only a refusal tells
-                after += told
-                if told:
-                    counts.refused += 1
-                else:
-                    counts.taken += 1
+                after += self._checkpoint(tx, table, cp, retained=False)  # a refusal tells, a raise sends a receipt
+        refused_before = self.counts.refused_checkpoints
         for tell in after:
             tell()
+        counts.refused = self.counts.refused_checkpoints - refused_before
+        counts.taken = len(good) - counts.refused
         return counts
 
     # -- reading ----------------------------------------------------------------------------------
@@ -600,7 +748,7 @@ class BrokerFeed:
     tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
 
-    KINDS = ("events", "status", "checkpoint")
+    KINDS = ("events", "status", "checkpoint", "receipt")
 
     def __init__(self, floor: Floor, broker: Any, *, floors: tuple[str, ...] = ("+",), password: str | None = None,
                  ca_file: str | None = None) -> None:
@@ -621,6 +769,14 @@ class BrokerFeed:
         self._client.on_subscribe = self._on_subscribe
         self._client.on_message = lambda client, userdata, msg: floor.receive(msg.topic, msg.payload)
         self._loop: ReceiverLoop | None = None
+        floor.receipt_sinks.append(self.publish_receipt)
+
+    def publish_receipt(self, floor: str, table_id: str, payload: bytes) -> None:
+        """Publish the floor's receipt ``payload`` for ``table_id`` retained (QoS 1) on
+        ``[PREFIX/]threecard/{floor}/{table_id}/receipt`` (the broker's ACL: only the floor's
+        account writes it; the table reads its own)."""
+        self._client.publish(f"{self.broker.prefix}threecard/{floor}/{table_id}/receipt", payload, qos=1,
+                             retain=True)
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
         if reason.is_failure:
@@ -642,6 +798,8 @@ class BrokerFeed:
         return self
 
     def close(self) -> None:
+        if self.publish_receipt in self.floor.receipt_sinks:
+            self.floor.receipt_sinks.remove(self.publish_receipt)
         if self._loop is not None:
             self._loop.stop()
             self._loop = None

@@ -78,6 +78,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             last_used_us BIGINT NOT NULL, expires_us BIGINT NOT NULL)""",
         "CREATE INDEX floor_sessions_person ON floor_sessions (person)",
     ]),
+    (5, "the highest receipt the floor signed or heard back, per table (table/floor_anchor.py)", [
+        """CREATE TABLE floor_receipts (
+            table_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, head TEXT NOT NULL, envelope TEXT NOT NULL,
+            ts TEXT NOT NULL)""",
+    ]),
 ]
 
 #: the newest schema this code reads and writes

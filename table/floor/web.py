@@ -5,7 +5,10 @@ starting table, the floor's health, and (behind sign-in) the reports and the flo
 checkpoint of the table, in an envelope signed by the floor key
 (:func:`table.notary_client.sign_answer`; the format in ``docs/integration.md``). It
 needs no sign-in: the checkpoint is the table's own signed record, and the answer is
-good only for the nonce the table sent. ``GET /api/v1/floor/health``: what the
+good only for the nonce the table sent. ``&receipt=`` (base64url JSON): the latest floor
+receipt the table's journal holds, compared with the database first; the answer's
+``held`` says why the floor holds the table when its database is behind a receipt it
+signed (:mod:`table.floor_anchor`). ``GET /api/v1/floor/health``: what the
 floor has taken and refused (:class:`table.floor.ingest.Counts`), no money.
 """
 
@@ -17,6 +20,7 @@ from dataclasses import asdict
 from typing import Any
 
 from table.interfaces.web import AppServer, with_headers
+from table.floor_anchor import ReceiptError, decode_from_url
 from table.keys import TableKey
 from table.notary_client import sign_answer
 
@@ -49,11 +53,18 @@ def floor_app(floor: Floor, floor_key: TableKey, *, extra_routes: list[Any] | No
             return JSONResponse({"error": "give a table id and ?nonce= of 16-64 lowercase hex digits"}, 400)
         if table_id not in floor.keys:
             return JSONResponse({"error": f"the floor does not know table {table_id}"}, 404)
+        token = request.query_params.get("receipt")
         try:
+            if token:  # the latest floor receipt the table's journal holds (table/floor_anchor.py)
+                try:
+                    floor.present_receipt(table_id, decode_from_url(token))
+                except ReceiptError as exc:
+                    return JSONResponse({"error": f"receipt=: {exc}"}, 400)
             cp = floor.notary_checkpoint(table_id)
+            held = floor.held(table_id)
         except StoreError:
             return JSONResponse({"error": "the floor database cannot be read"}, 503)
-        return Response(sign_answer(floor_key, table_id, nonce, cp, _now()), media_type="application/json")
+        return Response(sign_answer(floor_key, table_id, nonce, cp, _now(), held=held), media_type="application/json")
 
     async def health(request: Request) -> Response:
         return JSONResponse({"counts": asdict(floor.counts), "database": floor.store.kind})

@@ -287,6 +287,21 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
             time.sleep(retry_s)
 
 
+def _receipts(config: Any, journal: Any, table_id: str) -> dict[str, Any]:
+    """The publisher's receipt hooks with ``[floor] url`` and a journal: ``on_receipt`` takes
+    the floor's receipts into the journal (:class:`table.floor_anchor.ReceiptBook`'s ``take``,
+    journaled before each checkpoint), ``receipt_source`` gives the latest one journaled,
+    presented in the table's statuses; none otherwise."""
+    floor = getattr(config, "floor", None)
+    if journal is None or floor is None or not getattr(floor, "url", None):
+        return {}
+    from table.floor_anchor import ReceiptBook, latest_receipt
+    from table.keys import load_public_key
+
+    book = ReceiptBook(journal, load_public_key(floor.public_key), table_id).attach()
+    return {"on_receipt": book.take, "receipt_source": lambda: latest_receipt(journal)}
+
+
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
               config: Any = None, *, front: FrontDoorLoop | None = None, dispatcher: Dispatcher | None = None,
               roles: LocalRoles | None = None, table_key: Any = None, journal: Any = None) -> EventLog:
@@ -325,6 +340,6 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
     if mqtt_cfg is not None and mqtt_cfg.host:
         from table.interfaces.mqtt import MqttPublisher
 
-        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key),
-                                     status_source=controller.status).start().close)
+        stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key), status_source=controller.status,
+                                     **_receipts(config, journal, events.table_id)).start().close)
     return events

@@ -55,6 +55,8 @@ Status payload (``docs/schemas/status-v1.schema.json``)::
                "alarms": [{"kind": "held", "text": "..."}],
                "links": {"shuffler": {"up": true, "state": "up"}, "shoe": {...}}}}
 
+``receipt`` (schema 1.3, with ``receipt_source``): the latest floor receipt the journal
+holds (:mod:`table.floor_anchor`), presented for the floor to compare with its database.
 ``table`` (schema 1.1) is :func:`table.interfaces.status_view.floor_status` of the
 controller's status, when the publisher is given a ``status_source``: the pit
 view shows the step, alarms and link health from it. An ``online: true`` status
@@ -446,11 +448,16 @@ class MqttPublisher:
     backoff 1..30 s) in the background, so a broker that is down at start-up
     delays publication, not the table. Raises :class:`MqttUnavailable` without
     paho-mqtt. ``acked_seq``: every event up to it is acknowledged by the
-    broker; ``connected``: the link to the broker is up.
+    broker; ``connected``: the link to the broker is up. ``on_receipt``: given, the
+    table's ``.../receipt`` topic (the floor's signed receipts, :mod:`table.floor_anchor`)
+    is followed and each message's bytes handed to it (paho's thread; it must not raise).
+    ``receipt_source``: given, a callable returning the latest floor receipt the journal
+    holds (or None), presented in each ``online`` status (``receipt``) for the floor to
+    compare with its database.
     """
 
     def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None,
-                 status_source: Any = None) -> None:
+                 status_source: Any = None, on_receipt: Any = None, receipt_source: Any = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -469,6 +476,9 @@ class MqttPublisher:
         self.table_id = events.table_id
         self.events_topic, self.status_topic = topics(settings.floor, self.table_id)
         self.checkpoint_topic = checkpoint_topic(settings.floor, self.table_id)
+        self.receipt_topic = f"threecard/{settings.floor}/{self.table_id}/receipt"
+        self.on_receipt = on_receipt
+        self.receipt_source = receipt_source
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -495,6 +505,7 @@ class MqttPublisher:
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_publish = self._on_publish
+        self._client.on_message = self._on_message
 
     # -- state -----------------------------------------------------------------------------
 
@@ -542,6 +553,14 @@ class MqttPublisher:
             message["will"] = True
         if online and summary is not None:
             message["table"] = summary
+        if online and self.receipt_source is not None:
+            try:
+                receipt = self.receipt_source()
+            except Exception as exc:  # noqa: BLE001 - telemetry must not stop publishing
+                log.warning("mqtt_receipt_source_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                receipt = None
+            if receipt is not None:
+                message["receipt"] = receipt
         return sign_message(self.key, self.status_topic, message)
 
     def _new_session(self, client: Any) -> None:
@@ -571,10 +590,19 @@ class MqttPublisher:
             log.warning("mqtt_connect_refused", reason=str(reason))
             return
         self._publish_status(client)  # its PUBACK is handled later in this same thread: registered first
+        if self.on_receipt is not None:  # the floor's receipts (retained: the latest comes at once)
+            client.subscribe(self.receipt_topic, qos=1)
         with self._cv:
             self.connected = True
             self._cv.notify_all()
         log.info("mqtt_connected", host=self.settings.host, port=self.settings.port, acked_seq=self.acked_seq)
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        if self.on_receipt is not None and message.topic == self.receipt_topic:
+            try:
+                self.on_receipt(bytes(message.payload))
+            except Exception:  # noqa: BLE001 - a receipt not kept must not stop the publisher
+                log.exception("mqtt_receipt_failed")
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
         with self._cv:

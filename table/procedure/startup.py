@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from .. import anchors as anchor_check, recovery
+from ..floor_anchor import LINK_KIND, floor_of_record
 from ..console import Console
 from ..errors import TableError
 from .intake import DeviceIntake
@@ -41,16 +42,18 @@ class Startup:
     ``anchors``: signed checkpoints seen off the journal's own files (the floor's,
     MQTT's retained one); the journal's head file is added to them. ``unconfirmed``: why
     the floor could not confirm the journal's end (``[floor] unreachable = "hold"``):
-    an incident a supervisor acknowledges before the table deals."""
+    an incident a supervisor acknowledges before the table deals. ``floor``: the
+    :class:`~table.floor_anchor.FloorLink` this start reports to, or None (:meth:`check_floor`)."""
 
     def __init__(self, state: TableState, devices: TableDevices, intake: DeviceIntake, console: Console,
-                 anchors: list[dict[str, Any]], *, unconfirmed: str | None = None) -> None:
+                 anchors: list[dict[str, Any]], *, unconfirmed: str | None = None, floor: Any = None) -> None:
         self.t = state
         self.d = devices
         self.intake = intake
         self.console = console
         self.anchors = anchors
         self.unconfirmed = unconfirmed
+        self.floor = floor
 
     def recover(self) -> None:
         """Restore custody and counts from the journal; hold a round found in progress
@@ -70,6 +73,7 @@ class Startup:
             # An empty journal where a signed checkpoint says there was one (the journal deleted
             # or moved away): cut short to nothing, as much an incident as a tail cut short.
             self.check_anchors()
+            self.check_floor()
             return
         bad = j.check_tail()
         if bad is not None:
@@ -79,6 +83,7 @@ class Startup:
         t.custody = restored.custody
         t.rounds_played, t.rounds_opened = restored.rounds_played, restored.rounds_opened
         self.check_anchors()
+        self.check_floor()
         t.cards_read = restored.cards_read
         t.next_draw = restored.next_draw
         with t.batch():
@@ -133,6 +138,41 @@ class Startup:
             t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
             self._recount_decks("the journal is behind a signed checkpoint")
         cmd.answer(ok=True, acknowledged=cp["seq"] if cp is not None else "refused anchors")
+
+    def check_floor(self) -> None:
+        """The floor the journal names against the floor this start reports to
+        (:mod:`table.floor_anchor`, "The floor of record"). A journal that names a floor,
+        started without one, holds for a supervisor's sign-off (``acknowledge_incident``,
+        the person named in the journal) before the table deals; the sign-off is journaled
+        with the floor's end (``floor_link`` with no ``url``), so removing ``[floor]`` is an
+        act on the record, never a silent way around the notary (RFC 9162 section 8.3: a
+        client that stops asking its log is not told from one whose log went back). A new
+        or changed floor is journaled as the floor of record."""
+        t = self.t
+        j = t.journal
+        assert j is not None
+        recorded = floor_of_record(j)
+        if self.floor is not None:
+            if recorded is None or recorded.get("url") != self.floor.url or recorded.get("key_id") != self.floor.key_id:
+                t.record(LINK_KIND, url=self.floor.url, key_id=self.floor.key_id)
+                log.info("floor_of_record", url=self.floor.url, key_id=self.floor.key_id)
+            return
+        if recorded is None or not recorded.get("url"):
+            return
+        url = recorded["url"]
+        what = (f"the table's record says it reports to the floor at {url}, and this start has no [floor]: "
+                "the journal's end is not checked with the floor's notary; a supervisor signs off that the "
+                "table no longer reports to that floor before it deals")
+        t.record("incident", what=what, floor_url=url, journal_seq=j.last_seq)
+        log.error("floor_removed", floor_url=url, journal_seq=j.last_seq)
+        t.publish("incident", what=what)
+        cmd = self.console.wait(("acknowledge_incident",),
+                                f"a supervisor to sign off that the table no longer reports to the floor at {url}",
+                                role="supervisor", voids=False)
+        with t.batch():
+            t.record("supervisor", action="floor_removed", supervisor=cmd.person, floor_url=url, **by(cmd))
+            t.record(LINK_KIND, url=None, key_id=None, removed_by=cmd.person)
+        cmd.answer(ok=True, acknowledged="floor removed")
 
     def _recount_decks(self, why: str) -> None:
         """A journal that may be behind what happened says where the decks were, not where
