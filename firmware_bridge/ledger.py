@@ -29,11 +29,14 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeGuard, TypeVar
 
 from protocols.messages import DeviceKind, Message
 
 from .errors import HandshakeError, ProtocolVersionMismatch, WrongDevice
+
+if TYPE_CHECKING:  # the link imports this module
+    from .link import RefusedEvent
 
 
 class FirmwareNotAllowed(HandshakeError):
@@ -78,7 +81,7 @@ class DeviceEvent:
     event SEQ (-1 for a notice); ``boot_id`` the boot it came from."""
 
     source: str
-    message: Message | LinkNotice | RefusedEvent  # noqa: F821 (RefusedEvent: firmware_bridge.link)
+    message: Message | LinkNotice | RefusedEvent
     received_at: float
     seq: int = -1
     boot_id: int = 0
@@ -138,7 +141,7 @@ def post_notice(events: "queue.Queue[DeviceEvent]", name: str, kind: str, detail
     return True
 
 
-def rebooted(previous: DeviceIdentity | None, ident: DeviceIdentity) -> bool:
+def rebooted(previous: DeviceIdentity | None, ident: DeviceIdentity) -> TypeGuard[DeviceIdentity]:
     """Whether ``ident`` is the same device after a restart (a new ``boot_id``, SPEC §6.5)."""
     return previous is not None and previous.boot_id != ident.boot_id
 
