@@ -29,14 +29,11 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeGuard, TypeVar
+from typing import Any, Callable, Generic, TypeGuard, TypeVar
 
-from protocols.messages import DeviceKind, Message
+from protocols.messages import DeviceKind, Message, NakCode, catalogue
 
 from .errors import HandshakeError, ProtocolVersionMismatch, WrongDevice
-
-if TYPE_CHECKING:  # the link imports this module
-    from .link import RefusedEvent
 
 
 class FirmwareNotAllowed(HandshakeError):
@@ -71,6 +68,32 @@ class DeviceIdentity:
     firmware_version: str
     serial_number: str
     boot_id: int = 0
+
+
+@dataclass(frozen=True)
+class RefusedEvent:
+    """A device event the host refused (SPEC §6.3), delivered in the event queue like an
+    event, with the device's SEQ, so its consumer records the refusal before the
+    host answers ``Nak(nak)`` (:meth:`Link.acknowledge`): a host killed in between
+    gets the event again.
+
+    ``type``: the frame's type byte; ``reason``: ``"undecodable"`` (a payload that
+    does not fit, a type not in the catalogue) or ``"wrong_device"`` (an event this
+    link's device kind does not send, ``EVENTS_BY_KIND``); ``detail``: why;
+    ``payload``: the raw bytes. A card event's payload can name a card: never log
+    ``detail`` or ``payload``, keep them sealed."""
+
+    type: int
+    reason: str
+    nak: NakCode
+    detail: str = ""
+    payload: bytes = b""
+
+    @property
+    def name(self) -> str:
+        """The message's name, or its type byte when it is not in the catalogue."""
+        cls = catalogue().get(self.type)
+        return cls.__name__ if cls else f"type 0x{self.type:02X}"
 
 
 @dataclass(frozen=True)

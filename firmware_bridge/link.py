@@ -84,6 +84,7 @@ from .ledger import (
     FirmwareNotAllowed,
     LinkNotice,
     Offer,
+    RefusedEvent as RefusedEvent,  # defined with DeviceEvent, which carries it; named from here too
     TamperDetected,
     check_identity,
     post_notice,
@@ -173,32 +174,6 @@ class LinkState(str, enum.Enum):
     UP = "up"
     DOWN = "down"
     REFUSED = "refused"
-
-
-@dataclass(frozen=True)
-class RefusedEvent:
-    """A device event the host refused (SPEC §6.3), delivered in the event queue like an
-    event, with the device's SEQ, so its consumer records the refusal before the
-    host answers ``Nak(nak)`` (:meth:`Link.acknowledge`): a host killed in between
-    gets the event again.
-
-    ``type``: the frame's type byte; ``reason``: ``"undecodable"`` (a payload that
-    does not fit, a type not in the catalogue) or ``"wrong_device"`` (an event this
-    link's device kind does not send, ``EVENTS_BY_KIND``); ``detail``: why;
-    ``payload``: the raw bytes. A card event's payload can name a card: never log
-    ``detail`` or ``payload``, keep them sealed."""
-
-    type: int
-    reason: str
-    nak: NakCode
-    detail: str = ""
-    payload: bytes = b""
-
-    @property
-    def name(self) -> str:
-        """The message's name, or its type byte when it is not in the catalogue."""
-        cls = catalogue().get(self.type)
-        return cls.__name__ if cls else f"type 0x{self.type:02X}"
 
 
 @dataclass
