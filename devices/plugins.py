@@ -121,7 +121,8 @@ def load_plugin(name: str, kind: DriverKind | str) -> DriverPlugin:
     if kind not in {DriverKind(k) for k in plugin.kinds}:
         raise DriverError(f"device driver {name!r} (package {package}) does not drive a {kind} "
                           f"(it drives: {', '.join(sorted(str(DriverKind(k)) for k in plugin.kinds))})")
-    return plugin
+    checked: DriverPlugin = plugin  # every member of the contract is there (checked above)
+    return checked
 
 
 def split_options(kind: DriverKind | str, section: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +155,7 @@ def open_driver(name: str, request: OpenRequest) -> Any:
     plugin, _caps = prepare(name, request.kind, request.options)
     driver = plugin.open(request)
     try:
-        driver.driver_name = name  # what the table journals beside the device's identity (describe())
+        setattr(driver, "driver_name", name)  # not in the contract's protocols; what the table journals beside the device's identity (describe())
     except AttributeError:  # a driver with __slots__: describe() says "unknown"
         pass
     return driver

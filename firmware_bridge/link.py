@@ -82,7 +82,7 @@ from .ledger import (
     DeviceIdentity as DeviceIdentity,
     EventLedger,
     FirmwareNotAllowed,
-    LinkNotice,
+    LinkNotice as LinkNotice,  # re-exported, like DeviceEvent
     Offer,
     RefusedEvent as RefusedEvent,  # defined with DeviceEvent, which carries it; named from here too
     TamperDetected,

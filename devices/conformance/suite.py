@@ -72,7 +72,15 @@ from protocols.messages import (
 
 from ..drivers import CardShoe, DeviceDriver, Shuffler
 from . import shuffler_faults
-from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
+from .outcomes import (  # the outcomes and the operator's errors are named from here too
+    FAIL as FAIL,
+    PASS as PASS,
+    SKIP as SKIP,
+    CheckFailed as CheckFailed,
+    NeedsOperator as NeedsOperator,
+    OperatorError as OperatorError,
+    expect,
+)
 
 #: Link settings for conformance runs: patient enough for a real device on a slow line.
 CONFORMANCE_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
