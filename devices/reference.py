@@ -33,7 +33,7 @@ def _fields(cls: type) -> str:
     parts = []
     for f in dataclasses.fields(cls):
         default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
-        factory = f.default_factory  # type: ignore[misc]
+        factory = f.default_factory
         if f.default is dataclasses.MISSING and factory is not dataclasses.MISSING:
             default = f" = {factory.__name__}()" if dataclasses.is_dataclass(factory) else f" = {factory()!r}"
         parts.append(f"{f.name}: {f.type}{default}")
@@ -76,8 +76,8 @@ def render() -> str:
                 c.OpenRequest):
         out.append(f"- {_fields(cls)}")
     out += ["", "Enumerations (`name` (value)):", ""]
-    for cls in (c.DriverKind, c.DeviceKind, c.DeviceState, c.LinkState, c.NakCode, c.ShufflerFaultCode):
-        out.append(f"- {_enum(cls)}")
+    for enum_cls in (c.DriverKind, c.DeviceKind, c.DeviceState, c.LinkState, c.NakCode, c.ShufflerFaultCode):
+        out.append(f"- {_enum(enum_cls)}")
     ace, ten = Card.parse("As"), Card.parse("Td")
     out += ["", "Cards and back colours (`protocols.cards`, re-exported):", "",
             "- " + _enum(c.BackColour) + "; `str(colour)` is the lower-case name, "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import LinkLost
-from .transport import Transport
+from .transport import Transport, as_timed
 
 #: Type byte of an Ack reply (protocols/SPEC.md §4.1).
 _ACK_TYPE = 0x80
@@ -173,7 +173,7 @@ class FaultyTransport:
             raise LinkLost(f"{self.name}: disconnected (fault injection)")
         if self._rx_backlog:
             return True
-        return self.inner.wait_readable(timeout_s)
+        return as_timed(self.inner).wait_readable(timeout_s)
 
     def quiet(self, on: bool) -> None:
         """As the inner transport's; bytes held back by ``fragment`` when it ends
@@ -192,7 +192,7 @@ class FaultyTransport:
             b = bytes(self._rx_backlog[:1])
             del self._rx_backlog[:1]
             return b
-        data = self.inner.read(max_bytes) if timeout_s is None else self.inner.read(max_bytes, timeout_s)
+        data = self.inner.read(max_bytes) if timeout_s is None else as_timed(self.inner).read(max_bytes, timeout_s)
         if not data:
             return data
         if self._muted:

@@ -29,9 +29,9 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeGuard, TypeVar
 
-from protocols.messages import DeviceKind, Message
+from protocols.messages import DeviceKind, Message, NakCode, catalogue
 
 from .errors import HandshakeError, ProtocolVersionMismatch, WrongDevice
 
@@ -71,6 +71,32 @@ class DeviceIdentity:
 
 
 @dataclass(frozen=True)
+class RefusedEvent:
+    """A device event the host refused (SPEC §6.3), delivered in the event queue like an
+    event, with the device's SEQ, so its consumer records the refusal before the
+    host answers ``Nak(nak)`` (:meth:`Link.acknowledge`): a host killed in between
+    gets the event again.
+
+    ``type``: the frame's type byte; ``reason``: ``"undecodable"`` (a payload that
+    does not fit, a type not in the catalogue) or ``"wrong_device"`` (an event this
+    link's device kind does not send, ``EVENTS_BY_KIND``); ``detail``: why;
+    ``payload``: the raw bytes. A card event's payload can name a card: never log
+    ``detail`` or ``payload``, keep them sealed."""
+
+    type: int
+    reason: str
+    nak: NakCode
+    detail: str = ""
+    payload: bytes = b""
+
+    @property
+    def name(self) -> str:
+        """The message's name, or its type byte when it is not in the catalogue."""
+        cls = catalogue().get(self.type)
+        return cls.__name__ if cls else f"type 0x{self.type:02X}"
+
+
+@dataclass(frozen=True)
 class DeviceEvent:
     """An event from a device (a protocol message) or from the link itself (a
     :class:`LinkNotice`), in arrival order. ``source`` is the link's name and
@@ -78,7 +104,7 @@ class DeviceEvent:
     event SEQ (-1 for a notice); ``boot_id`` the boot it came from."""
 
     source: str
-    message: Message | LinkNotice | RefusedEvent  # noqa: F821 (RefusedEvent: firmware_bridge.link)
+    message: Message | LinkNotice | RefusedEvent
     received_at: float
     seq: int = -1
     boot_id: int = 0
@@ -138,7 +164,7 @@ def post_notice(events: "queue.Queue[DeviceEvent]", name: str, kind: str, detail
     return True
 
 
-def rebooted(previous: DeviceIdentity | None, ident: DeviceIdentity) -> bool:
+def rebooted(previous: DeviceIdentity | None, ident: DeviceIdentity) -> TypeGuard[DeviceIdentity]:
     """Whether ``ident`` is the same device after a restart (a new ``boot_id``, SPEC §6.5)."""
     return previous is not None and previous.boot_id != ident.boot_id
 

@@ -42,7 +42,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -78,19 +78,20 @@ from .errors import (
     WrongDevice,
 )
 from .ledger import (
-    DeviceEvent,
-    DeviceIdentity,
+    DeviceEvent as DeviceEvent,  # re-exported: drivers and the updater name them from here
+    DeviceIdentity as DeviceIdentity,
     EventLedger,
     FirmwareNotAllowed,
-    LinkNotice,
+    LinkNotice as LinkNotice,  # re-exported, like DeviceEvent
     Offer,
+    RefusedEvent as RefusedEvent,  # defined with DeviceEvent, which carries it; named from here too
     TamperDetected,
     check_identity,
     post_notice,
     rebooted as _rebooted,
     refusal_notice,
 )
-from .transport import Transport
+from .transport import Transport, as_timed
 
 log = structlog.get_logger("firmware_bridge.link")
 
@@ -175,32 +176,6 @@ class LinkState(str, enum.Enum):
     REFUSED = "refused"
 
 
-@dataclass(frozen=True)
-class RefusedEvent:
-    """A device event the host refused (SPEC §6.3), delivered in the event queue like an
-    event, with the device's SEQ, so its consumer records the refusal before the
-    host answers ``Nak(nak)`` (:meth:`Link.acknowledge`): a host killed in between
-    gets the event again.
-
-    ``type``: the frame's type byte; ``reason``: ``"undecodable"`` (a payload that
-    does not fit, a type not in the catalogue) or ``"wrong_device"`` (an event this
-    link's device kind does not send, ``EVENTS_BY_KIND``); ``detail``: why;
-    ``payload``: the raw bytes. A card event's payload can name a card: never log
-    ``detail`` or ``payload``, keep them sealed."""
-
-    type: int
-    reason: str
-    nak: NakCode
-    detail: str = ""
-    payload: bytes = b""
-
-    @property
-    def name(self) -> str:
-        """The message's name, or its type byte when it is not in the catalogue."""
-        cls = catalogue().get(self.type)
-        return cls.__name__ if cls else f"type 0x{self.type:02X}"
-
-
 @dataclass
 class LinkStats:
     """Counters for diagnostics and benchmarks."""
@@ -226,7 +201,51 @@ class LinkStats:
     reboots: int = 0
 
 
-class _LinkSupervisor:
+class _LinkShared:
+    """What the two halves of a :class:`Link` share, declared for the type checker only:
+    the link's own state (every attribute is set in ``Link.__init__``) and the link's
+    methods each half calls. Nothing here exists at run time."""
+
+    transport: Transport
+    frame_trace: Callable[[str, bytes], None] | None
+    name: str
+    config: LinkConfig
+    events: queue.Queue[DeviceEvent]
+    auto_reconnect: bool
+    stats: LinkStats
+    identity: DeviceIdentity | None
+    expected_kind: DeviceKind | None
+    _ledger: EventLedger[Message]
+    _cv: threading.Condition
+    _state: LinkState
+    _generation: int
+    _pending_seq: int | None
+    _reply: Frame | None
+    _slot: threading.Lock
+    _rx_role: threading.Lock
+    _park: threading.Condition
+    _parked: bool
+    _watching: bool
+    _timed: bool
+    _last_rx: float
+    _parser: FrameParser
+    _write_lock: threading.Lock
+    _log: Any  # structlog's bound logger (structlog types get_logger as Any)
+
+    if TYPE_CHECKING:
+        def _connect(self) -> None: ...
+        def _stop_reader(self) -> None: ...
+        def _identify(self) -> DeviceIdentity: ...
+        def _transact(self, msg: Message, expect: type[Message], *, internal: bool = False,
+                      attempts: int | None = None, first_timeout_ms: int | None = None,
+                      heartbeat: bool = False, _reidentified: int = 0) -> Message: ...
+        def _wake_requester(self) -> None: ...
+        def _notice(self, kind: str, detail: str) -> None: ...
+        def _go_down(self, reason: str) -> None: ...
+        def _refuse(self, exc: HandshakeError) -> None: ...
+
+
+class _LinkSupervisor(_LinkShared):
     """The supervisor half of a :class:`Link`: the heartbeat while the link is up and the
     reconnect with backoff while it is down (SPEC §6.4, §6.6). A mixin: it works on the link's
     own state (``_cv``, ``_state``, ``config``, ``stats``), split out so each piece has one job."""
@@ -310,7 +329,7 @@ class _LinkSupervisor:
             return
 
 
-class _LinkReader:
+class _LinkReader(_LinkShared):
     """The reader half of a :class:`Link`: writing frames, reading the line (the reader
     thread, or a requester reading its own reply, SPEC §7.1) and dispatching each frame:
     a reply to the waiting requester, an event to the queue with its answer (SPEC §6.3).
@@ -340,7 +359,7 @@ class _LinkReader:
         own read timeout, the reader thread's). Returns False when the
         connection failed (the link is then down)."""
         try:
-            data = self.transport.read(512) if timeout_s is None else self.transport.read(512, timeout_s)
+            data = self.transport.read(512) if timeout_s is None else as_timed(self.transport).read(512, timeout_s)
         except LinkLost as exc:
             if self._generation == gen:
                 self._go_down(str(exc))
@@ -387,7 +406,7 @@ class _LinkReader:
                 try:
                     if self._pending_seq is not None and not quietable:
                         continue
-                    ready = self.transport.wait_readable(read_s)
+                    ready = as_timed(self.transport).wait_readable(read_s)
                 except LinkLost as exc:
                     if self._generation == gen:
                         self._go_down(str(exc))
@@ -831,7 +850,7 @@ class Link(_LinkSupervisor, _LinkReader):
                 if timed and quiet is None and self._watching:
                     # The reader waits on the line too: send it to park now, while the
                     # device works, not when the reply wakes both of us.
-                    self.transport.cancel_read()
+                    as_timed(self.transport).cancel_read()
                 self._await_reply(gen, time.monotonic() + timeout_s, timed)
                 with self._slot:
                     frame, self._pending_seq = self._reply, None

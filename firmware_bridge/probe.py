@@ -33,7 +33,7 @@ from protocols.frame import FrameParser, encode_frame
 from protocols.messages import Direction, Identify, Message, decode_message, direction_of, encode_message
 
 from .factory import transport_for
-from .transport import Transport
+from .transport import Transport, as_timed
 
 
 @dataclass
@@ -141,5 +141,5 @@ class Probe:
 
     def _read(self, timeout_s: float) -> bytes:
         if getattr(self.transport, "timed_read", False):
-            return self.transport.read(512, min(timeout_s, 0.1))
+            return as_timed(self.transport).read(512, min(timeout_s, 0.1))
         return self.transport.read(512)

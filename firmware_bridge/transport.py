@@ -13,7 +13,7 @@ import errno
 import os
 import select
 import socket
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol, cast
 
 import serial
 
@@ -49,6 +49,25 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+class TimedTransport(Transport, Protocol):
+    """A :class:`Transport` whose ``timed_read`` is true: what :meth:`Transport.read`'s
+    docstring says such a transport has besides (for the type checker)."""
+
+    timed_read: bool
+
+    def read(self, max_bytes: int, timeout_s: float | None = None) -> bytes: ...
+
+    def wait_readable(self, timeout_s: float) -> bool: ...
+
+    def cancel_read(self) -> None: ...
+
+
+def as_timed(transport: Transport) -> TimedTransport:
+    """``transport`` as a :class:`TimedTransport`, for code that has seen its
+    ``timed_read`` true (or its ``wait_readable``); checks nothing itself."""
+    return cast(TimedTransport, transport)
+
+
 _HINTS = {
     errno.ENOENT: "no such device: check the cable and `tablectl devices`; install the udev rules for stable names",
     errno.EACCES: "permission denied: install the project's udev rules (udev/README.md) and add the user to their group",
@@ -72,7 +91,7 @@ class SerialTransport:
         self.name = url
         self.baudrate = baudrate
         self.read_timeout_s = read_timeout_s
-        self._port: serial.SerialBase | None = None
+        self._port: serial.Serial | None = None
         self._fast: tuple[int, int] | None = None
         self._watch: _Watch | None = None
 
@@ -99,7 +118,7 @@ class SerialTransport:
         # and one syscall per burst instead of pyserial's ioctl + select + read.
         fd, abort = getattr(port, "fd", None), getattr(port, "pipe_abort_read_r", None)
         self._fast = (fd, abort) if isinstance(fd, int) and isinstance(abort, int) else None
-        self._watch = _Watch(fd, abort) if self._fast is not None else None
+        self._watch = _Watch(*self._fast) if self._fast is not None else None
 
     @property
     def is_open(self) -> bool:
@@ -117,8 +136,9 @@ class SerialTransport:
         port = self._port
         if port is None:
             raise LinkLost(f"{self.url} is closed")
-        if self._fast is not None:
-            return self._read_fd(max_bytes, self.read_timeout_s if timeout_s is None else timeout_s)
+        fast = self._fast
+        if fast is not None:
+            return self._read_fd(fast, max_bytes, self.read_timeout_s if timeout_s is None else timeout_s)
         try:
             data = port.read(max(1, min(port.in_waiting, max_bytes)))
             # Drain what else is already waiting, so one call returns the whole burst
@@ -153,8 +173,8 @@ class SerialTransport:
         if watch is not None:
             watch.quiet(on)
 
-    def _read_fd(self, max_bytes: int, timeout_s: float) -> bytes:
-        fd, abort = self._fast
+    def _read_fd(self, fast: tuple[int, int], max_bytes: int, timeout_s: float) -> bytes:
+        fd, abort = fast
         watch = self._watch
         try:
             if watch is None:
@@ -285,7 +305,7 @@ def _set_nodelay(port: serial.SerialBase) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def _close_socket_port(port: serial.SerialBase) -> None:
+def _close_socket_port(port: Any) -> None:  # pyserial's socket:// port; its _socket is not in the stubs
     """Close a pyserial ``socket://`` port's socket and mark the port closed, so
     its own ``close()`` has nothing left to do.
 
@@ -354,8 +374,8 @@ class SocketTransport:
         if sock is None:
             raise LinkLost(f"{self.name} is closed")
         try:
-            ready, _, _ = select.select([sock, self._wake_r], [], [],
-                                        self.read_timeout_s if timeout_s is None else timeout_s)
+            watched: list[socket.socket | int] = [sock, self._wake_r]
+            ready, _, _ = select.select(watched, [], [], self.read_timeout_s if timeout_s is None else timeout_s)
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 64)

@@ -110,7 +110,8 @@ class UsbSelector:
 
     def matches(self, device: Any) -> bool:
         """True when ``device`` (a ``usb.core.Device``) has these IDs (serial not checked)."""
-        return device.idVendor == self.vendor_id and device.idProduct == self.product_id
+        same: bool = device.idVendor == self.vendor_id and device.idProduct == self.product_id
+        return same
 
 
 def is_usb_selector(url: str) -> bool:
@@ -157,7 +158,8 @@ def read_serial_number(device: Any) -> str | None:
     """The device's serial-number string, or None when it has none or it cannot be
     read (reading it opens the device, which needs permission)."""
     try:
-        return device.serial_number
+        serial: str | None = device.serial_number
+        return serial
     except (usb.core.USBError, ValueError, NotImplementedError):
         return None
 

@@ -64,7 +64,7 @@ def deck_from_text(text: str) -> list[tuple[Card, BackColour]]:
         raise CardError("a carried deck holds no card")
     if len(words) > MAX_CARDS:
         raise CardError(f"{len(words)} cards: a carried deck holds at most {MAX_CARDS}")
-    out = []
+    out: list[tuple[Card, BackColour]] = []
     for word in words:
         face, slash, back = word.partition("/")
         card_colour = BackColour.parse(back) if slash else colour

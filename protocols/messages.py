@@ -29,9 +29,9 @@ import enum
 import hashlib
 import struct
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, cast
 
-from .cards import DECK_SIZE, BackColour, Card, bitmap_to_cards, cards_to_bitmap
+from .cards import DECK_SIZE, BackColour, Card, Suit, bitmap_to_cards, cards_to_bitmap
 from .errors import CardError, MessageError, UnknownMessageType
 
 PROTOCOL_MAJOR = 1
@@ -593,7 +593,8 @@ class CardDrawn(Message):
     def decode(cls, payload: bytes) -> "CardDrawn":
         _expect_len(cls, payload, 4)
         try:
-            card = Card(payload[1], payload[2])
+            # the raw suit byte: Card checks it and makes it a Suit (or raises CardError)
+            card = Card(payload[1], cast(Suit, payload[2]))
         except CardError as exc:
             raise MessageError(f"bad CardDrawn card: {exc}") from None
         return cls(payload[0], card, _colour(payload[3]))

@@ -15,7 +15,7 @@ import enum
 import json
 import sys
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cards import BackColour, Card
 from .firmware_image import HEADER_SIZE, FirmwareImage, ImageHeader, build_header, key_id_of
@@ -27,6 +27,9 @@ from .messages import (
     ShoeLoaded, Shuffle, ShufflerFault, ShufflerFaultCode, StatusReply, UpdateActivate, UpdateBegin, UpdateChunk,
     UpdateCommit, UpdateOffset, UpdateResult, UpdateState, encode_message,
 )
+
+if TYPE_CHECKING:  # imported where used: the wire protocol does not need cryptography to load
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 VECTORS_FILE = "golden_vectors.json"
 
@@ -94,7 +97,7 @@ def _examples() -> list[Message]:
     ]
 
 
-def _keys() -> tuple[Any, Any]:
+def _keys() -> tuple[Ed25519PrivateKey, Ed25519PrivateKey]:
     """The golden vendor and foreign signing keys (deterministic, from their seeds)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -102,7 +105,7 @@ def _keys() -> tuple[Any, Any]:
             Ed25519PrivateKey.from_private_bytes(GOLDEN_FOREIGN_SEED))
 
 
-def _raw_public(private: Any) -> bytes:
+def _raw_public(private: Ed25519PrivateKey) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -116,7 +119,7 @@ def _golden_images() -> dict[str, bytes]:
     body, body2 = bytes(range(100)), bytes(range(100, 200))
     shoe = DeviceKind.SHOE
 
-    def signed(header: ImageHeader, payload: bytes, key: Any = vendor) -> bytes:
+    def signed(header: ImageHeader, payload: bytes, key: Ed25519PrivateKey = vendor) -> bytes:
         data = header.encode() + payload
         return data + key.sign(data)
 
@@ -162,7 +165,11 @@ def _update_exchanges() -> list[dict[str, Any]]:
         item: dict[str, Any] = {"name": name}
         if action:
             item["action"] = action
-        item["request"] = wire if wire is not None else _wire(s, msg)
+        if wire is None:
+            if msg is None:
+                raise ValueError(f"{name}: an exchange needs its request message or its wire text")
+            wire = _wire(s, msg)
+        item["request"] = wire
         item["reply"] = _wire(s, reply)
         out.append(item)
 
@@ -336,7 +343,8 @@ def build_vectors() -> dict[str, Any]:
 
 def load_vectors() -> dict[str, Any]:
     """The committed golden vectors."""
-    return json.loads(resources.files("protocols").joinpath(VECTORS_FILE).read_text())
+    vectors: dict[str, Any] = json.loads(resources.files("protocols").joinpath(VECTORS_FILE).read_text())
+    return vectors
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point

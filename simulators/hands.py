@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import socketserver
 import threading
-from typing import Callable
+from typing import Callable, cast
 
 from protocols.cards import BackColour
 
@@ -72,7 +72,7 @@ class HandsServer:
             allow_reuse_address = True
 
         self._server = _Server(address, _Handler)
-        self.address: tuple[str, int] = self._server.server_address[:2]
+        self.address = cast("tuple[str, int]", self._server.server_address[:2])  # AF_INET: the host is a str
         self._thread = threading.Thread(target=self._server.serve_forever, name="sim-hands", daemon=True)
 
     def _unreadable(self, args: list[str]) -> None:

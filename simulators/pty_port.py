@@ -169,7 +169,7 @@ class PtyPort:
         old = (self.fd, self._slave)
         if down_s > 0:
             self.fd = self._slave = -1
-            if self._owns_link():
+            if self.link is not None and self._owns_link():
                 self.link.unlink()
             self._replug = self.clock.timer(down_s, self._plug_back)
         else:
@@ -202,7 +202,7 @@ class PtyPort:
             self._replug = None
         old = (self.fd, self._slave)
         self.fd = self._slave = -1
-        if self._owns_link():
+        if self.link is not None and self._owns_link():
             self.link.unlink()
         for fd in old:
             try:
@@ -259,6 +259,6 @@ class PtyPort:
                 except OSError:
                     pass
         self.fd = self._slave = -1
-        if self._owns_link():  # not one another emulator has put there since
+        if self.link is not None and self._owns_link():  # not one another emulator has put there since
             self.link.unlink()
         self._release_claim()

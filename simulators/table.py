@@ -24,7 +24,7 @@ from protocols.messages import DeviceKind
 
 from .devices import DeviceRefused, ShoeEmulator, ShufflerEmulator, SimCard, deck_colour, new_deck
 from .pty_port import PtyPort
-from .usb_backend import EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDevice, EmulatorUsbBackend
+from .usb_backend import EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDevice, EmulatorUsbBackend, UsbDevicePort
 
 TRANSPORTS = ("serial", "usb")
 SHUFFLER_SERIAL = "SHF-SIM-0001"
@@ -157,6 +157,8 @@ class SimulatedTable:
         self.usb_backend: EmulatorUsbBackend | None = None
         self.shuffler_usb: EmulatedUsbDevice | None = None  # the USB side of each device (usb only),
         self.shoe_usb: EmulatedUsbDevice | None = None  # for faults: unplug(), faults.busy_on_claim...
+        shuffler_port: UsbDevicePort | PtyPort
+        shoe_port: UsbDevicePort | PtyPort
         if transport == "usb":
             devices = (EmulatedUsbDevice(DeviceKind.SHUFFLER, serial_number=SHUFFLER_SERIAL),
                        EmulatedUsbDevice(DeviceKind.SHOE, serial_number=SHOE_SERIAL))

@@ -17,7 +17,7 @@ Imports the driver contract, ``protocols`` and ``outcomes`` only.
 from __future__ import annotations
 
 import queue
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from protocols.cards import DECK_SIZE, BackColour, Card
 
@@ -25,6 +25,7 @@ from ..contract import (
     DeckDelivered,
     DeckInserted,
     DeckVerified,
+    DeviceEvent,
     DeviceState,
     LinkNotice,
     NakCode,
@@ -40,11 +41,12 @@ def status_ok(st: Any, what: str) -> StatusReply:
     expect(isinstance(st.state, DeviceState) and isinstance(st.back_colour, BackColour),
            f"{what}: status fields are not DeviceState/BackColour")
     expect(0 <= st.cards <= DECK_SIZE, f"{what}: status says {st.cards} cards")
-    return st
+    reply: StatusReply = st  # a StatusReply (checked above)
+    return reply
 
 
 
-def empty_shuffler(ctx: Any, drv: Any, events: "queue.Queue") -> None:
+def empty_shuffler(ctx: Any, drv: Any, events: "queue.Queue[DeviceEvent]") -> None:
     st = drv.status()
     if st.state is DeviceState.IDLE:
         return
@@ -55,7 +57,7 @@ def empty_shuffler(ctx: Any, drv: Any, events: "queue.Queue") -> None:
     ctx.expect_event(drv, events, DeckDelivered)
 
 
-def _fresh_deck_in(ctx: Any, drv: Any, events: "queue.Queue", insert: Callable[[], None]) -> None:
+def _fresh_deck_in(ctx: Any, drv: Any, events: "queue.Queue[DeviceEvent]", insert: Callable[[], None]) -> None:
     """Empty the shuffler, then ``insert`` a deck; its ``DeckInserted`` is taken."""
     empty_shuffler(ctx, drv, events)
     insert()
@@ -71,9 +73,12 @@ def _deck_content(ctx: Any, *, missing: tuple[Card, ...] = (), doubled: tuple[Ca
     _fresh_deck_in(ctx, drv, events, lambda: ctx.operator.insert_faulty_deck(
         colour, missing=missing, doubled=doubled, foreign=foreign))
     drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    ver: DeckVerified = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
     count = DECK_SIZE - len(missing) + len(doubled) + foreign
-    named = lambda idx: " ".join(sorted(str(Card.from_index(i)) for i in idx)) or "none"  # noqa: E731
+
+    def named(idx: Iterable[int]) -> str:
+        return " ".join(sorted(str(Card.from_index(i)) for i in idx)) or "none"
+
     expect(ver.back_colour == colour, f"DeckVerified says {ver.back_colour}, the deck is {colour}")
     expect(ver.card_count == count, f"card count {ver.card_count}, the deck holds {count}")
     expect(set(ver.missing) == {c.index for c in missing},
@@ -157,7 +162,7 @@ def check_shuffler_line_noise(ctx: Any) -> str:
     return f"2 garbled frames: DeckVerified once, then DeckDelivered (seq {nxt.seq})"
 
 
-def _rebooted(ctx: Any, drv: Any, events: "queue.Queue", boot: int) -> StatusReply:
+def _rebooted(ctx: Any, drv: Any, events: "queue.Queue[DeviceEvent]", boot: int) -> StatusReply:
     """The status after a power cycle, then ``device_rebooted`` (link notices only: an event
     here was lost or doubled). The status request is how a host without a heartbeat learns of
     the reboot (``NAK NOT_IDENTIFIED``, SPEC 6.5); a heartbeat may have told it already."""

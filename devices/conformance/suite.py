@@ -35,7 +35,7 @@ import queue
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, TypeVar, cast
 
 from firmware_bridge.errors import LinkError, RequestRefused
 from firmware_bridge.factory import transport_for
@@ -72,7 +72,18 @@ from protocols.messages import (
 
 from ..drivers import CardShoe, DeviceDriver, Shuffler
 from . import shuffler_faults
-from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
+from .outcomes import (  # the outcomes and the operator's errors are named from here too
+    FAIL as FAIL,
+    PASS as PASS,
+    SKIP as SKIP,
+    CheckFailed as CheckFailed,
+    NeedsOperator as NeedsOperator,
+    OperatorError as OperatorError,
+    expect,
+)
+
+#: A device message of one kind (what :meth:`CheckContext.next_event` returns).
+M = TypeVar("M", bound=Message)
 
 #: Link settings for conformance runs: patient enough for a real device on a slow line.
 CONFORMANCE_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
@@ -470,7 +481,7 @@ class CheckContext:
         self._stack.callback(session.close)
         return session
 
-    def next_event(self, kind: type[Message], timeout_s: float | None = None) -> Message:
+    def next_event(self, kind: type[M], timeout_s: float | None = None) -> M:
         """The next device event of type ``kind`` from the driver, skipping link
         notices and other events. Raises :class:`CheckFailed` after the timeout."""
         deadline = time.monotonic() + (timeout_s or self.target.event_timeout_s)
@@ -518,7 +529,7 @@ class CheckResult:
     detail: str
     seconds: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The result as a JSON-ready dict (the ``--json`` report's ``results`` items)."""
         return {"device": self.check.device, "check": self.check.name, "title": self.check.title,
                 "outcome": self.outcome, "detail": self.detail, "seconds": round(self.seconds, 3)}
@@ -658,7 +669,7 @@ def check_shuffler_event_arq(ctx: CheckContext) -> str:
     raw.identify(_session())
     status = raw.request(1, GetStatus())
     expect(isinstance(status, StatusReply), f"GetStatus answered {status}")
-    if status.state is DeviceState.IDLE:
+    if cast(StatusReply, status).state is DeviceState.IDLE:  # a StatusReply: checked just above
         ctx.operator.insert_deck(BackColour.RED)
         first = _retransmit_then_ack(raw, DeckInserted, timeout)
     else:  # a deck is already in: its shuffle's event serves

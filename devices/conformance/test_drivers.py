@@ -11,14 +11,16 @@ package's tests.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
-from devices.conformance.drivers import DRIVER_CHECKS, run_driver_check
+from devices.conformance.drivers import DRIVER_CHECKS, DriverCheck, DriverTarget, run_driver_check
 from devices.conformance.suite import SKIP, PASS
 
 
 @pytest.mark.parametrize("check", DRIVER_CHECKS, ids=lambda c: c.id)
-def test_driver_conforms(check, threecard_driver_target):
+def test_driver_conforms(check: DriverCheck, threecard_driver_target: Callable[[str], DriverTarget | None]) -> None:
     target = threecard_driver_target(check.kind)
     if target is None:
         pytest.skip(f"no {check.kind} under test (give --{check.kind}-url and --{check.kind}-driver)")

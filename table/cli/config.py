@@ -39,9 +39,9 @@ def check_command(file: str) -> None:
         sys.exit(EXIT_INVALID)
     for why in cfg.unsafe_files():
         click.echo(f"{file}: warning: {why} (the service refuses to start so)", err=True)
-    why = _shuffler_risk(cfg)
-    if why is not None:
-        click.echo(f"{file}: warning: devices.shuffler.driver {cfg.devices.shuffler.driver!r}: {why}", err=True)
+    risk = _shuffler_risk(cfg)
+    if risk is not None:
+        click.echo(f"{file}: warning: devices.shuffler.driver {cfg.devices.shuffler.driver!r}: {risk}", err=True)
     decks = ", ".join(f"{d.id} {d.back_colour}" for d in cfg.decks)
     click.echo(f"{file}: valid: table {cfg.table.id}, {cfg.table.seats} seats, decks {decks}, "
                f"shuffler {cfg.devices.shuffler.url}, shoe {cfg.devices.shoe.url}")

@@ -129,11 +129,11 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
     transaction), after both PINs are proved against the people file (the lock-outs of a
     sign-in from outside the table's screens). The entries carry the journal's MACs; the
     controller's next start signs them with its checkpoint. Raises :class:`BadInput`."""
-    from table.gaming_day import DropFileError, ProcedureError, read_drop_csv
+    from table.gaming_day import ENTRY_KIND, DropFileError, ProcedureError, read_drop_csv
     from table.interfaces.auth import DEFAULT_PEOPLE_FILE, Authenticator, PeopleFileError, SignInLocked
     from table.journal import Journal, JournalError
     from table.keys import KeyFileError, load_private_key
-    from table.procedure.table_day import ENTRY_KIND, replay_day
+    from table.procedure.table_day import replay_day
     from table.roles import Role
 
     beside = Path(journal_path).with_name(Path(journal_path).name + ".key")

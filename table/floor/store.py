@@ -94,8 +94,9 @@ class Store:
                                  "'threecard-table[floor]'") from None
             self._errors: tuple[type[BaseException], ...] = (psycopg.Error,)
             try:
-                self._conn = psycopg.connect(url, autocommit=False, connect_timeout=10,
-                                             application_name="threecard-floor")
+                # a psycopg or a sqlite3 connection: only the DB-API calls both have are used
+                self._conn: Any = psycopg.connect(url, autocommit=False, connect_timeout=10,
+                                                  application_name="threecard-floor")
             except psycopg.Error as exc:
                 raise StoreError(f"cannot connect to the floor database {self.where}: {exc}") from None
         else:

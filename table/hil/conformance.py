@@ -107,7 +107,7 @@ class InProcessBench:
         from simulators.pty_port import PtyPort
         from simulators.table import SHOE_SERIAL, SHUFFLER_SERIAL
         from simulators.usb_backend import (EMULATOR_PRODUCT_IDS, EMULATOR_VENDOR_ID, EmulatedUsbDevice,
-                                            EmulatorUsbBackend)
+                                            EmulatorUsbBackend, UsbDevicePort)
 
         def _selector(kind: DeviceKind, serial: str) -> str:
             return f"usb://{EMULATOR_VENDOR_ID:04x}:{EMULATOR_PRODUCT_IDS[kind]:04x}/{serial}"
@@ -122,7 +122,7 @@ class InProcessBench:
                         EmulatedUsbDevice(DeviceKind.SHOE, serial_number=SHOE_SERIAL))
                 usb_backend = EmulatorUsbBackend(devs)
                 self._stack.callback(usb_backend.close)
-                ports = (devs[0].port, devs[1].port)
+                ports: tuple[UsbDevicePort | PtyPort, UsbDevicePort | PtyPort] = (devs[0].port, devs[1].port)
                 urls = (_selector(DeviceKind.SHUFFLER, SHUFFLER_SERIAL), _selector(DeviceKind.SHOE, SHOE_SERIAL))
             else:
                 shuffler_port = PtyPort()

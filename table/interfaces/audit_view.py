@@ -37,7 +37,7 @@ def dealt_rounds(journal: Journal) -> list[tuple[str, list[int]]]:
     position (draw index) order, read from the journal's card reads, which are all
     the host ever learns of a deck's order (protocols/SPEC.md §4.2). Rounds still sealed are left
     out."""
-    rounds: dict[str, tuple[str, dict[int, int]]] = {}
+    rounds: dict[str | None, tuple[str, dict[int, int]]] = {}
     # Faces are sealed until a round is over; its reveal discloses its key (docs/journal.md).
     for e, opened in disclosed_cards(journal):
         if e.body.get("to") is None or e.body.get("manual") or e.body.get("late") or e.body.get("replayed"):

@@ -209,10 +209,6 @@ class DeckProcedure:
         st = self.faults.call("shuffler", self.d.shuffler.status, "the shuffler's status")
         return None if st.state is DeviceState.IDLE else st.back_colour
 
-    def _shuffler_holds(self, colour: BackColour) -> bool:
-        """Whether the shuffler still holds a deck of ``colour`` (its own status)."""
-        return self._shuffler_colour() == colour
-
     def _device_status(self, action: str, colour: BackColour) -> str:
         """Whether a device already shows ``action`` done (after a restart, or a dealer
         ahead of the prompt): ``"done"``, ``"todo"``, ``"stub"`` (the shoe still holds the

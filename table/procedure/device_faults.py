@@ -184,7 +184,7 @@ class RideThrough:
     def until_clear(self, which: str, why: str, what: str) -> StatusReply:
         """The device reported a fault (``why``: a jam event): wait until its status shows
         it clear (SPEC §4.1), saying what to do meanwhile. Returns the status then."""
-        status = self.call(which, lambda: self.driver(which).status(), what)
+        status: StatusReply = self.call(which, lambda: self.driver(which).status(), what)
         if status.state is not DeviceState.FAULT:
             return status
         return self.wait_out(which, None, what, why=why, status=status)
@@ -213,7 +213,7 @@ class RideThrough:
         try:
             while True:
                 self._pause()
-                now = None
+                now: StatusReply | None = None
                 if self.driver(which).link.alive:  # a link down is not asked (its request would wait for it)
                     try:
                         now = self.driver(which).status()

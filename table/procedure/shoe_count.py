@@ -78,7 +78,7 @@ class ShoeCountChecks:
         (:class:`DeviceFault` when the shoe does not answer), or returns None then when
         not ``required`` (the next custody point asks again)."""
         try:
-            held = self.d.shoe.status().cards
+            held: int = self.d.shoe.status().cards  # StatusReply.cards: a driver that sends else is caught below
         except LinkError as exc:
             if not required:
                 log.warning("shoe_count_not_read", when=when, error=str(exc)[:200])

@@ -217,7 +217,7 @@ class TableDevices:
         """How long a device takes at most to resend an event it holds (SPEC §6.3, §7):
         twice the longest retransmit timeout, the links' own or the protocol's default
         (:data:`DEVICE_RETRANSMIT_MAX_MS`), whichever is longer (s, on the table's clock)."""
-        longest = max([DEVICE_RETRANSMIT_MAX_MS, *(link.config.retransmit_max_ms for link in self.links.values())])
+        longest: float = max([DEVICE_RETRANSMIT_MAX_MS, *(link.config.retransmit_max_ms for link in self.links.values())])
         return 2 * longest / 1000
 
     def ident(self, source: str) -> tuple[str, int]:
