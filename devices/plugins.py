@@ -122,7 +122,8 @@ def load_plugin(name: str, kind: DriverKind | str) -> DriverPlugin:
                 raise DriverError(f"device driver {name!r} (package {package}): its plugin class could not be "
                                   f"made: {type(exc).__name__}: {exc}") from exc
     check_plugin(plugin, name, package, kind)
-    return plugin
+    checked: DriverPlugin = plugin  # every member of the contract is there (check_plugin)
+    return checked
 
 
 def check_plugin(plugin: Any, name: str, package: str, kind: DriverKind | str) -> None:

@@ -99,7 +99,8 @@ class GuardedDriver:
     @property
     def capabilities(self) -> Capabilities:
         """What the driver declared (docs/drivers.md, "Capabilities"), checked by :func:`guarded`."""
-        return self.inner.capabilities
+        caps: Capabilities = self.inner.capabilities
+        return caps
 
 
 def guarded(driver: Any, kind: str) -> Any:
