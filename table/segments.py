@@ -291,6 +291,8 @@ class ChainResult:
     reason: str = ""
     days: list[DayCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: every problem found, (status, why naming the day), the worst first
+    problems: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def entries(self) -> int:
@@ -426,6 +428,7 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
     if problems:
         worst = min(problems, key=lambda p: CHAIN_ORDER.index(p[0]))
         out.status, out.reason = worst
+        out.problems = sorted(problems, key=lambda p: CHAIN_ORDER.index(p[0]))
         out.notes = [why for s, why in problems if why != out.reason] + out.notes
     return out
 
