@@ -536,6 +536,9 @@ class Counter:
                 d = seg or self.calendar.gaming_day(t)
             if d in per_day:
                 per_day[d].add(b)
+        for d, f in per_day.items():  # a drop entered again: the correction is on the record, and flagged
+            if f.corrections:
+                flags.append(f"gaming day {d}: the drop was entered again: {'; '.join(f.corrections)}")
         missing = [d.isoformat() for d, f in per_day.items() if f.statistical_win is None]
         fig = {"opening": sum(f.opening or 0 for f in per_day.values()),
                "closing": sum(f.closing or 0 for f in per_day.values()),

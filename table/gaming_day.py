@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 #: The journal entry kind of every procedure here.
 ENTRY_KIND = "gaming_day"
@@ -157,6 +157,8 @@ class DayFigures:
     sessions_opened: int = 0
     sessions_closed: int = 0
     unpaired: bool = False
+    #: drops entered again (``corrects`` an earlier slip), in words: a report flags them
+    corrections: list[str] = field(default_factory=list)
 
     @property
     def statistical_win(self) -> int | None:
@@ -199,6 +201,12 @@ class DayFigures:
         elif p == "credit":
             self.credits += body.get("amount", 0)
         elif p == "drop":
+            if "corrects" in body or self.drop is not None:
+                before = f"${self.drop / 100:,.2f}" if isinstance(self.drop, int) else "none"
+                amount = body.get("amount")
+                now = f"${amount / 100:,.2f}" if isinstance(amount, int) else "?"
+                self.corrections.append(f"drop slip {body.get('slip')} corrects slip {body.get('corrects', '?')} "
+                                        f"({before} -> {now}, entered by {body.get('supervisor')})")
             self.drop = body.get("amount")
 
 
@@ -212,8 +220,15 @@ class TableDay:
     ``day.apply(body)``; before a round, ``day.check_may_deal()`` (raises
     :class:`TableClosed`)."""
 
-    def __init__(self, table_id: str = "table") -> None:
+    def __init__(self, table_id: str = "table", today: "Callable[[], str] | None" = None) -> None:
         self.table_id = table_id
+        #: the table's current gaming day (``YYYY-MM-DD``) by its clock and ``[gaming_day]``; None
+        #: (a bare TableDay, no clock): openings are not stamped with their day
+        self.today = today
+        #: the gaming days the table was opened on (stamped on each opening slip), and the slip of
+        #: each gaming day's drop: a drop is entered only for a day opened, once (then corrected)
+        self.opened_days: set[str] = set()
+        self.drops: dict[str, int] = {}
         self.is_open = False
         self.shift = 0
         self.slip_no = 0
@@ -314,7 +329,10 @@ class TableDay:
                 except ValueError:
                     raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
                                          f"{day!r:.40}") from None
+                self._check_drop_day(day)
                 body["gaming_day"] = day
+                if day in self.drops:  # entered again: a correction of the earlier slip, never a silent replace
+                    body["corrects"] = self.drops[day]
                 if "counted_by" in args or "verified_by" in args:
                     # the count room's two people who signed the count (an imported count sheet)
                     counted = _person(args.get("counted_by"), "counted_by")
@@ -323,6 +341,8 @@ class TableDay:
                         raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
                                              "refused")
                     body.update(counted_by=counted, verified_by=verified)
+        if procedure == "open" and self.today is not None:
+            body["gaming_day"] = self.today()  # the day opened: a drop is entered only for such a day
         if request_id is not None:
             if not isinstance(request_id, str) or not REQUEST_ID_RE.match(request_id) or request_id in self.requests:
                 raise ProcedureError(f"request_id {request_id!r:.40}: malformed or already used (TableDay.repeated "
@@ -330,10 +350,45 @@ class TableDay:
             body["request"] = {"id": request_id, "ask": ask_digest(procedure, args, dealer, supervisor)}
         return body
 
+    def _check_drop_day(self, day: str) -> None:
+        """A drop is counted from a gaming day that has begun and on which the table was
+        opened (COMAR 36.05.03.25: the drop of the table's gaming day, counted after its
+        close): a day to come, or one the table never opened (1970-01-01, 2099-12-31, a
+        day it stayed closed), has no drop box of this table's. Raises :class:`ProcedureError`
+        (``refused``). A bare TableDay that knows neither its day nor any opening day
+        (no clock, a record older than the stamp) takes the day as given."""
+        today = self.today() if self.today is not None else None
+        if today is not None and day > today:
+            raise ProcedureError(f"drop: gaming day {day} has not begun (today is {today}): a drop is counted "
+                                 "after the day's close", "refused")
+        if (today is not None or self.opened_days) and day not in self.opened_days:
+            recent = ", ".join(sorted(self.opened_days)[-3:]) or "none"
+            raise ProcedureError(f"drop: the table was not opened on gaming day {day} (days opened, latest: "
+                                 f"{recent}): a drop is for a day the table was open", "refused")
+
+    def history(self) -> dict[str, Any]:
+        """What a new gaming day's segment carries of the days before it: ``{"opened":
+        [days], "drops": {day: slip}}`` (the drop rules need them past the day's close)."""
+        return {"opened": sorted(self.opened_days), "drops": dict(sorted(self.drops.items()))}
+
+    def take_history(self, history: Any) -> None:
+        """Take what :meth:`history` gave (carried by a segment; ignored when malformed)."""
+        if not isinstance(history, Mapping):
+            return
+        self.opened_days.update(d for d in history.get("opened", ()) if isinstance(d, str) and ISO_DAY_RE.fullmatch(d))
+        drops = history.get("drops")
+        if isinstance(drops, Mapping):
+            self.drops.update({d: n for d, n in drops.items() if isinstance(d, str) and isinstance(n, int)})
+
     def apply(self, body: Mapping[str, Any]) -> None:
         """Take a journaled procedure into the state (after it is journaled)."""
         p = body.get("procedure")
         self.slip_no = max(self.slip_no, int(body.get("slip", 0)))
+        if p in ("open", "drop") and isinstance(body.get("gaming_day"), str):
+            if p == "open":
+                self.opened_days.add(body["gaming_day"])
+            else:
+                self.drops[body["gaming_day"]] = int(body.get("slip", 0))
         if p == "open":
             self.is_open, self.shift = True, 1
             self.on_shift = body.get("dealer") if isinstance(body.get("dealer"), str) else None
@@ -350,9 +405,12 @@ class TableDay:
             self.requests[request["id"]] = body
 
     @classmethod
-    def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table") -> "TableDay":
-        """The state after the journaled procedure bodies ``bodies``, in order (recovery)."""
-        day = cls(table_id)
+    def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table", *, history: Any = None,
+               today: "Callable[[], str] | None" = None) -> "TableDay":
+        """The state after the journaled procedure bodies ``bodies``, in order (recovery);
+        ``history``: what the segment carried of the days before it (:meth:`history`)."""
+        day = cls(table_id, today)
+        day.take_history(history)
         for b in bodies:
             day.apply(b)
         return day

@@ -150,6 +150,8 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
         assert st["round"] is None and not list(t.journal.entries("round"))
         opened = t.send(signed("open", OPEN))
         assert opened["ok"], opened
+        # the opening names the gaming day it opened (a drop is taken only for such a day)
+        assert opened["slip"].pop("gaming_day") == gaming_day_of(t.journal.last(ENTRY_KIND).ts)
         assert opened["slip"] == {"procedure": "open", "slip": 1, "dealer": "D-4", "supervisor": "S-17",
                                   "inventory": {"2500": 40, "500": 100, "100": 200}, "total": 170_000}
         played(t, 1)
@@ -422,14 +424,14 @@ def test_the_count_rooms_csv_is_imported_as_drops_signed_by_two_people(tmp_path)
         played(t, 1)
         assert t.send(signed("close", CLOSE))["ok"]
         day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
-        good = f"{HEADER}2026-11-30,{table_id},120000,C-1,C-2\n{day},{table_id},90000,C-1,C-3\n"
+        # (a row for a day the table never opened is refused: test_a_drop_is_taken_only_for_a_day_opened...)
+        good = f"{HEADER}{day},{table_id},90000,C-1,C-3\n"
         r = _import(t, tmp_path, good)
         assert r.exit_code == 0, r.output
         assert f"{day}: drop $900.00 journaled" in r.output
         drops = [b for b in t.slips() if b["procedure"] == "drop"]
         assert [(b["gaming_day"], b["amount"], b["counted_by"], b["verified_by"], b["dealer"], b["supervisor"])
-                for b in drops] == [("2026-11-30", 120000, "C-1", "C-2", "D-4", "S-17"),
-                                    (day, 90000, "C-1", "C-3", "D-4", "S-17")]
+                for b in drops] == [(day, 90000, "C-1", "C-3", "D-4", "S-17")]
         rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
         assert rep["statistical"]["known"] is True and rep["statistical"]["drop"] == 90000
 
@@ -563,3 +565,36 @@ def test_a_fill_retried_after_its_answer_was_lost_makes_no_second_slip_also_afte
             day = gaming_day_of(t2.journal.last(ENTRY_KIND).ts)
             report = t2.send({"action": "day_report", "period": "day", "gaming_day": day})
             assert report["ok"] and report["statistical"]["fills"] == 100_000, report["statistical"]
+
+
+def test_a_drop_is_taken_only_for_a_day_opened_and_one_entered_again_is_a_flagged_correction(tmp_path):
+    """Drops for 2099-12-31 (not begun), 1970-01-01 and the day before (never opened) are
+    refused by the screen's API (table_procedure) and by `day drop-import`, nothing journaled;
+    the day opened takes its drop; the same day's drop entered again is journaled as a
+    correction of the earlier slip (`corrects`) and the day report flags it (an attacker's
+    finds: all were taken, and the second drop silently replaced the first)."""
+    from datetime import date, timedelta
+
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        opened = t.send(signed("open", OPEN))
+        assert opened["ok"]
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day = opened["slip"]["gaming_day"]
+        assert day == gaming_day_of(t.journal.last(ENTRY_KIND).ts)
+        before = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
+        for bad, why in (("2099-12-31", "has not begun"), ("1970-01-01", "not opened on gaming day 1970-01-01"),
+                         (before, f"not opened on gaming day {before}")):
+            refused = t.send(signed("drop", {"amount": 90_000, "gaming_day": bad}))
+            assert not refused["ok"] and why in refused["error"], refused
+            r = _import(t, tmp_path, f"{HEADER}{bad},{t.ctl.table_id},90000,C-1,C-2\n")
+            assert r.exit_code == 2 and why in r.output and "nothing imported" in r.output, r.output
+        assert not [b for b in t.slips() if b["procedure"] == "drop"]
+        first = t.send(signed("drop", {"amount": 90_000, "gaming_day": day}))
+        assert first["ok"] and "corrects" not in first["slip"]
+        again = t.send(signed("drop", {"amount": 95_000, "gaming_day": day}))
+        assert again["ok"] and again["slip"]["corrects"] == first["slip"]["slip"]
+        rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
+        assert any("entered again" in f and f"corrects slip {first['slip']['slip']}" in f for f in rep["flags"])
+        assert rep["statistical"]["drop"] == 95_000

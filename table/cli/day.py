@@ -150,7 +150,13 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
             rows = read_drop_csv(text, str(csv_file), journal.table_id)
         except DropFileError as exc:
             raise BadInput(str(exc)) from None
-        day = replay_day(journal, journal.table_id)
+        from datetime import datetime, timezone
+
+        from table.day_report import Calendar
+
+        # the drop rules need today's gaming day (a day to come has no drop): the default calendar
+        day = replay_day(journal, journal.table_id,
+                         today=lambda: Calendar().gaming_day(datetime.now(timezone.utc)).isoformat())
         if day.is_open:
             raise BadInput("the table is open: the drop is entered after the close (close it first); "
                            "nothing imported")
