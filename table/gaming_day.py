@@ -422,6 +422,9 @@ class TableDay:
 DROP_COLUMNS = ("gaming_day", "table_id", "amount_cents", "counted_by", "verified_by")
 #: rows a count-room file may hold (a year of days for one table, with room)
 MAX_DROP_ROWS = 1000
+#: the largest count-room file read (bytes): 1,000 rows are ~100 KB; a larger file is refused whole,
+#: never read in part
+MAX_DROP_FILE_BYTES = 1 << 20
 
 
 class DropFileError(ValueError):

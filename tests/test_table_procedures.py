@@ -598,3 +598,23 @@ def test_a_drop_is_taken_only_for_a_day_opened_and_one_entered_again_is_a_flagge
         rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
         assert any("entered again" in f and f"corrects slip {first['slip']['slip']}" in f for f in rep["flags"])
         assert rep["statistical"]["drop"] == 95_000
+
+
+def test_a_count_file_past_the_limit_is_refused_whole_naming_the_limit(tmp_path):
+    """`day drop-import` read the first 1 MiB of a file and imported it, the rest silently left
+    out (exit 0): a file past the limit is refused, nothing imported, the limit named; the
+    table is never asked (no socket: the file is checked first)."""
+    from click.testing import CliRunner
+
+    from table.cli import main
+    from table.gaming_day import MAX_DROP_FILE_BYTES
+
+    row = "2026-12-01,t1,90000,C-1,C-2\n"
+    path = tmp_path / "count.csv"
+    # a good first row, then bytes past the limit: read in part, the first row alone was imported
+    path.write_text(HEADER + row + "x" * MAX_DROP_FILE_BYTES)
+    r = CliRunner().invoke(main, ["day", "drop-import", "--control-socket", str(tmp_path / "none.sock"),
+                                  "--supervisor", "S-17", "--dealer", "D-4", "--pins-from-stdin", str(path)],
+                           input="1\n2\n")
+    assert r.exit_code == 2, r.output
+    assert "nothing imported" in r.output and str(MAX_DROP_FILE_BYTES) in r.output, r.output

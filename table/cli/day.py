@@ -70,14 +70,22 @@ def drop_import_command(csv_file: Path, control_socket: str | None, journal_path
     after the close). Every row is checked first; a row for another table, a date
     that is not one, an amount that is not whole cents, one person counting and
     verifying, a day twice: refused, naming the file, line and column."""
-    from table.gaming_day import DropFileError, read_drop_csv
+    from table.files import UnsafeFile, read_regular
+    from table.gaming_day import MAX_DROP_FILE_BYTES, DropFileError, read_drop_csv
     from table.interfaces.control_socket import send
 
     if (control_socket is None) == (journal_path is None):
         raise click.UsageError("give --control-socket (a running table) or --journal (a stopped one)")
+    try:  # the whole file or none of it: a file past the limit is refused, never read in part
+        data = read_regular(csv_file, max_bytes=MAX_DROP_FILE_BYTES)
+    except UnsafeFile as exc:
+        raise BadInput(f"{csv_file}: refused, nothing imported: {exc} (a count-room file is at most "
+                       f"{MAX_DROP_FILE_BYTES} bytes, {MAX_DROP_FILE_BYTES >> 20} MiB; split it)") from None
+    except OSError as exc:
+        raise BadInput(f"{csv_file}: cannot be read: {exc}") from None
     try:
-        text = csv_file.read_bytes()[:1 << 20].decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise BadInput(f"{csv_file}: cannot be read as UTF-8 text: {exc}") from None
 
     def pins() -> tuple[str, str]:
