@@ -337,7 +337,7 @@ class TableDay:
                     # the count room's two people who signed the count (an imported count sheet)
                     counted = _person(args.get("counted_by"), "counted_by")
                     verified = _person(args.get("verified_by"), "verified_by")
-                    if counted == verified:
+                    if counted.casefold() == verified.casefold():  # 'C-1' and 'c-1' are one person
                         raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
                                              "refused")
                     body.update(counted_by=counted, verified_by=verified)
@@ -422,6 +422,23 @@ class TableDay:
 DROP_COLUMNS = ("gaming_day", "table_id", "amount_cents", "counted_by", "verified_by")
 #: rows a count-room file may hold (a year of days for one table, with room)
 MAX_DROP_ROWS = 1000
+def count_room_problem(people: Mapping[str, Any], counted_by: Any, verified_by: Any) -> str | None:
+    """Why the count room's two people of a drop slip are not two people of the people file
+    (``people``: id -> a person with a ``role``), compared case-folded ('C-1' and 'c-1' are
+    one person), or None. A seat's terminal account is no one of the count room."""
+    folded = {str(k).casefold(): v for k, v in people.items()}
+    found = []
+    for key, who in (("counted_by", counted_by), ("verified_by", verified_by)):
+        person = folded.get(str(who).casefold())
+        role = getattr(getattr(person, "role", None), "value", None)
+        if person is None or role in (None, "seat"):
+            return f"drop: {key} {str(who)[:40]!r} is no person of the people file with a role"
+        found.append(str(getattr(person, "id", who)))
+    if found[0].casefold() == found[1].casefold():
+        return f"drop: {found[0]} cannot both count and verify the drop: two people"
+    return None
+
+
 #: the largest count-room file read (bytes): 1,000 rows are ~100 KB; a larger file is refused whole,
 #: never read in part
 MAX_DROP_FILE_BYTES = 1 << 20
@@ -505,7 +522,7 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
             for col, who in (("counted_by", counted), ("verified_by", verified)):
                 if not _PERSON_RE.match(who):
                     raise DropFileError(file, line, col, f"{who[:64]!r} is not a person's id")
-            if counted == verified:
+            if counted.casefold() == verified.casefold():  # "C-1" and "c-1" are one person
                 raise DropFileError(file, line, "verified_by", f"{counted} cannot both count and verify: "
                                                                "two people")
             if day in seen:

@@ -33,7 +33,9 @@ from table.roles import Role
 from table.rules.settlement import Tables
 
 KEY = generate()
-PINS = {"D-4": "482913", "D-5": "318406", "S-17": "739201", "S-18": "615048"}
+PINS = {"D-4": "482913", "D-5": "318406", "S-17": "739201", "S-18": "615048",
+        # the count room's people (people of the people file with a role: counted_by, verified_by)
+        "C-1": "204816", "C-2": "930517", "C-3": "771204"}
 OPEN = {"inventory": {"2500": 40, "500": 100, "100": 200}}  # $1,000 + $500 + $200 = $1,700
 CLOSE = {"inventory": {"2500": 42, "500": 96, "100": 200}}  # $1,050 + $480 + $200 = $1,730
 
@@ -42,7 +44,8 @@ def people(tmp_path):
     os.chmod(tmp_path, 0o700)
     p = PeopleFile(tmp_path / "people.toml")
     for person, pin in PINS.items():
-        p.add(person, Role.DEALER if person.startswith("D") else Role.SUPERVISOR, pin, hasher=CHEAP)
+        role = {"D": Role.DEALER, "C": Role.AUDITOR}.get(person[0], Role.SUPERVISOR)
+        p.add(person, role, pin, hasher=CHEAP)
     return Authenticator(tmp_path / "people.toml", hasher=CHEAP)
 
 
@@ -618,3 +621,26 @@ def test_a_count_file_past_the_limit_is_refused_whole_naming_the_limit(tmp_path)
                            input="1\n2\n")
     assert r.exit_code == 2, r.output
     assert "nothing imported" in r.output and str(MAX_DROP_FILE_BYTES) in r.output, r.output
+
+
+def test_the_count_rooms_ids_are_people_of_the_people_file_compared_case_folded(tmp_path):
+    """`C-1` and `c-1` passed as two people counting and verifying one drop, and ids nobody
+    holds were journaled: the count room's ids must be people of the people file with a role,
+    compared case-folded, at the screen's API and in `day drop-import` (online and offline)."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        opened = t.send(signed("open", OPEN))
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day, tid = opened["slip"]["gaming_day"], t.ctl.table_id
+        for counted, verified, why in (("C-1", "c-1", "cannot both count and verify"),
+                                       ("C-1", "C-9", "C-9' is no person of the people file"),
+                                       ("nobody", "C-2", "nobody' is no person of the people file")):
+            slip = {"amount": 90_000, "gaming_day": day, "counted_by": counted, "verified_by": verified}
+            refused = t.send(signed("drop", slip))
+            assert not refused["ok"] and why in refused["error"], refused
+            r = _import(t, tmp_path, f"{HEADER}{day},{tid},90000,{counted},{verified}\n")
+            assert r.exit_code == 2 and why in r.output, r.output
+        assert not [b for b in t.slips() if b["procedure"] == "drop"]
+        r = _import(t, tmp_path, f"{HEADER}{day},{tid},90000,c-1,C-2\n")
+        assert r.exit_code == 0, r.output

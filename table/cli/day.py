@@ -177,8 +177,13 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
                     raise BadInput(f"{person} is {actor.role.value}, not {role.value}; nothing imported")
         except (PermissionError, SignInLocked, PeopleFileError) as exc:
             raise BadInput(f"{exc}; nothing imported") from None
+        from table.gaming_day import count_room_problem
+
         bodies = []
         for row in rows:
+            problem = count_room_problem(auth.people(), row.counted_by, row.verified_by)
+            if problem:
+                raise BadInput(f"{csv_file}:{row.line}: {problem}; nothing imported")
             try:
                 body = day.prepare("drop", row.slip(), dealer=dealer, supervisor=supervisor)
             except ProcedureError as exc:

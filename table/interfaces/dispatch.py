@@ -462,6 +462,23 @@ class Dispatcher:
                                            "the slip is countersigned by a dealer", rid)
         if isinstance(proven, dict):
             return proven
+        slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
+        if args.get("procedure") == "drop" and ("counted_by" in slip or "verified_by" in slip):
+            # the count room's two people are people of the people file, compared case-folded
+            from table.gaming_day import count_room_problem
+
+            people = getattr(prove, "people", None)
+            if people is None:
+                return refusal("forbidden", "table_procedure: the count room's people cannot be checked here (no "
+                                            "people file)", rid)
+            try:
+                problem = count_room_problem(await self.front.run_blocking(people), slip.get("counted_by"),
+                                             slip.get("verified_by"))
+            except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+                return refusal("internal", f"table_procedure: the people file cannot be read ({clip(str(exc), 160)})",
+                               rid)
+            if problem:
+                return refusal("refused", f"table_procedure: {problem}", rid)
         opener_pin = args.pop("opener_pin", None)
         if args.get("procedure") == "shift_change":
             slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
