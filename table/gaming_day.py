@@ -294,7 +294,7 @@ class TableDay:
         if procedure == "drop" and self.is_open:
             raise ProcedureError("the drop is entered after the table closes (the count follows the close)",
                                  "refused")
-        allowed = ({"inventory", "opener"} if procedure in INVENTORY_SLIPS else
+        allowed = ({"inventory", "opener", "empty_confirmed"} if procedure in INVENTORY_SLIPS else
                    {"amount", "gaming_day", "counted_by", "verified_by"} if procedure == "drop" else {"amount"})
         extra = sorted(set(args) - allowed)
         if extra:
@@ -303,7 +303,17 @@ class TableDay:
                                 "supervisor": supervisor}
         if procedure in INVENTORY_SLIPS:
             inv = Inventory.parse(args.get("inventory"), "inventory")
+            confirmed = args.get("empty_confirmed", False)
+            if not isinstance(confirmed, bool):
+                raise ProcedureError(f"{procedure}: empty_confirmed is true or false, got {confirmed!r:.40}")
+            if inv.total == 0 and procedure in ("open", "close") and not confirmed:
+                # a $0 slip is what a slip typed without its chips looks like: the statistical win
+                # would count every chip on the table as won or lost (COMAR 36.05.03.10, .25)
+                raise ProcedureError(f"{procedure}: the inventory is empty ($0): if the table truly holds no "
+                                     "chips, the supervisor confirms it (empty_confirmed: true)", "refused")
             body.update(inventory=inv.to_record(), total=inv.total)
+            if inv.total == 0 and confirmed:
+                body["empty_confirmed"] = True  # journaled: the supervisor said the table held no chips
             if procedure == "shift_change":
                 opener = _person(args.get("opener"), "opener")
                 if opener == supervisor:
