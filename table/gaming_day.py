@@ -326,6 +326,11 @@ class TableDay:
                                          f"shift, not {dealer}", "refused")
                 body.update(shift=self.shift + 1, opener=opener)
         else:
+            if procedure in ("fill", "credit") and self.on_shift is not None and dealer != self.on_shift:
+                # the dealer who holds the shift countersigns what comes to and goes from the table
+                # (COMAR 36.05.03.10): not a dealer off shift, nor one never at this table
+                raise ProcedureError(f"the {procedure} is countersigned by the dealer who holds the shift: "
+                                     f"{self.on_shift}, not {dealer}", "refused")
             body["amount"] = _cents(args.get("amount"), "amount")
             if procedure in ("fill", "credit") and body["amount"] == 0:
                 raise ProcedureError(f"{procedure}: amount must be more than 0 cents: a slip for no chips moves "

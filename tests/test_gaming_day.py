@@ -263,3 +263,21 @@ def test_an_empty_opening_or_closing_inventory_needs_the_supervisors_confirmatio
     # a slip with chips needs no confirmation, and says none
     day2 = TableDay("t2")
     assert "empty_confirmed" not in day2.prepare("open", {"inventory": {"500": 1}}, dealer="dana", supervisor="sam")
+
+
+def test_fills_and_credits_are_countersigned_by_the_dealer_who_holds_the_shift():
+    """A fill countersigned by a dealer not on shift, or never at this table, was taken: a fill
+    or credit is countersigned by the dealer who opened the shift or took it over."""
+    day = TableDay("t1")
+    day.apply(day.prepare("open", {"inventory": {"500": 10}}, dealer="dana", supervisor="sam"))
+    for procedure in ("fill", "credit"):
+        for other in ("olga", "never-here"):
+            with pytest.raises(ProcedureError, match="dana, not " + other) as exc:
+                day.prepare(procedure, {"amount": 500}, dealer=other, supervisor="sam")
+            assert exc.value.code == "refused"
+        day.apply(day.prepare(procedure, {"amount": 500}, dealer="dana", supervisor="sam"))
+    day.apply(day.prepare("shift_change", {"inventory": {"500": 10}, "opener": "olga"}, dealer="dana",
+                          supervisor="sam"))
+    with pytest.raises(ProcedureError, match="olga, not dana"):  # dana's shift is over
+        day.prepare("fill", {"amount": 500}, dealer="dana", supervisor="sam")
+    assert day.prepare("fill", {"amount": 500}, dealer="olga", supervisor="sam")["dealer"] == "olga"
