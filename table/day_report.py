@@ -444,11 +444,22 @@ class Counter:
         (``day``: the segment's, when the journal is one; else the day ``at`` falls in),
         else by the clock."""
         day = day or self.calendar.gaming_day(at)
-        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
-                 and b.get("procedure") in ("open", "shift_change")]
-        if not marks:
+        starts = self._shift_starts(day)
+        if starts is None:
             return self.calendar.clock_shift(at)
-        return 1 + sum(1 for t, b in marks if b.get("procedure") == "shift_change" and t <= at)
+        return 1 + sum(1 for t in starts if t <= at)
+
+    def _shift_starts(self, day: date) -> list[datetime] | None:
+        """When shifts 2, 3, ... of gaming ``day`` began, as the table numbers them
+        (:class:`table.gaming_day.TableDay`): each shift change, and each opening after the
+        day's first (a table closed and opened again starts a new shift, so the report's
+        shift is the banner's, and never mixes two sessions' rounds); None when people
+        journaled no opening nor shift change that day (the clock's shifts then)."""
+        marks = sorted((t, b.get("procedure")) for t, b, d in self.facts.procedures
+                       if (d or self.calendar.gaming_day(t)) == day and b.get("procedure") in ("open", "shift_change"))
+        if not marks:
+            return None
+        return [t for i, (t, p) in enumerate(marks) if not (i == 0 and p == "open")]
 
     def shift_bounds(self, day: date, n: int) -> tuple[datetime, datetime]:
         """When shift ``n`` of gaming ``day`` began and ended: by the opening and shift changes
@@ -456,10 +467,8 @@ class Counter:
         (``shift_hours`` from the day's start). A shift's voids, incidents, deck changes and
         downtime are those between the two."""
         day_start, day_end = self.calendar.bounds(day)
-        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
-                 and b.get("procedure") in ("open", "shift_change")]
-        if marks:  # as shift_of counts them: shift 1 until the first shift change, and so on
-            changes = sorted(t for t, b in marks if b.get("procedure") == "shift_change")
+        changes = self._shift_starts(day)
+        if changes is not None:  # as shift_of counts them: shift 1 until the next shift starts, and so on
             start = day_start if n == 1 else changes[n - 2] if n - 2 < len(changes) else day_end
             end = changes[n - 1] if n - 1 < len(changes) else day_end
             return start, end

@@ -229,6 +229,8 @@ class TableDay:
         #: each gaming day's drop: a drop is entered only for a day opened, once (then corrected)
         self.opened_days: set[str] = set()
         self.drops: dict[str, int] = {}
+        #: the gaming day of the last opening (a re-opening that day starts its next shift)
+        self.shift_day: str | None = None
         self.is_open = False
         self.shift = 0
         self.slip_no = 0
@@ -405,7 +407,12 @@ class TableDay:
             else:
                 self.drops[body["gaming_day"]] = int(body.get("slip", 0))
         if p == "open":
-            self.is_open, self.shift = True, 1
+            # a table opened again in the gaming day it closed in starts the day's next shift (the
+            # report numbers shifts the same way: table.day_report.Counter.shift_of)
+            opened_on = body.get("gaming_day") if isinstance(body.get("gaming_day"), str) else None
+            again = opened_on is not None and opened_on == self.shift_day
+            self.is_open, self.shift = True, (self.shift + 1 if again else 1)
+            self.shift_day = opened_on
             self.on_shift = body.get("dealer") if isinstance(body.get("dealer"), str) else None
         elif p == "shift_change":
             self.shift = int(body.get("shift", self.shift + 1))

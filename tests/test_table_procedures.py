@@ -644,3 +644,29 @@ def test_the_count_rooms_ids_are_people_of_the_people_file_compared_case_folded(
         assert not [b for b in t.slips() if b["procedure"] == "drop"]
         r = _import(t, tmp_path, f"{HEADER}{day},{tid},90000,c-1,C-2\n")
         assert r.exit_code == 0, r.output
+
+
+def test_a_table_closed_and_opened_again_in_a_day_starts_its_next_shift_on_every_screen_and_report(tmp_path):
+    """After a close and a re-open in one gaming day the banner said "shift 1" while the
+    report's "this shift" was shift 2 and mixed both sessions' rounds: the re-opening starts
+    the day's next shift, the same number in the status (the screens' banner) and the
+    day_report query, and that shift holds only the second session's rounds."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        assert t.send(signed("open", OPEN))["ok"]
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        wait_until(lambda: (t.status().get("waiting_for") or {}).get("action") == "table_procedure", 30,
+                   "the closed table to wait for its opening")
+        first = t.status()["rounds_played"]
+        assert t.send(signed("open", OPEN))["ok"]
+        assert t.status()["table_day"]["shift"] == 2
+        played(t, first + 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
+        rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
+        shifts = {s["shift"]: s["rounds"] for s in rep["shifts"]}
+        assert shifts == {1: first, 2: rep["rounds"] - first}, shifts
+        this = t.send({"action": "day_report", "period": "shift", "gaming_day": day, "shift": 2})
+        assert this["rounds"] == rep["rounds"] - first
+        assert t.status()["table_day"]["shift"] == 2
