@@ -670,3 +670,22 @@ def test_a_table_closed_and_opened_again_in_a_day_starts_its_next_shift_on_every
         this = t.send({"action": "day_report", "period": "shift", "gaming_day": day, "shift": 2})
         assert this["rounds"] == rep["rounds"] - first
         assert t.status()["table_day"]["shift"] == 2
+
+
+def test_a_shift_change_ends_the_outgoing_dealers_sessions(tmp_path):
+    """After a shift change the outgoing dealer was still signed in at the screens and placed a
+    bet: the shift handed over (journaled) ends every session of the outgoing dealer; the
+    incoming dealer's and the supervisor's stay."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        assert t.send(signed("open", OPEN))["ok"]
+        outgoing, _ = auth.sign_in("D-4", PINS["D-4"], source="http", origin="table")
+        incoming, _ = auth.sign_in("D-5", PINS["D-5"], source="http", origin="table")
+        boss, _ = auth.sign_in("S-17", PINS["S-17"], source="http", origin="table")
+        played(t, 1)
+        assert auth.session(outgoing) is not None
+        shift = t.send(signed("shift_change", {**OPEN, "opener": "D-5"}, opener_pin=PINS["D-5"]))
+        assert shift["ok"], shift
+        assert auth.session(outgoing) is None
+        assert auth.session(incoming) is not None and auth.session(boss) is not None
+        assert t.send(signed("close", CLOSE, dealer="D-5"))["ok"]

@@ -410,8 +410,24 @@ class Dispatcher:
             if isinstance(dealer, dict):
                 return dealer, None
         if action.name not in QUERY_ROLES:  # the core's: commands, and status
-            return await self._command(channel, actor, action, args, rid), None
+            reply = await self._command(channel, actor, action, args, rid)
+            if action.name == "table_procedure" and reply.get("ok") and args.get("procedure") == "shift_change":
+                await self._end_outgoing(channel, reply)
+            return reply, None
         return await self._query(channel, actor, action, args, rid)
+
+    async def _end_outgoing(self, channel: Channel, reply: dict[str, Any]) -> None:
+        """A shift handed over (journaled): the outgoing dealer's sessions at this table's
+        screens end (COMAR 36.05.03.10: the dealer who holds the shift deals and signs), so
+        they place no bet and sign no slip after it. Nothing to end without a people file."""
+        slip = reply.get("slip") if isinstance(reply.get("slip"), dict) else {}
+        outgoing = slip.get("dealer")
+        if slip.get("repeated") or not isinstance(outgoing, str):
+            return
+        for prove in {id(p): p for p in (channel.prove, self.prove) if p is not None}.values():
+            end = getattr(prove, "end_sessions", None)
+            if end is not None:
+                await self.front.run_blocking(end, outgoing)
 
     async def _proven(self, channel: Channel, action: Action, person: Any, pin: Any, rid: Any) -> Actor | dict:
         """The supervisor a request on an account's channel names and proves with their PIN

@@ -464,6 +464,7 @@ class WebFrontDoor:
             return auth.check_pin(person, pin, address=address, source=source)
 
         check.people = auth.people  # type: ignore[attr-defined]  # who is a person (the count room's ids)
+        check.end_sessions = auth.end_sessions  # type: ignore[attr-defined]  # a shift handed over
         return check
 
     def _channel(self, session: Any, conn: HTTPConnection | None = None) -> Channel:
