@@ -108,9 +108,12 @@ class TableDayProcedure:
         return self.required and not self.day.is_open
 
     def status(self) -> dict[str, Any]:
-        """``{"open", "shift", "last_slip", "required"}`` for the table's status."""
+        """``{"open", "shift", "last_slip", "required", "gaming_day"}`` for the table's status
+        (``gaming_day``: the table's current gaming day, YYYY-MM-DD: the screens' drop form
+        defaults to it, never to the browser's date)."""
         d = self.day
-        return {"open": d.is_open, "shift": d.shift, "last_slip": d.slip_no, "required": self.required}
+        return {"open": d.is_open, "shift": d.shift, "last_slip": d.slip_no, "required": self.required,
+                "gaming_day": self.today()}
 
     def recover(self) -> None:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
