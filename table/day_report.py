@@ -723,7 +723,7 @@ def live_report(facts: JournalFacts, period: str, tables: Tables, profile: Rules
         head = _head(facts, "shift", tables, profile, calendar)
         label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
         row = c.summary(label, rounds, *c.shift_bounds(on, pick))  # the shift's own hours, rounds or none
-        rep = {**head, **row}
+        rep = _flag_days({**head, **row}, facts, on, on)
     rep["series"] = series(c, rounds)
     return rep
 

@@ -500,3 +500,29 @@ def test_an_edited_archived_day_is_named_by_the_report_never_an_internal_error(t
                                      str(folder / "journal.sqlite3"), *PAYTABLES], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 1 and r.stdout.startswith("record: DOES NOT VERIFY"), r.stdout[:300]
+
+
+def test_the_day_report_query_names_an_opened_day_whose_archive_is_missing(tmp_path):
+    """The shift page and the API's `day_report` for a gaming day the table was opened on whose
+    archive was deleted from the folder: the day is named in `missing_days` and flagged, not
+    shown as an empty day (0 rounds, nothing said)."""
+    from table.interfaces.day_view import DayReportQueries
+    from table.rules.settlement import Tables
+
+    clock = WallClock()
+    inventory = {"inventory": {"2500": 40}}
+    with day_table(tmp_path, clock) as ctl:
+        for n in range(3):
+            clock.set(day_start(n) if n else START)
+            ctl.table_procedure("open", inventory, dealer="D-4", supervisor="S-17")
+            ctl.play_round()
+            ctl.table_procedure("close", inventory, dealer="D-4", supervisor="S-17")
+        clock.set(day_start(3))
+        ctl.play_round()
+    (tmp_path / "archive" / f"{DAYS[1]}.journal.xz").unlink()
+    queries = DayReportQueries(tmp_path / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=tmp_path / "archive")
+    for period in ("day", "shift"):
+        got = queries.day_report({"period": period, "gaming_day": DAYS[1]})
+        assert got["missing_days"][0].startswith(DAYS[1]) and any(DAYS[1] in f for f in got["flags"]), got["flags"]
+    kept = queries.day_report({"period": "day", "gaming_day": DAYS[2]})
+    assert "missing_days" not in kept and kept["rounds"] == 1
