@@ -157,9 +157,12 @@ def _check_record(journal_path: str | None, archive_dir: str | None, public_keys
     from table.keys import KeyFileError, load_private_key, load_public_key
     from table.record_check import check_record
 
-    pubs, key = [], None
+    pubs, key, unread = [], None, None
     try:
         pubs = [load_public_key(p) for p in public_keys]
+    except KeyFileError as exc:
+        raise BadInput(str(exc)) from None
+    try:  # a key found, not given: one that does not read is said, never a stop
         if not pubs and key_file:
             key = load_private_key(key_file)
         elif not pubs and journal_path:
@@ -168,12 +171,15 @@ def _check_record(journal_path: str | None, archive_dir: str | None, public_keys
                 key = load_private_key(beside)
             elif beside.with_name(beside.name + ".pub").is_file():
                 pubs = [load_public_key(beside.with_name(beside.name + ".pub"))]
-    except KeyFileError as exc:
-        raise BadInput(str(exc)) from None
+    except (KeyFileError, OSError) as exc:
+        unread = f"the table key found does not read ({exc}): give --public-key"
     try:
-        return check_record(journal_path, archive_dir, public_keys=pubs, key=key)
+        record = check_record(journal_path, archive_dir, public_keys=pubs, key=key)
     except JournalError as exc:
         raise BadInput(str(exc)) from None
+    if unread:
+        record.notes.insert(0, unread)
+    return record
 
 
 def _signing_key(journal_path: str | None, key_file: str | None):
