@@ -309,13 +309,12 @@ class TableDay:
             if not isinstance(confirmed, bool):
                 raise ProcedureError(f"{procedure}: empty_confirmed is true or false, got {confirmed!r:.40}")
             if inv.total == 0 and procedure in ("open", "close") and not confirmed:
-                # a $0 slip is what a slip typed without its chips looks like: the statistical win
-                # would count every chip on the table as won or lost (COMAR 36.05.03.10, .25)
+                # a $0 slip is a slip typed without its chips: COMAR 36.05.03.10, .25 (the win counts them)
                 raise ProcedureError(f"{procedure}: the inventory is empty ($0): if the table truly holds no "
                                      "chips, the supervisor confirms it (empty_confirmed: true)", "refused")
             body.update(inventory=inv.to_record(), total=inv.total)
-            if inv.total == 0 and confirmed:
-                body["empty_confirmed"] = True  # journaled: the supervisor said the table held no chips
+            if inv.total == 0 and confirmed:  # journaled: the supervisor said the table held no chips
+                body["empty_confirmed"] = True
             if procedure == "shift_change":
                 opener = _person(args.get("opener"), "opener")
                 if opener == supervisor:
@@ -338,26 +337,7 @@ class TableDay:
                 raise ProcedureError(f"{procedure}: amount must be more than 0 cents: a slip for no chips moves "
                                      "nothing")
             if procedure == "drop":
-                day = args.get("gaming_day")
-                try:
-                    if not isinstance(day, str) or not ISO_DAY_RE.fullmatch(day):
-                        raise ValueError
-                    date.fromisoformat(day)
-                except ValueError:
-                    raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
-                                         f"{day!r:.40}") from None
-                self._check_drop_day(day)
-                body["gaming_day"] = day
-                if day in self.drops:  # entered again: a correction of the earlier slip, never a silent replace
-                    body["corrects"] = self.drops[day]
-                if "counted_by" in args or "verified_by" in args:
-                    # the count room's two people who signed the count (an imported count sheet)
-                    counted = _person(args.get("counted_by"), "counted_by")
-                    verified = _person(args.get("verified_by"), "verified_by")
-                    if counted.casefold() == verified.casefold():  # 'C-1' and 'c-1' are one person
-                        raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
-                                             "refused")
-                    body.update(counted_by=counted, verified_by=verified)
+                self._drop_fields(args, body)
         if procedure == "open" and self.today is not None:
             body["gaming_day"] = self.today()  # the day opened: a drop is entered only for such a day
         if request_id is not None:
@@ -366,6 +346,31 @@ class TableDay:
                                      "answers a retry)")
             body["request"] = {"id": request_id, "ask": ask_digest(procedure, args, dealer, supervisor)}
         return body
+
+    def _drop_fields(self, args: Mapping[str, Any], body: dict[str, Any]) -> None:
+        """A drop slip's own fields into ``body``: the gaming day counted (one that has begun
+        and was opened: :meth:`_check_drop_day`), ``corrects`` when that day's drop was
+        entered before, and the count room's two people. Raises :class:`ProcedureError`."""
+        day = args.get("gaming_day")
+        try:
+            if not isinstance(day, str) or not ISO_DAY_RE.fullmatch(day):
+                raise ValueError
+            date.fromisoformat(day)
+        except ValueError:
+            raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
+                                 f"{day!r:.40}") from None
+        self._check_drop_day(day)
+        body["gaming_day"] = day
+        if day in self.drops:  # entered again: a correction of the earlier slip, never a silent replace
+            body["corrects"] = self.drops[day]
+        if "counted_by" in args or "verified_by" in args:
+            # the count room's two people who signed the count (an imported count sheet)
+            counted = _person(args.get("counted_by"), "counted_by")
+            verified = _person(args.get("verified_by"), "verified_by")
+            if counted.casefold() == verified.casefold():  # 'C-1' and 'c-1' are one person
+                raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
+                                     "refused")
+            body.update(counted_by=counted, verified_by=verified)
 
     def _check_drop_day(self, day: str) -> None:
         """A drop is counted from a gaming day that has begun and on which the table was

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import date
@@ -108,31 +109,21 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
                              base_dir=cfg.base_dir if cfg else None)
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
-    # The record first: a report counted from an edited or cut record says so, naming the day
-    # or the entry, before any figure is read (docs/reporting.md, "The record first").
-    record = _check_record(journal_path, archive_dir, public_keys, table_key or (cfg.journal.key_file if cfg else None))
+    key_file = table_key or (cfg.journal.key_file if cfg else None)
+    record = _check_record(journal_path, archive_dir, public_keys, key_file)  # the record first (docs/reporting.md)
     try:
         if archive_dir is not None:
-            live = Journal(journal_path, read_only=True) if journal_path else None
-            try:
+            with Journal(journal_path, read_only=True) if journal_path else contextlib.nullcontext() as live:
                 facts = read_days(archive_dir, live)
-            finally:
-                if live is not None:
-                    live.close()
         else:
             with Journal(journal_path, read_only=True) as j:
                 facts = read_journal(j)
         rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
     except (JournalError, ReportError, SettlementError) as exc:
-        if record.broken:
-            raise BadInput(f"{exc}\n{record.sentence()}") from None
-        raise BadInput(str(exc)) from None
-    rep["record"] = record.as_json()
-    if record.broken:
-        rep["flags"] = [f"the record does not verify ({record.status}): " + "; ".join(record.problems[:5]),
-                        *rep["flags"]]
+        raise BadInput(f"{exc}\n{record.sentence()}" if record.broken else str(exc)) from None
+    _with_record(rep, record)
     if signed_path:
-        key = _signing_key(journal_path, table_key or (cfg.journal.key_file if cfg else None))
+        key = _signing_key(journal_path, key_file)
         _check_before_signing(journal_path, archive_dir, key)
         _write_signed(rep, signed_path, key)
     if as_json:
@@ -145,6 +136,15 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
             click.echo(line)
     flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
     sys.exit(1 if flagged else 0)
+
+
+def _with_record(rep: dict, record) -> None:
+    """Put the record check (:class:`table.record_check.RecordCheck`) into ``rep``: its
+    ``record`` field, and a flag first when the record does not hold."""
+    rep["record"] = record.as_json()
+    if record.broken:
+        rep["flags"] = [f"the record does not verify ({record.status}): " + "; ".join(record.problems[:5]),
+                        *rep["flags"]]
 
 
 def _check_record(journal_path: str | None, archive_dir: str | None, public_keys: tuple[str, ...],
