@@ -163,7 +163,8 @@ class TableController:
         book = BetBook(limits or DEFAULT_LIMITS, seats, offered=offered_kinds(tables),
                       last=recovery.last_bets(journal))
         # The gaming day's procedures by people; ``day_required``: no round on a closed table.
-        self.day = TableDayProcedure(t, required=day_required, console=self.console)
+        self.day = TableDayProcedure(t, required=day_required, console=self.console,
+                                     calendar=_calendar_of(archive))
         self.console.keep_procedures = auto_dealer  # rounds back to back: procedures wait for the boundary
         self.rounds = RoundPlay(t, d, self.intake, self.holds, self.console, tables=tables, profile=profile,
                                 decide=decide, book=book,
@@ -411,3 +412,11 @@ class TableController:
     def acknowledge(self, cmd: Any) -> None:
         """A supervisor acknowledges the table's incident alarms (:meth:`Holds.acknowledge`)."""
         self.holds.acknowledge(cmd)
+
+
+def _calendar_of(archive: ArchivePolicy | None) -> Any:
+    """The table's gaming-day calendar: the archive policy's start hour and time zone
+    (``[gaming_day]``), else the default (06:00 UTC)."""
+    from .day_report import Calendar
+
+    return Calendar(archive.start_hour, archive.timezone) if archive is not None else Calendar()

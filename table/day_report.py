@@ -88,6 +88,9 @@ class JournalFacts:
     #: gaming days a folder of archives lacks (its segments do not chain: :func:`read_days`):
     #: (the day, YYYY-MM-DD, and what says so)
     missing_days: list[tuple[str, str]] = field(default_factory=list)
+    #: archived gaming days that do not read (an edited or damaged archive): (the day, why);
+    #: their rounds are in no figure (:func:`read_days`)
+    bad_days: list[tuple[str, str]] = field(default_factory=list)
 
 
 _CARDS = {str(c): c for c in (Card.from_index(i) for i in range(52))}
@@ -107,6 +110,17 @@ def _when(ts: str) -> datetime:
 def read_journal(journal: Journal) -> JournalFacts:
     """The facts of ``journal`` (open, read-only is enough). Raises :class:`ReportError`
     for a round entry that does not read (naming its seq)."""
+    try:
+        return _read_journal(journal)
+    except ReportError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # an entry edited into something that is not a journal entry's JSON: named, never a crash
+        raise ReportError(f"{journal.path}: an entry does not read ({type(exc).__name__}: {exc}): "
+                          "the journal was edited or damaged (tablectl audit verify names the entry)") from None
+
+
+def _read_journal(journal: Journal) -> JournalFacts:
     facts = JournalFacts(journal.table_id)
     day = segment_day(journal)
     steps: dict[str, dict[str, Any]] = {}
@@ -185,30 +199,70 @@ def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
 
     parts: list[JournalFacts] = []
     links: list[tuple[str, str | None, str | None]] = []  # (name, its day, the day its opening names before it)
+    bad: list[tuple[str, str]] = []
+    first_previous: dict[str, Any] | None = None  # what the oldest segment read names before it
+    retired = 0  # the last entry the table's retention entries say it removed
     for name, path in archives(archive_dir):
         try:
             with opened(path) as db, Journal(db, read_only=True) as j:
-                parts.append(read_journal(j))
-                links.append((name, name, _previous_day(j)))
-        except JournalError as exc:
-            raise ReportError(f"{path}: {exc}") from None
+                part = read_journal(j)
+                prev = _previous(j)
+                retired = max(retired, _retention_through(j))
+        except (JournalError, ReportError) as exc:
+            # an archive edited or damaged: named and flagged, its rounds in no figure (never a crash)
+            bad.append((name, f"{name} ({path.name}) does not read: {exc}"))
+            links.append((name, name, None))
+            continue
+        if not parts:
+            first_previous = prev
+        parts.append(part)
+        links.append((name, name, str(prev["gaming_day"]) if prev and prev.get("gaming_day") else None))
     if live is not None:
-        parts.append(read_journal(live))
-        links.append(("the live journal", None, _previous_day(live)))
+        part = read_journal(live)
+        prev = _previous(live)
+        retired = max(retired, _retention_through(live))
+        if not parts:
+            first_previous = prev
+        parts.append(part)
+        links.append(("the live journal", None, str(prev["gaming_day"]) if prev and prev.get("gaming_day") else None))
     if not parts:
+        if bad:
+            raise ReportError("no archived gaming day reads: " + "; ".join(why for _, why in bad))
         raise ReportError(f"no archived gaming day in {archive_dir}")
     out = merge_facts(parts)
+    out.bad_days = bad
     for (_, day_before, _), (name, _, names_before) in zip(links, links[1:]):
         if names_before is not None and day_before is not None and names_before != day_before:
             out.missing_days.append((names_before, f"{names_before} (after {day_before}: {name} follows it)"))
+    # The oldest day read chains to a day before it: unless the table's retention journaled
+    # removing it, that day and those before it were deleted (docs/journal.md, "Gaming days
+    # and archives"; the same rule as tablectl audit verify --archive, table.segments.verify_chain).
+    if first_previous is not None and not (links and links[0][1] in {d for d, _ in bad}):
+        seq = first_previous.get("seq")
+        day_before = str(first_previous.get("gaming_day"))
+        if not (isinstance(seq, int) and retired >= seq):
+            out.missing_days.insert(0, (day_before, f"{day_before} and the days before it (the oldest day read "
+                                                    f"chains to it; no retention entry of the table removed it)"))
     return out
 
 
-def _previous_day(journal: Journal) -> str | None:
-    """The gaming day a segment's opening entry names before it (None: a first segment)."""
+def _previous(journal: Journal) -> dict[str, Any] | None:
+    """What a segment's opening entry names of the day before it (None: a first segment)."""
     opening = journal.segment
     prev = opening.body.get("previous") if opening is not None else None
-    return str(prev.get("gaming_day")) if isinstance(prev, dict) and prev.get("gaming_day") else None
+    return prev if isinstance(prev, dict) else None
+
+
+def _retention_through(journal: Journal) -> int:
+    """The last entry the segment's retention entries say the table removed (0: none)."""
+    from .segments import RETENTION_KIND
+
+    best = 0
+    for e in journal.entries(RETENTION_KIND):
+        through = e.body.get("through_seq") if isinstance(e.body, dict) else None
+        if isinstance(through, int) and not isinstance(through, bool):
+            best = max(best, through)
+    return best
 
 
 def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
@@ -390,11 +444,22 @@ class Counter:
         (``day``: the segment's, when the journal is one; else the day ``at`` falls in),
         else by the clock."""
         day = day or self.calendar.gaming_day(at)
-        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
-                 and b.get("procedure") in ("open", "shift_change")]
-        if not marks:
+        starts = self._shift_starts(day)
+        if starts is None:
             return self.calendar.clock_shift(at)
-        return 1 + sum(1 for t, b in marks if b.get("procedure") == "shift_change" and t <= at)
+        return 1 + sum(1 for t in starts if t <= at)
+
+    def _shift_starts(self, day: date) -> list[datetime] | None:
+        """When shifts 2, 3, ... of gaming ``day`` began, as the table numbers them
+        (:class:`table.gaming_day.TableDay`): each shift change, and each opening after the
+        day's first (a table closed and opened again starts a new shift, so the report's
+        shift is the banner's, and never mixes two sessions' rounds); None when people
+        journaled no opening nor shift change that day (the clock's shifts then)."""
+        marks = sorted((t, b.get("procedure")) for t, b, d in self.facts.procedures
+                       if (d or self.calendar.gaming_day(t)) == day and b.get("procedure") in ("open", "shift_change"))
+        if not marks:
+            return None
+        return [t for i, (t, p) in enumerate(marks) if not (i == 0 and p == "open")]
 
     def shift_bounds(self, day: date, n: int) -> tuple[datetime, datetime]:
         """When shift ``n`` of gaming ``day`` began and ended: by the opening and shift changes
@@ -402,10 +467,8 @@ class Counter:
         (``shift_hours`` from the day's start). A shift's voids, incidents, deck changes and
         downtime are those between the two."""
         day_start, day_end = self.calendar.bounds(day)
-        marks = [(t, b) for t, b, d in self.facts.procedures if (d or self.calendar.gaming_day(t)) == day
-                 and b.get("procedure") in ("open", "shift_change")]
-        if marks:  # as shift_of counts them: shift 1 until the first shift change, and so on
-            changes = sorted(t for t, b in marks if b.get("procedure") == "shift_change")
+        changes = self._shift_starts(day)
+        if changes is not None:  # as shift_of counts them: shift 1 until the next shift starts, and so on
             start = day_start if n == 1 else changes[n - 2] if n - 2 < len(changes) else day_end
             end = changes[n - 1] if n - 1 < len(changes) else day_end
             return start, end
@@ -482,6 +545,9 @@ class Counter:
                 d = seg or self.calendar.gaming_day(t)
             if d in per_day:
                 per_day[d].add(b)
+        for d, f in per_day.items():  # a drop entered again: the correction is on the record, and flagged
+            if f.corrections:
+                flags.append(f"gaming day {d}: the drop was entered again: {'; '.join(f.corrections)}")
         missing = [d.isoformat() for d, f in per_day.items() if f.statistical_win is None]
         fig = {"opening": sum(f.opening or 0 for f in per_day.values()),
                "closing": sum(f.closing or 0 for f in per_day.values()),
@@ -536,7 +602,24 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
 
     out = _report(c, facts, kind, on, shift, by_day, head, day_summary, calendar)
     since = on if kind in ("day", "shift") else date(on.year, on.month if kind == "month" else 1, 1)
-    missing = [why for d, why in facts.missing_days if since.isoformat() <= d <= on.isoformat()]
+    return _flag_days(out, facts, since, on)
+
+
+def _flag_days(out: dict[str, Any], facts: JournalFacts, since: date, on: date) -> dict[str, Any]:
+    """Name and flag, in the report ``out`` of ``since``..``on``, the gaming days of that span
+    missing from the archive folder (deleted; for the oldest day read, the day it chains to
+    and those before it) and those whose archive does not read (edited or damaged): their
+    rounds are in no figure of ``out``, and a report that says nothing of them would be
+    short without a word."""
+    def within(days: list[tuple[str, str]]) -> list[str]:
+        return [why for d, why in days if since.isoformat() <= d <= on.isoformat()]
+
+    missing, bad = within(facts.missing_days), within(facts.bad_days)
+    if bad:  # an archive edited or damaged: named, its rounds not counted
+        out["unreadable_days"] = bad
+        out["flags"] = [f"archived gaming days that do not read, their rounds not counted: "
+                        f"{'; '.join(bad[:5])}" + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""),
+                        *out["flags"]]
     if missing:  # a day deleted from the folder: its rounds are in no figure above
         out["missing_days"] = missing
         out["flags"] = [f"gaming days missing from the archive folder, their rounds not counted: "
@@ -640,7 +723,7 @@ def live_report(facts: JournalFacts, period: str, tables: Tables, profile: Rules
         head = _head(facts, "shift", tables, profile, calendar)
         label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
         row = c.summary(label, rounds, *c.shift_bounds(on, pick))  # the shift's own hours, rounds or none
-        rep = {**head, **row}
+        rep = _flag_days({**head, **row}, facts, on, on)
     rep["series"] = series(c, rounds)
     return rep
 

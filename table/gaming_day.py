@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 #: The journal entry kind of every procedure here.
 ENTRY_KIND = "gaming_day"
@@ -157,6 +157,8 @@ class DayFigures:
     sessions_opened: int = 0
     sessions_closed: int = 0
     unpaired: bool = False
+    #: drops entered again (``corrects`` an earlier slip), in words: a report flags them
+    corrections: list[str] = field(default_factory=list)
 
     @property
     def statistical_win(self) -> int | None:
@@ -199,6 +201,12 @@ class DayFigures:
         elif p == "credit":
             self.credits += body.get("amount", 0)
         elif p == "drop":
+            if "corrects" in body or self.drop is not None:
+                before = f"${self.drop / 100:,.2f}" if isinstance(self.drop, int) else "none"
+                amount = body.get("amount")
+                now = f"${amount / 100:,.2f}" if isinstance(amount, int) else "?"
+                self.corrections.append(f"drop slip {body.get('slip')} corrects slip {body.get('corrects', '?')} "
+                                        f"({before} -> {now}, entered by {body.get('supervisor')})")
             self.drop = body.get("amount")
 
 
@@ -212,8 +220,17 @@ class TableDay:
     ``day.apply(body)``; before a round, ``day.check_may_deal()`` (raises
     :class:`TableClosed`)."""
 
-    def __init__(self, table_id: str = "table") -> None:
+    def __init__(self, table_id: str = "table", today: "Callable[[], str] | None" = None) -> None:
         self.table_id = table_id
+        #: the table's current gaming day (``YYYY-MM-DD``) by its clock and ``[gaming_day]``; None
+        #: (a bare TableDay, no clock): openings are not stamped with their day
+        self.today = today
+        #: the gaming days the table was opened on (stamped on each opening slip), and the slip of
+        #: each gaming day's drop: a drop is entered only for a day opened, once (then corrected)
+        self.opened_days: set[str] = set()
+        self.drops: dict[str, int] = {}
+        #: the gaming day of the last opening (a re-opening that day starts its next shift)
+        self.shift_day: str | None = None
         self.is_open = False
         self.shift = 0
         self.slip_no = 0
@@ -279,7 +296,7 @@ class TableDay:
         if procedure == "drop" and self.is_open:
             raise ProcedureError("the drop is entered after the table closes (the count follows the close)",
                                  "refused")
-        allowed = ({"inventory", "opener"} if procedure in INVENTORY_SLIPS else
+        allowed = ({"inventory", "opener", "empty_confirmed"} if procedure in INVENTORY_SLIPS else
                    {"amount", "gaming_day", "counted_by", "verified_by"} if procedure == "drop" else {"amount"})
         extra = sorted(set(args) - allowed)
         if extra:
@@ -288,7 +305,16 @@ class TableDay:
                                 "supervisor": supervisor}
         if procedure in INVENTORY_SLIPS:
             inv = Inventory.parse(args.get("inventory"), "inventory")
+            confirmed = args.get("empty_confirmed", False)
+            if not isinstance(confirmed, bool):
+                raise ProcedureError(f"{procedure}: empty_confirmed is true or false, got {confirmed!r:.40}")
+            if inv.total == 0 and procedure in ("open", "close") and not confirmed:
+                # a $0 slip is a slip typed without its chips: COMAR 36.05.03.10, .25 (the win counts them)
+                raise ProcedureError(f"{procedure}: the inventory is empty ($0): if the table truly holds no "
+                                     "chips, the supervisor confirms it (empty_confirmed: true)", "refused")
             body.update(inventory=inv.to_record(), total=inv.total)
+            if inv.total == 0 and confirmed:  # journaled: the supervisor said the table held no chips
+                body["empty_confirmed"] = True
             if procedure == "shift_change":
                 opener = _person(args.get("opener"), "opener")
                 if opener == supervisor:
@@ -301,28 +327,19 @@ class TableDay:
                                          f"shift, not {dealer}", "refused")
                 body.update(shift=self.shift + 1, opener=opener)
         else:
+            if procedure in ("fill", "credit") and self.on_shift is not None and dealer != self.on_shift:
+                # the dealer who holds the shift countersigns what comes to and goes from the table
+                # (COMAR 36.05.03.10): not a dealer off shift, nor one never at this table
+                raise ProcedureError(f"the {procedure} is countersigned by the dealer who holds the shift: "
+                                     f"{self.on_shift}, not {dealer}", "refused")
             body["amount"] = _cents(args.get("amount"), "amount")
             if procedure in ("fill", "credit") and body["amount"] == 0:
                 raise ProcedureError(f"{procedure}: amount must be more than 0 cents: a slip for no chips moves "
                                      "nothing")
             if procedure == "drop":
-                day = args.get("gaming_day")
-                try:
-                    if not isinstance(day, str) or not ISO_DAY_RE.fullmatch(day):
-                        raise ValueError
-                    date.fromisoformat(day)
-                except ValueError:
-                    raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
-                                         f"{day!r:.40}") from None
-                body["gaming_day"] = day
-                if "counted_by" in args or "verified_by" in args:
-                    # the count room's two people who signed the count (an imported count sheet)
-                    counted = _person(args.get("counted_by"), "counted_by")
-                    verified = _person(args.get("verified_by"), "verified_by")
-                    if counted == verified:
-                        raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
-                                             "refused")
-                    body.update(counted_by=counted, verified_by=verified)
+                self._drop_fields(args, body)
+        if procedure == "open" and self.today is not None:
+            body["gaming_day"] = self.today()  # the day opened: a drop is entered only for such a day
         if request_id is not None:
             if not isinstance(request_id, str) or not REQUEST_ID_RE.match(request_id) or request_id in self.requests:
                 raise ProcedureError(f"request_id {request_id!r:.40}: malformed or already used (TableDay.repeated "
@@ -330,12 +347,77 @@ class TableDay:
             body["request"] = {"id": request_id, "ask": ask_digest(procedure, args, dealer, supervisor)}
         return body
 
+    def _drop_fields(self, args: Mapping[str, Any], body: dict[str, Any]) -> None:
+        """A drop slip's own fields into ``body``: the gaming day counted (one that has begun
+        and was opened: :meth:`_check_drop_day`), ``corrects`` when that day's drop was
+        entered before, and the count room's two people. Raises :class:`ProcedureError`."""
+        day = args.get("gaming_day")
+        try:
+            if not isinstance(day, str) or not ISO_DAY_RE.fullmatch(day):
+                raise ValueError
+            date.fromisoformat(day)
+        except ValueError:
+            raise ProcedureError(f"drop: gaming_day must be the day counted, a date YYYY-MM-DD, got "
+                                 f"{day!r:.40}") from None
+        self._check_drop_day(day)
+        body["gaming_day"] = day
+        if day in self.drops:  # entered again: a correction of the earlier slip, never a silent replace
+            body["corrects"] = self.drops[day]
+        if "counted_by" in args or "verified_by" in args:
+            # the count room's two people who signed the count (an imported count sheet)
+            counted = _person(args.get("counted_by"), "counted_by")
+            verified = _person(args.get("verified_by"), "verified_by")
+            if counted.casefold() == verified.casefold():  # 'C-1' and 'c-1' are one person
+                raise ProcedureError(f"{counted} cannot both count and verify the drop: two people",
+                                     "refused")
+            body.update(counted_by=counted, verified_by=verified)
+
+    def _check_drop_day(self, day: str) -> None:
+        """A drop is counted from a gaming day that has begun and on which the table was
+        opened (COMAR 36.05.03.25: the drop of the table's gaming day, counted after its
+        close): a day to come, or one the table never opened (1970-01-01, 2099-12-31, a
+        day it stayed closed), has no drop box of this table's. Raises :class:`ProcedureError`
+        (``refused``). A bare TableDay that knows neither its day nor any opening day
+        (no clock, a record older than the stamp) takes the day as given."""
+        today = self.today() if self.today is not None else None
+        if today is not None and day > today:
+            raise ProcedureError(f"drop: gaming day {day} has not begun (today is {today}): a drop is counted "
+                                 "after the day's close", "refused")
+        if (today is not None or self.opened_days) and day not in self.opened_days:
+            recent = ", ".join(sorted(self.opened_days)[-3:]) or "none"
+            raise ProcedureError(f"drop: the table was not opened on gaming day {day} (days opened, latest: "
+                                 f"{recent}): a drop is for a day the table was open", "refused")
+
+    def history(self) -> dict[str, Any]:
+        """What a new gaming day's segment carries of the days before it: ``{"opened":
+        [days], "drops": {day: slip}}`` (the drop rules need them past the day's close)."""
+        return {"opened": sorted(self.opened_days), "drops": dict(sorted(self.drops.items()))}
+
+    def take_history(self, history: Any) -> None:
+        """Take what :meth:`history` gave (carried by a segment; ignored when malformed)."""
+        if not isinstance(history, Mapping):
+            return
+        self.opened_days.update(d for d in history.get("opened", ()) if isinstance(d, str) and ISO_DAY_RE.fullmatch(d))
+        drops = history.get("drops")
+        if isinstance(drops, Mapping):
+            self.drops.update({d: n for d, n in drops.items() if isinstance(d, str) and isinstance(n, int)})
+
     def apply(self, body: Mapping[str, Any]) -> None:
         """Take a journaled procedure into the state (after it is journaled)."""
         p = body.get("procedure")
         self.slip_no = max(self.slip_no, int(body.get("slip", 0)))
+        if p in ("open", "drop") and isinstance(body.get("gaming_day"), str):
+            if p == "open":
+                self.opened_days.add(body["gaming_day"])
+            else:
+                self.drops[body["gaming_day"]] = int(body.get("slip", 0))
         if p == "open":
-            self.is_open, self.shift = True, 1
+            # a table opened again in the gaming day it closed in starts the day's next shift (the
+            # report numbers shifts the same way: table.day_report.Counter.shift_of)
+            opened_on = body.get("gaming_day") if isinstance(body.get("gaming_day"), str) else None
+            again = opened_on is not None and opened_on == self.shift_day
+            self.is_open, self.shift = True, (self.shift + 1 if again else 1)
+            self.shift_day = opened_on
             self.on_shift = body.get("dealer") if isinstance(body.get("dealer"), str) else None
         elif p == "shift_change":
             self.shift = int(body.get("shift", self.shift + 1))
@@ -350,9 +432,12 @@ class TableDay:
             self.requests[request["id"]] = body
 
     @classmethod
-    def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table") -> "TableDay":
-        """The state after the journaled procedure bodies ``bodies``, in order (recovery)."""
-        day = cls(table_id)
+    def replay(cls, bodies: Iterable[Mapping[str, Any]], table_id: str = "table", *, history: Any = None,
+               today: "Callable[[], str] | None" = None) -> "TableDay":
+        """The state after the journaled procedure bodies ``bodies``, in order (recovery);
+        ``history``: what the segment carried of the days before it (:meth:`history`)."""
+        day = cls(table_id, today)
+        day.take_history(history)
         for b in bodies:
             day.apply(b)
         return day
@@ -364,6 +449,26 @@ class TableDay:
 DROP_COLUMNS = ("gaming_day", "table_id", "amount_cents", "counted_by", "verified_by")
 #: rows a count-room file may hold (a year of days for one table, with room)
 MAX_DROP_ROWS = 1000
+def count_room_problem(people: Mapping[str, Any], counted_by: Any, verified_by: Any) -> str | None:
+    """Why the count room's two people of a drop slip are not two people of the people file
+    (``people``: id -> a person with a ``role``), compared case-folded ('C-1' and 'c-1' are
+    one person), or None. A seat's terminal account is no one of the count room."""
+    folded = {str(k).casefold(): v for k, v in people.items()}
+    found = []
+    for key, who in (("counted_by", counted_by), ("verified_by", verified_by)):
+        person = folded.get(str(who).casefold())
+        role = getattr(getattr(person, "role", None), "value", None)
+        if person is None or role in (None, "seat"):
+            return f"drop: {key} {str(who)[:40]!r} is no person of the people file with a role"
+        found.append(str(getattr(person, "id", who)))
+    if found[0].casefold() == found[1].casefold():
+        return f"drop: {found[0]} cannot both count and verify the drop: two people"
+    return None
+
+
+#: the largest count-room file read (bytes): 1,000 rows are ~100 KB; a larger file is refused whole,
+#: never read in part
+MAX_DROP_FILE_BYTES = 1 << 20
 
 
 class DropFileError(ValueError):
@@ -444,7 +549,7 @@ def read_drop_csv(text: str, file: str, table_id: str) -> list[DropRow]:
             for col, who in (("counted_by", counted), ("verified_by", verified)):
                 if not _PERSON_RE.match(who):
                     raise DropFileError(file, line, col, f"{who[:64]!r} is not a person's id")
-            if counted == verified:
+            if counted.casefold() == verified.casefold():  # "C-1" and "c-1" are one person
                 raise DropFileError(file, line, "verified_by", f"{counted} cannot both count and verify: "
                                                                "two people")
             if day in seen:

@@ -328,6 +328,19 @@ def compressed(timeout_s: float | None = None) -> bool:
     return _COMPRESSOR.wait(timeout_s)
 
 
+def day_history(journal: Journal) -> dict[str, Any]:
+    """What the next day's segment carries of the gaming days before it: the days the table
+    was opened and the slip of each day's drop (:meth:`table.gaming_day.TableDay.history`),
+    from what this segment carried and the openings and drops it holds."""
+    from .gaming_day import TableDay
+
+    opening = journal.segment
+    carried = opening.body.get("carried", {}) if opening is not None else {}
+    history = carried.get("day_history") if isinstance(carried, dict) else None
+    bodies = [e.body for e in journal.entries("gaming_day") if e.body.get("procedure") in ("open", "drop")]
+    return TableDay.replay(bodies, journal.table_id, history=history).history()
+
+
 def write_archive(src: Path, archive: Path) -> Path:
     """Write the closed segment ``src`` (SQLite, no writer) to ``archive`` (xz of the
     segment ``VACUUM``-ed): through temporary files, fsynced, renamed. Raises
@@ -396,7 +409,8 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
     path, day, nxt = journal.path, str(close["close"]), str(close["next"])
     last = journal.last("checkpoint")
     assert last is not None
-    carried = {"gaming_day": carried_procedures(journal)}
+    # the state's procedures, and the days opened and the drops entered (the drop rules, past the close)
+    carried = {"gaming_day": carried_procedures(journal), "day_history": day_history(journal)}
     journal._ensure_chain()  # the chain hash after the last entry
     head_hex, last_seq = journal._chain.hex(), journal.last_seq  # type: ignore[union-attr]
     journal.close()
@@ -511,6 +525,8 @@ class ChainResult:
     reason: str = ""
     days: list[DayCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: every problem found, (status, why naming the day), the worst first
+    problems: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def entries(self) -> int:
@@ -642,6 +658,7 @@ def verify_chain(archive_dir: str | Path, *, live: str | Path | None = None, pub
     if problems:
         worst = min(problems, key=lambda p: CHAIN_ORDER.index(p[0]))
         out.status, out.reason = worst
+        out.problems = sorted(problems, key=lambda p: CHAIN_ORDER.index(p[0]))
         out.notes = [why for s, why in problems if why != out.reason] + out.notes
     return out
 

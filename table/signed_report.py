@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -104,13 +104,20 @@ def _shape_problem(doc: Any) -> str | None:
     return None
 
 
-def check_signed_report(data: bytes, public_keys: Iterable[Ed25519PublicKey]) -> ReportCheck:
+def check_signed_report(data: bytes, public_keys: Iterable[Ed25519PublicKey],
+                        tables: Mapping[str, str] | None = None) -> ReportCheck:
     """Check the signed report file ``data`` against the table's ``public_keys`` (every
-    key the table has used). Never raises for what the file holds: a
-    :class:`ReportCheck` whose ``problem`` names the first thing that failed (not
-    JSON, not canonical, not the shape, no key given matches its key id, the
-    signature does not verify)."""
+    key the table has used). ``tables``: key id -> the table id that key is (the
+    auditor's word: ``--table``, ``TABLE_ID=KEY.pub``); a key bound to a table signs
+    only that table's reports, so a report naming table A signed by table B's key is
+    refused even when both keys are given (one key signing as every table proves
+    nothing of which table counted it). Without ``tables``, the keys are one table's.
+    Never raises for what the file holds: a :class:`ReportCheck` whose ``problem``
+    names the first thing that failed (not JSON, not canonical, not the shape, no key
+    given matches its key id, the key is another table's, the signature does not
+    verify)."""
     keys = {key_id(k): k for k in public_keys}
+    bound = dict(tables or {})
     if not keys:
         return ReportCheck(False, "no public key given: nothing could check the signature")
     if len(data) > MAX_BYTES:
@@ -147,6 +154,16 @@ def check_signed_report(data: bytes, public_keys: Iterable[Ed25519PublicKey]) ->
         return found
     if not verify_signature(public, raw, _material(doc)):
         found.problem = f"the signature does not verify with key {sig['key_id']}: the report was changed after signing"
+        return found
+    named = doc["report"].get("table_id")
+    if "table_id" in doc["report"] and named != sig["table_id"]:
+        found.problem = (f"the report names table {named!r} but its signature names table {sig['table_id']!r}: "
+                         "a report is signed by the table it counts")
+        return found
+    owner = bound.get(sig["key_id"])
+    if owner is not None and owner != sig["table_id"]:
+        found.problem = (f"it names table {sig['table_id']!r} but is signed by key {sig['key_id']}, the key of "
+                         f"table {owner!r}: a table's key signs only its own reports")
         return found
     found.ok, found.report = True, doc["report"]
     return found

@@ -133,6 +133,8 @@ def test_a_report_over_the_archive_equals_the_report_over_the_same_rounds_live(t
     for day in DAYS:
         live = report("day", "--journal", copies[day], "--date", day)
         archived = report("day", "--archive", folder / "archive", "--date", day)
+        # the figures are the same; the record each was checked as is its own (a journal, a folder)
+        assert archived.pop("record")["problems"] == live.pop("record")["problems"] == []
         assert archived == live and archived["rounds"] == ROUNDS
     year = report("year", "--archive", folder / "archive", "--journal", folder / "journal.sqlite3")
     assert year["rounds"] == 3 * ROUNDS + 1
@@ -432,7 +434,7 @@ def test_a_report_over_a_folder_missing_a_day_says_so_and_is_flagged(three_days,
     assert r.returncode == 1, r.stderr
     month = json.loads(r.stdout)
     assert month["rounds"] == 2 * ROUNDS + 1 and month["missing_days"][0].startswith("2026-12-02")
-    assert "missing from the archive folder" in month["flags"][0]
+    assert any("missing from the archive folder" in f for f in month["flags"])
     other = report("day", "--archive", holed, "--date", "2026-12-03")
     assert "missing_days" not in other
 
@@ -528,3 +530,99 @@ def test_an_archive_folder_on_another_file_system_gets_a_copy_checked_against_th
         f.truncate(staged.stat().st_size - 4096)
     with pytest.raises(segments.ArchiveError):
         segments._check_copy(src, staged)
+
+
+def _edit_archive(folder: Path, day: str, sql: str) -> None:
+    """An attacker's edit of an archived day: decompressed, one SQL statement, recompressed."""
+    import lzma
+
+    path = folder / f"{day}.journal.xz"
+    db = folder / "edit.sqlite3"
+    db.write_bytes(lzma.decompress(path.read_bytes()))
+    con = sqlite3.connect(db)
+    try:
+        con.execute(sql)
+        con.commit()
+    finally:
+        con.close()
+    path.write_bytes(lzma.compress(db.read_bytes(), format=lzma.FORMAT_XZ))
+    db.unlink()
+
+
+def _report_raw(*args):
+    return subprocess.run(tablectl() + ["report", *map(str, args), "--json", *PAYTABLES], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_report_over_a_folder_missing_its_oldest_days_names_them_and_is_flagged(three_days, tmp_path):
+    """The oldest archived day deleted (no retention entry of the table removed it): the year's
+    report names the day the oldest one left chains to and is flagged (exit 1), not 3 rounds
+    short with exit 0 (found by an attacker: 13 rounds of 16, no day named)."""
+    folder, _ = three_days
+    holed = tmp_path / "archive"
+    shutil.copytree(folder / "archive", holed)
+    (holed / f"{DAYS[0]}.journal.xz").unlink()
+    for kind in ("year", "month"):
+        r = _report_raw(kind, "--archive", holed, "--journal", folder / "journal.sqlite3")
+        assert r.returncode == 1, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["rounds"] == 2 * ROUNDS + 1
+        assert rep["missing_days"][0].startswith(DAYS[0]) and "days before it" in rep["missing_days"][0]
+        assert any(DAYS[0] in f for f in rep["flags"])
+
+
+@pytest.mark.parametrize("sql, says", [
+    # a settled amount changed: the entry still reads, the chain does not hold
+    ("UPDATE entries SET body=replace(body, '\"amount\":-1000', '\"amount\":-100') "
+     "WHERE seq=(SELECT min(seq) FROM entries WHERE kind='round' AND body LIKE '%\"results\"%')", "tampered"),
+    # an entry edited into something that is not JSON (was exit 70, an internal error)
+    ("UPDATE entries SET body='{' WHERE seq=(SELECT min(seq) FROM entries WHERE kind='round')", "does not read"),
+    # an entry that reads but is no settled round (was exit 2 naming no day)
+    ("UPDATE entries SET body=replace(body, '\"results\"', '\"resultz\"') "
+     "WHERE seq=(SELECT min(seq) FROM entries WHERE kind='round' AND body LIKE '%\"results\"%')", "not counted"),
+])
+def test_an_edited_archived_day_is_named_by_the_report_never_an_internal_error(three_days, tmp_path, sql, says):
+    """An archived day edited: every report over the folder names the day and is flagged
+    (exit 1), with or without the public key, never exit 70 and never silently."""
+    folder, _ = three_days
+    edited = tmp_path / "archive"
+    shutil.copytree(folder / "archive", edited)
+    _edit_archive(edited, DAYS[1], sql)
+    for extra in ((), ("--public-key", folder / "table.key.pub")):
+        for kind in ("year", "month", "day"):
+            r = _report_raw(kind, "--archive", edited, "--journal", folder / "journal.sqlite3",
+                            "--date", DAYS[1] if kind == "day" else DAYS[2], *extra)
+            assert r.returncode == 1, (kind, r.returncode, r.stderr)
+            rep = json.loads(r.stdout)
+            text = " ".join(rep["flags"])
+            assert f"{DAYS[1]}.journal.xz" in text and says in text, text
+    r = subprocess.run(tablectl() + ["report", "year", "--archive", str(edited), "--journal",
+                                     str(folder / "journal.sqlite3"), *PAYTABLES], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and r.stdout.startswith("record: DOES NOT VERIFY"), r.stdout[:300]
+
+
+def test_the_day_report_query_names_an_opened_day_whose_archive_is_missing(tmp_path):
+    """The shift page and the API's `day_report` for a gaming day the table was opened on whose
+    archive was deleted from the folder: the day is named in `missing_days` and flagged, not
+    shown as an empty day (0 rounds, nothing said)."""
+    from table.interfaces.day_view import DayReportQueries
+    from table.rules.settlement import Tables
+
+    clock = WallClock()
+    inventory = {"inventory": {"2500": 40}}
+    with day_table(tmp_path, clock) as ctl:
+        for n in range(3):
+            clock.set(day_start(n) if n else START)
+            ctl.table_procedure("open", inventory, dealer="D-4", supervisor="S-17")
+            ctl.play_round()
+            ctl.table_procedure("close", inventory, dealer="D-4", supervisor="S-17")
+        clock.set(day_start(3))
+        ctl.play_round()
+    (tmp_path / "archive" / f"{DAYS[1]}.journal.xz").unlink()
+    queries = DayReportQueries(tmp_path / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=tmp_path / "archive")
+    for period in ("day", "shift"):
+        got = queries.day_report({"period": period, "gaming_day": DAYS[1]})
+        assert got["missing_days"][0].startswith(DAYS[1]) and any(DAYS[1] in f for f in got["flags"]), got["flags"]
+    kept = queries.day_report({"period": "day", "gaming_day": DAYS[2]})
+    assert "missing_days" not in kept and kept["rounds"] == 1

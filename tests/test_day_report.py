@@ -212,3 +212,68 @@ def test_a_round_held_for_a_device_and_a_broken_rule_are_incidents_of_the_day(tm
         j.append("violation", rule="foreign_card", detail="a card of another deck", citation="649a.3(b)")
         j.append("round", round_id="r1", step="held", reason="foreign card", cause="custody")  # its violation counts
         assert len(read_journal(j).incidents) == 2
+
+
+def _copy_with_slips(journal, folder, *, sign: bool):
+    """A copy of the journal with an opening, a $2,000 fill and a closing appended (signed by a
+    checkpoint when ``sign``), and the table key beside it (JOURNAL.key) when ``sign``."""
+    import shutil
+
+    copy = folder / "journal.sqlite3"
+    src, dst = sqlite3.connect(str(journal)), sqlite3.connect(str(copy))
+    src.backup(dst)
+    src.close()
+    dst.close()
+    key = load_private_key(str(journal) + ".key", check_mode=False)
+    day = TableDay()
+    with Journal(copy, key=key) as j:
+        for proc, args in (("open", {"inventory": {"100000": 10}}), ("fill", {"amount": 200000}),
+                           ("close", {"inventory": {"100000": 9}})):
+            body = day.prepare(proc, args, dealer="dana", supervisor="sam")
+            j.append(ENTRY_KIND, **body)
+            day.apply(body)
+        if sign:
+            j.checkpoint()
+    if sign:
+        shutil.copy(str(journal) + ".key", str(copy) + ".key")
+    return copy
+
+
+def _forge_fill(copy):
+    db = sqlite3.connect(str(copy))
+    db.execute("UPDATE entries SET body=replace(body, '200000', '20000') WHERE kind=? AND body LIKE '%\"fill\"%'",
+               (ENTRY_KIND,))
+    db.commit()
+    db.close()
+
+
+def test_an_unsigned_report_checks_the_record_first_and_names_an_edited_fill(journal, tmp_path):
+    """`report day` (not --signed) on a journal whose fill was edited printed the forged fill
+    without a word: every report checks the record first; an edited entry flags the report
+    (exit 1) naming it; the first line says what was checked."""
+    copy = _copy_with_slips(journal, tmp_path, sign=True)
+    rep, code = report(copy)
+    assert code in (0, 1) and rep["record"]["status"] == "ok" and rep["record"]["signatures_checked"]
+    _forge_fill(copy)
+    rep, code = report(copy)
+    assert code == 1 and rep["record"]["status"] == "tampered"
+    assert "the record does not verify (tampered)" in rep["flags"][0] and "entry" in rep["flags"][0]
+    text = subprocess.run(tablectl() + ["report", "day", "--journal", str(copy), *PAYTABLES], capture_output=True,
+                          text=True, timeout=300)
+    assert text.returncode == 1 and text.stdout.startswith("record: DOES NOT VERIFY (tampered)"), text.stdout[:300]
+
+
+def test_a_report_says_plainly_what_it_could_not_check(journal, tmp_path):
+    """No key at hand and the slips after the last signed checkpoint: the report says that no
+    signature was checked and which entries nothing covers (not flagged: nothing was found
+    wrong, and nothing could be)."""
+    copy = _copy_with_slips(journal, tmp_path, sign=False)
+    _forge_fill(copy)
+    rep, code = report(copy)
+    rec = rep["record"]
+    assert rec["status"] in ("unanchored", "unsigned") and not rec["signatures_checked"] and code == 0
+    assert "no public key given" in " ".join(rec["notes"])
+    text = subprocess.run(tablectl() + ["report", "day", "--journal", str(copy), *PAYTABLES], capture_output=True,
+                          text=True, timeout=300)
+    first = text.stdout.splitlines()[0]
+    assert first.startswith("record: ") and "not fully checked" in first and "no public key" in first

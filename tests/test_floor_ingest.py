@@ -316,3 +316,32 @@ def test_a_message_nested_past_the_stack_is_refused_and_the_floor_hears_on(tmp_p
     finally:
         pub.close()
         t.close()
+
+
+def test_the_floors_wagered_is_the_tables_handle_the_play_wager_included(tmp_path, broker, database):
+    """The floor's "wagered" left out the play wager ($1,887 against the table's $2,982 handle
+    for one day): it counted the wagers at the round's open (ante and side bets). A settled
+    round's wagered is its handle as the table counts it (every stake settled but the ante
+    bonus, which is paid on the ante), whatever order the events arrive in."""
+    t = SignedTable(tmp_path / "t", "pit1-tcp-05")
+    t.publish_key(tmp_path / "keys")
+    opened, card, _ = t.round(7)
+    results = {"1": {"decision": "play", "net": 2000, "wagers": [
+                   {"wager": "ante", "stake": 1000, "amount": 1000, "outcome": "win"},
+                   {"wager": "play", "stake": 1000, "amount": 1000, "outcome": "win"},
+                   {"wager": "ante_bonus", "stake": 1000, "amount": 0, "outcome": "lose"}]},
+               "2": {"decision": "fold", "net": -1000, "wagers": [
+                   {"wager": "ante", "stake": 1000, "amount": -1000, "outcome": "lose"}]}}
+    settled = t.event("round_settled", {"number": 7, "results": results, "net_cents": {"1": 2000, "2": -1000}},
+                      "r00007-pit1-tcp-05")
+    handle = sum(w["stake"] for r in results.values() for w in r["wagers"] if w["wager"] != "ante_bonus")
+    pub = Publisher(broker.port)
+    try:
+        with running_floor(database, tmp_path / "keys", broker.port) as floor:
+            pub.send([opened, card, settled, opened])  # the open again after the settle: changes nothing
+            settle(floor, 4)
+            assert rows(floor, "SELECT wagered_cents, table_win_cents FROM round_results") == [(handle, -1000)]
+            assert handle == 3000
+    finally:
+        pub.close()
+        t.close()

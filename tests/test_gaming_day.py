@@ -239,3 +239,45 @@ def test_one_person_cannot_count_and_verify_a_drop_behind_a_trailing_line_break(
         day.prepare("drop", drop, dealer="dana", supervisor="sam")
     with pytest.raises(ProcedureError, match="request_id"):
         day.repeated("x\n", "drop", {**drop, "verified_by": "C-2"}, dealer="dana", supervisor="sam")
+
+
+def test_an_empty_opening_or_closing_inventory_needs_the_supervisors_confirmation():
+    """An opening inventory of $0 opened the table (a slip typed without its chips: the day's
+    statistical win then counts every chip on the table as won): an empty opening or closing
+    is refused unless the supervisor confirms the table truly holds no chips, and the
+    confirmation is on the journaled slip."""
+    day = TableDay("t1")
+    for empty in ({}, {"2500": 0}):
+        with pytest.raises(ProcedureError, match=r"empty \(\$0\).*empty_confirmed") as exc:
+            day.prepare("open", {"inventory": empty}, dealer="dana", supervisor="sam")
+        assert exc.value.code == "refused"
+    with pytest.raises(ProcedureError, match="true or false"):
+        day.prepare("open", {"inventory": {}, "empty_confirmed": "yes"}, dealer="dana", supervisor="sam")
+    body = day.prepare("open", {"inventory": {}, "empty_confirmed": True}, dealer="dana", supervisor="sam")
+    assert body["total"] == 0 and body["empty_confirmed"] is True
+    day.apply(body)
+    with pytest.raises(ProcedureError, match=r"empty \(\$0\)"):
+        day.prepare("close", {"inventory": {}}, dealer="dana", supervisor="sam")
+    body = day.prepare("close", {"inventory": {}, "empty_confirmed": True}, dealer="dana", supervisor="sam")
+    assert body["empty_confirmed"] is True
+    # a slip with chips needs no confirmation, and says none
+    day2 = TableDay("t2")
+    assert "empty_confirmed" not in day2.prepare("open", {"inventory": {"500": 1}}, dealer="dana", supervisor="sam")
+
+
+def test_fills_and_credits_are_countersigned_by_the_dealer_who_holds_the_shift():
+    """A fill countersigned by a dealer not on shift, or never at this table, was taken: a fill
+    or credit is countersigned by the dealer who opened the shift or took it over."""
+    day = TableDay("t1")
+    day.apply(day.prepare("open", {"inventory": {"500": 10}}, dealer="dana", supervisor="sam"))
+    for procedure in ("fill", "credit"):
+        for other in ("olga", "never-here"):
+            with pytest.raises(ProcedureError, match="dana, not " + other) as exc:
+                day.prepare(procedure, {"amount": 500}, dealer=other, supervisor="sam")
+            assert exc.value.code == "refused"
+        day.apply(day.prepare(procedure, {"amount": 500}, dealer="dana", supervisor="sam"))
+    day.apply(day.prepare("shift_change", {"inventory": {"500": 10}, "opener": "olga"}, dealer="dana",
+                          supervisor="sam"))
+    with pytest.raises(ProcedureError, match="olga, not dana"):  # dana's shift is over
+        day.prepare("fill", {"amount": 500}, dealer="dana", supervisor="sam")
+    assert day.prepare("fill", {"amount": 500}, dealer="olga", supervisor="sam")["dealer"] == "olga"

@@ -110,3 +110,36 @@ def test_a_round_whose_bets_closed_is_no_longer_taking_bets(tmp_path):
         j.append("round", round_id="r00002-y", step="open", number=2, wagers={"2": {"ante": 500}})  # an older table
     rounds = {r["number"]: r for r in history(path)["history"]["rounds"]}
     assert rounds[1]["bets_open"] is False and rounds[2]["bets_open"] is False
+
+
+def test_a_round_settled_just_before_a_crash_shows_its_results_not_held_for_good(tmp_path):
+    """SIGKILL right after a round's settle entry: the restart holds the round until its chips
+    are collected (table/procedure/startup.py journals `held` with `settled: true`, then
+    holds.py `closed` with `completed_after_restart`). The History panel showed it "HELD" with
+    no results on every screen for good, while the day report counted its money: it shows
+    the round settled with its results, the hold noted."""
+    from table.journal import Journal
+
+    from test_integrity import KEY
+
+    with table(tmp_path, seats=2) as (ctl, sim, console, journal):
+        ctl.prepare()
+        result = ctl.play_round()
+        ctl.close()
+    path = tmp_path / "journal.sqlite3"
+    last = history(path, limit=1)["history"]["rounds"][0]
+    with Journal(path, key=KEY, table_id="t-int") as j:  # the restart's entries, as the product writes them
+        j.append("round", round_id=last["round_id"], deck_id=None, step="held", reason="restart", settled=True,
+                 number=last["number"])
+        j.append("round", round_id=last["round_id"], deck_id=None, step="closed", number=last["number"],
+                 completed_after_restart=True)
+    for page in (history(path, limit=1)["history"]["rounds"][0],):
+        assert page["outcome"] == "settled", page
+        assert page["net_cents"] == {str(st.seat): st.net_cents for st in result.seats}
+        assert page["holds"] and page["holds"][0]["reason"] == "restart"
+    # held and not yet collected: already settled, its results shown
+    with Journal(path, key=KEY, table_id="t-int") as j:
+        j.append("round", round_id=last["round_id"], deck_id=None, step="held", reason="restart", settled=True,
+                 number=last["number"])
+    now = history(path, limit=1)["history"]["rounds"][0]
+    assert now["outcome"] == "settled" and now["net_cents"] is not None

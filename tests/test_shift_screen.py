@@ -232,6 +232,13 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
         assert "D-7 opens shift 2" in press(page, "shift_change")
         page.wait_for_function("() => { const e = document.getElementById('day-shift'); return e && e.dataset.shift === '2'; }",
                                timeout=STEP_MS)
+        # the shift handed over ends the outgoing dealer's session: the incoming dealer deals on
+        from websockets.exceptions import ConnectionClosed
+
+        with pytest.raises(ConnectionClosed):
+            dealer.request({"action": "status"})
+        dealer.close()
+        dealer = ApiDealer(bench, person="D-7")
         dealer.deal(5)
         ready_for_bets(dealer)
         # Close with the closing inventory; the drop after the count makes the statistical win.
@@ -395,4 +402,27 @@ def test_a_fill_whose_answer_was_lost_is_sent_again_from_the_page_and_journaled_
         assert page.errors == []
     finally:
         dealer.close()
+        context.close()
+
+
+def test_the_drop_forms_gaming_day_is_the_tables_not_the_browsers_date(chromium, bench):
+    """The drop form's gaming day defaulted to the browser's date (its UTC date, at that): a
+    supervisor's browser whose clock says another day (or a night shift past midnight, before
+    the gaming day's start) entered the drop for the wrong day. It defaults to the table's
+    gaming day (the status)."""
+    table_day = ApiDealer(bench).request({"action": "status"})["table_day"]["gaming_day"]
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.clock.set_fixed_time("2031-05-05T12:00:00Z")  # the browser's clock says another day
+    try:
+        page.goto(bench.url + "/?next=/shift.html")
+        page.fill("#person", "S-17")
+        page.fill("#pin", PEOPLE["S-17"][1])
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/shift.html")
+        page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
+        assert page.evaluate("() => new Date().toISOString().slice(0, 10)") == "2031-05-05"
+        page.wait_for_function("(d) => document.getElementById('proc-drop-day').value === d", arg=table_day,
+                               timeout=STEP_MS)
+    finally:
         context.close()

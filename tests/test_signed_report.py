@@ -64,7 +64,8 @@ def test_every_byte_flipped_in_turn_is_caught(run):
     journal, key, _ = run
     r = cli("report", "shift", "--journal", str(journal), "--json", *PAYTABLES)
     assert r.returncode in (0, 1), r.stderr
-    data = sign_report(json.loads(r.stdout), key, "bench-01")
+    rep = json.loads(r.stdout)
+    data = sign_report(rep, key, rep["table_id"])  # a report is signed as the table it names
     assert check_signed_report(data, [key.public]).ok
     problems = set()
     for i in range(len(data)):
@@ -108,7 +109,36 @@ def test_another_tables_key_is_refused_naming_both_keys(run, tmp_path):
     path = tmp_path / "r.json"
     path.write_bytes(data)
     assert cli("audit", "report", str(path), "--public-key", str(other_pub)).returncode == 1
-    assert cli("audit", "report", str(path), "--public-key", str(other_pub), "--public-key", str(pub)).returncode == 0
+    assert cli("audit", "report", str(path), "--public-key", str(other_pub), "--public-key", str(pub),
+               "--table", "t-1").returncode == 0
+
+
+def test_a_report_naming_one_table_signed_by_another_tables_key_is_refused(run, tmp_path):
+    """Table B's key signs a report naming table A (its figures, or a copy of A's report
+    re-signed): refused even when both tables' keys are given, each named; the same report
+    signed by A's key is accepted. Two keys given with no table named is a usage error (whose
+    key is whose is the auditor's word, never the report's)."""
+    journal, key_a, pub_a = run
+    key_b = generate()
+    pub_b = tmp_path / "b.pub"
+    pub_b.write_bytes(public_pem(key_b.public))
+    forged = tmp_path / "a-by-b.json"
+    forged.write_bytes(sign_report({"report": "day", "table_id": "A", "settled_win": 1}, key_b, "A"))
+    honest = tmp_path / "a-by-a.json"
+    honest.write_bytes(sign_report({"report": "day", "table_id": "A", "settled_win": 1}, key_a, "A"))
+    both = ["--public-key", f"A={pub_a}", "--public-key", f"B={pub_b}"]
+    bad = cli("audit", "report", str(forged), *both)
+    assert bad.returncode == 1, bad.stdout
+    assert "the key of table 'B'" in bad.stderr and "names table 'A'" in bad.stderr
+    assert cli("audit", "report", str(honest), *both).returncode == 0
+    # B's key with --table A: the auditor says the key is A's, the report is A's: that is the auditor's word
+    assert cli("audit", "report", str(forged), "--public-key", str(pub_b), "--table", "B").returncode == 1
+    unnamed = cli("audit", "report", str(forged), "--public-key", str(pub_a), "--public-key", str(pub_b))
+    assert unnamed.returncode == 2 and "--table" in unnamed.stderr
+    # the report's own table and its signature's table must agree
+    doc = {"report": "day", "table_id": "A", "settled_win": 1}
+    mixed = check_signed_report(sign_report(doc, key_b, "B"), [key_b.public], {key_b.key_id: "B"})
+    assert not mixed.ok and "signature names table 'B'" in mixed.problem
 
 
 def test_no_key_and_an_empty_file_check_nothing_and_fail():

@@ -33,7 +33,9 @@ from table.roles import Role
 from table.rules.settlement import Tables
 
 KEY = generate()
-PINS = {"D-4": "482913", "D-5": "318406", "S-17": "739201", "S-18": "615048"}
+PINS = {"D-4": "482913", "D-5": "318406", "S-17": "739201", "S-18": "615048",
+        # the count room's people (people of the people file with a role: counted_by, verified_by)
+        "C-1": "204816", "C-2": "930517", "C-3": "771204"}
 OPEN = {"inventory": {"2500": 40, "500": 100, "100": 200}}  # $1,000 + $500 + $200 = $1,700
 CLOSE = {"inventory": {"2500": 42, "500": 96, "100": 200}}  # $1,050 + $480 + $200 = $1,730
 
@@ -42,7 +44,8 @@ def people(tmp_path):
     os.chmod(tmp_path, 0o700)
     p = PeopleFile(tmp_path / "people.toml")
     for person, pin in PINS.items():
-        p.add(person, Role.DEALER if person.startswith("D") else Role.SUPERVISOR, pin, hasher=CHEAP)
+        role = {"D": Role.DEALER, "C": Role.AUDITOR}.get(person[0], Role.SUPERVISOR)
+        p.add(person, role, pin, hasher=CHEAP)
     return Authenticator(tmp_path / "people.toml", hasher=CHEAP)
 
 
@@ -145,11 +148,13 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
     with running(tmp_path, auth) as t:
         st = t.status()
         # Closed: no round is dealt, and the table says what it waits for (not an error loop).
-        assert st["table_day"] == {"open": False, "shift": 0, "last_slip": 0, "required": True}
+        assert {k: v for k, v in st["table_day"].items() if k != "gaming_day"} == {"open": False, "shift": 0, "last_slip": 0, "required": True}
         assert st["waiting_for"]["action"] == "table_procedure" and "open the table" in st["waiting_for"]["what"]
         assert st["round"] is None and not list(t.journal.entries("round"))
         opened = t.send(signed("open", OPEN))
         assert opened["ok"], opened
+        # the opening names the gaming day it opened (a drop is taken only for such a day)
+        assert opened["slip"].pop("gaming_day") == gaming_day_of(t.journal.last(ENTRY_KIND).ts)
         assert opened["slip"] == {"procedure": "open", "slip": 1, "dealer": "D-4", "supervisor": "S-17",
                                   "inventory": {"2500": 40, "500": 100, "100": 200}, "total": 170_000}
         played(t, 1)
@@ -175,7 +180,7 @@ def test_every_procedure_over_the_control_socket_signed_by_two_people_proven(tmp
         closed = t.send(signed("close", CLOSE, dealer="D-5"))
         assert closed["ok"] and closed["slip"]["total"] == 173_000
         st = wait_until(lambda: (s := t.status())["waiting_for"] and s, 30, "the table to say what it waits for")
-        assert st["table_day"] == {"open": False, "shift": 2, "last_slip": 5, "required": True}
+        assert {k: v for k, v in st["table_day"].items() if k != "gaming_day"} == {"open": False, "shift": 2, "last_slip": 5, "required": True}
         assert st["waiting_for"]["action"] == "table_procedure" and st["round"] is None
         close_seq = t.journal.last(ENTRY_KIND).seq
         day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
@@ -270,7 +275,7 @@ def test_a_restarted_table_stays_open_and_deals_without_a_new_slip(tmp_path):
             t.stop()
         with running(tmp_path, auth, sim=sim) as again:
             st = again.status()
-            assert st["table_day"] == {"open": True, "shift": 1, "last_slip": 1, "required": True}
+            assert {k: v for k, v in st["table_day"].items() if k != "gaming_day"} == {"open": True, "shift": 1, "last_slip": 1, "required": True}
             played(again, st["rounds_played"] + 1)
             assert len(again.slips()) == 1
 
@@ -300,7 +305,7 @@ def test_the_python_api_opens_fills_closes_and_enters_the_drop_with_the_config_r
         assert t.table_procedure("credit", {"amount": 20_000}, dealer="D-4", supervisor="S-18")["ok"]
         assert t.table_procedure("close", CLOSE, dealer="D-4", supervisor="S-17")["ok"]
         st = wait_until(lambda: (s := t.status())["waiting_for"] and s, 30, "the table to say what it waits for")
-        assert st["table_day"] == {"open": False, "shift": 1, "last_slip": 4, "required": True}
+        assert {k: v for k, v in st["table_day"].items() if k != "gaming_day"} == {"open": False, "shift": 1, "last_slip": 4, "required": True}
         played = st["rounds_played"]
         day = gaming_day_of(t.controller.journal.last(ENTRY_KIND).ts)
         assert t.table_procedure("drop", {"amount": 90_000, "gaming_day": day}, dealer="D-4",
@@ -422,14 +427,14 @@ def test_the_count_rooms_csv_is_imported_as_drops_signed_by_two_people(tmp_path)
         played(t, 1)
         assert t.send(signed("close", CLOSE))["ok"]
         day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
-        good = f"{HEADER}2026-11-30,{table_id},120000,C-1,C-2\n{day},{table_id},90000,C-1,C-3\n"
+        # (a row for a day the table never opened is refused: test_a_drop_is_taken_only_for_a_day_opened...)
+        good = f"{HEADER}{day},{table_id},90000,C-1,C-3\n"
         r = _import(t, tmp_path, good)
         assert r.exit_code == 0, r.output
         assert f"{day}: drop $900.00 journaled" in r.output
         drops = [b for b in t.slips() if b["procedure"] == "drop"]
         assert [(b["gaming_day"], b["amount"], b["counted_by"], b["verified_by"], b["dealer"], b["supervisor"])
-                for b in drops] == [("2026-11-30", 120000, "C-1", "C-2", "D-4", "S-17"),
-                                    (day, 90000, "C-1", "C-3", "D-4", "S-17")]
+                for b in drops] == [(day, 90000, "C-1", "C-3", "D-4", "S-17")]
         rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
         assert rep["statistical"]["known"] is True and rep["statistical"]["drop"] == 90000
 
@@ -563,3 +568,124 @@ def test_a_fill_retried_after_its_answer_was_lost_makes_no_second_slip_also_afte
             day = gaming_day_of(t2.journal.last(ENTRY_KIND).ts)
             report = t2.send({"action": "day_report", "period": "day", "gaming_day": day})
             assert report["ok"] and report["statistical"]["fills"] == 100_000, report["statistical"]
+
+
+def test_a_drop_is_taken_only_for_a_day_opened_and_one_entered_again_is_a_flagged_correction(tmp_path):
+    """Drops for 2099-12-31 (not begun), 1970-01-01 and the day before (never opened) are
+    refused by the screen's API (table_procedure) and by `day drop-import`, nothing journaled;
+    the day opened takes its drop; the same day's drop entered again is journaled as a
+    correction of the earlier slip (`corrects`) and the day report flags it (an attacker's
+    finds: all were taken, and the second drop silently replaced the first)."""
+    from datetime import date, timedelta
+
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        opened = t.send(signed("open", OPEN))
+        assert opened["ok"]
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day = opened["slip"]["gaming_day"]
+        assert day == gaming_day_of(t.journal.last(ENTRY_KIND).ts)
+        before = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
+        for bad, why in (("2099-12-31", "has not begun"), ("1970-01-01", "not opened on gaming day 1970-01-01"),
+                         (before, f"not opened on gaming day {before}")):
+            refused = t.send(signed("drop", {"amount": 90_000, "gaming_day": bad}))
+            assert not refused["ok"] and why in refused["error"], refused
+            r = _import(t, tmp_path, f"{HEADER}{bad},{t.ctl.table_id},90000,C-1,C-2\n")
+            assert r.exit_code == 2 and why in r.output and "nothing imported" in r.output, r.output
+        assert not [b for b in t.slips() if b["procedure"] == "drop"]
+        first = t.send(signed("drop", {"amount": 90_000, "gaming_day": day}))
+        assert first["ok"] and "corrects" not in first["slip"]
+        again = t.send(signed("drop", {"amount": 95_000, "gaming_day": day}))
+        assert again["ok"] and again["slip"]["corrects"] == first["slip"]["slip"]
+        rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
+        assert any("entered again" in f and f"corrects slip {first['slip']['slip']}" in f for f in rep["flags"])
+        assert rep["statistical"]["drop"] == 95_000
+
+
+def test_a_count_file_past_the_limit_is_refused_whole_naming_the_limit(tmp_path):
+    """`day drop-import` read the first 1 MiB of a file and imported it, the rest silently left
+    out (exit 0): a file past the limit is refused, nothing imported, the limit named; the
+    table is never asked (no socket: the file is checked first)."""
+    from click.testing import CliRunner
+
+    from table.cli import main
+    from table.gaming_day import MAX_DROP_FILE_BYTES
+
+    row = "2026-12-01,t1,90000,C-1,C-2\n"
+    path = tmp_path / "count.csv"
+    # a good first row, then bytes past the limit: read in part, the first row alone was imported
+    path.write_text(HEADER + row + "x" * MAX_DROP_FILE_BYTES)
+    r = CliRunner().invoke(main, ["day", "drop-import", "--control-socket", str(tmp_path / "none.sock"),
+                                  "--supervisor", "S-17", "--dealer", "D-4", "--pins-from-stdin", str(path)],
+                           input="1\n2\n")
+    assert r.exit_code == 2, r.output
+    assert "nothing imported" in r.output and str(MAX_DROP_FILE_BYTES) in r.output, r.output
+
+
+def test_the_count_rooms_ids_are_people_of_the_people_file_compared_case_folded(tmp_path):
+    """`C-1` and `c-1` passed as two people counting and verifying one drop, and ids nobody
+    holds were journaled: the count room's ids must be people of the people file with a role,
+    compared case-folded, at the screen's API and in `day drop-import` (online and offline)."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        opened = t.send(signed("open", OPEN))
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day, tid = opened["slip"]["gaming_day"], t.ctl.table_id
+        for counted, verified, why in (("C-1", "c-1", "cannot both count and verify"),
+                                       ("C-1", "C-9", "C-9' is no person of the people file"),
+                                       ("nobody", "C-2", "nobody' is no person of the people file")):
+            slip = {"amount": 90_000, "gaming_day": day, "counted_by": counted, "verified_by": verified}
+            refused = t.send(signed("drop", slip))
+            assert not refused["ok"] and why in refused["error"], refused
+            r = _import(t, tmp_path, f"{HEADER}{day},{tid},90000,{counted},{verified}\n")
+            assert r.exit_code == 2 and why in r.output, r.output
+        assert not [b for b in t.slips() if b["procedure"] == "drop"]
+        r = _import(t, tmp_path, f"{HEADER}{day},{tid},90000,c-1,C-2\n")
+        assert r.exit_code == 0, r.output
+
+
+def test_a_table_closed_and_opened_again_in_a_day_starts_its_next_shift_on_every_screen_and_report(tmp_path):
+    """After a close and a re-open in one gaming day the banner said "shift 1" while the
+    report's "this shift" was shift 2 and mixed both sessions' rounds: the re-opening starts
+    the day's next shift, the same number in the status (the screens' banner) and the
+    day_report query, and that shift holds only the second session's rounds."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        assert t.send(signed("open", OPEN))["ok"]
+        played(t, 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        wait_until(lambda: (t.status().get("waiting_for") or {}).get("action") == "table_procedure", 30,
+                   "the closed table to wait for its opening")
+        first = t.status()["rounds_played"]
+        assert t.send(signed("open", OPEN))["ok"]
+        assert t.status()["table_day"]["shift"] == 2
+        played(t, first + 1)
+        assert t.send(signed("close", CLOSE))["ok"]
+        day = gaming_day_of(t.journal.last(ENTRY_KIND).ts)
+        rep = t.send({"action": "day_report", "period": "day", "gaming_day": day})
+        shifts = {s["shift"]: s["rounds"] for s in rep["shifts"]}
+        assert shifts == {1: first, 2: rep["rounds"] - first}, shifts
+        this = t.send({"action": "day_report", "period": "shift", "gaming_day": day, "shift": 2})
+        assert this["rounds"] == rep["rounds"] - first
+        assert t.status()["table_day"]["shift"] == 2
+
+
+def test_a_shift_change_ends_the_outgoing_dealers_sessions(tmp_path):
+    """After a shift change the outgoing dealer was still signed in at the screens and placed a
+    bet: the shift handed over (journaled) ends every session of the outgoing dealer; the
+    incoming dealer's and the supervisor's stay."""
+    auth = people(tmp_path)
+    with running(tmp_path, auth) as t:
+        assert t.send(signed("open", OPEN))["ok"]
+        outgoing, _ = auth.sign_in("D-4", PINS["D-4"], source="http", origin="table")
+        incoming, _ = auth.sign_in("D-5", PINS["D-5"], source="http", origin="table")
+        boss, _ = auth.sign_in("S-17", PINS["S-17"], source="http", origin="table")
+        played(t, 1)
+        assert auth.session(outgoing) is not None
+        shift = t.send(signed("shift_change", {**OPEN, "opener": "D-5"}, opener_pin=PINS["D-5"]))
+        assert shift["ok"], shift
+        assert auth.session(outgoing) is None
+        assert auth.session(incoming) is not None and auth.session(boss) is not None
+        assert t.send(signed("close", CLOSE, dealer="D-5"))["ok"]

@@ -210,17 +210,41 @@ def check_stream_command(stream, public_keys: tuple[str, ...], as_json: bool) ->
 })
 @audit_group.command("report")
 @click.argument("report_file", type=click.Path(dir_okay=False))
-@click.option("--public-key", "public_keys", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="The table's public key (KEY_FILE.pub); repeat for every key the table has used.")
+@click.option("--public-key", "public_keys", multiple=True, required=True, metavar="[TABLE_ID=]KEY.pub",
+              help="A table's public key, TABLE_ID=KEY.pub naming the table it is (else the --table's); repeat "
+                   "for every key the table has used, or for several tables' keys, each named: a report is "
+                   "accepted only signed by a key of the table it names.")
+@click.option("--table", "table_id", default=None,
+              help="The table the keys given without TABLE_ID= are (needed when more than one is given).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def report_check_command(report_file: str, public_keys: tuple[str, ...], as_json: bool) -> None:
-    """Check a signed report (`tablectl report ... --signed FILE`, or the supervisor's
-    download): the table's signature covers every byte of FILE (docs/reporting.md)."""
+def report_check_command(report_file: str, public_keys: tuple[str, ...], table_id: str | None,
+                         as_json: bool) -> None:
+    """Check a signed report (`tablectl audit report FILE --public-key KEY.pub`; the
+    report of `tablectl report ... --signed FILE`, or the supervisor's download): the
+    signature of a key of the table the report names covers every byte of FILE
+    (docs/reporting.md)."""
+    from pathlib import Path
+
     from table.files import UnsafeFile, read_regular
+    from table.keys import key_id
     from table.signed_report import MAX_BYTES, check_signed_report
 
+    unbound = [p for p in public_keys if "=" not in p or Path(p).is_file()]
+    if len(unbound) > 1 and table_id is None:
+        raise click.UsageError("more than one --public-key and none says which table it is: give --table TABLE_ID "
+                               "(the keys of one table) or TABLE_ID=KEY.pub for each (a key signs only its table's "
+                               "reports)")
     try:
-        keys = [load_public_key(p) for p in public_keys]
+        keys, tables = [], {}
+        for given in public_keys:
+            owner, path = (table_id, given) if given in unbound else given.split("=", 1)
+            k = load_public_key(path)
+            keys.append(k)
+            if owner is not None:
+                if tables.get(key_id(k), owner) != owner:
+                    raise click.UsageError(f"key {key_id(k)} is given as table {tables[key_id(k)]!r}'s and "
+                                           f"{owner!r}'s: a key is one table's")
+                tables[key_id(k)] = owner
         data = read_regular(report_file, max_bytes=MAX_BYTES + 1)
     except KeyFileError as exc:
         click.echo(f"tablectl audit report: {exc}", err=True)
@@ -228,7 +252,7 @@ def report_check_command(report_file: str, public_keys: tuple[str, ...], as_json
     except (UnsafeFile, OSError) as exc:
         click.echo(f"tablectl audit report: cannot read {report_file}: {exc}", err=True)
         sys.exit(EXIT_UNREADABLE)
-    result = check_signed_report(data, keys)
+    result = check_signed_report(data, keys, tables)
     if as_json:
         click.echo(json.dumps({"ok": result.ok, "problem": result.problem, "key_id": result.key_id,
                                "table_id": result.table_id, "signed_at": result.signed_at}))

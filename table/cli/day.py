@@ -70,14 +70,22 @@ def drop_import_command(csv_file: Path, control_socket: str | None, journal_path
     after the close). Every row is checked first; a row for another table, a date
     that is not one, an amount that is not whole cents, one person counting and
     verifying, a day twice: refused, naming the file, line and column."""
-    from table.gaming_day import DropFileError, read_drop_csv
+    from table.files import UnsafeFile, read_regular
+    from table.gaming_day import MAX_DROP_FILE_BYTES, DropFileError, read_drop_csv
     from table.interfaces.control_socket import send
 
     if (control_socket is None) == (journal_path is None):
         raise click.UsageError("give --control-socket (a running table) or --journal (a stopped one)")
+    try:  # the whole file or none of it: a file past the limit is refused, never read in part
+        data = read_regular(csv_file, max_bytes=MAX_DROP_FILE_BYTES)
+    except UnsafeFile as exc:
+        raise BadInput(f"{csv_file}: refused, nothing imported: {exc} (a count-room file is at most "
+                       f"{MAX_DROP_FILE_BYTES} bytes, {MAX_DROP_FILE_BYTES >> 20} MiB; split it)") from None
+    except OSError as exc:
+        raise BadInput(f"{csv_file}: cannot be read: {exc}") from None
     try:
-        text = csv_file.read_bytes()[:1 << 20].decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise BadInput(f"{csv_file}: cannot be read as UTF-8 text: {exc}") from None
 
     def pins() -> tuple[str, str]:
@@ -150,7 +158,13 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
             rows = read_drop_csv(text, str(csv_file), journal.table_id)
         except DropFileError as exc:
             raise BadInput(str(exc)) from None
-        day = replay_day(journal, journal.table_id)
+        from datetime import datetime, timezone
+
+        from table.day_report import Calendar
+
+        # the drop rules need today's gaming day (a day to come has no drop): the default calendar
+        day = replay_day(journal, journal.table_id,
+                         today=lambda: Calendar().gaming_day(datetime.now(timezone.utc)).isoformat())
         if day.is_open:
             raise BadInput("the table is open: the drop is entered after the close (close it first); "
                            "nothing imported")
@@ -163,8 +177,13 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
                     raise BadInput(f"{person} is {actor.role.value}, not {role.value}; nothing imported")
         except (PermissionError, SignInLocked, PeopleFileError) as exc:
             raise BadInput(f"{exc}; nothing imported") from None
+        from table.gaming_day import count_room_problem
+
         bodies = []
         for row in rows:
+            problem = count_room_problem(auth.people(), row.counted_by, row.verified_by)
+            if problem:
+                raise BadInput(f"{csv_file}:{row.line}: {problem}; nothing imported")
             try:
                 body = day.prepare("drop", row.slip(), dealer=dealer, supervisor=supervisor)
             except ProcedureError as exc:

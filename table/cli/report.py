@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import date
@@ -50,13 +51,18 @@ class BadInput(click.ClickException):
 @click.option("--signed", "signed_path", type=click.Path(dir_okay=False), default=None, metavar="OUT",
               help="Also write the report JSON signed by the table key to OUT (the copy a regulator files; "
                    "`tablectl audit report OUT --public-key KEY.pub` checks it; docs/reporting.md).")
+@click.option("--public-key", "public_keys", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="The table's public key (KEY_FILE.pub; repeat for each key it has used): the record is "
+                   "checked with it before it is counted (default: the config's [journal] key_file, else "
+                   "JOURNAL.key or JOURNAL.key.pub beside the journal; without one, no signature is checked "
+                   "and the report says so).")
 @click.option("--table-key", "table_key", type=click.Path(dir_okay=False), default=None,
               help="With --signed: the table's private key (default: the config's [journal] key_file, the "
                    "systemd credential threecard-table-key, else JOURNAL.key beside the journal).")
 def report_command(kind: str, journal_path: str | None, archive_dir: str | None, config_path: str | None, on: str | None, shift: int | None,
                    ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
                    meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool,
-                   signed_path: str | None, table_key: str | None) -> None:
+                   signed_path: str | None, public_keys: tuple[str, ...], table_key: str | None) -> None:
     """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
     deck changes and device downtime for one shift, gaming day, month to date or
     year to date, from the journal; the settled win beside the expected win given
@@ -103,22 +109,21 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
                              base_dir=cfg.base_dir if cfg else None)
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
+    key_file = table_key or (cfg.journal.key_file if cfg else None)
+    record = _check_record(journal_path, archive_dir, public_keys, key_file)  # the record first (docs/reporting.md)
     try:
         if archive_dir is not None:
-            live = Journal(journal_path, read_only=True) if journal_path else None
-            try:
+            with Journal(journal_path, read_only=True) if journal_path else contextlib.nullcontext() as live:
                 facts = read_days(archive_dir, live)
-            finally:
-                if live is not None:
-                    live.close()
         else:
             with Journal(journal_path, read_only=True) as j:
                 facts = read_journal(j)
         rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
     except (JournalError, ReportError, SettlementError) as exc:
-        raise BadInput(str(exc)) from None
+        raise BadInput(f"{exc}\n{record.sentence()}" if record.broken else str(exc)) from None
+    _with_record(rep, record)
     if signed_path:
-        key = _signing_key(journal_path, table_key or (cfg.journal.key_file if cfg else None))
+        key = _signing_key(journal_path, key_file)
         _check_before_signing(journal_path, archive_dir, key)
         _write_signed(rep, signed_path, key)
     if as_json:
@@ -126,10 +131,55 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     elif as_csv:
         click.echo(to_csv(rep), nl=False)
     else:
+        click.echo(record.sentence())
         for line in to_text(rep):
             click.echo(line)
     flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
     sys.exit(1 if flagged else 0)
+
+
+def _with_record(rep: dict, record) -> None:
+    """Put the record check (:class:`table.record_check.RecordCheck`) into ``rep``: its
+    ``record`` field, and a flag first when the record does not hold."""
+    rep["record"] = record.as_json()
+    if record.broken:
+        rep["flags"] = [f"the record does not verify ({record.status}): " + "; ".join(record.problems[:5]),
+                        *rep["flags"]]
+
+
+def _check_record(journal_path: str | None, archive_dir: str | None, public_keys: tuple[str, ...],
+                  key_file: str | None):
+    """Check the record before it is counted (:func:`table.record_check.check_record`) with
+    the keys at hand: ``public_keys``, else the private key ``key_file``, else
+    ``JOURNAL.key`` or ``JOURNAL.key.pub`` beside the journal. Raises :class:`BadInput`
+    for a key file that does not read."""
+    from table.journal import JournalError
+    from table.keys import KeyFileError, load_private_key, load_public_key
+    from table.record_check import check_record
+
+    pubs, key, unread = [], None, None
+    try:
+        pubs = [load_public_key(p) for p in public_keys]
+    except KeyFileError as exc:
+        raise BadInput(str(exc)) from None
+    try:  # a key found, not given: one that does not read is said, never a stop
+        if not pubs and key_file:
+            key = load_private_key(key_file)
+        elif not pubs and journal_path:
+            beside = Path(journal_path).with_name(Path(journal_path).name + ".key")
+            if beside.is_file():
+                key = load_private_key(beside)
+            elif beside.with_name(beside.name + ".pub").is_file():
+                pubs = [load_public_key(beside.with_name(beside.name + ".pub"))]
+    except (KeyFileError, OSError) as exc:
+        unread = f"the table key found does not read ({exc}): give --public-key"
+    try:
+        record = check_record(journal_path, archive_dir, public_keys=pubs, key=key)
+    except JournalError as exc:
+        raise BadInput(str(exc)) from None
+    if unread:
+        record.notes.insert(0, unread)
+    return record
 
 
 def _signing_key(journal_path: str | None, key_file: str | None):

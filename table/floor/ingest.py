@@ -495,13 +495,18 @@ class Floor:
         elif etype == "round_settled" and isinstance(rid, str):
             nets = data.get("net_cents") if isinstance(data.get("net_cents"), dict) else {}
             players = sum(_cents(v) for v in nets.values())
+            handle = _handle(data.get("results"))
+            # wagered is the table's handle: every stake settled, the play wager made at the decision
+            # included (the wagers at bets_closed have none: ante and side bets only)
             tx.execute("INSERT INTO round_results (table_id, round_id, game, number, gaming_day, opened_ts, "
-                       "wagered_cents, settled, players_net_cents, table_win_cents, settled_ts, seq) "
-                       "VALUES (?, ?, ?, ?, ?, ?, 0, 1, ?, ?, ?, ?) ON CONFLICT (table_id, round_id) DO UPDATE SET "
+                       "wagered_cents, settled, players_net_cents, table_win_cents, settled_ts, seq, wagers_seq) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (table_id, round_id) DO UPDATE SET "
                        "settled = 1, players_net_cents = excluded.players_net_cents, "
-                       "table_win_cents = excluded.table_win_cents, settled_ts = excluded.settled_ts",
+                       "table_win_cents = excluded.table_win_cents, settled_ts = excluded.settled_ts"
+                       + (", wagered_cents = excluded.wagered_cents, wagers_seq = excluded.wagers_seq"
+                          if handle is not None else ""),
                        (table, rid, GAME, data.get("number") if isinstance(data.get("number"), int) else None, day,
-                        ts, players, -players, ts, seq))
+                        ts, handle or 0, players, -players, ts, seq, seq if handle is not None else -1))
         elif etype == "day_report":
             gday = data.get("gaming_day") if isinstance(data.get("gaming_day"), str) else day
             tx.execute("INSERT INTO day_reports (table_id, gaming_day, seq, game, table_win_cents, body, received_at) "
@@ -803,3 +808,19 @@ class BrokerFeed:
         if self._loop is not None:
             self._loop.stop()
             self._loop = None
+
+
+def _handle(results: Any) -> int | None:
+    """A settled round's handle in cents, as the table counts it (table.day_report: every
+    wager's stake but the ante bonus, paid on the ante with no stake of its own), from the
+    ``round_settled`` event's ``results``; None when they name no stake (an older stream)."""
+    if not isinstance(results, dict):
+        return None
+    total, seen = 0, False
+    for seat in results.values():
+        for w in (seat.get("wagers") if isinstance(seat, dict) and isinstance(seat.get("wagers"), list) else ()):
+            if isinstance(w, dict) and isinstance(w.get("stake"), int) and not isinstance(w.get("stake"), bool):
+                seen = True
+                if w.get("wager") != "ante_bonus":
+                    total += max(0, w["stake"])
+    return total if seen else None

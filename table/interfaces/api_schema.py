@@ -50,7 +50,7 @@ from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
 API_SCHEMA = "threecard.api/1"
-API_VERSION = "1.7.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day; 1.5.0: dealer_hands (training at a person's pace); 1.6.0: table_procedure's request_id (a retry makes no second slip); 1.7.0: a shift change's opener_pin (the incoming dealer signs too)
+API_VERSION = "1.8.0"  # 1.1.0: a void's outcome pushed as a "result"; 1.2.0: place_bets, bets_closed wagers; 1.3.0: the history query, confirm_card's draw_index; 1.4.0: table_procedure, day_report, status table_day; 1.5.0: dealer_hands (training at a person's pace); 1.6.0: table_procedure's request_id (a retry makes no second slip); 1.7.0: a shift change's opener_pin (the incoming dealer signs too); 1.8.0: slip.empty_confirmed (a $0 inventory confirmed by the supervisor)
 
 #: codes of refusals a front door gives before the table sees the request
 ERROR_CODES = {
@@ -214,7 +214,11 @@ COMMANDS: tuple[Action, ...] = (
                          "counted_by": _str(MAX_NAME, "drop: who counted it in the count room",
                                             r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
                          "verified_by": _str(MAX_NAME, "drop: who verified the count (not who counted it)",
-                                             r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")}},
+                                             r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
+                         "empty_confirmed": {"type": "boolean",
+                                             "description": "open, close: the supervisor confirms the table truly "
+                                                            "holds no chips (an empty, $0 inventory is refused "
+                                                            "without it)"}}},
             "dealer": _str(MAX_NAME, "the dealer who signs the slip: a person of the people file with the dealer "
                                      "role, not the supervisor", r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"),
             "dealer_pin": _str(64, "the dealer's PIN (the people file), checked with the sign-in's lock-outs; "

@@ -666,6 +666,18 @@ class Authenticator:
                 s.last_used = now
             return s
 
+    def end_sessions(self, person: str) -> int:
+        """End every session of ``person`` (a dealer whose shift was handed over: the
+        outgoing dealer places no more bets nor signs at this table's screens). Returns how
+        many ended."""
+        with self._lock:
+            gone = [d for d, s in self._sessions.items() if s.actor.person == person]
+            for d in gone:
+                self._sessions.pop(d, None)
+        if gone:
+            log.info("sessions_ended", person=person, sessions=len(gone), why="shift handed over")
+        return len(gone)
+
     def sign_out(self, token: str | None) -> bool:
         if not token:
             return False

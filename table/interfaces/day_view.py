@@ -21,6 +21,7 @@ from typing import Any, Callable
 from table.day_report import (Calendar, JournalFacts, ReportError, live_report, merge_facts, read_journal,
                               segment_day)
 from table.journal import Journal, JournalError
+from table.segments import day_history
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
 
@@ -65,12 +66,19 @@ class DayReportQueries:
         start gets that day's figures, not an empty day."""
         with Journal(self.path, read_only=True) as j:
             live = read_journal(j)
-            if on is None or self.archive is None or on == segment_day(j):
+            today = segment_day(j)
+            opened_days = set(day_history(j)["opened"])  # the days the table was opened, carried across days
+            if on is None or self.archive is None or on == today:
                 return live
         from table.segments import archive_name, existing, opened
 
         days = [existing(self.archive / archive_name(d.isoformat())) for d in (on, on + timedelta(days=1))]
         if days[0] is None:
+            if today is not None and on < today and on.isoformat() in opened_days:
+                # a day the table opened whose archive is not in the folder: named and flagged,
+                # never an empty day shown as if nothing was played
+                live.missing_days.append((on.isoformat(), f"{on.isoformat()} (no {archive_name(on.isoformat())} "
+                                                          f"in {self.archive})"))
             return live
         parts = []
         for path in (p for p in days if p is not None):
@@ -84,3 +92,4 @@ class DayReportQueries:
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """For :class:`~table.interfaces.dispatch.Dispatcher` ``queries``."""
         return {"day_report": self.day_report}
+

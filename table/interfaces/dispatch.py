@@ -410,8 +410,24 @@ class Dispatcher:
             if isinstance(dealer, dict):
                 return dealer, None
         if action.name not in QUERY_ROLES:  # the core's: commands, and status
-            return await self._command(channel, actor, action, args, rid), None
+            reply = await self._command(channel, actor, action, args, rid)
+            if action.name == "table_procedure" and reply.get("ok") and args.get("procedure") == "shift_change":
+                await self._end_outgoing(channel, reply)
+            return reply, None
         return await self._query(channel, actor, action, args, rid)
+
+    async def _end_outgoing(self, channel: Channel, reply: dict[str, Any]) -> None:
+        """A shift handed over (journaled): the outgoing dealer's sessions at this table's
+        screens end (COMAR 36.05.03.10: the dealer who holds the shift deals and signs), so
+        they place no bet and sign no slip after it. Nothing to end without a people file."""
+        slip = reply.get("slip") if isinstance(reply.get("slip"), dict) else {}
+        outgoing = slip.get("dealer")
+        if slip.get("repeated") or not isinstance(outgoing, str):
+            return
+        for prove in {id(p): p for p in (channel.prove, self.prove) if p is not None}.values():
+            end = getattr(prove, "end_sessions", None)
+            if end is not None:
+                await self.front.run_blocking(end, outgoing)
 
     async def _proven(self, channel: Channel, action: Action, person: Any, pin: Any, rid: Any) -> Actor | dict:
         """The supervisor a request on an account's channel names and proves with their PIN
@@ -462,6 +478,23 @@ class Dispatcher:
                                            "the slip is countersigned by a dealer", rid)
         if isinstance(proven, dict):
             return proven
+        slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
+        if args.get("procedure") == "drop" and ("counted_by" in slip or "verified_by" in slip):
+            # the count room's two people are people of the people file, compared case-folded
+            from table.gaming_day import count_room_problem
+
+            people = getattr(prove, "people", None)
+            if people is None:
+                return refusal("forbidden", "table_procedure: the count room's people cannot be checked here (no "
+                                            "people file)", rid)
+            try:
+                problem = count_room_problem(await self.front.run_blocking(people), slip.get("counted_by"),
+                                             slip.get("verified_by"))
+            except Exception as exc:  # noqa: BLE001 - an unreadable people file: refused, said why
+                return refusal("internal", f"table_procedure: the people file cannot be read ({clip(str(exc), 160)})",
+                               rid)
+            if problem:
+                return refusal("refused", f"table_procedure: {problem}", rid)
         opener_pin = args.pop("opener_pin", None)
         if args.get("procedure") == "shift_change":
             slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}

@@ -192,12 +192,14 @@ def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any
             r["wagers_cents"] = {str(s): _cents(w) for s, w in wagers.items() if isinstance(w, dict)}
         return
     if step == "held":
-        r["outcome"] = "held"
+        # a round settled before a crash is held at the restart only until its chips are
+        # collected: its results stand (816a.1) and are shown, never "held" for good
+        r["outcome"] = "settled" if r["net_cents"] is not None else "held"
         r["holds"].append({"reason": _text(body.get("reason")), "cause": body.get("cause"), "ts": ts})
         incidents.append({"seq": seq, "ts": ts, "type": "round_held", "round_id": rid, "number": r["number"],
                           "what": f"round {r['number']} held: {_text(body.get('reason'))}", "handled_by": []})
     elif step == "released":
-        r["outcome"] = "in_progress"
+        r["outcome"] = "settled" if r["net_cents"] is not None else "in_progress"
         r["released_by"].append(str(body.get("supervisor") or ""))
         _handled(incidents, rid, "released", body.get("supervisor"), ts)
     elif step == "settle":  # after the reveal: the results are public from here
@@ -215,7 +217,7 @@ def _round_step(rounds: dict[str, dict[str, Any]], incidents: list[dict[str, Any
         r["closed"] = ts
         if body.get("voided") and r["outcome"] != "voided":
             r["outcome"] = "voided"
-        elif r["outcome"] == "in_progress" and r["net_cents"] is not None:
+        elif r["outcome"] in ("in_progress", "held") and r["net_cents"] is not None:
             r["outcome"] = "settled"
 
 

@@ -560,5 +560,7 @@ def pin_checker(auth: Any, *, source: str = "terminal", origin: str = "table") -
     def check(person: str, pin: str) -> Actor:
         return auth.check_pin(person, pin, address=source, source=source, origin=origin)
 
+    check.people = auth.people  # type: ignore[attr-defined]  # who is a person (the count room's ids)
+    check.end_sessions = auth.end_sessions  # type: ignore[attr-defined]  # a shift handed over
     return check
 

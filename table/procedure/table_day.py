@@ -31,6 +31,7 @@ table when ``required`` (with no console attached nobody could open it).
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 import structlog
@@ -50,14 +51,28 @@ OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventor
              "(COMAR 36.05.03.10)")
 
 
-def replay_day(journal: Any, table_id: str) -> TableDay:
+def replay_day(journal: Any, table_id: str, *, calendar: Any = None, today: Any = None) -> TableDay:
     """The table's gaming-day state after ``journal``'s procedures (a restart, an offline
     drop import): a gaming day's segment carries the procedures before it that the state
     needs (table.segments.carried_procedures), so an open table stays open across the
-    day's close."""
+    day's close, and the days opened and the drops entered before it (``day_history``).
+    ``calendar`` (:class:`table.day_report.Calendar`, default 06:00 UTC): the gaming day of
+    an opening journaled before openings named their day; ``today``: the current gaming
+    day's callable (:class:`~table.gaming_day.TableDay`)."""
+    from ..day_report import Calendar
+
     opening = journal.segment
-    carried = list(opening.body.get("carried", {}).get(ENTRY_KIND, [])) if opening is not None else []
-    return TableDay.replay(carried + [e.body for e in journal.entries(ENTRY_KIND)], table_id)
+    carried_all = opening.body.get("carried", {}) if opening is not None else {}
+    carried = list(carried_all.get(ENTRY_KIND, [])) if isinstance(carried_all, dict) else []
+    history = carried_all.get("day_history") if isinstance(carried_all, dict) else None
+    cal = calendar or Calendar()
+    bodies = []
+    for e in journal.entries(ENTRY_KIND):
+        b = e.body
+        if b.get("procedure") == "open" and "gaming_day" not in b:  # journaled before openings named their day
+            b = {**b, "gaming_day": cal.gaming_day(datetime.fromisoformat(e.ts)).isoformat()}
+        bodies.append(b)
+    return TableDay.replay(carried + bodies, table_id, history=history, today=today)
 
 
 class TableDayProcedure:
@@ -65,11 +80,22 @@ class TableDayProcedure:
     ``console``: where front doors' ``table_procedure`` commands come from (None: only
     in-process calls of :meth:`carry_out`)."""
 
-    def __init__(self, state: TableState, required: bool = False, console: Console | None = None) -> None:
+    def __init__(self, state: TableState, required: bool = False, console: Console | None = None,
+                 calendar: Any = None) -> None:
+        from ..day_report import Calendar
+
         self.t = state
         self.required = required
         self.console = console
-        self.day = TableDay(state.table_id)
+        #: the table's gaming day (``[gaming_day]``): openings name their day, drops are checked against it
+        self.calendar = calendar or Calendar()
+        self.day = TableDay(state.table_id, self.today)
+
+    def today(self) -> str:
+        """The table's current gaming day (``YYYY-MM-DD``) by the journal's clock."""
+        j = self.t.journal
+        now = datetime.fromtimestamp(j.now_us() / 1e6, timezone.utc) if j is not None else datetime.now(timezone.utc)
+        return self.calendar.gaming_day(now).isoformat()
 
     @property
     def is_open(self) -> bool:
@@ -82,15 +108,18 @@ class TableDayProcedure:
         return self.required and not self.day.is_open
 
     def status(self) -> dict[str, Any]:
-        """``{"open", "shift", "last_slip", "required"}`` for the table's status."""
+        """``{"open", "shift", "last_slip", "required", "gaming_day"}`` for the table's status
+        (``gaming_day``: the table's current gaming day, YYYY-MM-DD: the screens' drop form
+        defaults to it, never to the browser's date)."""
         d = self.day
-        return {"open": d.is_open, "shift": d.shift, "last_slip": d.slip_no, "required": self.required}
+        return {"open": d.is_open, "shift": d.shift, "last_slip": d.slip_no, "required": self.required,
+                "gaming_day": self.today()}
 
     def recover(self) -> None:
         """Replay the journal's procedures (after a restart the table is as people left it)."""
         j = self.t.journal
         if j is not None:
-            self.day = replay_day(j, self.t.table_id)
+            self.day = replay_day(j, self.t.table_id, calendar=self.calendar, today=self.today)
 
     def check_may_deal(self) -> None:
         """Raises :class:`TableClosed` when procedures are required and the table is closed."""

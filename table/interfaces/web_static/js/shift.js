@@ -6,7 +6,7 @@
 // After a restart the page says "sign in again" (boot.js) and reads the state afresh.
 
 import { boot } from "./boot.js";
-import { PROCEDURES, dollars, procedureForm } from "./shift_forms.js";
+import { PROCEDURES, dollars, procedureForm, tableDayDefault } from "./shift_forms.js";
 import { shiftPlot } from "./shift_plot.js";
 import { badge, el, fill, panel, wagerName } from "./ui.js";
 
@@ -219,6 +219,7 @@ function render(ctx) {
   if (ctx.status && ctx.status.table_id) $("table-id").textContent = ctx.status.table_id;
   if (!built) { buildProcedures(ctx); wireReport(ctx); }
   renderState($("day-state"), ctx);
+  tableDayDefault(dayOf(ctx.status));
   orderProcedures(ctx);
 }
 

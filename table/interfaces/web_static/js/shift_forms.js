@@ -170,7 +170,9 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
   if (spec.amount) fields.push(el("p", { class: "muted" }, "Amount: ", amountSaid));
   if (spec.day) {
     fields.push(el("p", {}, el("label", { for: `${id}-day` }, "For the gaming day"),
-      el("input", { id: `${id}-day`, type: "date", value: new Date().toISOString().slice(0, 10) })));
+      // the table's gaming day (its status), never the browser's date: set by tableDayDefault
+      el("input", { id: `${id}-day`, type: "date", value: "",
+        oninput: (ev) => { ev.target.dataset.typed = "yes"; } })));
   }
   if (spec.opener) {
     fields.push(el("fieldset", { class: "countersign" }, el("legend", {}, "Incoming dealer (opener) signs"),
@@ -232,4 +234,12 @@ export function procedureForm(name, submit, { disabled = false } = {}) {
   return el("details", { class: "panel proc", id: `${id}-panel`, "data-when": spec.when },
     el("summary", { id: `${id}-title` }, el("span", { class: "proc-title" }, spec.title),
       el("span", { class: "muted when", id: `${id}-when` }, "")), form);
+}
+
+// The drop form's gaming day: the table's (status table_day.gaming_day, by the table's clock and
+// [gaming_day]), not the browser's date, until the supervisor types another.
+export function tableDayDefault(day) {
+  const input = document.getElementById("proc-drop-day");
+  if (!input || input.dataset.typed === "yes" || !day || typeof day.gaming_day !== "string") return;
+  if (/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(day.gaming_day) && input.value !== day.gaming_day) input.value = day.gaming_day;
 }
