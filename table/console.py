@@ -142,6 +142,14 @@ class VoidPolicy:
     requested_by: str | None = None
 
 
+
+def starting_status() -> dict[str, Any]:
+    """The status of a table whose front doors are open but whose controller is not yet
+    (a start, a restart finding its devices): the status's shape with nothing in it yet,
+    ``starting`` true; never an empty answer a screen cannot read."""
+    return {"starting": True, "places": {}, "decks": [], "rounds_played": 0, "round": None, "held": None,
+            "violations": 0, "waiting_for": None, "links": {}, "alarms": [], "bets": None, "table_day": None}
+
 class Console:
     """The table's inbox of dealer and supervisor commands (see the module docstring).
 
@@ -183,7 +191,9 @@ class Console:
         #: on a simulated table dealt at a person's pace (table.hil.training.TrainingHands):
         #: does the physical step the table waits for (``dealer_hands``); None elsewhere
         self.hands: Any = None
-        self.status: Callable[[], dict[str, Any]] = lambda: {}
+        #: the controller's status; until a controller is attached (the front doors open
+        #: before the table has found its devices), :func:`starting_status`
+        self.status: Callable[[], dict[str, Any]] = starting_status
         #: a table that deals round after round (a simulated one) keeps a ``table_procedure``
         #: it is not waiting for, and carries it out at the next round boundary
         #: (:meth:`take_procedures`); otherwise one not expected now is refused, saying why
