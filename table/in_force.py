@@ -202,3 +202,105 @@ def read_meter(seq: int, body: Mapping[str, Any]) -> int:
     if isinstance(meter, bool) or not isinstance(meter, int) or meter < 0:
         raise InForceError(f"progressive_meter entry {seq}: progressive_meter_cents {meter!r:.20} is not cents")
     return meter
+
+
+#: the paytable slots and the meter a what-if may name
+WHAT_IF_KEYS = (*KINDS, "progressive_meter_cents", "profile")
+
+
+class Pricing:
+    """How a report prices each round (:mod:`table.day_report`): at what was in force for
+    it as journaled (:class:`InForce`, with the meter reading it was settled against);
+    a round of a journal older than that record at ``fallback`` and ``profile`` (the
+    paytables the reader typed, or the config's), or refused naming the options it
+    needs; and every round at ``what_if`` when given (``{slot: Paytable,
+    "progressive_meter_cents": int, "profile": RulesProfile}``), a labelled what-if a
+    signed report refuses."""
+
+    def __init__(self, fallback: Tables | None, profile: Any, what_if: Mapping[str, Any] | None = None) -> None:
+        for k in what_if or {}:
+            if k not in WHAT_IF_KEYS:
+                raise InForceError(f"what-if key {k!r} is not one of {', '.join(WHAT_IF_KEYS)}")
+        self.fallback = fallback
+        self.profile = profile
+        self.what_if = {k: v for k, v in (what_if or {}).items() if v is not None}
+
+    def for_round(self, force: InForce | None, meter: int | None, number: int) -> tuple[Tables, Any]:
+        """``(Tables, RulesProfile)`` round ``number`` is priced at. Raises
+        :class:`InForceError` for a round of an older journal with no ``fallback``,
+        or a what-if that does not fit its slot."""
+        from .rules.profiles import get_profile
+
+        if force is not None:
+            tables, profile = force.with_meter(meter), get_profile(force.profile)
+        elif self.fallback is not None:
+            tables, profile = self.fallback, self.profile
+        else:
+            raise InForceError(
+                f"round {number} was settled before the journal recorded what was in force (a journal older than "
+                "its in_force entries): give the paytables it was played with (--ante-bonus, --pair-plus, "
+                "--six-card, --progressive, --meter-cents) or a config whose [paytables] name them")
+        over = {k: v for k, v in self.what_if.items() if k != "profile"}
+        if over:
+            try:
+                tables = replace(tables, **over)
+            except SettlementError as exc:
+                raise InForceError(f"what-if: {exc}") from None
+        return tables, self.what_if.get("profile", profile)
+
+    def label(self, rounds: Any) -> dict[str, Any]:
+        """What the report says of its pricing: ``{"source": "journal" | "options" |
+        "journal and options", "older_format": text (rounds priced at the options, their
+        journal older than the in_force record), "what_if": {slot: name, ...}}``."""
+        journaled = sum(1 for r in rounds if r.in_force is not None)
+        older = len(rounds) - journaled
+        out: dict[str, Any] = {"source": "journal" if not older else "options" if not journaled
+                               else "journal and options"}
+        if older:
+            names = ", ".join(getattr(self.fallback, k).name for k in KINDS
+                              if self.fallback is not None and getattr(self.fallback, k) is not None)
+            out["older_format"] = (f"{older} rounds from a journal older than the in_force record are priced at the "
+                                   f"paytables given ({names}), not at a record of what was in force")
+        if self.what_if:
+            out["what_if"] = {k: (v if isinstance(v, int) else getattr(v, "name", str(v)))
+                              for k, v in self.what_if.items()}
+        return out
+
+    def periods(self, rounds: Any) -> list[dict[str, Any]]:
+        """The rounds (in order) cut into periods, one for each ``in_force`` entry that
+        priced them: ``[{"in_force_entry": seq or None, "paytables": {slot: name},
+        "digests": {slot: digest}, "profile", "progressive_meter_cents": [readings],
+        "rounds", "first_round", "last_round", "from", "through"}]``."""
+        out: list[dict[str, Any]] = []
+        for r in rounds:
+            seq = r.in_force.seq if r.in_force is not None else None
+            day = str(r.day) if r.day is not None else None
+            if not out or out[-1]["in_force_entry"] != seq or out[-1]["_day"] != day:
+                tables, profile = self.for_round(r.in_force, r.meter_cents, r.number)
+                out.append({"_day": day, "in_force_entry": seq, "paytables": {
+                    k: getattr(tables, k).name for k in KINDS if getattr(tables, k) is not None},
+                    "digests": {k: v["digest"] for k, v in r.in_force.body["paytables"].items()}
+                    if r.in_force is not None and not self.what_if else {},
+                    "profile": profile.name, "progressive_meter_cents": [], "rounds": 0,
+                    "first_round": r.number, "from": r.at.isoformat()})
+            p = out[-1]
+            p["rounds"] += 1
+            p["last_round"], p["through"] = r.number, r.at.isoformat()
+            meter = self.for_round(r.in_force, r.meter_cents, r.number)[0].progressive_meter_cents
+            if meter is not None and meter not in p["progressive_meter_cents"]:
+                p["progressive_meter_cents"].append(meter)
+        for p in out:
+            del p["_day"]
+        # a new segment's entry saying the same as the day before does not start a period of its own
+        merged: list[dict[str, Any]] = []
+        for p in out:
+            if merged and merged[-1]["paytables"] == p["paytables"] and merged[-1]["digests"] == p["digests"] \
+                    and merged[-1]["profile"] == p["profile"]:
+                m = merged[-1]
+                m["rounds"] += p["rounds"]
+                m["last_round"], m["through"] = p["last_round"], p["through"]
+                m["progressive_meter_cents"] += [x for x in p["progressive_meter_cents"]
+                                                 if x not in m["progressive_meter_cents"]]
+            else:
+                merged.append(p)
+        return merged

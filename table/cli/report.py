@@ -24,7 +24,7 @@ class BadInput(click.ClickException):
     1: "the report is printed and flags a figure (outside its 95 % band, or a statistical win that differs "
        "from the settled win): investigate it (COMAR 36.05.03.25 B(2))",
     2: "the journal, the config or a paytable cannot be read, the paytables do not settle the journal's "
-       "rounds as it recorded them, or bad usage",
+       "rounds as it recorded them, --signed with a what-if paytable, or bad usage",
 })
 @click.command("report")
 @click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
@@ -39,11 +39,18 @@ class BadInput(click.ClickException):
               help="The gaming day reported (month and year: to date through it); default the last with a round.")
 @click.option("--shift", "shift", type=click.IntRange(1, 24), default=None,
               help="With `shift`: which shift of the day (default the last).")
-@click.option("--ante-bonus", default=None, help="Ante bonus paytable (default: the config's, else pa-649a12b-1).")
-@click.option("--pair-plus", default=None, help="Pair Plus paytable (default: the config's).")
-@click.option("--six-card", default=None, help="Six Card Bonus paytable (default: the config's).")
-@click.option("--progressive", default=None, help="Progressive paytable (default: the config's).")
-@click.option("--meter-cents", type=click.IntRange(0), default=None, help="Progressive meter (cents).")
+@click.option("--ante-bonus", default=None,
+              help="A what-if ante bonus paytable (each round is priced at what the journal records in force); "
+                   "for a journal older than that record, the paytable it was played with (default: the "
+                   "config's, else pa-649a12b-1).")
+@click.option("--pair-plus", default=None, help="A what-if Pair Plus paytable (an older journal: the one it was "
+                                                "played with; default the config's).")
+@click.option("--six-card", default=None, help="A what-if Six Card Bonus paytable (an older journal: the one it was "
+                                               "played with; default the config's).")
+@click.option("--progressive", default=None, help="A what-if progressive paytable (an older journal: the one it "
+                                                  "was played with; default the config's).")
+@click.option("--meter-cents", type=click.IntRange(0), default=None,
+              help="A what-if progressive meter (cents); an older journal: the meter it was played at.")
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
@@ -62,7 +69,11 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     year to date, from the journal; the settled win beside the expected win given
     the decisions and the theoretical win, with 95 % bands, and the statistical
     win once the inventories and the drop are entered (COMAR 36.05.03.25;
-    K.A.R. 112-108-51)."""
+    K.A.R. 112-108-51). Each round is priced at the paytables, meter and profile the
+    journal records in force for it (each period named); a paytable, meter or profile
+    option makes the report a labelled what-if, which --signed refuses. A journal
+    older than that record is priced at the options (or the config's [paytables]),
+    and the report says so."""
     from table.config import ConfigError, load_config
     from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
@@ -95,14 +106,22 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
         except ValueError:
             raise click.BadParameter(f"{on!r} is not a date YYYY-MM-DD", param_hint="--date") from None
     p = cfg.paytables if cfg else None
+    given = {"ante_bonus": ante_bonus, "pair_plus": pair_plus, "six_card_bonus": six_card,
+             "progressive": progressive}
     try:
+        # for the rounds of a journal older than its in_force record: the options over the config's
         tables = Tables.load(ante_bonus or (p.ante_bonus if p else "pa-649a12b-1"),
                              pair_plus or (p.pair_plus if p else None),
                              six_card or (p.six_card_bonus if p else None),
                              progressive or (p.progressive if p else None), meter_cents,
                              base_dir=cfg.base_dir if cfg else None)
+        what_if = {slot: getattr(tables, slot) for slot, v in given.items() if v}
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
+    if meter_cents is not None:
+        what_if["progressive_meter_cents"] = meter_cents
+    if profile_name:
+        what_if["profile"] = get_profile(profile_name)
     try:
         if archive_dir is not None:
             live = Journal(journal_path, read_only=True) if journal_path else None
@@ -114,9 +133,19 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
         else:
             with Journal(journal_path, read_only=True) as j:
                 facts = read_journal(j)
-        rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
+        # options naming what was in force: a what-if over a journal that records it; the
+        # paytables an older journal needs (not a what-if) when it does not
+        recorded = any(r.in_force is not None for r in facts.rounds)
+        rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift,
+                     what_if=what_if if recorded else None)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None
+    if signed_path and rep.get("pricing", {}).get("what_if"):
+        flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
+                 "progressive": "--progressive", "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
+        raise BadInput("not signed: " + ", ".join(f"{flags[k]} {v}" for k, v in rep["pricing"]["what_if"].items())
+                       + " make the report a what-if, priced at other than what the journal records in force; "
+                       "a signed report is the table's own figures: drop those options to sign it")
     if signed_path:
         key = _signing_key(journal_path, table_key or (cfg.journal.key_file if cfg else None))
         _check_before_signing(journal_path, archive_dir, key)
