@@ -45,6 +45,7 @@ from .console import Command, Console
 from .controller import Dealer, SeatView, TableController
 from .errors import Sealed, TableError
 from .events import SCHEMA, SCHEMA_VERSION, EventLog, EventStreamError
+from .in_force import settings_of as in_force_settings
 from .front_doors import front_door
 from .rules.strategy import q64_player
 
@@ -429,7 +430,7 @@ class Table:
                 tables=self.config.load_tables(), decide=self.decide, timing=self.config.link.table_timing(),
                 journal=journal, console=self.console, auto_dealer=self.auto_dealer, cursor=cursor, anchors=anchors,
                 limits=self.config.limits.given(), unconfirmed=unconfirmed,
-                day_required=self.config.gaming_day.procedures_required)
+                day_required=self.config.gaming_day.procedures_required, in_force=in_force_settings(self.config))
             self._start_event_stream(key, journal)
             # First out at stop: the shutdown checkpoint still reaches the stream and the broker.
             st.callback(self._close_controller)

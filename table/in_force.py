@@ -304,3 +304,23 @@ class Pricing:
             else:
                 merged.append(p)
         return merged
+
+
+def settings_of(config: Any, drivers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What a table config (:class:`table.config.TableConfig`; None: none) puts in force
+    besides the paytables and limits, for the ``in_force`` entry: ``gaming_day`` (start
+    hour, time zone, shift length, procedures required, retention; None: no config, the
+    documented defaults), ``floor`` (the
+    notary's URL and the MQTT floor it reports to; None: none), ``drivers`` (the device
+    driver of each device, ``drivers`` over the config's; default ``spec``)."""
+    out: dict[str, Any] = {"drivers": {"shuffler": "spec", "shoe": "spec"}, "floor": None, "gaming_day": None}
+    if config is not None:  # (None: no config, the documented [gaming_day] defaults, no floor)
+        g = config.gaming_day
+        out["gaming_day"] = {"start_hour": g.start_hour, "timezone": g.timezone, "shift_hours": g.shift_hours,
+                             "procedures_required": g.procedures_required, "retention_years": g.retention_years,
+                             "keep_days": g.keep_days}
+        floor = {"notary_url": config.floor.url, "mqtt_floor": config.mqtt.floor if config.mqtt.host else None}
+        out["floor"] = floor if any(floor.values()) else None
+        out["drivers"] = {k: getattr(config.devices, k).driver for k in ("shuffler", "shoe")}
+    out["drivers"].update(drivers or {})
+    return out

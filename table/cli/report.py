@@ -77,9 +77,8 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     from table.config import ConfigError, load_config
     from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
-    from table.rules.paytables import PaytableError
     from table.rules.profiles import get_profile
-    from table.rules.settlement import SettlementError, Tables
+    from table.rules.settlement import SettlementError
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
@@ -105,23 +104,8 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
             day = date.fromisoformat(on)
         except ValueError:
             raise click.BadParameter(f"{on!r} is not a date YYYY-MM-DD", param_hint="--date") from None
-    p = cfg.paytables if cfg else None
-    given = {"ante_bonus": ante_bonus, "pair_plus": pair_plus, "six_card_bonus": six_card,
-             "progressive": progressive}
-    try:
-        # for the rounds of a journal older than its in_force record: the options over the config's
-        tables = Tables.load(ante_bonus or (p.ante_bonus if p else "pa-649a12b-1"),
-                             pair_plus or (p.pair_plus if p else None),
-                             six_card or (p.six_card_bonus if p else None),
-                             progressive or (p.progressive if p else None), meter_cents,
-                             base_dir=cfg.base_dir if cfg else None)
-        what_if = {slot: getattr(tables, slot) for slot, v in given.items() if v}
-    except (PaytableError, SettlementError, OSError) as exc:
-        raise BadInput(str(exc)) from None
-    if meter_cents is not None:
-        what_if["progressive_meter_cents"] = meter_cents
-    if profile_name:
-        what_if["profile"] = get_profile(profile_name)
+    tables, what_if = _paytables(cfg, {"ante_bonus": ante_bonus, "pair_plus": pair_plus, "six_card_bonus": six_card,
+                                       "progressive": progressive}, meter_cents, profile_name)
     try:
         if archive_dir is not None:
             live = Journal(journal_path, read_only=True) if journal_path else None
@@ -140,13 +124,8 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
                      what_if=what_if if recorded else None)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(str(exc)) from None
-    if signed_path and rep.get("pricing", {}).get("what_if"):
-        flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
-                 "progressive": "--progressive", "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
-        raise BadInput("not signed: " + ", ".join(f"{flags[k]} {v}" for k, v in rep["pricing"]["what_if"].items())
-                       + " make the report a what-if, priced at other than what the journal records in force; "
-                       "a signed report is the table's own figures: drop those options to sign it")
     if signed_path:
+        _refuse_what_if(rep)
         key = _signing_key(journal_path, table_key or (cfg.journal.key_file if cfg else None))
         _check_before_signing(journal_path, archive_dir, key)
         _write_signed(rep, signed_path, key)
@@ -159,6 +138,45 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
             click.echo(line)
     flagged = rep["flags"] or any(r["flags"] for k in ("shifts", "days", "months") for r in rep.get(k, []))
     sys.exit(1 if flagged else 0)
+
+
+def _paytables(cfg, given: dict[str, str | None], meter_cents: int | None, profile_name: str | None):
+    """``(tables, what_if)``: the paytables a journal older than its record of what was in
+    force is priced at (the options over the config's ``[paytables]``, else pa-649a12b-1),
+    and the what-if the options make of a journal that records it (slot -> paytable,
+    ``progressive_meter_cents``, ``profile``; docs/reporting.md). Raises :class:`BadInput`."""
+    from table.rules.paytables import PaytableError
+    from table.rules.profiles import get_profile
+    from table.rules.settlement import SettlementError, Tables
+
+    p = cfg.paytables if cfg else None
+    try:
+        tables = Tables.load(given["ante_bonus"] or (p.ante_bonus if p else "pa-649a12b-1"),
+                             given["pair_plus"] or (p.pair_plus if p else None),
+                             given["six_card_bonus"] or (p.six_card_bonus if p else None),
+                             given["progressive"] or (p.progressive if p else None), meter_cents,
+                             base_dir=cfg.base_dir if cfg else None)
+    except (PaytableError, SettlementError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    what_if: dict = {slot: getattr(tables, slot) for slot, v in given.items() if v}
+    if meter_cents is not None:
+        what_if["progressive_meter_cents"] = meter_cents
+    if profile_name:
+        what_if["profile"] = get_profile(profile_name)
+    return tables, what_if
+
+
+def _refuse_what_if(rep: dict) -> None:
+    """A what-if is not the table's figures: never signed (docs/reporting.md). Raises
+    :class:`BadInput` naming the options that made it one."""
+    what_if = rep.get("pricing", {}).get("what_if")
+    if not what_if:
+        return
+    flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
+             "progressive": "--progressive", "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
+    raise BadInput("not signed: " + ", ".join(f"{flags[k]} {v}" for k, v in what_if.items())
+                   + " make the report a what-if, priced at other than what the journal records in force; "
+                   "a signed report is the table's own figures: drop those options to sign it")
 
 
 def _signing_key(journal_path: str | None, key_file: str | None):

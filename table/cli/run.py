@@ -29,6 +29,7 @@ from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
+from table.in_force import settings_of as in_force_settings
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
 from table.keys import KeyFileError, table_key_for
@@ -685,7 +686,8 @@ class _TableRun:
             side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents), cursor=cursor,
             anchors=self.anchors, limits=self._limits(), players=self._players(), unconfirmed=self.unconfirmed,
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
-            archive=getattr(self, "archive_policy", None))
+            archive=getattr(self, "archive_policy", None),
+            in_force=in_force_settings(self.cfg, {k: self.settings.driver(k)[0] for k in ("shuffler", "shoe")}))
         stack.callback(_close_quietly, controller)
         if self.key_console is not None:
             # payouts before the collect (a person pays them), holds, voids and incidents
