@@ -248,3 +248,55 @@ def test_a_journal_older_than_the_record_reports_with_its_options_and_says_so(da
                           timeout=300).stdout
     assert "OLDER JOURNAL" in text
     assert date.fromisoformat(rep["gaming_day"]) == date(2026, 12, 1)
+
+
+def test_each_gaming_days_segment_names_what_is_in_force_and_reports_alone(tmp_path):
+    """The day's close opens a new segment: its first round is priced from its own
+    in_force entry, with no option (the day before is in the archive)."""
+    from table.segments import archives, opened
+    from tests.day_helpers import day_start, day_table
+
+    clock = WallClock(START)
+    with day_table(tmp_path, clock) as ctl:
+        ctl.play_round()
+        clock.set(day_start(1))
+        ctl.play_round()
+    (name, path), = archives(tmp_path / "archive")
+    with opened(path) as db, Journal(db, read_only=True) as j:
+        assert [e.body["changed"] for e in j.entries(ENTRY_KIND)] == ["start"]
+    live = tmp_path / "journal.sqlite3"
+    assert [b["changed"] for _, _, b in entries(live, ENTRY_KIND)] == ["segment"]
+    rep = report(live, "day")
+    assert rep["rounds"] == 1 and rep["pricing"] == {"source": "journal"} and rep["gaming_day"] == "2026-12-02"
+    assert rep["in_force"][0]["paytables"] == {"ante_bonus": "pa-649a12b-1"}
+
+
+def test_a_restart_that_changes_nothing_journals_nothing_and_one_that_does_journals_it(tmp_path):
+    from table.keys import generate
+    from table.procedure.in_force import InForceRecord
+    from table.procedure.state import TableState
+    from table.recovery import DeviceCursor
+    from table.rules.profiles import PENNSYLVANIA
+
+    journal = Journal(tmp_path / "j.sqlite3", key=generate(), table_id="t1")
+    state = TableState(DeckCustody([("A", BackColour.RED), ("B", BackColour.BLUE)]), journal, seats=3,
+                       cursor=DeviceCursor())
+    now = {"tables": Tables.load("pa-649a12b-1"), "profile": PENNSYLVANIA}
+
+    def start() -> InForceRecord:
+        rec = InForceRecord(state, current=lambda: (now["tables"], now["profile"]), apply=lambda t, p: None,
+                            limits=None)
+        rec.at_start()
+        return rec
+
+    start()
+    start()  # the same again: nothing new
+    assert len(list(journal.entries(ENTRY_KIND))) == 1
+    now["tables"] = Tables.load("pa-649a12b-2")
+    rec = start()  # restarted with another paytable: journaled at start
+    got = [e.body for e in journal.entries(ENTRY_KIND)]
+    assert [b["changed"] for b in got] == ["start", "start"]
+    assert got[1]["paytables"]["ante_bonus"]["name"] == "pa-649a12b-2"
+    with pytest.raises(InForceChangeRefused, match="no progressive"):
+        rec.set_meter(5_000_000, by=SUPERVISOR)
+    journal.close()
