@@ -351,8 +351,7 @@ class Counter:
         cache = cache if cache is not None else {}
         self._exp: dict[str, Expectation] = cache.setdefault("expected", {})
         self._theo: dict[str, Expectation] = cache.setdefault("theoretical", {})
-        if what_if:  # priced at other paytables on purpose: each period's own are checked without one
-            cache = {}
+        if what_if:  # priced at other paytables on purpose: kept apart from the record's expectations
             self._exp, self._theo = {}, {}
         elif check_settlement:
             try:
