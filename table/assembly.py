@@ -50,6 +50,7 @@ from .controller import Dealer, TableController, TableTiming
 from .custody import DeckCustody
 from .errors import TableError
 from .floor_anchor import FloorLink
+from .in_force import settings_of
 from .journal import Journal, JournalError
 from .procedure.day_segments import ArchivePolicy
 from .procedure.round_play import Players
@@ -157,6 +158,10 @@ class TableSpec:
     #: the floor the table reports to (``[floor]``; None: none): the floor of record
     #: (:class:`table.floor_anchor.FloorLink`), journaled at start
     floor: Any = None
+    #: what the caller knows is in force besides the paytables, profile, limits and seats
+    #: (``gaming_day``, ``floor``, ``drivers``: :func:`table.in_force.settings_of`), journaled
+    #: with them in the ``in_force`` entry (docs/journal.md, "What was in force")
+    in_force: Mapping[str, Any] | None = None
 
     @classmethod
     def from_config(cls, cfg: TableConfig, *, journal: Journal | None = None,
@@ -176,7 +181,8 @@ class TableSpec:
             decks=((d[0].id, d[0].back_colour), (d[1].id, d[1].back_colour)), tables=cfg.load_tables(),
             seats=cfg.table.seats, ante_cents=ante_cents, limits=cfg.limits.given(),
             timing=cfg.link.table_timing(), day_required=cfg.gaming_day.procedures_required,
-            archive=archive, anchors=tuple(anchors), unconfirmed=unconfirmed, floor=FloorLink.of(cfg.floor))
+            archive=archive, anchors=tuple(anchors), unconfirmed=unconfirmed, floor=FloorLink.of(cfg.floor),
+            in_force=settings_of(cfg))
 
 
 @dataclass
@@ -281,7 +287,8 @@ def build_controller(spec: TableSpec, people: People, shuffler: Any, shoe: Any,
         decide=people.decide, timing=spec.timing, journal=journal, console=people.console,
         auto_dealer=people.auto_dealer, side_wagers=dict(spec.side_wagers), cursor=cursor,
         anchors=list(spec.anchors), day_required=spec.day_required, limits=spec.limits, players=people.players,
-        unconfirmed=spec.unconfirmed, archive=spec.archive, floor=spec.floor)
+        unconfirmed=spec.unconfirmed, archive=spec.archive, floor=spec.floor,
+        in_force=dict(spec.in_force) if spec.in_force is not None else None)
 
 
 def assemble(spec: TableSpec, people: People, *, journal: Journal | None = None) -> AssembledTable:

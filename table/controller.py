@@ -52,6 +52,7 @@ from .procedure.day_segments import ArchivePolicy, DaySegments
 from .procedure.decks import DeckProcedure
 from .procedure.device_faults import RideThrough
 from .procedure.holds import Holds
+from .procedure.in_force import InForceRecord
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
 from .procedure.round_play import Players, RoundPlay
 from .procedure.startup import JournalTampered, Startup
@@ -106,7 +107,10 @@ class TableController:
     ``day_required``: no round is dealt while the table is closed for the gaming day
     (:meth:`table_procedure` or a front door's ``table_procedure`` command opens it; the
     table waits for it, or raises :class:`~table.gaming_day.TableClosed` with no console
-    attached). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
+    attached). ``in_force``: what the caller knows is in force besides the paytables,
+    profile, limits and seats (``gaming_day``, ``floor``, ``drivers``), journaled with
+    them at start, at each gaming day's segment and at every change
+    (:class:`~table.procedure.in_force.InForceRecord`, docs/journal.md). Raises :class:`RoundHeld`, :class:`DeviceTimeout`,
     :class:`DeviceFault`, :class:`SupervisorRequired`, and
     :class:`~table.journal.JournalWriteError` when the journal cannot be
     written (nothing is then acted on or acknowledged).
@@ -141,6 +145,7 @@ class TableController:
         unconfirmed: str | None = None,
         floor: Any = None,
         archive: ArchivePolicy | None = None,
+        in_force: dict[str, Any] | None = None,
     ) -> None:
         if not 1 <= seats <= 7:
             raise ValueError(f"seats must be 1..7, got {seats}")
@@ -174,6 +179,10 @@ class TableController:
                                floor=floor)
         # One journal segment a gaming day, archived at the day's close.
         self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
+        # What is in force (paytables, meter, profile, limits, ...), journaled: reports price from it.
+        self.in_force = InForceRecord(t, current=lambda: (self.rounds.tables, self.rounds.profile),
+                                      apply=self._apply_in_force, limits=limits.to_dict() if limits else None,
+                                      settings=in_force)
         self.intake.on_wake = lambda: self.holds.check_void(t.round)  # a void accepted: carried out now
         self.console.status = self.status
         self.console.wake = self.intake.wake
@@ -326,6 +335,11 @@ class TableController:
         reports it as any round (its result when released, :class:`RoundVoided`, or a
         hold again), so a caller's round loop sees it like every other round."""
         self.recover()
+        # the devices' identities (serial, firmware) with the drivers the caller named
+        self.in_force.settings["devices"] = {name: {"serial": i.serial_number, "firmware": i.firmware_version}
+                                             if (i := link.identity) is not None else None
+                                             for name, link in self.devices.links.items()}
+        self.in_force.at_start()
         self.settle_devices()
         if self.state.held is None:
             self.advance()
@@ -344,7 +358,8 @@ class TableController:
         if self.segments is None:
             return
         try:
-            self.segments.roll_if_due()
+            if self.segments.roll_if_due() is not None:
+                self.in_force.at_start("segment")  # each day's segment names what is in force
         except ArchiveError as exc:
             log.error("gaming_day_not_archived", error=str(exc)[:300])
 
@@ -408,6 +423,27 @@ class TableController:
         none since the last call). :meth:`play_round` raises it as :class:`RoundVoided`; a
         caller of :meth:`resolve_held` itself may report it with this."""
         return self.holds.take_held_void()
+
+    def change_in_force(self, *, by: dict[str, Any], tables: Tables | None = None,
+                        profile: RulesProfile | None = None, limits: TableLimits | None = None) -> dict[str, Any]:
+        """A person (``by``: ``{"role", "id"}``) changes the paytables, the rules profile or
+        the limits between rounds: journaled naming them before it takes effect
+        (:meth:`InForceRecord.change`). Returns the ``in_force`` entry's body. Raises
+        :class:`~table.procedure.in_force.InForceChangeRefused`."""
+        if limits is not None:
+            self.rounds.book.limits = limits
+        return self.in_force.change(by=by, tables=tables, profile=profile,
+                                    limits=limits.to_dict() if limits is not None else None)
+
+    def set_progressive_meter(self, meter_cents: int, *, by: dict[str, Any]) -> None:
+        """A new progressive meter reading (cents) entered by ``by`` between rounds,
+        journaled before a round is settled against it (58 Pa. Code 649a.12(e)). Raises
+        :class:`~table.procedure.in_force.InForceChangeRefused`."""
+        self.in_force.set_meter(meter_cents, by=by)
+
+    def _apply_in_force(self, tables: Tables, profile: RulesProfile) -> None:
+        self.rounds.tables, self.rounds.profile = tables, profile
+        self.rounds.book.offered = offered_kinds(tables)
 
     def acknowledge(self, cmd: Any) -> None:
         """A supervisor acknowledges the table's incident alarms (:meth:`Holds.acknowledge`)."""

@@ -36,6 +36,7 @@ from zoneinfo import ZoneInfo
 from protocols.cards import Card
 
 from .gaming_day import ENTRY_KIND, DayFigures
+from .in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
 from .journal import Journal
 from .rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
 from .rules.profiles import PENNSYLVANIA, RulesProfile
@@ -70,6 +71,12 @@ class RoundRecord:
     #: the gaming day of the journal segment that holds it (None: a journal kept whole; then
     #: the day ``at`` falls in)
     day: date | None = None
+    #: what was in force when it was settled (the journal's last ``in_force`` entry before
+    #: its settlement; None: a journal older than that record, :mod:`table.in_force`)
+    in_force: InForce | None = None
+    #: the progressive meter reading it was settled against (its settlement's, else the last
+    #: reading journaled before it; None: none recorded)
+    meter_cents: int | None = None
 
 
 @dataclass
@@ -127,7 +134,8 @@ def _read_journal(journal: Journal) -> JournalFacts:
     down: dict[str, datetime] = {}
     # Incidents: the incident entries, the custody rules broken (violation entries), and the
     # rounds held for a device or a restart (a custody hold comes with its violation already).
-    for kind in ("round", "incident", "violation", "supervisor", "link", ENTRY_KIND):
+    in_force: list[tuple[int, InForce | int]] = []  # (seq, what was in force, or a meter reading)
+    for kind in ("round", "incident", "violation", "supervisor", "link", ENTRY_KIND, IN_FORCE_KIND, METER_KIND):
         for e in journal.entries(kind):
             at = _when(e.ts)
             facts.last_at = at if facts.last_at is None or at > facts.last_at else facts.last_at
@@ -152,15 +160,21 @@ def _read_journal(journal: Journal) -> JournalFacts:
                     facts.downtime.append((src, down.pop(src), at))
             elif kind == ENTRY_KIND:
                 facts.procedures.append((at, dict(b), day))
+            else:
+                try:
+                    in_force.append((e.seq, read_in_force(e.seq, b) if kind == IN_FORCE_KIND else read_meter(e.seq, b)))
+                except InForceError as exc:
+                    raise ReportError(str(exc)) from None
     for src, since in down.items():  # still down at the journal's end
         facts.downtime.append((src, since, facts.last_at or since))
     facts.voids.sort()
     facts.procedures.sort(key=lambda p: p[0])
+    in_force.sort(key=lambda p: p[0])
     for rid, r in steps.items():
         if "settle" not in r or "voided" in r:
             continue
         try:
-            facts.rounds.append(_round_record(rid, r, day))
+            facts.rounds.append(_round_record(rid, r, day, in_force))
         except (KeyError, TypeError, ValueError) as exc:
             seq = r["settle"][0]
             raise ReportError(f"round {rid} (entry {seq}): does not read as a settled round: {exc}") from None
@@ -284,8 +298,19 @@ def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
     return out
 
 
-def _round_record(rid: str, r: dict[str, Any], day: date | None = None) -> RoundRecord:
-    _, at, settle = r["settle"]
+def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
+                  in_force: Sequence[tuple[int, InForce | int]] = ()) -> RoundRecord:
+    seq, at, settle = r["settle"]
+    force, meter = None, None
+    for s, x in in_force:  # (in seq order) what was in force at the settlement's entry
+        if s > seq:
+            break
+        if isinstance(x, InForce):
+            force, meter = x, x.tables.progressive_meter_cents
+        else:
+            meter = x
+    if isinstance(settle.get("progressive_meter_cents"), int):
+        meter = settle["progressive_meter_cents"]
     # The shift a round counts in is the one it was played in (its bets closed; a round open for
     # bets across a shift change is the next dealer's); its day is its segment's (read_journal).
     at = r["close_bets"][1] if "close_bets" in r else r["open"][1] if "open" in r else at
@@ -301,7 +326,7 @@ def _round_record(rid: str, r: dict[str, Any], day: date | None = None) -> Round
         seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
                                tuple(_card(c) for c in done["hands"][s])))
     results = {int(s): v for s, v in settle["results"].items()}
-    return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results, day)
+    return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results, day, force, meter)
 
 
 # -- the calendar ---------------------------------------------------------------------------------
@@ -360,22 +385,44 @@ def _money(c: float | int | None) -> str:
 
 
 class Counter:
-    """Counts periods of one journal's facts against ``tables`` (the paytables its rounds
-    were settled with) under ``profile``; each round's expectation is counted once."""
+    """Counts periods of one journal's facts; each round is priced at what was in force
+    for it as journaled (:class:`~table.in_force.Pricing`): ``tables`` and ``profile``
+    price only the rounds of a journal older than that record, ``what_if`` (slot ->
+    paytable, ``progressive_meter_cents``, ``profile``) every round, labelled. Each
+    round's expectation is counted once. Raises :class:`ReportError`."""
 
-    def __init__(self, facts: JournalFacts, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+    def __init__(self, facts: JournalFacts, tables: Tables | None, profile: RulesProfile = PENNSYLVANIA,
                  calendar: Calendar = Calendar(), check_settlement: bool = True,
-                 cache: "dict[str, dict[str, Expectation]] | None" = None) -> None:
+                 cache: "dict[str, dict[str, Expectation]] | None" = None,
+                 what_if: "dict[str, Any] | None" = None) -> None:
         self.facts = facts
-        self.tables = tables
-        self.profile = profile
+        try:
+            self.pricing = Pricing(tables, profile, what_if)
+        except InForceError as exc:
+            raise ReportError(str(exc)) from None
         self.calendar = calendar
         # ``cache``: expectations kept across reports of one journal (a running table's queries)
         cache = cache if cache is not None else {}
         self._exp: dict[str, Expectation] = cache.setdefault("expected", {})
         self._theo: dict[str, Expectation] = cache.setdefault("theoretical", {})
-        if check_settlement:
-            self._check_paytables()
+        if what_if:  # priced at other paytables on purpose: kept apart from the record's expectations
+            self._exp, self._theo = {}, {}
+        elif check_settlement:
+            try:
+                self._check_paytables()
+            except ReportError as exc:
+                if all(r.in_force is not None for r in facts.rounds):
+                    raise
+                raise ReportError(f"{exc} (the journal is older than its in_force record of what was in force: "
+                                  "give the paytables it was played with, --ante-bonus, --pair-plus, --six-card, "
+                                  "--progressive, --meter-cents)") from None
+
+    def priced(self, r: RoundRecord) -> tuple[Tables, RulesProfile]:
+        """The paytables and profile round ``r`` is priced at. Raises :class:`ReportError`."""
+        try:
+            return self.pricing.for_round(r.in_force, r.meter_cents, r.number)
+        except InForceError as exc:
+            raise ReportError(str(exc)) from None
 
     def _check_paytables(self) -> None:
         """The paytables given must settle the journal's rounds as the journal recorded
@@ -384,8 +431,9 @@ class Counter:
         the paytable's line for the six-card hand the journal names."""
         from .rules.hands import SixCardCategory, SixCardHand
 
-        six_pt = self.tables.six_card_bonus
         for r in self.facts.rounds:
+            tables, profile = self.priced(r)
+            six_pt = tables.six_card_bonus
             for s in r.seats:
                 rec = r.results.get(s.seat)
                 if rec is None:
@@ -396,16 +444,18 @@ class Counter:
                     w = s.wagers
                     try:
                         st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards,
-                                         r.dealer, self.tables, self.profile)
+                                         r.dealer, tables, profile)
                     except SettlementError as exc:
                         raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
                     net = st.net
                     want = sum(x["amount"] for x in rest)
                     if net != want:
                         raise ReportError(
-                            f"round {r.number}, seat {s.seat}: the paytables given ({self._names()}) settle it at "
-                            f"{net} cents, the journal at {want} (but its Six Card Bonus): report with the "
-                            "paytables the table used (its config's [paytables])")
+                            f"round {r.number}, seat {s.seat}: the paytables {self._names(r, tables)} settle it at "
+                            f"{net} cents, the journal at {want} (but its Six Card Bonus): "
+                            + ("the journal's in_force entry does not describe what the round was settled with"
+                               if r.in_force is not None else
+                               "report with the paytables the table used (its config's [paytables])"))
                 six = wagers.get("six_card")
                 if six is not None:
                     if six_pt is None:
@@ -420,23 +470,24 @@ class Counter:
                     if (line is None) != ("line" not in six) or (line is not None and line != six["line"]
                                                                   and not six["line"].startswith(line)):
                         raise ReportError(
-                            f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable given ({six_pt.name}) "
+                            f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable {six_pt.name} "
                             f"pays {line or 'nothing'} on a {rec.get('six_card_hand')}, the journal "
                             f"{six.get('line', 'nothing')}: report with the paytables the table used")
 
-    def _names(self) -> str:
-        t = self.tables
-        return ", ".join(getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-                         if getattr(t, k) is not None)
+    @staticmethod
+    def _names(r: RoundRecord, t: Tables) -> str:
+        names = ", ".join(getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+                          if getattr(t, k) is not None)
+        return f"({names}, {'journaled in force' if r.in_force is not None else 'given'})"
 
     def expectation(self, r: RoundRecord) -> Expectation:
         if r.round_id not in self._exp:
-            self._exp[r.round_id] = round_expectation(r.seats, self.tables, self.profile)
+            self._exp[r.round_id] = round_expectation(r.seats, *self.priced(r))
         return self._exp[r.round_id]
 
     def theoretical(self, r: RoundRecord) -> Expectation:
         if r.round_id not in self._theo:
-            self._theo[r.round_id] = round_theoretical([s.wagers for s in r.seats], self.tables, self.profile)
+            self._theo[r.round_id] = round_theoretical([s.wagers for s in r.seats], *self.priced(r))
         return self._theo[r.round_id]
 
     def shift_of(self, at: datetime, day: date | None = None) -> int:
@@ -475,6 +526,13 @@ class Counter:
         start = day_start + timedelta(hours=self.calendar.shift_hours * (n - 1))
         return start, min(day_end, start + timedelta(hours=self.calendar.shift_hours))
 
+    def periods(self, rounds: Sequence[RoundRecord]) -> list[dict[str, Any]]:
+        """:meth:`table.in_force.Pricing.periods` of ``rounds``. Raises :class:`ReportError`."""
+        try:
+            return self.pricing.periods(rounds)
+        except InForceError as exc:
+            raise ReportError(str(exc)) from None
+
     def summary(self, label: dict[str, Any], rounds: Sequence[RoundRecord], start: datetime | None,
                 end: datetime | None, days: Iterable[date] = ()) -> dict[str, Any]:
         """The figures of ``rounds`` (and of the events between ``start`` and ``end``), as JSON."""
@@ -511,6 +569,8 @@ class Counter:
             "deck_changes": sum(1 for t in self.facts.deck_changes if inside(t)),
             "device_downtime_s": round(downtime, 1),
             "settled_win": settled,
+            # each period under its own paytables, as journaled (or the what-if / the options given)
+            "in_force": self.periods(rounds),
         }
         for name, e, what in (("expected_win", exp, "the expected win given the decisions"),
                               ("theoretical_win", theo, "the theoretical win (Q-6-4 play)")):
@@ -567,26 +627,38 @@ class Counter:
         return out
 
 
-def _head(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile, calendar: Calendar) -> dict:
-    return {"table_id": facts.table_id, "report": kind, "profile": profile.name,
-            "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
-                                                                  "progressive") if getattr(tables, k) is not None},
+def _head(c: "Counter", kind: str, rounds: Sequence[RoundRecord], calendar: Calendar) -> dict:
+    """The report's head: the table, the kind, the pricing (:meth:`table.in_force.Pricing.label`:
+    the record's, the options', a what-if) and the profile and paytables of the last period
+    (each row's ``in_force`` names every period's)."""
+    periods = c.periods(rounds)
+    last = periods[-1] if periods else None
+    if last is None:
+        t = c.pricing.fallback
+        names = {k: getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+                 if t is not None and getattr(t, k) is not None}
+    return {"table_id": c.facts.table_id, "report": kind,
+            "profile": last["profile"] if last else c.pricing.what_if.get("profile", c.pricing.profile).name,
+            "paytables": last["paytables"] if last else names, "pricing": c.pricing.label(rounds),
             "gaming_day_starts": f"{calendar.start_hour:02d}:00 {calendar.tz}"}
 
 
-def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+def report(facts: JournalFacts, kind: str, tables: Tables | None = None, profile: RulesProfile = PENNSYLVANIA,
            calendar: Calendar = Calendar(), on: date | None = None, shift: int | None = None,
-           cache: dict | None = None) -> dict[str, Any]:
+           cache: dict | None = None, *, what_if: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``kind`` report (:data:`KINDS`) of ``facts`` as JSON.
 
     ``on``: a gaming day (default: the last one with a settled round, or the
     journal's last entry's); ``day``: that day with its shifts; ``shift``: one
     shift of it (``shift``, default the last); ``month``/``year``: month or year to
-    date through ``on``, with its days or months. Raises :class:`ReportError`
-    for an unknown kind or paytables that do not settle the journal as it did."""
+    date through ``on``, with its days or months. Each round is priced at what was in
+    force for it as journaled; ``tables`` and ``profile`` only the rounds of an older
+    journal; ``what_if`` every round (:class:`Counter`), labelled in ``pricing``.
+    Raises :class:`ReportError` for an unknown kind or paytables that do not settle
+    the journal as it did."""
     if kind not in KINDS:
         raise ReportError(f"unknown report {kind!r}; allowed: {', '.join(KINDS)}")
-    c = Counter(facts, tables, profile, calendar, cache=cache)
+    c = Counter(facts, tables, profile, calendar, cache=cache, what_if=what_if)
     if on is None:
         last = facts.rounds[-1].at if facts.rounds else facts.last_at
         on = (facts.rounds[-1].day if facts.rounds else None) or (
@@ -594,13 +666,11 @@ def report(facts: JournalFacts, kind: str, tables: Tables, profile: RulesProfile
     by_day: dict[date, list[RoundRecord]] = {}
     for r in facts.rounds:
         by_day.setdefault(r.day or calendar.gaming_day(r.at), []).append(r)
-    head = _head(facts, kind, tables, profile, calendar)
-
     def day_summary(d: date) -> dict[str, Any]:
         a, b = calendar.bounds(d)
         return c.summary({"period": "day", "gaming_day": d.isoformat()}, by_day.get(d, []), a, b, [d])
 
-    out = _report(c, facts, kind, on, shift, by_day, head, day_summary, calendar)
+    out = _report(c, facts, kind, on, shift, by_day, day_summary, calendar)
     since = on if kind in ("day", "shift") else date(on.year, on.month if kind == "month" else 1, 1)
     return _flag_days(out, facts, since, on)
 
@@ -629,11 +699,12 @@ def _flag_days(out: dict[str, Any], facts: JournalFacts, since: date, on: date) 
 
 
 def _report(c: "Counter", facts: JournalFacts, kind: str, on: date, shift: int | None,
-            by_day: dict[date, list[RoundRecord]], head: dict[str, Any], day_summary: Callable[[date], dict],
+            by_day: dict[date, list[RoundRecord]], day_summary: Callable[[date], dict],
             calendar: Calendar) -> dict[str, Any]:
     """:func:`report`'s body, by kind."""
     if kind in ("day", "shift"):
         rounds = by_day.get(on, [])
+        head = _head(c, kind, rounds, calendar)
         shifts: dict[int, list[RoundRecord]] = {}
         for r in rounds:
             shifts.setdefault(c.shift_of(r.at, r.day), []).append(r)
@@ -645,7 +716,7 @@ def _report(c: "Counter", facts: JournalFacts, kind: str, on: date, shift: int |
             if row is None:
                 raise ReportError(f"gaming day {on}: no settled round in shift {pick} "
                                   f"(shifts with rounds: {sorted(shifts) or 'none'})")
-            return {**head, **row}
+            return {**_head(c, kind, shifts.get(pick, []), calendar), **row}
         return {**head, **day_summary(on), "shifts": rows}
     if kind == "month":
         days = [d for d in sorted(by_day) if d.year == on.year and d.month == on.month and d <= on]
@@ -655,6 +726,7 @@ def _report(c: "Counter", facts: JournalFacts, kind: str, on: date, shift: int |
         first = date(on.year, 1, 1)
     span = [first + timedelta(days=i) for i in range((on - first).days + 1)]
     rounds = [r for d in days for r in by_day[d]]
+    head = _head(c, kind, rounds, calendar)
     a, _ = calendar.bounds(first)
     _, b = calendar.bounds(on)
     label = {"period": f"{kind} to date", "from": first.isoformat(), "through": on.isoformat()}
@@ -699,7 +771,7 @@ def series(counter: Counter, rounds: Sequence[RoundRecord]) -> list[dict[str, An
     return out
 
 
-def live_report(facts: JournalFacts, period: str, tables: Tables, profile: RulesProfile = PENNSYLVANIA,
+def live_report(facts: JournalFacts, period: str, tables: Tables | None, profile: RulesProfile = PENNSYLVANIA,
                 calendar: Calendar = Calendar(), *, on: date | None = None, shift: int | None = None,
                 now: datetime | None = None, cache: dict | None = None) -> dict[str, Any]:
     """A running table's report of the current ``period`` (``"shift"`` or ``"day"``): the
@@ -720,7 +792,7 @@ def live_report(facts: JournalFacts, period: str, tables: Tables, profile: Rules
         today = calendar.gaming_day(now) == on
         pick = shift or (c.shift_of(now) if today else max((c.shift_of(r.at, r.day) for r in rounds), default=1))
         rounds = [r for r in rounds if c.shift_of(r.at, r.day) == pick]
-        head = _head(facts, "shift", tables, profile, calendar)
+        head = _head(c, "shift", rounds, calendar)
         label = {"period": "shift", "gaming_day": on.isoformat(), "shift": pick}
         row = c.summary(label, rounds, *c.shift_bounds(on, pick))  # the shift's own hours, rounds or none
         rep = _flag_days({**head, **row}, facts, on, on)
@@ -751,7 +823,7 @@ CSV_FIELDS = (["period", "rounds", "hands", "play", "fold"] + [f"handle_{k}" for
               + [f"result_{k}" for k in WAGER_KINDS]
               + ["settled_win", "expected_win", "expected_sd", "expected_low", "expected_high", "theoretical_win",
                  "theoretical_low", "theoretical_high", "voids", "incidents", "deck_changes", "device_downtime_s",
-                 "opening", "closing", "fills", "credits", "drop", "statistical_win", "flags"])
+                 "opening", "closing", "fills", "credits", "drop", "statistical_win", "flags", "in_force"])
 
 
 def to_csv(rep: dict[str, Any]) -> str:
@@ -759,6 +831,7 @@ def to_csv(rep: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, CSV_FIELDS, lineterminator="\n")
     w.writeheader()
+    what_if = "WHAT-IF " if rep.get("pricing", {}).get("what_if") else ""
     for row in rows_of(rep):
         st = row["statistical"]
         w.writerow({
@@ -776,6 +849,9 @@ def to_csv(rep: dict[str, Any]) -> str:
             **{k: st.get(k) for k in ("opening", "closing", "fills", "credits", "drop")},
             "statistical_win": st.get("win") if st.get("known") else "",
             "flags": " | ".join(row["flags"]),
+            # each period's paytables (rounds first-last: names), the what-if's when one
+            "in_force": what_if + " | ".join(f"{p['first_round']}-{p['last_round']}: {' '.join(p['paytables'].values())}"
+                                            for p in row.get("in_force", ())),
         })
     return buf.getvalue()
 
@@ -784,6 +860,12 @@ def to_text(rep: dict[str, Any]) -> list[str]:
     """The report for people: one block a period."""
     lines = [f"table {rep['table_id']}: {rep['report']} report; profile {rep['profile']}; paytables "
              f"{', '.join(rep['paytables'].values())}; gaming day starts {rep['gaming_day_starts']}"]
+    pricing = rep.get("pricing", {})
+    if pricing.get("what_if"):
+        lines.append("WHAT-IF: every round priced at " + ", ".join(f"{k} {v}" for k, v in pricing["what_if"].items())
+                     + ", not at what the journal records in force: these are not the table's figures")
+    if pricing.get("older_format"):
+        lines.append(f"OLDER JOURNAL: {pricing['older_format']}")
     for row in rows_of(rep):
         d = row["decisions"]
         e, t, st = row["expected_win"], row["theoretical_win"], row["statistical"]
@@ -795,6 +877,12 @@ def to_text(rep: dict[str, Any]) -> list[str]:
             f"  {'wager':<12} {'handle':>14} {'house result':>14}",
             *(f"  {k:<12} {_money(row['handle'][k]) if k in row['handle'] else '-':>14} "
               f"{_money(row['house_result'][k]):>14}" for k in WAGER_KINDS),
+            *(f"  in force: rounds {p['first_round']}-{p['last_round']} ({p['rounds']}): "
+              f"{', '.join(p['paytables'].values())}; profile {p['profile']}"
+              + (f"; meter {', '.join(_money(m) for m in p['progressive_meter_cents'])}"
+                 if p["progressive_meter_cents"] else "")
+              + (f" (in_force entry {p['in_force_entry']})" if p["in_force_entry"] is not None else " (given)")
+              for p in row.get("in_force", ())),
             f"  settled win      {_money(row['settled_win'])}",
             f"  expected win     {_money(e['cents'])} given the decisions; 95 % band {_money(e['band_95'][0])} to "
             f"{_money(e['band_95'][1])}" + ("  OUTSIDE" if e["outside"] else ""),

@@ -39,7 +39,7 @@ def cli(*args, timeout=300):
 def test_the_cli_signs_the_report_it_prints_and_audit_accepts_it(run, tmp_path):
     journal, key, pub = run
     out = tmp_path / "day.signed.json"
-    r = cli("report", "day", "--journal", str(journal), "--json", *PAYTABLES, "--signed", str(out))
+    r = cli("report", "day", "--journal", str(journal), "--json", "--signed", str(out))
     assert r.returncode in (0, 1), r.stderr
     printed = json.loads(r.stdout)
     doc = json.loads(out.read_bytes())
@@ -154,20 +154,20 @@ def test_signing_needs_a_known_key(run, tmp_path):
     journal, _, _ = run
     lone = tmp_path / "lone.sqlite3"
     lone.write_bytes(journal.read_bytes())
-    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
+    r = cli("report", "day", "--journal", str(lone), "--signed", str(tmp_path / "x.json"),
             "--table-key", str(journal.with_name(journal.name + ".key")))
     assert r.returncode == 2 and "unanchored" in r.stderr and "no signed head file" in r.stderr, r.stderr
     (tmp_path / "lone.sqlite3.head").write_bytes(journal.with_name(journal.name + ".head").read_bytes())
-    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"))
+    r = cli("report", "day", "--journal", str(lone), "--signed", str(tmp_path / "x.json"))
     assert r.returncode == 2 and "no table key to sign with" in r.stderr
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "lone.sqlite3.key").exists()
     k, _ = save(generate(), tmp_path / "k.pem")  # a key, but not the one that wrote the journal: refused
-    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
+    r = cli("report", "day", "--journal", str(lone), "--signed", str(tmp_path / "x.json"),
             "--table-key", str(k))
     assert r.returncode == 2 and "not signed" in r.stderr and load_private_key(k).key_id in r.stderr, r.stderr
     assert not (tmp_path / "x.json").exists()
     own, _ = save(load_private_key(journal.with_name(journal.name + ".key")), tmp_path / "own.pem")
-    r = cli("report", "day", "--journal", str(lone), *PAYTABLES, "--signed", str(tmp_path / "x.json"),
+    r = cli("report", "day", "--journal", str(lone), "--signed", str(tmp_path / "x.json"),
             "--table-key", str(own))
     assert r.returncode in (0, 1), r.stderr
     assert json.loads((tmp_path / "x.json").read_bytes())["signature"]["key_id"] == load_private_key(own).key_id
@@ -204,11 +204,11 @@ def test_a_journal_that_does_not_verify_is_reported_but_never_signed(run, tmp_pa
     key_file = tmp_path / "table.key"
     save(key, key_file)
     out = tmp_path / "day.signed.json"
-    r = cli("report", "day", "--journal", str(copy), "--json", *PAYTABLES, "--signed", str(out),
+    r = cli("report", "day", "--journal", str(copy), "--json", "--signed", str(out),
             "--table-key", str(key_file))
     assert r.returncode == 2 and "not signed" in r.stderr and "tampered" in r.stderr, r.stderr
     assert f"first bad entry {seq}" in r.stderr and not out.exists()
     # The genuine journal, the same key: signed.
-    good = cli("report", "day", "--journal", str(journal), "--json", *PAYTABLES, "--signed", str(out),
+    good = cli("report", "day", "--journal", str(journal), "--json", "--signed", str(out),
                "--table-key", str(key_file))
     assert good.returncode in (0, 1) and out.exists(), good.stderr

@@ -25,7 +25,7 @@ class BadInput(click.ClickException):
     1: "the report is printed and flags a figure (outside its 95 % band, or a statistical win that differs "
        "from the settled win): investigate it (COMAR 36.05.03.25 B(2))",
     2: "the journal, the config or a paytable cannot be read, the paytables do not settle the journal's "
-       "rounds as it recorded them, or bad usage",
+       "rounds as it recorded them, --signed with a what-if paytable, or bad usage",
 })
 @click.command("report")
 @click.argument("kind", type=click.Choice(["shift", "day", "month", "year"]))
@@ -40,11 +40,18 @@ class BadInput(click.ClickException):
               help="The gaming day reported (month and year: to date through it); default the last with a round.")
 @click.option("--shift", "shift", type=click.IntRange(1, 24), default=None,
               help="With `shift`: which shift of the day (default the last).")
-@click.option("--ante-bonus", default=None, help="Ante bonus paytable (default: the config's, else pa-649a12b-1).")
-@click.option("--pair-plus", default=None, help="Pair Plus paytable (default: the config's).")
-@click.option("--six-card", default=None, help="Six Card Bonus paytable (default: the config's).")
-@click.option("--progressive", default=None, help="Progressive paytable (default: the config's).")
-@click.option("--meter-cents", type=click.IntRange(0), default=None, help="Progressive meter (cents).")
+@click.option("--ante-bonus", default=None,
+              help="A what-if ante bonus paytable (each round is priced at what the journal records in force); "
+                   "for a journal older than that record, the paytable it was played with (default: the "
+                   "config's, else pa-649a12b-1).")
+@click.option("--pair-plus", default=None, help="A what-if Pair Plus paytable (an older journal: the one it was "
+                                                "played with; default the config's).")
+@click.option("--six-card", default=None, help="A what-if Six Card Bonus paytable (an older journal: the one it was "
+                                               "played with; default the config's).")
+@click.option("--progressive", default=None, help="A what-if progressive paytable (an older journal: the one it "
+                                                  "was played with; default the config's).")
+@click.option("--meter-cents", type=click.IntRange(0), default=None,
+              help="A what-if progressive meter (cents); an older journal: the meter it was played at.")
 @profile_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row a period (cents).")
@@ -68,13 +75,16 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     year to date, from the journal; the settled win beside the expected win given
     the decisions and the theoretical win, with 95 % bands, and the statistical
     win once the inventories and the drop are entered (COMAR 36.05.03.25;
-    K.A.R. 112-108-51)."""
+    K.A.R. 112-108-51). Each round is priced at the paytables, meter and profile the
+    journal records in force for it (each period named); a paytable, meter or profile
+    option makes the report a labelled what-if, which --signed refuses. A journal
+    older than that record is priced at the options (or the config's [paytables]),
+    and the report says so."""
     from table.config import ConfigError, load_config
     from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
-    from table.rules.paytables import PaytableError
     from table.rules.profiles import get_profile
-    from table.rules.settlement import SettlementError, Tables
+    from table.rules.settlement import SettlementError
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
@@ -100,15 +110,8 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
             day = date.fromisoformat(on)
         except ValueError:
             raise click.BadParameter(f"{on!r} is not a date YYYY-MM-DD", param_hint="--date") from None
-    p = cfg.paytables if cfg else None
-    try:
-        tables = Tables.load(ante_bonus or (p.ante_bonus if p else "pa-649a12b-1"),
-                             pair_plus or (p.pair_plus if p else None),
-                             six_card or (p.six_card_bonus if p else None),
-                             progressive or (p.progressive if p else None), meter_cents,
-                             base_dir=cfg.base_dir if cfg else None)
-    except (PaytableError, SettlementError, OSError) as exc:
-        raise BadInput(str(exc)) from None
+    tables, what_if = _paytables(cfg, {"ante_bonus": ante_bonus, "pair_plus": pair_plus, "six_card_bonus": six_card,
+                                       "progressive": progressive}, meter_cents, profile_name)
     key_file = table_key or (cfg.journal.key_file if cfg else None)
     record = _check_record(journal_path, archive_dir, public_keys, key_file)  # the record first (docs/reporting.md)
     try:
@@ -118,11 +121,16 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
         else:
             with Journal(journal_path, read_only=True) as j:
                 facts = read_journal(j)
-        rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift)
+        # options naming what was in force: a what-if over a journal that records it; the
+        # paytables an older journal needs (not a what-if) when it does not
+        recorded = any(r.in_force is not None for r in facts.rounds)
+        rep = report(facts, kind, tables, get_profile(profile_name or "pennsylvania"), Calendar.of(cfg), day, shift,
+                     what_if=what_if if recorded else None)
     except (JournalError, ReportError, SettlementError) as exc:
         raise BadInput(f"{exc}\n{record.sentence()}" if record.broken else str(exc)) from None
     _with_record(rep, record)
     if signed_path:
+        _refuse_what_if(rep)
         key = _signing_key(journal_path, key_file)
         _check_before_signing(journal_path, archive_dir, key)
         _write_signed(rep, signed_path, key)
@@ -180,6 +188,45 @@ def _check_record(journal_path: str | None, archive_dir: str | None, public_keys
     if unread:
         record.notes.insert(0, unread)
     return record
+
+
+def _paytables(cfg, given: dict[str, str | None], meter_cents: int | None, profile_name: str | None):
+    """``(tables, what_if)``: the paytables a journal older than its record of what was in
+    force is priced at (the options over the config's ``[paytables]``, else pa-649a12b-1),
+    and the what-if the options make of a journal that records it (slot -> paytable,
+    ``progressive_meter_cents``, ``profile``; docs/reporting.md). Raises :class:`BadInput`."""
+    from table.rules.paytables import PaytableError
+    from table.rules.profiles import get_profile
+    from table.rules.settlement import SettlementError, Tables
+
+    p = cfg.paytables if cfg else None
+    try:
+        tables = Tables.load(given["ante_bonus"] or (p.ante_bonus if p else "pa-649a12b-1"),
+                             given["pair_plus"] or (p.pair_plus if p else None),
+                             given["six_card_bonus"] or (p.six_card_bonus if p else None),
+                             given["progressive"] or (p.progressive if p else None), meter_cents,
+                             base_dir=cfg.base_dir if cfg else None)
+    except (PaytableError, SettlementError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    what_if: dict = {slot: getattr(tables, slot) for slot, v in given.items() if v}
+    if meter_cents is not None:
+        what_if["progressive_meter_cents"] = meter_cents
+    if profile_name:
+        what_if["profile"] = get_profile(profile_name)
+    return tables, what_if
+
+
+def _refuse_what_if(rep: dict) -> None:
+    """A what-if is not the table's figures: never signed (docs/reporting.md). Raises
+    :class:`BadInput` naming the options that made it one."""
+    what_if = rep.get("pricing", {}).get("what_if")
+    if not what_if:
+        return
+    flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
+             "progressive": "--progressive", "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
+    raise BadInput("not signed: " + ", ".join(f"{flags[k]} {v}" for k, v in what_if.items())
+                   + " make the report a what-if, priced at other than what the journal records in force; "
+                   "a signed report is the table's own figures: drop those options to sign it")
 
 
 def _signing_key(journal_path: str | None, key_file: str | None):

@@ -26,6 +26,7 @@ from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
 from table.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
+from table.in_force import settings_of as in_force_settings
 from table.rules.strategy import q64_player
 from table.journal import Journal, JournalError, JournalWriteError, load_anchors
 from table.keys import KeyFileError, table_key_for
@@ -673,7 +674,8 @@ class _TableRun:
             profile=self.profile, limits=self._limits(), timing=self.settings.timing(),
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
             archive=getattr(self, "archive_policy", None), anchors=tuple(self.anchors), unconfirmed=self.unconfirmed,
-            floor=self.floor_link)
+            floor=self.floor_link,
+            in_force=in_force_settings(self.cfg, {k: self.settings.driver(k)[0] for k in ("shuffler", "shoe")}))
         people = People(dealer, decide, self.console, auto_dealer=a.bench_dealer, players=self._players())
         try:
             table = stack.enter_context(assemble(spec, people, journal=journal))

@@ -431,7 +431,10 @@ class RoundPlay:
                                                                   "stand (58 Pa. Code 816a.1)"))
         if pending is not None:
             self.holds.carry_out_void(r, pending)
-        self._step(r, "settle", results={str(s): st.to_record() for s, st in r.results.items()})
+        # the meter reading the round was settled against, in its settlement (649a.12(e)); docs/journal.md
+        meter = ({"progressive_meter_cents": self.tables.progressive_meter_cents}
+                 if self.tables.progressive is not None else {})
+        self._step(r, "settle", results={str(s): st.to_record() for s, st in r.results.items()}, **meter)
         log.info("settled", net_cents={f"seat{s}": st.net for s, st in r.results.items()})
         self.t.publish("round_settled", net_cents={str(s): st.net for s, st in r.results.items()},
                        results={str(s): st.to_dict() for s, st in r.results.items()},

@@ -148,6 +148,12 @@ function renderReport(r) {
       el("p", {}, `Profile ${r.profile}; paytables ${Object.values(r.paytables || {}).join(", ")}; `
         + `the gaming day starts ${r.gaming_day_starts}. Printed ${new Date().toLocaleString()}.`)),
     el("p", { id: "report-shown", "data-period": r.period }, el("strong", {}, periodName(r))),
+    // each stretch of rounds under its own paytables, as the journal records them in force
+    el("ul", { id: "report-in-force" }, (r.in_force || []).map((p) => el("li", {},
+      `In force, rounds ${p.first_round}-${p.last_round}: ${Object.values(p.paytables).join(", ")}; profile ${p.profile}`
+        + (p.progressive_meter_cents.length ? `; meter ${p.progressive_meter_cents.map(dollars).join(", ")}` : "")))),
+    (r.pricing || {}).older_format
+      ? el("p", { id: "report-older", class: "refused" }, `Older journal: ${r.pricing.older_format}`) : null,
     flags.length
       ? el("ul", { class: "alarms", id: "report-flags" }, flags.map((f) => el("li", { class: "alarm" }, badge("bad", "FLAG"), " ", f)))
       : el("p", { id: "report-flags", "data-flags": 0 }, badge("ok", "nothing flagged")),
