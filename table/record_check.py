@@ -67,17 +67,19 @@ def check_record(journal: str | Path | None, archive_dir: str | Path | None, *,
     None) as one chain. ``public_keys``: the table's Ed25519 public keys; ``key``: its
     private key (also checks every entry's MAC). Returns a :class:`RecordCheck`.
     Raises :class:`~table.journal.JournalError` for a journal or folder that does not exist."""
-    from .journal import verify
+    from .journal import JournalError, verify
     from .segments import verify_chain
 
     keys = list(public_keys)
     signed = bool(keys) or key is not None
     if archive_dir is not None:
-        r = verify_chain(archive_dir, live=journal, public_keys=keys, key=key)
+        chain = verify_chain(archive_dir, live=journal, public_keys=keys, key=key)
         what = f"the archived days in {archive_dir}" + (f" and the journal {journal}" if journal else "")
-        problems = [why for s, why in r.problems if s in BROKEN]
-        notes = [why for s, why in r.problems if s not in BROKEN]
-        return RecordCheck(r.status, what, problems, notes, signed)
+        problems = [why for s, why in chain.problems if s in BROKEN]
+        notes = [why for s, why in chain.problems if s not in BROKEN]
+        return RecordCheck(chain.status, what, problems, notes, signed)
+    if journal is None:
+        raise JournalError("no journal and no archive folder to check")
     r = verify(journal, public_keys=keys, key=key)
     what = f"the journal {journal}"
     if r.status in BROKEN:
