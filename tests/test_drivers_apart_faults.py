@@ -60,7 +60,8 @@ def test_a_driver_that_raises_in_every_call_holds_the_table_never_a_crash(tmp_pa
 
 
 @pytest.mark.parametrize(("mode", "error"), [("raise", DriverRaised), ("hang", DriverProcessFailed),
-                                             ("exit", DriverProcessFailed), ("forge", DriverProcessFailed)])
+                                             ("exit", DriverProcessFailed), ("forge", DriverProcessFailed),
+                                             ("card", DriverProcessFailed), ("deep", DriverProcessFailed)])
 def test_the_proxy_makes_each_failure_a_link_error_naming_the_driver(tmp_path, mode, error):
     events: queue.Queue = queue.Queue()
     with SimulatedTable((RED, BLUE), seed=11) as sim:
@@ -71,8 +72,11 @@ def test_the_proxy_makes_each_failure_a_link_error_naming_the_driver(tmp_path, m
                 shf.status()
             notice = events.get(timeout=10).message  # the process ended: said on the table's queue
             assert notice.kind == "link_down" and "flaky-spec" in notice.detail
-            if mode == "forge":  # a line that is not the wire's (an event without its message)
+            if mode in ("forge", "card", "deep"):  # a line that is not the wire's (an event without its
+                # message; a shoe's card drawn from the shuffler's driver; a line nested too deep)
                 assert "broke the wire" in notice.detail
+            if mode == "card":
+                assert "CardDrawn event from the shuffler's driver" in notice.detail
             assert events.get(timeout=10).message.kind == "link_up"  # and started again
             assert shf.link.alive and shf.process.starts == 2
         finally:

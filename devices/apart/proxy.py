@@ -53,11 +53,22 @@ from devices.contract import (
     ShuffleOpening,
     StatusReply,
 )
+from protocols.messages import (CardDrawn, CardUnreadable, DeckDelivered, DeckInserted, DeckVerified, Message,
+                                ShoeEmpty, ShoeLoaded, ShufflerFault)
 from firmware_bridge.ledger import check_identity, post_notice, rebooted, refusal_notice
 
 from . import wire
 from .isolation import Isolation
 from .wire import DriverProcessFailed, DriverRaised
+
+
+#: the events each kind of device sends (protocols/SPEC.md §4.2 the shuffler's, §4.3 the
+#: shoe's): a driver process that sends another kind's (a shuffler's driver forging a card
+#: drawn) has broken the wire, and is ended
+KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
+    DriverKind.SHUFFLER: (DeckInserted, DeckVerified, DeckDelivered, ShufflerFault),
+    DriverKind.SHOE: (ShoeLoaded, CardDrawn, CardUnreadable, ShoeEmpty),
+}
 
 log = structlog.get_logger("devices.apart")
 
@@ -348,6 +359,10 @@ class DriverProcess:
                 elif t == "event":
                     self._apply_link(msg.get("link"))
                     ev = wire.from_event(msg.get("ev"), self.link.name, NOTICE_KINDS)
+                    if isinstance(ev.message, Message) and not isinstance(ev.message, KIND_EVENTS[self.kind]):
+                        raise wire.WireError(f"a {type(ev.message).__name__} event from the {self.kind}'s driver "
+                                             f"(a {self.kind} sends {', '.join(c.__name__ for c in KIND_EVENTS[self.kind])}"
+                                             f": protocols/SPEC.md §4.2, §4.3)")
                     try:
                         self.link.events.put_nowait(ev)
                     except queue.Full:  # left unanswered: the device resends it (SPEC §6.3)
@@ -364,8 +379,11 @@ class DriverProcess:
             why = f"broke the wire ({exc})"
         except OSError:
             pass
-        c.kill(why or "ended")
-        self._ended(c)
+        except Exception as exc:  # noqa: BLE001 - whatever a line made fail here ends the driver, never the reader alone
+            why = f"broke the wire ({type(exc).__name__})"
+        finally:
+            c.kill(why or "ended")
+            self._ended(c)
 
     def _ended(self, c: _Child) -> None:
         c.alive = False

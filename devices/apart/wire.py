@@ -92,6 +92,8 @@ def decode_line(line: bytes) -> dict[str, Any]:
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WireError(f"not a JSON line: {exc}") from None
+    except RecursionError:  # a line nested past the interpreter's depth: a broken wire, never a crash
+        raise WireError("a JSON line nested too deep") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("t"), str):
         raise WireError("a line without its type ('t')")
     return obj

@@ -1,6 +1,7 @@
 """The SPEC driver, failing on purpose: ``mode`` ``raise`` (a ``ValueError``), ``hang`` (never
-answers), ``exit`` (its process ends) or ``forge`` (a line of its own on the table's
-socket) in ``status()``; with ``arm_file`` once, when the
+answers), ``exit`` (its process ends), ``forge`` (a line of its own on the table's
+socket), ``card`` (a well-formed card drawn written there by a shuffler's driver) or
+``deep`` (a line nested past the interpreter's depth) in ``status()``; with ``arm_file`` once, when the
 test has made that file (it is removed as the driver fails), without it in every call. A test plugin: it may use ``devices.plugins``' SPEC
 driver, which a vendor's package would not."""
 
@@ -11,6 +12,8 @@ import threading
 from typing import Any, Mapping
 
 from devices.contract import CONTRACT_VERSION, FULL, DriverKind, DriverOptionError, OpenRequest
+from protocols.cards import BackColour, Card
+from protocols.messages import CardDrawn
 from devices.plugins import SPEC
 
 
@@ -38,11 +41,17 @@ class Flaky:
                 threading.Event().wait()
             if self.mode == "exit":
                 os._exit(3)
-            if self.mode == "forge":  # writes to the table's socket itself, past its driver process's wire
+            if self.mode in ("forge", "card", "deep"):  # writes to the table's socket itself, past its wire
+                line = {"forge": b'{"t": "event", "ev": {"seq": 1}}\n',
+                        # a well-formed card drawn, from a shuffler's driver (only a shoe reads cards)
+                        "card": b'{"t": "event", "link": {"state": "up"}, "ev": {"seq": 1, "boot": 1, "at": 0.0, "msg": {"m": %d, "p": "%s"}}}\n'
+                                % (CardDrawn.TYPE, CardDrawn(0, Card.parse("As"), BackColour.RED).encode().hex().encode()),
+                        # nested past the interpreter's depth: json.loads raises RecursionError
+                        "deep": b"[" * 40000 + b"\n"}[self.mode]
                 for fd in os.listdir("/proc/self/fd"):
                     try:
                         if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                            os.write(int(fd), b'{"t": "event", "ev": {"seq": 1}}\n')
+                            os.write(int(fd), line)
                     except OSError:
                         pass
         return self.inner.status()
@@ -59,8 +68,8 @@ class FlakyPlugin:
         return FULL
 
     def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        if options.get("mode", "raise") not in ("raise", "hang", "exit", "forge"):
-            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit, forge")
+        if options.get("mode", "raise") not in ("raise", "hang", "exit", "forge", "card", "deep"):
+            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit, forge, card, deep")
 
     def open(self, request: OpenRequest) -> Any:
         o = request.options
