@@ -246,11 +246,18 @@ def compress_one(staged: Path, *, public_keys: list[Any]) -> Path:
         r = verify(tmp, public_keys=public_keys, anchors=[cp] if cp else [])
         if r.status != "ok" or cp is None or r.last_checkpoint != last_seq or r.entries != n:
             raise ArchiveError(f"the archived day {staged} does not verify: {r.status} {r.reason}")
+        day = _close_day(tmp)
+        if day != m.group(1):
+            raise ArchiveError(f"{staged} holds gaming day {day or '(no close entry)'}, not {m.group(1)}: "
+                               "swapped or renamed; not compressed, nothing removed")
         done = False
-        if archive.is_file():
-            with contextlib.suppress(ArchiveError):
+        if archive.is_file() or archive.is_symlink():
+            try:
                 check_archive(archive, public_keys=public_keys, last_seq=last_seq, head=r.head)
-                done = True
+            except ArchiveError as exc:  # never replaced: a person compares the two
+                raise ArchiveError(f"{archive} is there and is not the day {staged} holds ({exc}); neither "
+                                   "is replaced nor removed") from None
+            done = True
         if not done:
             want = _compress(tmp, archive)
             if _xz_digest(archive) != want:
@@ -282,7 +289,7 @@ class _Compressor:
     def add(self, folder: Path, public_keys: list[Any]) -> None:
         with self._lock:
             for p in sorted(folder.iterdir()):
-                if STAGED_RE.match(p.name) and p.is_file():
+                if STAGED_RE.match(p.name) and p.is_file() and not p.is_symlink():
                     self._queue[p] = public_keys
             if not self._queue or (self._thread is not None and self._thread.is_alive()):
                 return

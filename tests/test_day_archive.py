@@ -626,3 +626,33 @@ def test_the_day_report_query_names_an_opened_day_whose_archive_is_missing(tmp_p
         assert got["missing_days"][0].startswith(DAYS[1]) and any(DAYS[1] in f for f in got["flags"]), got["flags"]
     kept = queries.day_report({"period": "day", "gaming_day": DAYS[2]})
     assert "missing_days" not in kept and kept["rounds"] == 1
+
+
+def test_a_swapped_day_not_compressed_yet_never_replaces_the_days_archive(three_days, tmp_path):
+    """A fresh attacker's swap: another genuine, signed day put in as a day's
+    ``.journal.sqlite3`` beside that day's xz. The compression refuses it (its close entry
+    names another day) and the xz there is kept; a day's own copy beside a different xz
+    is not compressed over it either."""
+    import lzma
+
+    folder, _ = three_days
+    staged = tmp_path / "archive"
+    shutil.copytree(folder / "archive", staged)
+    before = (staged / "2026-12-01.journal.xz").read_bytes()
+    with lzma.open(staged / "2026-12-02.journal.xz") as inp:
+        (staged / "2026-12-01.journal.sqlite3").write_bytes(inp.read())  # day 2's segment named as day 1
+    key = load_private_key(folder / "table.key").public
+    with pytest.raises(segments.ArchiveError, match="holds gaming day 2026-12-02, not 2026-12-01"):
+        segments.compress_one(staged / "2026-12-01.journal.sqlite3", public_keys=[key])
+    assert (staged / "2026-12-01.journal.xz").read_bytes() == before
+    assert (staged / "2026-12-01.journal.sqlite3").exists()
+    # day 1's own copy, beside an xz that is another day's: neither replaced nor removed
+    (staged / "2026-12-01.journal.sqlite3").unlink()
+    with lzma.open(staged / "2026-12-01.journal.xz") as inp:
+        (staged / "2026-12-01.journal.sqlite3").write_bytes(inp.read())
+    shutil.copy(staged / "2026-12-02.journal.xz", staged / "2026-12-01.journal.xz")
+    swapped = (staged / "2026-12-01.journal.xz").read_bytes()
+    with pytest.raises(segments.ArchiveError, match="neither is replaced nor removed"):
+        segments.compress_one(staged / "2026-12-01.journal.sqlite3", public_keys=[key])
+    assert (staged / "2026-12-01.journal.xz").read_bytes() == swapped
+    assert (staged / "2026-12-01.journal.sqlite3").exists()
