@@ -102,3 +102,58 @@ def test_a_plugin_in_its_driver_process_holds_no_descriptor_of_the_tables(table_
     finally:
         keep.close()
     assert len(got["fds"].split(",")) == 5, got["fds"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the service isolation drops root: run as root (CI does)")
+def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confined(tmp_path):
+    """A fresh attacker's plugin wheel ships a ``*.pth`` file into site-packages: Python's
+    ``site`` module runs it at every interpreter start, as root, before the driver process
+    confines itself. The driver process starts without ``site`` (``-S``), so the file does
+    not run there (the table's own interpreter still reads it: docs/drivers.md says to
+    install vendor drivers in a prefix of their own)."""
+    import subprocess
+    import sys
+    import sysconfig
+    import textwrap
+    import venv
+    from pathlib import Path
+
+    os.chmod(tmp_path, 0o755)  # the confined driver reads the venv's site-packages
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    site_dir = Path(subprocess.run([str(env_dir / "bin" / "python"), "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    marker = tmp_path / "pth-ran"
+    (site_dir / "zz_evil.pth").write_text(
+        f"import os; open({str(marker)!r}, 'a').write(str(os.getuid()) + ' ' + open('/proc/self/cmdline').read()"
+        f".replace(chr(0), ' ').replace(chr(10), ' ') + chr(10))\n")
+    marker.touch(mode=0o666)
+    os.chmod(marker, 0o666)  # a confined driver could write here: the test sees where it ran
+    repo = str(Path(__file__).resolve().parent.parent)
+    ours = [p for p in sys.path if p] + [sysconfig.get_paths()["purelib"]]
+    script = textwrap.dedent(f"""
+        import queue, sys
+        sys.path[:0] = {[repo, *ours]!r}
+        from devices.apart import open_apart
+        from devices.apart.choose import isolation_for
+        from devices.contract import DriverKind, OpenRequest
+        from simulators.table import SimulatedTable
+        from protocols.cards import BackColour
+        with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=3) as sim:
+            request = OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", queue.Queue(), options={{"mode": "raise"}})
+            try:  # confined to another user, the driver cannot open the emulator's pty: refused, said
+                open_apart("threecard_test_drivers.flaky:PLUGIN", request, paths=({PLUGINS!r},),
+                           isolation=isolation_for(request, service=True)).close()
+            except Exception as exc:
+                print("refused:", type(exc).__name__)
+        """)
+    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = marker.read_text().splitlines()
+    assert lines, "the .pth file was not read at all: the test proves nothing"
+    # the table's own start (the venv's lib64 link: read twice); in a driver process only once
+    # it is confined (another user), never as root
+    assert [line for line in lines if "open_apart" in line], lines
+    assert not [line for line in lines if "open_apart" not in line and line.split()[0] == "0"], lines

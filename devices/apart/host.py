@@ -125,6 +125,11 @@ class Host:
         from devices.contract import DriverError, DriverKind, DriverOptionError
 
         kind = DriverKind(hello["kind"])
+        import site
+
+        for d in hello.get("sitedirs") or []:  # confined by now: their *.pth files run here, never before
+            if isinstance(d, str):
+                site.addsitedir(d)
         for p in hello.get("syspath") or []:  # the table's environment: where its drivers are installed
             if isinstance(p, str) and p not in sys.path:
                 sys.path.append(p)

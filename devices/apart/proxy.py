@@ -25,6 +25,7 @@ one before (SPEC §6.1, §6.6: a different device is refused, ``identity_changed
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import queue
 import signal
@@ -69,6 +70,24 @@ KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
     DriverKind.SHUFFLER: (DeckInserted, DeckVerified, DeckDelivered, ShufflerFault),
     DriverKind.SHOE: (ShoeLoaded, CardDrawn, CardUnreadable, ShoeEmpty),
 }
+
+
+#: how a driver process starts (``python -S -E -B -c _BOOT PATHS FD``): the table's import
+#: path, then the host; nothing of site-packages runs before :func:`devices.apart.host.main`
+#: confines the process
+_BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+         "from devices.apart.host import main; os._exit(main(['--fd', sys.argv[2]]))")
+
+
+def _site_dirs() -> list[str]:
+    """The table's site-packages folders: a driver process reads their ``*.pth`` files
+    (an editable install's path or finder) once it is confined, never before."""
+    import site
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        dirs.append(site.USER_SITE)
+    return [d for d in dirs if os.path.isdir(d)]
 
 log = structlog.get_logger("devices.apart")
 
@@ -246,7 +265,11 @@ class DriverProcess:
         if os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         try:
-            popen = subprocess.Popen([sys.executable, "-m", "devices.apart.host", "--fd", str(child.fileno())],
+            # -S: no site module, so no *.pth file of an installed package runs before the process
+            # confines itself (a plugin's wheel can ship one); the table's import path is given
+            # as it is, the plugin's code is imported only after the confinement (host.start)
+            popen = subprocess.Popen([sys.executable, "-S", "-E", "-B", "-c", _BOOT,
+                                      json.dumps([p for p in sys.path if p]), str(child.fileno())],
                                      pass_fds=(child.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, env=env, cwd="/")
         finally:
@@ -262,7 +285,7 @@ class DriverProcess:
         trace = req.extras.get("frame_trace") if req.extras else None
         try:
             c.send({"t": "hello", "v": wire.WIRE_VERSION, "kind": str(self.kind), "driver": self.driver,
-                    "url": req.url, "name": req.name, "options": dict(req.options), "path": list(self.paths), "syspath": [p for p in sys.path if p],
+                    "url": req.url, "name": req.name, "options": dict(req.options), "path": list(self.paths), "syspath": [p for p in sys.path if p], "sitedirs": _site_dirs(),
                     "link_config": wire.to_link_config(req.link_config), "ack_on_delivery": req.ack_on_delivery,
                     "queue": req.link_config.event_queue_size, "trace": trace is not None,
                     "isolation": self.isolation.to_wire()})
@@ -583,7 +606,7 @@ def check_apart(driver: str, kind: DriverKind | str, options: dict[str, Any], *,
     try:
         c.send({"t": "hello", "v": wire.WIRE_VERSION, "kind": str(kind), "driver": driver, "url": "",
                 "name": str(kind), "options": dict(options), "path": list(paths), "check": True,
-                "syspath": [p for p in sys.path if p],
+                "syspath": [p for p in sys.path if p], "sitedirs": _site_dirs(),
                 "isolation": Isolation(network=True).to_wire()})
         msg = process._await_ready(c, want="checked")
     finally:
