@@ -253,6 +253,43 @@ def test_a_table_whose_record_names_a_floor_holds_without_one_until_a_named_supe
             ctl.play_round()
 
 
+def test_a_table_pointed_at_another_floor_holds_until_a_named_supervisor_signs_it_off(tmp_path):
+    """A fresh attacker's way round the removal's hold: [floor] pointed at another floor (an
+    empty database, its own key), which vouches for any journal. Held like a removal."""
+    other = FloorLink("http://floor2:8091", "e" * 16)
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        with _life(tmp_path, sim, floor=FLOOR, attached=False) as (ctl, console, journal):
+            ctl.prepare()
+            ctl.play_round()
+        for changed in (other, FloorLink(FLOOR.url, "e" * 16)):  # another floor; the same address, another key
+            with _life(tmp_path, sim, floor=changed, attached=False) as (ctl, console, journal):
+                with pytest.raises(SupervisorRequired, match="no longer reports to the floor"):
+                    ctl.prepare()  # was: journaled as the new floor of record, dealt on
+                assert kinds(journal, "floor_link")[-1]["url"] == FLOOR.url
+        with _life(tmp_path, sim, floor=other, attached=True) as (ctl, console, journal):
+            answers = []
+
+            def sign_off(exp):
+                if exp is not None and "acknowledge_incident" in exp.accepts and not answers:
+                    answers.append(exp)
+                    threading.Thread(target=console.submit, args=(Command(
+                        "acknowledge_incident", {"supervisor": "S-7"}, answers.append,
+                        actor=Actor("S-7", Role.SUPERVISOR, source="http")),)).start()
+
+            console.on_expectation(sign_off)
+            ctl.prepare()
+            wait_until(lambda: len(answers) == 2, 10, "the sign-off's answer")
+            assert answers[1]["ok"] is True
+            ctl.play_round()
+            changed = [b for b in kinds(journal, "supervisor") if b["action"] == "floor_changed"]
+            assert [(b["supervisor"], b["floor_url"]) for b in changed] == [("S-7", FLOOR.url)]
+            assert (kinds(journal, "floor_link")[-1]["url"], kinds(journal, "floor_link")[-1]["key_id"]) == \
+                (other.url, other.key_id)
+        with _life(tmp_path, sim, floor=other, attached=False) as (ctl, console, journal):
+            ctl.prepare()  # signed off and journaled: no second hold
+            ctl.play_round()
+
+
 # -- through the real floor, broker and tablectl run ------------------------------------------------------
 
 def _floor_files(tmp_path, broker_port: int):

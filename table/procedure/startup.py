@@ -146,33 +146,49 @@ class Startup:
         the person named in the journal) before the table deals; the sign-off is journaled
         with the floor's end (``floor_link`` with no ``url``), so removing ``[floor]`` is an
         act on the record, never a silent way around the notary (RFC 9162 section 8.3: a
-        client that stops asking its log is not told from one whose log went back). A new
-        or changed floor is journaled as the floor of record."""
+        client that stops asking its log is not told from one whose log went back). A
+        changed floor (another address or key) holds the same way; a first floor is
+        journaled as the floor of record."""
         t = self.t
         j = t.journal
         assert j is not None
         recorded = floor_of_record(j)
+        before = recorded.get("url") if recorded is not None else None
         if self.floor is not None:
-            if recorded is None or recorded.get("url") != self.floor.url or recorded.get("key_id") != self.floor.key_id:
+            new = (self.floor.url, self.floor.key_id)
+            if before and new != (before, recorded.get("key_id")):
+                # another floor, or the same address with another key: a floor whose database
+                # holds nothing of this table would vouch for any journal; as a removal, an act
+                # of a named supervisor
+                self._sign_off_floor(before, "changed", f"this start reports to the floor at {self.floor.url} "
+                                     f"(key {self.floor.key_id})", new=new)
+            elif recorded is None or new != (before, recorded.get("key_id")):
                 t.record(LINK_KIND, url=self.floor.url, key_id=self.floor.key_id)
                 log.info("floor_of_record", url=self.floor.url, key_id=self.floor.key_id)
             return
-        if recorded is None or not recorded.get("url"):
-            return
-        url = recorded["url"]
-        what = (f"the table's record says it reports to the floor at {url}, and this start has no [floor]: "
-                "the journal's end is not checked with the floor's notary; a supervisor signs off that the "
-                "table no longer reports to that floor before it deals")
+        if before:
+            self._sign_off_floor(before, "removed", "this start has no [floor]", new=(None, None))
+
+    def _sign_off_floor(self, url: str, how: str, why: str, *, new: "tuple[str | None, str | None]") -> None:
+        """Hold, before the table deals, for a supervisor to sign off that it no longer reports
+        to the floor at ``url`` (``how``: ``removed`` or ``changed``); journaled (incident,
+        the supervisor's act ``floor_removed``/``floor_changed``, the new floor of record ``new``)."""
+        t = self.t
+        j = t.journal
+        assert j is not None
+        what = (f"the table's record says it reports to the floor at {url}, and {why}: the journal's end is not "
+                "checked with that floor's notary; a supervisor signs off that the table no longer reports to "
+                "that floor before it deals")
         t.record("incident", what=what, floor_url=url, journal_seq=j.last_seq)
-        log.error("floor_removed", floor_url=url, journal_seq=j.last_seq)
+        log.error(f"floor_{how}", floor_url=url, journal_seq=j.last_seq)
         t.publish("incident", what=what)
         cmd = self.console.wait(("acknowledge_incident",),
                                 f"a supervisor to sign off that the table no longer reports to the floor at {url}",
                                 role="supervisor", voids=False)
         with t.batch():
-            t.record("supervisor", action="floor_removed", supervisor=cmd.person, floor_url=url, **by(cmd))
-            t.record(LINK_KIND, url=None, key_id=None, removed_by=cmd.person)
-        cmd.answer(ok=True, acknowledged="floor removed")
+            t.record("supervisor", action=f"floor_{how}", supervisor=cmd.person, floor_url=url, **by(cmd))
+            t.record(LINK_KIND, url=new[0], key_id=new[1], **{f"{how}_by": cmd.person})
+        cmd.answer(ok=True, acknowledged=f"floor {how}")
 
     def _recount_decks(self, why: str) -> None:
         """A journal that may be behind what happened says where the decks were, not where
