@@ -128,3 +128,18 @@ def test_checking_a_config_that_names_a_plugin_never_imports_it_into_the_table(t
     with pytest.raises(ConfigError, match=r"devices\.shoe\.mode.*one of raise, hang, exit"):
         load_config(path)
     assert not [m for m in set(sys.modules) - before if m.startswith("threecard_test_drivers")]  # checked apart
+
+
+def test_the_service_not_root_and_without_the_driver_units_refuses_to_run_a_plugin_unconfined(tmp_path, mocker):
+    """A fresh attacker's finding: a table run as the service under its own user (not root),
+    the systemd driver sockets not installed, started the plugin itself in the table's user,
+    with its network and its files, without a word. Refused, naming what to install."""
+    import queue
+
+    from devices.apart.choose import open_device
+    from devices.contract import DriverError
+
+    mocker.patch("devices.apart.choose.os.geteuid", return_value=999)
+    request = OpenRequest(DriverKind.SHOE, "/dev/null", "shoe", queue.Queue())
+    with pytest.raises(DriverError, match=r"cannot be confined.*threecard-driver@\.socket"):
+        open_device("threecard_test_drivers.flaky:PLUGIN", request, service=True, sockets=str(tmp_path))

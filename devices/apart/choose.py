@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from devices.contract import DriverKind, OpenRequest
+from devices.contract import DriverError, DriverKind, OpenRequest
 
 from .isolation import Isolation
 from .proxy import check_apart, open_apart, runs_apart
@@ -66,6 +66,13 @@ def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", se
         connect = driver_socket(request.kind, sockets) if service else None
         if connect is not None:  # systemd gave it its user, no network, its device: the rest is the process's
             return open_apart(driver, request, isolation=Isolation(network=True), connect=connect)
+        if service and os.geteuid() != 0:
+            # the service can confine a driver only through systemd's units or as root: never a
+            # plugin in the table's user, its network and its files without a word
+            raise DriverError(f"driver {driver!r} cannot be confined: the table runs as the service, not as root, "
+                              f"and no driver socket {os.path.join(sockets, str(request.kind) + '.sock')} is there "
+                              "(install deploy/threecard-driver@.socket and .service, docs/drivers.md, "
+                              "\"A driver's process\")")
         return open_apart(driver, request, isolation=isolation_for(request, service=service))
     from devices.plugins import open_driver  # the in-process form: the table loads the driver itself
 
