@@ -196,6 +196,36 @@ def test_a_receipt_presented_in_a_tables_status_is_compared_with_the_floors_data
         t.close()
 
 
+def test_a_floor_database_holding_another_head_where_its_receipt_names_one_holds_the_table_for_good(tmp_path,
+                                                                                                  database):
+    """A fresh attacker's fork: the floor's database replaced by one that holds another
+    checkpoint at a receipt's place (same table key, another chain). Compared only by place,
+    the hold was never raised (the notary was at the place already), and a fork dealt past
+    it would lift it. Held, the conflict kept, no new receipt signed over it."""
+    floor_key = generate()
+    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
+    store = open_store(database)
+    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    sent: list[tuple[str, str, bytes]] = []
+    floor.receipt_sinks.append(lambda f, table, payload: sent.append((f, table, payload)))
+    try:
+        cp = t.checkpoint()
+        floor.receive(*t.retained(cp))
+        assert floor.wait_idle(10) and len(sent) == 1
+        genuine = sign_receipt(floor_key, t.table_id, cp["seq"], "cd" * 32, "2026-12-06T06:00:00+00:00")
+        floor.present_receipt(t.table_id, json.dumps(genuine).encode())
+        assert "another head" in (floor.held(t.table_id) or "")
+        later = t.checkpoint()  # the fork deals on past the receipt's place
+        floor.receive(*t.retained(later))
+        assert floor.wait_idle(10)
+        assert "another head" in (floor.held(t.table_id) or ""), "the fork dealt past the receipt lifted the hold"
+        assert len(sent) == 1  # no receipt signed over the conflict
+    finally:
+        floor.close()
+        store.close()
+        t.close()
+
+
 # -- the floor of record -------------------------------------------------------------------------------
 
 @contextlib.contextmanager

@@ -580,9 +580,9 @@ class Floor:
         never replace the broker's retained evidence); the publish runs after the commit."""
         if self.key is None:
             return []
-        rows = tx.query("SELECT seq FROM floor_receipts WHERE table_id = ?", (table,))
-        if rows and int(rows[0][0]) >= int(cp["seq"]):
-            return []
+        rows = tx.query("SELECT seq, conflict FROM floor_receipts WHERE table_id = ?", (table,))
+        if rows and (int(rows[0][0]) >= int(cp["seq"]) or rows[0][1]):
+            return []  # never a receipt over one heard back, nor while the database contradicts one
         env = sign_receipt(self.key, table, int(cp["seq"]), str(cp["head"]), now)
         text = json.dumps(env, separators=(",", ":"))
         tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts) VALUES (?, ?, ?, ?, ?) "
@@ -620,10 +620,20 @@ class Floor:
         else:
             why = (f"the floor signed a receipt for table {table}'s checkpoint {r.seq} with head {r.head[:16]}, "
                    f"and its database holds another head there: the database was replaced; the floor holds the table")
-        tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts) VALUES (?, ?, ?, ?, ?) "
-                   "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
-                   "envelope = excluded.envelope, ts = excluded.ts WHERE floor_receipts.seq < excluded.seq",
-                   (table, r.seq, r.head, json.dumps(r.envelope, separators=(",", ":")), r.ts))
+        if notary is not None and notary[0] >= r.seq:
+            # the database holds another head at the receipt's place: kept as a conflict, which
+            # holds the table whatever the notary does next (a forked chain dealt past the
+            # receipt's place would otherwise lift the hold) until a person clears it
+            tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts, conflict) "
+                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, "
+                       "head = excluded.head, envelope = excluded.envelope, ts = excluded.ts, "
+                       "conflict = excluded.conflict",
+                       (table, r.seq, r.head, json.dumps(r.envelope, separators=(",", ":")), r.ts, why))
+        else:
+            tx.execute("INSERT INTO floor_receipts (table_id, seq, head, envelope, ts) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT (table_id) DO UPDATE SET seq = excluded.seq, head = excluded.head, "
+                       "envelope = excluded.envelope, ts = excluded.ts WHERE floor_receipts.seq < excluded.seq",
+                       (table, r.seq, r.head, json.dumps(r.envelope, separators=(",", ":")), r.ts))
         self._alarm(tx, _digest("receipt", table, r.seq, r.head), table, "floor", "floor_database_behind", why,
                     {"receipt": r.envelope, "notary_seq": notary[0] if notary else None})
 
@@ -653,9 +663,12 @@ class Floor:
 
     def held(self, table_id: str) -> str | None:
         """Why the floor holds ``table_id`` (its notary is below the highest receipt the floor
-        signed or heard back for it: this database is behind), or None."""
-        rows = self.store.query("SELECT r.seq, r.ts, n.seq FROM floor_receipts r LEFT JOIN notary n "
+        signed or heard back for it: this database is behind; or its database holds another
+        head where a receipt of this floor names one: replaced), or None."""
+        rows = self.store.query("SELECT r.seq, r.ts, n.seq, r.conflict FROM floor_receipts r LEFT JOIN notary n "
                                 "ON n.table_id = r.table_id WHERE r.table_id = ?", (table_id,))
+        if rows and rows[0][3]:
+            return f"{rows[0][3]} (a supervisor at the table and the floor examine it)"
         if not rows or (rows[0][2] is not None and int(rows[0][2]) >= int(rows[0][0])):
             return None
         seq, ts, top = int(rows[0][0]), rows[0][1], rows[0][2]

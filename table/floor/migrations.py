@@ -83,6 +83,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             table_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, head TEXT NOT NULL, envelope TEXT NOT NULL,
             ts TEXT NOT NULL)""",
     ]),
+    (6, "a receipt of this floor whose head the database contradicts: the table stays held", [
+        "ALTER TABLE floor_receipts ADD COLUMN conflict TEXT",
+    ]),
 ]
 
 #: the newest schema this code reads and writes
