@@ -399,10 +399,41 @@ def check_archive(archive: Path, *, public_keys: list[Any], last_seq: int, head:
     return r
 
 
-def roll(journal: Journal, archive_dir: str | Path) -> Path:
+class EventCount:
+    """The public event stream's head (:func:`table.events.public_count`) kept as entries
+    commit (a listener of ``journal``), so a rollover names it without reading the whole
+    closed day back (a scan of an 18 MB day cost the round that rolled over ~0.1 s).
+    Counted once at :meth:`start` from the file; the journal's listeners go on across the
+    day's segments, so the count does too."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.value = 0
+
+    def start(self) -> "EventCount":
+        """Count the journal's file and follow its commits. Call on the journal's writing
+        thread (no commit between the count and the listener)."""
+        from .events import is_public, public_count
+
+        def committed(entries: list[Any]) -> None:
+            self.value += sum(1 for e in entries if is_public(e.kind, e.body.get("step")
+                                                               if isinstance(e.body, dict) else None))
+
+        db = sqlite3.connect(f"file:{self.journal.path}?mode=ro", uri=True)
+        try:
+            self.value = public_count(db)
+        finally:
+            db.close()
+        self.journal.on_commit(committed)
+        return self
+
+
+def roll(journal: Journal, archive_dir: str | Path, *, events: EventCount | None = None) -> Path:
     """Finish the day ``journal`` closed (:func:`closing`): archive it, check the archive,
     start the next day's segment at the same path (see the module docstring), and
-    reopen ``journal`` on it (same object, same listeners). Returns the archive's path.
+    reopen ``journal`` on it (same object, same listeners). ``events``: the stream's head
+    kept as entries commit (:class:`EventCount`; None: counted from the closed file).
+    Returns the archive's path.
     Raises :class:`ArchiveError` (the closed segment stays in place, reopened) or
     :class:`~table.journal.JournalError`."""
     close = closing(journal)
@@ -439,7 +470,7 @@ def roll(journal: Journal, archive_dir: str | Path) -> Path:
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
     previous = {"seq": last_seq, "head": head_hex, "checkpoint": last.body["checkpoint"], "gaming_day": day,
-                "archive": archive.name, "events": _events_through(path)}
+                "archive": archive.name, "events": events.value if events is not None else _events_through(path)}
     new = Journal.open_segment(nxt_path, key=journal.key, table_id=journal.table_id, previous=previous, opens=nxt,
                                carried=carried, state=last.body.get("state", {}), clock=journal.now_us,
                                group=journal.group)

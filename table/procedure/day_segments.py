@@ -61,6 +61,7 @@ class DaySegments:
     def __init__(self, state: TableState, policy: ArchivePolicy) -> None:
         self.t = state
         self.policy = policy
+        self._events: segments.EventCount | None = None
 
     def _now(self) -> datetime:
         assert self.t.journal is not None
@@ -86,6 +87,8 @@ class DaySegments:
         j = self.t.journal
         if j is None or self.t.round is not None or self.t.held is not None:
             return None
+        if self._events is None or self._events.journal is not j:  # counted once, then kept as entries commit
+            self._events = segments.EventCount(j).start()
         day, today = self.current_day(), self.policy.gaming_day(self._now())
         if day is None or today <= day:
             return None
@@ -93,7 +96,7 @@ class DaySegments:
             with j.batch():
                 self.t.record(SEGMENT_KIND, close=day.isoformat(), next=today.isoformat())
                 self.t.checkpoint()
-        archive = segments.roll(j, self.policy.folder)
+        archive = segments.roll(j, self.policy.folder, events=self._events)
         log.info("gaming_day_closed", day=day.isoformat(), archive=str(archive), next=today.isoformat())
         self.t.publish("gaming_day_closed", day=day.isoformat(), next=today.isoformat(), archive=archive.name)
         self.retain(today)
