@@ -56,8 +56,10 @@ def test_udev_rules_name_group_and_hide_from_modemmanager(name, symlinks, subsys
     assert [re.search(r'SYMLINK\+="([^"]+)"', r).group(1) for r in rules] == symlinks
     assert subsystem in text
     for r in rules:
-        for needed in ('GROUP="threecard"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"', "idVendor", "idProduct",
-                       "{serial}"):
+        # one group a device: the shoe's driver process cannot open the shuffler (docs/drivers.md)
+        device = "shuffler" if "threecard/shuffler" in r else "shoe"
+        for needed in (f'GROUP="threecard-{device}"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"', "idVendor",
+                       "idProduct", "{serial}"):
             assert needed in r, (needed, r)
 
 
@@ -79,6 +81,8 @@ def test_the_driver_unit_holds_only_its_device_and_starts_the_driver_process():
     assert (one["DevicePolicy"], one["LimitCORE"], one["ProtectSystem"], one["NoNewPrivileges"]) == \
         ("closed", "0", "strict", "yes")
     assert "/dev/threecard/%i rw" in u["DeviceAllow"]
+    # its own device's group only (udev: one group a device), never the group of both devices
+    assert one["SupplementaryGroups"].split() == ["threecard-%i"]
     assert {"-/var/lib/threecard", "-/etc/threecard", "-/run/threecard"} <= set(one["InaccessiblePaths"].split())
     assert "AF_INET" not in one["RestrictAddressFamilies"]
     argv = shlex.split(one["ExecStart"])
