@@ -285,6 +285,8 @@ class _Compressor:
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
         self._idle.set()
+        #: (the day's file, why) of each day that could not be compressed, for the table to say
+        self.failed: list[tuple[str, str]] = []
 
     def add(self, folder: Path, public_keys: list[Any]) -> None:
         with self._lock:
@@ -313,6 +315,8 @@ class _Compressor:
             except (ArchiveError, OSError, sqlite3.Error) as exc:
                 log.error("gaming_day_not_compressed", archive=str(staged), error=str(exc)[:300],
                           note="the day stays in its .journal.sqlite3; the next start tries again")
+                with self._lock:
+                    self.failed.append((staged.name, str(exc)[:300]))
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until no archived day waits to be compressed; returns whether it is so."""
@@ -326,6 +330,15 @@ def compress_pending(archive_dir: str | Path, *, public_keys: list[Any]) -> None
     """Compress, on a thread of its own, every archived day of ``archive_dir`` not
     compressed yet (``YYYY-MM-DD.journal.sqlite3``: :func:`compress_one`). Returns at once."""
     _COMPRESSOR.add(Path(archive_dir), list(public_keys))
+
+
+def not_compressed() -> list[tuple[str, str]]:
+    """The archived days that could not be compressed since the last ask, ``(file name,
+    why)``: a day that does not verify, a swapped one, an xz there that is another day
+    (:func:`compress_one`); taken, so each is said once."""
+    with _COMPRESSOR._lock:
+        out, _COMPRESSOR.failed = _COMPRESSOR.failed, []
+    return out
 
 
 def compressed(timeout_s: float | None = None) -> bool:

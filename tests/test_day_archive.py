@@ -656,3 +656,22 @@ def test_a_swapped_day_not_compressed_yet_never_replaces_the_days_archive(three_
         segments.compress_one(staged / "2026-12-01.journal.sqlite3", public_keys=[key])
     assert (staged / "2026-12-01.journal.xz").read_bytes() == swapped
     assert (staged / "2026-12-01.journal.sqlite3").exists()
+
+
+def test_a_day_that_could_not_be_compressed_is_an_incident_on_the_table(three_days, tmp_path):
+    """A fresh attacker's finding: a not-yet-compressed day that does not verify stayed as it
+    was with only a log line. The table says it: an incident journaled, an alarm."""
+    import lzma
+
+    folder, _ = three_days
+    clock = WallClock()
+    with day_table(tmp_path, clock) as ctl:
+        ctl.play_round()
+        with lzma.open(folder / "archive" / "2026-12-02.journal.xz") as inp:  # another table's day
+            (tmp_path / "archive" / "2026-11-30.journal.sqlite3").write_bytes(inp.read())
+        segments.compress_pending(tmp_path / "archive", public_keys=[load_private_key(tmp_path / "table.key").public])
+        assert segments.compressed(120)
+        ctl.play_round()
+        said = [e.body["what"] for e in ctl.journal.entries("incident")]
+    assert [w for w in said if "2026-11-30.journal.sqlite3 was not compressed" in w], said
+    assert (tmp_path / "archive" / "2026-11-30.journal.sqlite3").exists()

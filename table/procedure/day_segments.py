@@ -89,6 +89,11 @@ class DaySegments:
             return None
         if self._events is None or self._events.journal is not j:  # counted once, then kept as entries commit
             self._events = segments.EventCount(j).start()
+        for name, why in segments.not_compressed():  # off the round's path; said here, on the table's thread
+            text = f"the archived gaming day {name} was not compressed and stays as it is: {why}"
+            self.t.record("incident", what=text)
+            self.t.alarm("incident", text)
+            self.t.publish("incident", what=text)
         day, today = self.current_day(), self.policy.gaming_day(self._now())
         if day is None or today <= day:
             return None
