@@ -143,3 +143,22 @@ def test_the_service_not_root_and_without_the_driver_units_refuses_to_run_a_plug
     request = OpenRequest(DriverKind.SHOE, "/dev/null", "shoe", queue.Queue())
     with pytest.raises(DriverError, match=r"cannot be confined.*threecard-driver@\.socket"):
         open_device("threecard_test_drivers.flaky:PLUGIN", request, service=True, sockets=str(tmp_path))
+
+
+def test_a_driver_process_finds_the_tables_packages_from_any_folder(tmp_path):
+    """The driver process starts without ``site`` (no ``*.pth`` file before it is confined):
+    it is given the folder of the table's own packages, so a table started from any folder,
+    its packages installed editable (found through a ``.pth`` finder), still starts it; a
+    process that cannot start is a DriverProcessFailed naming it, never an exit 70."""
+    import subprocess
+    import sys
+
+    script = ("import queue\n"
+              "from devices.apart import open_apart\n"
+              "from devices.contract import DriverKind, OpenRequest, TransportError\n"
+              "try:\n"
+              "    open_apart('ascii-shoe', OpenRequest(DriverKind.SHOE, 'socket://127.0.0.1:9', 'shoe', queue.Queue()))\n"
+              "except TransportError as exc:\n"
+              "    print('opened the port:', exc)\n")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "opened the port:" in r.stdout and "cannot open socket://127.0.0.1:9" in r.stdout, r.stdout + r.stderr

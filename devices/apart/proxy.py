@@ -79,6 +79,17 @@ _BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
          "from devices.apart.host import main; os._exit(main(['--fd', sys.argv[2]]))")
 
 
+def _import_path() -> list[str]:
+    """Where a driver process finds the table's own packages (``devices`` and those below
+    it) before it reads any ``*.pth`` file: the folder that holds them (an editable install
+    reaches them through a finder a ``.pth`` file installs, which ``-S`` skips), then the
+    table's ``sys.path``."""
+    import devices
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(devices.__file__)))
+    return [here, *(p for p in sys.path if p and p != here)]
+
+
 def _site_dirs() -> list[str]:
     """The table's site-packages folders: a driver process reads their ``*.pth`` files
     (an editable install's path or finder) once it is confined, never before."""
@@ -269,7 +280,7 @@ class DriverProcess:
             # confines itself (a plugin's wheel can ship one); the table's import path is given
             # as it is, the plugin's code is imported only after the confinement (host.start)
             popen = subprocess.Popen([sys.executable, "-S", "-E", "-B", "-c", _BOOT,
-                                      json.dumps([p for p in sys.path if p]), str(child.fileno())],
+                                      json.dumps(_import_path()), str(child.fileno())],
                                      pass_fds=(child.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, env=env, cwd="/")
         finally:
@@ -290,6 +301,12 @@ class DriverProcess:
                     "queue": req.link_config.event_queue_size, "trace": trace is not None,
                     "isolation": self.isolation.to_wire()})
             ready = self._await_ready(c)
+        except ConnectionError as exc:  # the process went before its ready (it could not even import the host)
+            c.kill("did not start")
+            code = c.wait()
+            c.release()
+            raise DriverProcessFailed(f"{self.who}: its process did not start (exit status {code}; "
+                                      f"{exc.strerror or exc})") from None
         except BaseException:
             c.kill("did not start")
             c.wait()
