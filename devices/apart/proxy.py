@@ -81,13 +81,18 @@ _BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
 
 def _import_path() -> list[str]:
     """Where a driver process finds the table's own packages (``devices`` and those below
-    it) before it reads any ``*.pth`` file: the folder that holds them (an editable install
-    reaches them through a finder a ``.pth`` file installs, which ``-S`` skips), then the
-    table's ``sys.path``."""
+    it) before it reads any ``*.pth`` file: the site-packages folders first (an installed
+    table, readable by a driver's own user once it is confined), then the folder that holds
+    the packages this table imported (an editable install reaches them through a finder a
+    ``.pth`` file installs, which ``-S`` skips), then the table's ``sys.path``."""
     import devices
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(devices.__file__)))
-    return [here, *(p for p in sys.path if p and p != here)]
+    out: list[str] = []
+    for p in (*_site_dirs(), here, *sys.path):
+        if p and p not in out:
+            out.append(p)
+    return out
 
 
 def _site_dirs() -> list[str]:
