@@ -28,6 +28,32 @@ from table.keys import generate, save
 
 PLUGINS = str(Path(__file__).parent / "apart_drivers")
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _plugins_a_confined_driver_can_read():
+    """The test plugins where a confined driver's user can read them (as a vendor's package
+    is installed, world-readable): a checkout in a private folder (a fresh clone in
+    /tmp/fresh-clone.XXXX, 0700) is not, nor pytest's own temporary folder."""
+    global PLUGINS
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="threecard-plugins-"))
+    os.chmod(folder, 0o755)
+    copy = folder / "apart_drivers"
+    shutil.copytree(Path(__file__).parent / "apart_drivers", copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for root, dirs, files in os.walk(copy):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    before, PLUGINS = PLUGINS, str(copy)
+    try:
+        yield
+    finally:
+        PLUGINS = before
+        shutil.rmtree(folder, ignore_errors=True)
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a table drops its drivers' privileges only as root")
 
 

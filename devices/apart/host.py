@@ -77,6 +77,11 @@ class Host:
         import encodings.idna  # noqa: F401
         import encodings.ascii  # noqa: F401
         import encodings.latin_1  # noqa: F401
+        # the table's own code the loader needs (never a plugin's), imported before the
+        # confinement for the same reason: an installed table's folder may be private
+        import devices.plugins  # noqa: F401
+        import devices.drivers  # noqa: F401
+        import importlib.metadata  # noqa: F401
 
         try:
             apply(Isolation.from_wire(hello.get("isolation") or {}), keep=(self.sock.fileno(),))
