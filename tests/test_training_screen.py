@@ -172,14 +172,22 @@ def test_pace_person_needs_a_simulated_table(tmp_path):
     assert proc.returncode == 2 and "--pace person paces a simulated table" in proc.stderr, proc.stderr
 
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+
+
 def hands_until(page, action: str) -> None:
     """Press the dealer's hands until the table waits for ``action``."""
     end = time.monotonic() + 60
     while page.get_attribute("#now-what", "data-waiting-action") != action:
         assert time.monotonic() < end, page.inner_text("#now")
-        if page.locator("#do-hands").count():
-            step = page.get_attribute("#do-hands", "data-step")
-            page.click("#do-hands")
+        # the button and its step read in one frame of the page: a re-render between a count and
+        # a read left a read waiting 30 s for a button the panel had just redrawn away
+        step = page.evaluate("() => { const e = document.getElementById('do-hands'); return e ? e.dataset.step : null; }")
+        if step is not None:
+            try:
+                page.click(f'#do-hands[data-step="{step}"]', timeout=STEP_S * 1000)
+            except PlaywrightTimeout:
+                continue  # the table moved on meanwhile (the step is done): look again
             page.wait_for_function("a => { const e = document.getElementById('do-hands');"
                                    " return !e || e.dataset.step !== a; }", arg=step, timeout=STEP_S * 1000)
         else:
