@@ -228,6 +228,8 @@ def test_a_full_round_dealt_by_clicking_only_shows_the_settlement(chromium, benc
     hands = Hands(bench)
     drive(page, hands, until=settled_on_screen, decisions={1: "play", 2: "fold", 3: "play"}, confirm_collect=False,
           keyboard=True)
+    # the settlement can show a moment before the table's next wait reaches the page: wait for it
+    page.wait_for_selector('#now-what[data-waiting-action="confirm_collect"]', timeout=30_000)
     assert waiting(page) == "confirm_collect"
     assert unnamed_controls(page) == []
     settled = events_of(bench, "round_settled")
