@@ -5,7 +5,7 @@
 For each number of seats: runs ``tablectl run --simulate --seed 1 --rounds N
 --journal J`` as its own process (the journal as the table writes it: JSON
 entries, sealed cards, signed checkpoints), then archives it as the day's close
-does (:func:`table.segments.write_archive`: the segment ``VACUUM``-ed, xz at
+does (:func:`table.day.segments.write_archive`: the segment ``VACUUM``-ed, xz at
 preset 9e) and prints
 
 | figure | what |
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _tablectl import tablectl  # noqa: E402
 
-from table.segments import check_archive, write_archive  # noqa: E402
+from table.day.segments import check_archive, write_archive  # noqa: E402
 
 
 def one(rounds: int, seats: int, per_day: int, years: float) -> dict:

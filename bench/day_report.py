@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from protocols.cards import Card  # noqa: E402
-from table.day_report import read_journal, report  # noqa: E402
+from table.day.day_report import read_journal, report  # noqa: E402
 from table.journal import Journal  # noqa: E402
 from table.rules.settlement import Tables, settle_seat  # noqa: E402
 from table.rules.strategy import plays_q64  # noqa: E402

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from devices import CardShoe, Shuffler  # noqa: E402
 from protocols.cards import BackColour  # noqa: E402
 from simulators.table import SimulatedTable  # noqa: E402
-from table import segments  # noqa: E402
+from table.day import segments  # noqa: E402
 from table.controller import TableController, TableTiming  # noqa: E402
 from table.custody import DeckCustody  # noqa: E402
 from table.journal import Journal  # noqa: E402

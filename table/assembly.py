@@ -354,14 +354,14 @@ def floor_anchors(section: Any, table_id: str, key: Any,
 
 def archive_policy(cfg: TableConfig | None, journal_path: str | Path, key: Any, table_id: str) -> ArchivePolicy | None:
     """With ``[journal] archive``: finish a gaming day's rollover a crash cut short
-    (:func:`table.segments.finish`) and return the policy the controller rolls over and
+    (:func:`table.day.segments.finish`) and return the policy the controller rolls over and
     keeps archives by; None without it (one journal). Archived days are removed only
     below the floor notary's checkpoint (``[floor] url``), never without a floor.
     Raises :class:`AssemblyError` (key ``journal.archive``): the folder does not exist,
     or the rollover cannot be finished."""
     if cfg is None or cfg.journal.archive is None:
         return None
-    from .segments import finish
+    from .day.segments import finish
 
     folder = Path(cfg.journal.archive)
     if not folder.is_dir():

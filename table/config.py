@@ -598,7 +598,7 @@ class GamingDaySection:
     hour (0..23) a gaming day starts, in ``timezone`` (an IANA name); a round
     belongs to the gaming day its settlement falls in. ``shift_hours``: the length
     of a shift (dividing 24), the shifts starting at ``start_hour``; a shift change
-    journaled by people (table/gaming_day.py) is where a shift ends instead.
+    journaled by people (table/day/gaming_day.py) is where a shift ends instead.
     ``procedures_required``: no round is dealt while the table is closed for the gaming
     day: the dealer and a supervisor open it with an opening inventory slip (COMAR
     36.05.03.10; ``docs/reporting.md``). Absent: false, so a table upgraded in the middle

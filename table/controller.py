@@ -73,7 +73,7 @@ from .rules.profiles import PENNSYLVANIA, RulesProfile
 from .rules.settlement import Tables
 from .rules.strategy import Decide, q64_player
 from .sealing import mask_cards
-from .segments import ArchiveError
+from .day.segments import ArchiveError
 
 log = structlog.get_logger("table.controller")
 
@@ -106,7 +106,7 @@ class TableController:
     for a supervisor's acknowledgement before it deals, as for a journal behind an anchor.
     ``day_required``: no round is dealt while the table is closed for the gaming day
     (:meth:`table_procedure` or a front door's ``table_procedure`` command opens it; the
-    table waits for it, or raises :class:`~table.gaming_day.TableClosed` with no console
+    table waits for it, or raises :class:`~table.day.gaming_day.TableClosed` with no console
     attached). ``in_force``: what the caller knows is in force besides the paytables,
     profile, limits and seats (``gaming_day``, ``floor``, ``drivers``), journaled with
     them at start, at each gaming day's segment and at every change
@@ -408,7 +408,7 @@ class TableController:
         """Carry out one of the gaming day's procedures between rounds (open, shift change,
         fill, credit, close, drop: :class:`~table.procedure.table_day.TableDayProcedure`),
         signed by ``dealer`` and ``supervisor`` (two people, proven by the front door).
-        Returns the journaled slip; raises :class:`~table.gaming_day.ProcedureError`."""
+        Returns the journaled slip; raises :class:`~table.day.gaming_day.ProcedureError`."""
         return self.day.carry_out(procedure, args, dealer=dealer, supervisor=supervisor)
 
     def resolve_held(self) -> RoundResult | None:
@@ -453,6 +453,6 @@ class TableController:
 def _calendar_of(archive: ArchivePolicy | None) -> Any:
     """The table's gaming-day calendar: the archive policy's start hour and time zone
     (``[gaming_day]``), else the default (06:00 UTC)."""
-    from .day_report import Calendar
+    from .day.day_report import Calendar
 
     return Calendar(archive.start_hour, archive.timezone) if archive is not None else Calendar()

@@ -132,7 +132,7 @@ def public_count(db: sqlite3.Connection) -> int:
     """The public events the entries of the journal ``db`` yield, with those of the
     gaming days before it (``previous.events`` of a segment's first entry): the stream's
     head at its end. A gaming day's next segment starts counting from it
-    (:func:`table.segments.roll`), so event seqs go on across days and restarts."""
+    (:func:`table.day.segments.roll`), so event seqs go on across days and restarts."""
     out = _events_before(db)
     for kind, step in db.execute(f"SELECT kind, json_extract(body, '$.step') FROM entries WHERE {_KIND_SQL}"):
         out += is_public(kind, step)
@@ -614,7 +614,7 @@ class EventLog:
         (built once; again after the next rollover). ``start_ev``: the event seq the live
         segment's events start after, where that day's must end. Raises
         :class:`EventStreamError` when the archive is missing, unreadable or ends elsewhere."""
-        from . import archive_files
+        from .day import archive_files
 
         with self._lock:
             past = self._past
@@ -723,7 +723,7 @@ class EventLog:
 
     def _next_segment(self) -> None:
         """Read the journal's file again after a gaming day's rollover put the next day's
-        segment in its place (table/segments.py): the live events go on; a replay reaches
+        segment in its place (table/day/segments.py): the live events go on; a replay reaches
         back to the new segment's first entry (older days are in the archive)."""
         db, ino = _connect_file(self.path)
         with self._lock:

@@ -209,7 +209,7 @@ WHAT_IF_KEYS = (*KINDS, "progressive_meter_cents", "profile")
 
 
 class Pricing:
-    """How a report prices each round (:mod:`table.day_report`): at what was in force for
+    """How a report prices each round (:mod:`table.day.day_report`): at what was in force for
     it as journaled (:class:`InForce`, with the meter reading it was settled against);
     a round of a journal older than that record at ``fallback`` and ``profile`` (the
     paytables the reader typed, or the config's), or refused naming the options it

@@ -825,7 +825,7 @@ class Journal:
     def reopen(self) -> None:
         """Open the file at :attr:`path` again in this object, keeping its listeners
         (:meth:`on_commit`) and clock: after a gaming day's rollover put the next
-        segment in its place (:func:`table.segments.roll`). Raises :class:`JournalError`."""
+        segment in its place (:func:`table.day.segments.roll`). Raises :class:`JournalError`."""
         listeners, clock = list(self._listeners), self.now_us
         with contextlib.suppress(sqlite3.Error):
             self._db.close()

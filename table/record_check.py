@@ -2,7 +2,7 @@
 
 A report is only as good as the journal it is counted from. :func:`check_record`
 checks the journal (:func:`table.journal.verify`) or the archived gaming days and
-the live segment as one chain (:func:`table.segments.verify_chain`) with whatever
+the live segment as one chain (:func:`table.day.segments.verify_chain`) with whatever
 keys are at hand, and says in one place what was checked and what could not be:
 
 * ``tampered``, ``unreadable``, ``gap``, ``misfiled``: the record does not hold; the
@@ -68,7 +68,7 @@ def check_record(journal: str | Path | None, archive_dir: str | Path | None, *,
     private key (also checks every entry's MAC). Returns a :class:`RecordCheck`.
     Raises :class:`~table.journal.JournalError` for a journal or folder that does not exist."""
     from .journal import JournalError, verify
-    from .segments import verify_chain
+    from .day.segments import verify_chain
 
     keys = list(public_keys)
     signed = bool(keys) or key is not None

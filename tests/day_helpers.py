@@ -113,6 +113,6 @@ def gaming_day_of(ts: str, calendar=None) -> str:
     """The gaming day (``YYYY-MM-DD``) a journal entry's time ``ts`` falls in, by the
     product's calendar (default: start hour 6, UTC): not the date of ``ts``, which is
     the day before between midnight and the start hour."""
-    from table.day_report import Calendar
+    from table.day.day_report import Calendar
 
     return (calendar or Calendar()).gaming_day(datetime.fromisoformat(ts)).isoformat()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from table import segments
+from table.day import segments
 from table.keys import load_private_key
 from table.procedure.table_day import TableClosed
 from tests.day_helpers import PAYTABLES, START, WallClock, day_start, day_table
@@ -493,7 +493,7 @@ def test_sigkill_inside_a_days_compression_loses_nothing_and_the_start_finishes_
     with lzma.open(staged / "2026-12-02.journal.xz") as inp:
         (staged / "2026-12-02.journal.sqlite3").write_bytes(inp.read())
     (staged / "2026-12-02.journal.xz").unlink()
-    code = ("import sys; from pathlib import Path; from table import segments; from table.keys import load_private_key;"
+    code = ("import sys; from pathlib import Path; from table.day import segments; from table.keys import load_private_key;"
             "segments.compress_one(Path(sys.argv[1]), public_keys=[load_private_key(Path(sys.argv[2])).public])")
     r = subprocess.run([sys.executable, "-c", code, str(staged / "2026-12-02.journal.sqlite3"),
                         str(folder / "table.key")], env={**os.environ, segments.KILL_ENV: point},
@@ -522,7 +522,7 @@ def test_an_archive_folder_on_another_file_system_gets_a_copy_checked_against_th
     src = tmp_path / "closed.sqlite3"
     with lzma.open(folder / "archive" / "2026-12-02.journal.xz") as inp:
         src.write_bytes(inp.read())
-    mocker.patch("table.segments.os.link", side_effect=OSError(18, "Invalid cross-device link"))
+    mocker.patch("table.day.segments.os.link", side_effect=OSError(18, "Invalid cross-device link"))
     staged = segments.write_staged(src, tmp_path / "2026-12-02.journal.sqlite3")
     assert staged.read_bytes() == src.read_bytes() and not os.path.samefile(src, staged)
     segments._check_copy(src, staged)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from protocols.cards import Card
-from table.gaming_day import ENTRY_KIND, TableDay
+from table.day.gaming_day import ENTRY_KIND, TableDay
 from table.journal import Journal
 from table.keys import load_private_key
 from table.rules.expectation import round_expectation
@@ -188,7 +188,7 @@ def test_a_shifts_voids_incidents_and_downtime_are_its_own_hours_even_with_no_ro
     none)."""
     from datetime import datetime, timedelta, timezone
 
-    from table.day_report import Calendar, JournalFacts, live_report
+    from table.day.day_report import Calendar, JournalFacts, live_report
     from table.rules.settlement import Tables
 
     t0 = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)  # gaming day 2026-12-03 (06:00 UTC start)
@@ -210,7 +210,7 @@ def test_a_shifts_voids_incidents_and_downtime_are_its_own_hours_even_with_no_ro
 def test_a_round_held_for_a_device_and_a_broken_rule_are_incidents_of_the_day(tmp_path):
     """The day's incidents counted only `incident` entries: a round held for the shoe, or a
     custody rule broken, were in no count (a fresh review: incidents 0 on a day with a hold)."""
-    from table.day_report import read_journal
+    from table.day.day_report import read_journal
     from table.journal import Journal
     from table.keys import generate
 

@@ -8,7 +8,7 @@ import pytest
 
 from table.config import ConfigError, parse_config
 from table.custody import DeckCustody
-from table.gaming_day import ENTRY_KIND, DayFigures, Inventory, ProcedureError, TableClosed, TableDay, statistical_win
+from table.day.gaming_day import ENTRY_KIND, DayFigures, Inventory, ProcedureError, TableClosed, TableDay, statistical_win
 from table.journal import Journal, verify
 from table.keys import generate
 from table.procedure.state import TableState

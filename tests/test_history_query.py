@@ -48,7 +48,7 @@ def test_just_after_the_days_close_the_history_still_lists_yesterdays_last_round
         yesterday = [ctl.play_round() for _ in range(2)]
         clock.set(day_start(1))
         today = ctl.play_round()  # the day closes (archived) before this round opens
-    from table import segments
+    from table.day import segments
 
     assert segments.compressed(120)  # the xz is written off the round's path
     assert [p.name for p in (tmp_path / "archive").iterdir()] == ["2026-12-01.journal.xz"]

@@ -253,7 +253,7 @@ def test_a_journal_older_than_the_record_reports_with_its_options_and_says_so(da
 def test_each_gaming_days_segment_names_what_is_in_force_and_reports_alone(tmp_path):
     """The day's close opens a new segment: its first round is priced from its own
     in_force entry, with no option (the day before is in the archive)."""
-    from table.segments import archives, opened
+    from table.day.segments import archives, opened
     from tests.day_helpers import day_start, day_table
 
     clock = WallClock(START)

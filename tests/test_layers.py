@@ -332,3 +332,20 @@ def test_the_checker_catches_the_table_side_loading_a_driver(tmp_path):
                              "devices/apart/wire.py": "", "devices/apart/isolation.py": ""})
     assert apart_violations(root) == ["devices.apart.proxy imports devices.plugins: the table's side of a driver "
                                       "process never loads a driver"]
+
+
+#: what the gaming day's room (``table/day/``) never imports: it reads and writes the record,
+#: it never conducts the table (docs/architecture.md, the core's ``day/``)
+DAY_MAY_NOT = ("table.procedure", "table.controller", "table.api", "table.assembly", "table.console",
+               "table.recovery")
+
+
+def test_the_day_room_never_reaches_into_the_procedure():
+    mods = modules(REPO)
+    day = [m for m in mods if m.startswith("table.day.")]
+    assert {"table.day.gaming_day", "table.day.day_report", "table.day.segments", "table.day.archive_files",
+            "table.day.signed_report"} <= set(day), "the day's room is where the docs say"
+    known = set(mods)
+    bad = [f"{name} imports {target}" for name in day for target in sorted(imports(name, mods[name], known))
+           if any(target == f or target.startswith(f + ".") for f in DAY_MAY_NOT)]
+    assert bad == []

@@ -35,7 +35,7 @@ import pytest
 
 from console_helpers import PEOPLE, make_people, wait_until
 from tests.day_helpers import gaming_day_of
-from table.day_report import Calendar
+from table.day.day_report import Calendar
 from table.cli.run import EXIT_INTERRUPTED
 from table.interfaces.control_socket import send
 from table.journal import Journal, verify

@@ -18,7 +18,7 @@ import pytest
 from console_helpers import (CHROMIUM_ARGS, DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, chromium_path,
                              screenshot_dir, tablectl)
 from table.keys import load_public_key
-from table.signed_report import check_signed_report
+from table.day.signed_report import check_signed_report
 
 CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from table.keys import generate, load_private_key, public_pem, save
-from table.signed_report import check_signed_report, sign_report
+from table.day.signed_report import check_signed_report, sign_report
 from tests.test_e2e_run import tablectl
 
 PAYTABLES = ["--ante-bonus", "pa-649a12c-1", "--pair-plus", "example-pp-649a12d"]

@@ -22,7 +22,7 @@ from simulators.table import SimulatedTable
 from table.console import Console
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
-from table.gaming_day import ENTRY_KIND
+from table.day.gaming_day import ENTRY_KIND
 from table.interfaces.auth import Authenticator, PeopleFile
 from table.interfaces.control_socket import ControlSocket, send
 from table.interfaces.day_view import DayReportQueries
@@ -610,7 +610,7 @@ def test_a_count_file_past_the_limit_is_refused_whole_naming_the_limit(tmp_path)
     from click.testing import CliRunner
 
     from table.cli import main
-    from table.gaming_day import MAX_DROP_FILE_BYTES
+    from table.day.gaming_day import MAX_DROP_FILE_BYTES
 
     row = "2026-12-01,t1,90000,C-1,C-2\n"
     path = tmp_path / "count.csv"

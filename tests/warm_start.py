@@ -28,7 +28,7 @@ import sys
 from typing import IO
 
 #: what ``tablectl run`` imports, imported once in the server
-PRELOAD = ("table.cli", "table.cli.run", "table.cli.options", "table.controller", "table.day_report",
+PRELOAD = ("table.cli", "table.cli.run", "table.cli.options", "table.controller", "table.day.day_report",
            "table.interfaces.auth", "table.interfaces.control_socket", "table.interfaces.terminal",
            "table.recovery", "table.journal", "devices.drivers", "structlog", "click")
 

@@ -5,7 +5,7 @@ anchored; 1 it was tampered with (the first bad entry, or the checkpoint or
 anchor it disagrees with, is named); 2 it cannot be read (missing, not a
 journal, corrupt) or bad usage; 3 it holds but nothing outside it vouches for
 its end ("unanchored"); 4 unsigned tail; with ``--archive`` (a folder of archived
-gaming days checked as one chain, ``table/segments.py``) also 5 a day missing and
+gaming days checked as one chain, ``table/day/segments.py``) also 5 a day missing and
 6 an archive that is not the day its name says.
 """
 
@@ -133,7 +133,7 @@ def verify_command(journal: str | None, archive_dir: str | None, public_keys: tu
 def _verify_chain(archive_dir: str, journal: str | None, keys: list, anchors: list, key: object,
                   as_json: bool) -> None:
     """``audit verify --archive``: the archived days (and the live segment) as one chain; exits."""
-    from table.segments import verify_chain
+    from table.day.segments import verify_chain
 
     chain = verify_chain(archive_dir, live=journal, public_keys=keys, anchors=anchors, key=key)
     if as_json:
@@ -227,7 +227,7 @@ def report_check_command(report_file: str, public_keys: tuple[str, ...], table_i
 
     from table.files import UnsafeFile, read_regular
     from table.keys import key_id
-    from table.signed_report import MAX_BYTES, check_signed_report
+    from table.day.signed_report import MAX_BYTES, check_signed_report
 
     unbound = [p for p in public_keys if "=" not in p or Path(p).is_file()]
     if len(unbound) > 1 and table_id is None:

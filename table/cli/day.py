@@ -71,7 +71,7 @@ def drop_import_command(csv_file: Path, control_socket: str | None, journal_path
     that is not one, an amount that is not whole cents, one person counting and
     verifying, a day twice: refused, naming the file, line and column."""
     from table.files import UnsafeFile, read_regular
-    from table.gaming_day import MAX_DROP_FILE_BYTES, DropFileError, read_drop_csv
+    from table.day.gaming_day import MAX_DROP_FILE_BYTES, DropFileError, read_drop_csv
     from table.interfaces.control_socket import send
 
     if (control_socket is None) == (journal_path is None):
@@ -137,7 +137,7 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
     transaction), after both PINs are proved against the people file (the lock-outs of a
     sign-in from outside the table's screens). The entries carry the journal's MACs; the
     controller's next start signs them with its checkpoint. Raises :class:`BadInput`."""
-    from table.gaming_day import ENTRY_KIND, DropFileError, ProcedureError, read_drop_csv
+    from table.day.gaming_day import ENTRY_KIND, DropFileError, ProcedureError, read_drop_csv
     from table.interfaces.auth import DEFAULT_PEOPLE_FILE, Authenticator, PeopleFileError, SignInLocked
     from table.journal import Journal, JournalError
     from table.keys import KeyFileError, load_private_key
@@ -160,7 +160,7 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
             raise BadInput(str(exc)) from None
         from datetime import datetime, timezone
 
-        from table.day_report import Calendar
+        from table.day.day_report import Calendar
 
         # the drop rules need today's gaming day (a day to come has no drop): the default calendar
         day = replay_day(journal, journal.table_id,
@@ -177,7 +177,7 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
                     raise BadInput(f"{person} is {actor.role.value}, not {role.value}; nothing imported")
         except (PermissionError, SignInLocked, PeopleFileError) as exc:
             raise BadInput(f"{exc}; nothing imported") from None
-        from table.gaming_day import count_room_problem
+        from table.day.gaming_day import count_room_problem
 
         bodies = []
         for row in rows:

@@ -81,7 +81,7 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
     older than that record is priced at the options (or the config's [paytables]),
     and the report says so."""
     from table.config import ConfigError, load_config
-    from table.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
+    from table.day.day_report import Calendar, ReportError, read_days, read_journal, report, to_csv, to_text
     from table.journal import Journal, JournalError
     from table.rules.profiles import get_profile
     from table.rules.settlement import SettlementError
@@ -253,11 +253,11 @@ def _signing_key(journal_path: str | None, key_file: str | None):
 def _check_before_signing(journal_path: str | None, archive_dir: str | None, key) -> None:
     """Refuse to sign figures the record cannot back: the journal (and the archived days
     with it) must verify with ``key`` (every entry's MAC, every signature, the chain and
-    its head; ``table.journal.verify``, ``table.segments.verify_chain``) before the table
+    its head; ``table.journal.verify``, ``table.day.segments.verify_chain``) before the table
     signs a report made from them, or the signature would vouch for an edited journal.
     Raises :class:`BadInput` naming what failed."""
     from table.journal import JournalError, verify
-    from table.segments import verify_chain
+    from table.day.segments import verify_chain
 
     try:
         if archive_dir is not None:
@@ -285,7 +285,7 @@ def _write_signed(rep: dict, out: str, key) -> None:
     filing), naming the table the report names (its journal's or archives').
     Raises :class:`BadInput`."""
     from table.files import UnsafeFile, write_atomic
-    from table.signed_report import SignedReportError, sign_report
+    from table.day.signed_report import SignedReportError, sign_report
 
     try:
         write_atomic(out, sign_report(rep, key, str(rep["table_id"])), mode=0o644)

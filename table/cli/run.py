@@ -24,7 +24,7 @@ from firmware_bridge.errors import LinkError
 
 from table.console import Console, console_decisions
 from table.errors import DeviceFault, DeviceTimeout, RoundHeld, RoundVoided, SupervisorRequired, TableError
-from table.gaming_day import TableClosed
+from table.day.gaming_day import TableClosed
 from table.controller import JournalTampered, RoundResult, TableController
 from table.in_force import settings_of as in_force_settings
 from table.rules.strategy import q64_player
@@ -573,7 +573,7 @@ class _TableRun:
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
                                                             anchors=lambda: self.anchors,
                                                             archive=cfg.journal.archive if cfg else None).handlers())
-                from table.day_report import Calendar
+                from table.day.day_report import Calendar
                 from table.interfaces.day_view import DayReportQueries
 
                 # the shift's and the day's figures for the supervisor's page
@@ -879,7 +879,7 @@ def _terminal_pin_check(cfg: Any, people_file: str | None, *, source: str = "ter
 
 def _report_signer(journal: Journal) -> Any:
     """Signs a report with the journal's table key, naming its table (the web's signed download)."""
-    from table.signed_report import sign_report
+    from table.day.signed_report import sign_report
 
     return lambda rep: sign_report(rep, journal.key, journal.table_id)
 

@@ -824,7 +824,7 @@ class BrokerFeed:
 
 
 def _handle(results: Any) -> int | None:
-    """A settled round's handle in cents, as the table counts it (table.day_report: every
+    """A settled round's handle in cents, as the table counts it (table.day.day_report: every
     wager's stake but the ante bonus, paid on the ante with no stake of its own), from the
     ``round_settled`` event's ``results``; None when they name no stake (an older stream)."""
     if not isinstance(results, dict):

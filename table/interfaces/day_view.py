@@ -2,7 +2,7 @@
 
 A front-door query (``table/interfaces/api_schema.py``, for supervisors and
 auditors), answered from the journal file opened read-only, never from the
-controller's memory: :func:`table.day_report.live_report` counts the shift or
+controller's memory: :func:`table.day.day_report.live_report` counts the shift or
 gaming day as ``tablectl report shift|day --json`` does (COMAR 36.05.03.25:
 the settled win against the expected win given the decisions, with the 95 %
 band of its exact variance, flagged outside it; the statistical win once the
@@ -18,10 +18,10 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from table.day_report import (Calendar, JournalFacts, ReportError, live_report, merge_facts, read_journal,
+from table.day.day_report import (Calendar, JournalFacts, ReportError, live_report, merge_facts, read_journal,
                               segment_day)
 from table.journal import Journal, JournalError
-from table.segments import day_history
+from table.day.segments import day_history
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
 
@@ -46,7 +46,7 @@ class DayReportQueries:
         """``args``: ``period`` (``shift`` or ``day``), optional ``gaming_day``
         (``YYYY-MM-DD``) and ``shift``. Returns the reply's fields: the report and its
         ``series``. Raises ``ValueError`` (a date that is not one, a report that
-        cannot be counted: :class:`~table.day_report.ReportError`)."""
+        cannot be counted: :class:`~table.day.day_report.ReportError`)."""
         on = None
         if args.get("gaming_day") is not None:
             try:
@@ -70,7 +70,7 @@ class DayReportQueries:
             opened_days = set(day_history(j)["opened"])  # the days the table was opened, carried across days
             if on is None or self.archive is None or on == today:
                 return live
-        from table.segments import archive_name, existing, opened
+        from table.day.segments import archive_name, existing, opened
 
         days = [existing(self.archive / archive_name(d.isoformat())) for d in (on, on + timedelta(days=1))]
         if days[0] is None:

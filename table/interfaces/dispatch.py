@@ -481,7 +481,7 @@ class Dispatcher:
         slip = args.get("slip") if isinstance(args.get("slip"), dict) else {}
         if args.get("procedure") == "drop" and ("counted_by" in slip or "verified_by" in slip):
             # the count room's two people are people of the people file, compared case-folded
-            from table.gaming_day import count_room_problem
+            from table.day.gaming_day import count_room_problem
 
             people = getattr(prove, "people", None)
             if people is None:

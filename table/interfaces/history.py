@@ -99,9 +99,9 @@ def _scan_back(dbs: Iterator[sqlite3.Connection], upto: int, limit: int,
 def _segments(live: sqlite3.Connection, archive: Path | None, opened_dbs: list[sqlite3.Connection]
               ) -> Iterator[sqlite3.Connection]:
     """The live segment, then each gaming day before it that the ``archive`` folder holds
-    (decompressed once: :func:`table.segments.decompressed`), newest first; at most
+    (decompressed once: :func:`table.day.segments.decompressed`), newest first; at most
     :data:`MAX_DAYS_BACK` days. Each connection opened is put in ``opened_dbs``."""
-    from table import segments
+    from table.day import segments
 
     db: sqlite3.Connection | None = live
     for _ in range(MAX_DAYS_BACK + 1):

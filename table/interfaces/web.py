@@ -14,7 +14,7 @@
 ``GET /api/v1/openapi.json`` the OpenAPI 3.1 document (public)
 ``GET /api/v1/report/signed`` ``?period=shift|day&gaming_day=YYYY-MM-DD``: the ``day_report``
                             query's report signed by the table key, as a download
-                            (:mod:`table.signed_report`, ``docs/reporting.md``)
+                            (:mod:`table.day.signed_report`, ``docs/reporting.md``)
 ``/``                       static pages (the web console; package folder ``web_static``)
 ==========================  ======================================================
 
@@ -249,7 +249,7 @@ class WebFrontDoor:
     request is 401); ``front``: the loop; ``tls_certfile``/``tls_keyfile``: HTTPS;
     ``static_dir``: static pages served at ``/`` (default the package's
     ``web_static``); ``report_signer``: signs a report for ``/api/v1/report/signed``
-    (:func:`table.signed_report.sign_report` with the table key). Raises ``OSError`` when the address cannot be bound,
+    (:func:`table.day.signed_report.sign_report` with the table key). Raises ``OSError`` when the address cannot be bound,
     ``ssl.SSLError``/``OSError`` for an unusable certificate.
     """
 

@@ -6,14 +6,14 @@ journal's: :attr:`table.journal.Journal.now_us`) is past the next day's start
 hour (``[gaming_day] start_hour`` in ``timezone``, the casino's gaming day:
 COMAR 36.05.03.25, K.A.R. 112-108-51). It journals the day's close (a
 ``segment`` entry ``{"close": day, "next": next_day}`` and a signed checkpoint,
-one transaction), then :func:`table.segments.roll` archives the day, checks
+one transaction), then :func:`table.day.segments.roll` archives the day, checks
 the archive and starts the next day's segment; then the retention
-(:func:`table.segments.prune`) removes archives past their age whose end the
+(:func:`table.day.segments.prune`) removes archives past their age whose end the
 floor's notary holds.
 
 The conductor calls ``roll_if_due()`` between rounds (``TableController.play_round``
 before it opens a round, and at the end of ``prepare``). A crash during the
-rollover is finished at the next start by :func:`table.segments.finish`, before
+rollover is finished at the next start by :func:`table.day.segments.finish`, before
 the journal is opened.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import structlog
 
-from .. import segments
+from ..day import segments
 from ..journal import SEGMENT_KIND
 from .state import TableState
 
@@ -50,7 +50,7 @@ class ArchivePolicy:
 
     def gaming_day(self, at: datetime) -> date:
         """The gaming day ``at`` (aware) falls in."""
-        from ..day_report import Calendar
+        from ..day.day_report import Calendar
 
         return Calendar(self.start_hour, self.timezone).gaming_day(at)
 
@@ -82,7 +82,7 @@ class DaySegments:
     def roll_if_due(self) -> Path | None:
         """Close the day and roll over when the table's clock is past the next gaming day's
         start and no round is in play or held; returns the archive written, or None.
-        Raises :class:`~table.segments.ArchiveError` (the day stays in the live segment;
+        Raises :class:`~table.day.segments.ArchiveError` (the day stays in the live segment;
         the next call tries again) or :class:`~table.journal.JournalWriteError`."""
         j = self.t.journal
         if j is None or self.t.round is not None or self.t.held is not None:
@@ -109,7 +109,7 @@ class DaySegments:
 
     def retain(self, today: date) -> list[Path]:
         """Remove the archives past retention that the floor's notary anchors (see
-        :func:`table.segments.prune`)."""
+        :func:`table.day.segments.prune`)."""
         p = self.policy
         oldest = segments.cutoff(today, years=p.retention_years, keep_days=p.keep_days)
         seq = None
@@ -122,7 +122,7 @@ class DaySegments:
 
     def _record_retention(self, days: list[str], through_seq: int) -> None:
         """Journal, signed, which archived days retention removes, before they go: an auditor's
-        ``audit verify --archive`` tells them from days deleted (table/segments.py)."""
+        ``audit verify --archive`` tells them from days deleted (table/day/segments.py)."""
         with self.t.journal.batch():
             self.t.record(segments.RETENTION_KIND, removed=days, through_seq=through_seq,
                           retention_years=self.policy.retention_years, keep_days=self.policy.keep_days)

@@ -1,6 +1,6 @@
 """The gaming day's procedures by people, as a part of the conductor.
 
-:class:`TableDayProcedure` joins :class:`table.gaming_day.TableDay` (the pure
+:class:`TableDayProcedure` joins :class:`table.day.gaming_day.TableDay` (the pure
 rules: slips, two signers, open/closed) to the table's shared
 :class:`~table.procedure.state.TableState`: a procedure is journaled (kind
 ``gaming_day``) before it changes the state, a checkpoint signs it, the
@@ -25,7 +25,7 @@ When a procedure is carried out (always on the controller's thread):
   checkpoint at its end (a checkpoint inside an open round would hide it from
   recovery). Once a bet is placed the procedure is refused until the round ends.
 
-``check_may_deal()`` raises :class:`~table.gaming_day.TableClosed` on a closed
+``check_may_deal()`` raises :class:`~table.day.gaming_day.TableClosed` on a closed
 table when ``required`` (with no console attached nobody could open it).
 """
 
@@ -38,13 +38,13 @@ import structlog
 
 from .. import kill_points
 from ..console import Command, Console
-from ..gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
+from ..day.gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
 from ..journal import JournalWriteError
 from .state import TableState
 
 __all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT", "replay_day"]
 
-log = structlog.get_logger("table.gaming_day")
+log = structlog.get_logger("table.day.gaming_day")
 
 #: what a closed table whose procedures are required waits for, in words
 OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventory slip signed by both "
@@ -54,12 +54,12 @@ OPEN_WHAT = ("the dealer and a supervisor to open the table: an opening inventor
 def replay_day(journal: Any, table_id: str, *, calendar: Any = None, today: Any = None) -> TableDay:
     """The table's gaming-day state after ``journal``'s procedures (a restart, an offline
     drop import): a gaming day's segment carries the procedures before it that the state
-    needs (table.segments.carried_procedures), so an open table stays open across the
+    needs (table.day.segments.carried_procedures), so an open table stays open across the
     day's close, and the days opened and the drops entered before it (``day_history``).
-    ``calendar`` (:class:`table.day_report.Calendar`, default 06:00 UTC): the gaming day of
+    ``calendar`` (:class:`table.day.day_report.Calendar`, default 06:00 UTC): the gaming day of
     an opening journaled before openings named their day; ``today``: the current gaming
-    day's callable (:class:`~table.gaming_day.TableDay`)."""
-    from ..day_report import Calendar
+    day's callable (:class:`~table.day.gaming_day.TableDay`)."""
+    from ..day.day_report import Calendar
 
     opening = journal.segment
     carried_all = opening.body.get("carried", {}) if opening is not None else {}
@@ -82,7 +82,7 @@ class TableDayProcedure:
 
     def __init__(self, state: TableState, required: bool = False, console: Console | None = None,
                  calendar: Any = None) -> None:
-        from ..day_report import Calendar
+        from ..day.day_report import Calendar
 
         self.t = state
         self.required = required

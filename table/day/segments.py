@@ -26,7 +26,7 @@ its last entry is the signed checkpoint), compressed with xz to
 ``ARCHIVE/DAY.journal.xz`` (a temporary name, fsynced, renamed, the folder
 fsynced), the xz checked to decompress to the same bytes, and only then the
 ``.journal.sqlite3`` removed. Every reader takes a day in either form
-(:func:`table.archive_files.existing`).
+(:func:`table.day.archive_files.existing`).
 
 A SIGKILL anywhere leaves either the closed segment in place (steps 1-4; a
 restart finds its ``close`` entry and its checkpoint at the end and does the
@@ -61,13 +61,13 @@ from typing import Any, Callable, Iterator
 
 import structlog
 
-from . import kill_points
-from .journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
+from .. import kill_points
+from ..journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, head_path, verify)
 from .archive_files import (ARCHIVE_RE, MAX_COPIES, MAX_SEGMENT_BYTES, STAGED_RE, ArchiveError,  # noqa: F401
                             archive_name, archived_days, decompressed, existing, opened, previous_archive,
                             staged_of)
 
-log = structlog.get_logger("table.segments")
+log = structlog.get_logger("table.day.segments")
 
 #: xz preset: 9 with the extreme flag (a day's archive is written once)
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
@@ -350,7 +350,7 @@ def compressed(timeout_s: float | None = None) -> bool:
 
 def day_history(journal: Journal) -> dict[str, Any]:
     """What the next day's segment carries of the gaming days before it: the days the table
-    was opened and the slip of each day's drop (:meth:`table.gaming_day.TableDay.history`),
+    was opened and the slip of each day's drop (:meth:`table.day.gaming_day.TableDay.history`),
     from what this segment carried and the openings and drops it holds."""
     from .gaming_day import TableDay
 
@@ -426,7 +426,7 @@ class EventCount:
     def start(self) -> "EventCount":
         """Count the journal's file and follow its commits. Call on the journal's writing
         thread (no commit between the count and the listener)."""
-        from .events import is_public, public_count
+        from ..events import is_public, public_count
 
         def committed(entries: list[Any]) -> None:
             self.value += sum(1 for e in entries if is_public(e.kind, e.body.get("step")
@@ -512,7 +512,7 @@ def roll(journal: Journal, archive_dir: str | Path, *, events: EventCount | None
 def _events_through(path: Path) -> int:
     """The public event stream's head at the end of the closed segment ``path``
     (:func:`table.events.public_count`): the next segment's events go on from it."""
-    from .events import public_count
+    from ..events import public_count
 
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -598,7 +598,7 @@ def _close_day(db: Path) -> str | None:
 
 def archives(archive_dir: str | Path) -> list[tuple[str, Path]]:
     """The archived days in ``archive_dir``: (day, path) by file name, oldest first (a day
-    not compressed yet by its ``.journal.sqlite3``: :func:`table.archive_files.archived_days`)."""
+    not compressed yet by its ``.journal.sqlite3``: :func:`table.day.archive_files.archived_days`)."""
     return archived_days(archive_dir)
 
 

@@ -31,8 +31,8 @@ from typing import Any, Iterable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from .journal import _canonical, b64, unb64
-from .keys import TableKey, key_id, verify_signature
+from ..journal import _canonical, b64, unb64
+from ..keys import TableKey, key_id, verify_signature
 
 SCHEMA = "threecard.signed-report/1"
 ALG = "Ed25519"

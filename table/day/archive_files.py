@@ -2,7 +2,7 @@
 kept for the readers that look back past the live segment: the history panel, the event
 stream, MQTT), and the archive a segment names as the day before it.
 
-Apart from :mod:`table.segments` (which writes, rolls and verifies them) so that the event
+Apart from :mod:`table.day.segments` (which writes, rolls and verifies them) so that the event
 stream can read archived days without importing the rollover, which counts its events
 (no import circle: tests/test_layers.py)."""
 
@@ -20,13 +20,13 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from .journal import SEGMENT_KIND, JournalError
+from ..journal import SEGMENT_KIND, JournalError
 
 #: an archived gaming day's file name: ``YYYY-MM-DD.journal.xz``
 ARCHIVE_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.journal\.xz\Z")
 #: an archived gaming day not compressed yet (docs/journal.md, "Gaming days and archives"):
 #: ``YYYY-MM-DD.journal.sqlite3``, the closed segment as the rollover left it; the xz of
-#: the same day replaces it off the round's path (:func:`table.segments.compress_pending`)
+#: the same day replaces it off the round's path (:func:`table.day.segments.compress_pending`)
 STAGED_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.journal\.sqlite3\Z")
 #: the largest archive decompressed (bytes): a day at 1,600 rounds of 7 seats is ~20 MB
 MAX_SEGMENT_BYTES = 4 << 30

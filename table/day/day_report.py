@@ -14,7 +14,7 @@ journal can make:
   (investigating fluctuations outside the 95 % interval: COMAR 36.05.03.25 B(2);
   K.A.R. 112-108-51);
 * the statistical win (closing - opening + credits - fills + drop,
-  :mod:`table.gaming_day`) once people have entered the inventories and the
+  :mod:`table.day.gaming_day`) once people have entered the inventories and the
   drop, else "not known"; a statistical win that differs from the settled win
   is flagged (chips gone from the table, or a round paid other than settled).
 
@@ -36,12 +36,12 @@ from zoneinfo import ZoneInfo
 from protocols.cards import Card
 
 from .gaming_day import ENTRY_KIND, DayFigures
-from .in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
-from .journal import Journal
-from .rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
-from .rules.profiles import PENNSYLVANIA, RulesProfile
-from .rules.settlement import SeatRound, SettlementError, Tables, settle_seat
-from .rules.wagers import Decision, Wagers
+from ..in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
+from ..journal import Journal
+from ..rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
+from ..rules.profiles import PENNSYLVANIA, RulesProfile
+from ..rules.settlement import SeatRound, SettlementError, Tables, settle_seat
+from ..rules.wagers import Decision, Wagers
 
 KINDS = ("shift", "day", "month", "year")
 #: z for a two-sided 95 % band.
@@ -189,7 +189,7 @@ def segment_day(journal: Journal) -> date | None:
     journal kept whole. Everything in a day's segment counts in that day: the close
     waits for the round in play, so a round settled just past the next day's start is
     in the day's archive and in the day's report alike."""
-    from .journal import SEGMENT_KIND
+    from ..journal import SEGMENT_KIND
 
     opening = journal.segment
     try:
@@ -205,10 +205,10 @@ def segment_day(journal: Journal) -> date | None:
 
 def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
     """The facts of every gaming day archived in ``archive_dir``
-    (``YYYY-MM-DD.journal.xz``, :mod:`table.segments`) and of the live segment ``live``,
+    (``YYYY-MM-DD.journal.xz``, :mod:`table.day.segments`) and of the live segment ``live``,
     as one journal's: the report over them is the report over the same rounds live.
     Raises :class:`ReportError` (an archive that does not read, naming it)."""
-    from .journal import JournalError
+    from ..journal import JournalError
     from .segments import archives, opened
 
     parts: list[JournalFacts] = []
@@ -250,7 +250,7 @@ def read_days(archive_dir: Any, live: Journal | None = None) -> JournalFacts:
             out.missing_days.append((names_before, f"{names_before} (after {day_before}: {name} follows it)"))
     # The oldest day read chains to a day before it: unless the table's retention journaled
     # removing it, that day and those before it were deleted (docs/journal.md, "Gaming days
-    # and archives"; the same rule as tablectl audit verify --archive, table.segments.verify_chain).
+    # and archives"; the same rule as tablectl audit verify --archive, table.day.segments.verify_chain).
     if first_previous is not None and not (links and links[0][1] in {d for d, _ in bad}):
         seq = first_previous.get("seq")
         day_before = str(first_previous.get("gaming_day"))
@@ -429,7 +429,7 @@ class Counter:
         them: every seat a paytable paid, or could have paid (a pair or better), is
         settled again but for its Six Card Bonus; a Six Card Bonus is checked against
         the paytable's line for the six-card hand the journal names."""
-        from .rules.hands import SixCardCategory, SixCardHand
+        from ..rules.hands import SixCardCategory, SixCardHand
 
         for r in self.facts.rounds:
             tables, profile = self.priced(r)
@@ -502,7 +502,7 @@ class Counter:
 
     def _shift_starts(self, day: date) -> list[datetime] | None:
         """When shifts 2, 3, ... of gaming ``day`` began, as the table numbers them
-        (:class:`table.gaming_day.TableDay`): each shift change, and each opening after the
+        (:class:`table.day.gaming_day.TableDay`): each shift change, and each opening after the
         day's first (a table closed and opened again starts a new shift, so the report's
         shift is the banner's, and never mixes two sessions' rounds); None when people
         journaled no opening nor shift change that day (the clock's shifts then)."""

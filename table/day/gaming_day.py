@@ -413,7 +413,7 @@ class TableDay:
                 self.drops[body["gaming_day"]] = int(body.get("slip", 0))
         if p == "open":
             # a table opened again in the gaming day it closed in starts the day's next shift (the
-            # report numbers shifts the same way: table.day_report.Counter.shift_of)
+            # report numbers shifts the same way: table.day.day_report.Counter.shift_of)
             opened_on = body.get("gaming_day") if isinstance(body.get("gaming_day"), str) else None
             again = opened_on is not None and opened_on == self.shift_day
             self.is_open, self.shift = True, (self.shift + 1 if again else 1)
