@@ -619,6 +619,7 @@ def test_the_day_report_query_names_an_opened_day_whose_archive_is_missing(tmp_p
             ctl.table_procedure("close", inventory, dealer="D-4", supervisor="S-17")
         clock.set(day_start(3))
         ctl.play_round()
+    assert segments.compressed(timeout_s=120), "the closed days are compressed off the round's path"
     (tmp_path / "archive" / f"{DAYS[1]}.journal.xz").unlink()
     queries = DayReportQueries(tmp_path / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=tmp_path / "archive")
     for period in ("day", "shift"):
