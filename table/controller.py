@@ -51,7 +51,7 @@ from .journal import Journal
 from .procedure.day_segments import ArchivePolicy, DaySegments
 from .procedure.decks import DeckProcedure
 from .procedure.device_faults import RideThrough
-from .procedure.holds import Holds
+from .procedure.holds import Holds, Released, Voided
 from .procedure.in_force import InForceRecord
 from .procedure.intake import ConsoleWake, DeviceIntake, journaled_message
 from .procedure.round_play import Players, RoundPlay
@@ -195,7 +195,8 @@ class TableController:
     table_id = property(lambda self: self.state.table_id, doc="The table's id (the journal's).")
     seats = property(lambda self: self.state.seats, doc="Player positions in the layout.")
     cursor = property(lambda self: self.state.cursor, doc="The devices' last journaled events.")
-    held = property(lambda self: self.state.held, doc="The held round as journaled, None when none is.")
+    held = property(lambda self: self.state.held,
+                    doc="The held round (:class:`~table.round.HeldRound`), None when none is.")
     rounds_played = property(lambda self: self.state.rounds_played, doc="Rounds settled and closed.")
     rounds_opened = property(lambda self: self.state.rounds_opened, doc="Rounds opened (the last number).")
     cards_read = property(lambda self: self.state.cards_read, doc="Cards dealt into rounds (read or entered).")
@@ -283,14 +284,15 @@ class TableController:
             links[name] = {"up": link.alive, "state": link.state.value,
                            "serial": ident.serial_number if ident else None,
                            "firmware": ident.firmware_version if ident else None}
-        held = None
-        if t.held is not None:
-            held = {k: v for k, v in t.held.items() if k in ("round_id", "deck_id", "reason", "number", "settled",
-                                                              "cause")}
-            if t.held.get("void_request"):
-                held["void_requested_by"] = t.held["void_request"]["supervisor"]
+        held: dict[str, Any] | None = None
+        h = t.held
+        if h is not None:
+            held = {"round_id": h.round_id, "deck_id": h.deck_id, "reason": h.reason, "number": h.number,
+                    "settled": h.settled, "cause": h.cause}
+            if h.void_request is not None:
+                held["void_requested_by"] = h.void_request.supervisor
                 # what the first supervisor wrote, for the second to read before confirming (masked as journaled)
-                held["void_reason"] = mask_cards(str(t.held["void_request"].get("reason") or ""))
+                held["void_reason"] = mask_cards(str(h.void_request.reason or ""))
         return {
             "places": t.custody.places(),
             "decks": [{"deck_id": d.deck_id, "back_colour": str(d.back_colour), "place": d.state}
@@ -301,7 +303,7 @@ class TableController:
             "violations": len(t.custody.violations),
             "waiting_for": self.console.waiting_dict(exp) if exp is not None else None,
             "links": links,
-            "alarms": t.alarms_now(),
+            "alarms": t.alarms.now(),
             "void_needs_second_supervisor": self.console.void_policy.needs_second,
             "bets": bets,
             # the gaming day: open or closed, the shift, the last slip's number
@@ -389,13 +391,11 @@ class TableController:
         violation (the round then waits for a supervisor), :class:`DeviceTimeout` /
         :class:`DeviceFault` on devices, :class:`RoundVoided`."""
         if self.state.held is not None:
-            self.holds.take_held_void()
-            result = self.resolve_held()
-            if result is not None:
-                return result
-            voided = self.holds.take_held_void()
-            if voided is not None:  # reported like a void during the round: a round voided is not dealt
-                raise RoundVoided(*voided)
+            outcome = self.holds.resolve()
+            if isinstance(outcome, Released):
+                return self.rounds.run(outcome.round, resumed=True)
+            if isinstance(outcome, Voided):  # reported like a void during the round: a round voided is not dealt
+                raise RoundVoided(outcome.round_id, outcome.reason)
         self.roll_day()  # the first round past the gaming day's start opens the next day's segment
         # Procedures kept for the boundary are carried out; a closed table deals no round, it
         # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).
@@ -413,16 +413,11 @@ class TableController:
 
     def resolve_held(self) -> RoundResult | None:
         """Resolve a held round as the supervisors decide (:meth:`Holds.resolve`): a
-        released round is played on and its result returned; None when it was voided
-        (:meth:`take_held_void`) or, already settled, collected."""
-        released = self.holds.resolve()
-        return self.rounds.run(released, resumed=True) if released is not None else None
-
-    def take_held_void(self) -> tuple[str, str] | None:
-        """The held round the supervisors voided last, as ``(round_id, reason)``, once (None:
-        none since the last call). :meth:`play_round` raises it as :class:`RoundVoided`; a
-        caller of :meth:`resolve_held` itself may report it with this."""
-        return self.holds.take_held_void()
+        released round is played on and its result returned; None when it was voided,
+        or, already settled, collected, or when none was held. :meth:`play_round`
+        raises a void as :class:`RoundVoided`."""
+        outcome = self.holds.resolve()
+        return self.rounds.run(outcome.round, resumed=True) if isinstance(outcome, Released) else None
 
     def change_in_force(self, *, by: dict[str, Any], tables: Tables | None = None,
                         profile: RulesProfile | None = None, limits: TableLimits | None = None) -> dict[str, Any]:

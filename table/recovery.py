@@ -25,6 +25,7 @@ from protocols.messages import DeckVerified
 
 from .custody import CustodyViolation, DeckCustody, DeckPlace, commitment_from_hex
 from .journal import Entry, Journal, SealError
+from .round import HeldRound
 
 #: ``record(kind, **body)``: journal an entry (the controller's own writer).
 Record = Callable[..., None]
@@ -72,9 +73,8 @@ class Restored:
     ``custody``: the decks' places; ``rounds_played`` (closed, not voided),
     ``rounds_opened``, ``cards_read``: the counts; ``open_round_id``: the round
     in progress, if any; ``held``: that round, to hold for a supervisor
-    (``round_id``, ``deck_id``, ``settled``: its results were recorded and
-    stand, 816a.1; ``reason``; ``number``; ``open_seq``: the seq of its
-    ``open`` entry; ``placed``: cents each seat had placed), or None;
+    (:class:`~table.round.HeldRound`: ``settled`` when its results were
+    recorded and stand, 816a.1), or None;
     ``next_draw``: the draw index the shoe's next card should carry;
     ``cursor``: the devices' last journaled events.
     """
@@ -84,7 +84,7 @@ class Restored:
     rounds_opened: int
     cards_read: int
     open_round_id: str | None
-    held: dict[str, Any] | None
+    held: HeldRound | None
     next_draw: int = 0
     cursor: DeviceCursor = field(default_factory=DeviceCursor)
 
@@ -103,7 +103,7 @@ def device_cursor(journal: Journal) -> DeviceCursor:
 
 
 def checkpoint_state(custody: DeckCustody, *, rounds_played: int, rounds_opened: int, cards_read: int,
-                     next_draw: int, cursor: DeviceCursor, held: dict[str, Any] | None = None) -> dict[str, Any]:
+                     next_draw: int, cursor: DeviceCursor, held: HeldRound | None = None) -> dict[str, Any]:
     """What a checkpoint records for :func:`restore`. ``held``: a round still held
     for a supervisor (a controller stopped before anyone resolved it). The cards
     already read from a deck still in play are left out: they may be sealed
@@ -115,9 +115,7 @@ def checkpoint_state(custody: DeckCustody, *, rounds_played: int, rounds_opened:
     state = {"custody": snap, "rounds_played": rounds_played, "rounds_opened": rounds_opened,
              "cards_read": cards_read, "next_draw": next_draw, "devices": cursor.to_dict()}
     if held is not None:
-        state["held"] = {k: v for k, v in held.items() if k in
-                         ("round_id", "deck_id", "settled", "reason", "number", "open_seq", "placed", "cause",
-                          "decisions_final", "void_request")}
+        state["held"] = held.to_dict()
     return state
 
 
@@ -167,7 +165,7 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
         if e.kind in ("device_event", "card_read", "incident") and "dseq" in e.body:
             cursor.journaled(e.body.get("source", "shoe"), int(e.body["dseq"]))
         apply(custody, e, journal)
-    held = None
+    held: dict[str, Any] | None = None
     if open_round is not None:
         held = {"round_id": open_round["round_id"], "deck_id": open_round["deck_id"],
                 "settled": "settle" in open_round["steps"],  # results recorded and posted: they stand (816a.1)
@@ -182,7 +180,8 @@ def restore(journal: Journal, custody: DeckCustody) -> Restored:
                 or bool(open_round["steps"] & {"decisions_done", "dealer_reveal"})}
         if open_round.get("void_request"):
             held["void_request"] = open_round["void_request"]
-    return Restored(custody, played, opened, cards, held["round_id"] if held else None, held, next_draw, cursor)
+    return Restored(custody, played, opened, cards, held["round_id"] if held else None,
+                    HeldRound.from_dict(held) if held is not None else None, next_draw, cursor)
 
 
 def _round_step(e: Entry, open_round: dict[str, Any] | None, played: int,

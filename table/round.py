@@ -5,11 +5,17 @@ collect → closed. The dealer's hand stays sealed until every seat has decided
 (58 Pa. Code 816a.1: nobody sees an outcome before the wager it decides is
 final). A supervisor may void a round, with a reason, any time before settle;
 wagers are then returned. A fault holds the round for a supervisor.
+
+:class:`HeldRound` is a round held for a supervisor as the table keeps it
+(the procedure's shared state) and as a checkpoint journals it
+(:meth:`HeldRound.to_dict`, :meth:`HeldRound.from_dict`; docs/journal.md).
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Any
 
 from transitions import Machine, MachineError
 
@@ -44,6 +50,95 @@ ROUND_TRANSITIONS = [
     {"trigger": "hold", "source": _BEFORE_SETTLE[:-1] + [S.SETTLE.value, S.COLLECT.value], "dest": S.HELD.value},
     {"trigger": "void", "source": _BEFORE_SETTLE, "dest": S.VOIDED.value},
 ]
+
+
+#: the states a held round may resume into (before settlement, not held)
+RESUMABLE = tuple(RoundState(s) for s in _BEFORE_SETTLE[:-1])
+
+
+@dataclass(frozen=True)
+class VoidRequest:
+    """A first supervisor's void of a round whose decisions are final, waiting for a
+    second supervisor to confirm it (the two-person rule; 58 Pa. Code 816a.1).
+
+    ``supervisor``: who asked; ``reason``: what they wrote; ``by``: the person as
+    journaled (``{"role", "id"}``), None when the command named nobody."""
+
+    supervisor: str | None
+    reason: str | None
+    by: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The journaled form: ``{"supervisor", "reason", "by"}``."""
+        return {"supervisor": self.supervisor, "reason": self.reason, "by": self.by}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "VoidRequest":
+        """The journaled form back (:meth:`to_dict`); keys missing read as None."""
+        by = d.get("by")
+        return cls(d.get("supervisor"), d.get("reason"), by if isinstance(by, dict) else None)
+
+
+@dataclass
+class HeldRound:
+    """A round held for a supervisor (a broken custody rule, a device fault, a restart,
+    a void waiting for its second supervisor): what the table keeps of it until the
+    supervisors resolve it (docs/decisions/0002-held-rounds-wait-for-a-supervisor.md).
+
+    ``round_id``, ``deck_id``, ``number`` (as people count rounds; None when the
+    journal did not say); ``reason`` (card faces masked); ``settled``: its results
+    were recorded and stand (816a.1); ``placed``: cents each seat had placed, by
+    seat number as text (what a void returns); ``cause``: ``custody``, ``device``,
+    ``restart`` or ``void_request`` (a device or a restart may be released);
+    ``decisions_final``: a void needs a second supervisor; ``open_seq``: the seq of
+    its ``open`` entry (where a rebuild reads it from); ``hold_from``: the state it
+    was held in (what a release resumes; not journaled, a rebuild finds it);
+    ``void_request``: a first supervisor's void waiting for a second."""
+
+    round_id: str
+    deck_id: str | None
+    reason: str
+    number: int | None
+    settled: bool
+    placed: dict[str, int]
+    cause: str
+    decisions_final: bool
+    open_seq: int | None = None
+    hold_from: RoundState | None = None
+    void_request: VoidRequest | None = None
+
+    @property
+    def said(self) -> str:
+        """The round as people name it: ``round 12`` (its number), else its id."""
+        return f"round {self.number}" if self.number is not None else f"round {self.round_id}"
+
+    @property
+    def releasable(self) -> bool:
+        """Held by a device or a restart, not a broken rule: a supervisor may release it."""
+        return self.cause in ("device", "restart")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The form a checkpoint journals (``state.held``): every field but ``hold_from``;
+        ``open_seq`` and ``void_request`` only when there is one."""
+        d: dict[str, Any] = {"round_id": self.round_id, "deck_id": self.deck_id, "settled": self.settled,
+                             "reason": self.reason, "number": self.number, "placed": dict(self.placed),
+                             "cause": self.cause, "decisions_final": self.decisions_final}
+        if self.open_seq is not None:
+            d["open_seq"] = self.open_seq
+        if self.void_request is not None:
+            d["void_request"] = self.void_request.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HeldRound":
+        """A checkpoint's ``state.held`` back (:meth:`to_dict`). Raises :class:`KeyError`
+        when ``round_id`` is missing."""
+        request = d.get("void_request")
+        open_seq = d.get("open_seq")
+        return cls(str(d["round_id"]), d.get("deck_id"), str(d.get("reason") or ""), d.get("number"),
+                   bool(d.get("settled")), dict(d.get("placed") or {}), str(d.get("cause") or "restart"),
+                   bool(d.get("decisions_final")), int(open_seq) if open_seq is not None else None,
+                   void_request=VoidRequest.from_dict(request) if isinstance(request, dict) and request else None)
 
 
 class RoundProcedureError(Exception):
@@ -94,14 +189,15 @@ class RoundMachine:
         self.hold_reason = reason
         self.step("hold")
 
-    def resume(self, state: str) -> None:
-        """Go back to ``state``, one of the states before settlement, after a supervisor
-        released the hold (the round goes on where it stood). Raises
+    def resume(self, state: RoundState | str) -> None:
+        """Go back to ``state``, one of the states before settlement (:data:`RESUMABLE`),
+        after a supervisor released the hold (the round goes on where it stood). Raises
         :class:`RoundProcedureError` for any other state."""
-        if state not in _BEFORE_SETTLE[:-1]:
-            raise RoundProcedureError(f"round {self.round_id}: cannot resume into {state}")
+        value = state.value if isinstance(state, RoundState) else state
+        if value not in _BEFORE_SETTLE[:-1]:
+            raise RoundProcedureError(f"round {self.round_id}: cannot resume into {value}")
         self.hold_reason = None
-        self._machine.set_state(state)
+        self._machine.set_state(value)
 
     def void_by_supervisor(self, reason: str) -> None:
         """Void the round before settle; the caller returns every wager."""

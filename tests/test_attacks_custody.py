@@ -177,7 +177,7 @@ def test_a_status_saying_60_cards_held_is_never_dealt_on(tmp_path):
         assert info.value.violation.rule is Rule.FOREIGN_CARD
         assert "60 cards, more than one deck of 52" in info.value.violation.detail
         assert kinds(journal, "card_read") == [] and "settle" not in _steps(journal)
-        assert ctl.held["cause"] == "custody"
+        assert ctl.held.cause == "custody"
 
 
 def test_a_negative_count_from_a_drivers_status_is_a_device_fault_and_the_round_never_settles(tmp_path):
@@ -190,7 +190,7 @@ def test_a_negative_count_from_a_drivers_status_is_a_device_fault_and_the_round_
         shoe.cards = -3
         with pytest.raises(DeviceFault, match="impossible count"):
             ctl.play_round()
-        assert ctl.held is not None and ctl.held["cause"] == "device"
+        assert ctl.held is not None and ctl.held.cause == "device"
         released = []
 
         def release(exp):

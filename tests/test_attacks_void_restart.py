@@ -51,7 +51,7 @@ def test_a_round_held_after_the_decisions_still_needs_two_supervisors_after_a_ki
                     held_after_decisions(ctl, sim)  # held with its decisions final; then killed:
                     continue                        # no close(), so no checkpoint signs the hold
                 ctl.prepare()
-                assert ctl.held is not None and ctl.held["decisions_final"] is True  # was False
+                assert ctl.held is not None and ctl.held.decisions_final is True  # was False
                 resolver = threading.Thread(target=ctl.resolve_held)
                 resolver.start()
                 try:

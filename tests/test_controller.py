@@ -522,8 +522,8 @@ def test_a_round_voided_while_the_shoe_is_away_is_carried_out_at_once_and_its_la
             t0 = time.monotonic()
             with pytest.raises(DeviceFault, match="shoe link has been down"):
                 ctl.play_round()
-            assert time.monotonic() - t0 < 1.5 + 2.0 and ctl.held["cause"] == "device"
-            rid = ctl.held["round_id"]
+            assert time.monotonic() - t0 < 1.5 + 2.0 and ctl.held.cause == "device"
+            rid = ctl.held.round_id
             void(console, "shoe unplugged")
             t0 = time.monotonic()
             with pytest.raises(RoundVoided):
@@ -578,11 +578,12 @@ def test_a_round_found_after_a_restart_keeps_what_its_hold_allows(tmp_path, step
         for kind, body in extra:
             j.append(kind, round_id=rid, deck_id="A", number=1, **body)
         held = restore(j, DeckCustody([("A", RED), ("B", BLUE)])).held
-    assert held["round_id"] == rid and held["cause"] == cause and held["decisions_final"] is final
+    assert held is not None
+    assert held.round_id == rid and held.cause == cause and held.decisions_final is final
     if cause == "void_request":
-        assert held["void_request"]["supervisor"] == "S-1"
+        assert held.void_request is not None and held.void_request.supervisor == "S-1"
     if cause == "custody":
-        assert held["reason"] == "foreign card"
+        assert held.reason == "foreign card"
 
 
 def test_a_round_held_across_a_restart_and_released_is_played_by_play_round(tmp_path):
@@ -618,8 +619,8 @@ def test_a_round_held_across_a_restart_and_released_is_played_by_play_round(tmp_
                     with pytest.raises(Killed):
                         ctl.play_round()
                     continue
-                assert ctl.held is not None and ctl.held["cause"] == "restart"
-                rid = ctl.held["round_id"]
+                assert ctl.held is not None and ctl.held.cause == "restart"
+                rid = ctl.held.round_id
                 console.on_expectation(lambda exp: exp is not None and "release_hold" in exp.accepts and console.submit(
                     Command("release_hold", {"supervisor": "S-1"})))  # the supervisor, once the table asks
                 result = ctl.play_round()

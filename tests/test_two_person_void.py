@@ -42,7 +42,7 @@ def held_after_decisions(ctl, sim) -> None:
     ctl.prepare()
     with pytest.raises(RoundHeld):
         ctl.play_round()
-    assert ctl.held is not None and ctl.held["decisions_final"]
+    assert ctl.held is not None and ctl.held.decisions_final
 
 
 def submit(console, action, person, **args):
@@ -191,5 +191,5 @@ def test_a_void_accepted_the_instant_before_the_results_are_recorded_is_carried_
         with pytest.raises(RoundHeld):
             ctl.play_round()
         assert answers[0]["ok"] is True and "second supervisor" in answers[0]["what"]
-        assert ctl.held is not None and ctl.held["void_request"]["supervisor"] == "S-1"
+        assert ctl.held is not None and ctl.held.void_request.supervisor == "S-1"
         assert "settle" not in [e.body.get("step") for e in journal.entries("round")]

@@ -215,7 +215,7 @@ def test_a_restart_mid_round_keeps_the_bets_as_placed(tmp_path):
             console.on_expectation(supervisor)
             Dealer(console, [], {2: "play"})
             ctl.prepare()
-            assert ctl.held is not None and ctl.held["placed"] == {"2": 2_000, "5": 2_000}
+            assert ctl.held is not None and ctl.held.placed == {"2": 2_000, "5": 2_000}
             result = ctl.play_round()
     assert [s.seat for s in result.seats] == [2, 5]
     stakes = {s.seat: {w.wager: w.stake for w in s.settlement.results} for s in result.seats}
@@ -322,7 +322,7 @@ def test_a_void_after_a_stop_while_bets_are_open_returns_the_bets_placed(tmp_pat
             console.on_expectation(lambda exp: exp is not None and exp.action == "void" and console.submit(
                 Command("void", {"supervisor": "S-1", "reason": "stopped during betting"})))
             ctl.prepare()
-            assert ctl.held is not None and ctl.held["placed"] == {"2": 2_000, "5": 2_000}
+            assert ctl.held is not None and ctl.held.placed == {"2": 2_000, "5": 2_000}
             with pytest.raises(RoundVoided):
                 ctl.play_round()
     voided = [e.body for e in journal_entries(tmp_path, "round") if e.body.get("step") == "voided"]

@@ -92,7 +92,7 @@ class DaySegments:
         for name, why in segments.not_compressed():  # off the round's path; said here, on the table's thread
             text = f"the archived gaming day {name} was not compressed and stays as it is: {why}"
             self.t.record("incident", what=text)
-            self.t.alarm("incident", text)
+            self.t.alarms.sound("incident", text)
             self.t.publish("incident", what=text)
         day, today = self.current_day(), self.policy.gaming_day(self._now())
         if day is None or today <= day:

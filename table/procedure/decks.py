@@ -150,7 +150,7 @@ class DeckProcedure:
             self.t.record("incident", what=text)
         self.start_unjournaled = False
         log.error("deck_custody_recount", rule=v.rule.value, detail=mask_cards(v.detail))
-        self.t.alarm("incident", text)
+        self.t.alarms.sound("incident", text)
         self.t.publish("incident", what=text)
 
     def _hold_table(self, v: CustodyViolation) -> None:
@@ -176,14 +176,14 @@ class DeckProcedure:
             self.t.record("incident", what=text, rule=v.rule.value, held=True)
         self.start_unjournaled = False
         log.error("deck_custody_held", rule=v.rule.value, detail=mask_cards(v.detail))
-        self.t.alarm("incident", text, key="custody_hold")
+        self.t.alarms.sound("incident", text, key="custody_hold")
         self.t.publish("incident", what=text)
         cmd = self.wait_person(("acknowledge_incident",), f"a supervisor to acknowledge the custody violation "
                                f"({v.rule.value.replace('_', ' ')}) once the cards that are not the table's are off "
                                "it; the decks are then counted again", role="supervisor")
         self.t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, rule=v.rule.value,
                       **by(cmd))
-        self.t.take_incidents("custody_hold")
+        self.t.alarms.take_incidents("custody_hold")
         cmd.answer(ok=True, acknowledged=v.rule.value)
 
     def _insert_next(self, in_shoe: Deck | None) -> None:
@@ -384,7 +384,7 @@ class DeckProcedure:
             self.t.record("incident", what=text)
             self.t.record("device_event", source="status", message=journaled_message(msg))
         log.warning("device_event_from_status", action=action, back_colour=str(colour))
-        self.t.alarm("incident", text)
+        self.t.alarms.sound("incident", text)
         self.t.publish("incident", what=text)
         if action == "load_shoe":  # a deck loaded: the draws count from it, as its event would have set
             self.t.next_draw = 0
@@ -414,7 +414,7 @@ class DeckProcedure:
                 f"and through the shuffler to be counted before it is dealt")
         self.t.record("incident", what=text)
         log.warning("shoe_holds_unknown_deck", back_colour=str(found))
-        self.t.alarm("incident", text)
+        self.t.alarms.sound("incident", text)
         self.t.publish("incident", what=text)
         deck = next((d for d in self.t.custody.decks.values() if d.back_colour == found), None)
         self.console.expect(Expectation("collect", f"the dealer to take the {found} deck out of the shoe and put it "
@@ -516,7 +516,7 @@ class DeckProcedure:
             self.t.record("incident", what=f"no record of {what}: {text}")
             self.t.record("device_event", source="adopted", message=journaled_message(msg))
         log.warning("device_state_adopted", action=action, deck_id=deck.deck_id, detail=text)
-        self.t.alarm("incident", f"no record of {what}: {text}")
+        self.t.alarms.sound("incident", f"no record of {what}: {text}")
         self.t.publish("incident", what=text)
         self.intake.apply_journaled(msg)
         if action == "load_shoe":
@@ -566,7 +566,7 @@ class DeckProcedure:
             if v.rule is not Rule.DECK_INCOMPLETE:
                 raise
             log.error("deck_failed_verification", deck_id=deck.deck_id, detail=mask_cards(v.detail))
-            self.t.alarm("out_of_service", f"deck {deck.deck_id} ({deck.back_colour}) is out of service: "
+            self.t.alarms.sound("out_of_service", f"deck {deck.deck_id} ({deck.back_colour}) is out of service: "
                                            f"{mask_cards(v.detail)}", key=f"oos:{deck.back_colour}")
             return
         log.info("deck_verified", deck_id=deck.deck_id, places=self.t.custody.places())
@@ -636,5 +636,5 @@ class DeckProcedure:
             return
         self.t.record("supervisor", action="register_deck", supervisor=cmd.person, new_deck_id=deck_id,
                       replaces=out.deck_id, colour=str(out.back_colour), **by(cmd))
-        self.t.clear_alarm(f"oos:{out.back_colour}")
+        self.t.alarms.clear(f"oos:{out.back_colour}")
         cmd.answer(ok=True, deck_id=new.deck_id, replaces=out.deck_id)

@@ -203,7 +203,7 @@ class RideThrough:
         self.t.record("device_fault", step="held", source=which, reason=reason, waiting_for=todo, during=what,
                       round_id=self.t.round.round_id if self.t.round else None)
         log.warning("device_fault_held", source=which, reason=reason, during=what)
-        self.t.alarm("device_fault", f"the {which}: {reason}; the table waits for {todo}", key=key)
+        self.t.alarms.sound("device_fault", f"the {which}: {reason}; the table waits for {todo}", key=key)
         self.t.publish("device_fault", source=which, reason=reason, waiting_for=todo)
         r = self.t.round
         before = self.console.expectation
@@ -239,7 +239,7 @@ class RideThrough:
         self.t.record("device_fault", step="back", source=which, state=now.state.name.lower(), cards=now.cards,
                       back_colour=str(now.back_colour))
         log.info("device_fault_back", source=which)
-        self.t.clear_alarm(key)
+        self.t.alarms.clear(key)
         self.t.publish("device_back", source=which)
         return now
 

@@ -20,6 +20,7 @@ which plays it on (:class:`~table.procedure.round_play.RoundPlay`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -30,7 +31,7 @@ from .. import recovery
 from ..console import Command, Console, Expectation, VoidPolicy
 from ..custody import CustodyViolation, DeckPlace as P
 from ..errors import RoundHeld, RoundVoided, TableError
-from ..round import RoundMachine
+from ..round import HeldRound, RoundMachine, RoundState, VoidRequest
 from ..rules.settlement import Decision, Wagers
 from ..sealing import CARD_FACE, mask_cards
 from .intake import DeviceIntake
@@ -39,8 +40,46 @@ from .state import CardRead, RoundInPlay, TableDevices, TableState, by, wager_di
 log = structlog.get_logger("table")
 
 #: the round machine's state each journaled step leaves a round in (a rebuild after a restart)
-STATE_AFTER_STEP = {"open": "open_for_bets", "close_bets": "bets_closed", "start_dealing": "dealing",
-                    "dealing_done": "decisions", "decisions_done": "dealer_reveal"}
+STATE_AFTER_STEP = {"open": RoundState.OPEN_FOR_BETS, "close_bets": RoundState.BETS_CLOSED,
+                    "start_dealing": RoundState.DEALING, "dealing_done": RoundState.DECISIONS,
+                    "decisions_done": RoundState.DEALER_REVEAL}
+
+
+# -- what resolving a held round came to (:meth:`Holds.resolve`) ---------------------------
+
+
+@dataclass(frozen=True)
+class Released:
+    """A supervisor released the held round: ``round`` goes on where it stood (the
+    conductor plays it on)."""
+
+    round: RoundInPlay
+
+
+@dataclass(frozen=True)
+class Voided:
+    """The supervisors voided the held round ``round_id`` for ``reason`` (every wager
+    returned, its cards collected): reported like a void during a round."""
+
+    round_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The held round ``round_id`` was settled already: its results stand (816a.1), its
+    collect is finished and it is closed. Nothing is left to play."""
+
+    round_id: str
+
+
+@dataclass(frozen=True)
+class NothingHeld:
+    """No round was held."""
+
+
+#: what :meth:`Holds.resolve` returns
+Resolution = Released | Voided | Collected | NothingHeld
 
 
 def deal_order(r: RoundInPlay) -> list[int]:
@@ -85,22 +124,22 @@ class Holds:
         r, held = self.t.round, self.t.held
         two = self.console.two_person_void
         if r is not None:
-            state = r.machine.state
-            if state in ("settle", "collect", "closed"):
+            state = r.machine.round_state
+            if state in (RoundState.SETTLE, RoundState.COLLECT, RoundState.CLOSED):
                 policy = VoidPolicy(r.round_id, f"round {r.number} is settled: its results stand "
                                                 "(58 Pa. Code 816a.1)")
-            elif state in ("voided", "held"):
-                policy = VoidPolicy(r.round_id, f"round {r.number} is already {state}")
+            elif state in (RoundState.VOIDED, RoundState.HELD):
+                policy = VoidPolicy(r.round_id, f"round {r.number} is already {state.value}")
             else:
-                policy = VoidPolicy(r.round_id, "", needs_second=two and state == "dealer_reveal")
+                policy = VoidPolicy(r.round_id, "", needs_second=two and state is RoundState.DEALER_REVEAL)
         elif held is not None:
-            if held.get("settled"):
-                policy = VoidPolicy(held["round_id"], f"held round {held['round_id']} is settled: its results "
-                                                      "stand (58 Pa. Code 816a.1)")
+            if held.settled:
+                policy = VoidPolicy(held.round_id, f"held round {held.round_id} is settled: its results "
+                                                   "stand (58 Pa. Code 816a.1)")
             else:
-                request = held.get("void_request") or {}
-                policy = VoidPolicy(held["round_id"], "", needs_second=two and bool(held.get("decisions_final")),
-                                    requested_by=request.get("supervisor"))
+                request = held.void_request
+                policy = VoidPolicy(held.round_id, "", needs_second=two and held.decisions_final,
+                                    requested_by=request.supervisor if request is not None else None)
         else:
             policy = VoidPolicy(None, "no round is in progress")
         self.console.set_void_policy(policy)
@@ -128,8 +167,7 @@ class Holds:
                    "confirm it")
             t.record("supervisor", action="void_requested", supervisor=cmd.person, reason=mask_cards(reason),
                      **by(cmd))
-            self.hold(r, why, cause="void_request",
-                      void_request={"supervisor": cmd.person, "reason": reason, "by": by(cmd).get("by")})
+            self.hold(r, why, cause="void_request", void_request=VoidRequest(cmd.person, reason, by(cmd).get("by")))
             cmd.finish(ok=True, pending=True, round_id=r.round_id, what="held for a second supervisor to confirm")
             self.console.void_handed_on()  # a second supervisor's void or confirm_void is taken now
             raise RoundHeld(r.round_id, None, reason=why)
@@ -151,147 +189,141 @@ class Holds:
 
     # -- holding a round ----------------------------------------------------------------------
 
-    def hold(self, r: RoundInPlay, reason: str, cause: str = "custody", **extra: Any) -> None:
+    def hold(self, r: RoundInPlay, reason: str, cause: str = "custody", *,
+             void_request: VoidRequest | None = None) -> None:
         """Hold round ``r`` for a supervisor (``cause``: ``custody``, ``device``, ``restart``,
-        ``void_request``), journaled with whether its decisions were final."""
+        ``void_request`` with the first supervisor's ``void_request``), journaled with
+        whether its decisions were final."""
         t = self.t
-        if r.machine.state in ("closed", "held", "voided"):
+        hold_from = r.machine.round_state
+        if hold_from in (RoundState.CLOSED, RoundState.HELD, RoundState.VOIDED):
             return
-        hold_from = r.machine.state
-        settled = hold_from in ("settle", "collect")
+        settled = hold_from in (RoundState.SETTLE, RoundState.COLLECT)
         # every seat with an ante has decided (a Pair Plus-only seat has none to make, 649a.7)
         deciding = sum(1 for w in r.wagers.values() if w.ante)
-        final = hold_from == "dealer_reveal" or bool(r.decisions) and len(r.decisions) == deciding
+        final = hold_from is RoundState.DEALER_REVEAL or bool(r.decisions) and len(r.decisions) == deciding
         sealed = {"reason": reason} if t.journal is not None and CARD_FACE.search(reason) else None
         # decisions_final is journaled with the hold: a restart before the next checkpoint
         # keeps the two-person rule (the decisions may be in memory only, not yet journaled)
         t.record("round", step="held", reason=mask_cards(reason), number=r.number, settled=settled,
                  cause=cause, sealed=sealed, **({"decisions_final": True} if final else {}))
         r.machine.hold_for_supervisor(reason)
-        t.held = {"round_id": r.round_id, "deck_id": r.deck.deck_id, "reason": mask_cards(reason),
-                  **({"open_seq": r.open_seq} if r.open_seq is not None else {}),
-                  "number": r.number, "settled": settled, "placed": placed(r), "cause": cause,
-                  "hold_from": hold_from, "decisions_final": final, **extra}
+        t.held = HeldRound(r.round_id, r.deck.deck_id, mask_cards(reason), r.number, settled, placed(r), cause,
+                           final, open_seq=r.open_seq, hold_from=hold_from, void_request=void_request)
         t.held_round = r
-        t.alarm("held", f"round {r.number} held: {mask_cards(reason)}", key="held")  # as people count rounds
+        t.alarms.sound("held", f"round {r.number} held: {mask_cards(reason)}", key="held")  # as people count rounds
         log.error("round_held", reason=mask_cards(reason), cause=cause)  # the journal has the faces, sealed
         t.publish("round_held", reason=mask_cards(reason))
 
     def _unhold(self) -> None:
         self.t.held = None
         self.t.held_round = None
-        self.t.clear_alarm("held")
+        self.t.alarms.clear("held")
         self.set_void_policy()
 
     # -- resolving a held round ------------------------------------------------------------------
 
-    def resolve(self) -> RoundInPlay | None:
-        """Resolve the held round, as the supervisors decide. Before settlement: void it
-        (misdeal: every wager returned, the cards collected; after the decisions a
-        second supervisor confirms) or, when the hold came from a device or a
-        restart and not from a broken rule, release it: returns the released round,
-        for the conductor to play on. A round already settled keeps its results
-        (recorded and posted, 816a.1): only its collect is finished. Returns None when
-        nothing is left to play (voided: :meth:`take_held_void` says so)."""
+    def resolve(self) -> Resolution:
+        """Resolve the held round, as the supervisors decide, and say what came of it.
+        Before settlement: void it (misdeal: every wager returned, the cards collected;
+        after the decisions a second supervisor confirms): :class:`Voided`; or, when the
+        hold came from a device or a restart and not from a broken rule, release it:
+        :class:`Released` with the round, for the conductor to play on. A round already
+        settled keeps its results (recorded and posted, 816a.1): only its collect is
+        finished, :class:`Collected`. :class:`NothingHeld` when no round is held."""
         held = self.t.held
         if held is None:
-            return None
-        rid = held["round_id"]
+            return NothingHeld()
+        rid = held.round_id
         self.set_void_policy()
-        if held.get("settled"):
-            self._finish_settled(rid, held)
-            return None
+        if held.settled:
+            self._finish_settled(held)
+            return Collected(rid)
         while True:
-            request = held.get("void_request")
-            releasable = held.get("cause") in ("device", "restart")
-            accepts = ("void",) + (("confirm_void",) if request else ()) + (("release_hold",) if releasable else ())
-            said = f"round {held['number']}" if held.get("number") is not None else f"round {rid}"
-            what = (f"a second supervisor to confirm the void of {said} ({request['supervisor']} asked)"
-                    if request else f"a supervisor to void held {said}"
-                    + (" or release it" if releasable else ""))
+            request = held.void_request
+            accepts = (("void",) + (("confirm_void",) if request else ())
+                       + (("release_hold",) if held.releasable else ()))
+            what = (f"a second supervisor to confirm the void of {held.said} ({request.supervisor} asked)"
+                    if request else f"a supervisor to void held {held.said}"
+                    + (" or release it" if held.releasable else ""))
 
-            def check(cmd: Command, request: dict[str, Any] | None = request) -> dict[str, Any] | None:
-                if request is not None and cmd.action == "confirm_void" and cmd.person == request["supervisor"]:
+            def check(cmd: Command, request: VoidRequest | None = request) -> dict[str, Any] | None:
+                if request is not None and cmd.action == "confirm_void" and cmd.person == request.supervisor:
                     return {"code": "refused", "error": "a second supervisor must confirm the void, not the one "
                                                         "who asked it (two-person rule)"}
                 return None
 
             cmd = self._wait_held(accepts, what, action="confirm_void" if request else "void", check=check)
             if cmd.action == "release_hold":
-                return self._release(cmd)
+                return Released(self._release(cmd))
             if cmd.action == "void" and request is None and self.console.void_policy.needs_second:
-                self._void_requested(rid, held, cmd)
+                self._void_requested(held, cmd)
                 continue
             if request is not None:  # the second supervisor: confirm_void, or a void of their own
-                if cmd.person == request["supervisor"]:
+                if cmd.person == request.supervisor:
                     answer = cmd.finish if cmd.action == "void" else cmd.answer
                     answer(ok=False, code="refused", error="a second supervisor must confirm the void, not the one "
                                                          "who asked it (two-person rule)")
                     self.console.void_handed_on()
                     continue
-                reason, first, second = request["reason"], request["supervisor"], cmd.person
+                reason, first, second = str(request.reason), request.supervisor, cmd.person
             else:
                 reason, first, second = cmd.args["reason"], cmd.person, None
-            self._void_held(rid, held, reason, first, second, cmd)
-            return None
+            self._void_held(held, reason, first, second, cmd)
+            return Voided(rid, reason)
 
-    def _finish_settled(self, rid: str, held: dict[str, Any]) -> None:
+    def _finish_settled(self, held: HeldRound) -> None:
         """A held round already settled: the dealer confirms the collect, then it closes."""
         j = self.t.journal
+        rid = held.round_id
         if not self.d.auto_dealer:
-            said = f"round {held['number']}" if held.get("number") is not None else f"round {rid}"  # as people count
-            cmd = self._wait_held(("confirm_collect", "release_hold"), f"the dealer to collect settled {said}")
+            cmd = self._wait_held(("confirm_collect", "release_hold"), f"the dealer to collect settled {held.said}")
             cmd.answer(ok=True, round_id=rid, collected=True)
-        self.collect_void(rid, held.get("deck_id"))
+        self.collect_void(rid, held.deck_id)
         with self.t.batch():
             if j is not None:
-                j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed", number=held.get("number"),
+                j.append("round", round_id=rid, deck_id=held.deck_id, step="closed", number=held.number,
                          completed_after_restart=True)
             self._unhold()
             self.t.checkpoint()
 
-    def _void_requested(self, rid: str, held: dict[str, Any], cmd: Command) -> None:
+    def _void_requested(self, held: HeldRound, cmd: Command) -> None:
         """The first supervisor's void of a held round whose decisions are final: kept for a second."""
         self.t.record("supervisor", action="void_requested", supervisor=cmd.person,
-                      reason=mask_cards(cmd.args["reason"]), round_id=rid, **by(cmd))
-        held["void_request"] = {"supervisor": cmd.person, "reason": cmd.args["reason"], "by": by(cmd).get("by")}
-        cmd.finish(ok=True, pending=True, round_id=rid, what="a second supervisor must confirm")
+                      reason=mask_cards(cmd.args["reason"]), round_id=held.round_id, **by(cmd))
+        held.void_request = VoidRequest(cmd.person, cmd.args["reason"], by(cmd).get("by"))
+        cmd.finish(ok=True, pending=True, round_id=held.round_id, what="a second supervisor must confirm")
         self.set_void_policy()  # the one who asked is refused a void of their own now
 
     def _wait_held(self, accepts: tuple[str, ...], what: str, **kw: Any) -> Command:
+        held = self.t.held
         return self.console.wait(accepts, what, role="supervisor" if "confirm_collect" not in accepts else "dealer",
-                                 round_id=(self.t.held or {}).get("round_id"), **kw)
+                                 round_id=held.round_id if held is not None else None, **kw)
 
-    def _void_held(self, rid: str, held: dict[str, Any], reason: str, first: str | None, second: str | None,
+    def _void_held(self, held: HeldRound, reason: str, first: str | None, second: str | None,
                    cmd: Command) -> None:
         t = self.t
         j = t.journal
+        rid = held.round_id
         extra = {"second_supervisor": second} if second else {}
         t.in_flight_round = rid
         self.intake.cards_in_flight("voided")  # cards the shoe let out for this round: journaled before the collect
         if j is not None:
-            j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="voided", reason=mask_cards(reason),
-                     supervisor=first, wagers="returned", returned_cents=held.get("placed", {}),
+            j.append("round", round_id=rid, deck_id=held.deck_id, step="voided", reason=mask_cards(reason),
+                     supervisor=first, wagers="returned", returned_cents=held.placed,
                      seal_key=j.seal_key(rid).hex(), **extra, **by(cmd))
-        self.collect_void(rid, held.get("deck_id"))
+        self.collect_void(rid, held.deck_id)
         with t.batch():
             if j is not None:
-                j.append("round", round_id=rid, deck_id=held.get("deck_id"), step="closed",
-                         number=held.get("number"), voided=True)
+                j.append("round", round_id=rid, deck_id=held.deck_id, step="closed",
+                         number=held.number, voided=True)
             self._unhold()
             self.t.checkpoint()
         if cmd.action == "void":
             cmd.finish(ok=True, round_id=rid, voided=True)
         else:
             cmd.answer(ok=True, round_id=rid, voided=True, supervisors=[first, second])
-        t.held_void = (rid, reason)
         t.publish("round_voided", round_id=rid, reason=mask_cards(reason))
-
-    def take_held_void(self) -> tuple[str, str] | None:
-        """The held round the supervisors voided last, as ``(round_id, reason)``, once
-        (None: none since the last call)."""
-        voided, self.t.held_void = self.t.held_void, None
-        return voided
 
     def _release(self, cmd: Command) -> RoundInPlay:
         """A supervisor releases a round held by a device fault or a restart: it goes on
@@ -301,24 +333,25 @@ class Holds:
         held = t.held
         assert held is not None
         r = t.held_round if t.held_round is not None else self._rebuild(held)
-        r.machine.resume(held.get("hold_from") or r.machine.state)
+        r.machine.resume(held.hold_from or r.machine.round_state)
         assigned = self._deal_late_cards(r)
         t.record("round", step="released", round_id=r.round_id, number=r.number, supervisor=cmd.person,
                  assigned={str(k): v for k, v in assigned.items()}, **by(cmd))
         t.held = None
         t.held_round = None
-        t.clear_alarm("held")
+        t.alarms.clear("held")
         cmd.answer(ok=True, round_id=r.round_id, released=True)
         return r
 
-    def _rebuild(self, held: dict[str, Any]) -> RoundInPlay:
+    def _rebuild(self, held: HeldRound) -> RoundInPlay:
         """The held round, rebuilt from its journal entries (after a restart)."""
         t = self.t
         j = t.journal
         if j is None:
             raise TableError("a round held across a restart can only be voided without a journal")
-        rid = held["round_id"]
-        entries = [e for e in j.entries(since=int(held.get("open_seq", 1)) - 1) if e.round_id == rid]
+        rid = held.round_id
+        open_seq = held.open_seq if held.open_seq is not None else 1
+        entries = [e for e in j.entries(since=open_seq - 1) if e.round_id == rid]
         opened = next(e for e in entries if e.kind == "round" and e.body.get("step") == "open")
         closed = next((e for e in entries if e.kind == "round" and e.body.get("step") == "close_bets"
                        and isinstance(e.body.get("wagers"), dict)), None)
@@ -337,10 +370,10 @@ class Holds:
             raise TableError(f"round {rid}: its deck is not in play; it can only be voided")
         r = RoundInPlay(opened.body["number"], rid, deck, RoundMachine(rid), wagers, hands={s: [] for s in wagers},
                         open_seq=opened.seq)
-        state = "open_for_bets"
+        state = RoundState.OPEN_FOR_BETS
         for e in entries:
             if e.kind == "round":
-                state = STATE_AFTER_STEP.get(e.body.get("step"), state)
+                state = STATE_AFTER_STEP.get(str(e.body.get("step")), state)
                 if e.body.get("step") == "decisions_done":
                     r.decisions = {int(s): Decision.parse(d) for s, d in e.body.get("decisions", {}).items()}
             elif e.kind == "card_read" and e.body.get("to") is not None and not e.body.get("refused"):
@@ -348,7 +381,7 @@ class Holds:
                 r.reads.append(CardRead(e.body["draw_index"], card, BackColour.parse(e.body["back_colour"]),
                                         bool(e.body.get("manual"))))
                 (r.dealer if e.body["to"] == 0 else r.hands[e.body["to"]]).append(card)
-        held["hold_from"] = state
+        held.hold_from = state
         r.prompted = len(r.reads)
         return r
 
@@ -356,7 +389,7 @@ class Holds:
         """Cards the shoe read while the round was held (journaled as late, dealt to
         nobody) take their places in the deal, in draw order."""
         j = self.t.journal
-        if j is None or r.machine.state != "dealing":
+        if j is None or r.machine.round_state is not RoundState.DEALING:
             return {}
         order = deal_order(r)
         assigned: dict[int, int] = {}
@@ -403,7 +436,7 @@ class Holds:
         """A supervisor acknowledges the table's incident alarms (any time; a journaled
         supervisor action): ``incident`` names one alarm by id, else all of them."""
         want = cmd.args.get("incident")
-        ids = self.t.take_incidents(None if want is None else str(want))
+        ids = self.t.alarms.take_incidents(None if want is None else str(want))
         if not ids:
             cmd.answer(ok=False, code="refused", error="no incident alarm to acknowledge"
                        + (f" with id {want}" if want is not None else ""))

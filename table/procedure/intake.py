@@ -214,11 +214,11 @@ class DeviceIntake(ShoeCountChecks):
         self.t.record("link", source=ev.source, notice=msg.kind, detail=mask_cards(msg.detail))
         if msg.kind == "link_down":
             self._links_down.setdefault(ev.source, time.monotonic())
-            self.t.alarm("device_down", f"the {ev.source} link is down: {mask_cards(msg.detail)}",
+            self.t.alarms.sound("device_down", f"the {ev.source} link is down: {mask_cards(msg.detail)}",
                          key=f"down:{ev.source}")
         elif msg.kind in ("link_up", "device_rebooted"):
             self._links_down.pop(ev.source, None)
-            self.t.clear_alarm(f"down:{ev.source}")
+            self.t.alarms.clear(f"down:{ev.source}")
         if msg.kind in ("link_up", "device_rebooted"):
             self.identify(ev.source)
         if msg.kind in ("identity_changed", "handshake_refused"):
@@ -295,7 +295,7 @@ class DeviceIntake(ShoeCountChecks):
         t = self.t
         msg = ev.message
         r = t.round
-        rid = round_id or (r.round_id if r is not None else (t.held or {}).get("round_id"))
+        rid = round_id or (r.round_id if r is not None else t.held.round_id if t.held is not None else None)
         body: dict[str, Any] = {"dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
                                 "back_colour": str(msg.back_colour), **flags}
         if ev.source != "shoe":  # "shoe" is the default a reader assumes (journal format 3)

@@ -34,7 +34,7 @@ from ..console import Command, Console, Expectation, VoidArrived, VoidPolicy
 from ..custody import CustodyViolation, Rule
 from ..errors import DeviceFault, DeviceTimeout, RoundHeld
 from ..journal import JournalWriteError
-from ..round import RoundMachine
+from ..round import RoundMachine, RoundState
 from ..rules.hands import dealer_qualifies, evaluate
 from ..rules.profiles import RulesProfile
 from ..rules.settlement import Tables, Wagers, settle_seat
@@ -145,15 +145,15 @@ class RoundPlay:
         """The round's steps in order; a resumed round (released after a hold) starts at
         the step it stood at."""
         self.holds.set_void_policy()
-        if r.machine.state == "open_for_bets":
+        if r.machine.round_state is RoundState.OPEN_FOR_BETS:
             if resumed:
                 self.replay_bets(r)
             self._close_bets(r, announce=not resumed)
-        if r.machine.state == "bets_closed":
+        if r.machine.round_state is RoundState.BETS_CLOSED:
             self._step(r, "start_dealing")
-        if r.machine.state == "dealing":
+        if r.machine.round_state is RoundState.DEALING:
             self._deal(r, resumed)
-        if r.machine.state == "decisions":
+        if r.machine.round_state is RoundState.DECISIONS:
             self._decisions(r)
         qualifies = self._reveal(r)
         ShuffleCommitment(self.t, self.d, self.intake).check(r)  # the deal followed the shuffle (SPEC §4.2.1)

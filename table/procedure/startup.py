@@ -89,10 +89,10 @@ class Startup:
         with t.batch():
             if restored.held is not None:
                 t.held = h = restored.held
-                j.append("round", round_id=h["round_id"], deck_id=h["deck_id"], step="held", reason=h["reason"],
-                         settled=h["settled"], number=h["number"],
-                         **({"decisions_final": True} if h.get("decisions_final") else {}))
-                log.error("round_held", round_id=h["round_id"], reason=h["reason"], settled=h["settled"])
+                final: dict[str, Any] = {"decisions_final": True} if h.decisions_final else {}
+                j.append("round", round_id=h.round_id, deck_id=h.deck_id, step="held", reason=h.reason,
+                         settled=h.settled, number=h.number, **final)
+                log.error("round_held", round_id=h.round_id, reason=h.reason, settled=h.settled)
             t.record("restart", places=t.custody.places(), rounds_played=t.rounds_played)
             for source in self.d.links:
                 self.intake.identify(source)

@@ -5,8 +5,8 @@ the table (custody, the journal, the round in play, a held round, the counts,
 the draw index the shoe's next card must carry, the device cursor, the
 standing alarms) and the helpers every part records with: journal before act
 (:meth:`TableState.record`), one step's entries in one transaction
-(:meth:`TableState.batch`), events for subscribers (:meth:`TableState.publish`)
-and alarms that stay until handled. :class:`TableDevices` holds the shuffler,
+(:meth:`TableState.batch`), events for subscribers (:meth:`TableState.publish`).
+:class:`Alarms` keeps the alarms that stay until handled. :class:`TableDevices` holds the shuffler,
 the shoe, their links, the dealer and the timing. A part is given these two
 objects (and the other parts it calls), never the controller.
 
@@ -36,7 +36,7 @@ from .. import recovery
 from ..console import Command
 from ..custody import CustodyViolation, Deck, DeckCustody, DeckPlace
 from ..journal import Journal
-from ..round import RoundMachine
+from ..round import HeldRound, RoundMachine
 from ..rules.settlement import Decision, SeatSettlement, Wagers
 from ..sealing import CARD_FACE, mask_cards
 from .device_faults import guarded
@@ -248,9 +248,6 @@ class TableState:
     restored by :mod:`table.procedure.startup`.
     """
 
-    #: standing alarms kept at most (the oldest drop out)
-    MAX_ALARMS = 32
-
     def __init__(self, custody: DeckCustody, journal: Journal | None, *, seats: int,
                  cursor: recovery.DeviceCursor) -> None:
         self.custody = custody
@@ -259,11 +256,10 @@ class TableState:
         self.seats = seats
         self.cursor = cursor
         self.round: RoundInPlay | None = None
-        #: the held round as journaled (None: nothing held); ``held_round`` what a release resumes
-        self.held: dict[str, Any] | None = None
+        #: the held round (None: nothing held); ``held_round`` what a release resumes (None
+        #: after a restart: rebuilt from the journal then)
+        self.held: HeldRound | None = None
         self.held_round: RoundInPlay | None = None
-        #: a held round voided, ``(round_id, reason)``, until reported once
-        self.held_void: tuple[str, str] | None = None
         #: a voided round whose cards may still arrive from the shoe (drawn while it was away),
         #: until the shoe is loaded again: they are journaled as that round's late cards
         self.in_flight_round: str | None = None
@@ -272,7 +268,7 @@ class TableState:
         self.cards_read = 0
         #: the draw index the shoe's next card must carry (SPEC §4.3)
         self.next_draw = 0
-        self.alarms: list[dict[str, Any]] = []
+        self.alarms = Alarms()
         self.subscribers: list[Callable[[TableEvent], None]] = []
         self.lock = threading.Lock()
 
@@ -347,33 +343,61 @@ class TableState:
             except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the table
                 log.exception("subscriber_failed", kind=kind)
 
-    # -- alarms ------------------------------------------------------------------------------
 
-    def alarm(self, kind: str, text: str, *, key: str | None = None) -> None:
-        """Raise an alarm that stays until handled (a held round, a device down, a deck out
-        of service, an incident): in the status, for the screens. ``key`` replaces an
-        alarm of the same key."""
-        key = key or f"{kind}:{len(self.alarms)}:{time.monotonic_ns()}"
-        with self.lock:
-            self.alarms = [a for a in self.alarms if a["id"] != key]
-            self.alarms.append({"id": key, "kind": kind, "text": mask_cards(text),
-                                "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
-            del self.alarms[:-self.MAX_ALARMS]
+# --- the standing alarms ---------------------------------------------------------------------
 
-    def clear_alarm(self, key: str) -> None:
-        """Remove the alarm ``key`` (handled)."""
-        with self.lock:
-            self.alarms = [a for a in self.alarms if a["id"] != key]
+
+@dataclass(frozen=True)
+class Alarm:
+    """One standing alarm: ``id`` (its key), ``kind`` (``held``, ``device_down``,
+    ``device_fault``, ``out_of_service``, ``incident``), ``text`` (card faces masked,
+    816a.1) and ``since`` (UTC, ISO 8601 to the second)."""
+
+    id: str
+    kind: str
+    text: str
+    since: str
+
+    def to_dict(self) -> dict[str, str]:
+        """As the status shows it to the screens, the API and MQTT: ``{"id", "kind", "text", "since"}``."""
+        return {"id": self.id, "kind": self.kind, "text": self.text, "since": self.since}
+
+
+class Alarms:
+    """The alarms that stay until handled (a held round, a device down, a deck out of
+    service, an incident), for the status and the screens; safe to read from any
+    thread. At most :attr:`MAX` are kept (the oldest drop out)."""
+
+    #: standing alarms kept at most
+    MAX = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._alarms: list[Alarm] = []
+
+    def sound(self, kind: str, text: str, *, key: str | None = None) -> None:
+        """Raise an alarm of ``kind`` saying ``text`` (card faces masked here). ``key``
+        replaces a standing alarm of the same key (None: a new alarm of its own)."""
+        with self._lock:
+            key = key or f"{kind}:{len(self._alarms)}:{time.monotonic_ns()}"
+            kept = [a for a in self._alarms if a.id != key]
+            kept.append(Alarm(key, kind, mask_cards(text),
+                              _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
+            self._alarms = kept[-self.MAX:]
+
+    def clear(self, key: str) -> None:
+        """Remove the alarm ``key`` (handled); nothing when none stands."""
+        with self._lock:
+            self._alarms = [a for a in self._alarms if a.id != key]
 
     def take_incidents(self, want: str | None) -> list[str]:
-        """Remove the incident alarms (``want``: one by id, None: all) and return their ids."""
-        with self.lock:
-            ids = [a["id"] for a in self.alarms if a["kind"] == "incident" and (want is None or a["id"] == want)]
-            self.alarms = [a for a in self.alarms if a["id"] not in ids]
+        """Remove the incident alarms (``want``: one by id, None: all); returns their ids, sorted."""
+        with self._lock:
+            ids = [a.id for a in self._alarms if a.kind == "incident" and (want is None or a.id == want)]
+            self._alarms = [a for a in self._alarms if a.id not in ids]
         return sorted(ids)
 
-    def alarms_now(self) -> list[dict[str, Any]]:
-        """A copy of the standing alarms."""
-        with self.lock:
-            return [dict(a) for a in self.alarms]
-
+    def now(self) -> list[dict[str, str]]:
+        """The standing alarms, oldest first, as the status shows them (:meth:`Alarm.to_dict`)."""
+        with self._lock:
+            return [a.to_dict() for a in self._alarms]

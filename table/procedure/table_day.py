@@ -40,6 +40,7 @@ from .. import kill_points
 from ..console import Command, Console
 from ..day.gaming_day import ENTRY_KIND, ProcedureError, TableClosed, TableDay
 from ..journal import JournalWriteError
+from ..round import RoundState
 from .state import TableState
 
 __all__ = ["TableDayProcedure", "ProcedureError", "TableClosed", "OPEN_WHAT", "replay_day"]
@@ -187,7 +188,7 @@ class TableDayProcedure:
             log.info("table_procedure_repeated", procedure=procedure, slip=before.get("slip"), request_id=request_id)
             return {**before, "repeated": True}
         r = self.t.round
-        if r is not None and (r.machine.state != "open_for_bets" or r.wagers):
+        if r is not None and (r.machine.round_state is not RoundState.OPEN_FOR_BETS or r.wagers):
             raise ProcedureError("a round is in play: table procedures are carried out between rounds", "refused")
         body = self.day.prepare(procedure, args, dealer=dealer, supervisor=supervisor, request_id=request_id)
         kill_points.reached("procedure_prepared", procedure)
