@@ -13,6 +13,14 @@ a card with no round to go to is journaled (its face sealed, with a commitment
 to it) and raises, so the caller holds the round: a card is never shifted onto
 the next seat.
 
+One path for a card: every card event taken off the queue is a
+:class:`~table.procedure.card_path.CardEvent` and goes through
+:meth:`~table.procedure.card_path.CardPath.take_card` (:mod:`table.procedure.card_path`,
+mixed in here), which says by what the table is doing (``CardMoment``) where it
+goes: to the deal, or to one of the small named steps after it (drawn early,
+beyond the deal, late for a held round, after a void, with no round, delivered
+before a restart's start, let out before a collect).
+
 A shoe whose driver declares a capability missing (docs/drivers.md,
 "Capabilities") gets the table's fallback here: without ``draw_index`` the
 table numbers the shoe's reads itself (:meth:`DeviceIntake.numbered`: no gap
@@ -32,13 +40,13 @@ from __future__ import annotations
 import dataclasses
 import queue
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 import structlog
 
 from devices.contract import Capabilities, DeviceEvent, LinkError, LinkNotice, RefusedEvent
 from devices.plugins import describe
-from protocols.cards import BackColour, Card
+from protocols.cards import BackColour
 from protocols.messages import (
     CardDrawn,
     CardUnreadable,
@@ -55,12 +63,14 @@ from protocols.vectors import message_to_dict
 
 from ..custody import CustodyViolation, Deck, DeckPlace as P, Rule
 from ..errors import DeviceFault, DeviceTimeout, ShufflerStopped
-from ..journal import b64, fresh_seal_nonce
-from ..sealing import commitment, mask_cards
+from ..sealing import mask_cards
+from .card_path import CardEvent, CardMoment, CardPath
 from .shoe_count import ShoeCountChecks
 from .state import TableDevices, TableState
 
 log = structlog.get_logger("table")
+
+M = TypeVar("M")
 
 
 class ConsoleWake:
@@ -78,7 +88,7 @@ def journaled_message(msg: Message) -> dict[str, Any]:
     return d
 
 
-class DeviceIntake(ShoeCountChecks):
+class DeviceIntake(CardPath, ShoeCountChecks):
     """Takes the devices' events off the shared queue, journals and answers each.
 
     ``on_wake``: called when a console's void wakes a device wait (the holds part
@@ -126,34 +136,40 @@ class DeviceIntake(ShoeCountChecks):
         (:class:`devices.contract.Capabilities`, checked when the driver was taken in,
         ``device_faults.guarded``; docs/drivers.md, "Capabilities")."""
         driver = self.d.shuffler if source == self.d.shuffler_name else self.d.shoe
-        return driver.capabilities
+        capabilities: Capabilities = driver.capabilities  # checked when the driver was taken in (guarded)
+        return capabilities
 
-    def numbered(self, ev: DeviceEvent) -> DeviceEvent:
-        """A shoe card event as the table numbers it. A shoe without a per-card draw
-        index (``draw_index`` missing, docs/drivers.md) is numbered by the table: the
-        next read since the load (``next_draw``, restored from the journal after a
-        restart), whatever number its driver gave; a full shoe's own index is kept
-        (SPEC §4.3). Returns ``ev`` itself or a copy with that ``draw_index``."""
+    def numbered(self, ev: DeviceEvent, msg: CardDrawn | CardUnreadable) -> CardEvent:
+        """A card event (``msg`` is ``ev.message``) as the table numbers it. A shoe without a
+        per-card draw index (``draw_index`` missing, docs/drivers.md) is numbered by the
+        table: the next read since the load (``next_draw``, restored from the journal after
+        a restart), whatever number its driver gave; a full shoe's own index is kept
+        (SPEC §4.3). Returns ``ev`` as a :class:`CardEvent`, or a copy with that ``draw_index``."""
         if ev.source != self.d.shoe_name or self.capabilities(ev.source).draw_index:
-            return ev
+            return CardEvent(ev, msg)
         mine = self.t.next_draw % 256
-        if ev.message.draw_index == mine:
-            return ev
-        return dataclasses.replace(ev, message=dataclasses.replace(ev.message, draw_index=mine))
+        if msg.draw_index == mine:
+            return CardEvent(ev, msg)
+        msg = dataclasses.replace(msg, draw_index=mine)
+        return CardEvent(dataclasses.replace(ev, message=msg), msg)
 
     def wake(self) -> None:
         """Wake the controller from a device wait: a void was accepted (Console.wake)."""
         try:
-            self.d.events.put_nowait(DeviceEvent("console", ConsoleWake(), time.monotonic()))
+            # the marker shares the devices' queue so one wait sees both; it is never a device's
+            # message, and next_event takes it off before anything reads one (hence the cast)
+            wake = cast(Message, ConsoleWake())
+            self.d.events.put_nowait(DeviceEvent("console", wake, time.monotonic()))
         except queue.Full:
             pass  # events are waiting: the controller reads them, and checks the void at each step
 
     # -- the next event --------------------------------------------------------------------
 
-    def next_event(self, timeout_s: float, what: str) -> DeviceEvent:
+    def next_event(self, timeout_s: float, what: str) -> CardEvent | Message:
         """The next device event, journaled then answered; link notices and refused
-        events are handled here. A ``CardDrawn`` is returned unjournaled: the caller
-        journals it where it goes (:meth:`card_entry`), then answers it. Raises
+        events are handled here. Returns the message, or a :class:`CardEvent` for a
+        card: a ``CardDrawn`` unjournaled (:meth:`take_card` journals it where it goes,
+        :meth:`card_entry`, then answers it), a ``CardUnreadable`` journaled. Raises
         :class:`DeviceTimeout` when nothing came within ``timeout_s`` (on the table's
         clock), :class:`DeviceFault` when a link is down past its reconnect wait."""
         clock = self.d.timing.clock
@@ -188,11 +204,12 @@ class DeviceIntake(ShoeCountChecks):
             if isinstance(msg, RefusedEvent):
                 self._on_refused(ev, msg)
                 continue
+            card: CardEvent | None = None
             if isinstance(msg, (CardDrawn, CardUnreadable)):
-                ev = self.numbered(ev)  # a shoe without a draw index: the table's number
-                msg = ev.message
-            if isinstance(msg, CardDrawn):
-                return ev
+                card = self.numbered(ev, msg)  # a shoe without a draw index: the table's number
+                if isinstance(card.message, CardDrawn):
+                    return card
+                ev, msg = card.event, card.message
             self.t.record("device_event", source=ev.source, dseq=ev.seq, message=journaled_message(msg))
             self.t.cursor.journaled(ev.source, ev.seq)
             self.answer(ev)
@@ -201,7 +218,7 @@ class DeviceIntake(ShoeCountChecks):
                 self._count_due = None
                 self.t.next_draw = 0
                 self.t.in_flight_round = None
-            return ev
+            return card if card is not None else msg
 
     def _link_down_deadline(self) -> tuple[str, float] | None:
         """The link down the longest and when its timeout (``reconnect_wait_s``) ends."""
@@ -284,48 +301,6 @@ class DeviceIntake(ShoeCountChecks):
                                f"the {ev.source} sent {msg.name} that could not be decoded: "
                                f"a card may have left the shoe unrecorded")
 
-    # -- cards -----------------------------------------------------------------------------
-
-    def card_entry(self, ev: DeviceEvent, card: Card, to: int | None, *, round_id: str | None = None,
-                   **flags: Any) -> None:
-        """Journal one card the shoe read (sealed until the reveal, with a commitment
-        to it), then answer the shoe. ``to``: 0 the dealer, 1..7 a seat,
-        None a card dealt to nobody (``flags`` say why: ``late``, ``early``,
-        ``extra``, ``refused`` with the rule, ``gap``)."""
-        t = self.t
-        msg = ev.message
-        r = t.round
-        rid = round_id or (r.round_id if r is not None else t.held.round_id if t.held is not None else None)
-        body: dict[str, Any] = {"dseq": ev.seq, "draw_index": msg.draw_index, "to": to,
-                                "back_colour": str(msg.back_colour), **flags}
-        if ev.source != "shoe":  # "shoe" is the default a reader assumes (journal format 3)
-            body["source"] = ev.source
-        if t.journal is not None:
-            # The commitment's nonce comes from the sealed blob's fresh nonce and the round's
-            # seal key (journal.commit_nonce): secret while the face is sealed, opened with it.
-            seal_nonce = fresh_seal_nonce()
-            nonce = t.journal.commit_nonce(rid, seal_nonce)
-            body["commit"] = b64(bytes.fromhex(commitment(t.table_id, rid, msg.draw_index, str(card), nonce)))
-            t.record("card_read", round_id=rid, sealed={"card": str(card)}, seal_nonce=seal_nonce, **body)
-        t.cursor.journaled(ev.source, ev.seq)
-        self.answer(ev)
-        if ev.source == self.d.shoe_name:
-            t.next_draw = msg.draw_index + 1
-            if self._count_due is not None and t.next_draw >= self._count_out:
-                self._count_due = None  # every card the rebooted shoe counted out has come
-
-    def check_draw(self, ev: DeviceEvent) -> CustodyViolation | None:
-        """Every card accounted for: per shoe load the draw index runs 0, 1, 2 ... with
-        no gap (SPEC §4.3); a gap means a card left the shoe unreported."""
-        index = ev.message.draw_index
-        expected = self.t.next_draw % 256
-        if ev.source == self.d.shoe_name and index != expected:
-            # Counted as people count, from 1 (the draw index itself counts from 0, SPEC §4.3).
-            return CustodyViolation(Rule.CARD_UNACCOUNTED, f"the shoe's card {index + 1} (draw index {index}) "
-                                    f"follows card {expected}: {(index - expected) % 256} card(s) left the shoe "
-                                    "unrecorded")
-        return None
-
     def apply(self, msg: Message) -> Deck | None:
         """Feed one non-card device event to custody (already journaled: the replay of
         :func:`table.recovery.apply` does the same). Raises :class:`CustodyViolation`
@@ -383,9 +358,10 @@ class DeviceIntake(ShoeCountChecks):
             st = self.d.shoe.status()
         except LinkError:
             return None
-        if st.state is DeviceState.IDLE or not st.cards or st.back_colour is BackColour.NONE:
+        colour: BackColour = st.back_colour  # StatusReply.back_colour (the guarded driver's reply)
+        if st.state is DeviceState.IDLE or not st.cards or colour is BackColour.NONE:
             return None
-        return st.back_colour
+        return colour
 
     def apply_journaled(self, msg: Message) -> None:
         """:meth:`apply`, journaling the violation it raises unless it is a deck found
@@ -401,23 +377,43 @@ class DeviceIntake(ShoeCountChecks):
     #: asks the shoe's count whether the card already left (s, on the table's clock)
     LOST_EVENT_CHECK_S = 0.5
 
-    def expect(self, kind: type[Message], timeout_s: float, what: str, *, cards: bool = False) -> Any:
-        """Consume events (applying each to custody) until one of ``kind`` arrives.
-        ``cards``: return card events (the deal); otherwise a card is a stray, handled
-        by :meth:`stray_card`. Returns the :class:`DeviceEvent` for a card, else the
-        message. With ``cards`` and a shoe that cannot resend (docs/drivers.md,
-        "Capabilities") the wait is cut in :attr:`LOST_EVENT_CHECK_S` slices, each
-        quiet one followed by :meth:`lost_card_check` (raises :class:`CustodyViolation`
-        when the shoe let a card out whose event never came)."""
+    def expect(self, kind: type[M], timeout_s: float, what: str) -> M:
+        """Consume events (applying each to custody) until one of ``kind`` arrives;
+        returns it. No card is awaited: a card event meanwhile is a stray
+        (:meth:`take_card`). Raises :class:`DeviceTimeout`, :class:`DeviceFault`,
+        :class:`CustodyViolation`."""
+        got = self._wait(kind, timeout_s, what, CardMoment.NONE_DUE)
+        if isinstance(got, CardEvent):  # take_card hands a card back to the deal only
+            raise RuntimeError("a card was handed back while none was awaited")
+        return got
+
+    def expect_card(self, timeout_s: float, what: str) -> CardEvent:
+        """Consume events (applying each to custody) until the shoe's next card arrives
+        for the deal (:attr:`CardMoment.DEAL`); returns it, unjournaled (the deal
+        journals it where it goes, :meth:`card_entry`). With a shoe that cannot resend
+        (docs/drivers.md, "Capabilities") the wait is cut in :attr:`LOST_EVENT_CHECK_S`
+        slices, each quiet one followed by :meth:`lost_card_check` (raises
+        :class:`CustodyViolation` when the shoe let a card out whose event never came)."""
+        got = self._wait(_NoMessage, timeout_s, what, CardMoment.DEAL)
+        if not isinstance(got, CardEvent):  # no event is a _NoMessage
+            raise RuntimeError("the deal's wait ended without a card")
+        return got
+
+    def _wait(self, kind: type[M], timeout_s: float, what: str, moment: CardMoment) -> M | CardEvent:
+        """The wait of :meth:`expect` and :meth:`expect_card`: every card event meanwhile
+        goes through :meth:`take_card` at ``moment``; the first one it hands back, or the
+        first message of ``kind``, is returned."""
         clock = self.d.timing.clock
         deadline = clock.monotonic() + timeout_s
+        cards = moment is CardMoment.DEAL
         watch = cards and not self.capabilities(self.d.shoe_name).resend
         suspect = False  # the shoe's count was ahead once: a second quiet slice confirms the loss
         while True:
+            got: CardEvent | Message
             if watch:
                 left = deadline - clock.monotonic()
                 try:
-                    ev = self.next_event(max(0.0, min(self.LOST_EVENT_CHECK_S, left)), what)
+                    got = self.next_event(max(0.0, min(self.LOST_EVENT_CHECK_S, left)), what)
                     suspect = False
                 except DeviceTimeout as exc:
                     if left <= self.LOST_EVENT_CHECK_S:
@@ -433,7 +429,7 @@ class DeviceIntake(ShoeCountChecks):
                 quiet = max(self.d.resend_window_s, 1.0)
                 ends = min(deadline, clock.monotonic() + quiet) if dealing else deadline
                 try:
-                    ev = self._next_card_or_count(ends, what, cards)
+                    got = self._next_card_or_count(ends, what, cards)
                     suspect = False
                 except DeviceTimeout:
                     if not dealing:
@@ -444,17 +440,16 @@ class DeviceIntake(ShoeCountChecks):
                     if last:
                         raise
                     continue
-            msg = ev.message
-            if isinstance(msg, (CardDrawn, CardUnreadable)):
-                if cards and self.t.round is not None:
-                    return ev
-                self.stray_card(ev)
+            if isinstance(got, CardEvent):
+                card = self.take_card(got, moment)
+                if card is not None:
+                    return card
                 continue
-            self.apply_journaled(msg)
-            if isinstance(msg, kind):
-                return msg
+            self.apply_journaled(got)
+            if isinstance(got, kind):
+                return got
 
-    def _next_card_or_count(self, deadline: float, what: str, cards: bool) -> DeviceEvent:
+    def _next_card_or_count(self, deadline: float, what: str, cards: bool) -> CardEvent | Message:
         """:meth:`next_event` until ``deadline`` (table clock); after a shoe reboot in the deal
         (``_count_due``, :meth:`reconcile_shoe_reboot`) the shoe's count is asked once its
         resend window is over: a card that left it with no event holds the round."""
@@ -499,91 +494,21 @@ class DeviceIntake(ShoeCountChecks):
         t.violation(v)
         raise v
 
-    def stray_card(self, ev: DeviceEvent) -> None:
-        """A card event when no card is being dealt: read after a restart for the held
-        round (taken into its custody), or drawn with no round (an incident), or
-        drawn while the round is past its deal (one too many: a misdeal)."""
-        t = self.t
-        msg = ev.message
-        if t.round is not None:  # past the deal: a card beyond it
-            if isinstance(msg, CardDrawn):
-                self.card_entry(ev, msg.card, None, extra=True)
-            t.record("incident", what="card drawn beyond the deal", draw_index=msg.draw_index)
-            raise CustodyViolation(Rule.WRONG_CARD_COUNT, f"card {msg.draw_index + 1} drawn (draw index {msg.draw_index}) beyond the 3 cards to each seat "
-                                   "and the dealer: misdeal")
-        if t.held is not None and isinstance(msg, CardDrawn):
-            self.late_card(ev)  # drawn for the held round before a restart
-            return
-        if t.held is None and t.in_flight_round is not None and ev.source == self.d.shoe_name:
-            self._voided_late_card(ev)  # drawn for a round voided while the shoe was away
-            return
-        if isinstance(msg, CardDrawn):
-            self.stray_entry(ev)
-        t.record("incident", what="card drawn with no round in progress", draw_index=msg.draw_index)
-        raise DeviceFault("a card was drawn with no round in progress: incident recorded")
-
-    def stray_entry(self, ev: DeviceEvent) -> None:
-        """Journal a card read with no round in progress, dealt to nobody; custody
-        counts it out of the deck in the shoe (a later read of it is a duplicate).
-        Read twice already: the duplicate is recorded as a violation; the caller
-        goes on as for any stray (an incident, no round to hold)."""
-        msg = ev.message
-        try:
-            self.t.custody.on_card_read_between_rounds(msg.card, msg.back_colour)
-        except CustodyViolation as v:
-            self.card_entry(ev, msg.card, None, stray=True, refused=v.rule.value)
-            self.t.violation(v)
-            return
-        self.card_entry(ev, msg.card, None, stray=True)
-
-    def late_card(self, ev: DeviceEvent) -> None:
-        """A card read that arrived after a restart, for the round now held."""
-        msg = ev.message
-        try:
-            self.t.custody.on_card_read(msg.card, msg.back_colour)
-        except CustodyViolation as v:
-            self.card_entry(ev, msg.card, None, late=True, refused=v.rule.value)
-            self.t.violation(v)
-            return
-        self.t.cards_read += 1
-        self.card_entry(ev, msg.card, None, late=True)
-
-    def _voided_late_card(self, ev: DeviceEvent) -> None:
-        """A card the shoe read for a round voided while it was away (its event arrives once
-        the shoe is back): journaled with that round, dealt to nobody; the round's cards
-        are collected already, so nothing is held (a gap in the draws is recorded)."""
-        msg = ev.message
-        gap = {"gap": True} if self.check_draw(ev) is not None else {}
-        if isinstance(msg, CardDrawn):
-            self.card_entry(ev, msg.card, None, round_id=self.t.in_flight_round, late=True, voided=True, **gap)
-        else:
-            self.t.next_draw = msg.draw_index + 1
-        log.warning("card_after_void", draw_index=msg.draw_index, **gap)
-
     # -- what the devices already delivered ---------------------------------------------------
 
     def take_in_delivered(self) -> None:
         """At start-up: take in the events the devices have already delivered (sent but
         never journaled and ACKed before a restart). Nothing waits here: an event
         still on its way is taken by the step that waits for it."""
-        t = self.t
         while True:
             try:
-                ev = self.next_event(0, "events held by the devices")
+                got = self.next_event(0, "events held by the devices")
             except DeviceTimeout:
                 return
-            msg = ev.message
-            if isinstance(msg, CardDrawn):
-                if t.held is not None:
-                    self.late_card(ev)
-                else:
-                    self.stray_entry(ev)
-                    t.record("incident", what="card read after a restart with no round in progress",
-                             draw_index=msg.draw_index)
-            elif isinstance(msg, CardUnreadable):
-                t.record("incident", what="card unreadable after a restart", draw_index=msg.draw_index)
+            if isinstance(got, CardEvent):
+                self.take_card(got, CardMoment.AT_START)
             else:
-                self.apply_journaled(msg)
+                self.apply_journaled(got)
 
     def drain(self, early: bool = False) -> None:
         """Take every device event already delivered, without waiting. A card event
@@ -591,19 +516,13 @@ class DeviceIntake(ShoeCountChecks):
         deal. Either holds the round (raises :class:`CustodyViolation`)."""
         while True:
             try:
-                ev = self.next_event(0, "cards out of turn")
+                got = self.next_event(0, "cards out of turn")
             except DeviceTimeout:
                 return
-            msg = ev.message
-            if isinstance(msg, (CardDrawn, CardUnreadable)):
-                if not early:
-                    self.stray_card(ev)  # raises: a card beyond the deal
-                if isinstance(msg, CardDrawn):
-                    self.card_entry(ev, msg.card, None, early=True)
-                self.t.record("incident", what="card drawn before betting closed", draw_index=msg.draw_index)
-                raise CustodyViolation(Rule.CARD_DRAWN_EARLY, f"card {msg.draw_index + 1} drawn (draw index {msg.draw_index}) "
-                                       "before betting closed")
-            self.apply(msg)
+            if isinstance(got, CardEvent):  # raises: drawn early, or beyond the deal
+                self.take_card(got, CardMoment.BETS_OPEN if early else CardMoment.NONE_DUE)
+            else:
+                self.apply(got)
 
     def cards_in_flight(self, flag: str) -> None:
         """Before the cards are collected: take in the events of cards the shoe let out
@@ -634,13 +553,14 @@ class DeviceIntake(ShoeCountChecks):
             if remaining <= 0:
                 return
             try:
-                ev = self.next_event(remaining, "the events of the cards the shoe let out")
+                got = self.next_event(remaining, "the events of the cards the shoe let out")
             except DeviceTimeout:
                 return
-            msg = ev.message
-            if isinstance(msg, CardDrawn):
-                self.card_entry(ev, msg.card, None, **flags)
-            elif isinstance(msg, CardUnreadable):
-                self.t.next_draw = msg.draw_index + 1
+            if isinstance(got, CardEvent):
+                self.take_card(got, CardMoment.LET_OUT, **flags)
             else:
-                self.apply(msg)
+                self.apply(got)
+
+
+class _NoMessage:
+    """No message is of this type: :meth:`DeviceIntake.expect_card` waits for a card only."""

@@ -273,7 +273,7 @@ class RoundPlay:
     def _take_card(self, r: RoundInPlay, target: int) -> None:
         """The next card from the shoe, to ``target`` (0 the dealer): checked for its draw
         index and its deck, journaled sealed, and told to its seat alone (816a.1)."""
-        ev = self.intake.expect(CardDrawn, self.d.dealer_wait_s, "a card from the shoe", cards=True)
+        ev = self.intake.expect_card(self.d.dealer_wait_s, "a card from the shoe")
         msg = ev.message
         gap = self.intake.check_draw(ev)
         if gap is not None:  # never a shifted deal: the card goes to nobody, the round is held
@@ -289,17 +289,18 @@ class RoundPlay:
         else:
             card, manual = msg.card, False
         colour = msg.back_colour
+        entered: dict[str, Any] = {"manual": True} if manual else {}
         try:
             self.t.custody.on_card_read(card, colour)
         except CustodyViolation as v:
-            self.intake.card_entry(ev, card, None, refused=v.rule.value, **({"manual": True} if manual else {}))
+            self.intake.card_entry(ev, card, None, refused=v.rule.value, **entered)
             self.t.violation(v)
             raise
         with self.t.lock:
             r.reads.append(CardRead(msg.draw_index, card, colour, manual))
             (r.dealer if target == 0 else r.hands[target]).append(card)
         self.t.cards_read += 1
-        self.intake.card_entry(ev, card, target, **({"manual": True} if manual else {}))
+        self.intake.card_entry(ev, card, target, **entered)
         # Sealed (816a.1): no card face in any log line or public event before the reveal.
         # Debug, not info: the journal is the record of each read (24 of a 7-seat
         # round's 29 info lines repeated it).
