@@ -123,7 +123,7 @@ class DaySegments:
     def _record_retention(self, days: list[str], through_seq: int) -> None:
         """Journal, signed, which archived days retention removes, before they go: an auditor's
         ``audit verify --archive`` tells them from days deleted (table/day/segments.py)."""
-        with self.t.journal.batch():
+        with self.t.batch():
             self.t.record(segments.RETENTION_KIND, removed=days, through_seq=through_seq,
                           retention_years=self.policy.retention_years, keep_days=self.policy.keep_days)
             self.t.checkpoint()

@@ -305,7 +305,7 @@ class Holds:
         t = self.t
         j = t.journal
         rid = held.round_id
-        extra = {"second_supervisor": second} if second else {}
+        extra: dict[str, Any] = {"second_supervisor": second} if second else {}
         t.in_flight_round = rid
         self.intake.cards_in_flight("voided")  # cards the shoe let out for this round: journaled before the collect
         if j is not None:

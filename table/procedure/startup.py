@@ -131,9 +131,9 @@ class Startup:
         else:
             waiting = f"a supervisor to acknowledge {len(check.refused)} refused anchor(s) (a forged anchor?)"
         cmd = self.console.wait(("acknowledge_incident",), waiting, role="supervisor", voids=False)
+        refused: dict[str, Any] = {"anchors_refused": len(check.refused)} if check.refused else {}
         t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person,
-                 anchor_seq=cp["seq"] if cp is not None else None,
-                 **({"anchors_refused": len(check.refused)} if check.refused else {}), **by(cmd))
+                 anchor_seq=cp["seq"] if cp is not None else None, **refused, **by(cmd))
         if cp is not None:
             t.rounds_opened = max(t.rounds_opened, int(cp.get("rounds_opened") or 0))
             self._recount_decks("the journal is behind a signed checkpoint")
@@ -154,15 +154,16 @@ class Startup:
         assert j is not None
         recorded = floor_of_record(j)
         before = recorded.get("url") if recorded is not None else None
+        before_key = recorded.get("key_id") if recorded is not None else None
         if self.floor is not None:
             new = (self.floor.url, self.floor.key_id)
-            if before and new != (before, recorded.get("key_id")):
+            if before and new != (before, before_key):
                 # another floor, or the same address with another key: a floor whose database
                 # holds nothing of this table would vouch for any journal; as a removal, an act
                 # of a named supervisor
                 self._sign_off_floor(before, "changed", f"this start reports to the floor at {self.floor.url} "
                                      f"(key {self.floor.key_id})", new=new)
-            elif recorded is None or new != (before, recorded.get("key_id")):
+            elif recorded is None or new != (before, before_key):
                 t.record(LINK_KIND, url=self.floor.url, key_id=self.floor.key_id)
                 log.info("floor_of_record", url=self.floor.url, key_id=self.floor.key_id)
             return
@@ -187,7 +188,8 @@ class Startup:
                                 role="supervisor", voids=False)
         with t.batch():
             t.record("supervisor", action=f"floor_{how}", supervisor=cmd.person, floor_url=url, **by(cmd))
-            t.record(LINK_KIND, url=new[0], key_id=new[1], **{f"{how}_by": cmd.person})
+            signed_off: dict[str, Any] = {f"{how}_by": cmd.person}
+            t.record(LINK_KIND, url=new[0], key_id=new[1], **signed_off)
         cmd.answer(ok=True, acknowledged=f"floor {how}")
 
     def _recount_decks(self, why: str) -> None:

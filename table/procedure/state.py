@@ -109,7 +109,8 @@ class SeatResult:
 
     seat: int
     cards: list[Card]
-    decision: Decision
+    #: None for a seat with no ante (a Pair Plus-only seat has no decision to make, 649a.7)
+    decision: Decision | None
     settlement: SeatSettlement
 
     @property

@@ -136,7 +136,7 @@ def _paid(wager: str, stake: int, table: Paytable, hand, rule: str, meter: int |
 
 def settle_seat(
     wagers: Wagers,
-    decision: Decision | str,
+    decision: Decision | str | None,
     seat_cards: Sequence[Card | str],
     dealer_cards: Sequence[Card | str],
     tables: Tables,
