@@ -39,7 +39,8 @@ S = RoundState
 _BEFORE_SETTLE = [S.OPEN_FOR_BETS.value, S.BETS_CLOSED.value, S.DEALING.value, S.DECISIONS.value,
                   S.DEALER_REVEAL.value, S.HELD.value]
 ROUND_STATES = [s.value for s in RoundState]
-ROUND_TRANSITIONS = [
+#: the round machine's transitions, as ``transitions`` reads them (trigger, source, dest)
+ROUND_TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "close_bets", "source": S.OPEN_FOR_BETS.value, "dest": S.BETS_CLOSED.value},
     {"trigger": "start_dealing", "source": S.BETS_CLOSED.value, "dest": S.DEALING.value},
     {"trigger": "dealing_done", "source": S.DEALING.value, "dest": S.DECISIONS.value},
