@@ -55,6 +55,9 @@ class WagerKind:
     649a.7); ``default_limit``: ``(minimum, maximum, chip)`` cents when the config sets
     none; ``fixed_option``: the ``tablectl run`` option (without ``--``) whose cents
     the fixed bet places on this kind (several kinds may share one);
+    ``example_dollars``: the amount of the terminal help's example (``pp10``);
+    ``player_odds``: how often a simulated player adds it beside the ante, one of these
+    chances drawn per player (:mod:`table.players`);
     ``fixed_default``: that option's default cents; ``describe``: one line for the API
     schema; ``settled_by``: the function of :mod:`table.rules.settlement` that settles
     it; ``rule``: the section that function applies."""
@@ -75,6 +78,8 @@ class WagerKind:
     rule: str
     paytable_hand: str = "three_card"
     paytable_forms: tuple[str, ...] = ("to",)
+    example_dollars: int = 5
+    player_odds: tuple[float, ...] = (0.0, 0.3)
 
     def __post_init__(self) -> None:
         if not _KEY_RE.match(self.key):
@@ -175,22 +180,24 @@ def to_json() -> list[dict[str, Any]]:
 ANTE = register(WagerKind(
     key="ante", label="ante", spot="Ante", short="Ante", prefix="a", paytable_slot=None,
     needs_ante=False, route=True, default_limit=(100, 100_000, 100), fixed_option="ante-cents",
-    fixed_default=1000, describe="the ante in cents; the play wager equals it when the player plays (649a.11)",
-    settled_by="_ante_and_play", rule="58 Pa. Code 649a.11, 649a.12(a)-(c)"))
+    fixed_default=1000, describe="the ante in cents (the play wager equals it, 649a.7); 0: none",
+    settled_by="_ante_and_play", rule="58 Pa. Code 649a.11, 649a.12(a)-(c)", example_dollars=25))
 PAIR_PLUS = register(WagerKind(
     key="pair_plus", label="Pair Plus", spot="Pair Plus", short="PP", prefix="pp", paytable_slot="pair_plus",
     needs_ante=False, route=True, default_limit=(100, 100_000, 100), fixed_option="side-cents",
     fixed_default=500, describe="Pair Plus in cents; alone (no ante) it is a route into the round",
-    settled_by="_side_wagers", rule="58 Pa. Code 649a.12(d), 649a.11(b)(1)"))
+    settled_by="_side_wagers", rule="58 Pa. Code 649a.12(d), 649a.11(b)(1)", example_dollars=10,
+    player_odds=(0.0, 0.3, 0.6, 0.9)))
 SIX_CARD = register(WagerKind(
     key="six_card", label="Six Card Bonus", spot="Six Card", short="6 Card", prefix="6c",
     paytable_slot="six_card_bonus", needs_ante=True, route=False, default_limit=(100, 100_000, 100),
     fixed_option="side-cents", fixed_default=500, describe="Six Card Bonus in cents (needs an ante)",
     settled_by="_side_wagers", rule="58 Pa. Code 649a.12(f), 649b.5(b)", paytable_hand="six_card",
-    paytable_forms=("to", "flat")))
+    paytable_forms=("to", "flat"), player_odds=(0.0, 0.2, 0.5)))
 PROGRESSIVE = register(WagerKind(
     key="progressive", label="progressive", spot="Progressive", short="Prog", prefix="pr",
     paytable_slot="progressive", needs_ante=True, route=False, default_limit=(100, 100, 100),
     fixed_option="progressive-cents", fixed_default=100,
     describe="the progressive wager in cents (needs an ante)", settled_by="_side_wagers",
-    rule="58 Pa. Code 649a.12(e)", paytable_forms=("to", "for", "meter")))
+    rule="58 Pa. Code 649a.12(e)", paytable_forms=("to", "for", "meter"), example_dollars=1,
+    player_odds=(0.0, 0.0, 0.3, 0.8)))
