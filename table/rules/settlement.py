@@ -75,17 +75,17 @@ class Tables:
     def slot(self, name: str) -> Paytable | None:
         """The paytable in slot ``name`` (``"ante_bonus"`` or a kind's
         :attr:`~table.rules.kinds.WagerKind.paytable_slot`), ``None`` when none is."""
-        if name in _FIELD_SLOTS:
+        if name in FIELD_SLOTS:
             return getattr(self, name)  # type: ignore[no-any-return]
         return next((pt for pt in self.others if pt.kind == name), None)
 
     def __post_init__(self) -> None:
         for pt in self.others:
-            if not isinstance(pt, Paytable) or pt.kind in _FIELD_SLOTS or pt.kind not in all_slots():
+            if not isinstance(pt, Paytable) or pt.kind in FIELD_SLOTS or pt.kind not in all_slots():
                 raise SettlementError(f"others: {show(pt)} is not the paytable of a registered wager kind's slot")
         if len({pt.kind for pt in self.others}) != len(self.others):
             raise SettlementError("others: two paytables for one slot")
-        for slot in _FIELD_SLOTS:
+        for slot in FIELD_SLOTS:
             pt = getattr(self, slot)
             if pt is None:
                 if slot == "ante_bonus":
@@ -117,7 +117,7 @@ class Tables:
         def ld(x):
             return None if x is None else load_paytable(x, base_dir=base_dir)
 
-        unknown = [k for k in others if k not in all_slots() or k in _FIELD_SLOTS]
+        unknown = [k for k in others if k not in all_slots() or k in FIELD_SLOTS]
         if unknown:
             raise SettlementError(f"no wager kind is paid from paytable slot {unknown[0]!r}")
         extra = tuple(ld(v) for v in others.values() if v is not None)
@@ -126,7 +126,7 @@ class Tables:
 
 
 #: the slots :class:`Tables` names as fields; a registered kind's other slot is in ``others``
-_FIELD_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+FIELD_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
 
 
 def all_slots() -> tuple[str, ...]:
@@ -316,7 +316,7 @@ _ROUND_KEYS = ("profile", "paytables", "progressive_meter_cents", "dealer", "sea
                "player_dealer_seat", "bank_cents", "round_id", "comment")
 _SEAT_KEYS = ("seat", "wagers", "decision", "cards")
 _WAGER_KEYS = kinds.keys()
-_SLOTS = _FIELD_SLOTS
+_SLOTS = FIELD_SLOTS
 
 
 def _seat_number(value: Any, what: str) -> int:
