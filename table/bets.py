@@ -290,13 +290,15 @@ class BetBook:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for a status: ``open``, ``layout``, ``offered``, ``limits``,
-        ``seats`` (seat -> amounts, in play only) and ``last`` (the same, or ``None``)."""
+        ``seats`` (seat -> amounts, in play only), ``last`` (the same, or ``None``) and
+        ``kinds``, the wager kinds' table the screens draw the spots from
+        (:func:`table.rules.kinds.to_json`)."""
         def amounts(book: Mapping[int, Wagers]) -> dict[str, dict[str, int]]:
             return {str(s): wagers_dict(w) for s, w in sorted(book.items())}
 
         return {"open": self.is_open, "layout": list(self.layout), "offered": list(self.offered),
                 "limits": self.limits.to_dict(), "seats": amounts(self._bets),
-                "last": None if self._last is None else amounts(self._last)}
+                "last": None if self._last is None else amounts(self._last), "kinds": _kinds.to_json()}
 
     # -- checks ------------------------------------------------------------------------------
 

@@ -96,10 +96,10 @@ class WagerKind:
 
     def to_json(self) -> dict[str, Any]:
         """What a screen needs of the kind: ``key``, ``label``, ``spot``, ``short``,
-        ``prefix``, ``paytable_slot``, ``needs_ante``, ``route``."""
+        ``paytable_slot``, ``needs_ante``, ``route``. Not the terminal's prefix: ``6c`` would
+        read as a card to whoever checks that no card is in a message before its time."""
         return {"key": self.key, "label": self.label, "spot": self.spot, "short": self.short,
-                "prefix": self.prefix, "paytable_slot": self.paytable_slot, "needs_ante": self.needs_ante,
-                "route": self.route}
+                "paytable_slot": self.paytable_slot, "needs_ante": self.needs_ante, "route": self.route}
 
 
 _KINDS: list[WagerKind] = []
