@@ -63,7 +63,7 @@ def _dest(option: str) -> str:
 
 
 #: each side wager kind's paytable option (``--pair-plus``), its parameter, and its slot
-_PAYTABLE_OPTIONS = tuple((f"--{k.key.replace('_', '-')}", k.key, k.paytable_slot or "")
+_PAYTABLE_OPTIONS = tuple((k.paytable_option, k.key, k.paytable_slot or "")
                           for k in kinds.side_kinds())
 #: the fixed bet's options of the side wagers (``--side-cents``: Pair Plus and Six Card
 #: Bonus; ``--progressive-cents``), each with the kinds it places and its default

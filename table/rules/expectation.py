@@ -41,6 +41,7 @@ import numpy as np
 
 from protocols.cards import Card
 
+from . import kinds
 from .hands import SixCardCategory
 from .paytables import PaytableError
 from .profiles import PENNSYLVANIA, RulesProfile
@@ -49,8 +50,10 @@ from .settlement import SeatRound, SettlementError, Tables, settle_seat
 from .strategy import plays_q64
 from .wagers import Decision, Wagers
 
-#: The wagers a report counts, in its order.
-WAGER_KINDS = ("ante", "play", "ante_bonus", "pair_plus", "six_card", "progressive")
+#: The wagers a report counts, in its order: the ante's three results (the ante, the play
+#: wager equal to it and the ante bonus paid on it, 649a.11, 649a.12(b)), then each side
+#: wager kind of :mod:`table.rules.kinds`.
+WAGER_KINDS = ("ante", "play", "ante_bonus") + tuple(k.key for k in kinds.side_kinds())
 
 
 @dataclass(frozen=True)
@@ -526,9 +529,9 @@ def _class_weights(profile: RulesProfile, with_ante: bool) -> Any:
 def _seat_theoretical(wagers: Wagers, tables: Tables, profile: RulesProfile) -> Expectation:
     if profile.player_dealer_bank:
         raise SettlementError(f"profile {profile.name}: a player-dealer banks the round, not the house")
-    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
-                         ("progressive", wagers.progressive)):
-        if amount and getattr(tables, slot) is None:
+    for kind in kinds.side_kinds():
+        slot = kind.paytable_slot or ""
+        if wagers.amount(kind.key) and tables.slot(slot) is None:
             raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
     mean, var, by_wager = Fraction(0), Fraction(0), {}
     with_ante = wagers.ante > 0

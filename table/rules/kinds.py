@@ -94,6 +94,11 @@ class WagerKind:
         if not 1 <= chip <= low <= high or low % chip or high % chip:
             raise KindsError(f"{self.key}: default_limit {self.default_limit!r} is no table's limit")
 
+    @property
+    def paytable_option(self) -> str:
+        """The command line's option naming its paytable: ``--pair-plus``, ``--six-card``."""
+        return "--" + self.key.replace("_", "-")
+
     def to_json(self) -> dict[str, Any]:
         """What a screen needs of the kind: ``key``, ``label``, ``spot``, ``short``,
         ``paytable_slot``, ``needs_ante``, ``route``. Not the terminal's prefix: ``6c`` would
