@@ -38,7 +38,8 @@ from protocols.cards import Card
 from .gaming_day import ENTRY_KIND, DayFigures
 from ..in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
 from ..journal import Journal
-from ..rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
+from ..rules.expectation import (WAGER_KINDS, Expectation, but_six_card, round_expectation, round_theoretical,
+                                total)
 from ..rules.profiles import PENNSYLVANIA, RulesProfile
 from ..rules.settlement import SeatRound, SettlementError, Tables, all_slots, settle_seat
 from ..rules.wagers import Decision, Wagers
@@ -443,7 +444,7 @@ class Counter:
                 if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
                     w = s.wagers
                     try:
-                        st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards,
+                        st = settle_seat(but_six_card(w), s.decision, s.cards,
                                          r.dealer, tables, profile)
                     except SettlementError as exc:
                         raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None

@@ -144,6 +144,11 @@ def _class_cache(tables: Tables, profile: RulesProfile) -> _Cache:
     return _CACHES[key]
 
 
+def but_six_card(w: Wagers) -> Wagers:
+    """``w`` without its Six Card Bonus wager (settled on its own, from the six cards)."""
+    return Wagers(**{k: v for k, v in w.to_record().items() if k != "six_card"})
+
+
 def _contest(s: SeatRound, tables: Tables, profile: RulesProfile) -> tuple:
     """One seat's results (its wagers but the Six Card Bonus) for each contest outcome:
     a tuple indexed 0 (the dealer does not qualify), 1 (the seat loses to a qualifying
@@ -153,7 +158,7 @@ def _contest(s: SeatRound, tables: Tables, profile: RulesProfile) -> tuple:
     wager is won 1 to 1 with the ante, both push, or both lose)."""
     w = s.wagers
     low = next(d for d in _LOW_DEALERS if not {str(c) for c in s.cards} & set(d))
-    st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards, low, tables, profile)
+    st = settle_seat(but_six_card(w), s.decision, s.cards, low, tables, profile)
     base = tuple((r.wager, r.amount) for r in st.results)
     if s.decision is not Decision.PLAY:
         return (base,) * 4
