@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from .rules.paytables import FORMS_BY_KIND, KINDS, LINES_BY_KIND, Paytable, Payout
-from .rules.settlement import FIELD_SLOTS, SettlementError, Tables
+from .rules.settlement import SettlementError, Tables
 
 #: the journal entry naming what is in force
 ENTRY_KIND = "in_force"
@@ -185,9 +185,7 @@ def read_in_force(seq: int, body: Mapping[str, Any]) -> InForce:
     if meter is not None and (isinstance(meter, bool) or not isinstance(meter, int) or meter < 0):
         raise InForceError(f"{where}: progressive_meter_cents {meter!r:.20} is not a whole number of cents")
     try:
-        tables = Tables(loaded["ante_bonus"], loaded.get("pair_plus"), loaded.get("six_card_bonus"),
-                        loaded.get("progressive"), meter,
-                        tuple(pt for slot, pt in loaded.items() if slot not in FIELD_SLOTS))
+        tables = Tables.from_slots(loaded, meter)
     except SettlementError as exc:
         raise InForceError(f"{where}: {exc}") from None
     profile = body.get("profile")

@@ -35,7 +35,7 @@ from table.logs import configure_logging
 from table.rules import kinds
 from table.rules.paytables import PaytableError, load_paytable
 from table.rules.profiles import get_profile
-from table.rules.settlement import FIELD_SLOTS, SettlementError, Tables, all_slots
+from table.rules.settlement import SettlementError, Tables, all_slots
 from table.rules.wagers import MAX_AMOUNT_CENTS, MAX_WAGER_CENTS
 from table.sealing import mask_cards
 from table.service.run import ServiceRun
@@ -1035,9 +1035,7 @@ def _load_tables(settings, ante_bonus: str, given: dict[str, str | None], meter_
                 f"{name!r} is {_KIND_TEXT.get(loaded[slot].kind, loaded[slot].kind)} paytable, not "
                 f"{_KIND_TEXT[slot]} one (`tablectl paytable list` shows each table's kind)", param_hint=hint)
     try:
-        return Tables(loaded["ante_bonus"], loaded.get("pair_plus"), loaded.get("six_card_bonus"),
-                      loaded.get("progressive"), meter_cents,
-                      tuple(pt for slot, pt in loaded.items() if slot not in FIELD_SLOTS))
+        return Tables.from_slots(loaded, meter_cents)
     except SettlementError as exc:
         raise click.BadParameter(str(exc), param_hint="--meter-cents") from None
 

@@ -124,6 +124,21 @@ class Tables:
         return cls(ld(ante_bonus), ld(pair_plus), ld(six_card_bonus), ld(progressive), progressive_meter_cents,
                    extra)
 
+    @classmethod
+    def from_slots(cls, slots: Mapping[str, Paytable | None], progressive_meter_cents: int | None = None) -> "Tables":
+        """From slot -> paytable (``ante_bonus`` required; a slot missing or ``None``: no
+        paytable there), any slot of :func:`all_slots`. Raises :class:`SettlementError` as
+        the constructor does, and for a slot no kind has."""
+        unknown = [k for k in slots if k not in all_slots()]
+        if unknown:
+            raise SettlementError(f"no wager kind is paid from paytable slot {unknown[0]!r}")
+        pt = slots.get("ante_bonus")
+        if pt is None:
+            raise SettlementError("an ante bonus paytable is required")
+        return cls(pt, slots.get("pair_plus"), slots.get("six_card_bonus"), slots.get("progressive"),
+                   progressive_meter_cents,
+                   tuple(p for k, p in slots.items() if k not in FIELD_SLOTS and p is not None))
+
 
 #: the slots :class:`Tables` names as fields; a registered kind's other slot is in ``others``
 FIELD_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
@@ -316,7 +331,7 @@ _ROUND_KEYS = ("profile", "paytables", "progressive_meter_cents", "dealer", "sea
                "player_dealer_seat", "bank_cents", "round_id", "comment")
 _SEAT_KEYS = ("seat", "wagers", "decision", "cards")
 _WAGER_KEYS = kinds.keys()
-_SLOTS = FIELD_SLOTS
+_SLOTS = all_slots()
 
 
 def _seat_number(value: Any, what: str) -> int:
@@ -411,9 +426,10 @@ class Round:
             raise SettlementError("'paytables' must be an object naming at least 'ante_bonus'")
         _reject_unknown(pts, _SLOTS, "paytables: ")
         refs = {k: _paytable_ref(k, v, base_dir) for k, v in pts.items() if v is not None or k == "ante_bonus"}
+        loaded: dict[str, Paytable | None] = {}
         for slot, ref in refs.items():  # each paytable's own problem names its key
             try:
-                load_paytable(ref, base_dir=base_dir)
+                loaded[slot] = load_paytable(ref, base_dir=base_dir)
             except PaytableError as e:  # still a PaytableError (its path and line kept), now naming the key
                 named = PaytableError(f"paytables.{slot}: {e}")
                 named.path, named.line = e.path, e.line
@@ -421,8 +437,7 @@ class Round:
         meter = data.get("progressive_meter_cents")
         if meter is not None:
             _cents("progressive_meter_cents", meter, MAX_AMOUNT_CENTS)
-        tables = Tables.load(refs["ante_bonus"], refs.get("pair_plus"), refs.get("six_card_bonus"),
-                             refs.get("progressive"), meter, base_dir=base_dir)
+        tables = Tables.from_slots(loaded, meter)
         dealer = tuple(_cards(_card_list(data.get("dealer"), "dealer"), "dealer"))
         seats_raw = data.get("seats")
         if not isinstance(seats_raw, list) or not seats_raw:
@@ -602,8 +617,7 @@ def settle_round(rnd: Round) -> dict[str, Any]:
     out: dict[str, Any] = {
         "profile": rnd.profile.name,
         "paytables": {
-            k: getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-            if getattr(t, k) is not None
+            k: pt.name for k in all_slots() if (pt := t.slot(k)) is not None
         },
         "dealer": {**hand_to_dict(dealer_v), "qualifies": dealer_qualifies(dealer_v)},
         "seats": [{"seat": s.seat, **st.to_dict()} for s, st in settled],
