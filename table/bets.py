@@ -187,6 +187,9 @@ class TableLimits:
     def __repr__(self) -> str:
         return "TableLimits(" + ", ".join(f"{k}={v!r}" for k, v in self._limits.items()) + ")"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_limits_from, (dict(self._limits),))
+
     def of(self, kind: str) -> Limit:
         """The :class:`Limit` of wager ``kind`` (one of :data:`WAGER_KINDS`); ``KeyError`` otherwise."""
         return self._limits[kind]
@@ -213,6 +216,10 @@ class TableLimits:
             except LimitsError as exc:
                 raise LimitsError(f"{kind}.{exc.key}", str(exc)) from None
         return cls(**kw)
+
+
+def _limits_from(limits: Mapping[str, Limit]) -> TableLimits:
+    return TableLimits(**limits)
 
 
 #: the limits of a table whose config sets none (see :class:`TableLimits`)
