@@ -225,3 +225,30 @@ def test_the_screens_and_the_stream_take_the_new_kind(bonus: dict) -> None:
     assert bonus["status_bets"]["limits"]["bonus"] == {"minimum_cents": 200, "maximum_cents": 1000, "chip_cents": 100}
     assert bonus["stream"] == {"1": {"ante": 500, "pair_plus": 0, "six_card": 0, "progressive": 0, "bonus": 0}}
     assert bonus["players_bonus"] is True
+
+
+def test_wagers_and_limits_made_from_the_table_keep_their_old_forms() -> None:
+    import copy
+    import pickle
+
+    from table.bets import DEFAULT_LIMITS, Limit, TableLimits
+    from table.rules.wagers import SettlementError, Wagers
+
+    w = Wagers(2_500, 1_000, 0, 100)  # positional amounts follow the kinds' order
+    assert (w.ante, w.pair_plus, w.six_card, w.progressive, w.total) == (2_500, 1_000, 0, 100, 3_600)
+    assert w == Wagers(ante=2_500, pair_plus=1_000, progressive=100) and hash(w) == hash(Wagers(2_500, 1_000, 0, 100))
+    assert w.to_record() == {"ante": 2_500, "pair_plus": 1_000, "progressive": 100}  # the journal's form
+    assert w.amounts() == {"ante": 2_500, "pair_plus": 1_000, "six_card": 0, "progressive": 100}
+    assert pickle.loads(pickle.dumps(w)) == w == copy.deepcopy(w)
+    with pytest.raises(TypeError, match="unknown wager kind 'bonus'"):
+        Wagers(500, bonus=100)
+    with pytest.raises(SettlementError, match="a Six Card Bonus wager needs an ante"):
+        Wagers(0, six_card=500)
+    with pytest.raises(AttributeError):
+        w.ante = 5  # type: ignore[misc]
+    limits = TableLimits(ante=Limit(500, 50_000, 500))
+    assert limits.ante == Limit(500, 50_000, 500) and limits.progressive == DEFAULT_LIMITS.progressive
+    assert limits.to_dict()["progressive"] == {"minimum_cents": 100, "maximum_cents": 100, "chip_cents": 100}
+    assert pickle.loads(pickle.dumps(limits)) == limits == copy.deepcopy(limits) != DEFAULT_LIMITS
+    with pytest.raises(TypeError, match="unknown wager kind 'bonus'"):
+        TableLimits(bonus=Limit(100, 100, 100))
