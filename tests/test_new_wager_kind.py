@@ -165,6 +165,8 @@ def test_no_kind_joins_once_the_table_was_read() -> None:
 @pytest.mark.parametrize("bad, why", [
     (dict(key="Bad Key"), "must be"), (dict(prefix="toolong"), "prefix"),
     (dict(default_limit=(150, 1000, 100)), "default_limit"), (dict(paytable_hand="four_card"), "paytable_hand"),
+    (dict(key="play"), "may not be one of"), (dict(paytable_slot="ante_bonus"), "may not be one of"),
+    (dict(key="same_as_last"), "may not be one of"),
 ])
 def test_a_malformed_kind_is_refused_naming_the_field(bad: dict, why: str) -> None:
     fields = dict(key="bonus", label="Bonus", spot="Bonus", short="Bon", prefix="bo", paytable_slot="bonus",

@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}\Z")
+#: words a kind's key may not take: the results of the ante (the play wager and the ante
+#: bonus, 649a.11, 649a.12(b)), place_bets's other arguments, and the ante bonus's slot
+RESERVED = frozenset({"play", "ante_bonus", "seat", "all_seats", "empty", "same_as_last", "table_minimum"})
 _PREFIX_RE = re.compile(r"^[a-z0-9]{1,3}\Z")
 
 
@@ -84,6 +87,8 @@ class WagerKind:
     def __post_init__(self) -> None:
         if not _KEY_RE.match(self.key):
             raise KindsError(f"wager kind key {self.key!r} must be [a-z][a-z0-9_]*, at most 32 characters")
+        if self.key in RESERVED or self.paytable_slot in RESERVED:
+            raise KindsError(f"{self.key}: its key and paytable slot may not be one of {', '.join(sorted(RESERVED))}")
         if not _PREFIX_RE.match(self.prefix):
             raise KindsError(f"{self.key}: terminal prefix {self.prefix!r} must be 1 to 3 letters or digits")
         if self.paytable_slot is not None and not _KEY_RE.match(self.paytable_slot):
