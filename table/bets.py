@@ -35,14 +35,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .rules import kinds as _kinds
 from .rules.wagers import MAX_WAGER_CENTS, Wagers
 
 #: the wager kinds a seat may place before the deal, in the order they are checked and shown
-WAGER_KINDS = ("ante", "pair_plus", "six_card", "progressive")
+#: (:mod:`table.rules.kinds`)
+WAGER_KINDS = _kinds.keys()
 #: each kind in words, for messages to people
-LABELS = {"ante": "ante", "pair_plus": "Pair Plus", "six_card": "Six Card Bonus", "progressive": "progressive"}
-#: the paytable slot (``[paytables]`` key, :class:`~table.rules.settlement.Tables` field) each side wager needs
-PAYTABLE_SLOT = {"pair_plus": "pair_plus", "six_card": "six_card_bonus", "progressive": "progressive"}
+LABELS = _kinds.labels()
+#: the paytable slot (``[paytables]`` key, :class:`~table.rules.settlement.Tables` slot) each side wager needs
+PAYTABLE_SLOT = _kinds.paytable_slots()
 
 RULE_ROUTES = "58 Pa. Code 649a.7"
 RULE_FINAL = "58 Pa. Code 816a.1"
@@ -144,26 +146,53 @@ class Limit:
                 "chip_cents": self.chip_cents}
 
 
-@dataclass(frozen=True)
 class TableLimits:
-    """The table's limits per wager kind (see :class:`Limit`).
-
-    Defaults (a config without ``[limits]``; docs/round-procedure.md): a $1 chip
-    (100 cents) on every wager; ante, Pair Plus and Six Card Bonus $1..$1,000
-    (100..100,000 cents); progressive a fixed $1 (100 cents). They take what the
+    """The table's limits per wager kind (see :class:`Limit`): ``TableLimits(ante=Limit(..),
+    pair_plus=Limit(..))``, one keyword per kind of :mod:`table.rules.kinds`, read back as
+    attributes (``limits.ante``) or with :meth:`of`. A kind left out keeps its default,
+    :attr:`~table.rules.kinds.WagerKind.default_limit` (a config without ``[limits]``;
+    docs/bets.md): a $1 chip (100 cents) on every wager; ante, Pair Plus and Six Card Bonus
+    $1..$1,000 (100..100,000 cents); progressive a fixed $1 (100 cents). They take what the
     fixed-bet options of ``tablectl run`` place by default (``--ante-cents 1000``,
-    ``--side-cents 500``, ``--progressive-cents 100``)."""
+    ``--side-cents 500``, ``--progressive-cents 100``). Raises ``TypeError`` for a kind not
+    registered or a value that is not a :class:`Limit`. Immutable; equal when every limit is."""
 
-    ante: Limit = field(default_factory=lambda: Limit(100, 100_000, 100))
-    pair_plus: Limit = field(default_factory=lambda: Limit(100, 100_000, 100))
-    six_card: Limit = field(default_factory=lambda: Limit(100, 100_000, 100))
-    progressive: Limit = field(default_factory=lambda: Limit(100, 100, 100))
+    __slots__ = ("_limits",)
+    _limits: dict[str, Limit]
+
+    def __init__(self, **given: Limit) -> None:
+        unknown = [k for k in given if k not in WAGER_KINDS]
+        if unknown:
+            raise TypeError(f"unknown wager kind {unknown[0]!r}; allowed: {', '.join(WAGER_KINDS)}")
+        for k, v in given.items():
+            if not isinstance(v, Limit):
+                raise TypeError(f"{k}: a Limit, got {v!r}")
+        object.__setattr__(self, "_limits", {k.key: given.get(k.key) or Limit(*k.default_limit)
+                                             for k in _kinds.kinds()})
+
+    def __getattr__(self, name: str) -> Limit:
+        if name.startswith("_") or name not in WAGER_KINDS:
+            raise AttributeError(name)
+        return self._limits[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("TableLimits are immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TableLimits) and self._limits == other._limits
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._limits.items()))
+
+    def __repr__(self) -> str:
+        return "TableLimits(" + ", ".join(f"{k}={v!r}" for k, v in self._limits.items()) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_limits_from, (dict(self._limits),))
 
     def of(self, kind: str) -> Limit:
         """The :class:`Limit` of wager ``kind`` (one of :data:`WAGER_KINDS`); ``KeyError`` otherwise."""
-        if kind not in WAGER_KINDS:
-            raise KeyError(kind)
-        return getattr(self, kind)
+        return self._limits[kind]
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         """``{"ante": {"minimum_cents": .., "maximum_cents": .., "chip_cents": ..}, ...}``."""
@@ -189,6 +218,10 @@ class TableLimits:
         return cls(**kw)
 
 
+def _limits_from(limits: Mapping[str, Limit]) -> TableLimits:
+    return TableLimits(**limits)
+
+
 #: the limits of a table whose config sets none (see :class:`TableLimits`)
 DEFAULT_LIMITS = TableLimits()
 
@@ -197,12 +230,19 @@ def offered_kinds(tables: Any) -> tuple[str, ...]:
     """The wager kinds a table takes, from its :class:`~table.rules.settlement.Tables`:
     ``ante`` always, each side wager when its paytable is in play (a wager with no
     paytable could not be settled)."""
-    return ("ante",) + tuple(k for k, slot in PAYTABLE_SLOT.items() if getattr(tables, slot, None) is not None)
+    return tuple(k for k in WAGER_KINDS
+                 if k not in PAYTABLE_SLOT or _paytable_in(tables, PAYTABLE_SLOT[k]) is not None)
+
+
+def _paytable_in(tables: Any, slot: str) -> Any:
+    slot_of = getattr(tables, "slot", None)
+    return slot_of(slot) if callable(slot_of) else getattr(tables, slot, None)
 
 
 def wagers_dict(w: Wagers | None) -> dict[str, int]:
-    """``Wagers`` -> ``{"ante": .., "pair_plus": .., "six_card": .., "progressive": ..}`` (zeros for ``None``)."""
-    return {k: (getattr(w, k) if w is not None else 0) for k in WAGER_KINDS}
+    """``Wagers`` -> ``{"ante": .., "pair_plus": .., "six_card": .., "progressive": ..}``, every
+    kind of :data:`WAGER_KINDS` (zeros for ``None``)."""
+    return w.amounts() if w is not None else {k: 0 for k in WAGER_KINDS}
 
 
 class BetBook:
@@ -227,7 +267,7 @@ class BetBook:
         if not self.layout or not all(1 <= s <= 7 for s in self.layout):
             raise ValueError(f"a layout is seats 1..7, got {self.layout!r}")
         self.offered: tuple[str, ...] = tuple(k for k in WAGER_KINDS if k in set(offered))
-        if "ante" not in self.offered and "pair_plus" not in self.offered:
+        if not any(_kinds.of(k).route for k in self.offered):
             raise ValueError("a table takes an ante or Pair Plus (649a.7)")
         self._bets: dict[int, Wagers] = {}
         self._last: dict[int, Wagers] | None = dict(last) if last is not None else None
@@ -257,13 +297,15 @@ class BetBook:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for a status: ``open``, ``layout``, ``offered``, ``limits``,
-        ``seats`` (seat -> amounts, in play only) and ``last`` (the same, or ``None``)."""
+        ``seats`` (seat -> amounts, in play only), ``last`` (the same, or ``None``) and
+        ``kinds``, the wager kinds' table the screens draw the spots from
+        (:func:`table.rules.kinds.to_json`)."""
         def amounts(book: Mapping[int, Wagers]) -> dict[str, dict[str, int]]:
             return {str(s): wagers_dict(w) for s, w in sorted(book.items())}
 
         return {"open": self.is_open, "layout": list(self.layout), "offered": list(self.offered),
                 "limits": self.limits.to_dict(), "seats": amounts(self._bets),
-                "last": None if self._last is None else amounts(self._last)}
+                "last": None if self._last is None else amounts(self._last), "kinds": _kinds.to_json()}
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -278,15 +320,19 @@ class BetBook:
             raise BetRefused("bets_closed", "bets are closed for this round: no wager changes once an outcome "
                                             f"can be known ({RULE_FINAL})", seat=seat, rule=RULE_FINAL)
 
-    def check(self, seat: int, *, ante: Any = 0, pair_plus: Any = 0, six_card: Any = 0,
-              progressive: Any = 0) -> Wagers | None:
+    def check(self, seat: int, **given: Any) -> Wagers | None:
         """The :class:`Wagers` these amounts make for ``seat`` (``None``: all zero, the
-        seat empty), without placing them. Raises :class:`BetRefused`: ``no_such_seat``,
-        ``not_an_amount``, ``not_offered``, ``below_minimum``, ``above_maximum``,
-        ``not_chip_multiple``, ``needs_ante`` (checked in that order, wager by wager in
-        :data:`WAGER_KINDS` order)."""
+        seat empty), without placing them; ``given``: kind -> cents (``ante=2500,
+        pair_plus=1000``; a kind left out is 0). Raises :class:`BetRefused`:
+        ``no_such_seat``, ``not_an_amount``, ``not_offered``, ``below_minimum``,
+        ``above_maximum``, ``not_chip_multiple``, ``needs_ante`` (checked in that order,
+        wager by wager in :data:`WAGER_KINDS` order); ``TypeError`` for a kind not
+        registered."""
         seat = self._seat(seat)
-        amounts = {"ante": ante, "pair_plus": pair_plus, "six_card": six_card, "progressive": progressive}
+        unknown = [k for k in given if k not in WAGER_KINDS]
+        if unknown:
+            raise TypeError(f"unknown wager kind {unknown[0]!r}; allowed: {', '.join(WAGER_KINDS)}")
+        amounts = {k: given.get(k, 0) for k in WAGER_KINDS}
         for kind in WAGER_KINDS:
             v, label = amounts[kind], LABELS[kind]
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -314,8 +360,8 @@ class BetBook:
                                  wager=kind, limit=lim.chip_cents, rule=f"{key} chip_cents")
         if not amounts["ante"]:
             # 649a.7: without an ante a seat competes only against the Pair Plus paytable.
-            for kind in ("six_card", "progressive"):
-                if amounts[kind]:
+            for kind in WAGER_KINDS:
+                if _kinds.of(kind).needs_ante and amounts[kind]:
                     raise BetRefused("needs_ante", f"seat {seat}: a {LABELS[kind]} wager needs an ante; without "
                                                    f"one a seat bets Pair Plus alone ({RULE_ROUTES})", seat=seat,
                                      wager=kind, rule=RULE_ROUTES)
@@ -325,14 +371,14 @@ class BetBook:
 
     # -- placing -----------------------------------------------------------------------------
 
-    def place(self, seat: int, *, ante: int = 0, pair_plus: int = 0, six_card: int = 0,
-              progressive: int = 0) -> Wagers | None:
-        """Set ``seat``'s wagers for this round (amounts in cents), replacing what it had.
+    def place(self, seat: int, **amounts: int) -> Wagers | None:
+        """Set ``seat``'s wagers for this round (``amounts``: kind -> cents, as
+        :meth:`check`), replacing what it had.
         All zero: the seat is empty (returns ``None``). Raises :class:`BetRefused`
         (:meth:`check`'s codes, and ``bets_closed`` after :meth:`freeze`); a refused
         bet leaves the seat as it was."""
         self._open(seat if isinstance(seat, int) else None)
-        w = self.check(seat, ante=ante, pair_plus=pair_plus, six_card=six_card, progressive=progressive)
+        w = self.check(seat, **amounts)
         self._set(seat, w)
         return w
 
@@ -374,7 +420,7 @@ class BetBook:
         return w
 
     def _minimum(self, seat: int) -> Wagers:
-        kind = "ante" if "ante" in self.offered else "pair_plus"
+        kind = next(k for k in self.offered if _kinds.of(k).route)
         w = self.check(seat, **{kind: self.limits.of(kind).minimum_cents})
         assert w is not None
         return w
@@ -414,8 +460,8 @@ class BetBook:
         :class:`BetRefused`: a refusal is the answer, :meth:`BetRefused.to_answer`).
 
         ``args``: ``seat`` (one seat) or ``all_seats: true`` (every seat of the layout,
-        all or nothing), and one of: the amounts ``ante``, ``pair_plus``, ``six_card``,
-        ``progressive`` (cents, absent = 0; all zero = empty), ``empty: true``,
+        all or nothing), and one of: the amounts, one key per kind of :data:`WAGER_KINDS`
+        (``ante``, ``pair_plus``, ``six_card``, ``progressive``; cents, absent = 0; all zero = empty), ``empty: true``,
         ``same_as_last: true``, ``table_minimum: true``. Answer:
         ``{"ok": true, "seats": {"3": {"ante": .., ...} | null}, "in_play": [..]}``."""
         modes = [m for m in ("empty", "same_as_last", "table_minimum") if args.get(m) is True]

@@ -75,10 +75,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from protocols.cards import BackColour
 from protocols.errors import CardError
+
+from .rules import kinds as _wager_kinds
 
 DEFAULT_PATH = Path("/etc/threecard/table.toml")
 DEFAULT_JOURNAL = Path("/var/lib/threecard/journal.sqlite3")
@@ -311,15 +313,29 @@ class DevicesConfig:
 
 
 @dataclass(frozen=True)
-class PaytablesConfig:
-    """``[paytables]``: shipped paytable names or TOML file paths, one per wager kind.
-    ``ante_bonus`` is required for settlement (default ``pa-649a12b-1``); the others
-    only when the table offers that wager."""
+class _PaytablesKeys:
+    """``[paytables]``: shipped paytable names or TOML file paths, one per paytable slot:
+    ``ante_bonus``, required for settlement (default ``pa-649a12b-1``), and one key per
+    side wager kind's slot (:mod:`table.rules.kinds`: ``pair_plus``, ``six_card_bonus``,
+    ``progressive``), each only when the table offers that wager."""
 
     ante_bonus: str = "pa-649a12b-1"
-    pair_plus: str | None = None
-    six_card_bonus: str | None = None
-    progressive: str | None = None
+
+    def slots(self) -> dict[str, str | None]:
+        """slot -> the name or path given (``None`` when none), ``ante_bonus`` first."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    if TYPE_CHECKING:  # the side kinds' keys, made from table.rules.kinds below
+        def __getattr__(self, name: str) -> str | None: ...
+
+
+if TYPE_CHECKING:
+    PaytablesConfig = _PaytablesKeys
+else:
+    PaytablesConfig = dataclasses.make_dataclass(
+        "PaytablesConfig", [(k.paytable_slot, "str | None", None) for k in _wager_kinds.side_kinds()],
+        bases=(_PaytablesKeys,), frozen=True)
+    PaytablesConfig.__doc__, PaytablesConfig.__module__ = _PaytablesKeys.__doc__, __name__
 
 
 _CENTS = (1, 100_000_000)  # table.rules.wagers.MAX_WAGER_CENTS: no single wager is above $1,000,000
@@ -338,25 +354,24 @@ class WagerLimitSection:
 
 
 @dataclass(frozen=True)
-class LimitsSection:
+class _LimitsKeys:
     """``[limits]``: the table's limits (``table.bets.TableLimits``; 58 Pa. Code 816a.1 has
     the table minimum and maximum posted). ``chip_cents``: the smallest chip, every bet a
-    multiple of it, for each ``[limits.KIND]`` given without its own; a kind not given
-    keeps its default (ante, Pair Plus, Six Card Bonus $1..$1,000; progressive a fixed
-    $1; a $1 chip: ``table.bets.DEFAULT_LIMITS``, which take the fixed bets of
-    ``tablectl run --ante-cents 1000 --side-cents 500 --progressive-cents 100``)."""
+    multiple of it, for each ``[limits.KIND]`` given without its own; one ``[limits.KIND]``
+    per wager kind of :mod:`table.rules.kinds` (``ante``, ``pair_plus``, ``six_card``,
+    ``progressive``); a kind not given keeps its default (ante, Pair Plus, Six Card Bonus
+    $1..$1,000; progressive a fixed $1; a $1 chip: ``table.bets.DEFAULT_LIMITS``, which take
+    the fixed bets of ``tablectl run --ante-cents 1000 --side-cents 500 --progressive-cents 100``)."""
 
     chip_cents: int = _spec(100, range=_CENTS)
-    ante: WagerLimitSection | None = None
-    pair_plus: WagerLimitSection | None = None
-    six_card: WagerLimitSection | None = None
-    progressive: WagerLimitSection | None = None
+
+    if TYPE_CHECKING:  # the kinds' sections, made from table.rules.kinds below
+        def __getattr__(self, name: str) -> WagerLimitSection | None: ...
 
     def given(self) -> Any:
         """:meth:`table_limits` when the config sets a limit of its own, else None (the
         documented defaults; a dealer who only closes bets then gets the fixed bet)."""
-        if self.chip_cents == 100 and all(getattr(self, k) is None
-                                          for k in ("ante", "pair_plus", "six_card", "progressive")):
+        if self.chip_cents == 100 and all(getattr(self, k) is None for k in _wager_kinds.keys()):
             return None
         return self.table_limits()
 
@@ -366,12 +381,21 @@ class LimitsSection:
         from .bets import TableLimits
 
         given = {}
-        for kind in ("ante", "pair_plus", "six_card", "progressive"):
+        for kind in _wager_kinds.keys():
             sec = getattr(self, kind)
             if sec is not None:
                 given[kind] = {"minimum_cents": sec.minimum_cents, "maximum_cents": sec.maximum_cents,
                                **({"chip_cents": sec.chip_cents} if sec.chip_cents is not None else {})}
         return TableLimits.from_dict(given, chip_cents=self.chip_cents)
+
+
+if TYPE_CHECKING:
+    LimitsSection = _LimitsKeys
+else:
+    LimitsSection = dataclasses.make_dataclass(
+        "LimitsSection", [(k, "WagerLimitSection | None", None) for k in _wager_kinds.keys()],
+        bases=(_LimitsKeys,), frozen=True)
+    LimitsSection.__doc__, LimitsSection.__module__ = _LimitsKeys.__doc__, __name__
 
 
 @dataclass(frozen=True)
@@ -793,8 +817,7 @@ class TableConfig:
         from .files import unsafe_permissions
 
         paths: list[Path] = [self.source] if self.source else []
-        for name in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
-            v = getattr(self.paytables, name)
+        for v in self.paytables.slots().values():
             if v and (v.endswith(".toml") or "/" in v):
                 p = Path(v)
                 paths.append(p if p.is_absolute() or self.base_dir is None else self.base_dir / p)
@@ -807,9 +830,7 @@ class TableConfig:
         ``PaytableError`` / ``SettlementError`` (already checked at load)."""
         from .rules.settlement import Tables
 
-        p = self.paytables
-        return Tables.load(ante_bonus=p.ante_bonus, pair_plus=p.pair_plus, six_card_bonus=p.six_card_bonus,
-                           progressive=p.progressive, base_dir=self.base_dir)
+        return Tables.load(**self.paytables.slots(), base_dir=self.base_dir)
 
     def to_dict(self) -> dict[str, Any]:
         """The effective config as plain TOML/JSON values (colours and paths as strings,
@@ -1011,8 +1032,7 @@ def _build(cls: type, data: Any, path: tuple, errs: _Collector) -> Any:
 def _check_paytables(tables: PaytablesConfig, path: tuple, errs: _Collector) -> None:
     from .rules.paytables import PaytableError, list_paytables, load_paytable
 
-    for slot in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
-        name = getattr(tables, slot)
+    for slot, name in tables.slots().items():
         if name is None:
             continue
         allowed = ", ".join(p.name for p in list_paytables(slot)) or "(none shipped)"

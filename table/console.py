@@ -33,6 +33,7 @@ from protocols.cards import Card
 
 from .errors import SupervisorRequired
 from .roles import Actor, InvalidArgument, allowed, person_name, reason_text
+from .rules import kinds
 from .rules.settlement import Decision
 from .rules.strategy import Decide
 
@@ -41,8 +42,8 @@ from .rules.strategy import Decide
 class Command:
     """One dealer or supervisor command (from the control socket, a screen, a key).
 
-    ``action``: ``place_bets`` (``seat`` or ``all_seats``; ``ante``, ``pair_plus``,
-    ``six_card``, ``progressive`` in cents, or ``empty``/``same_as_last``/``table_minimum``:
+    ``action``: ``place_bets`` (``seat`` or ``all_seats``; an amount in cents per wager
+    kind of :mod:`table.rules.kinds`, ``ante``, ``pair_plus``, ``six_card``, ``progressive``, or ``empty``/``same_as_last``/``table_minimum``:
     :meth:`table.bets.BetBook.apply`), ``close_bets``, ``confirm_collect``, ``decide`` (``seat``,
     ``decision``), ``void`` (``reason``, ``supervisor``), ``confirm_void``
     (``supervisor``: the second supervisor of the two-person rule),
@@ -522,9 +523,9 @@ class Console:
                 self._tell(None)
 
 
-#: the arguments a place_bets command may carry (table.bets.BetBook.apply)
-BET_ARGS = ("seat", "all_seats", "ante", "pair_plus", "six_card", "progressive", "empty", "same_as_last",
-            "table_minimum")
+#: the arguments a place_bets command may carry (table.bets.BetBook.apply): one amount
+#: per wager kind (table.rules.kinds) between the seat and the modes
+BET_ARGS = ("seat", "all_seats", *kinds.keys(), "empty", "same_as_last", "table_minimum")
 
 
 def _check_bet_args(a: dict[str, Any]) -> None:
@@ -540,7 +541,7 @@ def _check_bet_args(a: dict[str, Any]) -> None:
         raise InvalidArgument("give seat (a whole number) or all_seats: true")
     if seat is not None and (isinstance(seat, bool) or not isinstance(seat, int)):
         raise InvalidArgument("seat must be a whole number")
-    for k in ("ante", "pair_plus", "six_card", "progressive"):
+    for k in kinds.keys():
         v = a.get(k, 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise InvalidArgument(f"{k} must be a whole number of cents, 0 or more")

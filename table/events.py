@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import structlog
 
 from .journal import Entry, JournalError, card_opening, seal_key, ts_text, unb64, unseal
+from .rules import kinds
 from .sealing import mask_cards as mask
 
 if TYPE_CHECKING:
@@ -214,7 +215,8 @@ def openings(table_id: str, round_id: str | None, seal_key_hex: str | None,
 def _every_wager(wagers: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """Each seat's wagers as the stream carries them: every kind, 0 where none was placed,
     in seat order."""
-    return {s: {"ante": 0, "pair_plus": 0, "six_card": 0, "progressive": 0, **w}
+    zero = {k: 0 for k in kinds.keys()}
+    return {s: {**zero, **w}
             for s, w in sorted(wagers.items(), key=lambda kv: int(kv[0]))}
 
 # long: one branch per published event type, in the order of the event schema's table (docs/integration.md)

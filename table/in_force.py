@@ -128,8 +128,7 @@ def describe(tables: Tables, profile_name: str, *, seats: int, limits: Mapping[s
     defaults to this package's version)."""
     body: dict[str, Any] = {
         "format": FORMAT, "profile": profile_name,
-        "paytables": {slot: paytable_record(getattr(tables, slot)) for slot in KINDS
-                      if getattr(tables, slot) is not None},
+        "paytables": {slot: paytable_record(pt) for slot in KINDS if (pt := tables.slot(slot)) is not None},
         "progressive_meter_cents": tables.progressive_meter_cents if tables.progressive is not None else None,
         "limits": dict(limits) if limits is not None else None, "seats": seats,
         "software": {"version": software_version()},
@@ -160,7 +159,7 @@ class InForce:
 
     def names(self) -> dict[str, str]:
         """Slot -> the paytable's name."""
-        return {slot: getattr(self.tables, slot).name for slot in KINDS if getattr(self.tables, slot) is not None}
+        return {slot: pt.name for slot in KINDS if (pt := self.tables.slot(slot)) is not None}
 
     def with_meter(self, meter_cents: int | None) -> Tables:
         """The tables with the meter reading ``meter_cents`` (None: the entry's)."""
@@ -186,8 +185,7 @@ def read_in_force(seq: int, body: Mapping[str, Any]) -> InForce:
     if meter is not None and (isinstance(meter, bool) or not isinstance(meter, int) or meter < 0):
         raise InForceError(f"{where}: progressive_meter_cents {meter!r:.20} is not a whole number of cents")
     try:
-        tables = Tables(loaded["ante_bonus"], loaded.get("pair_plus"), loaded.get("six_card_bonus"),
-                        loaded.get("progressive"), meter)
+        tables = Tables.from_slots(loaded, meter)
     except SettlementError as exc:
         raise InForceError(f"{where}: {exc}") from None
     profile = body.get("profile")
@@ -257,8 +255,8 @@ class Pricing:
         out: dict[str, Any] = {"source": "journal" if not older else "options" if not journaled
                                else "journal and options"}
         if older:
-            names = ", ".join(getattr(self.fallback, k).name for k in KINDS
-                              if self.fallback is not None and getattr(self.fallback, k) is not None)
+            names = ", ".join(pt.name for k in KINDS
+                              if self.fallback is not None and (pt := self.fallback.slot(k)) is not None)
             out["older_format"] = (f"{older} rounds from a journal older than the in_force record are priced at the "
                                    f"paytables given ({names}), not at a record of what was in force")
         if self.what_if:
@@ -278,7 +276,7 @@ class Pricing:
             if not out or out[-1]["in_force_entry"] != seq or out[-1]["_day"] != day:
                 tables, profile = self.for_round(r.in_force, r.meter_cents, r.number)
                 out.append({"_day": day, "in_force_entry": seq, "paytables": {
-                    k: getattr(tables, k).name for k in KINDS if getattr(tables, k) is not None},
+                    k: pt.name for k in KINDS if (pt := tables.slot(k)) is not None},
                     "digests": {k: v["digest"] for k, v in r.in_force.body["paytables"].items()}
                     if r.in_force is not None and not self.what_if else {},
                     "profile": profile.name, "progressive_meter_cents": [], "rounds": 0,

@@ -21,9 +21,13 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .bets import DEFAULT_LIMITS, WAGER_KINDS, BetBook, TableLimits, wagers_dict
+from .rules import kinds as _kinds
 from .rules.wagers import Wagers
 
-SIDE_KINDS = ("pair_plus", "six_card", "progressive")
+#: the side wagers (table.rules.kinds): every kind paid from a paytable of its own
+SIDE_KINDS = tuple(k.key for k in _kinds.side_kinds())
+#: the side wager a player may bet alone, without an ante (Pair Plus, 649a.7)
+_ALONE = next((k.key for k in _kinds.side_kinds() if k.route), None)
 
 #: how a player's stake relates to the table minimum: multiples a player picks from
 _STAKE_STEPS = (1, 1, 1, 2, 2, 3, 5, 10)
@@ -46,7 +50,7 @@ class SimulatedPlayers:
     ``seed``: any int (the same seed, the same sequence of rounds); ``limits``: the
     table's :class:`TableLimits`; ``seats``: the layout, a count (``1..N``) or seat
     numbers; ``side_kinds``: the side wagers whose paytables are in play (a subset
-    of ``pair_plus``, ``six_card``, ``progressive``; e.g. from
+    of :data:`SIDE_KINDS`: ``pair_plus``, ``six_card``, ``progressive``; e.g. from
     :func:`table.bets.offered_kinds`). ``occupancy`` (0..1): how full the table
     starts; ``leave``/``arrive``: the chance per round that a player leaves, or
     that an empty seat is taken.
@@ -85,9 +89,8 @@ class SimulatedPlayers:
         return max(lim.minimum_cents, want // lim.chip_cents * lim.chip_cents)
 
     def _new_player(self) -> _Player:
-        pp_only = "pair_plus" in self.side_kinds and self.rng.random() < 0.12
-        odds = {"pair_plus": self.rng.choice((0.0, 0.3, 0.6, 0.9)), "six_card": self.rng.choice((0.0, 0.2, 0.5)),
-                "progressive": self.rng.choice((0.0, 0.0, 0.3, 0.8))}
+        pp_only = _ALONE in self.side_kinds and self.rng.random() < 0.12
+        odds = {k.key: self.rng.choice(k.player_odds) for k in _kinds.side_kinds()}
         return _Player(ante=self._stake("ante"), pair_plus_only=pp_only,
                        side_odds={k: v for k, v in odds.items() if k in self.side_kinds},
                        swing=self.rng.choice((0.0, 0.25, 0.5, 1.0)))
@@ -104,14 +107,15 @@ class SimulatedPlayers:
 
     def _bet(self, p: _Player) -> Wagers:
         if p.pair_plus_only:
-            return Wagers(ante=0, pair_plus=self._stake("pair_plus", p.ante))
+            assert _ALONE is not None
+            return Wagers(**{_ALONE: self._stake(_ALONE, p.ante)})
         base = p.ante
         if p.swing and self.rng.random() < p.swing:  # pressing or pulling back after the last hand
             base = int(base * self.rng.choice((0.5, 2, 1.5, 3)))
         amounts = {"ante": self._stake("ante", base)}
         for kind, odds in p.side_odds.items():
             if self.rng.random() < odds:
-                amounts[kind] = self._stake(kind, None if kind != "pair_plus" else max(base // 2, 1))
+                amounts[kind] = self._stake(kind, None if kind != _ALONE else max(base // 2, 1))
         return Wagers(**amounts)
 
     def next_round(self) -> dict[int, Wagers]:

@@ -7,8 +7,11 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import click
+
+from table.rules import kinds
 
 from .exits import exit_codes
 from .options import profile_option
@@ -18,6 +21,16 @@ class BadInput(click.ClickException):
     """The journal, the config or the paytables cannot be reported on: exit 2."""
 
     exit_code = 2
+
+
+def _what_if_paytables(f: Any) -> Any:
+    """One what-if paytable option per side wager kind (table.rules.kinds): ``--pair-plus``,
+    ``--six-card``, ``--progressive``, in the kinds' order."""
+    for k in reversed(kinds.side_kinds()):
+        f = click.option(k.paytable_option, k.key, default=None,
+                         help=f"A what-if {k.label} paytable (an older journal: the one it was played with; "
+                              "default the config's).")(f)
+    return f
 
 
 @exit_codes({
@@ -44,12 +57,7 @@ class BadInput(click.ClickException):
               help="A what-if ante bonus paytable (each round is priced at what the journal records in force); "
                    "for a journal older than that record, the paytable it was played with (default: the "
                    "config's, else pa-649a12b-1).")
-@click.option("--pair-plus", default=None, help="A what-if Pair Plus paytable (an older journal: the one it was "
-                                                "played with; default the config's).")
-@click.option("--six-card", default=None, help="A what-if Six Card Bonus paytable (an older journal: the one it was "
-                                               "played with; default the config's).")
-@click.option("--progressive", default=None, help="A what-if progressive paytable (an older journal: the one it "
-                                                  "was played with; default the config's).")
+@_what_if_paytables
 @click.option("--meter-cents", type=click.IntRange(0), default=None,
               help="A what-if progressive meter (cents); an older journal: the meter it was played at.")
 @profile_option
@@ -67,9 +75,9 @@ class BadInput(click.ClickException):
               help="With --signed: the table's private key (default: the config's [journal] key_file, the "
                    "systemd credential threecard-table-key, else JOURNAL.key beside the journal).")
 def report_command(kind: str, journal_path: str | None, archive_dir: str | None, config_path: str | None, on: str | None, shift: int | None,
-                   ante_bonus: str | None, pair_plus: str | None, six_card: str | None, progressive: str | None,
-                   meter_cents: int | None, profile_name: str | None, as_json: bool, as_csv: bool,
-                   signed_path: str | None, public_keys: tuple[str, ...], table_key: str | None) -> None:
+                   ante_bonus: str | None, meter_cents: int | None, profile_name: str | None, as_json: bool,
+                   as_csv: bool, signed_path: str | None, public_keys: tuple[str, ...], table_key: str | None,
+                   **side_paytables: str | None) -> None:
     """Rounds, hands, decisions, handle and house result by wager, voids, incidents,
     deck changes and device downtime for one shift, gaming day, month to date or
     year to date, from the journal; the settled win beside the expected win given
@@ -110,8 +118,9 @@ def report_command(kind: str, journal_path: str | None, archive_dir: str | None,
             day = date.fromisoformat(on)
         except ValueError:
             raise click.BadParameter(f"{on!r} is not a date YYYY-MM-DD", param_hint="--date") from None
-    tables, what_if = _paytables(cfg, {"ante_bonus": ante_bonus, "pair_plus": pair_plus, "six_card_bonus": six_card,
-                                       "progressive": progressive}, meter_cents, profile_name)
+    given = {"ante_bonus": ante_bonus, **{k.paytable_slot: side_paytables.get(k.key) for k in kinds.side_kinds()
+                                          if k.paytable_slot}}
+    tables, what_if = _paytables(cfg, given, meter_cents, profile_name)
     key_file = table_key or (cfg.journal.key_file if cfg else None)
     record = _check_record(journal_path, archive_dir, public_keys, key_file)  # the record first (docs/reporting.md)
     try:
@@ -199,16 +208,15 @@ def _paytables(cfg, given: dict[str, str | None], meter_cents: int | None, profi
     from table.rules.profiles import get_profile
     from table.rules.settlement import SettlementError, Tables
 
-    p = cfg.paytables if cfg else None
+    p = cfg.paytables.slots() if cfg else {}
+    chosen = {slot: v or p.get(slot) for slot, v in given.items()}
+    chosen["ante_bonus"] = chosen["ante_bonus"] or "pa-649a12b-1"
     try:
-        tables = Tables.load(given["ante_bonus"] or (p.ante_bonus if p else "pa-649a12b-1"),
-                             given["pair_plus"] or (p.pair_plus if p else None),
-                             given["six_card_bonus"] or (p.six_card_bonus if p else None),
-                             given["progressive"] or (p.progressive if p else None), meter_cents,
+        tables = Tables.load(**chosen, progressive_meter_cents=meter_cents,
                              base_dir=cfg.base_dir if cfg else None)
     except (PaytableError, SettlementError, OSError) as exc:
         raise BadInput(str(exc)) from None
-    what_if: dict = {slot: getattr(tables, slot) for slot, v in given.items() if v}
+    what_if: dict = {slot: tables.slot(slot) for slot, v in given.items() if v}
     if meter_cents is not None:
         what_if["progressive_meter_cents"] = meter_cents
     if profile_name:
@@ -222,8 +230,8 @@ def _refuse_what_if(rep: dict) -> None:
     what_if = rep.get("pricing", {}).get("what_if")
     if not what_if:
         return
-    flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
-             "progressive": "--progressive", "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
+    flags = {"ante_bonus": "--ante-bonus", **{k.paytable_slot: k.paytable_option for k in kinds.side_kinds()},
+             "progressive_meter_cents": "--meter-cents", "profile": "--profile"}
     raise BadInput("not signed: " + ", ".join(f"{flags[k]} {v}" for k, v in what_if.items())
                    + " make the report a what-if, priced at other than what the journal records in force; "
                    "a signed report is the table's own figures: drop those options to sign it")

@@ -13,7 +13,7 @@ import secrets
 import signal
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,9 +32,10 @@ from table.journal import Journal, JournalError, JournalWriteError, load_anchors
 from table.keys import KeyFileError, table_key_for
 from table.custody import CustodyViolation
 from table.logs import configure_logging
+from table.rules import kinds
 from table.rules.paytables import PaytableError, load_paytable
 from table.rules.profiles import get_profile
-from table.rules.settlement import SettlementError, Tables
+from table.rules.settlement import SettlementError, Tables, all_slots
 from table.rules.wagers import MAX_AMOUNT_CENTS, MAX_WAGER_CENTS
 from table.sealing import mask_cards
 from table.service.run import ServiceRun
@@ -51,9 +52,45 @@ EXIT_DEVICE = 4
 #: service unit does not restart on it (RestartPreventExitStatus=5, docs/journal.md)
 EXIT_JOURNAL = 5
 
-#: Paytable kinds in words, with their article.
-_KIND_TEXT = {"ante_bonus": "an ante bonus", "pair_plus": "a Pair Plus", "six_card_bonus": "a Six Card Bonus",
-              "progressive": "a progressive"}
+#: Paytable kinds in words, with their article (the side wagers' from table.rules.kinds).
+_KIND_TEXT = {"ante_bonus": "an ante bonus",
+              **{k.paytable_slot: f"a {k.label}" for k in kinds.side_kinds() if k.paytable_slot}}
+
+
+def _dest(option: str) -> str:
+    """``"side-cents"`` -> ``"side_cents"``: the click parameter of ``--side-cents``."""
+    return option.replace("-", "_")
+
+
+#: each side wager kind's paytable option (``--pair-plus``), its parameter, and its slot
+_PAYTABLE_OPTIONS = tuple((k.paytable_option, k.key, k.paytable_slot or "")
+                          for k in kinds.side_kinds())
+#: the fixed bet's options of the side wagers (``--side-cents``: Pair Plus and Six Card
+#: Bonus; ``--progressive-cents``), each with the kinds it places and its default
+_FIXED_OPTIONS: dict[str, tuple[tuple[kinds.WagerKind, ...], int]] = {}
+for _k in kinds.side_kinds():
+    _FIXED_OPTIONS[_k.fixed_option] = (_FIXED_OPTIONS.get(_k.fixed_option, ((), 0))[0] + (_k,), _k.fixed_default)
+
+
+def _kind_options(f: Any) -> Any:
+    """The options derived from the wager kinds (table.rules.kinds): each side wager's
+    paytable (``--pair-plus``, ``--six-card``, ``--progressive``), then the fixed bet's
+    cents (``--side-cents``, ``--progressive-cents``), in the kinds' order."""
+    made = []
+    for flag, dest, _slot in _PAYTABLE_OPTIONS:
+        label = kinds.of(dest).label
+        made.append(click.option(flag, dest, default=None, help=f"{label[:1].upper()}{label[1:]} paytable name or "
+                                                               "file; simulated seats then wager it."))
+    for option, (placed, default) in _FIXED_OPTIONS.items():
+        words = " and ".join(k.label for k in placed)
+        table = "those tables are" if len(placed) > 1 else f"{'an' if words[:1] in 'aeiou' else 'a'} {words} table is"
+        made.append(click.option(f"--{option}", _dest(option), type=click.IntRange(1, MAX_WAGER_CENTS),
+                                 default=default, show_default=True,
+                                 help=f"The fixed bet's {words} wager in cents, when {table} set (see "
+                                      "--ante-cents)."))
+    for option in reversed(made):
+        f = option(f)
+    return f
 
 #: Options that name a real table's devices or dealer: --simulate brings its own.
 _REAL_TABLE_OPTIONS = (("shuffler_url", "--shuffler-url"), ("shoe_url", "--shoe-url"),
@@ -149,7 +186,7 @@ class RunResults:
               show_default="1000 at a real table; none with --simulate",
               help="The fixed bet's ante in cents; the play wager equals it. At a real table: every seat's bet "
                    "when the dealer closes bets without entering any. With --simulate, only when given (or "
-                   "--side-cents/--progressive-cents is): every seat antes it every round; otherwise the simulated "
+                   f"{'/'.join('--' + o for o in _FIXED_OPTIONS)} is): every seat antes it every round; otherwise the simulated "
                    "seats are seeded players who sit down, sit out and vary their bets within the table's limits "
                    "(docs/bets.md, Simulated players).")
 @click.option("--ante-bonus", "ante_bonus", default="pa-649a12b-1", show_default=True, help="Ante bonus paytable name or TOML file (`tablectl paytable list`).")
@@ -161,14 +198,7 @@ class RunResults:
 @click.option("--scenario", "scenario", type=click.Path(exists=True, dir_okay=False), default=None,
               help="With --simulate: run a scenario file (simulators/scenarios/*.toml) and check the controller "
                    "gives its documented response; exit 0 if it does, 1 if not.")
-@click.option("--pair-plus", "pair_plus", default=None, help="Pair Plus paytable name or file; simulated seats then wager it.")
-@click.option("--six-card", "six_card", default=None, help="Six Card Bonus paytable name or file.")
-@click.option("--progressive", "progressive", default=None, help="Progressive paytable name or file.")
-@click.option("--side-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=500, show_default=True,
-              help="The fixed bet's Pair Plus and Six Card Bonus wager in cents, when those tables are set (see "
-                   "--ante-cents).")
-@click.option("--progressive-cents", type=click.IntRange(1, MAX_WAGER_CENTS), default=100, show_default=True,
-              help="The fixed bet's progressive wager in cents, when a progressive table is set (see --ante-cents).")
+@_kind_options
 @click.option("--meter-cents", type=click.IntRange(0, MAX_AMOUNT_CENTS), default=10_000_000, show_default=True,
               help="The progressive meter (cents) paid by a meter line; it must pay at least the progressive wager.")
 @click.option("--deck-colours", default="red,blue", show_default=True, help="Back colours of the two decks.")
@@ -256,7 +286,9 @@ def run_command(**params: Any) -> None:
     when that is a terminal.
     """
     ctx = click.get_current_context()
-    a = _RunArgs(**params)
+    paytables = {slot: params.pop(dest) for _flag, dest, slot in _PAYTABLE_OPTIONS}
+    fixed = {_dest(o): params.pop(_dest(o)) for o in _FIXED_OPTIONS}
+    a = _RunArgs(**params, paytables=paytables, fixed_cents=fixed)
     if a.scenario is not None:
         _run_scenario(a.scenario, a.simulate, a.as_json, a.journal_path)
         return
@@ -290,11 +322,10 @@ class _RunArgs:
     control_socket: str | None = None
     supervisor: str | None = None
     dealer_socket: str | None = None
-    pair_plus: str | None = None
-    six_card: str | None = None
-    progressive: str | None = None
-    side_cents: int = 500
-    progressive_cents: int = 100
+    #: each side wager kind's paytable option: slot -> name or file (None: the config's)
+    paytables: dict[str, str | None] = field(default_factory=dict)
+    #: the fixed bet's cents per option of the side wagers: ``{"side_cents": 500, ...}``
+    fixed_cents: dict[str, int] = field(default_factory=dict)
     meter_cents: int = 10_000_000
     event_socket: str | None = None
     scenario: str | None = None
@@ -347,9 +378,8 @@ class _TableRun:
         self.svc = ServiceRun(a.service, self.cfg.table.id if self.cfg is not None else None)
         self.colours = parse_deck_colours(o["deck_colours"], "--deck-colours")
         _configure_run_logging(self.ctx, a.log_file, a.service, o["log_level"], o["log_format"], a.simulate)
-        self.tables = _load_tables(self.settings, self.ante_bonus, a.pair_plus, a.six_card, a.progressive,
-                                   a.meter_cents)
-        _check_meter(self.tables, a.meter_cents, a.progressive_cents)
+        self.tables = _load_tables(self.settings, self.ante_bonus, a.paytables, a.meter_cents)
+        _check_meter(self.tables, a.meter_cents, a.fixed_cents[_dest(kinds.PROGRESSIVE.fixed_option)])
         self._open_journal()
         self._check_streams()
         signal.signal(signal.SIGTERM, _raise_exit)
@@ -670,7 +700,7 @@ class _TableRun:
         spec = TableSpec(
             shuffler=device("shuffler", a.shuffler_url), shoe=device("shoe", a.shoe_url),
             decks=tuple(zip(self.settings.deck_ids(), self.colours)), tables=self.tables, seats=self.seats,
-            ante_cents=a.ante_cents, side_wagers=_side_wagers(self.tables, a.side_cents, a.progressive_cents),
+            ante_cents=a.ante_cents, side_wagers=_side_wagers(self.tables, a.fixed_cents),
             profile=self.profile, limits=self._limits(), timing=self.settings.timing(),
             day_required=self.cfg is not None and self.cfg.gaming_day.procedures_required,
             archive=getattr(self, "archive_policy", None), anchors=tuple(self.anchors), unconfirmed=self.unconfirmed,
@@ -718,7 +748,7 @@ class _TableRun:
         bet on every seat (None: the controller's fixed bet)."""
         a = self.a
         if not a.simulate or any(given_on_command_line(self.ctx, name)
-                                 for name in ("ante_cents", "side_cents", "progressive_cents")):
+                                 for name in ("ante_cents", *map(_dest, _FIXED_OPTIONS))):
             return None
         from table.bets import DEFAULT_LIMITS, offered_kinds
         from table.players import SimulatedPlayers
@@ -793,8 +823,7 @@ class _TableRun:
                 "seed": a.seed,
                 "ante_cents": a.ante_cents,
                 "profile": self.profile.name,
-                "paytables": {k: getattr(tables, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus",
-                                                                   "progressive") if getattr(tables, k) is not None},
+                "paytables": {k: pt.name for k in all_slots() if (pt := tables.slot(k)) is not None},
             }
             if self.error:
                 out["error"] = self.error
@@ -931,16 +960,11 @@ def _say_incidents(ev: Any) -> None:
         click.echo(f"tablectl run: the {ev.data.get('source')} answers again: the table goes on", err=True)
 
 
-def _side_wagers(tables: Tables, side_cents: int, progressive_cents: int) -> dict[str, int]:
-    """Each seat's side wagers: one for every side paytable the table has."""
-    out = {}
-    if tables.pair_plus is not None:
-        out["pair_plus"] = side_cents
-    if tables.six_card_bonus is not None:
-        out["six_card"] = side_cents
-    if tables.progressive is not None:
-        out["progressive"] = progressive_cents
-    return out
+def _side_wagers(tables: Tables, fixed_cents: dict[str, int]) -> dict[str, int]:
+    """Each seat's side wagers: one for every side paytable the table has, at the cents of
+    its fixed bet's option (``fixed_cents``: ``{"side_cents": 500, "progressive_cents": 100}``)."""
+    return {k.key: fixed_cents[_dest(k.fixed_option)] for k in kinds.side_kinds()
+            if k.paytable_slot and tables.slot(k.paytable_slot) is not None}
 
 
 class _Terminated(KeyboardInterrupt):
@@ -985,18 +1009,16 @@ def _isatty(stream) -> bool:
         return False
 
 
-def _load_tables(settings, ante_bonus: str, pair_plus: str | None, six_card: str | None, progressive: str | None,
-                 meter_cents: int) -> Tables:
+def _load_tables(settings, ante_bonus: str, given: dict[str, str | None], meter_cents: int) -> Tables:
     """The run's paytables: the command line's over the config's. A table that cannot be
     loaded, or is of another kind than its slot, is a usage error naming the option
-    that gave it (``--pair-plus`` for a Pair Plus slot given an ante bonus table)."""
+    that gave it (``--pair-plus`` for a Pair Plus slot given an ante bonus table).
+    ``given``: slot -> the command line's paytable option (None: not given)."""
     side = settings.other_paytables()
     base_dir = side.pop("base_dir", None)
-    flags = {"ante_bonus": "--ante-bonus", "pair_plus": "--pair-plus", "six_card_bonus": "--six-card",
-             "progressive": "--progressive"}
-    given = {"pair_plus": pair_plus, "six_card_bonus": six_card, "progressive": progressive}
+    flags = {"ante_bonus": "--ante-bonus", **{slot: flag for flag, _dest, slot in _PAYTABLE_OPTIONS}}
     chosen = {"ante_bonus": ante_bonus}
-    for slot in ("pair_plus", "six_card_bonus", "progressive"):
+    for _flag, _key, slot in _PAYTABLE_OPTIONS:
         if given[slot]:
             chosen[slot] = given[slot]  # the command line overrides the config
         elif side.get(slot):
@@ -1013,8 +1035,7 @@ def _load_tables(settings, ante_bonus: str, pair_plus: str | None, six_card: str
                 f"{name!r} is {_KIND_TEXT.get(loaded[slot].kind, loaded[slot].kind)} paytable, not "
                 f"{_KIND_TEXT[slot]} one (`tablectl paytable list` shows each table's kind)", param_hint=hint)
     try:
-        return Tables(loaded["ante_bonus"], loaded.get("pair_plus"), loaded.get("six_card_bonus"),
-                      loaded.get("progressive"), meter_cents)
+        return Tables.from_slots(loaded, meter_cents)
     except SettlementError as exc:
         raise click.BadParameter(str(exc), param_hint="--meter-cents") from None
 

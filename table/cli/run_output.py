@@ -25,15 +25,10 @@ from table.sealing import mask_cards
 #: Columns a text line may take (an 80-column terminal, less one for the cursor).
 WIDTH = 79
 
-#: Wager names in the text form (the JSON keeps the settlement's own names).
-WAGER_LABELS = {
-    "ante": "ante",
-    "play": "play",
-    "ante_bonus": "bonus",
-    "pair_plus": "pair plus",
-    "six_card": "six card",
-    "progressive": "progressive",
-}
+#: Wager names in the text form (the JSON keeps the settlement's own names): the ante
+#: bonus shortened; every other wager, each kind of table.rules.kinds included, is its key
+#: with spaces ("pair plus", "six card").
+WAGER_LABELS = {"ante_bonus": "bonus"}
 
 
 def money(cents: int, *, sign: bool = True) -> str:

@@ -66,12 +66,12 @@ class RunSettings:
         return (self.config.decks[0].id, self.config.decks[1].id) if self.config else default
 
     def other_paytables(self) -> dict[str, Any]:
-        """``Tables.load`` keyword arguments for the config's Pair Plus, Six Card Bonus
-        and progressive tables, and the directory relative paths are read from."""
+        """``Tables.load`` keyword arguments for the config's side wagers' tables (Pair Plus,
+        Six Card Bonus, progressive: every slot but ``ante_bonus``), and the directory
+        relative paths are read from."""
         if self.config is None:
             return {}
-        p = self.config.paytables
-        kw = {k: getattr(p, k) for k in ("pair_plus", "six_card_bonus", "progressive") if getattr(p, k)}
+        kw = {k: v for k, v in self.config.paytables.slots().items() if k != "ante_bonus" and v}
         return {**kw, "base_dir": self.config.base_dir}
 
 

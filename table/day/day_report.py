@@ -38,9 +38,10 @@ from protocols.cards import Card
 from .gaming_day import ENTRY_KIND, DayFigures
 from ..in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
 from ..journal import Journal
-from ..rules.expectation import WAGER_KINDS, Expectation, round_expectation, round_theoretical, total
+from ..rules.expectation import (WAGER_KINDS, Expectation, but_six_card, round_expectation, round_theoretical,
+                                total)
 from ..rules.profiles import PENNSYLVANIA, RulesProfile
-from ..rules.settlement import SeatRound, SettlementError, Tables, settle_seat
+from ..rules.settlement import SeatRound, SettlementError, Tables, all_slots, settle_seat
 from ..rules.wagers import Decision, Wagers
 
 KINDS = ("shift", "day", "month", "year")
@@ -443,7 +444,7 @@ class Counter:
                 if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
                     w = s.wagers
                     try:
-                        st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards,
+                        st = settle_seat(but_six_card(w), s.decision, s.cards,
                                          r.dealer, tables, profile)
                     except SettlementError as exc:
                         raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
@@ -476,8 +477,7 @@ class Counter:
 
     @staticmethod
     def _names(r: RoundRecord, t: Tables) -> str:
-        names = ", ".join(getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-                          if getattr(t, k) is not None)
+        names = ", ".join(pt.name for k in all_slots() if (pt := t.slot(k)) is not None)
         return f"({names}, {'journaled in force' if r.in_force is not None else 'given'})"
 
     def expectation(self, r: RoundRecord) -> Expectation:
@@ -635,8 +635,7 @@ def _head(c: "Counter", kind: str, rounds: Sequence[RoundRecord], calendar: Cale
     last = periods[-1] if periods else None
     if last is None:
         t = c.pricing.fallback
-        names = {k: getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-                 if t is not None and getattr(t, k) is not None}
+        names = {k: pt.name for k in all_slots() if t is not None and (pt := t.slot(k)) is not None}
     return {"table_id": c.facts.table_id, "report": kind,
             "profile": last["profile"] if last else c.pricing.what_if.get("profile", c.pricing.profile).name,
             "paytables": last["paytables"] if last else names, "pricing": c.pricing.label(rounds),

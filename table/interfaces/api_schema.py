@@ -46,6 +46,7 @@ from typing import Any
 
 from table.bets import REFUSAL_CODES as BET_CODES
 from table.events import SCHEMA as EVENT_SCHEMA
+from table.rules import kinds
 from table.rules.wagers import MAX_WAGER_CENTS
 from table.roles import ALL, MAX_NAME, MAX_REASON, PERMISSIONS, Role
 
@@ -133,10 +134,7 @@ COMMANDS: tuple[Action, ...] = (
                                     "close (58 Pa. Code 649a.7, 816a.1). Since 1.2.0.",
            {"seat": SEAT,
             "all_seats": {"const": True, "description": "every seat of the layout, all or nothing (instead of seat)"},
-            "ante": {**CENTS, "description": "the ante in cents (the play wager equals it, 649a.7); 0: none"},
-            "pair_plus": {**CENTS, "description": "Pair Plus in cents; alone (no ante) it is a route into the round"},
-            "six_card": {**CENTS, "description": "Six Card Bonus in cents (needs an ante)"},
-            "progressive": {**CENTS, "description": "the progressive wager in cents (needs an ante)"},
+            **{k.key: {**CENTS, "description": k.describe} for k in kinds.kinds()},
             "empty": {"const": True, "description": "the seat bets nothing this round (it is not dealt)"},
             "same_as_last": {"const": True, "description": "what the seat bet last round (empty if it was)"},
             "table_minimum": {"const": True, "description": "the ante at the table minimum, no side wager"}}),
@@ -318,7 +316,7 @@ def reply_schema() -> dict[str, Any]:
             "code": {"enum": [*ERROR_CODES, *TABLE_CODES],
                      "description": "a front door's refusal (ERROR_CODES) or the table's own (TABLE_CODES)"},
             "seat": {"type": "integer", "description": "place_bets refused: the seat"},
-            "wager": {"enum": ["ante", "pair_plus", "six_card", "progressive"],
+            "wager": {"enum": list(kinds.keys()),
                       "description": "place_bets refused: the wager at fault"},
             "limit_cents": {"type": "integer", "description": "place_bets refused: the limit broken, in cents"},
         },

@@ -23,6 +23,7 @@ from protocols.cards import BackColour
 from table.bets import money
 from table.console import Command, Console, Expectation
 from table.roles import Actor, Role
+from table.rules import kinds
 
 
 class ConsoleDealer:
@@ -50,9 +51,12 @@ class ConsoleDealer:
         self._say("Collect the round's cards and the shoe's stub into the discard rack.")
 
 
+#: the short form's example (``a25 pp10 6c5 pr1``), one word per wager kind (table.rules.kinds)
+BET_EXAMPLE = " ".join(f"{k.prefix}{k.example_dollars}" for k in kinds.kinds())
+
 KEYS_HELP = """console commands (type a line, then Enter):
   s                      the table's state in words
-  b SEAT a25 pp10 6c5 pr1  seat SEAT's bets in dollars: ante, Pair Plus, Six Card Bonus, progressive (dealer)
+  b SEAT """ + BET_EXAMPLE + "  seat SEAT's bets in dollars: " + ", ".join(k.label for k in kinds.kinds()) + """ (dealer)
   b SEAT - / = / min     seat SEAT empty / same as last round / the table minimum (SEAT * : every seat)
   c                      close bets (dealer)
   p SEAT / f SEAT        seat SEAT plays / folds (dealer)
@@ -130,8 +134,8 @@ def parse_procedure(line: str) -> tuple[str, str, dict[str, Any]]:
     return procedure, dealer, {"amount": _dollars(rest[0], f"the {word}")}
 
 
-#: the short form's wager prefixes (``b 3 a25 pp10 6c5 pr1``), longest first
-BET_PREFIXES = (("pp", "pair_plus"), ("6c", "six_card"), ("pr", "progressive"), ("a", "ante"))
+#: the short form's wager prefixes (``b 3 a25 pp10 6c5 pr1``), longest first (table.rules.kinds)
+BET_PREFIXES = tuple((k.prefix, k.key) for k in sorted(kinds.kinds(), key=lambda k: -len(k.prefix)))
 
 
 def _dollars(text: str, what: str) -> int:
@@ -148,7 +152,7 @@ def parse_bet_args(rest: list[str]) -> dict[str, Any]:
     ``3 -`` (empty), ``3 =`` (same as last round), ``3 min`` (the table minimum); ``*``
     instead of a seat: every seat. Raises ``ValueError`` saying what is wrong."""
     if not rest:
-        raise ValueError("say which seat: b SEAT a25 pp10 6c5 pr1, b SEAT -, b SEAT =, b SEAT min (SEAT * : every seat)")
+        raise ValueError(f"say which seat: b SEAT {BET_EXAMPLE}, b SEAT -, b SEAT =, b SEAT min (SEAT * : every seat)")
     seat, words = rest[0], rest[1:]
     args: dict[str, Any] = {}
     if seat == "*":
@@ -158,7 +162,7 @@ def parse_bet_args(rest: list[str]) -> dict[str, Any]:
     else:
         raise ValueError(f"{seat!r} is not a seat: give its number (1..7) or * for every seat")
     if not words:
-        raise ValueError(f"say what seat {seat} bets: a25 pp10 6c5 pr1, - (empty), = (same as last round), min")
+        raise ValueError(f"say what seat {seat} bets: {BET_EXAMPLE}, - (empty), = (same as last round), min")
     if len(words) == 1 and words[0].lower() in ("-", "=", "min"):
         args[{"-": "empty", "=": "same_as_last", "min": "table_minimum"}[words[0].lower()]] = True
         return args
@@ -173,14 +177,14 @@ def parse_bet_args(rest: list[str]) -> dict[str, Any]:
                 args[kind] = _dollars(low[len(prefix):], kind.replace("_", " "))
                 break
         else:
-            raise ValueError(f"{word!r}: a wager is a25 (ante), pp10 (Pair Plus), 6c5 (Six Card), pr1 (progressive), "
-                             "in dollars")
+            raise ValueError(f"{word!r}: a wager is " + ", ".join(f"{k.prefix}{k.example_dollars} ({k.label})"
+                                                                  for k in kinds.kinds()) + ", in dollars")
     return args
 
 
 def describe_bets(result: dict) -> str:
     """A ``place_bets`` answer in words: each seat's wagers and the seats now in play."""
-    names = {"ante": "ante", "pair_plus": "Pair Plus", "six_card": "Six Card", "progressive": "progressive"}
+    names = kinds.labels()
     parts = []
     for seat, w in sorted((result.get("seats") or {}).items(), key=lambda kv: int(kv[0])):
         if not w or not any(w.values()):

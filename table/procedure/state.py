@@ -18,7 +18,6 @@ custody, the subscribers' callbacks. Never a device: device I/O belongs to
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import queue
 import threading
@@ -237,7 +236,7 @@ def by(cmd: Command) -> dict[str, Any]:
 
 def wager_dict(wagers: dict[int, Wagers]) -> dict[str, dict[str, int]]:
     """Each seat's wagers as journaled: only the wagers placed (zero amounts left out)."""
-    return {str(s): {k: v for k, v in dataclasses.asdict(w).items() if v} for s, w in wagers.items()}
+    return {str(s): w.to_record() for s, w in wagers.items()}
 
 
 class TableState:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from . import kinds
 from .wagers import SeatSettlement, SettlementError, show
 
 
@@ -123,7 +124,7 @@ def hand_at_risk(settlement: SeatSettlement) -> int:
     """
     stakes = {r.wager: r.stake for r in settlement.results}
     ante = stakes.get("ante", 0)
-    return 2 * ante + sum(stakes.get(w, 0) for w in ("pair_plus", "six_card", "progressive"))
+    return 2 * ante + sum(stakes.get(k.key, 0) for k in kinds.side_kinds())
 
 
 def settle_bank(

@@ -41,6 +41,7 @@ import numpy as np
 
 from protocols.cards import Card
 
+from . import kinds
 from .hands import SixCardCategory
 from .paytables import PaytableError
 from .profiles import PENNSYLVANIA, RulesProfile
@@ -49,8 +50,10 @@ from .settlement import SeatRound, SettlementError, Tables, settle_seat
 from .strategy import plays_q64
 from .wagers import Decision, Wagers
 
-#: The wagers a report counts, in its order.
-WAGER_KINDS = ("ante", "play", "ante_bonus", "pair_plus", "six_card", "progressive")
+#: The wagers a report counts, in its order: the ante's three results (the ante, the play
+#: wager equal to it and the ante bonus paid on it, 649a.11, 649a.12(b)), then each side
+#: wager kind of :mod:`table.rules.kinds`.
+WAGER_KINDS = ("ante", "play", "ante_bonus") + tuple(k.key for k in kinds.side_kinds())
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,11 @@ def _class_cache(tables: Tables, profile: RulesProfile) -> _Cache:
     return _CACHES[key]
 
 
+def but_six_card(w: Wagers) -> Wagers:
+    """``w`` without its Six Card Bonus wager (settled on its own, from the six cards)."""
+    return Wagers(**{k: v for k, v in w.to_record().items() if k != "six_card"})
+
+
 def _contest(s: SeatRound, tables: Tables, profile: RulesProfile) -> tuple:
     """One seat's results (its wagers but the Six Card Bonus) for each contest outcome:
     a tuple indexed 0 (the dealer does not qualify), 1 (the seat loses to a qualifying
@@ -150,7 +158,7 @@ def _contest(s: SeatRound, tables: Tables, profile: RulesProfile) -> tuple:
     wager is won 1 to 1 with the ante, both push, or both lose)."""
     w = s.wagers
     low = next(d for d in _LOW_DEALERS if not {str(c) for c in s.cards} & set(d))
-    st = settle_seat(Wagers(w.ante, w.pair_plus, 0, w.progressive), s.decision, s.cards, low, tables, profile)
+    st = settle_seat(but_six_card(w), s.decision, s.cards, low, tables, profile)
     base = tuple((r.wager, r.amount) for r in st.results)
     if s.decision is not Decision.PLAY:
         return (base,) * 4
@@ -526,9 +534,9 @@ def _class_weights(profile: RulesProfile, with_ante: bool) -> Any:
 def _seat_theoretical(wagers: Wagers, tables: Tables, profile: RulesProfile) -> Expectation:
     if profile.player_dealer_bank:
         raise SettlementError(f"profile {profile.name}: a player-dealer banks the round, not the house")
-    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
-                         ("progressive", wagers.progressive)):
-        if amount and getattr(tables, slot) is None:
+    for kind in kinds.side_kinds():
+        slot = kind.paytable_slot or ""
+        if wagers.amount(kind.key) and tables.slot(slot) is None:
             raise SettlementError(f"a {slot} wager was placed but no {slot} paytable was selected")
     mean, var, by_wager = Fraction(0), Fraction(0), {}
     with_ante = wagers.ante > 0

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from protocols.cards import Card
 
+from . import kinds
 from .bank import settle_bank
 from .hands import dealer_qualifies, evaluate, six_card_hand
 from .paytables import TOML_RULE, Paytable, PaytableError, load_paytable
@@ -58,8 +59,10 @@ class Tables:
     ``ante_bonus`` is required; ``pair_plus``, ``six_card_bonus`` and
     ``progressive`` are needed only when a seat places that wager.
     ``progressive_meter_cents`` is the meter amount at the round (needed when a
-    meter line pays). Raises :class:`SettlementError` when a paytable's kind
-    does not fit its slot.
+    meter line pays). ``others``: the paytables of the slots of wager kinds
+    registered beyond these (:mod:`table.rules.kinds`), each in the slot its
+    ``kind`` names; :meth:`slot` reads any slot alike. Raises
+    :class:`SettlementError` when a paytable's kind does not fit its slot.
     """
 
     ante_bonus: Paytable
@@ -67,9 +70,22 @@ class Tables:
     six_card_bonus: Paytable | None = None
     progressive: Paytable | None = None
     progressive_meter_cents: int | None = None
+    others: tuple[Paytable, ...] = ()
+
+    def slot(self, name: str) -> Paytable | None:
+        """The paytable in slot ``name`` (``"ante_bonus"`` or a kind's
+        :attr:`~table.rules.kinds.WagerKind.paytable_slot`), ``None`` when none is."""
+        if name in FIELD_SLOTS:
+            return getattr(self, name)  # type: ignore[no-any-return]
+        return next((pt for pt in self.others if pt.kind == name), None)
 
     def __post_init__(self) -> None:
-        for slot in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive"):
+        for pt in self.others:
+            if not isinstance(pt, Paytable) or pt.kind in FIELD_SLOTS or pt.kind not in all_slots():
+                raise SettlementError(f"others: {show(pt)} is not the paytable of a registered wager kind's slot")
+        if len({pt.kind for pt in self.others}) != len(self.others):
+            raise SettlementError("others: two paytables for one slot")
+        for slot in FIELD_SLOTS:
             pt = getattr(self, slot)
             if pt is None:
                 if slot == "ante_bonus":
@@ -91,14 +107,46 @@ class Tables:
         progressive: str | Paytable | None = None,
         progressive_meter_cents: int | None = None,
         base_dir: str | Path | None = None,
+        **others: str | Paytable | None,
     ) -> "Tables":
         """Build from shipped names or file paths (see :func:`load_paytable`);
-        raises :class:`~table.rules.paytables.PaytableError` for a bad table."""
+        ``others``: slot -> name or path for the slots of kinds registered beyond the
+        four fields. Raises :class:`~table.rules.paytables.PaytableError` for a bad
+        table, :class:`SettlementError` for a slot no kind has."""
 
         def ld(x):
             return None if x is None else load_paytable(x, base_dir=base_dir)
 
-        return cls(ld(ante_bonus), ld(pair_plus), ld(six_card_bonus), ld(progressive), progressive_meter_cents)
+        unknown = [k for k in others if k not in all_slots() or k in FIELD_SLOTS]
+        if unknown:
+            raise SettlementError(f"no wager kind is paid from paytable slot {unknown[0]!r}")
+        extra = tuple(ld(v) for v in others.values() if v is not None)
+        return cls(ld(ante_bonus), ld(pair_plus), ld(six_card_bonus), ld(progressive), progressive_meter_cents,
+                   extra)
+
+    @classmethod
+    def from_slots(cls, slots: Mapping[str, Paytable | None], progressive_meter_cents: int | None = None) -> "Tables":
+        """From slot -> paytable (``ante_bonus`` required; a slot missing or ``None``: no
+        paytable there), any slot of :func:`all_slots`. Raises :class:`SettlementError` as
+        the constructor does, and for a slot no kind has."""
+        unknown = [k for k in slots if k not in all_slots()]
+        if unknown:
+            raise SettlementError(f"no wager kind is paid from paytable slot {unknown[0]!r}")
+        pt = slots.get("ante_bonus")
+        if pt is None:
+            raise SettlementError("an ante bonus paytable is required")
+        return cls(pt, slots.get("pair_plus"), slots.get("six_card_bonus"), slots.get("progressive"),
+                   progressive_meter_cents,
+                   tuple(p for k, p in slots.items() if k not in FIELD_SLOTS and p is not None))
+
+
+#: the slots :class:`Tables` names as fields; a registered kind's other slot is in ``others``
+FIELD_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+
+
+def all_slots() -> tuple[str, ...]:
+    """Every paytable slot: ``ante_bonus`` and each side kind's (:mod:`table.rules.kinds`)."""
+    return ("ante_bonus",) + tuple(k.paytable_slot for k in kinds.side_kinds() if k.paytable_slot)
 
 
 def _cards(cards: Sequence[Card | str], who: str) -> list[Card]:
@@ -187,10 +235,9 @@ def _checked(wagers: Wagers, decision: Decision | str | None, seat_cards: Sequen
     dealer = _cards(dealer_cards, "dealer")
     if set(seat) & set(dealer):
         raise SettlementError(f"card dealt twice: {', '.join(sorted(str(c) for c in set(seat) & set(dealer)))}")
-    for slot, amount in (("pair_plus", wagers.pair_plus), ("six_card_bonus", wagers.six_card),
-                         ("progressive", wagers.progressive)):
-        if amount and getattr(tables, slot) is None:
-            key = {"six_card_bonus": "six_card"}.get(slot, slot)
+    for kind in kinds.side_kinds():
+        slot, key = kind.paytable_slot or "", kind.key
+        if wagers.amount(key) and tables.slot(slot) is None:
             raise SettlementError(f"wagers.{key}: a {slot} wager was placed but the round names no paytables.{slot} "
                                   "(a side wager is paid only from its filed paytable, 58 Pa. Code 649a.12)")
     return decision, seat, dealer
@@ -283,8 +330,8 @@ class SeatRound:
 _ROUND_KEYS = ("profile", "paytables", "progressive_meter_cents", "dealer", "seats",
                "player_dealer_seat", "bank_cents", "round_id", "comment")
 _SEAT_KEYS = ("seat", "wagers", "decision", "cards")
-_WAGER_KEYS = ("ante", "pair_plus", "six_card", "progressive")
-_SLOTS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
+_WAGER_KEYS = kinds.keys()
+_SLOTS = all_slots()
 
 
 def _seat_number(value: Any, what: str) -> int:
@@ -379,9 +426,10 @@ class Round:
             raise SettlementError("'paytables' must be an object naming at least 'ante_bonus'")
         _reject_unknown(pts, _SLOTS, "paytables: ")
         refs = {k: _paytable_ref(k, v, base_dir) for k, v in pts.items() if v is not None or k == "ante_bonus"}
+        loaded: dict[str, Paytable | None] = {}
         for slot, ref in refs.items():  # each paytable's own problem names its key
             try:
-                load_paytable(ref, base_dir=base_dir)
+                loaded[slot] = load_paytable(ref, base_dir=base_dir)
             except PaytableError as e:  # still a PaytableError (its path and line kept), now naming the key
                 named = PaytableError(f"paytables.{slot}: {e}")
                 named.path, named.line = e.path, e.line
@@ -389,8 +437,7 @@ class Round:
         meter = data.get("progressive_meter_cents")
         if meter is not None:
             _cents("progressive_meter_cents", meter, MAX_AMOUNT_CENTS)
-        tables = Tables.load(refs["ante_bonus"], refs.get("pair_plus"), refs.get("six_card_bonus"),
-                             refs.get("progressive"), meter, base_dir=base_dir)
+        tables = Tables.from_slots(loaded, meter)
         dealer = tuple(_cards(_card_list(data.get("dealer"), "dealer"), "dealer"))
         seats_raw = data.get("seats")
         if not isinstance(seats_raw, list) or not seats_raw:
@@ -570,8 +617,7 @@ def settle_round(rnd: Round) -> dict[str, Any]:
     out: dict[str, Any] = {
         "profile": rnd.profile.name,
         "paytables": {
-            k: getattr(t, k).name for k in ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
-            if getattr(t, k) is not None
+            k: pt.name for k in all_slots() if (pt := t.slot(k)) is not None
         },
         "dealer": {**hand_to_dict(dealer_v), "qualifies": dealer_qualifies(dealer_v)},
         "seats": [{"seat": s.seat, **st.to_dict()} for s, st in settled],

@@ -80,45 +80,105 @@ def _cents(name: str, value: Any, maximum: int = MAX_WAGER_CENTS) -> int:
     return value
 
 
-@dataclass(frozen=True)
 class Wagers:
-    """One seat's wagers in cents (ints): ``ante``, ``pair_plus``, ``six_card``
-    (Six Card Bonus), ``progressive``. The play wager is not listed: it equals
-    the ante when the player plays (649a.11).
+    """One seat's wagers in cents (ints), one amount per wager kind of
+    :mod:`table.rules.kinds` (``ante``, ``pair_plus``, ``six_card`` (Six Card Bonus),
+    ``progressive``, ...), read as attributes (``w.pair_plus``; a kind not placed is
+    0). Positional amounts follow the kinds' order: ``Wagers(2500, 1000)`` is an ante
+    of 2500 and Pair Plus 1000. The play wager is not listed: it equals the ante when
+    the player plays (649a.11). Immutable, hashable, equal when every amount is.
 
     A seat enters the round by one of the two routes of 58 Pa. Code 649a.7: an
     ante (with any side wagers beside it), or a Pair Plus wager alone. Raises
     :class:`SettlementError` for a negative or non-integer amount, one above
-    :data:`MAX_WAGER_CENTS`, a seat with no wager at all, and a Six Card Bonus
-    or progressive wager without an ante."""
+    :data:`MAX_WAGER_CENTS`, a seat with no wager at all, and a wager whose kind
+    needs an ante (Six Card Bonus, progressive) without one; ``TypeError`` for a
+    kind not registered."""
 
-    ante: int
-    pair_plus: int = 0
-    six_card: int = 0
-    progressive: int = 0
+    __slots__ = ("_amounts",)
+    _amounts: tuple[tuple[str, int], ...]
 
-    def __post_init__(self) -> None:
-        for k in ("ante", "pair_plus", "six_card", "progressive"):
-            _cents(k, getattr(self, k))
+    def __init__(self, *amounts: int, **by_kind: int) -> None:
+        from . import kinds
+
+        table = kinds.kinds()
+        if len(amounts) > len(table):
+            raise TypeError(f"Wagers takes at most {len(table)} amounts, one per wager kind")
+        given: dict[str, Any] = {k.key: v for k, v in zip(table, amounts)}
+        for key, v in by_kind.items():
+            if key in given:
+                raise TypeError(f"Wagers got two amounts for {key!r}")
+            if key not in {k.key for k in table}:
+                raise TypeError(f"Wagers got an unknown wager kind {key!r}; the kinds: "
+                                f"{', '.join(k.key for k in table)}")
+            given[key] = v
+        checked = {k.key: _cents(k.key, given.get(k.key, 0)) for k in table}
+        object.__setattr__(self, "_amounts", tuple((k, v) for k, v in checked.items() if v))
         if not self.total:
             raise SettlementError("no wager placed: a seat needs an ante or a Pair Plus wager (649a.7)")
-        if not self.ante:
+        if not checked["ante"]:
             # 649a.7: without an ante a seat competes only against the Pair Plus paytable.
-            for k, label in (("six_card", "Six Card Bonus"), ("progressive", "progressive")):
-                if getattr(self, k):
-                    raise SettlementError(f"a {label} wager needs an ante: without one a seat plays only "
+            for k in table:
+                if k.needs_ante and checked[k.key]:
+                    raise SettlementError(f"a {k.label} wager needs an ante: without one a seat plays only "
                                           "Pair Plus (649a.7)")
+
+    def __getattr__(self, name: str) -> int:
+        from . import kinds
+
+        if name.startswith("_") or name not in kinds.keys():
+            raise AttributeError(name)
+        return self.amount(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Wagers are immutable")
+
+    def amount(self, kind: str) -> int:
+        """The cents placed on ``kind`` (0 when none)."""
+        for k, v in self._amounts:
+            if k == kind:
+                return v
+        return 0
+
+    def amounts(self) -> dict[str, int]:
+        """kind -> cents for every registered kind, zeros included, in the kinds' order."""
+        from . import kinds
+
+        placed = dict(self._amounts)
+        return {k: placed.get(k, 0) for k in kinds.keys()}
+
+    def to_record(self) -> dict[str, int]:
+        """The journal's form: only the wagers placed (zero amounts left out), in the kinds' order."""
+        return dict(self._amounts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Wagers) and self._amounts == other._amounts
+
+    def __hash__(self) -> int:
+        return hash(self._amounts)
+
+    def __repr__(self) -> str:
+        return "Wagers(" + ", ".join(f"{k}={v}" for k, v in self.amounts().items()) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_wagers_from_record, (self.to_record(),))
 
     @property
     def total(self) -> int:
         """Cents placed before the deal (play wager excluded)."""
-        return self.ante + self.pair_plus + self.six_card + self.progressive
+        return sum(v for _, v in self._amounts)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Wagers":
         """One seat's wagers as journaled (only the wagers placed; a missing kind is 0).
         Raises :class:`SettlementError` as the constructor does."""
-        return cls(**{k: int(record.get(k, 0)) for k in ("ante", "pair_plus", "six_card", "progressive")})
+        from . import kinds
+
+        return cls(**{k: int(record.get(k, 0)) for k in kinds.keys()})
+
+
+def _wagers_from_record(record: Mapping[str, int]) -> Wagers:
+    return Wagers(**record)
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .. import kinds as _wager_kinds
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..hands import HandValue, SixCardHand
 
-KINDS = ("ante_bonus", "pair_plus", "six_card_bonus", "progressive")
 
 THREE_CARD_LINES = (
     "mini_royal_spades",
@@ -77,17 +78,18 @@ SIX_CARD_LINES = (
     "straight",
     "three_of_a_kind",
 )
-LINES_BY_KIND = {
+_HANDS = {"three_card": THREE_CARD_LINES, "six_card": SIX_CARD_LINES}
+#: the paytable kinds: the ante bonus (paid on the ante) and each side wager kind's slot
+#: (:mod:`table.rules.kinds`: the hand its paytable reads and the payout forms it may use)
+KINDS: tuple[str, ...] = ("ante_bonus",) + tuple(k.paytable_slot for k in _wager_kinds.side_kinds()
+                                                   if k.paytable_slot)
+LINES_BY_KIND: dict[str, tuple[str, ...]] = {
     "ante_bonus": THREE_CARD_LINES,
-    "pair_plus": THREE_CARD_LINES,
-    "progressive": THREE_CARD_LINES,
-    "six_card_bonus": SIX_CARD_LINES,
+    **{k.paytable_slot: _HANDS[k.paytable_hand] for k in _wager_kinds.side_kinds() if k.paytable_slot},
 }
-FORMS_BY_KIND = {
+FORMS_BY_KIND: dict[str, tuple[str, ...]] = {
     "ante_bonus": ("to",),
-    "pair_plus": ("to",),
-    "progressive": ("to", "for", "meter"),
-    "six_card_bonus": ("to", "flat"),
+    **{k.paytable_slot: k.paytable_forms for k in _wager_kinds.side_kinds() if k.paytable_slot},
 }
 
 #: Mini-royal floors, 58 Pa. Code 649a.12(g) (reference 004): odds N to 1.
@@ -249,7 +251,7 @@ class Paytable:
         from ..hands import HandValue, SixCardCategory, SixCardHand
 
         if isinstance(hand, SixCardHand):
-            if self.kind != "six_card_bonus":
+            if LINES_BY_KIND.get(self.kind) is not SIX_CARD_LINES:
                 raise PaytableError(f"{self.name} is a {self.kind} paytable, not a Six Card Bonus one")
             chain: list[str] = []
             c = hand.category
@@ -262,7 +264,7 @@ class Paytable:
             elif c is not SixCardCategory.NOTHING:
                 chain.append(c.name.lower())
         elif isinstance(hand, HandValue):
-            if self.kind == "six_card_bonus":
+            if LINES_BY_KIND.get(self.kind) is SIX_CARD_LINES:
                 raise PaytableError(f"{self.name} is a Six Card Bonus paytable; it needs six cards")
             chain = []
             if hand.mini_royal:

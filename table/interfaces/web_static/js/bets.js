@@ -14,9 +14,17 @@
 import { Status } from "./model.js";
 import { besideError, el, fill, money } from "./ui.js";
 
-const KINDS = ["ante", "pair_plus", "six_card", "progressive"];
-const KIND_WORDS = { ante: "Ante", pair_plus: "Pair Plus", six_card: "Six Card", progressive: "Progressive" };
-const KIND_SHORT = { ante: "Ante", pair_plus: "PP", six_card: "6 Card", progressive: "Prog" };
+// The wager kinds come from the table (table/rules/kinds.py, in the status's bets): their
+// keys in order, the spot's words and the short tab label of each.
+let KINDS = [];
+let KIND_WORDS = {};
+let KIND_SHORT = {};
+function learn(status) {
+  const kinds = Status.kinds(status);
+  KINDS = kinds.map((k) => k.key);
+  KIND_WORDS = Object.fromEntries(kinds.map((k) => [k.key, String(k.spot || k.label || k.key)]));
+  KIND_SHORT = Object.fromEntries(kinds.map((k) => [k.key, String(k.short || k.spot || k.key)]));
+}
 
 /** Cents as dollars for a chip or a bet: 2500 -> "$25", 1250 -> "$12.50". */
 export function dollars(cents) {
@@ -41,7 +49,7 @@ export function chipsFor(limit) {
   return out.slice(0, 4);
 }
 
-function zero() { return { ante: 0, pair_plus: 0, six_card: 0, progressive: 0 }; }
+function zero() { return Object.fromEntries(KINDS.map((k) => [k, 0])); }
 
 /** What the table says seat `s` has bet now. */
 function placed(bets, s) {
@@ -112,7 +120,7 @@ function spot(ctx, bets, s, open, redraw) {
     "data-in-play": w ? "true" : "false" },
   el("h3", {}, `Seat ${s}`),
   el("p", { class: "bet-placed", id: `bet-${s}-placed`, "aria-live": "polite",
-    "data-ante-cents": w ? w.ante : 0, "data-pair-plus-cents": w ? w.pair_plus : 0 }, words(w)),
+    ...Object.fromEntries(KINDS.map((k) => [`data-${k.replace(/_/g, "-")}-cents`, w ? w[k] || 0 : 0])) }, words(w)),
   open ? [tabs, chips, quick] : null,
   refused ? el("p", { class: "bet-refused", id: `bet-${s}-refused`, role: "alert" }, refused) : null);
 }
@@ -123,6 +131,7 @@ function spot(ctx, bets, s, open, redraw) {
  * sends no bets.
  */
 export function renderBets(box, ctx, redraw) {
+  learn(ctx.status);
   const bets = Status.bets(ctx.status);
   const w = Status.waitingFor(ctx.status);
   const staff = ["dealer", "supervisor"].includes(ctx.me.role);

@@ -4,7 +4,7 @@
 
 import { TableConnection, sessionGone, signOut, whoami } from "./api.js";
 import { Status, TableModel } from "./model.js";
-import { badge, el, fill } from "./ui.js";
+import { badge, el, fill, learnKinds } from "./ui.js";
 
 const STATUS_POLL_MS = 1000; // deck moves and link changes are not events: the status is asked for too
 
@@ -36,6 +36,7 @@ export async function boot({ allowed, render }) {
     if (frame) return;
     frame = requestAnimationFrame(() => {
       frame = 0;
+      learnKinds(Status.kinds(ctx.status));
       render(ctx);
       model.perf.shown();
     });

@@ -53,6 +53,12 @@ export const Status = {
   layout: (s) => (s && s.bets && Array.isArray(s.bets.layout) ? s.bets.layout.filter((n) => Number.isInteger(n)) : null),
   /** The bet book while a round takes bets (table.bets.BetBook.to_dict()), or null. */
   bets: (s) => (s && s.bets && typeof s.bets === "object" ? s.bets : null),
+  /** The wager kinds a seat may place, in order (table/rules/kinds.py, served in the bets):
+   *  [{key, label, spot, short, paytable_slot, needs_ante, route}], [] from an older table. */
+  kinds: (s) => {
+    const k = s && s.bets && typeof s.bets === "object" ? s.bets.kinds : null;
+    return Array.isArray(k) ? k.filter((x) => x && typeof x.key === "string") : [];
+  },
   roundsPlayed: (s) => (s && Number.isInteger(s.rounds_played) ? s.rounds_played : null),
   /** The status to show after `prev`: between two seats' decisions the table records the
    *  one taken before it asks for the next (a moment with no `waiting_for`); the screens go

@@ -11,7 +11,6 @@ import { shiftPlot } from "./shift_plot.js";
 import { badge, el, fill, panel, wagerName } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
-const WAGERS = ["ante", "play", "ante_bonus", "pair_plus", "six_card", "progressive"];
 const ORDER = { closed: ["open", "drop", "shift_change", "fill", "credit", "close"],
   open: ["fill", "credit", "shift_change", "close", "open", "drop"] };
 
@@ -112,7 +111,7 @@ function reportTable(r) {
   const wagers = el("table", { class: "wagers", id: "report-wagers" },
     el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Wager"), el("th", { scope: "col" }, "Handle"),
       el("th", { scope: "col" }, "House result"))),
-    el("tbody", {}, WAGERS.map((k) => el("tr", {}, el("th", { scope: "row" }, wagerName(k)),
+    el("tbody", {}, Object.keys(r.house_result || {}).map((k) => el("tr", {}, el("th", { scope: "row" }, wagerName(k)),
       el("td", {}, r.handle && k in r.handle ? dollars(r.handle[k]) : "—"),
       el("td", {}, r.house_result && k in r.house_result ? dollars(r.house_result[k]) : "—")))));
   const e = r.expected_win, t = r.theoretical_win;

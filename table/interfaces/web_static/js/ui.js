@@ -97,8 +97,14 @@ export function money(cents, signed = false) {
   return cents > 0 ? `+${text}` : cents < 0 ? `−${text}` : `±${text}`;
 }
 
-const WAGER_NAMES = { ante: "ante", play: "play", ante_bonus: "ante bonus", pair_plus: "Pair Plus",
-  six_card: "Six Card Bonus", progressive: "progressive" };
+// The play wager and the ante bonus are results of the ante, not kinds a seat places; the
+// kinds' own words come from the table (table/rules/kinds.py, learnKinds).
+const WAGER_NAMES = { play: "play", ante_bonus: "ante bonus" };
+
+/** Take the wager kinds' words from the table's status (`Status.kinds`), for wagerName. */
+export function learnKinds(kinds) {
+  for (const k of kinds || []) if (k && typeof k.key === "string" && typeof k.label === "string") WAGER_NAMES[k.key] = k.label;
+}
 const OUTCOME_WORDS = { win: "wins", lose: "loses", push: "push", returned: "returned" };
 
 export function wagerName(w) { return WAGER_NAMES[w] || String(w).replace(/_/g, " "); }
