@@ -579,8 +579,8 @@ class _TableRun:
                 # the shift's and the day's figures for the supervisor's page
                 self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
                                                                 calendar=Calendar.of(cfg),
-                                                                archive=cfg.journal.archive if cfg else None
-                                                                ).handlers())
+                                                                archive=cfg.journal.archive if cfg else None,
+                                                                public_keys=(journal.key.public,)).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 
