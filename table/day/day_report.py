@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Sequence
-from zoneinfo import ZoneInfo
 
 from protocols.cards import Card
 
+from .calendar import Calendar
 from .gaming_day import ENTRY_KIND, DayFigures
 from ..in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
 from ..journal import Journal
@@ -392,42 +392,6 @@ def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
 
 
 # -- the calendar ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Calendar:
-    """Gaming days and shifts: ``start_hour`` (local), ``tz`` (IANA name), ``shift_hours``
-    (the ``[gaming_day]`` section of the table config)."""
-
-    start_hour: int = 6
-    tz: str = "UTC"
-    shift_hours: int = 8
-
-    @classmethod
-    def of(cls, config: Any) -> "Calendar":
-        """From a :class:`table.config.TableConfig` (``None``: the defaults)."""
-        if config is None:
-            return cls()
-        g = config.gaming_day
-        return cls(g.start_hour, g.timezone, g.shift_hours)
-
-    def _local(self, at: datetime) -> datetime:
-        return at.astimezone(ZoneInfo(self.tz)) - timedelta(hours=self.start_hour)
-
-    def gaming_day(self, at: datetime) -> date:
-        """The gaming day ``at`` falls in."""
-        return self._local(at).date()
-
-    def clock_shift(self, at: datetime) -> int:
-        """The shift (1-based) ``at`` falls in by the clock."""
-        return self._local(at).hour // self.shift_hours + 1
-
-    def bounds(self, day: date) -> tuple[datetime, datetime]:
-        """The gaming day's start and end (local, aware)."""
-        zone = ZoneInfo(self.tz)
-        start = datetime(day.year, day.month, day.day, self.start_hour, tzinfo=zone)
-        nxt = day + timedelta(days=1)
-        return start, datetime(nxt.year, nxt.month, nxt.day, self.start_hour, tzinfo=zone)
 
 
 # -- counting -------------------------------------------------------------------------------------
