@@ -1,6 +1,6 @@
 """Event stream benchmarks: events/s on the socket and to MQTT, card-to-socket latency.
 
-    python bench/events.py [--json] [--rounds N] [--seats K] [--under-soak]
+    python bench/events.py [--json] [--rounds N] [--seats K] [--under-soak] [--baseline DIR [--pairs N]]
 
 Deals ``--rounds`` simulated rounds (emulated shuffler and shoe on ptys, the
 virtual dealer) through :class:`table.api.Table` with an event socket, with a
@@ -20,6 +20,11 @@ compressed, faults in 30% of the rounds) runs in another process on the same
 machine: the load the target (card read -> socket p99 < 5 ms) is set
 under. The soak is stopped when the dealing ends.
 
+``--baseline DIR``: another checkout's table (``git archive <commit> | tar -x -C DIR``)
+dealt the same way, alternately with this one's, each in a process of its own, beside
+one soak with ``--under-soak``: the socket latency of each, its limit (p99 < 5 ms
+beside a soak) and this ÷ base, from one run.
+
 MQTT figures need mosquitto (``apt-get install mosquitto``); without it they are null.
 """
 
@@ -38,8 +43,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+#: the checkout whose table is measured: this one, or ``--tree DIR`` (a baseline's turn)
+TREE = Path(sys.argv[sys.argv.index("--tree") + 1]).resolve() if "--tree" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(TREE))
 
 import structlog  # noqa: E402
 
@@ -229,6 +236,51 @@ def mqtt_throughput(work: Path, broker: Any) -> dict:
             "mqtt_events_per_s": round(len(got) / t_all, 1)}
 
 
+#: the card read -> event socket p99 limit (ms), with a soak beside the table
+P99_LIMIT_MS = 5.0
+
+
+def against_baseline(args: argparse.Namespace) -> None:
+    """This checkout's table and the baseline's, dealt alternately (each its own process,
+    ``--pairs`` turns each) beside one soak when ``--under-soak``: the card read -> socket
+    latency of each beside the limit, and this ÷ base (medians of the turns, one run)."""
+    soak = _soak() if args.under_soak else None
+    runs: dict[str, list[dict]] = {"this": [], "base": []}
+    try:
+        for _ in range(args.pairs):
+            for name, tree in (("this", ROOT), ("base", Path(args.baseline).resolve())):
+                r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", "--no-mqtt", "--rounds",
+                                    str(args.rounds), "--seats", str(args.seats), "--tree", str(tree)],
+                                   capture_output=True, text=True, timeout=1800)
+                if r.returncode:
+                    raise SystemExit(f"{name}: {r.stderr.strip()[-800:]}")
+                runs[name].append(json.loads(r.stdout)["socket"]["latency_ms"])
+    finally:
+        if soak is not None:
+            soak.terminate()
+            soak.wait(30)
+    out: dict[str, Any] = {"under_soak": args.under_soak, "pairs": args.pairs, "limit_p99_ms": P99_LIMIT_MS}
+    for name, rs in runs.items():
+        out[name] = {k: round(statistics.median(r[k] for r in rs), 3) for k in ("p50", "p99", "max")}
+    out["ratio"] = {k: round(out["this"][k] / out["base"][k], 3) if out["base"][k] else None for k in ("p50", "p99", "max")}
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(f"card read -> event socket latency (ms), {args.rounds} rounds of {args.seats} seats, "
+          f"{'beside a soak' if args.under_soak else 'alone'}, medians of {args.pairs} turns each:")
+    for k in ("p50", "p99", "max"):
+        limit = f"  (limit < {P99_LIMIT_MS})" if k == "p99" else ""
+        print(f"  {k:<4} this {out['this'][k]:>8}  base {out['base'][k]:>8}  ratio {out['ratio'][k]}{limit}")
+
+
+def _soak() -> subprocess.Popen:
+    """A chaos soak in a process of its own (this checkout's), until terminated."""
+    exe = shutil.which("tablectl", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
+    return subprocess.Popen(cmd + ["soak", "--rounds", "100000", "--seed", "1", "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -236,14 +288,17 @@ def main() -> None:
     ap.add_argument("--seats", type=int, default=7)
     ap.add_argument("--under-soak", action="store_true", help="deal while a chaos soak runs in another process")
     ap.add_argument("--no-mqtt", action="store_true", help="the socket figures only (no broker started)")
+    ap.add_argument("--baseline", metavar="DIR", help="another checkout's table, dealt alternately with this one's "
+                                                       "(socket figures only), beside the soak when --under-soak")
+    ap.add_argument("--pairs", type=int, default=2, help="--baseline: turns of each checkout (default 2)")
+    ap.add_argument("--tree", metavar="DIR", help=argparse.SUPPRESS)  # read before the imports (TREE)
     args = ap.parse_args()
     _quiet()
+    if args.baseline:
+        return against_baseline(args)
     soak = None
     if args.under_soak:
-        exe = shutil.which("tablectl", path=str(Path(sys.executable).parent))
-        cmd = [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
-        soak = subprocess.Popen(cmd + ["soak", "--rounds", "100000", "--seed", "1", "--json"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        soak = _soak()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)

@@ -3,9 +3,12 @@
     python bench/rounds.py [--json] [--rounds N] [--seats 1,3,7] [--transports serial,usb] [--baseline DIR]
     python bench/rounds.py --drivers [--json] [--rounds N] [--seats 7] [--pairs 3]
 
-``--baseline DIR``: also run another checkout (``git worktree add DIR <commit>``)
+``--baseline DIR``: also run another checkout (``git archive <commit> | tar -x -C DIR``)
 the same way, each of its runs just after this checkout's, and print its rows
-and ratios beside these (tree ``base``): before and after in one run.
+and ratios beside these (tree ``base``), and each figure of this checkout beside
+the baseline's with the ratio and its limit: before and after in one run. Every
+seat bets the fixed bet (``--ante-cents 1000``), so the tables compared are equal
+(the same seats dealt every round); ``--players``: the seeded players instead.
 
 For each transport (emulators on ptys, or as emulated USB devices behind
 pyusb), each number of seats, without and with ``--journal``: runs
@@ -63,11 +66,17 @@ from _tablectl import Run, count_marks, cpu_s, interpreter_start_s  # noqa: E402
 ROUND_MARK = b'{"number": '
 
 
-def one(rounds: int, seats: int, transport: str, journal: bool, tree: str | None = None) -> dict:
+#: what bets: the fixed bet on every seat, so a table of N seats deals N hands a round in every
+#: checkout compared (seeded players sit out and vary their bets, and an older checkout has none)
+FIXED_BET = ["--ante-cents", "1000"]
+
+
+def one(rounds: int, seats: int, transport: str, journal: bool, tree: str | None = None,
+        players: bool = False) -> dict:
     bare = interpreter_start_s()
     with tempfile.TemporaryDirectory(prefix="bench-rounds-") as tmp:
         args = ["run", "--simulate", "--rounds", str(rounds), "--seats", str(seats), "--seed", "1", "--json",
-                "--transport", transport, "--log-file", str(Path(tmp) / "run.log")]
+                "--transport", transport, "--log-file", str(Path(tmp) / "run.log"), *([] if players else FIXED_BET)]
         jpath = Path(tmp) / "journal.sqlite3"
         if journal:
             args += ["--journal", str(jpath)]
@@ -232,15 +241,20 @@ def main() -> int:
     ap.add_argument("--drivers", action="store_true",
                     help="compare drivers in processes of their own with drivers in the table's process")
     ap.add_argument("--pairs", type=int, default=3, help="--drivers: runs of each form, alternately (default 3)")
+    ap.add_argument("--players", action="store_true",
+                    help="seeded players bet (they sit out and vary their bets) instead of the fixed bet "
+                         "(--ante-cents 1000) on every seat: compare only checkouts that both have them")
     args = ap.parse_args()
     if args.drivers:
         return drivers_main(args)
     trees = [None] + ([args.baseline] if args.baseline else [])
-    runs = [one(args.rounds, int(s), tr, j, tree) for tr in args.transports.split(",")
+    runs = [one(args.rounds, int(s), tr, j, tree, args.players) for tr in args.transports.split(",")
             for s in args.seats.split(",") for j in (False, True) for tree in trees]
     pairs = ratios(runs)
+    against = against_base(runs)
     if args.json:
-        print(json.dumps({"rounds_per_run": args.rounds, "runs": runs, "ratios": pairs}))
+        print(json.dumps({"rounds_per_run": args.rounds, "bets": "players" if args.players else "fixed",
+                          "runs": runs, "ratios": pairs, "this_over_base": against, "limits": LIMITS}))
         return 0
     print(f"{'tree':4} {'transport':9} {'seats':>5} {'journal':>7} {'rounds/s':>9} {'CPU ms/round':>12} {'first round s':>13} "
           f"{'bare python s':>13} {'journal B/round':>15} {'peak RSS MB':>11}")
@@ -252,7 +266,37 @@ def main() -> int:
     print(f"{'tree':4} {'transport':9} {'seats':>5} {'journaled/unjournaled rounds/s':>30} {'CPU a round, journaled/unjournaled':>34}")
     for p in pairs:
         print(f"{p['tree']:4} {p['transport']:9} {p['seats']:5} {p['rounds_per_s_ratio']!s:>30} {p['cpu_per_round_ratio']!s:>34}")
+    if against:
+        print()
+        print("this checkout beside the baseline, same run (each run just after the other's):")
+        print(f"{'transport':9} {'seats':>5} {'journal':>7} {'figure':<26} {'this':>9} {'base':>9} {'this/base':>9} limit")
+        for a in against:
+            for k, (mine, base, ratio) in a["figures"].items():
+                print(f"{a['transport']:9} {a['seats']:5} {'yes' if a['journal'] else 'no':>7} {k:<26} {mine!s:>9} "
+                      f"{base!s:>9} {ratio!s:>9} {LIMITS.get(k, '')}")
     return 0
+
+
+#: each figure's limit (README.md, "Benches, labs and fault scenarios")
+LIMITS = {"start_over_interpreter_s": "< 0.3", "journal_bytes_per_round": "<= 8192 at 7 seats"}
+
+
+def against_base(runs: list[dict]) -> list[dict]:
+    """Each run of this checkout beside the baseline's run of the same transport, seats and
+    journal: (this, base, this ÷ base) for each figure."""
+    base = {(r["transport"], r["seats"], r["journal"]): r for r in runs if r["tree"] == "base"}
+    out = []
+    for r in runs:
+        b = base.get((r["transport"], r["seats"], r["journal"]))
+        if r["tree"] != "this" or b is None:
+            continue
+        figs = {}
+        for k in ("rounds_per_s", "cpu_ms_per_round", "start_over_interpreter_s", "start_to_first_round_s",
+                  "journal_bytes_per_round", "peak_rss_mb"):
+            mine, theirs = r.get(k), b.get(k)
+            figs[k] = (mine, theirs, round(mine / theirs, 3) if mine is not None and theirs else None)
+        out.append({"transport": r["transport"], "seats": r["seats"], "journal": r["journal"], "figures": figs})
+    return out
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ class FaultyTransport:
         """As the inner transport's: whether :meth:`read` honours ``timeout_s``."""
         return bool(getattr(self.inner, "timed_read", False))
 
-    def wait_readable(self, timeout_s: float) -> bool:
+    def wait_readable(self, timeout_s: float | None) -> bool:
         """As the inner transport's, counting the bytes held back by ``fragment``."""
         if self._cut:
             raise LinkLost(f"{self.name}: disconnected (fault injection)")

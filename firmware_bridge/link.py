@@ -245,6 +245,11 @@ class _LinkShared:
         def _refuse(self, exc: HandshakeError) -> None: ...
 
 
+#: how early a wait for the heartbeat's moment may end and still count as that moment (s):
+#: the clock's tick, so a wait that ends a hair early does not wake the thread a second time
+_EARLY_S = 0.002
+
+
 class _LinkSupervisor(_LinkShared):
     """The supervisor half of a :class:`Link`: the heartbeat while the link is up and the
     reconnect with backoff while it is down (SPEC §6.4, §6.6). A mixin: it works on the link's
@@ -264,7 +269,7 @@ class _LinkSupervisor(_LinkShared):
                     continue
                 if st is LinkState.UP:
                     idle = time.monotonic() - self._last_rx
-                    if idle < interval:
+                    if idle < interval - _EARLY_S:  # a wait ends a little early: no second wake-up for it
                         self._cv.wait(interval - idle)
                         continue
             if st is LinkState.UP:
@@ -406,7 +411,10 @@ class _LinkReader(_LinkShared):
                 try:
                     if self._pending_seq is not None and not quietable:
                         continue
-                    ready = as_timed(self.transport).wait_readable(read_s)
+                    # Blocked until bytes arrive or someone wakes it (a request, a close, the link
+                    # going down): no timed poll while the line is idle; a partial frame alone
+                    # bounds the wait, by the inter-byte timeout that ends it (SPEC §2.1).
+                    ready = as_timed(self.transport).wait_readable(read_s if self._parser.pending else None)
                 except LinkLost as exc:
                     if self._generation == gen:
                         self._go_down(str(exc))
@@ -938,6 +946,7 @@ class Link(_LinkSupervisor, _LinkReader):
             self._generation += 1
             self._cv.notify_all()
         self._wake_requester()
+        self._wake_reader()  # the reader waits on the line with no timeout: it ends with its connection
         self.stats.disconnects += 1
         self._log.warning("link_down", reason=reason)
         self._notice("link_down", reason)

@@ -13,6 +13,8 @@ import errno
 import os
 import select
 import socket
+import threading
+import time
 from typing import Any, Callable, Protocol, cast
 
 import serial
@@ -34,8 +36,8 @@ class Transport(Protocol):
         A transport whose ``timed_read`` is true also takes ``timeout_s`` (s),
         a bound for this one read (0: only what has arrived), and has
         ``wait_readable(timeout_s) -> bool``: block until bytes can be read
-        (True) or the timeout passes or ``cancel_read`` woke it (False),
-        reading nothing. The link then lets a requester read its own reply
+        (True) or the timeout passes (None: no timeout) or ``cancel_read`` or
+        ``close`` woke it (False), reading nothing. The link then lets a requester read its own reply
         (SPEC §7.1). Such a transport may also have ``quiet(on: bool)``: while
         on, bytes arriving do not end a ``wait_readable`` (a wake-up by
         ``cancel_read``, a hang-up or an error still do), so a requester reading
@@ -57,7 +59,7 @@ class TimedTransport(Transport, Protocol):
 
     def read(self, max_bytes: int, timeout_s: float | None = None) -> bytes: ...
 
-    def wait_readable(self, timeout_s: float) -> bool: ...
+    def wait_readable(self, timeout_s: float | None) -> bool: ...
 
     def cancel_read(self) -> None: ...
 
@@ -79,8 +81,9 @@ _HINTS = {
 class SerialTransport:
     """A pyserial port opened from a URL.
 
-    ``read_timeout_s`` bounds one blocking read (s); the link's reader thread
-    blocks there, so an idle link costs only that many wake-ups per second.
+    ``read_timeout_s`` bounds one blocking :meth:`read` (s) where no timeout is
+    given; on a posix port the link's reader thread waits in :meth:`wait_readable`
+    with no timeout at all (an idle link wakes it only for the heartbeat's reply).
     ``baudrate`` is in bit/s (ignored by ptys and sockets).
     Raises :class:`TransportError` (with a hint) when the port cannot be opened
     and :class:`LinkLost` when it fails once open.
@@ -153,10 +156,10 @@ class SerialTransport:
             # TypeError/AttributeError: pyserial's fd was closed under a blocked read.
             raise LinkLost(f"{self.url}: {_failed('read', exc)}") from exc
 
-    def wait_readable(self, timeout_s: float) -> bool:
-        """Block up to ``timeout_s`` (s) until the port has bytes to read; False on
-        timeout or when :meth:`cancel_read` woke it. Reads nothing (posix ports,
-        see :attr:`timed_read`). Raises :class:`LinkLost`."""
+    def wait_readable(self, timeout_s: float | None) -> bool:
+        """Block up to ``timeout_s`` (s; None: until something happens) until the port
+        has bytes to read; False on timeout or when :meth:`cancel_read` or :meth:`close`
+        woke it. Reads nothing (posix ports, see :attr:`timed_read`). Raises :class:`LinkLost`."""
         watch = self._watch
         if self._port is None or watch is None:
             raise LinkLost(f"{self.url} is closed")
@@ -219,7 +222,10 @@ class SerialTransport:
 
     def cancel_read(self) -> None:
         """Wake a read blocked in another thread (posix ports); a no-op elsewhere."""
-        port = self._port
+        self._cancel(self._port)
+
+    @staticmethod
+    def _cancel(port: Any) -> None:
         cancel = getattr(port, "cancel_read", None)
         if cancel is not None:
             try:
@@ -233,6 +239,8 @@ class SerialTransport:
         port, self._port = self._port, None
         watch, self._watch = self._watch, None
         if watch is not None:
+            if port is not None:  # a thread waiting on the line with no timeout finds the port closed
+                watch.release(lambda: self._cancel(port))
             watch.close()
         if port is not None:
             try:
@@ -260,15 +268,40 @@ class _Watch:
         self.read_poll = select.poll()  # poll, not select: no lists built per read
         self.read_poll.register(fd, select.POLLIN)
         self.read_poll.register(wake, select.POLLIN)
+        self._gate = threading.Condition()
+        self._inside = 0  # threads in wait()
+        self._released = False  # release() began: no new wait
 
-    def wait(self, timeout_s: float) -> bool:
-        """True when ``fd`` has bytes (or hung up); False on timeout or a wake-up.
-        Raises OSError/ValueError (closed)."""
+    def release(self, wake: Callable[[], None], timeout_s: float = 2.0) -> None:
+        """Wake every thread in :meth:`wait` (``wake()``: a wake-up byte) and return once
+        none is left in it, before the port's descriptors close: a wait has no timeout,
+        and a wake-up byte whose pipe closed before the waiter saw it would leave it
+        waiting for ever. Wakes again while one is left (another reader of the pipe may
+        take a byte), for at most ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._gate:
+            self._released = True
+            while self._inside and (left := deadline - time.monotonic()) > 0:
+                wake()
+                self._gate.wait(min(left, 0.05))
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """True when ``fd`` has bytes (or hung up); False on timeout (None: none) or a
+        wake-up. Raises OSError/ValueError (closed)."""
         ep, fd, wake = self._ep, self.fd, self.wake
-        if ep is None:
-            ready, _, _ = select.select([fd, wake], [], [], timeout_s)
-        else:
-            ready = [f for f, _ in ep.poll(timeout_s)]
+        with self._gate:
+            if self._released:
+                raise ValueError("the port is closing")
+            self._inside += 1
+        try:
+            if ep is None:
+                ready, _, _ = select.select([fd, wake], [], [], timeout_s)
+            else:
+                ready = [f for f, _ in ep.poll(-1 if timeout_s is None else timeout_s)]
+        finally:
+            with self._gate:
+                self._inside -= 1
+                self._gate.notify_all()
         if wake in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(wake, 1000)
@@ -389,9 +422,10 @@ class SocketTransport:
             raise LinkLost(f"{self.name}: the device closed the connection")
         return data
 
-    def wait_readable(self, timeout_s: float) -> bool:
-        """Block up to ``timeout_s`` (s) until the socket has bytes (or EOF) to
-        read; False on timeout or when :meth:`cancel_read` woke it. Reads nothing."""
+    def wait_readable(self, timeout_s: float | None) -> bool:
+        """Block up to ``timeout_s`` (s; None: until something happens) until the socket
+        has bytes (or EOF) to read; False on timeout or when :meth:`cancel_read` or
+        :meth:`close` woke it. Reads nothing."""
         watch = self._watch
         if self._sock is None or watch is None:
             raise LinkLost(f"{self.name} is closed")
@@ -427,6 +461,7 @@ class SocketTransport:
         sock, self._sock = self._sock, None
         watch, self._watch = self._watch, None
         if watch is not None:
+            watch.release(self.cancel_read)  # a thread waiting with no timeout finds the socket closed
             watch.close()
         if sock is not None:
             try:

@@ -448,6 +448,6 @@ class TableController:
 def _calendar_of(archive: ArchivePolicy | None) -> Any:
     """The table's gaming-day calendar: the archive policy's start hour and time zone
     (``[gaming_day]``), else the default (06:00 UTC)."""
-    from .day.day_report import Calendar
+    from .day.calendar import Calendar
 
     return Calendar(archive.start_hour, archive.timezone) if archive is not None else Calendar()

@@ -784,6 +784,10 @@ class EventLog:
         return 1
 
     def _pump(self) -> None:
+        # Fed by the journal, the pump has nothing to look for until a commit or a notify
+        # wakes it: it waits with no timeout (an idle table's threads sleep). Following a
+        # file another process writes, it looks every poll_s.
+        wait_s = None if self._journal is not None else self.poll_s
         while not self._stop.is_set():
             with self._wake:
                 self._dirty = False
@@ -793,7 +797,7 @@ class EventLog:
                 log.error("event_log_read_failed", error=str(exc))
             with self._wake:
                 if not self._stop.is_set() and not self._dirty:
-                    self._wake.wait(self.poll_s)
+                    self._wake.wait(wait_s)
 
     def subscribe(self, after: int | None = None, *, seat: int | None = None, maxsize: int = 10_000) -> Subscription:
         """A :class:`Subscription` to events with seq > ``after`` (None: from now on),

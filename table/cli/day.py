@@ -160,7 +160,7 @@ def _import_offline(csv_file: Path, text: str, journal_path: str, key_file: str 
             raise BadInput(str(exc)) from None
         from datetime import datetime, timezone
 
-        from table.day.day_report import Calendar
+        from table.day.calendar import Calendar
 
         # the drop rules need today's gaming day (a day to come has no drop): the default calendar
         day = replay_day(journal, journal.table_id,

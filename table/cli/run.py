@@ -603,14 +603,14 @@ class _TableRun:
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
                                                             anchors=lambda: self.anchors,
                                                             archive=cfg.journal.archive if cfg else None).handlers())
-                from table.day.day_report import Calendar
+                from table.day.calendar import Calendar
                 from table.interfaces.day_view import DayReportQueries
 
                 # the shift's and the day's figures for the supervisor's page
                 self.dispatcher.queries.update(DayReportQueries(a.journal_path, self.tables, profile=self.profile,
                                                                 calendar=Calendar.of(cfg),
-                                                                archive=cfg.journal.archive if cfg else None
-                                                                ).handlers())
+                                                                archive=cfg.journal.archive if cfg else None,
+                                                                public_keys=(journal.key.public,)).handlers())
         elif a.event_socket:
             from table.interfaces.peers import LocalRoles
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Sequence
-from zoneinfo import ZoneInfo
 
 from protocols.cards import Card
 
+from .calendar import Calendar
 from .gaming_day import ENTRY_KIND, DayFigures
 from ..in_force import ENTRY_KIND as IN_FORCE_KIND, METER_KIND, InForce, InForceError, Pricing, read_in_force, read_meter
 from ..journal import Journal
@@ -122,65 +122,127 @@ def read_journal(journal: Journal) -> JournalFacts:
         return _read_journal(journal)
     except ReportError:
         raise
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-        # an entry edited into something that is not a journal entry's JSON: named, never a crash
-        raise ReportError(f"{journal.path}: an entry does not read ({type(exc).__name__}: {exc}): "
-                          "the journal was edited or damaged (tablectl audit verify names the entry)") from None
+    except UNREADABLE as exc:
+        raise unreadable(journal, exc) from None
+
+
+#: what reading an entry edited into something that is not a journal entry's JSON raises
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+
+
+def unreadable(journal: Journal, exc: BaseException) -> ReportError:
+    """The :class:`ReportError` for an entry of ``journal`` that does not read (``exc``,
+    one of :data:`UNREADABLE`): named, never a crash."""
+    return ReportError(f"{journal.path}: an entry does not read ({type(exc).__name__}: {exc}): "
+                       "the journal was edited or damaged (tablectl audit verify names the entry)")
 
 
 def _read_journal(journal: Journal) -> JournalFacts:
-    facts = JournalFacts(journal.table_id)
-    day = segment_day(journal)
-    steps: dict[str, dict[str, Any]] = {}
-    down: dict[str, datetime] = {}
-    # Incidents: the incident entries, the custody rules broken (violation entries), and the
-    # rounds held for a device or a restart (a custody hold comes with its violation already).
-    in_force: list[tuple[int, InForce | int]] = []  # (seq, what was in force, or a meter reading)
-    for kind in ("round", "incident", "violation", "supervisor", "link", ENTRY_KIND, IN_FORCE_KIND, METER_KIND):
-        for e in journal.entries(kind):
-            at = _when(e.ts)
-            facts.last_at = at if facts.last_at is None or at > facts.last_at else facts.last_at
-            b = e.body
-            if kind == "round":
-                r = steps.setdefault(e.round_id or "", {})
-                step = b.get("step")
-                r[step] = (e.seq, at, b)
-                if step == "voided":
-                    facts.voids.append(at)
-                elif step == "held" and b.get("cause") in ("device", "restart"):
-                    facts.incidents.append(at)
-            elif kind in ("incident", "violation"):
-                facts.incidents.append(at)
-            elif kind == "supervisor" and b.get("action") == "register_deck":
-                facts.deck_changes.append(at)
-            elif kind == "link":
-                src = str(b.get("source"))
-                if b.get("notice") == "link_down":
-                    down.setdefault(src, at)
-                elif b.get("notice") in ("link_up", "device_rebooted") and src in down:
-                    facts.downtime.append((src, down.pop(src), at))
-            elif kind == ENTRY_KIND:
-                facts.procedures.append((at, dict(b), day))
-            else:
-                try:
-                    in_force.append((e.seq, read_in_force(e.seq, b) if kind == IN_FORCE_KIND else read_meter(e.seq, b)))
-                except InForceError as exc:
-                    raise ReportError(str(exc)) from None
-    for src, since in down.items():  # still down at the journal's end
-        facts.downtime.append((src, since, facts.last_at or since))
-    facts.voids.sort()
-    facts.procedures.sort(key=lambda p: p[0])
-    in_force.sort(key=lambda p: p[0])
-    for rid, r in steps.items():
-        if "settle" not in r or "voided" in r:
-            continue
-        try:
-            facts.rounds.append(_round_record(rid, r, day, in_force))
-        except (KeyError, TypeError, ValueError) as exc:
-            seq = r["settle"][0]
-            raise ReportError(f"round {rid} (entry {seq}): does not read as a settled round: {exc}") from None
-    facts.rounds.sort(key=lambda x: (x.at, x.number))
-    return facts
+    reader = FactsReader(journal.table_id, segment_day(journal))
+    reader.read(journal)
+    return reader.facts()
+
+
+class FactsReader:
+    """A report's reading of one journal segment, kept: :meth:`read` reads the entries
+    committed after the last it read (each once), :meth:`facts` gives what a report counts
+    as :func:`read_journal` of the whole segment would (a fresh :class:`JournalFacts`,
+    the caller may change it). ``table_id``; ``day``: the segment's gaming day
+    (:func:`segment_day`; None for a journal kept whole). A running table's queries keep
+    one per live segment (:mod:`table.day.report_cache`). :meth:`read` and :meth:`facts`
+    raise :class:`ReportError` naming an entry that does not read (the reader is then
+    no longer usable: start a new one)."""
+
+    #: the entry kinds a report counts from
+    KINDS = ("round", "incident", "violation", "supervisor", "link", ENTRY_KIND, IN_FORCE_KIND, METER_KIND)
+
+    def __init__(self, table_id: str, day: date | None) -> None:
+        self.table_id = table_id
+        self.day = day
+        #: the last entry read (its seq): the next :meth:`read` starts after it
+        self.last_seq = 0
+        self._steps: dict[str, dict[str, Any]] = {}  # round id -> step -> (seq, at, body)
+        self._rounds: dict[str, RoundRecord] = {}  # the settled rounds, not voided
+        self._touched: set[str] = set()  # round ids with an entry read since the last facts()
+        self._down: dict[str, datetime] = {}  # a device's link down since
+        self._downtime: list[tuple[str, datetime, datetime]] = []
+        self._voids: list[datetime] = []
+        self._incidents: list[datetime] = []
+        self._deck_changes: list[datetime] = []
+        self._procedures: list[tuple[datetime, dict[str, Any], date | None]] = []
+        self._in_force: list[tuple[int, InForce | int]] = []  # (seq, what was in force, or a meter reading)
+        self._last_at: datetime | None = None
+
+    def read(self, journal: Journal, upto: int | None = None) -> None:
+        """Read ``journal``'s entries after :attr:`last_seq` (through ``upto``, default
+        the journal's last), kind by kind (each kind's entries in sequence order: what
+        a report counts of one kind never depends on another's order)."""
+        upto = journal.last_seq if upto is None else upto
+        if upto <= self.last_seq:
+            return
+        for kind in self.KINDS:
+            for e in journal.entries(kind, since=self.last_seq, upto=upto):
+                self._one(kind, e.seq, e.ts, e.round_id, e.body)
+        self.last_seq = upto
+
+    def _one(self, kind: str, seq: int, ts: str, round_id: str | None, b: dict[str, Any]) -> None:
+        at = _when(ts)
+        self._last_at = at if self._last_at is None or at > self._last_at else self._last_at
+        if kind == "round":
+            rid = round_id or ""
+            step = b.get("step")
+            self._steps.setdefault(rid, {})[step] = (seq, at, b)
+            self._touched.add(rid)
+            if step == "voided":
+                self._voids.append(at)
+            elif step == "held" and b.get("cause") in ("device", "restart"):
+                self._incidents.append(at)
+        elif kind in ("incident", "violation"):
+            # Incidents: the incident entries, the custody rules broken (violation entries), and the
+            # rounds held for a device or a restart (a custody hold comes with its violation already).
+            self._incidents.append(at)
+        elif kind == "supervisor" and b.get("action") == "register_deck":
+            self._deck_changes.append(at)
+        elif kind == "link":
+            src = str(b.get("source"))
+            if b.get("notice") == "link_down":
+                self._down.setdefault(src, at)
+            elif b.get("notice") in ("link_up", "device_rebooted") and src in self._down:
+                self._downtime.append((src, self._down.pop(src), at))
+        elif kind == ENTRY_KIND:
+            self._procedures.append((at, dict(b), self.day))
+        elif kind in (IN_FORCE_KIND, METER_KIND):
+            try:
+                self._in_force.append((seq, read_in_force(seq, b) if kind == IN_FORCE_KIND else read_meter(seq, b)))
+            except InForceError as exc:
+                raise ReportError(str(exc)) from None
+
+    def facts(self) -> JournalFacts:
+        """What a report counts of the entries read so far (the rounds read since the last
+        call made into records once each). Raises :class:`ReportError`."""
+        self._in_force.sort(key=lambda p: p[0])
+        for rid in sorted(self._touched):
+            r = self._steps[rid]
+            if "settle" not in r or "voided" in r:
+                self._rounds.pop(rid, None)
+                continue
+            try:
+                self._rounds[rid] = _round_record(rid, r, self.day, self._in_force)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ReportError(f"round {rid} (entry {r['settle'][0]}): does not read as a settled round: "
+                                  f"{exc}") from None
+        self._touched.clear()
+        facts = JournalFacts(self.table_id, last_at=self._last_at)
+        facts.downtime = [*self._downtime,  # a device still down at the segment's end: down to its end
+                          *((src, since, self._last_at or since) for src, since in self._down.items())]
+        facts.voids = sorted(self._voids)
+        facts.incidents = sorted(self._incidents)
+        facts.deck_changes = sorted(self._deck_changes)
+        facts.procedures = sorted(self._procedures, key=lambda p: p[0])
+        # in the order each round was first journaled, then by when it was played (as ever)
+        facts.rounds = sorted((self._rounds[rid] for rid in self._steps if rid in self._rounds),
+                              key=lambda x: (x.at, x.number))
+        return facts
 
 
 def segment_day(journal: Journal) -> date | None:
@@ -333,42 +395,6 @@ def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
 # -- the calendar ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Calendar:
-    """Gaming days and shifts: ``start_hour`` (local), ``tz`` (IANA name), ``shift_hours``
-    (the ``[gaming_day]`` section of the table config)."""
-
-    start_hour: int = 6
-    tz: str = "UTC"
-    shift_hours: int = 8
-
-    @classmethod
-    def of(cls, config: Any) -> "Calendar":
-        """From a :class:`table.config.TableConfig` (``None``: the defaults)."""
-        if config is None:
-            return cls()
-        g = config.gaming_day
-        return cls(g.start_hour, g.timezone, g.shift_hours)
-
-    def _local(self, at: datetime) -> datetime:
-        return at.astimezone(ZoneInfo(self.tz)) - timedelta(hours=self.start_hour)
-
-    def gaming_day(self, at: datetime) -> date:
-        """The gaming day ``at`` falls in."""
-        return self._local(at).date()
-
-    def clock_shift(self, at: datetime) -> int:
-        """The shift (1-based) ``at`` falls in by the clock."""
-        return self._local(at).hour // self.shift_hours + 1
-
-    def bounds(self, day: date) -> tuple[datetime, datetime]:
-        """The gaming day's start and end (local, aware)."""
-        zone = ZoneInfo(self.tz)
-        start = datetime(day.year, day.month, day.day, self.start_hour, tzinfo=zone)
-        nxt = day + timedelta(days=1)
-        return start, datetime(nxt.year, nxt.month, nxt.day, self.start_hour, tzinfo=zone)
-
-
 # -- counting -------------------------------------------------------------------------------------
 
 
@@ -394,7 +420,7 @@ class Counter:
 
     def __init__(self, facts: JournalFacts, tables: Tables | None, profile: RulesProfile = PENNSYLVANIA,
                  calendar: Calendar = Calendar(), check_settlement: bool = True,
-                 cache: "dict[str, dict[str, Expectation]] | None" = None,
+                 cache: "dict[str, dict[str, Any]] | None" = None,
                  what_if: "dict[str, Any] | None" = None) -> None:
         self.facts = facts
         try:
@@ -404,8 +430,11 @@ class Counter:
         self.calendar = calendar
         # ``cache``: expectations kept across reports of one journal (a running table's queries)
         cache = cache if cache is not None else {}
-        self._exp: dict[str, Expectation] = cache.setdefault("expected", {})
-        self._theo: dict[str, Expectation] = cache.setdefault("theoretical", {})
+        self._exp: dict[str, tuple[RoundRecord, Expectation]] = cache.setdefault("expected", {})
+        self._theo: dict[str, tuple[RoundRecord, Expectation]] = cache.setdefault("theoretical", {})
+        # the rounds already checked against the paytables (the very records: a round read
+        # again is checked again); a cache holds one table's queries, one tables and profile
+        self._checked: dict[str, RoundRecord] = cache.setdefault("checked", {})
         if what_if:  # priced at other paytables on purpose: kept apart from the record's expectations
             self._exp, self._theo = {}, {}
         elif check_settlement:
@@ -430,50 +459,56 @@ class Counter:
         them: every seat a paytable paid, or could have paid (a pair or better), is
         settled again but for its Six Card Bonus; a Six Card Bonus is checked against
         the paytable's line for the six-card hand the journal names."""
+        for r in self.facts.rounds:
+            if self._checked.get(r.round_id) is r:
+                continue
+            self._check_round(r)
+            self._checked[r.round_id] = r
+
+    def _check_round(self, r: RoundRecord) -> None:
         from ..rules.hands import SixCardCategory, SixCardHand
 
-        for r in self.facts.rounds:
-            tables, profile = self.priced(r)
-            six_pt = tables.six_card_bonus
-            for s in r.seats:
-                rec = r.results.get(s.seat)
-                if rec is None:
-                    raise ReportError(f"round {r.number}: seat {s.seat} has wagers but no settlement")
-                wagers = {w["wager"]: w for w in rec.get("wagers", ())}
-                rest = [w for k, w in wagers.items() if k != "six_card"]
-                if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
-                    w = s.wagers
-                    try:
-                        st = settle_seat(but_six_card(w), s.decision, s.cards,
-                                         r.dealer, tables, profile)
-                    except SettlementError as exc:
-                        raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
-                    net = st.net
-                    want = sum(x["amount"] for x in rest)
-                    if net != want:
-                        raise ReportError(
-                            f"round {r.number}, seat {s.seat}: the paytables {self._names(r, tables)} settle it at "
-                            f"{net} cents, the journal at {want} (but its Six Card Bonus): "
-                            + ("the journal's in_force entry does not describe what the round was settled with"
-                               if r.in_force is not None else
-                               "report with the paytables the table used (its config's [paytables])"))
-                six = wagers.get("six_card")
-                if six is not None:
-                    if six_pt is None:
-                        raise ReportError(f"round {r.number}, seat {s.seat}: a six_card_bonus wager was placed "
-                                          "but no six_card_bonus paytable was given")
-                    label = rec.get("six_card_hand", "nothing").replace(" ", "_").upper()
-                    try:
-                        line = six_pt.line_for(SixCardHand(SixCardCategory[label]))
-                    except KeyError:
-                        raise ReportError(f"round {r.number}, seat {s.seat}: six-card hand "
-                                          f"{rec.get('six_card_hand')!r:.40} is not one") from None
-                    if (line is None) != ("line" not in six) or (line is not None and line != six["line"]
-                                                                  and not six["line"].startswith(line)):
-                        raise ReportError(
-                            f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable {six_pt.name} "
-                            f"pays {line or 'nothing'} on a {rec.get('six_card_hand')}, the journal "
-                            f"{six.get('line', 'nothing')}: report with the paytables the table used")
+        tables, profile = self.priced(r)
+        six_pt = tables.six_card_bonus
+        for s in r.seats:
+            rec = r.results.get(s.seat)
+            if rec is None:
+                raise ReportError(f"round {r.number}: seat {s.seat} has wagers but no settlement")
+            wagers = {w["wager"]: w for w in rec.get("wagers", ())}
+            rest = [w for k, w in wagers.items() if k != "six_card"]
+            if any("line" in w for w in rest) or rec.get("hand", {}).get("category", "high card") != "high card":
+                w = s.wagers
+                try:
+                    st = settle_seat(but_six_card(w), s.decision, s.cards,
+                                     r.dealer, tables, profile)
+                except SettlementError as exc:
+                    raise ReportError(f"round {r.number}, seat {s.seat}: {exc}") from None
+                net = st.net
+                want = sum(x["amount"] for x in rest)
+                if net != want:
+                    raise ReportError(
+                        f"round {r.number}, seat {s.seat}: the paytables {self._names(r, tables)} settle it at "
+                        f"{net} cents, the journal at {want} (but its Six Card Bonus): "
+                        + ("the journal's in_force entry does not describe what the round was settled with"
+                           if r.in_force is not None else
+                           "report with the paytables the table used (its config's [paytables])"))
+            six = wagers.get("six_card")
+            if six is not None:
+                if six_pt is None:
+                    raise ReportError(f"round {r.number}, seat {s.seat}: a six_card_bonus wager was placed "
+                                      "but no six_card_bonus paytable was given")
+                label = rec.get("six_card_hand", "nothing").replace(" ", "_").upper()
+                try:
+                    line = six_pt.line_for(SixCardHand(SixCardCategory[label]))
+                except KeyError:
+                    raise ReportError(f"round {r.number}, seat {s.seat}: six-card hand "
+                                      f"{rec.get('six_card_hand')!r:.40} is not one") from None
+                if (line is None) != ("line" not in six) or (line is not None and line != six["line"]
+                                                              and not six["line"].startswith(line)):
+                    raise ReportError(
+                        f"round {r.number}, seat {s.seat}: the Six Card Bonus paytable {six_pt.name} "
+                        f"pays {line or 'nothing'} on a {rec.get('six_card_hand')}, the journal "
+                        f"{six.get('line', 'nothing')}: report with the paytables the table used")
 
     @staticmethod
     def _names(r: RoundRecord, t: Tables) -> str:
@@ -481,14 +516,19 @@ class Counter:
         return f"({names}, {'journaled in force' if r.in_force is not None else 'given'})"
 
     def expectation(self, r: RoundRecord) -> Expectation:
-        if r.round_id not in self._exp:
-            self._exp[r.round_id] = round_expectation(r.seats, *self.priced(r))
-        return self._exp[r.round_id]
+        """Round ``r``'s exact expectation given its decisions, counted once per record (a
+        round read again, from an archive replaced, is counted again)."""
+        kept = self._exp.get(r.round_id)
+        if kept is None or kept[0] is not r:
+            kept = self._exp[r.round_id] = (r, round_expectation(r.seats, *self.priced(r)))
+        return kept[1]
 
     def theoretical(self, r: RoundRecord) -> Expectation:
-        if r.round_id not in self._theo:
-            self._theo[r.round_id] = round_theoretical([s.wagers for s in r.seats], *self.priced(r))
-        return self._theo[r.round_id]
+        """Round ``r``'s theoretical expectation (Q-6-4 play), counted once per record."""
+        kept = self._theo.get(r.round_id)
+        if kept is None or kept[0] is not r:
+            kept = self._theo[r.round_id] = (r, round_theoretical([s.wagers for s in r.seats], *self.priced(r)))
+        return kept[1]
 
     def shift_of(self, at: datetime, day: date | None = None) -> int:
         """The shift ``at`` falls in: by the shift changes people journaled that gaming day

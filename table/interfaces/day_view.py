@@ -14,14 +14,14 @@ counted once and kept for the next query (a shift page asks after every round).
 from __future__ import annotations
 
 import threading
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from table.day.day_report import (Calendar, JournalFacts, ReportError, live_report, merge_facts, read_journal,
-                              segment_day)
-from table.journal import Journal, JournalError
+from table.day.day_report import Calendar, JournalFacts, ReportError, live_report, merge_facts
+from table.day.report_cache import ArchivedDays, LiveFacts
 from table.day.segments import day_history
+from table.journal import Journal
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
 
@@ -29,67 +29,103 @@ from table.rules.settlement import Tables
 class DayReportQueries:
     """The ``day_report`` query of the journal at ``journal_path``: ``tables`` (the
     paytables the table settles with), ``profile``, ``calendar`` (the config's
-    ``[gaming_day]``). :meth:`day_report` blocks (run it in a thread)."""
+    ``[gaming_day]``), ``archive`` (the ``[journal] archive`` folder), ``public_keys``
+    (the table's: each archived day's signed checkpoint is checked), ``clock`` (now,
+    an aware datetime; a bench's or a test's fake). :meth:`day_report` blocks (run it in
+    a thread).
+
+    Read once (:mod:`table.day.report_cache`): each ask reads only the live entries
+    committed since the last ask, an archived day once per content digest, and an ask
+    whose record and period are the ones of the last answer gets that answer again."""
 
     def __init__(self, journal_path: str | Path, tables: Tables, *, profile: RulesProfile = PENNSYLVANIA,
-                 calendar: Calendar = Calendar(), archive: str | Path | None = None) -> None:
+                 calendar: Calendar = Calendar(), archive: str | Path | None = None,
+                 public_keys: Iterable[Any] = (), clock: Callable[[], datetime] | None = None) -> None:
         self.path = Path(journal_path)
         #: the ``[journal] archive`` folder: a day already closed is read from its archive
         self.archive = Path(archive) if archive is not None else None
         self.tables = tables
         self.profile = profile
         self.calendar = calendar
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
+        #: the live segment and the archived days, each read once
+        self.live = LiveFacts()
+        self.archived = ArchivedDays(list(public_keys))
+        self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # the answers to the record as last read
 
     def day_report(self, args: dict[str, Any]) -> dict[str, Any]:
         """``args``: ``period`` (``shift`` or ``day``), optional ``gaming_day``
         (``YYYY-MM-DD``) and ``shift``. Returns the reply's fields: the report and its
-        ``series``. Raises ``ValueError`` (a date that is not one, a report that
-        cannot be counted: :class:`~table.day.day_report.ReportError`)."""
+        ``series`` (the caller does not change them: an answer is kept). Raises
+        ``ValueError`` (a date that is not one, a report that cannot be counted:
+        :class:`~table.day.day_report.ReportError`)."""
         on = None
         if args.get("gaming_day") is not None:
             try:
                 on = date.fromisoformat(args["gaming_day"])
             except ValueError:
                 raise ReportError(f"gaming_day {args['gaming_day']!r} is not a date YYYY-MM-DD") from None
-        facts = self._facts(on)
-        with self._lock:  # one count at a time: the cache is shared
-            return live_report(facts, args["period"], self.tables, self.profile, self.calendar, on=on,
-                               shift=args.get("shift"), cache=self._cache)
+        now = self.clock()
+        with self._lock:  # one count at a time: what is kept is shared
+            version, facts, problems = self._facts(on)
+            # an answer depends on the record read and on now only through the gaming day and
+            # the clock's shift it falls in (a journaled shift change is in the record)
+            key = (version, args.get("period"), on, args.get("shift"), self.calendar.gaming_day(now),
+                   self.calendar.clock_shift(now))
+            kept = self._answers.get(key)
+            if kept is None:
+                kept = live_report(facts(), args["period"], self.tables, self.profile, self.calendar, on=on,
+                                   shift=args.get("shift"), now=now, cache=self._cache)
+                if problems:  # the record first (docs/reporting.md): a day that does not hold is said first
+                    kept["flags"] = [*problems, *kept.get("flags", [])]
+                if len(self._answers) >= 16 or any(k[0] != version for k in self._answers):
+                    self._answers.clear()  # the record grew: the answers to it before are not asked again
+                self._answers[key] = kept
+            return dict(kept)
 
-    def _facts(self, on: date | None) -> JournalFacts:
-        """The facts of the live segment, or, for a gaming day ``on`` already closed and
-        archived (``YYYY-MM-DD.journal.xz`` in the archive folder), of that day's archive,
-        the next day's (the drop is counted, and entered, after the day's close) and the
-        live segment: the night supervisor printing yesterday's report after the day's
-        start gets that day's figures, not an empty day."""
+    def _facts(self, on: date | None) -> tuple[tuple[Any, ...], Callable[[], JournalFacts], list[str]]:
+        """The version of the record read and the facts of the live segment, or, for a gaming
+        day ``on`` already closed and archived (``YYYY-MM-DD.journal.xz`` in the archive
+        folder), of that day's archive, the next day's (the drop is counted, and entered,
+        after the day's close) and the live segment: the night supervisor printing
+        yesterday's report after the day's start gets that day's figures, not an empty day.
+        An archived day whose record does not hold (:func:`table.day.report_cache.check_day`)
+        is counted, and flagged by the problems returned third."""
         with Journal(self.path, read_only=True) as j:
-            live = read_journal(j)
-            today = segment_day(j)
-            opened_days = set(day_history(j)["opened"])  # the days the table was opened, carried across days
+            live_version = self.live.catch_up(j)
+            today = self.live.day
             if on is None or self.archive is None or on == today:
-                return live
-        from table.day.segments import archive_name, existing, opened
+                return live_version, self.live.facts, []
+            opened_days = set(day_history(j)["opened"])  # the days the table was opened, carried across days
+        from table.day.segments import archive_name, existing
 
-        days = [existing(self.archive / archive_name(d.isoformat())) for d in (on, on + timedelta(days=1))]
-        if days[0] is None:
-            if today is not None and on < today and on.isoformat() in opened_days:
-                # a day the table opened whose archive is not in the folder: named and flagged,
-                # never an empty day shown as if nothing was played
-                live.missing_days.append((on.isoformat(), f"{on.isoformat()} (no {archive_name(on.isoformat())} "
-                                                          f"in {self.archive})"))
-            return live
-        parts = []
-        for path in (p for p in days if p is not None):
-            try:
-                with opened(path) as db, Journal(db, read_only=True) as j:
-                    parts.append(read_journal(j))
-            except JournalError as exc:
-                raise ReportError(f"{path}: {exc}") from None
-        return merge_facts([*parts, live])
+        days = [(d, existing(self.archive / archive_name(d.isoformat()))) for d in (on, on + timedelta(days=1))]
+        if days[0][1] is None:
+            missing = today is not None and on < today and on.isoformat() in opened_days
+            version = (live_version, on, "missing" if missing else "none")
+
+            def live_only() -> JournalFacts:
+                live = self.live.facts()
+                if missing:
+                    # a day the table opened whose archive is not in the folder: named and flagged,
+                    # never an empty day shown as if nothing was played
+                    live.missing_days.append((on.isoformat(), f"{on.isoformat()} (no {archive_name(on.isoformat())} "
+                                                              f"in {self.archive})"))
+                return live
+            return version, live_only, []
+        read = [(d, self.archived.day(path, d)) for d, path in days if path is not None]
+        for _, a in read:
+            if a.facts is None:
+                raise ReportError(a.problem or "an archived day does not read")
+        problems = [f"the archived gaming day {d} does not verify ({a.status}): {a.problem}: its figures are "
+                    "counted from a record that does not hold" for d, a in read if a.problem is not None]
+
+        def merged() -> JournalFacts:
+            return merge_facts([*(a.facts for _, a in read if a.facts is not None), self.live.facts()])
+        return (live_version, on, tuple(a.digest for _, a in read)), merged, problems
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """For :class:`~table.interfaces.dispatch.Dispatcher` ``queries``."""
         return {"day_report": self.day_report}
-

@@ -50,7 +50,7 @@ class ArchivePolicy:
 
     def gaming_day(self, at: datetime) -> date:
         """The gaming day ``at`` (aware) falls in."""
-        from ..day.day_report import Calendar
+        from ..day.calendar import Calendar
 
         return Calendar(self.start_hour, self.timezone).gaming_day(at)
 

@@ -57,10 +57,10 @@ def replay_day(journal: Any, table_id: str, *, calendar: Any = None, today: Any 
     drop import): a gaming day's segment carries the procedures before it that the state
     needs (table.day.segments.carried_procedures), so an open table stays open across the
     day's close, and the days opened and the drops entered before it (``day_history``).
-    ``calendar`` (:class:`table.day.day_report.Calendar`, default 06:00 UTC): the gaming day of
+    ``calendar`` (:class:`table.day.calendar.Calendar`, default 06:00 UTC): the gaming day of
     an opening journaled before openings named their day; ``today``: the current gaming
     day's callable (:class:`~table.day.gaming_day.TableDay`)."""
-    from ..day.day_report import Calendar
+    from ..day.calendar import Calendar
 
     opening = journal.segment
     carried_all = opening.body.get("carried", {}) if opening is not None else {}
@@ -83,7 +83,7 @@ class TableDayProcedure:
 
     def __init__(self, state: TableState, required: bool = False, console: Console | None = None,
                  calendar: Any = None) -> None:
-        from ..day.day_report import Calendar
+        from ..day.calendar import Calendar
 
         self.t = state
         self.required = required
