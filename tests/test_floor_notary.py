@@ -13,7 +13,7 @@ from table.config import parse_config
 from table.floor.ingest import Floor
 from table.floor.store import open_store
 from table.floor.web import FloorServer, floor_app
-from table.interfaces.pit import load_table_keys
+from table.interfaces.brokers import load_table_keys
 from table.keys import generate, save
 from table.notary_client import NotaryError, fetch_floor_checkpoint, floor_anchors, verify_answer
 

@@ -817,7 +817,7 @@ def client_id() -> str:
 class BrokerFeed:
     """One broker's messages into a :class:`Floor` (paho-mqtt, its loop a
     :class:`~table.interfaces.mqtt.ReceiverLoop`; reconnects 1..30 s by itself).
-    ``broker``: a :class:`table.interfaces.pit.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
+    ``broker``: a :class:`table.interfaces.brokers.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
     tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
 
@@ -834,7 +834,7 @@ class BrokerFeed:
         #: set once subscribed (SUBACK), cleared when the connection is lost
         self.connected = threading.Event()
         self.client_id = client_id()
-        from table.interfaces.pit import broker_client
+        from table.interfaces.brokers import broker_client
 
         self._client = broker_client(mqtt, broker, self.client_id, password, ca_file)
         self._client.on_connect = self._on_connect

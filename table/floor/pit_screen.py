@@ -93,6 +93,15 @@ class Clock:
         return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or self.zone)
 
 
+def _number_of(round_id: Any) -> int | None:
+    """A round's number from its id (``r00011-79645365`` -> 11: a void heard without its
+    round's opening still names round 11), or None."""
+    text = str(round_id or "")
+    if len(text) > 1 and text[0] == "r" and text[1:].split("-", 1)[0].isdigit():
+        return int(text[1:].split("-", 1)[0])
+    return None
+
+
 def _text(v: Any, limit: int) -> str | None:
     return rounds_as_people_say(v)[:limit] if isinstance(v, str) else None
 
@@ -220,7 +229,8 @@ def table_page(store: Store, table_id: str, only: set[str] | None, *, clock: Clo
                 f"({', '.join('?' * len(ids))}) ORDER BY seq", (table_id, *ids)):
             incidents.setdefault(rid, []).append({"type": kind, "what": rounds_as_people_say(str(what))[:500],
                                                   "ts": ts, "at": clock.at(ts)})
-    rounds = [{"round_id": r["round_id"], "number": r["number"], "gaming_day": r["gaming_day"], "seq": r["seq"],
+    rounds = [{"round_id": r["round_id"], "number": r["number"] if r["number"] is not None
+               else _number_of(r["round_id"]), "gaming_day": r["gaming_day"], "seq": r["seq"],
                "opened_ts": r["opened_ts"], "opened_at": clock.at(r["opened_ts"]),
                "settled_at": clock.at(r["settled_ts"]),
                "state": "voided" if r["voided"] else "settled" if r["settled"] else "open",
