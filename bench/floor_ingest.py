@@ -63,7 +63,7 @@ def build(folder: Path, tables: int, rounds: int) -> tuple[list[tuple[str, bytes
 def run(url: str, stream: list[tuple[str, bytes]], keys: Path) -> dict:
     from table.floor.ingest import Floor
     from table.floor.store import open_store
-    from table.interfaces.pit import load_table_keys
+    from table.interfaces.brokers import load_table_keys
 
     store = open_store(url)
     floor = Floor(store, load_table_keys(keys)).start()
@@ -84,7 +84,7 @@ def run(url: str, stream: list[tuple[str, bytes]], keys: Path) -> dict:
 
 def verify_only(stream: list[tuple[str, bytes]], keys: Path) -> float:
     from table.interfaces.mqtt import verify_message
-    from table.interfaces.pit import load_table_keys
+    from table.interfaces.brokers import load_table_keys
 
     k = load_table_keys(keys)
     t0 = time.process_time()  # CPU, not wall: the machine may be shared
@@ -119,7 +119,7 @@ def via_broker(folder: Path, stream: list[tuple[str, bytes]], keys: Path) -> dic
 
     from table.floor.ingest import BrokerFeed, Floor
     from table.floor.store import open_store
-    from table.interfaces.pit import BrokerAddress, load_table_keys
+    from table.interfaces.brokers import BrokerAddress, load_table_keys
 
     from mqtt_broker import Broker
 

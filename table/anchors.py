@@ -38,6 +38,8 @@ from .journal import Journal, check_signed, head_path
 
 #: the key a dict from :func:`refused_anchor` carries
 REFUSED = "anchor_refused"
+#: the key a dict from :func:`noted_anchor` carries
+NOTED = "anchor_missing"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class AnchorCheck:
     behind: list[dict[str, Any]] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     matched: int = 0
+    #: anchors that could not be had and the table starts without, as its config allows
+    #: (:func:`noted_anchor`): journaled as an incident, no hold
+    noted: list[Refused] = field(default_factory=list)
 
     @property
     def incident(self) -> bool:
@@ -71,6 +76,13 @@ def refused_anchor(source: str, reason: str, seq: int | None = None) -> dict[str
     """The stand-in for an anchor refused before it reached the controller (e.g. a retained
     MQTT message that did not verify): a dict :func:`classify` reports as refused."""
     return {REFUSED: str(reason)[:300], "source": str(source)[:200], "seq": seq if isinstance(seq, int) else None}
+
+
+def noted_anchor(source: str, reason: str) -> dict[str, Any]:
+    """The stand-in for an anchor the table starts without because its config allows it
+    (``[floor] unreachable = "warn"``: the floor's notary could not be asked): a dict
+    :func:`classify` reports as ``noted``, an incident journaled without a hold."""
+    return {NOTED: str(reason)[:300], "source": str(source)[:200]}
 
 
 def read_head(path: str | Path) -> tuple[dict[str, Any] | None, Refused | None]:
@@ -111,6 +123,9 @@ def classify(anchors: Iterable[Any], journal: Journal, *, head: bool = True) -> 
         elif cp is not None:
             seen.append(("the head file", cp))
     for source, cp in seen:
+        if isinstance(cp, dict) and NOTED in cp:
+            out.noted.append(Refused(str(cp.get("source") or source), str(cp[NOTED])))
+            continue
         if isinstance(cp, dict) and REFUSED in cp:
             out.refused.append(Refused(str(cp.get("source") or source), str(cp[REFUSED]),
                                        cp.get("seq") if isinstance(cp.get("seq"), int) else None))

@@ -187,6 +187,7 @@ class TableController:
         self.console.status = self.status
         self.console.wake = self.intake.wake
         self.console.acknowledge = self.holds.acknowledge
+        self._floor_behind: str | None = None  # why the floor went behind (another thread says)
 
     # -- the table's state, as callers read it ----------------------------------------------------
 
@@ -385,9 +386,29 @@ class TableController:
         """Move the decks until the table is ready for a round (:class:`DeckProcedure`)."""
         self.decks.advance()
 
+    def floor_behind(self, why: str) -> None:
+        """The floor's notary went behind what this table holds (``why``, one line; called from
+        the broker client's thread by :class:`table.floor_anchor.ReceiptBook`): an alarm at
+        once, and the table holds before its next round (:meth:`play_round`)."""
+        with self.state.lock:
+            self._floor_behind = str(why)[:1000]
+        self.state.alarms.sound("incident", f"the floor is behind this table: {why}", key="floor_behind")
+
+    def _hold_if_floor_behind(self) -> None:
+        with self.state.lock:
+            why, self._floor_behind = self._floor_behind, None
+        if why is None:
+            return
+        self.state.alarms.clear("floor_behind")
+        self.holds.hold_table(
+            f"the floor is behind this table: {why}",
+            "a supervisor to check the floor's database with the floor manager (put back the newest copy, or "
+            "have it seeded from the tables' records) and acknowledge the incident", floor_behind=True)
+
     def play_round(self) -> RoundResult:
         """Deal, decide, reveal, settle and collect one round; a round held before is
-        resolved by the supervisors first. Raises :class:`RoundHeld` on a custody
+        resolved by the supervisors first, and a floor gone behind the table holds it
+        before the round opens (:meth:`floor_behind`). Raises :class:`RoundHeld` on a custody
         violation (the round then waits for a supervisor), :class:`DeviceTimeout` /
         :class:`DeviceFault` on devices, :class:`RoundVoided`."""
         if self.state.held is not None:
@@ -396,6 +417,7 @@ class TableController:
                 return self.rounds.run(outcome.round, resumed=True)
             if isinstance(outcome, Voided):  # reported like a void during the round: a round voided is not dealt
                 raise RoundVoided(outcome.round_id, outcome.reason)
+        self._hold_if_floor_behind()
         self.roll_day()  # the first round past the gaming day's start opens the next day's segment
         # Procedures kept for the boundary are carried out; a closed table deals no round, it
         # waits for people to open it (TableClosed with nobody to ask; COMAR 36.05.03.10).

@@ -31,6 +31,16 @@ says so, and the table holds for a supervisor (docs/integration.md, "The floor's
 notary"). A journal rolled back together with the floor's database still meets the
 floor's retained receipt on the broker.
 
+**A running table learns it too.** The floor states what its notary holds for each table,
+signed as a receipt of that checkpoint, retained on ``threecard/{floor}/{table}/notary``:
+at every start (a restored database included) and whenever the notary moves up. A running
+table compares each statement with the latest receipt it journaled (or keeps to journal):
+a statement below it, or another head at its place, says the floor went back (RFC 9162
+section 8.3: a log that shows a head older than one a client holds is caught). The table
+then journals an incident and holds before its next round, for a supervisor and the floor
+to examine it (:meth:`ReceiptBook.floor_statement`, ``TableController.floor_behind``),
+as a device fault is held: never an exit.
+
 **The floor of record.** A table started with ``[floor] url`` journals which floor it
 reports to (kind ``floor_link``: the url and the floor key's id) whenever that changes. A
 start without ``[floor]`` of a table whose record names a floor is held: a named
@@ -172,20 +182,59 @@ class ReceiptBook:
         self.table_id = table_id
         self._pending: Receipt | None = None
         self._lock = threading.Lock()
+        #: called with why (one line) when the floor's statement is behind what the table holds
+        self.on_behind: list[Any] = []
 
     def attach(self) -> "ReceiptBook":
         """Journal what :meth:`take` kept before each of the journal's checkpoints."""
         self.journal.before_checkpoint.append(self.flush)
         return self
 
-    def _newest_seq(self) -> int:
+    def _newest(self) -> Receipt | None:
         last = latest_receipt(self.journal)
         if last is None:
-            return -1
+            return None
         try:
-            return verify_receipt(last, self.floor_public, self.table_id).seq
+            return verify_receipt(last, self.floor_public, self.table_id)
         except ReceiptError:
-            return -1  # a floor key changed since: the new floor's receipt is kept
+            return None  # a floor key changed since: the new floor's receipt is kept
+
+    def _newest_seq(self) -> int:
+        r = self._newest()
+        return r.seq if r is not None else -1
+
+    def floor_statement(self, raw: bytes) -> str | None:
+        """The floor's statement of what its notary holds for this table (``raw``: a receipt
+        of that checkpoint, from the retained ``.../notary`` topic) compared with the latest
+        receipt the table journaled or keeps to journal. Returns why the floor is behind
+        (its statement is below that receipt, or names another head at its place: its
+        database was restored from an older copy, seeded from one, or replaced), after
+        calling each of :attr:`on_behind` with it; None when the floor holds what the table
+        holds. A statement that does not verify is logged and changes nothing (never raises)."""
+        try:
+            said = verify_receipt(raw, self.floor_public, self.table_id)
+        except ReceiptError as exc:
+            log.warning("floor_statement_refused", error=str(exc)[:200])
+            return None
+        with self._lock:
+            pending = self._pending
+        held = max((r for r in (pending, self._newest()) if r is not None), key=lambda r: r.seq, default=None)
+        if held is None or said.seq > held.seq or (said.seq == held.seq and said.head == held.head):
+            return None
+        if said.seq < held.seq:
+            why = (f"the floor's notary holds this table's checkpoint {said.seq} ({said.ts}), behind the receipt "
+                   f"for checkpoint {held.seq} the floor signed at {held.ts} and the table holds: the floor's "
+                   "database was restored from an older copy or seeded from one")
+        else:
+            why = (f"the floor's notary holds another head at this table's checkpoint {said.seq} than the receipt "
+                   f"the floor signed at {held.ts} and the table holds: the floor's database was replaced")
+        log.error("floor_behind_table", statement_seq=said.seq, receipt_seq=held.seq, why=why)
+        for callback in list(self.on_behind):
+            try:
+                callback(why)
+            except Exception:  # noqa: BLE001 - the broker client's thread must go on
+                log.exception("floor_behind_callback_failed")
+        return why
 
     def take(self, raw: bytes) -> bool:
         """Keep the receipt ``raw`` (bytes from the broker) to journal when it verifies, names

@@ -185,8 +185,9 @@ def fetch_floor_answer(url: str, *, floor_public: Ed25519PublicKey, table_id: st
 def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey,
                   receipt: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The anchors the floor's notary gives the table at start: ``[checkpoint]``, or ``[]``
-    when the floor has none, or when it cannot be reached and ``section.unreachable``
-    is ``"warn"``; an answer that does not verify is, under ``"warn"``, a refused
+    when the floor has none; when it cannot be reached and ``section.unreachable`` is
+    ``"warn"``, a noted anchor (:func:`table.anchors.noted_anchor`: the table starts, and
+    journals an incident saying it started without the notary); an answer that does not verify is, under ``"warn"``, a refused
     anchor (:func:`table.anchors.refused_anchor`: an incident at start-up).
     ``section``: the table config's ``[floor]`` (:class:`table.config.FloorSection`: ``url``, ``public_key``,
     ``unreachable``, ``timeout_s``); no ``url``: no notary, ``[]``. Raises
@@ -198,7 +199,7 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
     the table holds for a supervisor, as for a journal behind a checkpoint."""
     if section is None or not getattr(section, "url", None):
         return []
-    from .anchors import refused_anchor
+    from .anchors import noted_anchor, refused_anchor
     from .keys import load_public_key
 
     floor_public = load_public_key(section.public_key)
@@ -213,7 +214,8 @@ def floor_anchors(section: Any, *, table_id: str, table_public: Ed25519PublicKey
             # An answer that came and does not verify is not the absence of an anchor: an
             # incident the table holds for (table.anchors).
             return [refused_anchor(f"the floor's notary at {section.url}", str(exc))]
-        return []
+        return [noted_anchor(f"the floor's notary at {section.url}",
+                             f"{exc} ([floor] unreachable = \"warn\")")]
     out = []
     if held is not None:
         # The floor's database is behind a receipt it signed: restored from an older copy or

@@ -139,7 +139,7 @@ def running_floor(database: str, keys_dir: Path, port: int, *, floors: tuple[str
     ``database``; yields the Floor once subscribed."""
     from table.floor.ingest import BrokerFeed, Floor
     from table.floor.store import open_store
-    from table.interfaces.pit import BrokerAddress, load_table_keys
+    from table.interfaces.brokers import BrokerAddress, load_table_keys
 
     store = open_store(database)
     floor = Floor(store, load_table_keys(keys_dir)).start()

@@ -272,7 +272,7 @@ def test_a_database_of_another_schema_is_refused(tmp_path, bad):
 def test_a_flood_of_messages_for_unknown_tables_is_counted_in_bounded_memory(tmp_path):
     from table.floor.ingest import MAX_REASONS, Floor
     from table.floor.store import open_store
-    from table.interfaces.pit import load_table_keys
+    from table.interfaces.brokers import load_table_keys
 
     t = SignedTable(tmp_path / "t", "pit1-tcp-06")
     t.publish_key(tmp_path / "keys")

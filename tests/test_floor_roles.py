@@ -21,7 +21,7 @@ from table.floor.reports import report_routes
 from table.floor.store import open_store
 from table.floor.web import FloorServer, floor_app
 from table.interfaces.auth import PeopleFile, Person, load_people, save_people
-from table.interfaces.pit import load_table_keys
+from table.interfaces.brokers import load_table_keys
 from table.keys import generate
 from table.roles import Role
 

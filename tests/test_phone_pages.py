@@ -1,9 +1,9 @@
 """Every page of the product on a 390 x 844 phone, with no horizontal scroll (issue 25, row 6): the
 table's sign-in (and its "sign in again"), the dealer's screen (seven seats' results; the bets of
-seven seats), the supervisor's and the auditor's screens, the shift page, the pit view and the
-floor page (signed out and with its reports). One real bench for all of them: a real table
-(`tablectl run --web`, seven seats, standalone emulators) publishing to a real mosquitto, the pit
-view (`tablectl pit serve`) and the floor service reading that broker; each page is opened as a
+seven seats), the supervisor's and the auditor's screens, the shift page, the pit's wall page and
+the floor page (signed out and with its reports). One real bench for all of them: a real table
+(`tablectl run --web`, seven seats, standalone emulators) publishing to a real mosquitto, the floor
+service reading that broker and the pit's wall page (`tablectl pit serve`) reading its database; each page is opened as a
 person would, with what it shows filled in, then measured and saved as a screenshot."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def steps_until(dealer: ApiDealer, actions: tuple[str, ...], timeout_s: float = 
 def floor_bench(tmp_path_factory):
     """The table (a round of seven seats settled, waiting for the collect), the broker, the pit
     view and the floor service."""
-    from table.floor.config import parse_floor_config
+    from table.floor.config import load_floor_config
     from table.floor.service import FloorService
     from table.interfaces.auth import PeopleFile
     from table.keys import generate, save
@@ -82,12 +82,9 @@ def floor_bench(tmp_path_factory):
             f'state_path = "{tmp / "mqtt-state.json"}"\n')
     bench = BenchTable(tmp / "table", table_id=table_id, seats=SEATS, rounds=5, seed=8, extra=mqtt)
     shutil.copy(bench.public_key_file, keys / f"{table_id}.pub")
-    pit = subprocess.Popen(tablectl() + ["pit", "serve", "--mqtt", f"mqtt://127.0.0.1:{broker.port}", "--pit", "pit7",
-                                         "--web", "127.0.0.1:0", "--table-keys", str(keys)],
-                           stdout=subprocess.PIPE, stderr=open(tmp / "pit.log", "wb"), text=True)
     save(generate(), tmp / "floor.key")
     PeopleFile(tmp / "floor-people.toml").add(FLOOR_PERSON, Role.FLOOR_MANAGER, FLOOR_PIN, hasher=CHEAP)
-    service = FloorService(parse_floor_config(f"""
+    (tmp / "floor.toml").write_text(f"""
 [floor]
 database = "{tmp / 'floor.sqlite3'}"
 key_file = "{tmp / 'floor.key'}"
@@ -96,7 +93,12 @@ people_file = "{tmp / 'floor-people.toml'}"
 listen = "127.0.0.1:0"
 [[broker]]
 url = "mqtt://127.0.0.1:{broker.port}"
-""")).start()
+""")
+    service = FloorService(load_floor_config(tmp / "floor.toml")).start()
+    # the pit's wall page on a display of its own: the floor's page, read from its database
+    pit = subprocess.Popen(tablectl() + ["pit", "serve", "--config", str(tmp / "floor.toml"), "--pit", "pit7",
+                                         "--web", "127.0.0.1:0"],
+                           stdout=subprocess.PIPE, stderr=open(tmp / "pit.log", "wb"), text=True)
     dealer = ApiDealer(bench, decide=lambda seat: "fold" if seat == 4 else "play")
     dealer.seats = SEATS
     try:
@@ -219,7 +221,7 @@ def shift(chromium, fb):
 def pit(chromium, fb):
     page = phone(chromium)
     page.goto(fb["pit"])
-    page.wait_for_selector('[data-table="pit7-tcp-01"][data-state="online"]', timeout=STEP_MS)
+    page.wait_for_selector('[data-grid-table="pit7-tcp-01"][data-state="online"]', timeout=STEP_MS)
     return page
 
 

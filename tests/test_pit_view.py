@@ -1,10 +1,13 @@
-"""The pit view (`tablectl pit serve`) in real Chromium, from a real mosquitto with three tables
-(`tablectl run --web` against standalone emulators, publishing signed MQTT): every table on one
-page with its step and link health; one table killed shows OFFLINE within 5 s (its Last Will);
-a forged status on the broker is dropped and counted, never shown."""
+"""The pit's wall page (`tablectl pit serve`: the floor service's read-only page, on a display of
+its own, reading the floor's database) in real Chromium, from a real mosquitto with three tables
+(`tablectl run --web` against standalone emulators, publishing signed MQTT) and the floor service
+taking them: every table on one page with what it waits for and its devices; one table killed
+shows offline within 5 s (its Last Will); a forged status on the broker is dropped and counted
+by the floor, never shown; no money and nothing to click."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
@@ -25,12 +28,50 @@ def no_leaks(no_leaks_but):
     yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
 
 
+def _floor_config(tmp_path, broker_port: int, keys):
+    from mqtt_broker import free_port
+
+    path = tmp_path / "floor.toml"
+    path.write_text(f"""
+[floor]
+database = "{tmp_path / 'floor.sqlite3'}"
+key_file = "{tmp_path / 'floor.key'}"
+table_keys = "{keys}"
+listen = "127.0.0.1:{free_port()}"
+display_timezone = "America/New_York"
+[[broker]]
+url = "mqtt://127.0.0.1:{broker_port}"
+""")
+    return path
+
+
+@contextlib.contextmanager
+def wall_display(tmp_path, config, *pits: str):
+    """`tablectl pit serve --config FLOOR_TOML --pit NAME`: the floor's wall page on a display of its own."""
+    pit = subprocess.Popen(tablectl() + ["pit", "serve", "--config", str(config), *[x for p in pits for x in
+                                                                                     ("--pit", p)],
+                                         "--web", "127.0.0.1:0"],
+                           stdout=subprocess.PIPE, stderr=open(tmp_path / "pit.log", "wb"), text=True)
+    try:
+        urls = [pit.stdout.readline().strip() for _ in pits]
+        assert all(u.startswith("http://127.0.0.1:") for u in urls), (tmp_path / "pit.log").read_text()[-2000:]
+        yield urls
+    finally:
+        pit.terminate()
+        pit.wait(10)
+        pit.stdout.close()
+
+
 @pytest.fixture
 def floor(tmp_path):
+    from table.floor.config import load_floor_config
+    from table.floor.service import FloorService
+
     broker = Broker(tmp_path / "broker").start()
     tables = []
     keys = tmp_path / "keys"
     keys.mkdir()
+    service = None
     try:
         for n in (1, 2, 3):
             table_id = f"pit7-tcp-0{n}"
@@ -38,19 +79,14 @@ def floor(tmp_path):
                     f'state_path = "{tmp_path / table_id / "mqtt-state.json"}"\n')
             tables.append(BenchTable(tmp_path / table_id, table_id=table_id, seed=10 + n, extra=mqtt))
             shutil.copy(tables[-1].public_key_file, keys / f"{table_id}.pub")
-        pit = subprocess.Popen(tablectl() + ["pit", "serve", "--mqtt", f"mqtt://127.0.0.1:{broker.port}", "--pit", "pit7",
-                                             "--web", "127.0.0.1:0", "--table-keys", str(keys)],
-                               stdout=subprocess.PIPE, stderr=open(tmp_path / "pit.log", "wb"), text=True)
-        url = pit.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), (tmp_path / "pit.log").read_text()[-2000:]
-        yield broker, tables, url
+        service = FloorService(load_floor_config(_floor_config(tmp_path, broker.port, keys))).start()
+        with wall_display(tmp_path, service.config.source, "pit7") as (url,):
+            yield broker, tables, url, service
     finally:
         for t in tables:
             t.stop()
-        if "pit" in locals():
-            pit.terminate()
-            pit.wait(10)
-            pit.stdout.close()
+        if service is not None:
+            service.close()
         broker.stop()
 
 
@@ -76,11 +112,17 @@ def publish_forged_online(port: int, table_id: str) -> None:
         getattr(client, "_reset_sockets", lambda: None)()
 
 
+def tile(page, table_id: str, state: str | None = None):
+    return page.locator(f'[data-grid-table="{table_id}"]' + (f'[data-state="{state}"]' if state else ""))
+
+
 @pytest.mark.alone  # bounds wall time (offline within 5 s): run apart from the parallel run
 def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(floor):
     from playwright.sync_api import sync_playwright
 
-    broker, tables, url = floor
+    from floor_helpers import call
+
+    broker, tables, url, service = floor
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -88,29 +130,34 @@ def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(floor)
             errors = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(url)
-            for t in tables:  # each table online, its step in words and both links up, from the broker
-                page.wait_for_selector(f'[data-table="{t.table_id}"][data-state="online"]', timeout=20_000)
-                card = page.locator(f'[data-table="{t.table_id}"]')
-                page.wait_for_function("id => (document.querySelector(`[data-table=\"${id}\"] .waiting`) || {})"
+            for t in tables:  # each table online, what it waits for in words and both devices up
+                tile(page, t.table_id, "online").wait_for(timeout=20_000)
+                page.wait_for_function("id => (document.querySelector(`[data-grid-table=\"${id}\"] .waits`) || {})"
                                        ".textContent", arg=t.table_id, timeout=20_000)
-                assert "put the red deck in the shuffler" in card.locator(".waiting").inner_text()
-                assert "ONLINE" in card.inner_text()
-                assert card.locator('[data-link="shuffler"]').inner_text().strip().endswith("up")
+                card = tile(page, t.table_id)
+                assert "put the red deck in the shuffler" in card.locator(".waits").inner_text()
+                assert "shuffler up" in card.inner_text() and "shoe up" in card.inner_text()
+            assert page.locator("a, button, form").count() == 0 and "$" not in page.inner_text("body")  # read-only
             killed = tables[1]
             start = time.monotonic()
             killed.kill()
-            page.wait_for_selector(f'[data-table="{killed.table_id}"][data-state="offline"]', timeout=5_000)
+            tile(page, killed.table_id, "offline").wait_for(timeout=5_000)
             took = time.monotonic() - start
             assert took < 5.0
-            dead = page.locator(f'[data-table="{killed.table_id}"]').inner_text()
-            assert "OFFLINE" in dead and "unknown while offline" in dead  # no stale "up" for a dead table
+            dead = tile(page, killed.table_id).inner_text()
+            assert "since" in dead and "connection lost" in dead and "up" not in dead  # no stale "up" when dead
             for t in (tables[0], tables[2]):  # the others stay online
-                assert page.get_attribute(f'[data-table="{t.table_id}"]', "data-state") == "online"
+                assert tile(page, t.table_id).get_attribute("data-state") == "online"
             # Someone on the floor network publishes a retained "online: true" for the dead table,
-            # signed with a key of their own: the pit drops it and says so; the table stays offline.
+            # signed with a key of their own: the floor drops it and counts it; the table stays offline.
+            forged = service.floor.counts.forged
             publish_forged_online(broker.port, killed.table_id)
-            wait_until(lambda: "forged" in page.inner_text("#forged"), 10, "the forged message counted")
-            assert page.get_attribute(f'[data-table="{killed.table_id}"]', "data-state") == "offline"
+            wait_until(lambda: call(service, "/api/v1/floor/health")[1]["counts"]["forged"] > forged, 10,
+                       "the forged message counted by the floor")
+            shown = page.inner_text("#pit-counts")  # ends with the floor's time of the read
+            page.wait_for_function("t => document.getElementById('pit-counts').textContent !== t", arg=shown,
+                                   timeout=10_000)  # the wall page read the floor again after the forgery
+            assert tile(page, killed.table_id).get_attribute("data-state") == "offline"
             assert errors == []
             page.screenshot(path=str(screenshot_dir() / "pit-one-table-offline.png"), full_page=True)
             print(f"table {killed.table_id} showed offline {took:.2f} s after it was killed")
@@ -118,87 +165,93 @@ def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(floor)
             browser.close()
 
 
-def test_a_changed_table_updates_alone_and_a_table_past_the_limit_is_shown_refused(tmp_path):
-    """`tablectl pit serve --max-tables 2` with three tables' keys, fed signed messages on a real
-    mosquitto: the page shows the two, lists the third as refused with its messages counted,
-    and a table that changes is redrawn alone (the others' elements stay as they were)."""
+def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_their_changes(tmp_path):
+    """`tablectl pit serve` for two pits on the floor's database, fed signed messages on a real
+    mosquitto through the floor service: each page shows its own pit's tables; a table the floor
+    has no key for is refused (counted by the floor) and never shown; a round opened on one table
+    is shown on its tile; a pit the display was not given is not served."""
     import datetime
 
     import paho.mqtt.client as mqtt
     from playwright.sync_api import sync_playwright
 
+    from table.floor.config import load_floor_config
+    from table.floor.service import FloorService
     from table.interfaces.mqtt import sign_message
     from table.keys import generate, save
+
+    from floor_helpers import call
 
     broker = Broker(tmp_path / "broker").start()
     keys_dir = tmp_path / "keys"
     keys_dir.mkdir()
-    table_keys = {t: generate() for t in ("pit7-a", "pit7-b", "pit7-c")}
+    table_keys = {t: generate() for t in ("pit7-a", "pit7-b", "pit8-a", "pit7-c")}
     for t, k in table_keys.items():
-        save(k, tmp_path / f"{t}.pem")
-        shutil.copy(tmp_path / f"{t}.pem.pub", keys_dir / f"{t}.pub")
-    pit = subprocess.Popen(tablectl() + ["pit", "serve", "--broker", f"mqtt://127.0.0.1:{broker.port}", "--pit", "pit7",
-                                         "--web", "127.0.0.1:0", "--table-keys", str(keys_dir), "--max-tables", "2"],
-                           stdout=subprocess.PIPE, stderr=open(tmp_path / "pit.log", "wb"), text=True)
+        if t != "pit7-c":  # the floor has no key for pit7-c
+            save(k, tmp_path / f"{t}.pem")
+            shutil.copy(tmp_path / f"{t}.pem.pub", keys_dir / f"{t}.pub")
+    service = FloorService(load_floor_config(_floor_config(tmp_path, broker.port, keys_dir))).start()
+    assert not service.wait_following(20)
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="synthetic-tables")
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
 
     def send(table_id: str, kind: str, message: dict) -> None:
-        topic = f"threecard/pit7/{table_id}/{kind}"
+        pit = table_id.split("-")[0]
+        topic = f"threecard/{pit}/{table_id}/{kind}"
         pub.publish(topic, sign_message(table_keys[table_id], topic, {"table_id": table_id, **message}), qos=1,
                     retain=kind == "status").wait_for_publish(10)
 
-    def online(table_id: str) -> None:
-        send(table_id, "status", {"schema": "threecard.status/1", "floor": "pit7", "online": True, "head_seq": 0,
-                                  "ts": datetime.datetime.now(datetime.timezone.utc).isoformat()})
-
-    def opened(table_id: str, seq: int) -> None:
-        send(table_id, "events", {"schema": "threecard.events/1", "seq": seq, "round_id": f"r{seq:05d}-00000000",
-                                  "ts": "2026-12-01T10:00:00+00:00", "type": "round_opened", "data": {"number": seq}})
+    def online(table_id: str, **table) -> None:
+        send(table_id, "status", {"schema": "threecard.status/1", "floor": table_id.split("-")[0], "online": True,
+                                  "head_seq": 0, "ts": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                                  "table": table})
 
     try:
-        url = pit.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), (tmp_path / "pit.log").read_text()[-2000:]
-        for t in table_keys:
-            online(t)  # retained: the pit gets them whenever it subscribes
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                errors = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(url)
-                for t in ("pit7-a", "pit7-b"):
-                    page.wait_for_selector(f'[data-table="{t}"][data-state="online"]', timeout=20_000)
-                wait_until(lambda: "connected" in page.inner_text("#brokers") and "NOT" not in page.inner_text("#brokers"),
-                           20, "the page saying its broker is connected")
-                opened("pit7-c", 1)  # the refused table keeps talking: counted, listed, never shown as a table
-                page.wait_for_selector('[data-refused="pit7-c"]', timeout=20_000)
-                wait_until(lambda: "2 message(s) refused" in page.inner_text('[data-refused="pit7-c"]'), 20,
-                           "the refused table's messages counted on the page")
-                assert "REFUSED" in page.inner_text("#refused") and "limit of 2 tables" in page.inner_text("#refused")
-                assert page.locator('[data-table="pit7-c"]').count() == 0
-                # Mark the cards as they are now; then one table changes.
-                page.evaluate("document.querySelectorAll('[data-table]').forEach(n => { n.dataset.seen = '1'; })")
-                opened("pit7-a", 5)
-                page.wait_for_function("() => document.querySelector('[data-table=\"pit7-a\"] .step')"
-                                       ".textContent.includes('Round 5: open for bets')", timeout=20_000)
-                assert page.get_attribute('[data-table="pit7-a"]', "data-seen") is None  # redrawn
-                assert page.get_attribute('[data-table="pit7-b"]', "data-seen") == "1"  # untouched
-                assert [n for n in page.eval_on_selector_all("[data-table]", "ns => ns.map(n => n.dataset.table)")] \
-                    == ["pit7-a", "pit7-b"]
-                assert errors == []
-                page.screenshot(path=str(screenshot_dir() / "pit-refused-table.png"), full_page=True)
-            finally:
-                browser.close()
-        log = (tmp_path / "pit.log").read_text()
-        assert "pit_table_refused" in log and "pit7-c" in log  # and logged
+        with wall_display(tmp_path, service.config.source, "pit7", "pit8") as (pit7, pit8):
+            for t in table_keys:
+                online(t)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                try:
+                    page = browser.new_page(viewport={"width": 1280, "height": 800})
+                    errors = []
+                    page.on("pageerror", lambda exc: errors.append(str(exc)))
+                    page.goto(pit7)
+                    for t in ("pit7-a", "pit7-b"):
+                        tile(page, t, "online").wait_for(timeout=20_000)
+                    wait_until(lambda: service.floor.counts.unknown_table >= 1, 20, "the unknown table counted")
+                    assert tile(page, "pit7-c").count() == 0 and tile(page, "pit8-a").count() == 0
+                    online("pit7-a", round={"number": 5, "state": "betting"},
+                           waiting_for="the players to place their bets")
+                    page.wait_for_function("() => (document.querySelector('[data-grid-table=\"pit7-a\"] .step') "
+                                           "|| {}).textContent === 'round 5 · betting'", timeout=20_000)
+                    assert "round 5" not in tile(page, "pit7-b").inner_text()
+                    other = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
+                    other.goto(pit8)
+                    tile(other, "pit8-a", "online").wait_for(timeout=20_000)
+                    assert tile(other, "pit7-a").count() == 0
+                    assert other.evaluate("document.documentElement.scrollWidth <= 390")
+                    assert errors == []
+                    page.screenshot(path=str(screenshot_dir() / "pit-wall-display.png"), full_page=True)
+                finally:
+                    browser.close()
+            base = pit7.split("/pit?")[0]
+            import urllib.error
+            import urllib.request
+
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                urllib.request.urlopen(base + "/api/v1/floor/wall?pit=pit9", timeout=10)
+            exc.value.close()
+            assert exc.value.code == 404  # a pit this display was not given
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                urllib.request.urlopen(base + "/api/v1/notary/pit7-a?nonce=" + "0" * 32, timeout=10)
+            exc.value.close()
+            assert exc.value.code == 404  # the display serves the wall page only: never the notary
+        assert call(service, "/api/v1/floor/health")[0] == 200
     finally:
         pub.disconnect()
         pub.loop_stop()
         getattr(pub, "_reset_sockets", lambda: None)()
-        pit.terminate()
-        pit.wait(10)
-        pit.stdout.close()
+        service.close()
         broker.stop()

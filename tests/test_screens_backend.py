@@ -1,5 +1,5 @@
 """What the screens stand on, without a browser: the shuffle-check and audit queries (supervisor and
-auditor only: the table refuses a dealer), the chi-square curve, the pit board's refusal of forged
+auditor only: the table refuses a dealer), the chi-square curve, the pit grid's refusal of forged
 and replayed messages, and the static assets (shipped in the package, nothing from another site)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from table.interfaces.audit_view import AuditQueries
 from table.interfaces.mqtt import sign_message
-from table.interfaces.pit import BrokerAddress, PitBoard, PitSetupError
+from table.interfaces.brokers import BrokerAddress, PitSetupError
 from table.keys import generate
 from table.shuffle_check import PositionCounts, chi_square_report, chi_square_series
 
@@ -115,43 +115,43 @@ def _status(key, table_id, online=True, age_s=0.0, **extra):
     return topic, sign_message(key, topic, msg).encode()
 
 
-def test_the_pit_board_believes_only_each_tables_own_signature_and_no_replayed_online():
+def _wall(tmp_path, keys):
+    from table.floor.ingest import Floor
+    from table.floor.store import open_store
+
+    store = open_store(str(tmp_path / "floor.sqlite3"))
+    return store, Floor(store, keys).start()
+
+
+def _pit(store) -> dict:
+    from table.floor.pit_screen import Clock, grid
+
+    return {t["table_id"]: t for t in grid(store, None, clock=Clock(), pit="pit7")["tables"]}
+
+
+def test_the_pit_grid_believes_only_each_tables_own_signature_and_no_replayed_online(tmp_path):
+    """The pit's screens (the floor's grid, its wall page) show what the floor took: the same rule."""
     k1, k2, mallory = generate(), generate(), generate()
-    board = PitBoard("pit7", {"t-1": k1.public, "t-2": k2.public})
-    assert board.receive(*_status(k1, "t-1", table={"links": {"shuffler": {"up": True, "state": "up"}}}))
-    old = _status(k1, "t-1", age_s=1)  # a genuine "online" captured a moment earlier
-    assert board.receive(*_status(k1, "t-1", online=False))
-    snap = {t["table_id"]: t for t in board.snapshot()["tables"]}
-    assert snap["t-1"]["state"] == "offline"
-    assert not board.receive(*old)                                # replayed: the table stays offline
-    assert not board.receive(*_status(mallory, "t-1"))            # someone else's key
-    assert not board.receive(*_status(k2, "t-1"))                 # another table's key
-    assert not board.receive(*_status(k1, "t-1", age_s=3600))     # stale
-    assert not board.receive("threecard/pit7/t-1/status", b'{"online": true}')  # not signed at all
-    snap = board.snapshot()
-    assert {t["table_id"]: t["state"] for t in snap["tables"]}["t-1"] == "offline"
-    # every one refused is counted: the two replays (order_status, the floor's rule: older than the
-    # status taken last), the two other keys and the unsigned one
-    assert snap["forged"] == 5
-    assert not board.receive(*_status(k1, "t-9"))  # a table this pit has no key for: not shown
-    assert [t["table_id"] for t in board.snapshot()["tables"]] == ["t-1", "t-2"]
-
-
-def test_the_pit_board_keeps_the_last_rounds_result_once_per_seq():
-    key = generate()
-    board = PitBoard("pit7", {"t-1": key.public})
-    topic = "threecard/pit7/t-1/events"
-
-    def event(seq, type_, data, rid="r00001-00000000"):
-        ev = {"schema": "threecard.events/1", "seq": seq, "table_id": "t-1", "round_id": rid,
-              "ts": "2026-01-01T00:00:00+00:00", "type": type_, "data": data}
-        return sign_message(key, topic, ev).encode()
-
-    assert board.receive(topic, event(1, "round_opened", {"number": 1, "seats": [1, 2]}))
-    assert board.receive(topic, event(2, "round_settled", {"number": 1, "net_cents": {"1": 1000, "2": -2000}}))
-    assert not board.receive(topic, event(2, "round_settled", {"number": 1, "net_cents": {"1": 1000, "2": -2000}}))
-    card = board.snapshot()["tables"][0]
-    assert card["last_result"]["house_cents"] == 1000 and card["round"]["step"] == "settled"
+    store, floor = _wall(tmp_path, {"t-1": k1.public, "t-2": k2.public})
+    try:
+        assert floor.receive(*_status(k1, "t-1", table={"links": {"shuffler": {"up": True, "state": "up"}}}))
+        assert floor.receive(*_status(k2, "t-2"))
+        old = _status(k1, "t-1", age_s=1)  # a genuine "online" captured a moment earlier
+        assert floor.receive(*_status(k1, "t-1", online=False))
+        assert floor.wait_idle(10)
+        assert _pit(store)["t-1"]["state"] == "offline"
+        assert not floor.receive(*old)                                # replayed: the table stays offline
+        assert not floor.receive(*_status(mallory, "t-1"))            # someone else's key
+        assert not floor.receive(*_status(k2, "t-1"))                 # another table's key
+        assert not floor.receive("threecard/pit7/t-1/status", b'{"online": true}')  # not signed at all
+        assert not floor.receive(*_status(k1, "t-9"))  # a table the floor has no key for: not shown
+        assert floor.wait_idle(10)
+        shown = _pit(store)
+        assert shown["t-1"]["state"] == "offline" and sorted(shown) == ["t-1", "t-2"]
+        assert floor.counts.forged >= 4
+    finally:
+        floor.close()
+        store.close()
 
 
 def test_broker_urls():

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     'people': ('table.cli.people:people_group',
         'Who may sign in over HTTP/WebSocket: add, list or remove a person (PINs hashed with Argon2id).'),
     'pit': ('table.cli.pit:pit_group',
-        "The pit view: every table of a pit on one page, from the floor's MQTT broker."),
+        "The pit's read-only wall page: the floor's grid of a pit, without sign-in."),
     'paytable': ('table.cli.paytable:paytable_group',
         'List the shipped paytables or report their exact return.'),
     'probe': ('table.cli.probe:probe_command',

@@ -96,7 +96,7 @@ def seed_command(config_path: str, source: str) -> None:
     from table.floor.ingest import Floor
     from table.floor.record import floor_key
     from table.floor.store import StoreError, open_store
-    from table.interfaces.pit import PitSetupError, load_table_keys
+    from table.interfaces.brokers import PitSetupError, load_table_keys
     from table.keys import KeyFileError
 
     configure_logging(stream=sys.stderr, fmt="auto", level="info")

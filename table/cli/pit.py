@@ -1,11 +1,10 @@
-"""``tablectl pit serve``: the pit view, every table of a pit on one page, from the floor's MQTT broker."""
+"""``tablectl pit serve``: the pit's read-only wall page of the floor service, on a machine of its own."""
 
 from __future__ import annotations
 
 import signal
 import sys
 import threading
-from pathlib import Path
 
 import click
 
@@ -17,60 +16,57 @@ from .exits import exit_codes
 @exit_codes({0: "with --help: this help (each command lists its own exit codes)"})
 @click.group("pit")
 def pit_group() -> None:
-    """The pit view: every table of a pit on one page, from the floor's MQTT broker.
+    """The pit's read-only wall page: the floor's grid of a pit, without sign-in.
 
-    For a site with brokers and no floor service. Where tablectl floor serve runs, the
-    pit's board is the floor's own page: signed in, the pit boss's grid; without sign-in,
-    /pit?pit=NAME for the pits [floor] wall_pits names (docs/integration.md).
+    The pit board is the floor service's (tablectl floor serve): signed in, the pit
+    boss's grid; without sign-in, /pit?pit=NAME for the pits [floor] wall_pits names.
+    This command serves that same wall page on another machine (a display in the pit),
+    read from the floor's database (docs/integration.md, "The floor service").
     """
 
 
 @exit_codes({0: "stopped by SIGTERM or SIGINT"})
 @pit_group.command("serve")
-@click.option("--broker", "--mqtt", "brokers", required=True, multiple=True, metavar="URL",
-              help="A floor broker: mqtt://[USER@]HOST[:PORT][/PREFIX], or mqtts:// for TLS (port 8883); PREFIX: "
-                   "the topic prefix a bridge put before threecard/... Again for each further broker.")
-@click.option("--pit", "pits", required=True, multiple=True, metavar="NAME",
-              help="A pit (the tables' [mqtt] floor): its topics threecard/NAME/+/status and /events. Again for "
-                   "each further pit.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="The floor's config (tablectl floor serve --config): its database and display time zone are "
+                   "read; the database is only read.")
+@click.option("--pit", "pits", multiple=True, metavar="NAME",
+              help="A pit to show (its wall page /pit?pit=NAME). Again for each further pit. Default: the config's "
+                   "[floor] wall_pits.")
 @click.option("--web", "web", default="127.0.0.1:8090", show_default=True, metavar="HOST:PORT",
-              help="Serve the page here (port 0: any free port; the address is printed).")
-@click.option("--table-keys", "table_keys", required=True, type=click.Path(file_okay=False, exists=True),
-              help="Folder of the tables' public keys, TABLE_ID.pub: only messages they signed are shown.")
-@click.option("--max-tables", type=click.IntRange(1, 100_000), default=500, show_default=True,
-              help="Show at most this many tables (the first keys in sorted order); a table past it is refused "
-                   "loudly: logged, its messages counted, listed on the page.")
-@click.option("--password-file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="The broker account's password (with USER@ in --broker; the same for every broker).")
-@click.option("--ca-file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="The brokers' CA certificate, for mqtts://.")
-@click.option("--stale-s", type=click.FloatRange(5, 3600), default=90.0, show_default=True,
-              help="A table online but not heard from for this long shows 'no news'.")
-def serve_command(brokers: tuple[str, ...], pits: tuple[str, ...], web: str, table_keys: str,
-                  max_tables: int, password_file: str | None, ca_file: str | None, stale_s: float) -> None:
-    """Serve the pit view of the pits NAME from the brokers URL until SIGTERM or SIGINT (a site without a floor service: with one, the floor's own pages are the pit's board).
+              help="Serve the page here (port 0: any free port; each pit's address is printed).")
+def serve_command(config_path: str, pits: tuple[str, ...], web: str) -> None:
+    """Serve the floor's read-only wall page of the pits NAME from the floor's database until SIGTERM or SIGINT (no sign-in, no money, no command).
 
-    Prints the page's address on stdout. A bad URL, pit name or keys folder, or
-    an address that cannot be bound, is bad usage (2).
+    Prints each pit page's address on stdout, one a line. A bad config, pit name,
+    an unreadable database, or an address that cannot be bound, is bad usage (2).
     """
     from table.cli.run import _host_port
-    from table.interfaces.pit import BrokerAddress, PitBoard, PitServer, PitSetupError, PitSubscriber, load_table_keys
+    from table.floor.config import FloorConfigError, load_floor_config
+    from table.floor.store import StoreError
+    from table.floor.wall import WallDisplay
+    from table.interfaces.auth import PIT_RE
 
     configure_logging(stream=sys.stderr, fmt="auto", level="info")
     try:
-        addresses = list(dict.fromkeys(BrokerAddress.parse(url) for url in brokers))
-        board = PitBoard(pits, load_table_keys(table_keys), max_age_s=max(stale_s, 90.0), stale_s=stale_s,
-                         max_tables=max_tables)
-    except PitSetupError as exc:
+        config = load_floor_config(config_path)
+    except FloorConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    password = Path(password_file).read_text().strip("\r\n") if password_file else None
+    shown = tuple(dict.fromkeys(pits or config.wall_pits))
+    if not shown:
+        raise click.UsageError("no pit to show: give --pit NAME, or name the pits in the config's [floor] wall_pits")
+    bad = [p for p in shown if not PIT_RE.match(p)]
+    if bad:
+        raise click.UsageError(f"--pit {bad[0][:64]!r}: a pit name is letters, digits, '.', '_' or '-'")
     host, port = _host_port(web)
     try:
-        server = PitServer(board, host, port)
+        wall = WallDisplay(config, shown, host, port)
+    except StoreError as exc:
+        raise click.UsageError(f"the floor's database ({config.database}): {exc}") from None
     except OSError as exc:
         raise click.UsageError(f"--web {web}: {exc}") from None
-    subscribers = [PitSubscriber(board, b, password=password, ca_file=ca_file).start() for b in addresses]
-    click.echo(server.url, nl=True)
+    for pit in shown:
+        click.echo(wall.page(pit))
     sys.stdout.flush()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -78,6 +74,4 @@ def serve_command(brokers: tuple[str, ...], pits: tuple[str, ...], web: str, tab
     try:
         stop.wait()
     finally:
-        for subscriber in subscribers:
-            subscriber.close()
-        server.close()
+        wall.close()

@@ -598,10 +598,12 @@ class _TableRun:
             self.dispatcher = Dispatcher(console, front, table_id=cfg.table.id if cfg is not None else "table",
                                          stream_pending=journal is not None, prove=prove)
             if journal is not None:  # the shuffle check and the audit status, read from the journal file
+                from table.anchors import NOTED  # an anchor started without is no checkpoint to verify
                 from table.interfaces.audit_view import AuditQueries
 
                 self.dispatcher.queries.update(AuditQueries(a.journal_path, public_keys=(journal.key.public,),
-                                                            anchors=lambda: self.anchors,
+                                                            anchors=lambda: [a for a in self.anchors
+                                                                             if NOTED not in a],
                                                             archive=cfg.journal.archive if cfg else None).handlers())
                 from table.day.calendar import Calendar
                 from table.interfaces.day_view import DayReportQueries

@@ -53,7 +53,10 @@ journals it. A receipt heard back above the notary (the broker's retained one wh
 floor subscribes, or the one a table presents with its notary question) means this
 database is behind what the floor once signed: restored from an older copy, or a new one
 seeded from an old one (RFC 9162 section 8.3: a log caught going back by the heads its
-clients hold).
+clients hold). The floor also states what its notary holds for each table, retained on
+``threecard/{floor}/{table}/notary`` (a receipt of the notary's checkpoint: with each
+receipt, and for every table whenever a broker feed subscribes, :meth:`Floor.announce_notary`),
+so a running table whose latest receipt is above it holds before its next round.
 
 Other events (cards dealt, decisions) are checked and counted, not kept: the
 table's journal keeps them, and the reports do not need them.
@@ -206,6 +209,9 @@ class Floor:
         #: where each receipt goes once its batch is committed: ``sink(floor, table_id, payload)``
         #: (the broker feeds' retained publish; :class:`BrokerFeed`)
         self.receipt_sinks: list[Callable[[str, str, bytes], None]] = []
+        #: where the floor's statement of what its notary holds for a table goes (with each
+        #: receipt, and at :meth:`announce_notary`): ``sink(floor, table_id, payload)``
+        self.notary_sinks: list[Callable[[str, str, bytes], None]] = []
 
     # -- receiving (the broker clients' threads) ------------------------------------------------
 
@@ -292,6 +298,42 @@ class Floor:
             if len(self._items) in (1, self.batch_max):
                 self._work.notify()
         return True
+
+    def announce_notary(self) -> None:
+        """State, for every table the notary holds, what it holds: a receipt of the notary's
+        checkpoint, signed now and handed to :attr:`notary_sinks` (the broker's retained
+        ``.../notary`` topic), so a running table whose latest receipt is above it learns the
+        floor went back (a database restored from an older copy: :mod:`table.floor_anchor`).
+        Queued behind the messages already received, so a statement never goes out after a
+        newer receipt. Called when a broker feed subscribes (each start, each reconnect)."""
+        if self.key is None:
+            return
+        with self._lock:
+            self._pending += 1
+            self._items.append(("announce", "", "", None))
+            if len(self._items) in (1, self.batch_max):
+                self._work.notify()
+
+    def _announce(self, tx: Tx) -> list[Callable[[], None]]:
+        assert self.key is not None
+        now = _now()
+        out = []
+        for table, seq, head, floor in tx.query("SELECT n.table_id, n.seq, n.head, s.floor FROM notary n "
+                                                "JOIN tables_seen s ON s.table_id = n.table_id"):
+            env = sign_receipt(self.key, str(table), int(seq), str(head), now)
+            out.append((str(floor), str(table), json.dumps(env, separators=(",", ":")).encode()))
+
+        def send() -> None:
+            for floor, table, payload in out:
+                self._state_notary(floor, table, payload)
+        return [send]
+
+    def _state_notary(self, floor: str, table: str, payload: bytes) -> None:
+        for sink in list(self.notary_sinks) if floor else []:
+            try:
+                sink(floor, table, payload)
+            except Exception as exc:  # noqa: BLE001 - a broker that is away: stated at its reconnect
+                log.warning("floor_notary_not_stated", table_id=table, error=str(exc)[:200])
 
     def _statuses_stored(self) -> dict[str, StatusMark]:
         seen: dict[str, StatusMark] = {}
@@ -414,7 +456,7 @@ class Floor:
                 fn()
             with self._cv:
                 self._pending -= len(pending)
-                self.counts.stored += len(pending)
+                self.counts.stored += sum(1 for item in pending if item[0] != "announce")
                 self._cv.notify_all()
             pending = []
 
@@ -428,6 +470,8 @@ class Floor:
                     after += self._checkpoint(tx, table, message, retained=True, floor=floor)
                 elif kind == "receipt":
                     after += self._receipt_seen(tx, table, message)
+                elif kind == "announce":
+                    after += self._announce(tx)
                 elif kind == "alarm":
                     self._alarm(tx, message["alarm_id"], table or None, "floor", message["kind"], message["text"],
                                 message)
@@ -596,6 +640,7 @@ class Floor:
         def send() -> None:
             with self._cv:
                 self.counts.receipts_signed += 1
+            self._state_notary(floor, table, text.encode())  # the notary moved up: what it holds now
             for sink in list(self.receipt_sinks) if floor else []:
                 try:
                     sink(floor, table, text.encode())
@@ -611,8 +656,18 @@ class Floor:
         rows = tx.query("SELECT seq, head FROM notary WHERE table_id = ?", (table,))
         notary = (int(rows[0][0]), str(rows[0][1])) if rows else None
         have = tx.query("SELECT head FROM checkpoints WHERE table_id = ? AND seq = ?", (table, r.seq))
-        if notary is not None and notary[0] >= r.seq and (not have or str(have[0][0]) == r.head):
-            return []  # the database holds it (or has gone past it)
+        if notary is not None and notary[0] >= r.seq and have and str(have[0][0]) == r.head:
+            return []  # the database holds it
+        if notary is not None and notary[0] >= r.seq and not have:
+            # Gone past it, and the checkpoint it names (kept when it was signed) is not here: the
+            # database lost what it held (restored from an older copy) and a table's newer
+            # checkpoint took the notary past since. Alarmed; the notary holds the table's latest.
+            why = (f"the floor's database does not hold table {table}'s checkpoint {r.seq}, which the floor signed "
+                   f"a receipt for at {r.ts}: it was restored from an older copy (its notary has since taken "
+                   f"{notary[0]}); the rounds between are missing from the floor's reports")
+            self._alarm(tx, _digest("receipt", table, r.seq, r.head), table, "floor", "floor_database_behind", why,
+                        {"receipt": r.envelope, "notary_seq": notary[0]})
+            return []
         if notary is None or notary[0] < r.seq:
             why = (f"the floor's database is behind the receipt it signed for table {table}'s checkpoint {r.seq} "
                    f"at {r.ts} (its notary holds {notary[0] if notary else 'nothing'}): it was restored from an "
@@ -762,7 +817,7 @@ def client_id() -> str:
 class BrokerFeed:
     """One broker's messages into a :class:`Floor` (paho-mqtt, its loop a
     :class:`~table.interfaces.mqtt.ReceiverLoop`; reconnects 1..30 s by itself).
-    ``broker``: a :class:`table.interfaces.pit.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
+    ``broker``: a :class:`table.interfaces.brokers.BrokerAddress` (``mqtt://HOST:PORT/PREFIX``: the
     tables' topics under ``PREFIX/``, as a bridge puts them); ``floors``: the topic segments
     to follow (default every one, ``+``); ``password``/``ca_file`` as the pit view's."""
 
@@ -779,7 +834,7 @@ class BrokerFeed:
         #: set once subscribed (SUBACK), cleared when the connection is lost
         self.connected = threading.Event()
         self.client_id = client_id()
-        from table.interfaces.pit import broker_client
+        from table.interfaces.brokers import broker_client
 
         self._client = broker_client(mqtt, broker, self.client_id, password, ca_file)
         self._client.on_connect = self._on_connect
@@ -788,6 +843,14 @@ class BrokerFeed:
         self._client.on_message = lambda client, userdata, msg: floor.receive(msg.topic, msg.payload)
         self._loop: ReceiverLoop | None = None
         floor.receipt_sinks.append(self.publish_receipt)
+        floor.notary_sinks.append(self.publish_notary)
+
+    def publish_notary(self, floor: str, table_id: str, payload: bytes) -> None:
+        """Publish the floor's statement of what its notary holds for ``table_id`` (a receipt
+        of that checkpoint) retained (QoS 1) on ``[PREFIX/]threecard/{floor}/{table_id}/notary``
+        (the broker's ACL: only the floor's account writes it; the table reads its own)."""
+        self._client.publish(f"{self.broker.prefix}threecard/{floor}/{table_id}/notary", payload, qos=1,
+                             retain=True)
 
     def publish_receipt(self, floor: str, table_id: str, payload: bytes) -> None:
         """Publish the floor's receipt ``payload`` for ``table_id`` retained (QoS 1) on
@@ -805,6 +868,7 @@ class BrokerFeed:
 
     def _on_subscribe(self, *args: Any) -> None:
         self.connected.set()  # subscribed: retained messages follow
+        self.floor.announce_notary()  # what the notary holds, for the running tables to compare
 
     def _on_disconnect(self, *args: Any) -> None:
         self.connected.clear()
@@ -818,6 +882,8 @@ class BrokerFeed:
     def close(self) -> None:
         if self.publish_receipt in self.floor.receipt_sinks:
             self.floor.receipt_sinks.remove(self.publish_receipt)
+        if self.publish_notary in self.floor.notary_sinks:
+            self.floor.notary_sinks.remove(self.publish_notary)
         if self._loop is not None:
             self._loop.stop()
             self._loop = None

@@ -24,6 +24,7 @@ floor's display zone: :class:`Clock`).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -83,14 +84,29 @@ class Clock:
         None for a missing or unreadable time (never raises: the text came from a table)."""
         if not isinstance(ts, str) or not ts:
             return None
-        try:
-            t = _dt.datetime.fromisoformat(ts)
-        except ValueError:
-            return None
-        if t.tzinfo is None:
-            return None
-        local = t.astimezone(ZoneInfo(self.zone))
-        return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or self.zone)
+        return _wall_time(ts, self.zone)
+
+
+@functools.lru_cache(maxsize=8192)
+def _wall_time(ts: str, zone: str) -> str | None:
+    """:meth:`Clock.at` of a text (kept: a grid says the same times every 2 s)."""
+    try:
+        t = _dt.datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        return None
+    local = t.astimezone(ZoneInfo(zone))
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or zone)
+
+
+def _number_of(round_id: Any) -> int | None:
+    """A round's number from its id (``r00011-79645365`` -> 11: a void heard without its
+    round's opening still names round 11), or None."""
+    text = str(round_id or "")
+    if len(text) > 1 and text[0] == "r" and text[1:].split("-", 1)[0].isdigit():
+        return int(text[1:].split("-", 1)[0])
+    return None
 
 
 def _text(v: Any, limit: int) -> str | None:
@@ -134,21 +150,39 @@ def card(row: tuple, alarm_rows: int, clock: Clock, now: _dt.datetime, stale_s: 
     (``{number, step}``), ``waiting_for``, ``devices`` (``{shuffler|shoe: {up, state}}``),
     ``table_alarms`` (the table's own, from its status), ``alarms`` (rows the floor holds)."""
     table_id, pit, online, last_seen, text = row
+    will, summary = _read_status(text if isinstance(text, str) else "")
+    state = _state(online, last_seen, now, stale_s)
+    out: dict[str, Any] = {"table_id": table_id, "pit": pit, "state": state, "last_seen": last_seen,
+                           "last_seen_at": clock.at(last_seen), "alarms": alarm_rows,
+                           **(_fresh(summary) if online else {"round": None, "waiting_for": None,
+                                                              "devices": {}, "table_alarms": [],
+                                                              "rounds_played": None})}
+    if state == "offline":
+        # the floor's time when it learned it: a dead table cannot say when it died
+        out.update(offline_since=last_seen, offline_since_at=clock.at(last_seen),
+                   offline_why=OFFLINE_WHY["will" if will else "stopped"])
+    return out
+
+
+def _fresh(summary: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a kept :func:`_summary` a caller may change (its dicts and lists new)."""
+    rnd = summary["round"]
+    return {**summary, "round": dict(rnd) if rnd is not None else None,
+            "devices": {k: dict(v) for k, v in summary["devices"].items()},
+            "table_alarms": [dict(a) for a in summary["table_alarms"]]}
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_status(text: str) -> tuple[bool, dict[str, Any]]:
+    """A status's text (as ``tables_seen`` keeps it) read once: whether it is a last will, and
+    its :func:`_summary`. Kept by its text: a table's status changes when it publishes a
+    new one (every 30 s, or on a change), while every page reads the grid every 2 s."""
     try:
         status = json.loads(text) if text else {}
     except (ValueError, RecursionError):
         status = {}
     status = status if isinstance(status, dict) else {}
-    state = _state(online, last_seen, now, stale_s)
-    out: dict[str, Any] = {"table_id": table_id, "pit": pit, "state": state, "last_seen": last_seen,
-                           "last_seen_at": clock.at(last_seen), "alarms": alarm_rows,
-                           **(_summary(status) if online else {"round": None, "waiting_for": None, "devices": {},
-                                                                "table_alarms": [], "rounds_played": None})}
-    if state == "offline":
-        # the floor's time when it learned it: a dead table cannot say when it died
-        out.update(offline_since=last_seen, offline_since_at=clock.at(last_seen),
-                   offline_why=OFFLINE_WHY["will" if status.get("will") is True else "stopped"])
-    return out
+    return status.get("will") is True, _summary(status)
 
 
 def grid(store: Store, only: set[str] | None, *, clock: Clock, now: _dt.datetime | None = None,
@@ -220,7 +254,8 @@ def table_page(store: Store, table_id: str, only: set[str] | None, *, clock: Clo
                 f"({', '.join('?' * len(ids))}) ORDER BY seq", (table_id, *ids)):
             incidents.setdefault(rid, []).append({"type": kind, "what": rounds_as_people_say(str(what))[:500],
                                                   "ts": ts, "at": clock.at(ts)})
-    rounds = [{"round_id": r["round_id"], "number": r["number"], "gaming_day": r["gaming_day"], "seq": r["seq"],
+    rounds = [{"round_id": r["round_id"], "number": r["number"] if r["number"] is not None
+               else _number_of(r["round_id"]), "gaming_day": r["gaming_day"], "seq": r["seq"],
                "opened_ts": r["opened_ts"], "opened_at": clock.at(r["opened_ts"]),
                "settled_at": clock.at(r["settled_ts"]),
                "state": "voided" if r["voided"] else "settled" if r["settled"] else "open",

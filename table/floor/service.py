@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from table.interfaces.pit import BrokerAddress, PitSetupError, load_table_keys
+from table.interfaces.brokers import BrokerAddress, PitSetupError, load_table_keys
 from table.keys import KeyFileError
 
 from .config import FloorConfig, FloorConfigError

@@ -287,11 +287,13 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
             time.sleep(retry_s)
 
 
-def _receipts(config: Any, journal: Any, table_id: str) -> dict[str, Any]:
+def _receipts(config: Any, journal: Any, table_id: str, controller: Any = None) -> dict[str, Any]:
     """The publisher's receipt hooks with ``[floor] url`` and a journal: ``on_receipt`` takes
     the floor's receipts into the journal (:class:`table.floor_anchor.ReceiptBook`'s ``take``,
     journaled before each checkpoint), ``receipt_source`` gives the latest one journaled,
-    presented in the table's statuses; none otherwise."""
+    presented in the table's statuses; ``on_floor_notary`` compares the floor's statement of
+    its notary with them (``floor_statement``), and a floor behind holds ``controller``
+    before its next round (its ``floor_behind``); none otherwise."""
     floor = getattr(config, "floor", None)
     if journal is None or floor is None or not getattr(floor, "url", None):
         return {}
@@ -299,7 +301,10 @@ def _receipts(config: Any, journal: Any, table_id: str) -> dict[str, Any]:
     from table.keys import load_public_key
 
     book = ReceiptBook(journal, load_public_key(floor.public_key), table_id).attach()
-    return {"on_receipt": book.take, "receipt_source": lambda: latest_receipt(journal)}
+    if controller is not None and hasattr(controller, "floor_behind"):
+        book.on_behind.append(controller.floor_behind)
+    return {"on_receipt": book.take, "receipt_source": lambda: latest_receipt(journal),
+            "on_floor_notary": book.floor_statement}
 
 
 def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path: str | Path | None,
@@ -341,5 +346,5 @@ def serve_for(stack: Any, controller: Any, journal_path: str | Path, socket_path
         from table.interfaces.mqtt import MqttPublisher
 
         stack.callback(MqttPublisher(events, mqtt_cfg.settings(table_key), status_source=controller.status,
-                                     **_receipts(config, journal, events.table_id)).start().close)
+                                     **_receipts(config, journal, events.table_id, controller)).start().close)
     return events

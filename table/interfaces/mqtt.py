@@ -453,11 +453,14 @@ class MqttPublisher:
     is followed and each message's bytes handed to it (paho's thread; it must not raise).
     ``receipt_source``: given, a callable returning the latest floor receipt the journal
     holds (or None), presented in each ``online`` status (``receipt``) for the floor to
-    compare with its database.
+    compare with its database. ``on_floor_notary``: given, the table's ``.../notary`` topic
+    (the floor's retained statement of what its notary holds for the table) is followed
+    and each message's bytes handed to it (paho's thread; it must not raise).
     """
 
     def __init__(self, events: EventLog, settings: MqttSettings, key: TableKey | None = None,
-                 status_source: Any = None, on_receipt: Any = None, receipt_source: Any = None) -> None:
+                 status_source: Any = None, on_receipt: Any = None, receipt_source: Any = None,
+                 on_floor_notary: Any = None) -> None:
         try:
             import paho.mqtt.client as mqtt
         except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -479,6 +482,8 @@ class MqttPublisher:
         self.receipt_topic = f"threecard/{settings.floor}/{self.table_id}/receipt"
         self.on_receipt = on_receipt
         self.receipt_source = receipt_source
+        self.notary_topic = f"threecard/{settings.floor}/{self.table_id}/notary"
+        self.on_floor_notary = on_floor_notary
         self.state_path = Path(settings.state_path)
         self.acked_seq = self._load_state()
         self.connected = False
@@ -592,6 +597,8 @@ class MqttPublisher:
         self._publish_status(client)  # its PUBACK is handled later in this same thread: registered first
         if self.on_receipt is not None:  # the floor's receipts (retained: the latest comes at once)
             client.subscribe(self.receipt_topic, qos=1)
+        if self.on_floor_notary is not None:  # what the floor's notary holds (retained: at once)
+            client.subscribe(self.notary_topic, qos=1)
         with self._cv:
             self.connected = True
             self._cv.notify_all()
@@ -603,6 +610,11 @@ class MqttPublisher:
                 self.on_receipt(bytes(message.payload))
             except Exception:  # noqa: BLE001 - a receipt not kept must not stop the publisher
                 log.exception("mqtt_receipt_failed")
+        elif self.on_floor_notary is not None and message.topic == self.notary_topic and message.payload:
+            try:
+                self.on_floor_notary(bytes(message.payload))
+            except Exception:  # noqa: BLE001 - a statement not taken must not stop the publisher
+                log.exception("mqtt_floor_notary_failed")
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any = None) -> None:
         with self._cv:

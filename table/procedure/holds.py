@@ -432,6 +432,22 @@ class Holds:
 
     # -- incidents ----------------------------------------------------------------------------------
 
+    def hold_table(self, what: str, waiting: str, **fields: Any) -> None:
+        """Hold the table between rounds for an incident a person must look into (the floor
+        gone behind the table: :mod:`table.floor_anchor`): ``what`` journaled as an
+        ``incident`` (with ``fields``) and alarmed on every screen, then the table waits
+        for a supervisor's ``acknowledge_incident`` (``waiting`` says what they must do),
+        journaled with their name; then it goes on. Never an exit in service mode; raises
+        :class:`~table.errors.SupervisorRequired` with no front door to ask."""
+        t = self.t
+        t.record("incident", what=what, **fields)
+        t.publish("incident", what=what)
+        t.alarms.sound("incident", what, key="hold_table")
+        cmd = self.console.wait(("acknowledge_incident",), waiting, role="supervisor", voids=False)
+        t.record("supervisor", action="acknowledge_incident", supervisor=cmd.person, held_table=what[:200], **by(cmd))
+        t.alarms.clear("hold_table")
+        cmd.answer(ok=True, acknowledged=what[:200])
+
     def acknowledge(self, cmd: Command) -> None:
         """A supervisor acknowledges the table's incident alarms (any time; a journaled
         supervisor action): ``incident`` names one alarm by id, else all of them."""

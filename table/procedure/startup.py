@@ -109,6 +109,10 @@ class Startup:
         j = t.journal
         assert j is not None
         check = anchor_check.classify(self.anchors, j)
+        for n in check.noted:  # started without an anchor, as the config allows: said, not held
+            t.record("incident", what=f"the table started without the floor's notary ({n.source}): {n.reason}",
+                     anchor_source=n.source, journal_seq=j.last_seq)
+            log.warning("anchor_missing", source=n.source, reason=n.reason)
         if not check.incident:
             if self.unconfirmed:
                 self._hold_unconfirmed(self.unconfirmed)
