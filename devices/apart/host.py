@@ -18,6 +18,7 @@ closing ends the process.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import queue
@@ -36,11 +37,45 @@ class _Refused(Exception):
     """The driver process's loader refuses the driver, in its own words (no driver code's
     text): sent to the table as a :class:`~devices.contract.DriverError`."""
 
-class Host:
-    """One driver served over one socket (module docstring)."""
+class DeviceOpener:
+    """Its device's node, opened by the table and passed over (docs/drivers.md, "What a
+    driver can reach"): the privilege separation of OpenSSH's monitor. ``sock``: a
+    ``SOCK_SEQPACKET`` socket to the table; ``url``: the one path it answers for. Each
+    call asks the table once; the table opens that node (a character device only) and
+    sends its descriptor (SCM_RIGHTS), or its errno. Called with any other path it
+    raises ``PermissionError``; the table gone: ``OSError`` (EIO)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, url: str) -> None:
         self.sock = sock
+        self.url = url
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str) -> int:
+        if path != self.url:
+            raise PermissionError(errno.EACCES, f"a driver process opens only its own device ({self.url})")
+        with self._lock:
+            self.sock.sendall(b"o")
+            msg, fds, _flags, _addr = socket.recv_fds(self.sock, 32, 1)
+        if fds:
+            for extra in fds[1:]:
+                os.close(extra)
+            return fds[0]
+        if not msg:
+            raise OSError(errno.EIO, "the table closed its device opener")
+        try:
+            code = int(msg[1:].decode("ascii"))
+        except ValueError:
+            code = errno.EIO
+        raise OSError(code, os.strerror(code))
+
+
+class Host:
+    """One driver served over one socket (module docstring); ``device_sock``: the table's
+    device opener (:class:`DeviceOpener`), or None (its device is opened by path)."""
+
+    def __init__(self, sock: socket.socket, device_sock: socket.socket | None = None) -> None:
+        self.sock = sock
+        self.device_sock = device_sock
         self.rfile = sock.makefile("rb")
         self._wlock = threading.Lock()
         self.driver: Any = None
@@ -81,13 +116,21 @@ class Host:
         # confinement for the same reason: an installed table's folder may be private
         import devices.plugins  # noqa: F401
         import devices.drivers  # noqa: F401
+        import firmware_bridge.transport  # noqa: F401
         import importlib.metadata  # noqa: F401
+        import email.parser  # noqa: F401  (importlib.metadata reads a package's METADATA with it, lazily)
+        import email.feedparser  # noqa: F401
 
         try:
-            apply(Isolation.from_wire(hello.get("isolation") or {}), keep=(self.sock.fileno(),))
+            keep = (self.sock.fileno(),) + ((self.device_sock.fileno(),) if self.device_sock is not None else ())
+            apply(Isolation.from_wire(hello.get("isolation") or {}), keep=keep)
         except (IsolationError, OSError) as exc:
             self.send({"t": "refused", "error": {"type": "DriverError", "message": f"isolation: {exc}"}})
             return False
+        if self.device_sock is not None and str(hello.get("url", "")).startswith("/"):
+            from firmware_bridge.transport import set_device_opener
+
+            set_device_opener(DeviceOpener(self.device_sock, str(hello["url"])))
         # the table's lines are read from now on: a driver's open asks the journal's cursor (resume)
         self._reader = threading.Thread(target=self._read_loop, name="apart-table", daemon=True)
         self._reader.start()
@@ -301,13 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     how.add_argument("--listen-fd", type=int, help="a listening socket (systemd's socket activation, "
                                                    "deploy/threecard-driver@.socket): serve the first table that "
                                                    "connects, then end")
+    ap.add_argument("--device-fd", type=int, help="a socket to the table's device opener: the device's node is "
+                                                  "opened by the table and passed over (SCM_RIGHTS)")
     a = ap.parse_args(argv)
     if a.listen_fd is not None:
         with socket.socket(fileno=a.listen_fd) as listener:
             sock, _ = listener.accept()
     else:
         sock = socket.socket(fileno=a.fd)
-    host = Host(sock)
+    device_sock = socket.socket(fileno=a.device_fd) if a.device_fd is not None else None
+    host = Host(sock, device_sock)
     if not host.start():
         return 1
     host.serve()

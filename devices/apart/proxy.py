@@ -24,12 +24,15 @@ one before (SPEC §6.1, §6.6: a different device is refused, ``identity_changed
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import json
 import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -76,7 +79,8 @@ KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
 #: path, then the host; nothing of site-packages runs before :func:`devices.apart.host.main`
 #: confines the process
 _BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-         "from devices.apart.host import main; os._exit(main(['--fd', sys.argv[2]]))")
+         "from devices.apart.host import main; "
+         "os._exit(main(['--fd', sys.argv[2]] + (['--device-fd', sys.argv[3]] if len(sys.argv) > 3 else [])))")
 
 
 def _import_path() -> list[str]:
@@ -107,8 +111,43 @@ def _site_dirs() -> list[str]:
 
 log = structlog.get_logger("devices.apart")
 
-#: the table config's key that says whether drivers run apart (``[devices] apart = "plugins"``):
-#: ``"all"``, ``"plugins"`` (the default: every driver but the built-in ``spec``) or ``"none"``
+
+def serve_device(sock: socket.socket, url: str) -> None:
+    """The table's side of a driver process's :class:`devices.apart.host.DeviceOpener`: each
+    request on ``sock`` opens ``url`` (read and write, no controlling tty, non-blocking) and
+    sends the descriptor over (SCM_RIGHTS), or ``E<errno>``; a node that is not a character
+    device is refused (ENODEV): a driver is handed its device and nothing else. Ends when
+    the driver process's end closes."""
+    while True:
+        try:
+            if not sock.recv(16):
+                return
+        except OSError:
+            return
+        try:
+            fd = os.open(url, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            reply, fd = b"E%d" % (exc.errno or 5), -1
+        else:
+            if not stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.close(fd)
+                reply, fd = b"E%d" % errno.ENODEV, -1
+            else:
+                reply = b"F"
+        try:
+            if fd >= 0:
+                socket.send_fds(sock, [reply], [fd])
+            else:
+                sock.sendall(reply)
+        except OSError:
+            return
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+#: the setting that says which drivers run apart: ``"all"`` (the default: the built-in ``spec``
+#: and plugins alike), ``"plugins"`` (every driver but ``spec``) or ``"none"`` (the in-process
+#: form, chosen explicitly by tests and benches where it is cheaper)
 APART_SETTING = "devices.apart"
 APART_CHOICES = ("all", "plugins", "none")
 #: how long a driver process may take to load and open its device (s)
@@ -141,9 +180,11 @@ class _Slot:
 class _Child:
     """One start of a driver process: its process, its socket, its calls in flight."""
 
-    def __init__(self, popen: subprocess.Popen | None, sock: socket.socket) -> None:
+    def __init__(self, popen: subprocess.Popen | None, sock: socket.socket,
+                 device_sock: socket.socket | None = None) -> None:
         self.popen = popen
         self.sock = sock
+        self.device_sock = device_sock
         self.rfile = sock.makefile("rb")
         self.wlock = threading.Lock()
         self.pending: dict[int, _Slot] = {}
@@ -159,6 +200,10 @@ class _Child:
         """Close this process's end of the socket (its reader is done with it)."""
         self.rfile.close()
         self.sock.close()
+        if self.device_sock is not None:
+            with contextlib.suppress(OSError):
+                self.device_sock.shutdown(socket.SHUT_RDWR)  # its opener thread sees the end
+            self.device_sock.close()
 
     def send(self, obj: dict) -> None:
         data = wire.encode_line(obj)
@@ -277,6 +322,10 @@ class DriverProcess:
                     from None
             return _Child(None, sock)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # its device's node is opened here and passed over: the driver needs no access to the path
+        device = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if self.request.url.startswith("/") \
+            else None
+        fds = (child.fileno(),) + ((device[1].fileno(),) if device is not None else ())
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
@@ -285,12 +334,21 @@ class DriverProcess:
             # confines itself (a plugin's wheel can ship one); the table's import path is given
             # as it is, the plugin's code is imported only after the confinement (host.start)
             popen = subprocess.Popen([sys.executable, "-S", "-E", "-B", "-c", _BOOT,
-                                      json.dumps(_import_path()), str(child.fileno())],
-                                     pass_fds=(child.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,
+                                      json.dumps(_import_path()), *map(str, fds)],
+                                     pass_fds=fds, close_fds=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, env=env, cwd="/")
+        except BaseException:
+            if device is not None:
+                device[0].close()
+            raise
         finally:
             child.close()
-        return _Child(popen, parent)
+            if device is not None:
+                device[1].close()
+        if device is not None:
+            threading.Thread(target=serve_device, args=(device[0], self.request.url),
+                             name=f"apart-device-{self.link.name}", daemon=True).start()
+        return _Child(popen, parent, device[0] if device is not None else None)
 
     def _start_once(self) -> None:
         c = self._spawn()
