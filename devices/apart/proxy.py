@@ -36,6 +36,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,8 +153,12 @@ APART_SETTING = "devices.apart"
 APART_CHOICES = ("all", "plugins", "none")
 #: how long a driver process may take to load and open its device (s)
 OPEN_TIMEOUT_S = 30.0
-#: the restart back-off (s): first wait, doubled each failed start, at most
-RESTART_FIRST_S, RESTART_MAX_S = 0.2, 5.0
+#: the restart back-off (s): a driver process that fails is started again at once; one that
+#: fails again within the same outage waits the first wait, doubled at each failure, at most
+#: the cap (a driver that crashes as it starts is never restarted in a flood)
+RESTART_FIRST_S, RESTART_MAX_S = 0.2, 30.0
+#: an outage ends once a start of the driver answers a call, or serves this long (s) without failing
+STABLE_S = 30.0
 
 
 def runs_apart(setting: str, driver: str) -> bool:
@@ -269,8 +274,16 @@ class DriverProcess:
 
     def __init__(self, driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                  call_deadline_s: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S,
-                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL, connect: str | None = None) -> None:
+                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL, connect: str | None = None,
+                 restart_first_s: float = RESTART_FIRST_S, restart_max_s: float = RESTART_MAX_S) -> None:
         self.driver = driver
+        self.restart_first_s, self.restart_max_s = restart_first_s, restart_max_s
+        #: the current outage: how many times the driver failed in it (0: none), when its
+        #: current start began serving (monotonic s), and each wait before a start (s)
+        self.failures = 0
+        self.waits: list[float] = []
+        self._served_since = 0.0
+        self._starts_seen = threading.Condition()
         self.connect = connect
         self.request = request
         self.kind = DriverKind(request.kind)
@@ -354,7 +367,6 @@ class DriverProcess:
         c = self._spawn()
         with self._lock:
             self._children = [k for k in self._children if k.reader is None or k.reader.is_alive()] + [c]
-        self.starts += 1
         req = self.request
         trace = req.extras.get("frame_trace") if req.extras else None
         try:
@@ -388,6 +400,10 @@ class DriverProcess:
         self._apply_link(ready.get("link"))
         c.reader = threading.Thread(target=self._read, args=(c,), name=f"apart-read-{self.link.name}", daemon=True)
         c.reader.start()
+        self._served_since = time.monotonic()
+        with self._starts_seen:
+            self.starts += 1
+            self._starts_seen.notify_all()
         if self.starts > 1:
             self._back_up(previous)
 
@@ -507,19 +523,48 @@ class DriverProcess:
                 self._child = None
         if current and not self._closing.is_set():
             self.link._state = LinkState.DOWN
+            if self.failures and time.monotonic() - self._served_since >= STABLE_S:
+                self.failures = 0  # it served long enough: this is a new outage
+            self.failures += 1
             log.warning("driver_process_failed", source=self.link.name, driver=self.name, version=self.version,
-                        why=c.why)
-            post_notice(self.link.events, self.link.name, "link_down",
-                        f"{self.who}: its process {c.why}; the table starts it again")
+                        why=c.why, failures=self.failures)
+            if self.failures == 1:  # one incident per outage: its first failure is journaled, said what to do
+                post_notice(self.link.events, self.link.name, "link_down",
+                            f"{self.who}: its process {c.why}; the table starts it again, waiting longer (up to "
+                            f"{self.restart_max_s:g} s) each time it fails again; if it keeps failing, switch the "
+                            f"{self.kind} off and on, then reinstall the driver's package or call its vendor "
+                            "(docs/drivers.md, \"A driver's process\")")
             self._restart.set()
 
     # -- supervision ---------------------------------------------------------------------------
 
+    def restart_wait_s(self) -> float:
+        """How long the supervisor waits before the next start (s): none after the first
+        failure of an outage (a driver that failed once is back at once), then
+        :attr:`restart_first_s` doubled at each further failure, at most :attr:`restart_max_s`."""
+        if self.failures <= 1:
+            return 0.0
+        return min(self.restart_first_s * 2 ** (self.failures - 2), self.restart_max_s)
+
+    def wait_starts(self, n: int, timeout_s: float) -> bool:
+        """Wait until the driver process has been started ``n`` times (True) or ``timeout_s`` passed."""
+        with self._starts_seen:
+            return self._starts_seen.wait_for(lambda: self.starts >= n, timeout_s)
+
+    def _recovered(self) -> None:
+        """A call was answered: the outage, if any, is over (the next failure is a new incident)."""
+        if self.failures:
+            self.failures = 0
+
     def _supervise(self) -> None:
-        wait = RESTART_FIRST_S
+        wait = self.restart_first_s
         while not self._closing.is_set():
             self._restart.wait()
             if self._closing.is_set():
+                return
+            pause = self.restart_wait_s()
+            self.waits.append(pause)
+            if pause and self._closing.wait(pause):  # backs off while it keeps failing: never a flood
                 return
             try:
                 self._start_once()
@@ -531,9 +576,9 @@ class DriverProcess:
                 log.warning("driver_process_restart_failed", source=self.link.name, error=str(exc)[:200])
                 if self._closing.wait(wait):  # back off while it cannot start (its device away)
                     return
-                wait = min(wait * 2, RESTART_MAX_S)
+                wait = min(wait * 2, self.restart_max_s)
                 continue
-            wait = RESTART_FIRST_S
+            wait = self.restart_first_s
             self._restart.clear()
 
     def _back_up(self, previous: DeviceIdentity | None) -> None:
@@ -551,6 +596,9 @@ class DriverProcess:
                 c.why = "refused"
                 c.kill("refused")
             raise
+        if self.failures > 1:  # a restart within an outage already said: logged, not journaled again
+            log.info("driver_process_restarted", source=self.link.name, start=self.starts, failures=self.failures)
+            return
         kind = "device_rebooted" if rebooted(previous, ident) else "link_up"
         post_notice(self.link.events, self.link.name, kind, f"{self.who} started again (start {self.starts})")
 
@@ -584,7 +632,10 @@ class DriverProcess:
         if slot.error is not None:
             if isinstance(slot.error, DriverRaised):  # outside the contract: a fresh start of the driver
                 c.kill(f"raised in {op}()")
+            if not isinstance(slot.error, DriverRaised):
+                self._recovered()  # a contract error (a refusal, a device away): the driver itself works
             raise slot.error
+        self._recovered()
         return slot.value
 
     def send_ack(self, event: DeviceEvent) -> None:
@@ -699,16 +750,19 @@ def check_apart(driver: str, kind: DriverKind | str, options: dict[str, Any], *,
 
 def open_apart(driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                call_deadline_s: float | None = None, paths: tuple[str, ...] = (),
-               open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None) -> ApartShoe | ApartShuffler:
+               open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None,
+               restart_first_s: float = RESTART_FIRST_S, restart_max_s: float = RESTART_MAX_S) -> ApartShoe | ApartShuffler:
     """Driver ``driver`` for ``request.kind`` in a process of its own: what
     :func:`devices.plugins.open_driver` returns, apart (module docstring). ``isolation``:
     None for a bench's (descriptors, core, dumpable); :meth:`Isolation.service` in
-    service mode; ``connect``: a systemd driver socket (:class:`DriverProcess`). Raises
+    service mode; ``connect``: a systemd driver socket; ``restart_first_s``,
+    ``restart_max_s``: the restart back-off (:class:`DriverProcess`). Raises
     :class:`DriverError` (load, version, options, isolation), the
     driver's :class:`LinkError` (cannot open, no answer, refused) or
     :class:`DriverProcessFailed`."""
     process = DriverProcess(driver, request, isolation=isolation, call_deadline_s=call_deadline_s, paths=paths,
-                            open_timeout_s=open_timeout_s, connect=connect)
+                            open_timeout_s=open_timeout_s, connect=connect, restart_first_s=restart_first_s,
+                            restart_max_s=restart_max_s)
     process.start()
     kind = DriverKind(request.kind)
     return ApartShuffler(process) if kind is DriverKind.SHUFFLER else ApartShoe(process)
