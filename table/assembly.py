@@ -306,7 +306,8 @@ def assemble(spec: TableSpec, people: People, *, journal: Journal | None = None)
         events: queue.Queue[DeviceEvent] = queue.Queue(maxsize=EVENT_QUEUE_SIZE)
         opened = []
         for device in (spec.shuffler, spec.shoe):
-            drv = open_driver(device, events, resume=cursor.resume, ack_on_delivery=journal is None)
+            drv = open_driver(device, events, resume=cursor.resume_for(str(device.kind)),
+                              ack_on_delivery=journal is None)
             stack.callback(drv.close)
             opened.append(drv)
         shuffler, shoe = opened

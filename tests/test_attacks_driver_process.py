@@ -204,3 +204,31 @@ def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confin
     # it is confined (another user), never as root
     assert [line for line in lines if "open_apart" in line], lines
     assert not [line for line in lines if "open_apart" not in line and line.split()[0] == "0"], lines
+
+
+def test_a_shoe_driver_asking_the_journals_place_of_another_device_learns_nothing():
+    """A reviewer's finding: the resume query (``OpenRequest.resume``, asked by a driver
+    process over the wire at its handshake) answered for any serial, so a shoe's driver
+    learned how far the journal holds the shuffler's events. It answers only for the link's
+    own device (table.recovery.DeviceCursor.resume_for, what the assembly passes)."""
+    from table.recovery import DeviceCursor
+
+    cursor = DeviceCursor({"by_serial": {"SHUF-1": {"boot_id": 7, "seq": 41}, "SHOE-1": {"boot_id": 7, "seq": 5}},
+                           "by_source": {"shuffler": {"serial": "SHUF-1", "boot_id": 7},
+                                         "shoe": {"serial": "SHOE-1", "boot_id": 7}}})
+    request = OpenRequest(DriverKind.SHOE, "socket://127.0.0.1:9", "shoe", queue.Queue(),
+                          options={"ask_resume": ["SHUF-1", "SHOE-1"]}, resume=cursor.resume_for("shoe"))
+    with pytest.raises(TransportError) as caught:
+        open_apart("threecard_test_drivers.attack:PLUGIN", request, paths=(PLUGINS,))
+    text = str(caught.value)
+    got = json.loads(text[text.index("REPORT ") + 7:])["resume"]
+    assert got == {"SHUF-1": None, "SHOE-1": 5}
+    # a device new to the link (replaced) is answered as before; the shuffler's link still gets its own
+    assert cursor.resume_for("shuffler")(_ident("SHUF-1")) == 41
+    assert cursor.resume_for("shoe")(_ident("SHUF-1")) is None
+
+
+def _ident(serial: str):
+    from devices.contract import DeviceIdentity, DeviceKind
+
+    return DeviceIdentity(DeviceKind.SHOE, 1, 1, "1.0", serial, 7)
