@@ -223,8 +223,10 @@ class Host:
         """The link as the table shows it: state, identity, the driver's capabilities now."""
         link = self.driver.link
         caps = getattr(self.driver, "capabilities", None)
+        errors = getattr(link, "frame_errors", 0)
         return {"state": getattr(link.state, "value", str(link.state)), "identity": wire.to_identity(link.identity),
-                "caps": wire.to_capabilities(caps) if caps is not None else None}
+                "caps": wire.to_capabilities(caps) if caps is not None else None,
+                "frame_errors": errors if isinstance(errors, int) and not isinstance(errors, bool) else 0}
 
     # -- what the driver calls back ------------------------------------------------------------
 
@@ -249,16 +251,34 @@ class Host:
 
     # -- serving -------------------------------------------------------------------------------
 
+    #: how often the link's state is compared with what the table was last told (s): a link
+    #: that comes up after its notice went, or noise counted with no event after it, reaches
+    #: the table within this, not only with the device's next event (docs/drivers.md)
+    LINK_WATCH_S = 0.2
+
     def pump(self) -> None:
-        """The driver's events to the table, as they come."""
+        """The driver's events to the table, as they come; between them, the link's state
+        (``link``) whenever it differs from what the table was last told."""
+        told: dict | None = None
         while True:
-            ev = self.local.get()
+            try:
+                ev = self.local.get(timeout=self.LINK_WATCH_S)
+            except queue.Empty:
+                snap = self.snapshot()
+                if snap != told:
+                    try:
+                        self.send({"t": "link", "link": snap})
+                    except OSError:
+                        return
+                    told = snap
+                continue
             if ev.seq >= 0:
                 self._delivered[ev.seq] = ev
                 if len(self._delivered) > 512:
                     self._delivered.pop(next(iter(self._delivered)))
+            told = self.snapshot()
             try:
-                self.send({"t": "event", "ev": wire.to_event(ev), "link": self.snapshot()})
+                self.send({"t": "event", "ev": wire.to_event(ev), "link": told})
             except OSError:
                 return
 

@@ -244,6 +244,8 @@ class ApartLink:
         self.events = request.events
         self.identity: DeviceIdentity | None = None
         self._state = LinkState.CONNECTING
+        #: frames or lines its driver dropped as corrupt (line noise), every start of it counted
+        self.frame_errors = 0
 
     @property
     def state(self) -> LinkState:
@@ -281,6 +283,7 @@ class DriverProcess:
         #: the current outage: how many times the driver failed in it (0: none), when its
         #: current start began serving (monotonic s), and each wait before a start (s)
         self.failures = 0
+        self._errors_seen = self._errors_base = 0
         self.waits: list[float] = []
         self._served_since = 0.0
         self._starts_seen = threading.Condition()
@@ -397,6 +400,7 @@ class DriverProcess:
         previous = self.link.identity
         with self._lock:
             self._child = c
+        self._errors_base, self._errors_seen = self._errors_base + self._errors_seen, 0
         self._apply_link(ready.get("link"))
         c.reader = threading.Thread(target=self._read, args=(c,), name=f"apart-read-{self.link.name}", daemon=True)
         c.reader.start()
@@ -447,6 +451,11 @@ class DriverProcess:
             self.link.identity = ident
         if snap.get("caps") is not None:
             self.capabilities = wire.from_capabilities(snap["caps"])
+        errors = snap.get("frame_errors", 0)
+        if isinstance(errors, int) and not isinstance(errors, bool) and 0 <= errors < 2 ** 63:
+            # a count of this start's driver (from 0 at each start): the link's total goes on
+            self._errors_seen = max(self._errors_seen, errors)
+            self.link.frame_errors = self._errors_base + errors
         self.link._state = state
 
     def _answer_resume(self, c: _Child, msg: dict) -> None:
@@ -486,6 +495,8 @@ class DriverProcess:
                         self.link.events.put_nowait(ev)
                     except queue.Full:  # left unanswered: the device resends it (SPEC §6.3)
                         log.warning("apart_event_queue_full", source=self.link.name)
+                elif t == "link":  # the link's state changed between events
+                    self._apply_link(msg.get("link"))
                 elif t == "resume":
                     self._answer_resume(c, msg)
                 elif t == "trace":
@@ -686,6 +697,11 @@ class ApartShoe:
     @property
     def driver_name(self) -> str:
         return self.process.name
+
+    @property
+    def identity(self) -> DeviceIdentity | None:
+        """The device's identity as its driver process last said it (None before its handshake)."""
+        return self.link.identity
 
     @property
     def driver_version(self) -> str:

@@ -10,8 +10,9 @@ Table -> driver: ``hello`` (what to open, once), ``call`` (``id``, ``op`` one of
 (``id``, ``seq``), ``close``.
 Driver -> table: ``ready`` (name, package, version, contract version, capabilities,
 link), ``refused`` (``error``), ``reply`` (``id``, ``value`` or ``error``, ``link``),
-``event`` (``ev``, ``link``), ``resume`` (``id``, ``identity``), ``trace``
-(``dir``, ``hex``).
+``event`` (``ev``, ``link``), ``link`` (the link's state, identity, capabilities
+and ``frame_errors`` when they changed between events), ``resume`` (``id``,
+``identity``), ``trace`` (``dir``, ``hex``).
 
 A message crosses as its SPEC type byte and payload (``protocols.messages``'
 own codec, SPEC §4): the table decodes it as it would a frame from the device, so

@@ -711,9 +711,9 @@ class ChaosTable:
 
     def link_errors(self) -> dict[str, int]:
         """Frames the links' parsers dropped for a bad CRC, by device (cumulative)."""
-        return {f"link:{name}:crc_error": driver.link._parser.crc_errors
+        return {f"link:{name}:crc_error": driver.link.frame_errors
                 for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler))
-                if driver.link._parser.crc_errors}
+                if driver.link.frame_errors}
 
 
 #: What counts as detecting each fault class (any of the keys, after injection).
