@@ -90,7 +90,7 @@ def set_device_opener(opener: "Callable[[str], int] | None") -> None:
     _device_opener = opener
 
 
-class _PassedPort(serial.Serial):  # type: ignore[misc,valid-type]
+class _PassedPort(serial.Serial):
     """A posix port whose descriptor another process opened (the table, for a driver
     process that may not open the node itself): pyserial's ``open`` with the descriptor
     from ``opener`` instead of ``os.open`` of the path. Raises ``SerialException``."""
@@ -110,17 +110,18 @@ class _PassedPort(serial.Serial):  # type: ignore[misc,valid-type]
             raise serial.SerialException(exc.errno, f"could not open port {self._port}: {exc}") from None
         self.pipe_abort_read_r, self.pipe_abort_read_w = None, None
         self.pipe_abort_write_r, self.pipe_abort_write_w = None, None
+        posix: Any = self  # pyserial's posix port: its private steps are not in its stubs
         try:
-            self._reconfigure_port(force_update=True)  # the exclusive lock (flock) is taken here
+            posix._reconfigure_port(force_update=True)  # the exclusive lock (flock) is taken here
             try:
-                if not self._dsrdtr:
-                    self._update_dtr_state()
-                if not self._rtscts:
-                    self._update_rts_state()
+                if not posix._dsrdtr:
+                    posix._update_dtr_state()
+                if not posix._rtscts:
+                    posix._update_rts_state()
             except OSError as e:  # a pty: no modem lines
                 if e.errno not in (errno.EINVAL, errno.ENOTTY):
                     raise
-            self._reset_input_buffer()
+            posix._reset_input_buffer()
             self.pipe_abort_read_r, self.pipe_abort_read_w = os.pipe()
             self.pipe_abort_write_r, self.pipe_abort_write_w = os.pipe()
             os.set_blocking(self.pipe_abort_read_r, False)

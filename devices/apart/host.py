@@ -33,6 +33,11 @@ from .isolation import Isolation, IsolationError, apply
 
 
 
+#: the modules :meth:`Host.start` imports before the process confines itself
+PRELOAD = ("encodings.idna", "encodings.ascii", "encodings.latin_1", "devices.plugins", "devices.drivers",
+           "firmware_bridge.transport", "importlib.metadata", "email.parser", "email.feedparser")
+
+
 class _Refused(Exception):
     """The driver process's loader refuses the driver, in its own words (no driver code's
     text): sent to the table as a :class:`~devices.contract.DriverError`."""
@@ -107,19 +112,12 @@ class Host:
             self.send({"t": "refused", "error": {"type": "DriverError", "message":
                        f"driver process speaks wire version {wire.WIRE_VERSION}, the table {hello.get('v')!r}"}})
             return False
-        # codecs Python loads lazily where the driver's user may not read the interpreter's
-        # folder (a table installed under a private home): host names (idna), serial text
-        import encodings.idna  # noqa: F401
-        import encodings.ascii  # noqa: F401
-        import encodings.latin_1  # noqa: F401
-        # the table's own code the loader needs (never a plugin's), imported before the
-        # confinement for the same reason: an installed table's folder may be private
-        import devices.plugins  # noqa: F401
-        import devices.drivers  # noqa: F401
-        import firmware_bridge.transport  # noqa: F401
-        import importlib.metadata  # noqa: F401
-        import email.parser  # noqa: F401  (importlib.metadata reads a package's METADATA with it, lazily)
-        import email.feedparser  # noqa: F401
+        # what this process imports lazily later, imported before the confinement: where the
+        # driver's user may not read the interpreter's folder or the table's (a table installed
+        # under a private home): codecs (host names, serial text), the table's own loader and
+        # drivers (never a plugin's), the metadata reader a plugin's version is read with
+        for name in PRELOAD:
+            importlib.import_module(name)
 
         try:
             keep = (self.sock.fileno(),) + ((self.device_sock.fileno(),) if self.device_sock is not None else ())
