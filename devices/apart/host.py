@@ -88,14 +88,14 @@ class Host:
         self._resumes: dict[int, "queue.Queue[Any]"] = {}
         self._next_resume = 0
         self._delivered: dict[int, Any] = {}
-        self._calls: "queue.Queue[dict | None]" = queue.Queue()
+        self._calls: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict[str, Any]) -> None:
         data = wire.encode_line(obj)
         with self._wlock:
             self.sock.sendall(data)
 
-    def read(self) -> dict | None:
+    def read(self) -> dict[str, Any] | None:
         line = self.rfile.readline(wire.MAX_LINE + 1)
         if not line:
             return None
@@ -153,7 +153,11 @@ class Host:
             plugin = plugins.load_plugin(driver, kind)
             if driver == plugins.SPEC.name:
                 return plugin, plugins.SPEC.package, _version("threecard-table")
-            eps = [ep for ep in plugins.entry_points(group=plugins.ENTRY_POINT_GROUP, name=driver)]
+            from importlib.metadata import entry_points
+
+            from devices.contract import ENTRY_POINT_GROUP
+
+            eps = list(entry_points(group=ENTRY_POINT_GROUP, name=driver))
             dist = getattr(eps[0], "dist", None) if eps else None
             return plugin, (dist.name if dist else driver), (dist.version if dist else "unknown")
         module, _, attr = driver.partition(":")
@@ -165,7 +169,7 @@ class Host:
         return plugin, top, str(getattr(plugin, "version", None) or getattr(sys.modules[top], "__version__",
                                                                              "unknown"))
 
-    def _prepare(self, hello: dict) -> tuple[Any, Any, dict, Any, str, str]:
+    def _prepare(self, hello: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], Any, str, str]:
         """Load the driver and check its options and capabilities as :func:`devices.plugins.prepare`.
         Returns (plugin, kind, options, declared capabilities, package, version)."""
         from devices.contract import DriverError, DriverKind, DriverOptionError
@@ -195,7 +199,7 @@ class Host:
             raise _Refused(str(exc)) from None
         return plugin, kind, options, declared, package, version
 
-    def _open(self, hello: dict) -> None:
+    def _open(self, hello: dict[str, Any]) -> None:
         from devices.contract import OpenRequest
 
         self.name = str(hello["name"])
@@ -217,7 +221,7 @@ class Host:
                    "ops": sorted(op for op in wire.CALLS if callable(getattr(self.driver, op, None))),
                    "link": self.snapshot()})
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """The link as the table shows it: state, identity, the driver's capabilities now."""
         link = self.driver.link
         caps = getattr(self.driver, "capabilities", None)
@@ -257,7 +261,7 @@ class Host:
     def pump(self) -> None:
         """The driver's events to the table, as they come; between them, the link's state
         (``link``) whenever it differs from what the table was last told."""
-        told: dict | None = None
+        told: dict[str, Any] | None = None
         while True:
             try:
                 ev = self.local.get(timeout=self.LINK_WATCH_S)
@@ -333,14 +337,14 @@ class Host:
             if t == "call":
                 self._calls.put(msg)
             elif t == "ack":
-                ev = self._delivered.get(msg.get("seq"))
+                ev = self._delivered.get(msg.get("seq", -1))
                 if ev is not None and self.driver is not None and ev.boot_id == msg.get("boot"):
                     try:
                         self.driver.link.acknowledge(ev)
                     except Exception:  # noqa: BLE001 - the device gone: it resends, the table's cursor dedups
                         pass
             elif t == "resume_reply":
-                box = self._resumes.get(msg.get("id"))
+                box = self._resumes.get(msg.get("id", -1))
                 if box is not None:
                     box.put(msg.get("seq"))
 

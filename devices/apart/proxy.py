@@ -185,7 +185,7 @@ class _Slot:
 class _Child:
     """One start of a driver process: its process, its socket, its calls in flight."""
 
-    def __init__(self, popen: subprocess.Popen | None, sock: socket.socket,
+    def __init__(self, popen: "subprocess.Popen[bytes] | None", sock: socket.socket,
                  device_sock: socket.socket | None = None) -> None:
         self.popen = popen
         self.sock = sock
@@ -210,7 +210,7 @@ class _Child:
                 self.device_sock.shutdown(socket.SHUT_RDWR)  # its opener thread sees the end
             self.device_sock.close()
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict[str, Any]) -> None:
         data = wire.encode_line(obj)
         with self.wlock:
             self.sock.sendall(data)
@@ -411,7 +411,7 @@ class DriverProcess:
         if self.starts > 1:
             self._back_up(previous)
 
-    def _await_ready(self, c: _Child, want: str = "ready") -> dict:
+    def _await_ready(self, c: _Child, want: str = "ready") -> dict[str, Any]:
         timer = threading.Timer(self.open_timeout_s, c.kill, args=(f"did not open within {self.open_timeout_s:g} s",))
         timer.start()
         try:
@@ -458,7 +458,7 @@ class DriverProcess:
             self.link.frame_errors = self._errors_base + errors
         self.link._state = state
 
-    def _answer_resume(self, c: _Child, msg: dict) -> None:
+    def _answer_resume(self, c: _Child, msg: dict[str, Any]) -> None:
         ident = wire.from_identity(msg.get("identity"))
         seq = None
         if ident is not None and self.request.resume is not None:
@@ -475,7 +475,7 @@ class DriverProcess:
                 msg = wire.decode_line(line)
                 t = msg["t"]
                 if t == "reply":
-                    slot = c.pending.pop(msg.get("id"), None)
+                    slot = c.pending.pop(msg.get("id", -1), None)
                     if "link" in msg:
                         self._apply_link(msg["link"])
                     if slot is not None:
@@ -555,7 +555,7 @@ class DriverProcess:
         :attr:`restart_first_s` doubled at each further failure, at most :attr:`restart_max_s`."""
         if self.failures <= 1:
             return 0.0
-        return min(self.restart_first_s * 2 ** (self.failures - 2), self.restart_max_s)
+        return min(self.restart_first_s * 2.0 ** (self.failures - 2), self.restart_max_s)
 
     def wait_starts(self, n: int, timeout_s: float) -> bool:
         """Wait until the driver process has been started ``n`` times (True) or ``timeout_s`` passed."""
@@ -615,7 +615,7 @@ class DriverProcess:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def call(self, op: str, args: dict | None = None) -> Any:
+    def call(self, op: str, args: dict[str, Any] | None = None) -> Any:
         """Call ``op`` in the driver process and wait for its reply, at most :attr:`deadline_s`.
         Raises the driver's :class:`LinkError`, :class:`DriverRaised` or :class:`DriverProcessFailed`
         (the process is then started again)."""

@@ -214,7 +214,7 @@ def to_error(exc: BaseException) -> dict[str, Any]:
     """A driver's exception for the table: a contract error by name with its text; any
     other exception by its type's name only (its text may name a card: never sent)."""
     if isinstance(exc, RequestRefused):
-        return {"type": "RequestRefused", "request": str(exc.request), "code": int(exc.code)}
+        return {"type": "RequestRefused", "request": str(exc.request), "code": int(exc.code) if isinstance(exc.code, int) else -1}
     if isinstance(exc, DriverOptionError):
         return {"type": "DriverOptionError", "key": exc.key, "message": str(exc).split(": ", 1)[-1]}
     if isinstance(exc, LinkError):
