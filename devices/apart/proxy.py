@@ -575,6 +575,7 @@ class DriverProcess:
                 return
             pause = self.restart_wait_s()
             self.waits.append(pause)
+            del self.waits[:-64]  # the latest only: a driver failing for days keeps no growing list
             if pause and self._closing.wait(pause):  # backs off while it keeps failing: never a flood
                 return
             try:
