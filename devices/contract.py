@@ -199,7 +199,10 @@ class DriverLink(Protocol):
     ``config``: :class:`LinkTiming`; ``events``: the shared queue.
     ``acknowledge(event)``: the controller has journaled ``event``; answer the
     device now (ACK, or NAK for a :class:`RefusedEvent`). Idempotent; an event
-    from another link or an older one is ignored.
+    from another link or an older one is ignored. Optional: ``frame_errors`` (an
+    ``int``), the frames or lines the driver dropped as corrupt since it was opened
+    (line noise: the table's soaks count it, and a driver in a process of its own
+    reports it with each event and reply, docs/drivers.md).
     """
 
     name: str

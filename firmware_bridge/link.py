@@ -594,6 +594,12 @@ class Link(_LinkSupervisor, _LinkReader):
         return self._state
 
     @property
+    def frame_errors(self) -> int:
+        """Frames dropped for a bad CRC since the link was made (SPEC §3): line noise, counted
+        across reconnects (a driver in a process of its own reports it to the table)."""
+        return self._parser.crc_errors
+
+    @property
     def alive(self) -> bool:
         """True while the link is up (handshaken, transport working)."""
         return self._state is LinkState.UP

@@ -78,6 +78,69 @@ _HINTS = {
 }
 
 
+#: how a driver process confined away from its device's node opens it (set by
+#: ``devices.apart.host``, docs/drivers.md "What a driver can reach"): called with the
+#: node's path, it returns a descriptor the table opened and passed over (SCM_RIGHTS), or
+#: raises ``OSError`` (the table's errno); None: a port is opened by its path here
+_device_opener: "Callable[[str], int] | None" = None
+
+
+def set_device_opener(opener: "Callable[[str], int] | None") -> None:
+    """Open every local port (a path) through ``opener`` from now on (None: by path again).
+    A driver process sets it once, before its driver opens the device."""
+    global _device_opener
+    _device_opener = opener
+
+
+class _PassedPort(serial.Serial):
+    """A posix port whose descriptor another process opened (the table, for a driver
+    process that may not open the node itself): pyserial's ``open`` with the descriptor
+    from ``opener`` instead of ``os.open`` of the path. Raises ``SerialException``."""
+
+    def __init__(self, url: str, opener: "Callable[[str], int]", **kw: Any) -> None:
+        self._opener = opener
+        super().__init__(None, **kw)
+        self._port = url
+
+    def open(self) -> None:
+        if self.is_open:
+            raise serial.SerialException("Port is already open.")
+        try:
+            self.fd = self._opener(self._port)
+        except OSError as exc:
+            self.fd = None
+            raise serial.SerialException(exc.errno, f"could not open port {self._port}: {exc}") from None
+        self.pipe_abort_read_r, self.pipe_abort_read_w = None, None
+        self.pipe_abort_write_r, self.pipe_abort_write_w = None, None
+        posix: Any = self  # pyserial's posix port: its private steps are not in its stubs
+        try:
+            posix._reconfigure_port(force_update=True)  # the exclusive lock (flock) is taken here
+            try:
+                if not posix._dsrdtr:
+                    posix._update_dtr_state()
+                if not posix._rtscts:
+                    posix._update_rts_state()
+            except OSError as e:  # a pty: no modem lines
+                if e.errno not in (errno.EINVAL, errno.ENOTTY):
+                    raise
+            posix._reset_input_buffer()
+            self.pipe_abort_read_r, self.pipe_abort_read_w = os.pipe()
+            self.pipe_abort_write_r, self.pipe_abort_write_w = os.pipe()
+            os.set_blocking(self.pipe_abort_read_r, False)
+            os.set_blocking(self.pipe_abort_write_r, False)
+        except BaseException:
+            for fd in (self.fd, self.pipe_abort_read_r, self.pipe_abort_read_w, self.pipe_abort_write_r,
+                       self.pipe_abort_write_w):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self.fd = None
+            self.pipe_abort_read_r = self.pipe_abort_read_w = None
+            self.pipe_abort_write_r = self.pipe_abort_write_w = None
+            raise
+        self.is_open = True
+
+
 class SerialTransport:
     """A pyserial port opened from a URL.
 
@@ -100,14 +163,20 @@ class SerialTransport:
 
     def open(self) -> None:
         """Open the port (exclusive). Raises :class:`TransportError`."""
+        opener = _device_opener
         try:
-            port = serial.serial_for_url(
-                self.url,
-                baudrate=self.baudrate,
-                timeout=self.read_timeout_s,
-                write_timeout=2.0,
-                exclusive=True,
-            )
+            if opener is not None and self.url.startswith("/"):
+                port: Any = _PassedPort(self.url, opener, baudrate=self.baudrate, timeout=self.read_timeout_s,
+                                        write_timeout=2.0, exclusive=True)
+                port.open()
+            else:
+                port = serial.serial_for_url(
+                    self.url,
+                    baudrate=self.baudrate,
+                    timeout=self.read_timeout_s,
+                    write_timeout=2.0,
+                    exclusive=True,
+                )
         except (serial.SerialException, OSError, ValueError) as exc:
             code = getattr(exc, "errno", None)
             hint = _HINTS.get(code, "") if code else ""

@@ -105,9 +105,10 @@ class DeviceSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     link_config: LinkConfig = field(default_factory=LinkConfig)
     extras: Mapping[str, Any] = field(default_factory=dict)
-    #: which drivers run in a process of their own (``devices.apart.choose``: ``"plugins"``,
-    #: ``"all"``, ``"none"``; docs/drivers.md, "A driver's process")
-    apart: str = "plugins"
+    #: which drivers run in a process of their own (``devices.apart.choose``: ``"all"``, the
+    #: default, ``"plugins"``, ``"none"``: the in-process form a test or bench chooses where it
+    #: is cheaper; docs/drivers.md, "A driver's process")
+    apart: str = "all"
     #: the table runs as the service: a driver process gets the service's isolation
     service: bool = False
 
@@ -207,12 +208,13 @@ def open_driver(device: DeviceSpec, events: "queue.Queue[DeviceEvent]", *,
     """Open ``device``'s driver, connected (its identity known), delivering on ``events``.
 
     THE SEAM where a device's driver comes into the table: every caller opens drivers
-    through this function only. A plugin (or every driver, ``device.apart == "all"``)
-    runs as a process of its own (:func:`devices.apart.choose.open_device`), started
-    here and returned as a proxy with the same surface (``link``, ``status()``,
+    through this function only. Every driver, the built-in SPEC driver and plugins
+    alike, runs as a process of its own (:func:`devices.apart.choose.open_device`),
+    started here and returned as a proxy with the same surface (``link``, ``status()``,
     ``shuffle()``, ``close()``, ``capabilities``, ``driver_name``); the table never
-    imports its code and learns its declaration from the process. The built-in SPEC
-    driver runs in this process by default (:func:`devices.plugins.open_driver`).
+    imports its code and learns its declaration from the process. ``device.apart ==
+    "none"`` (a test's or bench's explicit choice) opens it in this process
+    (:func:`devices.plugins.open_driver`), as does an in-process USB emulator.
 
     ``resume``: the journal's last event per device (the links skip what is
     journaled); ``ack_on_delivery``: answer the device at once (no journal kept).
@@ -304,7 +306,8 @@ def assemble(spec: TableSpec, people: People, *, journal: Journal | None = None)
         events: queue.Queue[DeviceEvent] = queue.Queue(maxsize=EVENT_QUEUE_SIZE)
         opened = []
         for device in (spec.shuffler, spec.shoe):
-            drv = open_driver(device, events, resume=cursor.resume, ack_on_delivery=journal is None)
+            drv = open_driver(device, events, resume=cursor.resume_for(str(device.kind)),
+                              ack_on_delivery=journal is None)
             stack.callback(drv.close)
             opened.append(drv)
         shuffler, shoe = opened

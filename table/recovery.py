@@ -61,6 +61,19 @@ class DeviceCursor:
         got = self.by_serial.get(ident.serial_number)
         return got[1] if got is not None and got[0] == ident.boot_id else None
 
+    def resume_for(self, source: str) -> Callable[[DeviceIdentity], int | None]:
+        """:meth:`resume` for link ``source`` only: None for a serial another link speaks
+        to (``by_source``), so a driver (a process of its own, docs/drivers.md) asking the
+        journal's place of another device, the shoe's driver the shuffler's, learns
+        nothing; its own device (or one new to this link) is answered as :meth:`resume`."""
+
+        def resume(ident: DeviceIdentity) -> int | None:
+            if any(serial == ident.serial_number for other, (serial, _) in self.by_source.items() if other != source):
+                return None
+            return self.resume(ident)
+
+        return resume
+
     def to_dict(self) -> dict[str, Any]:
         return {"by_serial": {s: {"boot_id": b, "seq": q} for s, (b, q) in self.by_serial.items()},
                 "by_source": {s: {"serial": n, "boot_id": b} for s, (n, b) in self.by_source.items()}}

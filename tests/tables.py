@@ -39,8 +39,10 @@ def assembled(sim, journal, *, dealer=None, console=None, auto_dealer=True, deci
     from table.rules.strategy import q64_player
 
     spec.setdefault("tables", Tables.load("pa-649a12b-1"))
-    table = TableSpec(shuffler=DeviceSpec(DriverKind.SHUFFLER, sim.shuffler_url),
-                      shoe=DeviceSpec(DriverKind.SHOE, sim.shoe_url),
+    # the in-process form, chosen explicitly: cheaper for the many tables the tests build
+    # (tests/test_drivers_apart*.py deal with the drivers apart, as a table does by default)
+    table = TableSpec(shuffler=DeviceSpec(DriverKind.SHUFFLER, sim.shuffler_url, apart="none"),
+                      shoe=DeviceSpec(DriverKind.SHOE, sim.shoe_url, apart="none"),
                       decks=(("A", BackColour.RED), ("B", BackColour.BLUE)), **spec)
     return assemble(table, People(dealer or sim.dealer, decide or q64_player, console, auto_dealer, players),
                     journal=journal)

@@ -58,19 +58,39 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a table drops its dri
 
 
 @pytest.fixture
-def table_files(tmp_path):
+def table_files():
     """The table's files as the service keeps them: the key (0600), the people file (0640),
-    the journal (0600), in a folder anyone may traverse (so the files' own modes decide)."""
-    state = tmp_path / "state"
+    the journal (0600), in a folder every user may traverse, up to ``/`` (a fresh
+    ``/tmp`` folder, 0755: never pytest's own temporary folder, 0700, where the folder
+    alone would stop another user and a test would pass without the driver's isolation):
+    only the files' own modes and the driver process's user and groups decide."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="threecard-state-"))
+    try:
+        yield from _table_files(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _table_files(folder: Path):
+    state = folder / "state"
     state.mkdir()
-    os.chmod(tmp_path, 0o755)
+    os.chmod(folder, 0o755)
     os.chmod(state, 0o755)
+    walk = state
+    while walk != walk.parent:  # every folder above is one another user may traverse
+        assert os.stat(walk).st_mode & 0o001, f"{walk} is closed to other users: the test would prove nothing"
+        walk = walk.parent
     key = generate()
     key_path, _ = save(key, state / "table.key")
     people = state / "people.toml"
     write_atomic(people, b'[people.d1]\nrole = "dealer"\npin = "$argon2id$..."\n', mode=0o640)
     journal = Journal(state / "journal.sqlite3", key=key)
     journal.close()
+    modes = {p.name: oct(os.stat(p).st_mode & 0o777) for p in (key_path, people, state / "journal.sqlite3")}
+    assert modes == {"table.key": "0o600", "people.toml": "0o640", "journal.sqlite3": "0o600"}, modes
     with socket.create_server(("127.0.0.1", 0)) as server:  # what a plugin would phone home to
         yield {"targets": [str(key_path), str(people), str(state / "journal.sqlite3")],
                "tcp": ["127.0.0.1", server.getsockname()[1]], "victim": os.getpid()}
@@ -120,14 +140,15 @@ def test_a_plugin_in_its_service_driver_process_cannot_read_the_controllers_memo
 
 
 def test_a_plugin_in_its_driver_process_holds_no_descriptor_of_the_tables(table_files):
-    """0, 1, 2 (/dev/null), its socket to the table, and the one listing /proc/self/fd."""
+    """0, 1, 2 (/dev/null), its socket to the table, its device opener (its device's url is
+    a path: the table hands it its node, docs/drivers.md), and the one listing /proc/self/fd."""
     keep = open(table_files["targets"][2], "rb")  # the table holds its journal open, inheritable
     os.set_inheritable(keep.fileno(), True)
     try:
         got = _attack_apart(table_files, service=False)
     finally:
         keep.close()
-    assert len(got["fds"].split(",")) == 5, got["fds"]
+    assert len(got["fds"].split(",")) == 6, got["fds"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the service isolation drops root: run as root (CI does)")
@@ -183,3 +204,31 @@ def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confin
     # it is confined (another user), never as root
     assert [line for line in lines if "open_apart" in line], lines
     assert not [line for line in lines if "open_apart" not in line and line.split()[0] == "0"], lines
+
+
+def test_a_shoe_driver_asking_the_journals_place_of_another_device_learns_nothing():
+    """A reviewer's finding: the resume query (``OpenRequest.resume``, asked by a driver
+    process over the wire at its handshake) answered for any serial, so a shoe's driver
+    learned how far the journal holds the shuffler's events. It answers only for the link's
+    own device (table.recovery.DeviceCursor.resume_for, what the assembly passes)."""
+    from table.recovery import DeviceCursor
+
+    cursor = DeviceCursor({"by_serial": {"SHUF-1": {"boot_id": 7, "seq": 41}, "SHOE-1": {"boot_id": 7, "seq": 5}},
+                           "by_source": {"shuffler": {"serial": "SHUF-1", "boot_id": 7},
+                                         "shoe": {"serial": "SHOE-1", "boot_id": 7}}})
+    request = OpenRequest(DriverKind.SHOE, "socket://127.0.0.1:9", "shoe", queue.Queue(),
+                          options={"ask_resume": ["SHUF-1", "SHOE-1"]}, resume=cursor.resume_for("shoe"))
+    with pytest.raises(TransportError) as caught:
+        open_apart("threecard_test_drivers.attack:PLUGIN", request, paths=(PLUGINS,))
+    text = str(caught.value)
+    got = json.loads(text[text.index("REPORT ") + 7:])["resume"]
+    assert got == {"SHUF-1": None, "SHOE-1": 5}
+    # a device new to the link (replaced) is answered as before; the shuffler's link still gets its own
+    assert cursor.resume_for("shuffler")(_ident("SHUF-1")) == 41
+    assert cursor.resume_for("shoe")(_ident("SHUF-1")) is None
+
+
+def _ident(serial: str):
+    from devices.contract import DeviceIdentity, DeviceKind
+
+    return DeviceIdentity(DeviceKind.SHOE, 1, 1, "1.0", serial, 7)

@@ -57,6 +57,30 @@ def test_a_driver_that_raises_in_every_call_holds_the_table_never_a_crash(tmp_pa
         held, links = _incidents(journal)
         assert held and "raised ValueError" in held[0]["reason"] and "0.0.1" in held[0]["reason"]
         assert drivers["shuffler"].process.starts >= 2  # started again after each failure
+        # one outage, one incident: the driver failing again and again is not journaled each time
+        assert [b["notice"] for b in links].count("link_down") == 1, links
+        assert "reinstall the driver's package or call its vendor" in links[0]["detail"]
+
+
+def test_a_driver_that_crashes_as_it_starts_is_started_again_backing_off_never_in_a_flood(tmp_path):
+    """A reviewer's finding: a driver that crashed at each start was started again every
+    0.2 s, each time journaled. Now: at once after its first failure, then waits doubling to
+    a cap while it keeps failing; one link_down (what to do) and one link_up for the outage."""
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=11) as sim:
+        shf = open_apart(FLAKY, OpenRequest(DriverKind.SHUFFLER, sim.shuffler_url, "shuffler", events,
+                                            options={"mode": "die"}), paths=(PLUGINS,),
+                         restart_first_s=0.05, restart_max_s=0.2)
+        try:
+            assert shf.process.wait_starts(6, timeout_s=120)
+            assert shf.process.waits[:5] == [0.0, 0.05, 0.1, 0.2, 0.2]  # at once, then doubling to the cap
+        finally:
+            shf.close()
+    notices = []
+    while not events.empty():
+        notices.append(events.get_nowait().message)
+    assert [n.kind for n in notices] == ["link_down", "link_up"], notices
+    assert "'flaky-spec' (threecard_test_drivers 0.0.1)" in notices[0].detail and "up to 0.2 s" in notices[0].detail
 
 
 @pytest.mark.parametrize(("mode", "error"), [("raise", DriverRaised), ("hang", DriverProcessFailed),

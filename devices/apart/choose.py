@@ -3,11 +3,13 @@
 :func:`open_device` is the one call a table's assembly makes per device: the config's
 driver name and the :class:`~devices.contract.OpenRequest`, as
 :func:`devices.plugins.open_driver` takes them. Under the setting
-:data:`~devices.apart.proxy.APART_SETTING` (``"plugins"`` by default: every driver but
-the built-in ``spec`` runs apart; ``"all"``; ``"none"``) it returns a driver in its own
-process (:func:`devices.apart.proxy.open_apart`) or in this one. Benches and tests that
-hand the SPEC driver an in-process USB emulator (``extras["usb_backend"]``) keep it here:
-a Python object cannot cross a process.
+:data:`~devices.apart.proxy.APART_SETTING` (``"all"`` by default: every driver, the
+built-in ``spec`` and plugins alike, runs apart; ``"plugins"``: all but ``spec``;
+``"none"``: the in-process form, which tests and benches choose explicitly where it is
+cheaper) it returns a driver in its own process (:func:`devices.apart.proxy.open_apart`)
+or in this one, behind the same surface. Benches and tests that hand the SPEC driver an
+in-process USB emulator (``extras["usb_backend"]``) keep it here: a Python object cannot
+cross a process.
 """
 
 from __future__ import annotations
@@ -32,16 +34,18 @@ def driver_socket(kind: DriverKind | str, folder: str = DRIVER_SOCKETS) -> str |
     return path if os.path.exists(path) else None
 
 
-def isolation_for(request: OpenRequest, *, service: bool) -> Isolation:
+def isolation_for(request: OpenRequest, *, service: bool, by_path: bool = True) -> Isolation:
     """The isolation of ``request``'s driver process: in service mode as root, a user and
-    group of its own (:meth:`Isolation.service`), the device node's group (the udev rule's
-    ``GROUP=``) and no network unless the device is reached over one; else a bench's
-    (descriptors, core, dumpable only)."""
+    group of its own (:meth:`Isolation.service`), no network unless the device is reached
+    over one, and, when the driver opens its device's node by its path (``by_path``: a
+    plugin), the node's group (the udev rule's ``GROUP=``); the built-in ``spec`` driver is
+    handed its node's descriptor by the table (:func:`devices.apart.proxy.serve_device`)
+    and gets no group at all. Else a bench's (descriptors, core, dumpable only)."""
     network = request.url.startswith(NETWORK_SCHEMES)
     if not (service and os.geteuid() == 0):
         return Isolation(network=True)
     device_group = None
-    if request.url.startswith("/"):
+    if by_path and request.url.startswith("/"):
         try:
             device_group = os.stat(request.url).st_gid
         except OSError:  # not there yet (unplugged): the driver's open says so
@@ -50,7 +54,7 @@ def isolation_for(request: OpenRequest, *, service: bool) -> Isolation:
     return Isolation.service(index, device_group=device_group or None, network=network)
 
 
-def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", service: bool = False,
+def open_device(driver: str, request: OpenRequest, *, apart: str = "all", service: bool = False,
                 sockets: str = DRIVER_SOCKETS) -> Any:
     """Driver ``driver`` for ``request``, apart or in this process (module docstring).
     ``service``: the table runs as the service: a driver whose systemd socket is installed
@@ -73,7 +77,8 @@ def open_device(driver: str, request: OpenRequest, *, apart: str = "plugins", se
                               f"and no driver socket {os.path.join(sockets, str(request.kind) + '.sock')} is there "
                               "(install deploy/threecard-driver@.socket and .service, docs/drivers.md, "
                               "\"A driver's process\")")
-        return open_apart(driver, request, isolation=isolation_for(request, service=service))
+        return open_apart(driver, request, isolation=isolation_for(request, service=service,
+                                                                   by_path=driver != "spec"))
     from devices.plugins import open_driver  # the in-process form: the table loads the driver itself
 
     return open_driver(driver, request)

@@ -18,6 +18,7 @@ closing ends the process.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import queue
@@ -32,15 +33,54 @@ from .isolation import Isolation, IsolationError, apply
 
 
 
+#: the modules :meth:`Host.start` imports before the process confines itself
+PRELOAD = ("encodings.idna", "encodings.ascii", "encodings.latin_1", "devices.plugins", "devices.drivers",
+           "firmware_bridge.transport", "importlib.metadata", "email.parser", "email.feedparser")
+
+
 class _Refused(Exception):
     """The driver process's loader refuses the driver, in its own words (no driver code's
     text): sent to the table as a :class:`~devices.contract.DriverError`."""
 
-class Host:
-    """One driver served over one socket (module docstring)."""
+class DeviceOpener:
+    """Its device's node, opened by the table and passed over (docs/drivers.md, "What a
+    driver can reach"): the privilege separation of OpenSSH's monitor. ``sock``: a
+    ``SOCK_SEQPACKET`` socket to the table; ``url``: the one path it answers for. Each
+    call asks the table once; the table opens that node (a character device only) and
+    sends its descriptor (SCM_RIGHTS), or its errno. Called with any other path it
+    raises ``PermissionError``; the table gone: ``OSError`` (EIO)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, url: str) -> None:
         self.sock = sock
+        self.url = url
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str) -> int:
+        if path != self.url:
+            raise PermissionError(errno.EACCES, f"a driver process opens only its own device ({self.url})")
+        with self._lock:
+            self.sock.sendall(b"o")
+            msg, fds, _flags, _addr = socket.recv_fds(self.sock, 32, 1)
+        if fds:
+            for extra in fds[1:]:
+                os.close(extra)
+            return fds[0]
+        if not msg:
+            raise OSError(errno.EIO, "the table closed its device opener")
+        try:
+            code = int(msg[1:].decode("ascii"))
+        except ValueError:
+            code = errno.EIO
+        raise OSError(code, os.strerror(code))
+
+
+class Host:
+    """One driver served over one socket (module docstring); ``device_sock``: the table's
+    device opener (:class:`DeviceOpener`), or None (its device is opened by path)."""
+
+    def __init__(self, sock: socket.socket, device_sock: socket.socket | None = None) -> None:
+        self.sock = sock
+        self.device_sock = device_sock
         self.rfile = sock.makefile("rb")
         self._wlock = threading.Lock()
         self.driver: Any = None
@@ -48,14 +88,14 @@ class Host:
         self._resumes: dict[int, "queue.Queue[Any]"] = {}
         self._next_resume = 0
         self._delivered: dict[int, Any] = {}
-        self._calls: "queue.Queue[dict | None]" = queue.Queue()
+        self._calls: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict[str, Any]) -> None:
         data = wire.encode_line(obj)
         with self._wlock:
             self.sock.sendall(data)
 
-    def read(self) -> dict | None:
+    def read(self) -> dict[str, Any] | None:
         line = self.rfile.readline(wire.MAX_LINE + 1)
         if not line:
             return None
@@ -72,22 +112,23 @@ class Host:
             self.send({"t": "refused", "error": {"type": "DriverError", "message":
                        f"driver process speaks wire version {wire.WIRE_VERSION}, the table {hello.get('v')!r}"}})
             return False
-        # codecs Python loads lazily where the driver's user may not read the interpreter's
-        # folder (a table installed under a private home): host names (idna), serial text
-        import encodings.idna  # noqa: F401
-        import encodings.ascii  # noqa: F401
-        import encodings.latin_1  # noqa: F401
-        # the table's own code the loader needs (never a plugin's), imported before the
-        # confinement for the same reason: an installed table's folder may be private
-        import devices.plugins  # noqa: F401
-        import devices.drivers  # noqa: F401
-        import importlib.metadata  # noqa: F401
+        # what this process imports lazily later, imported before the confinement: where the
+        # driver's user may not read the interpreter's folder or the table's (a table installed
+        # under a private home): codecs (host names, serial text), the table's own loader and
+        # drivers (never a plugin's), the metadata reader a plugin's version is read with
+        for name in PRELOAD:
+            importlib.import_module(name)
 
         try:
-            apply(Isolation.from_wire(hello.get("isolation") or {}), keep=(self.sock.fileno(),))
+            keep = (self.sock.fileno(),) + ((self.device_sock.fileno(),) if self.device_sock is not None else ())
+            apply(Isolation.from_wire(hello.get("isolation") or {}), keep=keep)
         except (IsolationError, OSError) as exc:
             self.send({"t": "refused", "error": {"type": "DriverError", "message": f"isolation: {exc}"}})
             return False
+        if self.device_sock is not None and str(hello.get("url", "")).startswith("/"):
+            from firmware_bridge.transport import set_device_opener
+
+            set_device_opener(DeviceOpener(self.device_sock, str(hello["url"])))
         # the table's lines are read from now on: a driver's open asks the journal's cursor (resume)
         self._reader = threading.Thread(target=self._read_loop, name="apart-table", daemon=True)
         self._reader.start()
@@ -112,7 +153,11 @@ class Host:
             plugin = plugins.load_plugin(driver, kind)
             if driver == plugins.SPEC.name:
                 return plugin, plugins.SPEC.package, _version("threecard-table")
-            eps = [ep for ep in plugins.entry_points(group=plugins.ENTRY_POINT_GROUP, name=driver)]
+            from importlib.metadata import entry_points
+
+            from devices.contract import ENTRY_POINT_GROUP
+
+            eps = list(entry_points(group=ENTRY_POINT_GROUP, name=driver))
             dist = getattr(eps[0], "dist", None) if eps else None
             return plugin, (dist.name if dist else driver), (dist.version if dist else "unknown")
         module, _, attr = driver.partition(":")
@@ -124,7 +169,7 @@ class Host:
         return plugin, top, str(getattr(plugin, "version", None) or getattr(sys.modules[top], "__version__",
                                                                              "unknown"))
 
-    def _prepare(self, hello: dict) -> tuple[Any, Any, dict, Any, str, str]:
+    def _prepare(self, hello: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], Any, str, str]:
         """Load the driver and check its options and capabilities as :func:`devices.plugins.prepare`.
         Returns (plugin, kind, options, declared capabilities, package, version)."""
         from devices.contract import DriverError, DriverKind, DriverOptionError
@@ -154,7 +199,7 @@ class Host:
             raise _Refused(str(exc)) from None
         return plugin, kind, options, declared, package, version
 
-    def _open(self, hello: dict) -> None:
+    def _open(self, hello: dict[str, Any]) -> None:
         from devices.contract import OpenRequest
 
         self.name = str(hello["name"])
@@ -176,12 +221,14 @@ class Host:
                    "ops": sorted(op for op in wire.CALLS if callable(getattr(self.driver, op, None))),
                    "link": self.snapshot()})
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """The link as the table shows it: state, identity, the driver's capabilities now."""
         link = self.driver.link
         caps = getattr(self.driver, "capabilities", None)
+        errors = getattr(link, "frame_errors", 0)
         return {"state": getattr(link.state, "value", str(link.state)), "identity": wire.to_identity(link.identity),
-                "caps": wire.to_capabilities(caps) if caps is not None else None}
+                "caps": wire.to_capabilities(caps) if caps is not None else None,
+                "frame_errors": errors if isinstance(errors, int) and not isinstance(errors, bool) else 0}
 
     # -- what the driver calls back ------------------------------------------------------------
 
@@ -206,16 +253,34 @@ class Host:
 
     # -- serving -------------------------------------------------------------------------------
 
+    #: how often the link's state is compared with what the table was last told (s): a link
+    #: that comes up after its notice went, or noise counted with no event after it, reaches
+    #: the table within this, not only with the device's next event (docs/drivers.md)
+    LINK_WATCH_S = 0.2
+
     def pump(self) -> None:
-        """The driver's events to the table, as they come."""
+        """The driver's events to the table, as they come; between them, the link's state
+        (``link``) whenever it differs from what the table was last told."""
+        told: dict[str, Any] | None = None
         while True:
-            ev = self.local.get()
+            try:
+                ev = self.local.get(timeout=self.LINK_WATCH_S)
+            except queue.Empty:
+                snap = self.snapshot()
+                if snap != told:
+                    try:
+                        self.send({"t": "link", "link": snap})
+                    except OSError:
+                        return
+                    told = snap
+                continue
             if ev.seq >= 0:
                 self._delivered[ev.seq] = ev
                 if len(self._delivered) > 512:
                     self._delivered.pop(next(iter(self._delivered)))
+            told = self.snapshot()
             try:
-                self.send({"t": "event", "ev": wire.to_event(ev), "link": self.snapshot()})
+                self.send({"t": "event", "ev": wire.to_event(ev), "link": told})
             except OSError:
                 return
 
@@ -272,14 +337,14 @@ class Host:
             if t == "call":
                 self._calls.put(msg)
             elif t == "ack":
-                ev = self._delivered.get(msg.get("seq"))
+                ev = self._delivered.get(msg.get("seq", -1))
                 if ev is not None and self.driver is not None and ev.boot_id == msg.get("boot"):
                     try:
                         self.driver.link.acknowledge(ev)
                     except Exception:  # noqa: BLE001 - the device gone: it resends, the table's cursor dedups
                         pass
             elif t == "resume_reply":
-                box = self._resumes.get(msg.get("id"))
+                box = self._resumes.get(msg.get("id", -1))
                 if box is not None:
                     box.put(msg.get("seq"))
 
@@ -301,13 +366,16 @@ def main(argv: list[str] | None = None) -> int:
     how.add_argument("--listen-fd", type=int, help="a listening socket (systemd's socket activation, "
                                                    "deploy/threecard-driver@.socket): serve the first table that "
                                                    "connects, then end")
+    ap.add_argument("--device-fd", type=int, help="a socket to the table's device opener: the device's node is "
+                                                  "opened by the table and passed over (SCM_RIGHTS)")
     a = ap.parse_args(argv)
     if a.listen_fd is not None:
         with socket.socket(fileno=a.listen_fd) as listener:
             sock, _ = listener.accept()
     else:
         sock = socket.socket(fileno=a.fd)
-    host = Host(sock)
+    device_sock = socket.socket(fileno=a.device_fd) if a.device_fd is not None else None
+    host = Host(sock, device_sock)
     if not host.start():
         return 1
     host.serve()

@@ -24,6 +24,7 @@ import ctypes
 import os
 import resource
 from dataclasses import dataclass, field
+from typing import Any
 
 #: the first user id the table gives its drivers: systemd's DynamicUser= range (61184-65519)
 DRIVER_UID_BASE = 61184
@@ -62,11 +63,11 @@ class Isolation:
         uid = DRIVER_UID_BASE + index
         return cls(user=uid, group=uid, device_group=device_group, network=network)
 
-    def to_wire(self) -> dict:
+    def to_wire(self) -> dict[str, Any]:
         return {"user": self.user, "group": self.group, "device_group": self.device_group, "network": self.network}
 
     @classmethod
-    def from_wire(cls, obj: dict) -> "Isolation":
+    def from_wire(cls, obj: dict[str, Any]) -> "Isolation":
         return cls(user=obj.get("user"), group=obj.get("group"), device_group=obj.get("device_group"),
                    network=bool(obj.get("network", False)))
 

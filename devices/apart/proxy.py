@@ -24,15 +24,19 @@ one before (SPEC §6.1, §6.6: a different device is refused, ``identity_changed
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import json
 import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +80,8 @@ KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
 #: path, then the host; nothing of site-packages runs before :func:`devices.apart.host.main`
 #: confines the process
 _BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-         "from devices.apart.host import main; os._exit(main(['--fd', sys.argv[2]]))")
+         "from devices.apart.host import main; "
+         "os._exit(main(['--fd', sys.argv[2]] + (['--device-fd', sys.argv[3]] if len(sys.argv) > 3 else [])))")
 
 
 def _import_path() -> list[str]:
@@ -107,14 +112,53 @@ def _site_dirs() -> list[str]:
 
 log = structlog.get_logger("devices.apart")
 
-#: the table config's key that says whether drivers run apart (``[devices] apart = "plugins"``):
-#: ``"all"``, ``"plugins"`` (the default: every driver but the built-in ``spec``) or ``"none"``
+
+def serve_device(sock: socket.socket, url: str) -> None:
+    """The table's side of a driver process's :class:`devices.apart.host.DeviceOpener`: each
+    request on ``sock`` opens ``url`` (read and write, no controlling tty, non-blocking) and
+    sends the descriptor over (SCM_RIGHTS), or ``E<errno>``; a node that is not a character
+    device is refused (ENODEV): a driver is handed its device and nothing else. Ends when
+    the driver process's end closes."""
+    while True:
+        try:
+            if not sock.recv(16):
+                return
+        except OSError:
+            return
+        try:
+            fd = os.open(url, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            reply, fd = b"E%d" % (exc.errno or 5), -1
+        else:
+            if not stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.close(fd)
+                reply, fd = b"E%d" % errno.ENODEV, -1
+            else:
+                reply = b"F"
+        try:
+            if fd >= 0:
+                socket.send_fds(sock, [reply], [fd])
+            else:
+                sock.sendall(reply)
+        except OSError:
+            return
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+#: the setting that says which drivers run apart: ``"all"`` (the default: the built-in ``spec``
+#: and plugins alike), ``"plugins"`` (every driver but ``spec``) or ``"none"`` (the in-process
+#: form, chosen explicitly by tests and benches where it is cheaper)
 APART_SETTING = "devices.apart"
 APART_CHOICES = ("all", "plugins", "none")
 #: how long a driver process may take to load and open its device (s)
 OPEN_TIMEOUT_S = 30.0
-#: the restart back-off (s): first wait, doubled each failed start, at most
-RESTART_FIRST_S, RESTART_MAX_S = 0.2, 5.0
+#: the restart back-off (s): a driver process that fails is started again at once; one that
+#: fails again within the same outage waits the first wait, doubled at each failure, at most
+#: the cap (a driver that crashes as it starts is never restarted in a flood)
+RESTART_FIRST_S, RESTART_MAX_S = 0.2, 30.0
+#: an outage ends once a start of the driver answers a call, or serves this long (s) without failing
+STABLE_S = 30.0
 
 
 def runs_apart(setting: str, driver: str) -> bool:
@@ -141,9 +185,11 @@ class _Slot:
 class _Child:
     """One start of a driver process: its process, its socket, its calls in flight."""
 
-    def __init__(self, popen: subprocess.Popen | None, sock: socket.socket) -> None:
+    def __init__(self, popen: "subprocess.Popen[bytes] | None", sock: socket.socket,
+                 device_sock: socket.socket | None = None) -> None:
         self.popen = popen
         self.sock = sock
+        self.device_sock = device_sock
         self.rfile = sock.makefile("rb")
         self.wlock = threading.Lock()
         self.pending: dict[int, _Slot] = {}
@@ -159,8 +205,12 @@ class _Child:
         """Close this process's end of the socket (its reader is done with it)."""
         self.rfile.close()
         self.sock.close()
+        if self.device_sock is not None:
+            with contextlib.suppress(OSError):
+                self.device_sock.shutdown(socket.SHUT_RDWR)  # its opener thread sees the end
+            self.device_sock.close()
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict[str, Any]) -> None:
         data = wire.encode_line(obj)
         with self.wlock:
             self.sock.sendall(data)
@@ -194,6 +244,8 @@ class ApartLink:
         self.events = request.events
         self.identity: DeviceIdentity | None = None
         self._state = LinkState.CONNECTING
+        #: frames or lines its driver dropped as corrupt (line noise), every start of it counted
+        self.frame_errors = 0
 
     @property
     def state(self) -> LinkState:
@@ -224,8 +276,17 @@ class DriverProcess:
 
     def __init__(self, driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                  call_deadline_s: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S,
-                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL, connect: str | None = None) -> None:
+                 paths: tuple[str, ...] = (), stderr: Any = subprocess.DEVNULL, connect: str | None = None,
+                 restart_first_s: float = RESTART_FIRST_S, restart_max_s: float = RESTART_MAX_S) -> None:
         self.driver = driver
+        self.restart_first_s, self.restart_max_s = restart_first_s, restart_max_s
+        #: the current outage: how many times the driver failed in it (0: none), when its
+        #: current start began serving (monotonic s), and each wait before a start (s)
+        self.failures = 0
+        self._errors_seen = self._errors_base = 0
+        self.waits: list[float] = []
+        self._served_since = 0.0
+        self._starts_seen = threading.Condition()
         self.connect = connect
         self.request = request
         self.kind = DriverKind(request.kind)
@@ -277,6 +338,10 @@ class DriverProcess:
                     from None
             return _Child(None, sock)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # its device's node is opened here and passed over: the driver needs no access to the path
+        device = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if self.request.url.startswith("/") \
+            else None
+        fds = (child.fileno(),) + ((device[1].fileno(),) if device is not None else ())
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
@@ -285,18 +350,26 @@ class DriverProcess:
             # confines itself (a plugin's wheel can ship one); the table's import path is given
             # as it is, the plugin's code is imported only after the confinement (host.start)
             popen = subprocess.Popen([sys.executable, "-S", "-E", "-B", "-c", _BOOT,
-                                      json.dumps(_import_path()), str(child.fileno())],
-                                     pass_fds=(child.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,
+                                      json.dumps(_import_path()), *map(str, fds)],
+                                     pass_fds=fds, close_fds=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.stderr, env=env, cwd="/")
+        except BaseException:
+            if device is not None:
+                device[0].close()
+            raise
         finally:
             child.close()
-        return _Child(popen, parent)
+            if device is not None:
+                device[1].close()
+        if device is not None:
+            threading.Thread(target=serve_device, args=(device[0], self.request.url),
+                             name=f"apart-device-{self.link.name}", daemon=True).start()
+        return _Child(popen, parent, device[0] if device is not None else None)
 
     def _start_once(self) -> None:
         c = self._spawn()
         with self._lock:
             self._children = [k for k in self._children if k.reader is None or k.reader.is_alive()] + [c]
-        self.starts += 1
         req = self.request
         trace = req.extras.get("frame_trace") if req.extras else None
         try:
@@ -327,13 +400,18 @@ class DriverProcess:
         previous = self.link.identity
         with self._lock:
             self._child = c
+        self._errors_base, self._errors_seen = self._errors_base + self._errors_seen, 0
         self._apply_link(ready.get("link"))
         c.reader = threading.Thread(target=self._read, args=(c,), name=f"apart-read-{self.link.name}", daemon=True)
         c.reader.start()
+        self._served_since = time.monotonic()
+        with self._starts_seen:
+            self.starts += 1
+            self._starts_seen.notify_all()
         if self.starts > 1:
             self._back_up(previous)
 
-    def _await_ready(self, c: _Child, want: str = "ready") -> dict:
+    def _await_ready(self, c: _Child, want: str = "ready") -> dict[str, Any]:
         timer = threading.Timer(self.open_timeout_s, c.kill, args=(f"did not open within {self.open_timeout_s:g} s",))
         timer.start()
         try:
@@ -373,9 +451,14 @@ class DriverProcess:
             self.link.identity = ident
         if snap.get("caps") is not None:
             self.capabilities = wire.from_capabilities(snap["caps"])
+        errors = snap.get("frame_errors", 0)
+        if isinstance(errors, int) and not isinstance(errors, bool) and 0 <= errors < 2 ** 63:
+            # a count of this start's driver (from 0 at each start): the link's total goes on
+            self._errors_seen = max(self._errors_seen, errors)
+            self.link.frame_errors = self._errors_base + errors
         self.link._state = state
 
-    def _answer_resume(self, c: _Child, msg: dict) -> None:
+    def _answer_resume(self, c: _Child, msg: dict[str, Any]) -> None:
         ident = wire.from_identity(msg.get("identity"))
         seq = None
         if ident is not None and self.request.resume is not None:
@@ -392,7 +475,7 @@ class DriverProcess:
                 msg = wire.decode_line(line)
                 t = msg["t"]
                 if t == "reply":
-                    slot = c.pending.pop(msg.get("id"), None)
+                    slot = c.pending.pop(msg.get("id", -1), None)
                     if "link" in msg:
                         self._apply_link(msg["link"])
                     if slot is not None:
@@ -412,6 +495,8 @@ class DriverProcess:
                         self.link.events.put_nowait(ev)
                     except queue.Full:  # left unanswered: the device resends it (SPEC §6.3)
                         log.warning("apart_event_queue_full", source=self.link.name)
+                elif t == "link":  # the link's state changed between events
+                    self._apply_link(msg.get("link"))
                 elif t == "resume":
                     self._answer_resume(c, msg)
                 elif t == "trace":
@@ -449,19 +534,49 @@ class DriverProcess:
                 self._child = None
         if current and not self._closing.is_set():
             self.link._state = LinkState.DOWN
+            if self.failures and time.monotonic() - self._served_since >= STABLE_S:
+                self.failures = 0  # it served long enough: this is a new outage
+            self.failures += 1
             log.warning("driver_process_failed", source=self.link.name, driver=self.name, version=self.version,
-                        why=c.why)
-            post_notice(self.link.events, self.link.name, "link_down",
-                        f"{self.who}: its process {c.why}; the table starts it again")
+                        why=c.why, failures=self.failures)
+            if self.failures == 1:  # one incident per outage: its first failure is journaled, said what to do
+                post_notice(self.link.events, self.link.name, "link_down",
+                            f"{self.who}: its process {c.why}; the table starts it again, waiting longer (up to "
+                            f"{self.restart_max_s:g} s) each time it fails again; if it keeps failing, switch the "
+                            f"{self.kind} off and on, then reinstall the driver's package or call its vendor "
+                            "(docs/drivers.md, \"A driver's process\")")
             self._restart.set()
 
     # -- supervision ---------------------------------------------------------------------------
 
+    def restart_wait_s(self) -> float:
+        """How long the supervisor waits before the next start (s): none after the first
+        failure of an outage (a driver that failed once is back at once), then
+        :attr:`restart_first_s` doubled at each further failure, at most :attr:`restart_max_s`."""
+        if self.failures <= 1:
+            return 0.0
+        return min(self.restart_first_s * 2.0 ** (self.failures - 2), self.restart_max_s)
+
+    def wait_starts(self, n: int, timeout_s: float) -> bool:
+        """Wait until the driver process has been started ``n`` times (True) or ``timeout_s`` passed."""
+        with self._starts_seen:
+            return self._starts_seen.wait_for(lambda: self.starts >= n, timeout_s)
+
+    def _recovered(self) -> None:
+        """A call was answered: the outage, if any, is over (the next failure is a new incident)."""
+        if self.failures:
+            self.failures = 0
+
     def _supervise(self) -> None:
-        wait = RESTART_FIRST_S
+        wait = self.restart_first_s
         while not self._closing.is_set():
             self._restart.wait()
             if self._closing.is_set():
+                return
+            pause = self.restart_wait_s()
+            self.waits.append(pause)
+            del self.waits[:-64]  # the latest only: a driver failing for days keeps no growing list
+            if pause and self._closing.wait(pause):  # backs off while it keeps failing: never a flood
                 return
             try:
                 self._start_once()
@@ -473,9 +588,9 @@ class DriverProcess:
                 log.warning("driver_process_restart_failed", source=self.link.name, error=str(exc)[:200])
                 if self._closing.wait(wait):  # back off while it cannot start (its device away)
                     return
-                wait = min(wait * 2, RESTART_MAX_S)
+                wait = min(wait * 2, self.restart_max_s)
                 continue
-            wait = RESTART_FIRST_S
+            wait = self.restart_first_s
             self._restart.clear()
 
     def _back_up(self, previous: DeviceIdentity | None) -> None:
@@ -493,12 +608,15 @@ class DriverProcess:
                 c.why = "refused"
                 c.kill("refused")
             raise
+        if self.failures > 1:  # a restart within an outage already said: logged, not journaled again
+            log.info("driver_process_restarted", source=self.link.name, start=self.starts, failures=self.failures)
+            return
         kind = "device_rebooted" if rebooted(previous, ident) else "link_up"
         post_notice(self.link.events, self.link.name, kind, f"{self.who} started again (start {self.starts})")
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def call(self, op: str, args: dict | None = None) -> Any:
+    def call(self, op: str, args: dict[str, Any] | None = None) -> Any:
         """Call ``op`` in the driver process and wait for its reply, at most :attr:`deadline_s`.
         Raises the driver's :class:`LinkError`, :class:`DriverRaised` or :class:`DriverProcessFailed`
         (the process is then started again)."""
@@ -526,7 +644,10 @@ class DriverProcess:
         if slot.error is not None:
             if isinstance(slot.error, DriverRaised):  # outside the contract: a fresh start of the driver
                 c.kill(f"raised in {op}()")
+            if not isinstance(slot.error, DriverRaised):
+                self._recovered()  # a contract error (a refusal, a device away): the driver itself works
             raise slot.error
+        self._recovered()
         return slot.value
 
     def send_ack(self, event: DeviceEvent) -> None:
@@ -577,6 +698,11 @@ class ApartShoe:
     @property
     def driver_name(self) -> str:
         return self.process.name
+
+    @property
+    def identity(self) -> DeviceIdentity | None:
+        """The device's identity as its driver process last said it (None before its handshake)."""
+        return self.link.identity
 
     @property
     def driver_version(self) -> str:
@@ -641,16 +767,19 @@ def check_apart(driver: str, kind: DriverKind | str, options: dict[str, Any], *,
 
 def open_apart(driver: str, request: OpenRequest, *, isolation: Isolation | None = None,
                call_deadline_s: float | None = None, paths: tuple[str, ...] = (),
-               open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None) -> ApartShoe | ApartShuffler:
+               open_timeout_s: float = OPEN_TIMEOUT_S, connect: str | None = None,
+               restart_first_s: float = RESTART_FIRST_S, restart_max_s: float = RESTART_MAX_S) -> ApartShoe | ApartShuffler:
     """Driver ``driver`` for ``request.kind`` in a process of its own: what
     :func:`devices.plugins.open_driver` returns, apart (module docstring). ``isolation``:
     None for a bench's (descriptors, core, dumpable); :meth:`Isolation.service` in
-    service mode; ``connect``: a systemd driver socket (:class:`DriverProcess`). Raises
+    service mode; ``connect``: a systemd driver socket; ``restart_first_s``,
+    ``restart_max_s``: the restart back-off (:class:`DriverProcess`). Raises
     :class:`DriverError` (load, version, options, isolation), the
     driver's :class:`LinkError` (cannot open, no answer, refused) or
     :class:`DriverProcessFailed`."""
     process = DriverProcess(driver, request, isolation=isolation, call_deadline_s=call_deadline_s, paths=paths,
-                            open_timeout_s=open_timeout_s, connect=connect)
+                            open_timeout_s=open_timeout_s, connect=connect, restart_first_s=restart_first_s,
+                            restart_max_s=restart_max_s)
     process.start()
     kind = DriverKind(request.kind)
     return ApartShuffler(process) if kind is DriverKind.SHUFFLER else ApartShoe(process)

@@ -10,8 +10,9 @@ Table -> driver: ``hello`` (what to open, once), ``call`` (``id``, ``op`` one of
 (``id``, ``seq``), ``close``.
 Driver -> table: ``ready`` (name, package, version, contract version, capabilities,
 link), ``refused`` (``error``), ``reply`` (``id``, ``value`` or ``error``, ``link``),
-``event`` (``ev``, ``link``), ``resume`` (``id``, ``identity``), ``trace``
-(``dir``, ``hex``).
+``event`` (``ev``, ``link``), ``link`` (the link's state, identity, capabilities
+and ``frame_errors`` when they changed between events), ``resume`` (``id``,
+``identity``), ``trace`` (``dir``, ``hex``).
 
 A message crosses as its SPEC type byte and payload (``protocols.messages``'
 own codec, SPEC §4): the table decodes it as it would a frame from the device, so
@@ -213,7 +214,7 @@ def to_error(exc: BaseException) -> dict[str, Any]:
     """A driver's exception for the table: a contract error by name with its text; any
     other exception by its type's name only (its text may name a card: never sent)."""
     if isinstance(exc, RequestRefused):
-        return {"type": "RequestRefused", "request": str(exc.request), "code": int(exc.code)}
+        return {"type": "RequestRefused", "request": str(exc.request), "code": int(exc.code) if isinstance(exc.code, int) else -1}
     if isinstance(exc, DriverOptionError):
         return {"type": "DriverOptionError", "key": exc.key, "message": str(exc).split(": ", 1)[-1]}
     if isinstance(exc, LinkError):

@@ -53,7 +53,7 @@ from ..contract import (
     ShuffleOpening,
     StatusReply,
 )
-from ..plugins import open_driver, prepare
+from ..plugins import prepare
 from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
 from .shuffler_faults import (check_door, check_doubled_card, check_foreign_card, check_jam,
                               check_reboot_mid_delivery, check_reboot_mid_shuffle, check_short_deck,
@@ -70,7 +70,9 @@ DRIVER_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_
 class DriverTarget:
     """A driver under test: ``driver`` (its name), ``kind`` (``"shuffler"``, ``"shoe"``),
     ``url`` and ``options`` as in ``[devices.KIND]``, ``operator`` (who does physical
-    steps and faults), ``extras`` (the SPEC driver's ``usb_backend``), timeouts (s)."""
+    steps and faults), ``extras`` (the SPEC driver's ``usb_backend``), timeouts (s),
+    ``apart``: where the driver runs (:func:`devices.apart.choose.open_device`: ``"all"``,
+    the default, in a process of its own as a table runs it; ``"none"`` in this one)."""
 
     driver: str
     kind: str
@@ -82,6 +84,7 @@ class DriverTarget:
     event_timeout_s: float = 10.0
     shuffle_timeout_s: float = 180.0
     label: str = "driver"
+    apart: str = "all"
 
 
 class DriverContext:
@@ -99,9 +102,12 @@ class DriverContext:
     def open(self, *, resume: Callable[[DeviceIdentity], int | None] | None = None) -> tuple[Any, "queue.Queue"]:
         """A connected driver that acknowledges only when told (as a table with a journal)."""
         events: queue.Queue[DeviceEvent] = queue.Queue(256)
-        drv = open_driver(self.target.driver, OpenRequest(
+        from ..apart.choose import open_device  # as a table opens it: apart unless told otherwise
+
+        drv = open_device(self.target.driver, OpenRequest(
             self.kind, self.target.url, self.name, events, options=dict(self.target.options),
-            link_config=self.target.config, ack_on_delivery=False, resume=resume, extras=self.target.extras))
+            link_config=self.target.config, ack_on_delivery=False, resume=resume, extras=self.target.extras),
+            apart=self.target.apart)
         self._stack.callback(drv.close)
         return drv, events
 

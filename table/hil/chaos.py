@@ -13,11 +13,16 @@ compare what the controller recorded with the emulators' ground truth.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fnmatch
+import os
 import queue
 import random
+import select
 import tempfile
+import threading
 import tomllib
+import tty
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable
@@ -36,7 +41,7 @@ import simulators
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 
-from table.assembly import DeviceSpec, People, TableSpec, build_controller
+from table.assembly import DeviceSpec, People, TableSpec, build_controller, open_driver
 from table.bets import DEFAULT_LIMITS, wager_ledger
 from table.players import SimulatedPlayers
 from table.console import Command, Console
@@ -567,6 +572,87 @@ class BurstTransport(FaultyTransport):
         return data
 
 
+class NoisyCable:
+    """The shoe's cable with the soak's line noise in it, for a driver in a process of its
+    own (docs/drivers.md, "A driver's process"): a pty pair of its own at ``path``, the
+    driver's side, relayed to the emulator's pty through ``noise`` (a
+    :class:`BurstTransport` on it) by a thread in this process. When the emulator's pty goes
+    (a cable pulled), the relay's pty goes too and ``path`` with it, and both come back
+    once the emulator's does: the driver sees what it would on a real cable."""
+
+    def __init__(self, noise: BurstTransport, path: Path) -> None:
+        self.noise = noise
+        self.path = path
+        self._closed = threading.Event()
+        #: set while the relay's pty is at ``path``
+        self.up = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="noisy-cable", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        wait = 0.01
+        while not self._closed.is_set():
+            try:
+                self.noise.open()
+            except LinkError:  # the emulator's adapter is out: look again, backing off
+                self._closed.wait(wait)
+                wait = min(wait * 2, 0.2)
+                continue
+            wait = 0.01
+            master, slave = os.openpty()
+            tty.setraw(slave)
+            tmp = self.path.with_suffix(".new")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            tmp.symlink_to(os.ttyname(slave))
+            tmp.replace(self.path)
+            self.up.set()
+            try:
+                self._relay(master)
+            finally:
+                self.up.clear()
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+                for fd in (master, slave):
+                    os.close(fd)
+                self.noise.close()
+
+    def _relay(self, master: int) -> None:
+        """Bytes both ways until either side goes (or :meth:`close`)."""
+        stop = threading.Event()
+
+        def down() -> None:  # what the driver writes, to the emulator
+            while not stop.is_set() and not self._closed.is_set():
+                if not select.select([master], [], [], 0.05)[0]:
+                    continue
+                try:
+                    data = os.read(master, 4096)
+                    self.noise.write(data)
+                except (OSError, LinkError):
+                    stop.set()
+                    return
+
+        writer = threading.Thread(target=down, name="noisy-cable-down", daemon=True)
+        writer.start()
+        try:
+            while not stop.is_set() and not self._closed.is_set():
+                try:
+                    data = self.noise.read(4096, 0.05)
+                except LinkError:
+                    return
+                if data:
+                    os.write(master, data)
+        except OSError:
+            return
+        finally:
+            stop.set()
+            writer.join()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=5)
+
+
 class ChaosTable:
     """A simulated table with the controller, a journal and the automatic supervisor.
 
@@ -578,11 +664,13 @@ class ChaosTable:
     guard a real transport. 1 (the default) is real time. ``players``: seeded players
     who sit down, leave and vary their bets (:class:`table.players.SimulatedPlayers`)
     instead of the fixed bet on every seat (scenarios keep the fixed bet: their
-    faults are placed by draw).
+    faults are placed by draw). ``apart``: the SPEC drivers run as a table runs them, each in a
+    process of its own (docs/drivers.md, "A driver's process"), the shoe's line noise made
+    on its cable (:class:`NoisyCable`); else in this process, its transport wrapped.
     """
 
     def __init__(self, *, seed: int, seats: int = 3, journal_path: str | Path | None = None,
-                 speed: float = 1.0, players: bool = False) -> None:
+                 speed: float = 1.0, players: bool = False, apart: bool = False) -> None:
         self._stack = ExitStack()
         tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
         journal_path = journal_path or tmp / "journal.sqlite3"
@@ -597,8 +685,17 @@ class ChaosTable:
                          reconnect_max_ms=200, heartbeat_interval_ms=500, read_timeout_ms=50)
         self.shoe_faults = BurstTransport(SerialTransport(str(self.link_dir / "shoe"), read_timeout_s=0.05), seed,
                                           self.clock)
-        self.shuffler = self._open(Shuffler, SerialTransport(str(self.link_dir / "shuffler"), read_timeout_s=0.05), cfg)
-        self.shoe = self._open(CardShoe, self.shoe_faults, cfg)
+        if apart:
+            cable = NoisyCable(self.shoe_faults, self.link_dir / "shoe-cable")
+            self._stack.callback(cable.close)
+            if not cable.up.wait(10):
+                raise DeviceFault("the shoe's cable relay did not come up within 10 s")
+            self.shuffler = self._open_apart(DriverKind.SHUFFLER, str(self.link_dir / "shuffler"), cfg)
+            self.shoe = self._open_apart(DriverKind.SHOE, str(cable.path), cfg)
+        else:
+            self.shuffler = self._open(Shuffler, SerialTransport(str(self.link_dir / "shuffler"),
+                                                                 read_timeout_s=0.05), cfg)
+            self.shoe = self._open(CardShoe, self.shoe_faults, cfg)
         self.dealer = FaultyDealer(self.sim)
         self.console = AutoSupervisor(self.sim)
         self._detections: dict[str, int] = {}
@@ -621,6 +718,12 @@ class ChaosTable:
                         players=SimulatedPlayers(seed, DEFAULT_LIMITS, seats, ()) if players else None)
         self.controller = build_controller(spec, people, self.shuffler, self.shoe, self.events, journal=self.journal)
         self._stack.callback(self.controller.close)  # first out: sign the journal's tail
+
+    def _open_apart(self, kind: DriverKind, url: str, cfg: LinkConfig) -> Any:
+        """The SPEC driver for ``kind`` in a process of its own (the one seam, table.assembly)."""
+        driver = open_driver(DeviceSpec(kind, url, link_config=cfg), self.events)
+        self._stack.callback(driver.close)
+        return driver
 
     def _open(self, cls, transport, cfg):
         link = Link(transport, name=str(cls.KIND), config=cfg, events=self.events, ack_on_delivery=False)
@@ -711,9 +814,9 @@ class ChaosTable:
 
     def link_errors(self) -> dict[str, int]:
         """Frames the links' parsers dropped for a bad CRC, by device (cumulative)."""
-        return {f"link:{name}:crc_error": driver.link._parser.crc_errors
+        return {f"link:{name}:crc_error": driver.link.frame_errors
                 for name, driver in (("shoe", self.shoe), ("shuffler", self.shuffler))
-                if driver.link._parser.crc_errors}
+                if driver.link.frame_errors}
 
 
 #: What counts as detecting each fault class (any of the keys, after injection).
@@ -832,10 +935,11 @@ def _matches_missing(detail: str, colour: BackColour, card: Card) -> bool:
 
 def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
              progress: Callable[[int], None] | None = None, speed: float = SOAK_SPEED,
-             kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+             kinds: tuple[str, ...] | None = None, apart: bool = True) -> dict[str, Any]:
     """Play ``rounds`` rounds with random faults from every class (``fault_rate``
     of the rounds get one; ``kinds``: the classes, :data:`SOAK_KINDS` by default);
-    return the summary the issue asks for.
+    return the summary the issue asks for. ``apart``: the SPEC drivers each in a process
+    of their own, as a table runs them (:class:`ChaosTable`).
 
     Per class (``by_kind``): injected, detected (its alarm, this round or the next),
     ``ridden_through`` (the round held or settled with no exit), ``wrongly_settled``
@@ -868,7 +972,7 @@ def run_soak(rounds: int, seed: int, *, seats: int = 3, fault_rate: float = 0.3,
     rng = random.Random(seed)
     kinds = SOAK_KINDS if kinds is None else kinds
     tally = _SoakTally()
-    with ChaosTable(seed=seed, seats=seats, speed=speed, players=True) as t:
+    with ChaosTable(seed=seed, seats=seats, speed=speed, players=True, apart=apart) as t:
         t.controller.prepare()
         inj = FaultInjector(t, rng)
         for n in range(1, rounds + 1):

@@ -373,14 +373,12 @@ class DriverChaosTable(ChaosTable):
                          reconnect_max_ms=200, heartbeat_interval_ms=500, heartbeat_misses=2, read_timeout_ms=50,
                          reconnect_wait_s=5)
         shoe_driver, shuffler_driver = (driver, "spec") if under_test is DriverKind.SHOE else ("spec", driver)
-        # The driver under test runs in this process (apart="none"): the soak judges what the
-        # driver itself detects. With the driver in a process of its own a corrupted frame of
-        # the ascii shoe is seen one round late (docs/drivers.md, "A driver's process").
+        # Both drivers run as a table runs them, each in a process of its own (docs/drivers.md,
+        # "A driver's process"): the soak judges the table a site runs
         spec = TableSpec(
             shuffler=DeviceSpec(DriverKind.SHUFFLER, shf.url, shuffler_driver,
-                                dict(options) if shuffler_driver == driver else {}, cfg, apart="none"),
-            shoe=DeviceSpec(DriverKind.SHOE, shoe.url, shoe_driver, dict(options) if shoe_driver == driver else {}, cfg,
-                            apart="none"),
+                                dict(options) if shuffler_driver == driver else {}, cfg),
+            shoe=DeviceSpec(DriverKind.SHOE, shoe.url, shoe_driver, dict(options) if shoe_driver == driver else {}, cfg),
             decks=(("A", RED), ("B", BLUE)), tables=Tables.load("pa-649a12b-1"), seats=seats, ante_cents=1000,
             # a bench emulator verifies a shuffle at once: 20 s, not a real machine's 180 (SPEC 7)
             timing=TableTiming(event_timeout_s=5, shuffle_timeout_s=20))
@@ -401,12 +399,11 @@ class DriverChaosTable(ChaosTable):
         return list(self.dealer.truth)
 
     def link_errors(self) -> dict[str, int]:
-        """Lines or frames each driver dropped for a bad checksum (a plugin's ``dropped_lines``
-        where it counts them; the SPEC driver's frame parser's CRC errors)."""
+        """Lines or frames each driver dropped for a bad checksum (the contract's optional
+        ``link.frame_errors``, which a driver in its own process reports with each event)."""
         out = {}
         for name, drv in (("shoe", self.shoe), ("shuffler", self.shuffler)):
-            parser = getattr(drv.link, "_parser", None)
-            dropped = getattr(drv.link, "dropped_lines", 0) or getattr(parser, "crc_errors", 0)
+            dropped = getattr(drv.link, "frame_errors", 0)
             if dropped:
                 out[f"link:{name}:crc_error"] = dropped
         return out

@@ -182,11 +182,11 @@ def _driver(request: pytest.FixtureRequest, target, device: str):
         pytest.skip(f"no {device} under test (give --{device}-url or --{device}-usb)")
     import queue
 
+    from devices.apart.choose import open_device
     from devices.contract import DriverError, DriverKind, OpenRequest
-    from devices.plugins import open_driver
 
-    try:
-        return open_driver(name, OpenRequest(DriverKind(device), url, device, queue.Queue(256),
+    try:  # as a table opens it: in a process of its own (an in-process USB emulator stays here)
+        return open_device(name, OpenRequest(DriverKind(device), url, device, queue.Queue(256),
                                              options=driver_options(config, device), link_config=target.config,
                                              ack_on_delivery=True, extras={"usb_backend": target.usb_backend}))
     except DriverError as exc:

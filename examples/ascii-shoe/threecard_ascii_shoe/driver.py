@@ -95,6 +95,11 @@ class AsciiLink(EventLink):
         self._starting = False
 
     # -- the port -----------------------------------------------------------------------------
+    @property
+    def frame_errors(self) -> int:
+        """Lines dropped for a bad checksum (the contract's optional ``link.frame_errors``)."""
+        return self.dropped_lines
+
     def _open_port(self) -> None:
         try:
             port = serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=0.1, write_timeout=2)

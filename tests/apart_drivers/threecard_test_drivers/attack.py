@@ -1,7 +1,8 @@
 """A hostile driver plugin: at ``open`` it tries to read what a driver must never reach
 (``targets``: the table's key file, people file, journal), to open a TCP connection
 (``tcp``: ``[host, port]``), to read the controller's memory (``/proc/VICTIM/mem``,
-``victim``: the controller's pid), and counts the descriptors it was handed. It then
+``victim``: the controller's pid), to learn the journal's place of other devices
+(``ask_resume``: serials, asked through ``OpenRequest.resume``), and counts the descriptors it was handed. It then
 refuses to open, reporting what it got as JSON in its error's text (the test's probe)."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import os
 import socket
 from typing import Any, Mapping
 
-from devices.contract import CONTRACT_VERSION, DriverKind, OpenRequest, TransportError, WITHOUT_COMMITMENT
+from devices.contract import (CONTRACT_VERSION, DeviceIdentity, DeviceKind, DriverKind, OpenRequest, TransportError,
+                              WITHOUT_COMMITMENT)
 
 
 def _try(fn: Any) -> str:
@@ -57,7 +59,7 @@ class AttackPlugin:
     version = "0.0.1"
     contract_version = CONTRACT_VERSION
     kinds = frozenset({DriverKind.SHOE})
-    option_keys = frozenset({"targets", "tcp", "victim"})
+    option_keys = frozenset({"targets", "tcp", "victim", "ask_resume"})
 
     def capabilities(self, kind: DriverKind, options: Mapping[str, Any]) -> Any:
         return WITHOUT_COMMITMENT
@@ -66,7 +68,11 @@ class AttackPlugin:
         pass
 
     def open(self, request: OpenRequest) -> Any:
-        raise TransportError("REPORT " + json.dumps(attacks(request.options)))
+        report: dict[str, Any] = attacks(request.options)
+        if request.options.get("ask_resume") and request.resume is not None:  # the journal's place of each serial
+            report["resume"] = {serial: request.resume(DeviceIdentity(DeviceKind.SHOE, 1, 1, "1.0", serial, 7))
+                                for serial in request.options["ask_resume"]}
+        raise TransportError("REPORT " + json.dumps(report))
 
 
 PLUGIN = AttackPlugin()

@@ -1,7 +1,8 @@
 """The SPEC driver, failing on purpose: ``mode`` ``raise`` (a ``ValueError``), ``hang`` (never
 answers), ``exit`` (its process ends), ``forge`` (a line of its own on the table's
 socket), ``card`` (a well-formed card drawn written there by a shuffler's driver) or
-``deep`` (a line nested past the interpreter's depth) in ``status()``; with ``arm_file`` once, when the
+``deep`` (a line nested past the interpreter's depth) in ``status()``; ``die``: its process
+ends a moment after each start, whatever the table asks (a crash loop); with ``arm_file`` once, when the
 test has made that file (it is removed as the driver fails), without it in every call. A test plugin: it may use ``devices.plugins``' SPEC
 driver, which a vendor's package would not."""
 
@@ -68,14 +69,16 @@ class FlakyPlugin:
         return FULL
 
     def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        if options.get("mode", "raise") not in ("raise", "hang", "exit", "forge", "card", "deep"):
-            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit, forge, card, deep")
+        if options.get("mode", "raise") not in ("raise", "hang", "exit", "forge", "card", "deep", "die"):
+            raise DriverOptionError(f"devices.{kind}.mode", "one of raise, hang, exit, forge, card, deep, die")
 
     def open(self, request: OpenRequest) -> Any:
         o = request.options
         inner = SPEC.open(OpenRequest(request.kind, request.url, request.name, request.events,
                                       link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
                                       resume=request.resume))
+        if o.get("mode") == "die":  # a crash loop: gone a moment after its ready, at every start
+            threading.Timer(0.05, os._exit, args=(3,)).start()
         return Flaky(inner, str(o.get("mode", "raise")), str(o.get("arm_file", "")))
 
 
