@@ -66,3 +66,26 @@ def test_an_unplug_lasts_its_seconds_on_the_port_s_clock(tmp_path):
         assert (tmp_path / "shoe").is_symlink()
     finally:
         port.close()
+
+
+def test_a_settable_wall_clock_moves_on_by_hand_and_never_back():
+    """The journal's wall clock a test or bench sets (protocols.clock.SettableWallClock):
+    µs since the epoch, 1 ms a read, moved on by set(), never back; a time without a zone
+    is refused."""
+    from datetime import datetime, timedelta, timezone
+
+    from protocols.clock import SettableWallClock
+
+    start = datetime(2026, 12, 1, 10, tzinfo=timezone.utc)
+    clock = SettableWallClock(start)
+    first = clock()
+    assert first == int(start.timestamp() * 1_000_000) + 1000 and clock() == first + 1000
+    clock.set(start + timedelta(days=1))
+    assert clock() == int((start + timedelta(days=1)).timestamp() * 1_000_000) + 1000
+    later = clock()
+    clock.set(start)  # back: a time already given stays given
+    assert clock() == later + 1000
+    with pytest.raises(ValueError, match="names its zone"):
+        SettableWallClock(datetime(2026, 12, 1, 10))
+    with pytest.raises(ValueError, match="names its zone"):
+        clock.set(datetime(2026, 12, 2, 7))
