@@ -81,6 +81,21 @@ def no_leaks_but():
     return _leak_check
 
 
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster a test process (an xdist worker), each test taking a
+    database of its own (``pg_cluster.create_database()``). Here and only here: a session
+    fixture imported into several test modules is set up once for each of them (each import
+    is a fixture of its own), and every floor module started and kept its own cluster."""
+    from pg_server import PgCluster, pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed (scripts/test-deps installs it)")
+    cluster = PgCluster().start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def sim():
     """A simulated table (both emulators on ptys), seeded, stopped after the test."""

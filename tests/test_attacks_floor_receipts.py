@@ -45,7 +45,7 @@ from table.roles import Actor, Role
 from table.rules.settlement import Tables
 
 from console_helpers import tablectl
-from floor_helpers import SignedTable, broker, database, needs_mosquitto, now, pg_cluster, rows  # noqa: F401
+from floor_helpers import SignedTable, broker, database, needs_mosquitto, now, rows  # noqa: F401
 from mqtt_broker import free_port
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _republish, _retained, _table_config
 from test_controller import BLUE, KEY, RED, kinds
