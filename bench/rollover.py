@@ -29,23 +29,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import queue
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from devices import CardShoe, Shuffler  # noqa: E402
+from devices.contract import DriverKind  # noqa: E402
 from protocols.cards import BackColour  # noqa: E402
+from protocols.clock import SettableWallClock  # noqa: E402
 from simulators.table import SimulatedTable  # noqa: E402
+from table.assembly import DeviceSpec, People, TableSpec, assemble  # noqa: E402
 from table.day import segments  # noqa: E402
-from table.controller import TableController, TableTiming  # noqa: E402
-from table.custody import DeckCustody  # noqa: E402
+from table.controller import TableTiming  # noqa: E402
 from table.journal import Journal  # noqa: E402
 from table.keys import generate  # noqa: E402
 from table.procedure.day_segments import ArchivePolicy  # noqa: E402
@@ -54,45 +53,22 @@ from table.rules.settlement import Tables  # noqa: E402
 LIMIT = 2.0
 
 
-class Clock:
-    """The journal's wall clock in µs, moved on by the bench; each read moves it 1 ms."""
-
-    def __init__(self, start: datetime) -> None:
-        self.us = int(start.timestamp() * 1e6)
-        self.lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self.lock:
-            self.us += 1000
-            return self.us
-
-    def set(self, at: datetime) -> None:
-        with self.lock:
-            self.us = max(self.us, int(at.timestamp() * 1e6))
-
-
 @contextlib.contextmanager
-def table(folder: Path, clock: Clock, seats: int):
+def table(folder: Path, clock: SettableWallClock, seats: int):
+    """A prepared controller on a simulated table, assembled as every table is
+    (``table.assembly``), its journal one segment a gaming day archived to ``folder/archive``."""
     (folder / "archive").mkdir()
-    key = generate()
     policy = ArchivePolicy(folder / "archive", 6, "UTC", 7, None, None)
     with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=1) as sim:
-        events: queue.Queue = queue.Queue()
-        journal = Journal(folder / "journal.sqlite3", key=key, table_id="bench", clock=clock)
-        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
-        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
-        ctl = TableController(shuffler, shoe, events, sim.dealer,
-                              DeckCustody([("A", BackColour.RED), ("B", BackColour.BLUE)]), seats=seats,
-                              ante_cents=1000, tables=Tables.load("pa-649a12b-1"), journal=journal,
-                              timing=TableTiming(event_timeout_s=5, settle_s=0.0), archive=policy)
-        try:
-            ctl.prepare()
-            yield ctl
-            ctl.close()
-        finally:
-            shuffler.close()
-            shoe.close()
-            journal.close()
+        with Journal(folder / "journal.sqlite3", key=generate(), table_id="bench", clock=clock) as journal:
+            spec = TableSpec(shuffler=DeviceSpec(DriverKind.SHUFFLER, sim.shuffler_url),
+                             shoe=DeviceSpec(DriverKind.SHOE, sim.shoe_url),
+                             decks=(("A", BackColour.RED), ("B", BackColour.BLUE)), seats=seats,
+                             tables=Tables.load("pa-649a12b-1"), archive=policy,
+                             timing=TableTiming(event_timeout_s=5, settle_s=0.0))
+            with assemble(spec, People(sim.dealer), journal=journal) as assembled:
+                assembled.controller.prepare()
+                yield assembled.controller
 
 
 def timed(ctl) -> float:
@@ -104,7 +80,7 @@ def timed(ctl) -> float:
 def one(rounds: int, seats: int, after: int, inline: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-rollover-") as tmp:
         folder = Path(tmp)
-        clock = Clock(datetime(2026, 12, 1, 10, tzinfo=timezone.utc))
+        clock = SettableWallClock(datetime(2026, 12, 1, 10, tzinfo=timezone.utc))
         with table(folder, clock, seats) as ctl:
             for _ in range(rounds):
                 ctl.play_round()

@@ -14,6 +14,10 @@ many real seconds a wait of so many clock seconds takes, to hand to
 sleeps or polls; :meth:`Clock.timer` runs a function once after a wait on
 the clock, on a daemon ``threading.Timer``.
 
+The journal's wall clock is another: :class:`SettableWallClock` gives the µs since
+the epoch that entries are timed by, moved on by hand by a test or a bench that
+plays gaming days without waiting for them.
+
 Pure: no I/O, no project imports; both the emulators (``simulators/``) and the
 controller (``table/``) take a clock, so one soak compresses both alike.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from typing import Any, Callable
 
 
@@ -68,3 +73,37 @@ class VirtualClock(Clock):
 
     def monotonic(self) -> float:
         return self._origin + (time.monotonic() - self._origin) * self.speed
+
+
+class SettableWallClock:
+    """A wall clock that a bench or a test moves by hand, for a journal's entries
+    (``Journal(clock=...)``: a callable giving µs since the epoch, UTC), so gaming days
+    pass without waiting for them. It starts at ``start`` (an aware ``datetime``); each
+    call returns a time 1 ms after the last (entries keep their order in time), and
+    :meth:`set` moves it on to ``at`` (never back: a time already given stays given).
+    Thread-safe: the table's threads and the bench read it at once. Raises
+    ``ValueError`` for a naive ``start`` or ``at`` (a wall time names its zone)."""
+
+    STEP_US = 1000
+
+    def __init__(self, start: datetime) -> None:
+        self._us = _epoch_us(start)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        """The next time (µs since the epoch): 1 ms after the last."""
+        with self._lock:
+            self._us += self.STEP_US
+            return self._us
+
+    def set(self, at: datetime) -> None:
+        """Move the clock on to ``at``; a time before the last one given changes nothing."""
+        us = _epoch_us(at)
+        with self._lock:
+            self._us = max(self._us, us)
+
+
+def _epoch_us(at: datetime) -> int:
+    if at.tzinfo is None:
+        raise ValueError(f"a wall clock's time names its zone: {at.isoformat()} has none")
+    return int(at.timestamp() * 1_000_000)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,6 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
         return
     import compileall
-    from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
     for name in _PACKAGES:
@@ -28,10 +29,54 @@ def pytest_configure(config):
             compileall.compile_dir(root / name, quiet=2, workers=1)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the README's command): two workers a core. Most of a test's time is spent
+    waiting on what it started (``tablectl`` processes, emulators, a broker, a browser), not on
+    the CPU: on 2 cores a run of the device and CLI tests took 184 s with 2 workers and 104 s
+    with 4. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets it by hand."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist reads it itself
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return 2 * cores
+
+
+#: a line of pytest's ``--durations`` report: seconds, phase, test id (up to a space in a parameter)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s+(setup|call)\s+(\S+)")
+
+
+def _slowest() -> dict[str, float]:
+    """Seconds of each test in ``tests/slowest.txt`` (setup + call), by test id; {} without the file."""
+    seconds: dict[str, float] = {}
+    try:
+        lines = (Path(__file__).parent / "slowest.txt").read_text().splitlines()
+    except OSError:
+        return seconds
+    for line in lines:
+        m = _DURATION.match(line)
+        if m:
+            seconds[m[3]] = seconds.get(m[3], 0.0) + float(m[1])
+    return seconds
+
+
 def pytest_collection_modifyitems(config, items):
-    """Long tests first (stable otherwise): pytest-xdist hands tests out in this
-    order, so the longest start at once and the run ends with the short ones."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    """Long tests first; then the modules of the last measured run's slowest tests
+    (``tests/slowest.txt``), the module of the slowest first, each module's tests together
+    and in their order (a module's fixtures, a browser or a bench set up once a module,
+    are not set up again for a test taken out of it); the rest in their order (the sort
+    is stable). pytest-xdist hands tests out in this order (``--dist worksteal``: a worker
+    that runs out takes half of another's queue from its end), so the longest start at
+    once and the run ends on short ones."""
+    seconds = _slowest()
+    module_s: dict[str, float] = {}
+    for nodeid, s in seconds.items():
+        module = nodeid.split("::", 1)[0]
+        module_s[module] = max(module_s.get(module, 0.0), s)
+
+    items.sort(key=lambda item: (item.get_closest_marker("long") is None,
+                                 -module_s.get(item.nodeid.split("::", 1)[0], 0.0)))
 
 
 def _fds() -> set[int]:
@@ -79,6 +124,21 @@ def no_leaks_but():
     """The leak check with some threads ignored: ``yield from no_leaks_but(lambda t: ...)``
     in a module's own ``no_leaks`` (a tool's threads that outlive a test by design)."""
     return _leak_check
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster a test process (an xdist worker), each test taking a
+    database of its own (``pg_cluster.create_database()``). Here and only here: a session
+    fixture imported into several test modules is set up once for each of them (each import
+    is a fixture of its own), and every floor module started and kept its own cluster."""
+    from pg_server import PgCluster, pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed (scripts/test-deps installs it)")
+    cluster = PgCluster().start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

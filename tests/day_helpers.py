@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import queue
 import sys
-import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
 from devices import CardShoe, Shuffler
 from protocols.cards import BackColour
+from protocols.clock import SettableWallClock
 from simulators.table import SimulatedTable
 from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
@@ -29,22 +29,12 @@ START = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)  # gaming day 2026-12-
 PAYTABLES = ["--ante-bonus", "pa-649a12b-1"]
 
 
-class WallClock:
-    """The journal's wall clock: µs since the epoch, moved on by the test; each read
-    moves it 1 ms (entries keep their order in time)."""
+class WallClock(SettableWallClock):
+    """The journal's wall clock (:class:`protocols.clock.SettableWallClock`), from
+    :data:`START` unless told."""
 
     def __init__(self, start: datetime = START) -> None:
-        self._us = int(start.timestamp() * 1_000_000)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            self._us += 1000
-            return self._us
-
-    def set(self, at: datetime) -> None:
-        with self._lock:
-            self._us = max(self._us, int(at.timestamp() * 1_000_000))
+        super().__init__(start)
 
 
 def day_start(n: int) -> datetime:

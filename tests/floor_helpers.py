@@ -18,23 +18,14 @@ from table.journal import Journal
 from table.keys import TableKey, generate, save
 
 from mqtt_broker import Broker, mosquitto_path
-from pg_server import PgCluster, pg_bin
 
 needs_mosquitto = pytest.mark.skipif(mosquitto_path() is None, reason="mosquitto not installed (scripts/test-deps installs it)")
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
-    if pg_bin() is None:
-        pytest.skip("PostgreSQL is not installed (scripts/test-deps installs it)")
-    cluster = PgCluster().start()
-    yield cluster
-    cluster.stop()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database(request, tmp_path) -> str:
-    """The URL of an empty floor database: SQLite in tmp_path, or a new database on the test cluster."""
+    """The URL of an empty floor database: SQLite in tmp_path, or a new database on the test
+    cluster (conftest's ``pg_cluster``: one a worker)."""
     if request.param == "sqlite":
         return str(tmp_path / "floor.sqlite3")
     return request.getfixturevalue("pg_cluster").create_database()

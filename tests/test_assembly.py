@@ -7,7 +7,6 @@ table as ``tablectl run`` does (the config's drivers, the gaming day's archive).
 from __future__ import annotations
 
 import queue
-import textwrap
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +24,8 @@ from table.errors import TableError
 from table.journal import Journal
 from table.keys import table_key_for
 from table.rules.settlement import Tables
+
+from tables import install_drivers, table_toml
 
 RED, BLUE = BackColour.RED, BackColour.BLUE
 
@@ -90,18 +91,10 @@ LEDGER = Ledger("acme-ledger", Capabilities())
 @pytest.fixture
 def vendor(tmp_path, monkeypatch):
     """The installed distribution 'acme-drivers 2.1' with the drivers above; its module."""
-    (tmp_path / "acme_assembly.py").write_text(PLUGINS)
-    info = tmp_path / "acme_drivers-2.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-drivers\nVersion: 2.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [threecard.devices]
-        acme-quiet = acme_assembly:QUIET
-        acme-boast = acme_assembly:BOAST
-        acme-silent = acme_assembly:SILENT
-        acme-ledger = acme_assembly:LEDGER
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    install_drivers(tmp_path, monkeypatch, "acme-drivers", "2.1", {"acme_assembly": PLUGINS},
+                    {name: f"acme_assembly:{attr}" for name, attr in
+                     (("acme-quiet", "QUIET"), ("acme-boast", "BOAST"), ("acme-silent", "SILENT"),
+                      ("acme-ledger", "LEDGER"))})
     import importlib
 
     return importlib.import_module("acme_assembly")
@@ -201,22 +194,8 @@ def test_a_driver_that_cannot_load_is_refused_naming_the_config_key():
 
 
 def _config(shuffler_url: str, shoe_url: str, shoe: str = "", extra: str = "") -> str:
-    return textwrap.dedent(f"""
-        [table]
-        id = "t1"
-        seats = 2
-        [[decks]]
-        id = "A"
-        back_colour = "red"
-        [[decks]]
-        id = "B"
-        back_colour = "blue"
-        [devices.shuffler]
-        url = "{shuffler_url}"
-        [devices.shoe]
-        url = "{shoe_url}"
-        {shoe}
-    """) + extra
+    """Table t1's config: 2 seats, the devices at the URLs, ``shoe``: more of the shoe's keys."""
+    return table_toml("t1", 2, shuffler_url, shoe_url, shoe + "\n" + extra)
 
 
 def test_the_vendor_facade_opens_the_drivers_the_config_names(vendor, tmp_path):

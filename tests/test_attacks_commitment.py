@@ -303,9 +303,9 @@ def test_config_check_warns_of_a_shuffler_driver_without_the_commitment(tmp_path
     from click.testing import CliRunner
 
     from table.cli import main
-    from tests.tables import table_toml
+    from tests.tables import install_drivers, table_toml
 
-    (tmp_path / "plain_shuffler.py").write_text(textwrap.dedent('''
+    install_drivers(tmp_path, monkeypatch, "plain-shuffler", "1.0", {"plain_shuffler": textwrap.dedent('''
         from devices.contract import CONTRACT_VERSION, Capabilities, DriverKind
 
         class Plugin:
@@ -321,17 +321,12 @@ def test_config_check_warns_of_a_shuffler_driver_without_the_commitment(tmp_path
                 raise NotImplementedError
 
         PLUGIN = Plugin()
-    '''))
-    info = tmp_path / "plain_shuffler-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plain-shuffler\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[threecard.devices]\nplain-shuffler = plain_shuffler:PLUGIN\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    ''')}, {"plain-shuffler": "plain_shuffler:PLUGIN"})
     spec = tmp_path / "spec.toml"
     spec.write_text(table_toml("T-1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe"))
     plain = tmp_path / "plain.toml"
-    plain.write_text(table_toml("T-1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe").replace(
-        '[devices.shuffler]\n', '[devices.shuffler]\ndriver = "plain-shuffler"\n'))
+    plain.write_text(table_toml("T-1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe",
+                                shuffler='driver = "plain-shuffler"'))
     r = CliRunner().invoke(main, ["config", "check", str(plain)])
     assert r.exit_code == 0, r.output
     assert "plain-shuffler" in r.output and "does not commit to its shuffles" in r.output

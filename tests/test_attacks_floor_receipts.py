@@ -44,8 +44,8 @@ from table.recovery import device_cursor
 from table.roles import Actor, Role
 from table.rules.settlement import Tables
 
-from console_helpers import tablectl, wait_until
-from floor_helpers import SignedTable, broker, database, needs_mosquitto, now, pg_cluster, rows  # noqa: F401
+from console_helpers import tablectl
+from floor_helpers import SignedTable, broker, database, needs_mosquitto, now, rows  # noqa: F401
 from mqtt_broker import free_port
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _republish, _retained, _table_config
 from test_controller import BLUE, KEY, RED, kinds
@@ -250,7 +250,45 @@ def _life(tmp_path, sim, *, floor, attached):
         journal.close()
 
 
-def test_a_table_whose_record_names_a_floor_holds_without_one_until_a_named_supervisor_signs_it_off(tmp_path):
+class _SignOff:
+    """A named supervisor who, once the table asks for an incident's sign-off on ``console``,
+    signs it off there (over the web's front door, in a thread of their own, as a person does)."""
+
+    def __init__(self, console: Console, supervisor: str) -> None:
+        self._console, self._supervisor = console, supervisor
+        self._asked = threading.Event()
+        self._answered = threading.Event()
+        self._reply: dict | None = None
+        console.on_expectation(self._ask)
+
+    def _ask(self, exp) -> None:
+        if exp is None or "acknowledge_incident" not in exp.accepts or self._asked.is_set():
+            return
+        self._asked.set()
+        threading.Thread(target=self._console.submit, args=(Command(
+            "acknowledge_incident", {"supervisor": self._supervisor}, self._answer,
+            actor=Actor(self._supervisor, Role.SUPERVISOR, source="http")),)).start()
+
+    def _answer(self, reply: dict) -> None:
+        self._reply = reply
+        self._answered.set()
+
+    def answer(self, timeout_s: float = 60.0) -> dict:
+        """The table's answer to the sign-off (waits for it; the timeout only bounds a table that never asks)."""
+        asked = "asked" if self._asked.is_set() else "never asked"
+        assert self._answered.wait(timeout_s), f"no answer to the sign-off within {timeout_s:g} s ({asked})"
+        assert self._reply is not None
+        return self._reply
+
+
+@pytest.fixture
+def sign_off():
+    """``sign_off(console, supervisor)``: a :class:`_SignOff` listening on ``console``."""
+    return _SignOff
+
+
+def test_a_table_whose_record_names_a_floor_holds_without_one_until_a_named_supervisor_signs_it_off(tmp_path,
+                                                                                                   sign_off):
     with SimulatedTable((RED, BLUE), seed=7) as sim:
         with _life(tmp_path, sim, floor=FLOOR, attached=False) as (ctl, console, journal):
             ctl.prepare()
@@ -261,19 +299,9 @@ def test_a_table_whose_record_names_a_floor_holds_without_one_until_a_named_supe
                 ctl.prepare()  # was: resumed, the notary no longer asked, nothing journaled
             assert any(FLOOR.url in b["what"] for b in kinds(journal, "incident"))
         with _life(tmp_path, sim, floor=None, attached=True) as (ctl, console, journal):
-            answers = []
-
-            def sign_off(exp):
-                if exp is not None and "acknowledge_incident" in exp.accepts and not answers:
-                    answers.append(exp)
-                    threading.Thread(target=console.submit, args=(Command(
-                        "acknowledge_incident", {"supervisor": "S-7"}, answers.append,
-                        actor=Actor("S-7", Role.SUPERVISOR, source="http")),)).start()
-
-            console.on_expectation(sign_off)
+            signed = sign_off(console, "S-7")
             ctl.prepare()
-            wait_until(lambda: len(answers) == 2, 10, "the sign-off's answer")
-            assert answers[1]["ok"] is True
+            assert signed.answer()["ok"] is True
             ctl.play_round()
             removed = [b for b in kinds(journal, "supervisor") if b["action"] == "floor_removed"]
             assert [(b["supervisor"], b["floor_url"]) for b in removed] == [("S-7", FLOOR.url)]
@@ -283,7 +311,7 @@ def test_a_table_whose_record_names_a_floor_holds_without_one_until_a_named_supe
             ctl.play_round()
 
 
-def test_a_table_pointed_at_another_floor_holds_until_a_named_supervisor_signs_it_off(tmp_path):
+def test_a_table_pointed_at_another_floor_holds_until_a_named_supervisor_signs_it_off(tmp_path, sign_off):
     """A fresh attacker's way round the removal's hold: [floor] pointed at another floor (an
     empty database, its own key), which vouches for any journal. Held like a removal."""
     other = FloorLink("http://floor2:8091", "e" * 16)
@@ -297,19 +325,9 @@ def test_a_table_pointed_at_another_floor_holds_until_a_named_supervisor_signs_i
                     ctl.prepare()  # was: journaled as the new floor of record, dealt on
                 assert kinds(journal, "floor_link")[-1]["url"] == FLOOR.url
         with _life(tmp_path, sim, floor=other, attached=True) as (ctl, console, journal):
-            answers = []
-
-            def sign_off(exp):
-                if exp is not None and "acknowledge_incident" in exp.accepts and not answers:
-                    answers.append(exp)
-                    threading.Thread(target=console.submit, args=(Command(
-                        "acknowledge_incident", {"supervisor": "S-7"}, answers.append,
-                        actor=Actor("S-7", Role.SUPERVISOR, source="http")),)).start()
-
-            console.on_expectation(sign_off)
+            signed = sign_off(console, "S-7")
             ctl.prepare()
-            wait_until(lambda: len(answers) == 2, 10, "the sign-off's answer")
-            assert answers[1]["ok"] is True
+            assert signed.answer()["ok"] is True
             ctl.play_round()
             changed = [b for b in kinds(journal, "supervisor") if b["action"] == "floor_changed"]
             assert [(b["supervisor"], b["floor_url"]) for b in changed] == [("S-7", FLOOR.url)]

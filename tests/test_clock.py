@@ -49,11 +49,17 @@ def test_a_timer_on_the_clock_calls_once_with_its_arguments():
 def test_an_unplug_lasts_its_seconds_on_the_port_s_clock(tmp_path):
     """The pty's unplug asks its clock for the wait, so a soak's clock compresses it."""
     asked = []
+    looked = threading.Event()
 
     class Recording(VirtualClock):
         def timer(self, seconds, fn, *args):
             asked.append(seconds)
-            return super().timer(seconds, fn, *args)
+
+            def once_looked():  # not before the test has seen the adapter out: 20 ms is no
+                looked.wait(30)  # window to look in on a loaded machine
+                fn(*args)
+
+            return super().timer(seconds, once_looked)
 
     replugged = threading.Event()
     port = PtyPort(tmp_path / "shoe", clock=Recording(100))
@@ -62,7 +68,32 @@ def test_an_unplug_lasts_its_seconds_on_the_port_s_clock(tmp_path):
         port.disconnect(2.0)
         assert asked == [2.0]
         assert not (tmp_path / "shoe").exists()  # unplugged: the name is gone meanwhile
+        looked.set()
         assert replugged.wait(5), "2 s at speed 100 is 20 ms"
         assert (tmp_path / "shoe").is_symlink()
     finally:
+        looked.set()
         port.close()
+
+
+def test_a_settable_wall_clock_moves_on_by_hand_and_never_back():
+    """The journal's wall clock a test or bench sets (protocols.clock.SettableWallClock):
+    µs since the epoch, 1 ms a read, moved on by set(), never back; a time without a zone
+    is refused."""
+    from datetime import datetime, timedelta, timezone
+
+    from protocols.clock import SettableWallClock
+
+    start = datetime(2026, 12, 1, 10, tzinfo=timezone.utc)
+    clock = SettableWallClock(start)
+    first = clock()
+    assert first == int(start.timestamp() * 1_000_000) + 1000 and clock() == first + 1000
+    clock.set(start + timedelta(days=1))
+    assert clock() == int((start + timedelta(days=1)).timestamp() * 1_000_000) + 1000
+    later = clock()
+    clock.set(start)  # back: a time already given stays given
+    assert clock() == later + 1000
+    with pytest.raises(ValueError, match="names its zone"):
+        SettableWallClock(datetime(2026, 12, 1, 10))
+    with pytest.raises(ValueError, match="names its zone"):
+        clock.set(datetime(2026, 12, 2, 7))

@@ -17,6 +17,8 @@ from devices.plugins import SPEC, installed, load_plugin, prepare
 from simulators.standalone import EmulatorOptions, StandaloneEmulator
 from table.config import ConfigError, parse_config
 
+from tables import install_drivers
+
 PLUGINS = '''
 from devices.contract import CONTRACT_VERSION, Capabilities, DriverKind
 
@@ -44,20 +46,11 @@ NOT_A_PLUGIN = object()
 def vendor_packages(tmp_path, monkeypatch):
     """An installed distribution 'acme-drivers 2.1' whose entry points are a driver whose import
     fails, one for a later contract, one that is no plugin, one shuffler without a deck count."""
-    (tmp_path / "acme_drivers.py").write_text(PLUGINS)
-    (tmp_path / "acme_broken.py").write_text("raise ImportError('libacme.so: cannot open shared object file')\n")
-    info = tmp_path / "acme_drivers-2.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-drivers\nVersion: 2.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [threecard.devices]
-        acme-broken = acme_broken:PLUGIN
-        acme-future = acme_drivers:FUTURE
-        acme-thing = acme_drivers:NOT_A_PLUGIN
-        acme-nocount = acme_drivers:NO_COUNT
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return install_drivers(
+        tmp_path, monkeypatch, "acme-drivers", "2.1",
+        {"acme_drivers": PLUGINS, "acme_broken": "raise ImportError('libacme.so: cannot open shared object file')\n"},
+        {"acme-broken": "acme_broken:PLUGIN", "acme-future": "acme_drivers:FUTURE",
+         "acme-thing": "acme_drivers:NOT_A_PLUGIN", "acme-nocount": "acme_drivers:NO_COUNT"})
 
 
 def test_spec_is_built_in_and_installed_plugins_are_listed(vendor_packages):

@@ -223,6 +223,41 @@ def test_restart_consumer_resumes_from_journal_without_gaps(tmp_path):
     assert [json.loads(x)["seq"] for x in since.stdout.splitlines()] == [6, 7, 8]
 
 
+def test_a_following_reader_rides_through_a_connection_closed_before_its_hello(tmp_path):
+    """A controller stopping as a consumer connects closes the connection before its hello:
+    a following reader takes that as a drop (reconnects and resumes), as it does a refused
+    connection; it ended with ConnectionError("no hello"), and the consumer missed the
+    next controller's events (seen under load in the restart test above)."""
+    path = tmp_path / "events.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    asked: list[dict] = []
+
+    def serve() -> None:
+        with server:
+            conn, _ = server.accept()
+            with conn, conn.makefile("rb") as f:
+                f.readline()  # the stopping controller reads the request, and closes without a hello
+            conn, _ = server.accept()
+            with conn, conn.makefile("rwb") as f:
+                asked.append(json.loads(f.readline()))
+                f.write(b'{"type": "hello", "resume_from": 4, "head_seq": 5}\n{"type": "event", "seq": 5}\n')
+                f.flush()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    stop = threading.Event()
+    try:
+        for msg in read_events(path, since=4, stop=stop, retry_s=0.01, timeout_s=30):
+            assert msg["seq"] == 5
+            stop.set()
+            break
+    finally:
+        t.join(30)
+    assert asked == [{"resume_from": 4, "seat": None}]
+
+
 def test_tail_usage_and_unreadable_sources(tmp_path):
     r = subprocess.run(CLI + ["events", "tail"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--socket" in r.stderr

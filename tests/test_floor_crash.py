@@ -25,7 +25,7 @@ from table.interfaces.mqtt import topics, verify_message
 from table.journal import Journal
 from table.keys import generate, load_public_key, save
 
-from floor_helpers import broker, database, needs_mosquitto, pg_cluster, rows, running_floor  # noqa: F401  (fixtures)
+from floor_helpers import broker, database, needs_mosquitto, rows, running_floor  # noqa: F401  (fixtures)
 
 pytestmark = [needs_mosquitto, pytest.mark.timeout(120)]
 

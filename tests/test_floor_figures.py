@@ -11,7 +11,7 @@ import math
 import pytest
 
 from console_helpers import CHROMIUM_ARGS, chromium_path, screenshot_dir
-from floor_helpers import call, database, pg_cluster  # noqa: F401  (fixtures)
+from floor_helpers import call, database  # noqa: F401  (fixtures)
 from test_floor_roles import FLUCTUATION_DAY, Clock, floor_of_two_pits, token  # noqa: F401  (fixture)
 from test_floor_roles_page import floor_server, sign_in
 from floor_helpers import SignedTable

@@ -11,7 +11,7 @@ import pytest
 from table.keys import generate
 from table.interfaces.mqtt import sign_message
 
-from floor_helpers import (Publisher, SignedTable, broker, database, needs_mosquitto, pg_cluster, rows,  # noqa: F401
+from floor_helpers import (Publisher, SignedTable, broker, database, needs_mosquitto, rows,  # noqa: F401
                            running_floor, settle)
 
 pytestmark = needs_mosquitto

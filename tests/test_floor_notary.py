@@ -17,7 +17,7 @@ from table.interfaces.brokers import load_table_keys
 from table.keys import generate, save
 from table.notary_client import NotaryError, fetch_floor_checkpoint, floor_anchors, verify_answer
 
-from floor_helpers import SignedTable, database, pg_cluster  # noqa: F401
+from floor_helpers import SignedTable, database  # noqa: F401
 from mqtt_broker import free_port
 
 

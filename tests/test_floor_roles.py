@@ -26,7 +26,7 @@ from table.keys import generate
 from table.roles import Role
 
 from console_helpers import CHEAP
-from floor_helpers import SignedTable, call, database, pg_cluster  # noqa: F401
+from floor_helpers import SignedTable, call, database  # noqa: F401
 
 #: the floor key (signs the notes)
 FLOOR_KEY = generate()

@@ -21,7 +21,7 @@ from table.interfaces.auth import PeopleFile
 from table.interfaces.mqtt import sign_message
 
 from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
-from floor_helpers import Publisher, SignedTable, broker, call, needs_mosquitto, pg_cluster  # noqa: F401  (fixtures)
+from floor_helpers import Publisher, SignedTable, broker, call, needs_mosquitto  # noqa: F401  (fixtures)
 from test_floor_crash import PIT, TABLE, TableProcess, forged_alarms
 from test_floor_roles import PINS
 

@@ -17,7 +17,7 @@ from table.keys import generate
 from table.roles import Role
 
 from console_helpers import CHEAP
-from floor_helpers import call, database, pg_cluster  # noqa: F401  (fixtures)
+from floor_helpers import call, database  # noqa: F401  (fixtures)
 from test_floor_roles import PINS
 
 FLOOR_KEY = generate()

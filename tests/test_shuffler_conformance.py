@@ -5,8 +5,6 @@ counts right, the names wrong) fails the checks that name cards, as it passed th
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from devices.conformance.drivers import DRIVER_CHECKS, DriverTarget, run_driver_suite
@@ -14,6 +12,8 @@ from devices.conformance.suite import CallOperator
 from simulators.standalone import EmulatorOptions, StandaloneEmulator
 from table.hil.conformance import InProcessBench
 from devices.conformance.suite import run_suite
+
+from tables import install_drivers
 
 MISNAMING = '''
 import dataclasses
@@ -74,15 +74,8 @@ PLUGIN = Misnaming()
 def misnaming_driver(tmp_path, monkeypatch):
     """An installed package 'wrong-drivers 0.1' whose driver 'misnaming' is the SPEC driver
     naming every card as another card."""
-    (tmp_path / "wrong_drivers.py").write_text(MISNAMING)
-    info = tmp_path / "wrong_drivers-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wrong-drivers\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [threecard.devices]
-        misnaming = wrong_drivers:PLUGIN
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    install_drivers(tmp_path, monkeypatch, "wrong-drivers", "0.1", {"wrong_drivers": MISNAMING},
+                    {"misnaming": "wrong_drivers:PLUGIN"})
     return "misnaming"
 
 

@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from table.hil.driver_soak import SHUFFLER_FAULT_KINDS, run_driver_soak
+
+from tables import install_drivers
 
 BENCH_PLUGIN = '''
 import sys
@@ -51,17 +52,8 @@ NO_EMULATOR = type("NoEmulator", (), {k: getattr(BenchShuffler, k) for k in
 
 @pytest.fixture
 def bench_plugin(tmp_path, monkeypatch):
-    (tmp_path / "bench_shuffler.py").write_text(BENCH_PLUGIN)
-    info = tmp_path / "bench_shuffler-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-shuffler\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [threecard.devices]
-        bench-shuffler = bench_shuffler:PLUGIN
-        no-emulator = bench_shuffler:NO_EMULATOR
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return install_drivers(tmp_path, monkeypatch, "bench-shuffler", "0.1", {"bench_shuffler": BENCH_PLUGIN},
+                           {"bench-shuffler": "bench_shuffler:PLUGIN", "no-emulator": "bench_shuffler:NO_EMULATOR"})
 
 
 def test_the_shuffler_soak_draws_the_shufflers_classes_and_counts_each(bench_plugin):

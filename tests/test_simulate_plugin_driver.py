@@ -6,32 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-CONFIG = textwrap.dedent("""
-    [table]
-    id = "t1"
-    seats = 2
-    [[decks]]
-    id = "A"
-    back_colour = "red"
-    [[decks]]
-    id = "B"
-    back_colour = "blue"
-    [devices.shuffler]
-    url = "/dev/threecard/shuffler"
-    {shuffler}
-    [devices.shoe]
-    url = "/dev/threecard/shoe"
-    {shoe}
-""")
+from tables import table_toml
 
 
 def _run(tmp_path, shuffler: str = "", shoe: str = "") -> subprocess.CompletedProcess:
     cfg = tmp_path / "table.toml"
-    cfg.write_text(CONFIG.format(shuffler=shuffler, shoe=shoe))
+    cfg.write_text(table_toml("t1", 2, "/dev/threecard/shuffler", "/dev/threecard/shoe", shoe, shuffler=shuffler))
     return subprocess.run([sys.executable, "-m", "table.cli", "run", "--simulate", "--config", str(cfg), "--rounds",
                            "1", "--seed", "1", "--journal", str(tmp_path / "j.sqlite3")],
                           capture_output=True, text=True, timeout=120)

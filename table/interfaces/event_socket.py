@@ -243,7 +243,8 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
     """Events from the socket at ``path``: seq > ``since`` (None: from now on), as channel ``seat``.
 
     With ``follow``, reconnects whenever the connection drops (the controller
-    restarted) and resumes from the last seq received, so the consumer sees
+    restarted; a connection closed before its hello, as a stopping controller's is,
+    is a drop too) and resumes from the last seq received, so the consumer sees
     every event once, in order. Without it, stops at the head announced in the
     hello. ``stop``: set it to end a following reader between connections.
     Raises ``ConnectionError`` when the server answers with an error line (or,
@@ -258,7 +259,10 @@ def read_events(path: str | Path, *, since: int | None = None, seat: int | None 
                 s.sendall(_line({"resume_from": last, "seat": seat}))
                 s.settimeout(None if follow else timeout_s)
                 with s.makefile("rb") as f:
-                    hello = json.loads(f.readline() or b"{}")
+                    first = f.readline()
+                    if not first:  # closed before its hello (a controller stopping): a drop like any other
+                        raise ConnectionResetError
+                    hello = json.loads(first)
                     if hello.get("type") != "hello":
                         raise ConnectionError(f"{path}: {hello.get('error', 'no hello from the event socket')}")
                     if last is None:
