@@ -18,8 +18,10 @@ as the table's clean close does) and prints
 folder and imported ahead of the installed package.
 ``--forms``: also re-stores this run's entries in the layouts the compact
 journal can choose from (page sizes, binary fields, kind and round numbers,
-checkpoints without digests, deflate with a preset dictionary) and prints each
-one's bytes a round: what each way is worth, measured on the same entries.
+checkpoints without digests, deflate with a preset dictionary cut from the run's
+own first rounds) and prints each one's bytes a round: what each way is worth,
+measured on the same entries. Format 4 is the last of them with the fixed
+dictionary of ``table/journal_dictionary.py``.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ from io import BytesIO
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _tablectl import ROOT, tablectl  # noqa: E402
+
+from table.journal import decode_body  # noqa: E402
 
 LIMIT = 8 * 1024
 
@@ -110,13 +115,14 @@ def _store(path: Path, schema: str, insert: str, rows: list[tuple], page: int) -
 def forms(journal: Path, rounds: int, work: Path) -> dict[str, int]:
     """Each candidate layout's bytes a round, storing the same entries (module docstring)."""
     db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
-    rows = db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY seq").fetchall()
+    rows = [(*r[:5], decode_body(r[5]), r[6]) for r in  # the entries' JSON, however this run stored it
+            db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY seq")]
     db.close()
     out: dict[str, int] = {}
     f3 = ("CREATE TABLE entries(seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL, kind TEXT NOT NULL, round_id TEXT, "
           "deck_id TEXT, body TEXT NOT NULL, mac BLOB NOT NULL);")
     for page in (4096, 8192, 16384):
-        out[f"as today, {page // 1024} KB pages"] = _store(work / f"p{page}.db", f3,
+        out[f"format 3's layout, {page // 1024} KB pages"] = _store(work / f"p{page}.db", f3,
                                                            "INSERT INTO entries VALUES (?,?,?,?,?,?,?)", rows, page)
     kinds: dict[str, int] = {}
     rids: dict[str, int] = {}
