@@ -62,7 +62,8 @@ from typing import Any, Callable, Iterator
 import structlog
 
 from .. import kill_points
-from ..journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, connect, head_path, verify)
+from ..journal import (SEGMENT_KIND, Journal, JournalError, VerifyResult, connect, decode_body, head_path,
+                       verify)
 from .archive_files import (ARCHIVE_RE, MAX_COPIES, MAX_SEGMENT_BYTES, STAGED_RE, ArchiveError,  # noqa: F401
                             archive_name, archived_days, decompressed, existing, opened, previous_archive,
                             staged_of)
@@ -158,8 +159,23 @@ def _vacuum(src: Path, out: Path) -> None:
     db = sqlite3.connect(out)
     try:
         db.execute("PRAGMA journal_mode=DELETE")  # one file: an auditor opens it read-only anywhere
+        # Bodies as their JSON text (a form format 4 reads and verifies: every byte of it is
+        # what the chain hashes): xz compresses text far better than the live file's deflate
+        # (4.0 against 4.9 KB a round at 7 seats, docs/journal.md "Size"). A body that does
+        # not decode is left as it is, for the verification that follows to name.
+        db.create_function("journal_text", 1, _as_text, deterministic=True)
+        db.execute("UPDATE main.entries SET body = journal_text(body) WHERE typeof(body) = 'blob'")
+        db.commit()
+        db.execute("VACUUM")
     finally:
         db.close()
+
+
+def _as_text(stored: Any) -> Any:
+    try:
+        return decode_body(stored)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return stored
 
 
 def _tail(db_path: Path) -> tuple[int, int, bytes | None]:
