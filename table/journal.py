@@ -1338,7 +1338,7 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         wanted = {cp.get("seq") for _, cp in outside if isinstance(cp, dict) and isinstance(cp.get("seq"), int)}
         mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
         chain = _Chain(h, base + 1, wanted, mac_key)
-        cps = _Checkpoints(table_id, keys, base + 1)
+        cps = _Checkpoints(table_id, keys)
         try:
             for row in cursor:
                 bad = chain.read(row)
@@ -1477,7 +1477,7 @@ class _Checkpoints:
     (with the keys), every byte of its own entry signed (v3), covering exactly the
     stretch since the previous one, with the chain's head at its start."""
 
-    def __init__(self, table_id: str, keys: dict[str, Ed25519PublicKey], first: int) -> None:
+    def __init__(self, table_id: str, keys: dict[str, Ed25519PublicKey]) -> None:
         self.table_id, self.keys = table_id, keys
         self.n, self.last, self.old = 0, 0, 0
         self.carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
