@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
 
-from .journal import Entry, JournalError, card_opening, seal_key, ts_text, unb64, unseal
+from .journal import Entry, JournalError, card_opening, connect, seal_key, ts_text, unb64, unseal
 from .rules import kinds
 from .sealing import mask_cards as mask
 
@@ -317,7 +317,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise EventStreamError(f"no journal at {path}")
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        db = connect(path, check_same_thread=False)
         db.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
     except sqlite3.Error as exc:
         raise EventStreamError(f"{path} is not a readable journal: {exc}") from exc

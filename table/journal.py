@@ -11,7 +11,7 @@ Durability
     one transaction (:meth:`Journal.batch`). One process writes a journal at
     a time (an exclusive ``flock`` on the file).
 
-Integrity (format 3)
+Integrity (format 4)
     * **Public chain.** ``h_0`` is 32 zero bytes and ``h_i = SHA-256(h_{i-1} ||
       canonical JSON of [seq, ts, kind, round_id, deck_id, body])``. It is not
       stored: anyone recomputes it from the rows.
@@ -40,21 +40,26 @@ Integrity (format 3)
       its face alone; its commitment's nonce is derived from the seal's fresh
       nonce and the round key (:func:`commit_nonce`).
 
-Size (format 3)
+Size (format 4)
     Entries carry what cannot be recomputed: a card's commitment in base64url,
     no citation text or hand description in a settlement, one ``closed`` entry
-    for the close. The WAL is cut back to ``WAL_SIZE_LIMIT`` after checkpoints
-    and truncated at :meth:`Journal.close`. ``docs/journal.md`` says where a
-    round's bytes go.
+    for the close. Each body is stored deflated with the format's preset
+    dictionary (:func:`encode_body`; the chain hashes its JSON, so format 3's
+    hashes and signatures hold on a migrated file, :func:`migrate`). The WAL is
+    cut back to ``WAL_SIZE_LIMIT`` after checkpoints and truncated at
+    :meth:`Journal.close`. ``docs/journal.md`` says where a round's bytes go.
 
 Schema::
 
-    meta(key TEXT PRIMARY KEY, value TEXT)       -- format, table_id
+    meta(key TEXT PRIMARY KEY, value TEXT)       -- format, table_id, zdict_sha256
     entries(seq INTEGER PRIMARY KEY,             -- 1, 2, 3 ... without gaps
             ts INTEGER,                          -- UTC, microseconds since the Unix epoch
             kind TEXT, round_id TEXT, deck_id TEXT,
-            body TEXT,                           -- canonical JSON of the entry's fields
+            body BLOB,                           -- canonical JSON of the entry's fields, deflated
             mac BLOB)                            -- 16 bytes (see above)
+
+    A reader's connection sees every body as its JSON text through :func:`readable`
+    (:func:`connect`); ``tablectl audit export`` prints every entry decoded.
 
 The journal never holds the order of a shuffled deck: only cards as the shoe
 read them, as they were dealt.
@@ -77,6 +82,7 @@ import sqlite3
 import _signal
 import stat
 import threading
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -86,10 +92,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from .files import UnsafeFile, json_lines, read_regular, write_atomic
+from .journal_dictionary import DICTIONARY
 from .keys import TableKey, key_id, verify_signature
 
-FORMAT = 3
+FORMAT = 4
+#: the earlier formats ``tablectl audit migrate`` converts (:func:`migrate`): format 3 holds the
+#: same rows with every body as JSON text
+MIGRATES_FROM = (3,)
 GENESIS = bytes(32)
+#: SHA-256 (hex) of format 4's preset deflate dictionary, recorded in ``meta.zdict_sha256``
+ZDICT_SHA256 = hashlib.sha256(DICTIONARY).hexdigest()
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
@@ -98,10 +110,16 @@ CREATE TABLE IF NOT EXISTS entries (
     kind TEXT NOT NULL,
     round_id TEXT,
     deck_id TEXT,
-    body TEXT NOT NULL,
+    body NOT NULL,
     mac BLOB NOT NULL
 );
 """
+#: the kind of a signed checkpoint's entry
+CHECKPOINT_KIND = "checkpoint"
+#: the largest body a stored entry may inflate to (a hostile file's deflate bomb stops here)
+MAX_BODY_BYTES = 16 << 20
+#: deflate's parameters for a stored body (part of the format: :func:`encode_body`)
+_DEFLATE = (9, zlib.DEFLATED, -14, 4, zlib.Z_DEFAULT_STRATEGY)
 #: key-derivation purposes (:meth:`table.keys.TableKey.derive`)
 SEAL_PURPOSE = "threecard/journal-seal/1"
 MAC_PURPOSE = "threecard/journal-mac/1"
@@ -133,6 +151,17 @@ class JournalWriteError(JournalError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class JournalFormatError(JournalError):
+    """The file is a journal of a format this tablectl does not read (``path``, ``found``: the
+    format its ``meta`` names, None when it names none). An earlier format that
+    ``tablectl audit migrate`` converts says so (``migratable``)."""
+
+    def __init__(self, path: Path, found: str | None) -> None:
+        self.path, self.found = path, found
+        self.migratable = found in {str(f) for f in MIGRATES_FROM}
+        super().__init__(_format_mismatch(path, found))
 
 
 class SealError(JournalError):
@@ -185,6 +214,85 @@ def _material(seq: int, ts: int, kind: str, round_id: str | None, deck_id: str |
         return _canonical([seq, ts, kind, round_id, deck_id, body_json]).encode("utf-8")
     return (f"[{seq},{ts},{_encode_str(kind)},{_json_str(round_id)},{_json_str(deck_id)},"
             f"{_encode_str(body_json)}]").encode("utf-8")
+
+
+def encode_body(body_json: str) -> bytes:
+    """A body's stored form in format 4: raw deflate (RFC 1951) of its canonical JSON, level 9,
+    a 16 KB window, memLevel 4, with the format's preset dictionary
+    (:data:`table.journal_dictionary.DICTIONARY`). One JSON text has one stored form:
+    :func:`verify` checks a stored body is exactly this of the JSON it inflates to."""
+    c = zlib.compressobj(*_DEFLATE, zdict=DICTIONARY)
+    return c.compress(body_json.encode("utf-8")) + c.flush()
+
+
+def stored_body(kind: str, body_json: str) -> bytes:
+    """What format 4 stores as an entry's body (of any ``kind``): :func:`encode_body`. A body
+    stored as JSON text (as format 3 stored every body) still reads and verifies: every
+    byte of it is what the chain hashes."""
+    return encode_body(body_json)
+
+
+def decode_body(stored: Any) -> str:
+    """The canonical JSON text of a stored body (text: as it is; a blob: inflated with the
+    format's dictionary). Raises ``ValueError`` for a blob that is not one whole deflate
+    stream of UTF-8 (trailing bytes, cut short, larger than :data:`MAX_BODY_BYTES`) and
+    ``TypeError`` for a body of another type."""
+    if isinstance(stored, str):
+        return stored
+    if not isinstance(stored, bytes):
+        raise TypeError(f"a body of type {type(stored).__name__}")
+    d = zlib.decompressobj(-14, zdict=DICTIONARY)
+    try:
+        out = d.decompress(stored, MAX_BODY_BYTES)
+    except zlib.error as exc:
+        raise ValueError(f"the body does not inflate: {exc}") from None
+    if not d.eof or d.unused_data or d.unconsumed_tail:
+        raise ValueError("the body is not one whole deflate stream")
+    return out.decode("utf-8")
+
+
+def body_problem(stored: Any) -> str | None:
+    """Why a stored body is not in its one stored form (None when it is): a blob must be
+    :func:`encode_body` of the JSON it inflates to, so no byte of it is outside what the
+    chain's hash covers (that JSON)."""
+    try:
+        text = decode_body(stored)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        return f"its body does not read ({exc})"
+    if isinstance(stored, bytes) and encode_body(text) != stored:
+        return "its stored body is not the one deflate of the JSON it holds"
+    return None
+
+
+def _sql_body(stored: Any) -> Any:
+    try:
+        return decode_body(stored)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None  # NOT NULL in the file: a reader sees a body that does not read (verify names it)
+
+
+def readable(db: sqlite3.Connection) -> sqlite3.Connection:
+    """Let ``db`` (a connection to a journal file) read entries as format 3 did: a temporary
+    view ``entries`` (the connection's own, nothing is written to the file) over
+    ``main.entries`` with every body as its JSON text, so ``json_extract(body, ...)`` and
+    ``json.loads(body)`` work. Returns ``db``. Writes go to ``main.entries``."""
+    db.create_function("journal_body", 1, _sql_body, deterministic=True)
+    try:
+        db.execute("CREATE TEMP VIEW IF NOT EXISTS entries AS SELECT seq, ts, kind, round_id, deck_id, "
+                   "journal_body(body) AS body, mac FROM main.entries")
+    except sqlite3.Error:
+        db.close()
+        raise
+    except (ValueError, UnicodeError) as exc:  # a damaged file's schema: say it as SQLite would
+        db.close()
+        raise sqlite3.DatabaseError(f"the file's schema does not read: {exc}") from None
+    return db
+
+
+def connect(path: str | Path, *, uri_options: str = "mode=ro", **kw: Any) -> sqlite3.Connection:
+    """A read-only connection to the journal file ``path`` (``uri_options``: the URI's query,
+    e.g. ``mode=ro&immutable=1``), made :func:`readable`."""
+    return readable(sqlite3.connect(f"file:{path}?{uri_options}", uri=True, **kw))
 
 
 def chain_next(prev: bytes, seq: int, ts: int, kind: str, round_id: str | None, deck_id: str | None,
@@ -426,16 +534,20 @@ class Journal:
                 # A checkpointed WAL is cut back to this size (it would otherwise stay as
                 # large as it ever grew, ~4 MB, beside a journal of a few hundred KB).
                 db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-                db.executescript(SCHEMA)
+                if not _has_table(db, "entries"):
+                    db.executescript(SCHEMA)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) if _has_table(db, "meta") else {}
             if not meta and _has_table(db, "entries") and "hash" in _columns(db, "entries"):
-                raise JournalError(f"{self.path} is a format 1 journal; this controller reads format {FORMAT}: "
-                                   "verify it with the tablectl that wrote it, and start a new journal")
+                raise JournalFormatError(self.path, "1")
             if not read_only and not meta:
-                db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?)", (str(FORMAT), table_id))
-                meta = {"format": str(FORMAT), "table_id": table_id}
+                db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?), ('zdict_sha256', ?)",
+                           (str(FORMAT), table_id, ZDICT_SHA256))
+                meta = {"format": str(FORMAT), "table_id": table_id, "zdict_sha256": ZDICT_SHA256}
             if meta and meta.get("format") != str(FORMAT):
-                raise JournalError(_format_mismatch(self.path, meta.get("format")))
+                raise JournalFormatError(self.path, meta.get("format"))
+            if meta and meta.get("zdict_sha256") != ZDICT_SHA256:
+                raise JournalError(f"{self.path}: its bodies' dictionary (meta.zdict_sha256) is not format {FORMAT}'s")
+            readable(db)
             self.table_id = meta.get("table_id", table_id)
             rows = db.execute("SELECT seq, mac FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         except (sqlite3.Error, OSError, JournalError) as exc:
@@ -608,8 +720,9 @@ class Journal:
             # nothing is committed before its COMMIT, and an interrupt rolls both back.
             with _signals_held() if self._batch_depth == 0 else contextlib.nullcontext():
                 try:
-                    self._db.execute("INSERT INTO entries (seq, ts, kind, round_id, deck_id, body, mac) "
-                                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, round_id, deck_id, body_json, mac))
+                    self._db.execute("INSERT INTO main.entries (seq, ts, kind, round_id, deck_id, body, mac) "
+                                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                     (seq, ts, kind, round_id, deck_id, stored_body(kind, body_json), mac))
                 except sqlite3.Error as exc:
                     raise _write_error(exc, f"journal entry {seq} to {self.path}", self.path) from exc
                 assert self._chain is not None
@@ -841,6 +954,150 @@ class Journal:
         self.close()
 
 
+def _source_format(db: sqlite3.Connection, path: Path) -> str:
+    """The format a journal file's ``meta`` names (``"1"`` for format 1's layout, which had
+    none). Raises :class:`JournalError` for a file that is not a journal."""
+    try:
+        if _has_table(db, "meta"):
+            found = dict(db.execute("SELECT key, value FROM meta").fetchall()).get("format")
+            if found is not None:
+                return str(found)
+        if _has_table(db, "entries") and "hash" in _columns(db, "entries"):
+            return "1"
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path} is not a readable journal: {exc}") from None
+    raise JournalError(f"{path} is not a journal (no format in its meta)")
+
+
+def export(path: str | Path, *, since: int = 0, kind: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every entry of the journal file ``path`` (this format, or one :func:`migrate` converts)
+    as one readable object, in order: ``seq``, ``ts`` (ISO 8601, UTC), ``ts_us``, ``kind``,
+    ``round_id``, ``deck_id``, ``body`` (the decoded JSON object), ``mac`` (hex) and
+    ``stored`` (``"deflate"`` or ``"json"``: how the body is stored). ``since``: entries
+    after that seq; ``kind``: of that kind only. Reads only; checks nothing (that is
+    :func:`verify`). Raises :class:`JournalFormatError` for another format and
+    :class:`JournalError` for a file that does not read."""
+    p = Path(path)
+    if not p.is_file():
+        raise JournalError(f"no journal at {p}")
+    try:
+        db = connect(p)
+    except sqlite3.Error as exc:
+        raise JournalError(f"{p} is not a readable journal: {exc}") from None
+    try:
+        found = _source_format(db, p)
+        if found != str(FORMAT) and found not in {str(f) for f in MIGRATES_FROM}:
+            raise JournalFormatError(p, found)
+        q = "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM main.entries WHERE seq > ?"
+        args: list[Any] = [since]
+        if kind is not None:
+            q += " AND kind = ?"
+            args.append(kind)
+        try:
+            for seq, ts, k, rid, did, stored, mac in db.execute(q + " ORDER BY seq", args):
+                yield {"seq": seq, "ts": ts_text(ts), "ts_us": ts, "kind": k, "round_id": rid, "deck_id": did,
+                       "body": json.loads(decode_body(stored)),
+                       "mac": bytes(mac).hex() if isinstance(mac, bytes) else mac,
+                       "stored": "deflate" if isinstance(stored, bytes) else "json"}
+        except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+            raise JournalError(f"{p}: an entry does not read: {exc}") from None
+    finally:
+        db.close()
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What :func:`migrate` did: ``source_format``, ``entries`` copied, ``head`` (the chain's
+    hash after the last one, hex: the source's, unchanged), ``head_file``: the source's
+    head file was copied beside the new journal."""
+
+    source_format: str
+    entries: int
+    head: str
+    head_file: bool
+
+
+def migrate(src: str | Path, dest: str | Path) -> Migrated:
+    """Convert the journal file ``src`` of an earlier format (:data:`MIGRATES_FROM`) into a
+    new file ``dest`` of this format, leaving ``src`` as it is (keep it archived).
+
+    Nothing is signed again, and nothing needs to be: format 4's entries hash, MAC and seal
+    exactly as format 3's did (the chain's input is each entry's canonical JSON, not the
+    bytes it is stored in), so every entry is copied with its time, kind, round, deck and
+    MAC, its body stored deflated (:func:`encode_body`), and every checkpoint the source
+    holds, its head file (copied beside ``dest``) and every anchor the floor saved verify
+    on ``dest`` unchanged with the table's public key. A body that does not come back to
+    the source's JSON, or a copy whose chain hash differs from the source's, is an error
+    and ``dest`` is not left behind. The meta records ``migrated_from``. docs/journal.md,
+    "Formats". Raises :class:`JournalFormatError` for a format it does not convert (this
+    one included) and :class:`JournalError` when ``dest`` exists or a file does not read."""
+    s, d = Path(src), Path(dest)
+    if not s.is_file():
+        raise JournalError(f"no journal at {s}")
+    if d.exists() or head_path(d).exists():
+        raise JournalError(f"{d} exists: a migration writes a new file")
+    try:
+        source = sqlite3.connect(f"file:{s}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise JournalError(f"{s} is not a readable journal: {exc}") from None
+    tmp = d.with_name(f".{d.name}.migrating")
+    tmp.unlink(missing_ok=True)
+    try:
+        found = _source_format(source, s)
+        if found not in {str(f) for f in MIGRATES_FROM}:
+            raise JournalFormatError(s, found)
+        meta = dict(source.execute("SELECT key, value FROM meta").fetchall())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+        out = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            out.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            out.executescript(SCHEMA)
+            out.execute("BEGIN")
+            out.executemany("INSERT INTO meta VALUES (?, ?)",
+                            [("format", str(FORMAT)), ("table_id", meta.get("table_id", "table")),
+                             ("zdict_sha256", ZDICT_SHA256), ("migrated_from", found)])
+            h, n, first = GENESIS, 0, True
+            for seq, ts, kind, rid, did, body, mac in source.execute(
+                    "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY seq"):
+                if not isinstance(body, str):
+                    raise JournalError(f"{s}: entry {seq}'s body is not JSON text (a format {found} journal's)")
+                if first and kind == SEGMENT_KIND:  # a gaming day's segment: the chain goes on from the day before
+                    prev = json.loads(body).get("previous")
+                    if isinstance(prev, dict) and isinstance(prev.get("head"), str):
+                        h = bytes.fromhex(prev["head"])
+                first = False
+                stored = encode_body(body)
+                if decode_body(stored) != body:
+                    raise JournalError(f"{s}: entry {seq}'s body does not come back from its stored form")
+                h = chain_next(h, seq, ts, kind, rid, did, body)
+                out.execute("INSERT INTO main.entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (seq, ts, kind, rid, did, stored, mac))
+                n += 1
+            out.execute("COMMIT")
+        finally:
+            out.close()
+        source_head = head_path(s)
+        has_head = source_head.is_file()
+        if has_head:
+            write_atomic(head_path(d), read_regular(source_head, max_bytes=1 << 20), mode=0o600)
+        os.replace(tmp, d)
+    except (sqlite3.Error, OSError, ValueError, UnsafeFile) as exc:
+        tmp.unlink(missing_ok=True)
+        raise JournalError(f"cannot migrate {s} to {d}: {exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        source.close()
+    after = verify(d)
+    if after.entries != n or (n and after.head != h.hex()):
+        d.unlink(missing_ok=True)
+        head_path(d).unlink(missing_ok=True)
+        raise JournalError(f"cannot migrate {s}: the copy's chain ({after.status}: {after.reason}) is not the source's")
+    return Migrated(found, n, h.hex(), has_head)
+
+
 def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
     """Every ``card_read`` entry of a round that is over, with its opened sealed fields
     (``card``, ``nonce``): the round's reveal or void disclosed its seal key, so no
@@ -863,10 +1120,13 @@ def _format_mismatch(path: Path, found: str | None) -> str:
         older = found is not None and int(found) < FORMAT
     except ValueError:
         older = False
+    if found is not None and found in {str(f) for f in MIGRATES_FROM}:
+        return (f"{path} is a format {found} journal (an older tablectl wrote it); this one reads format {FORMAT}: "
+                f"convert it with `tablectl audit migrate {path} NEW` (docs/journal.md, \"Formats\")")
     if older:
         return (f"{path} is a format {found} journal (an older tablectl wrote it); this one reads format {FORMAT}: "
                 "verify it with the tablectl that wrote it, and start a new journal")
-    return f"{path}: journal format {found!r}; this tablectl reads format {FORMAT}"
+    return f"{path}: journal format {found!r} is unknown; this tablectl reads format {FORMAT}"
 
 
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
@@ -1035,20 +1295,23 @@ def check_signed(cp: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -> str |
     return None if verify_signature(pub, sig, message) else "its signature does not verify"
 
 
-# long: the auditor's one pass over every entry in order, each check beside the entry it reads; to be split with care (left for planning)
 def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
            anchors: Iterable[dict[str, Any]] = (), key: TableKey | None = None) -> VerifyResult:
     """Check the journal at ``path``, read-only; never raises for a corrupt file.
 
-    Recomputes the public chain; checks every checkpoint entry against it (its
-    head, and its digests, which name the first entry changed) and, with
-    ``public_keys`` (the table's: one per key id it has used), its signature;
-    checks the head file and every anchor (signed checkpoints saved off the
-    table): a journal that ends before an anchor was truncated or rolled back,
-    one that disagrees with it was rewritten. ``key``: the table key, to check
-    the MAC of every entry, the unsigned tail included. Memory stays bounded by
-    the longest stretch between checkpoints. Raises :class:`JournalError` only
-    for a missing file; an unreadable one is ``status="unreadable"``.
+    Recomputes the public chain over every byte of every entry (:class:`_Chain`);
+    checks every checkpoint entry against it (its head, and its digests, which
+    name the first entry changed) and, with ``public_keys`` (the table's: one per
+    key id it has used), its signature (:class:`_Checkpoints`); checks the head
+    file and every anchor (signed checkpoints saved off the table): a journal
+    that ends before an anchor was truncated or rolled back, one that disagrees
+    with it was rewritten (:func:`_check_anchors`); a gaming day's segment names
+    the day before it in the archive (:func:`_archive_link`). ``key``: the table
+    key, to check the MAC of every entry, the unsigned tail included. Memory
+    stays bounded by the longest stretch between checkpoints. Raises
+    :class:`JournalError` only for a missing file; an unreadable one (another
+    format named in its ``meta``, :class:`JournalFormatError`'s message) is
+    ``status="unreadable"``.
     """
     p = Path(path)
     if not p.exists():
@@ -1056,9 +1319,51 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
     keys = {key_id(k): k for k in public_keys}
     if key is not None:
         keys.setdefault(key.key_id, key.public)
+    outside = _outside(p, anchors)
+    if isinstance(outside, VerifyResult):
+        return outside
+    try:
+        db = connect(p)
+    except sqlite3.Error as exc:
+        return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
+    try:
+        opened = _open_checked(p, db)
+        if isinstance(opened, VerifyResult):
+            return opened
+        table_id, cursor = opened
+        link = _archive_link(db, table_id, keys)
+        if isinstance(link, VerifyResult):
+            return link
+        previous, h, base = link
+        wanted = {cp.get("seq") for _, cp in outside if isinstance(cp, dict) and isinstance(cp.get("seq"), int)}
+        mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
+        chain = _Chain(h, base + 1, wanted, mac_key)
+        cps = _Checkpoints(table_id, keys)
+        try:
+            for row in cursor:
+                bad = chain.read(row)
+                if bad is None and row[2] == CHECKPOINT_KIND:
+                    bad = cps.read(chain, *row[:5])
+                if bad is None:
+                    bad = chain.advance(cps)
+                if bad is not None:
+                    return bad
+        except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+            return VerifyResult("unreadable", chain.count, None, f"{p}: cannot read entry {chain.expected}: {exc}")
+    finally:
+        db.close()
     notes: list[str] = []
+    anchored = _check_anchors(p, outside, chain, cps, base, notes)
+    if isinstance(anchored, VerifyResult):
+        return anchored
+    return _summary(p, outside, chain, cps, base, previous, anchored, bool(keys), notes)
+
+
+def _outside(p: Path, anchors: Iterable[dict[str, Any]]) -> list[tuple[str, Any]] | VerifyResult:
+    """The signed checkpoints kept outside the journal (its head file, then ``anchors``) as
+    (where, checkpoint), or why the head file does not read (tampered)."""
     head = head_path(p)
-    head_cp = None
+    outside: list[tuple[str, Any]] = []
     if head.exists():
         try:
             head_cp = json.loads(read_regular(head, max_bytes=1 << 20))
@@ -1066,117 +1371,176 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
             return _bad(0, None, f"the head file {head} is unreadable: {exc}")
         if not isinstance(head_cp, dict):
             return _bad(0, None, f"the head file {head} is not a checkpoint")
-    anchors = [a for a in anchors]
-    outside = [(f"the head file {head.name}", head_cp)] if head_cp is not None else []
+        outside.append((f"the head file {head.name}", head_cp))
     outside += [(f"anchor {i} (seq {a.get('seq') if isinstance(a, dict) else '?'})", a)
-                for i, a in enumerate(anchors, 1)]
-    wanted = {cp.get("seq") for _, cp in outside if isinstance(cp, dict) and isinstance(cp.get("seq"), int)}
+                for i, a in enumerate(list(anchors), 1)]
+    return outside
+
+
+def _open_checked(p: Path, db: sqlite3.Connection) -> tuple[str, sqlite3.Cursor] | VerifyResult:
+    """The file as a database: not damaged, of this format and dictionary. Returns the table id
+    and a cursor over the stored rows (bodies as stored), or why it is unreadable."""
     try:
-        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
+        damage = [r[0] for r in db.execute("PRAGMA integrity_check").fetchmany(3)]
+        if damage != ["ok"]:
+            return VerifyResult("unreadable", 0, None, f"{p}: the database file is damaged: {'; '.join(damage)}")
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        cursor = db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM main.entries ORDER BY rowid")
+    except (sqlite3.Error, ValueError, TypeError) as exc:
         return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
-    try:
-        try:
-            damage = [r[0] for r in db.execute("PRAGMA integrity_check").fetchmany(3)]
-            if damage != ["ok"]:
-                return VerifyResult("unreadable", 0, None, f"{p}: the database file is damaged: {'; '.join(damage)}")
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            cursor = db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY rowid")
-        except (sqlite3.Error, ValueError, TypeError) as exc:
-            return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
-        if meta.get("format") != str(FORMAT):
-            return VerifyResult("unreadable", 0, None, _format_mismatch(p, meta.get("format")))
-        table_id = meta.get("table_id", "table")
-        mac_key = key.derive(MAC_PURPOSE, table_id.encode()) if key is not None else None
-        h, mac, expected, count = GENESIS, bytes(16), 1, 0
-        previous = _segment_previous(db)
-        if isinstance(previous, str):
-            return _bad(0, None, previous)
-        if previous is not None:  # a gaming day's segment: the chain goes on from the day before
-            h, expected = bytes.fromhex(previous["head"]), previous["seq"] + 1
-            why = signed_ok_early(previous.get("checkpoint"), table_id, keys)
+    if meta.get("format") != str(FORMAT):
+        return VerifyResult("unreadable", 0, None, _format_mismatch(p, meta.get("format")))
+    if meta.get("zdict_sha256") != ZDICT_SHA256:
+        return VerifyResult("unreadable", 0, None, f"{p}: its bodies' dictionary (meta.zdict_sha256) is not "
+                                                   f"format {FORMAT}'s")
+    return meta.get("table_id", "table"), cursor
+
+
+def _archive_link(db: sqlite3.Connection, table_id: str,
+                  keys: dict[str, Ed25519PublicKey]) -> tuple[dict[str, Any] | None, bytes, int] | VerifyResult:
+    """The archives' part: what a gaming day's segment names of the day before it (its first
+    entry's ``previous``), the chain hash it goes on from and the last entry before it
+    (``GENESIS`` and 0 for a journal that starts at entry 1); tampered when the previous
+    day's checkpoint it names is not one of this table's, signed. The archived day itself
+    is checked by ``audit verify --archive`` (:func:`table.day.segments.verify_archive`)."""
+    previous = _segment_previous(db)
+    if isinstance(previous, str):
+        return _bad(0, None, previous)
+    if previous is None:
+        return None, GENESIS, 0
+    expected = previous["seq"] + 1
+    why = signed_ok_early(previous.get("checkpoint"), table_id, keys)
+    if why is not None:
+        return _bad(0, expected, f"segment entry {expected} names a previous checkpoint that {why}")
+    return previous, bytes.fromhex(previous["head"]), previous["seq"]
+
+
+class _Chain:
+    """The chain's part of :func:`verify`: entries in order without gaps, each body in its one
+    stored form (:func:`body_problem`), the public hash over each (``h``), the hashes kept
+    for the anchors (``kept``) and the stretch since the last checkpoint entry, and with the
+    MAC key each row's MAC."""
+
+    def __init__(self, h: bytes, first: int, wanted: set[Any], mac_key: bytes | None) -> None:
+        self.h, self.expected, self.count = h, first, 0
+        self.kept: dict[int, bytes] = {first - 1: h}
+        self.wanted, self.mac_key, self.mac = wanted, mac_key, bytes(16)
+        self.stretch: list[bytes] = []  # h_i[:8] since the last checkpoint entry
+        self.stretch_from = first
+        self.tail_kinds: dict[str, int] = {}  # the entries since the last checkpoint entry, by kind
+        self._row: tuple[Any, ...] = ()
+
+    def read(self, row: tuple[Any, ...]) -> VerifyResult | None:
+        """Check one stored row's place and form; None when it holds (then the checkpoint's
+        part may look at it before :meth:`advance` chains it)."""
+        seq, ts, kind, rid, did, stored, stored_mac = row
+        if not isinstance(seq, int) or not isinstance(ts, int) or not isinstance(kind, str):
+            return _bad(self.count, self.expected, f"entry {self.expected} is malformed (a field of the wrong type)")
+        if seq != self.expected:
+            what = "missing (deleted)" if seq > self.expected else "out of order"
+            return _bad(self.count, self.expected, f"entry {self.expected} is {what}; found {seq}")
+        why = body_problem(stored)
+        if why is not None:
+            return _bad(self.count, seq, f"entry {seq} is malformed: {why}")
+        body = decode_body(stored)
+        self._row = (seq, ts, kind, rid, did, body, stored_mac)
+        return None
+
+    @property
+    def body(self) -> str:
+        """The JSON text of the row :meth:`read` last took."""
+        return str(self._row[5])
+
+    def advance(self, cps: "_Checkpoints") -> VerifyResult | None:
+        """Chain the row :meth:`read` took; with the MAC key, why its MAC does not hold."""
+        seq, ts, kind, rid, did, body, stored_mac = self._row
+        if cps.just_read:
+            self.stretch, self.stretch_from, self.tail_kinds = [], seq, {}
+            cps.just_read = False
+        self.tail_kinds[kind] = self.tail_kinds.get(kind, 0) + 1
+        material = _material(seq, ts, kind, rid, did, body)
+        self.h = hashlib.sha256(self.h + material).digest()
+        self.stretch.append(self.h[:8])
+        if seq in self.wanted:
+            self.kept[seq] = self.h
+        if self.mac_key is not None:
+            self.mac = _mac_next(self.mac_key, self.mac, material)
+            if not isinstance(stored_mac, bytes) or not hmac.compare_digest(self.mac, stored_mac):
+                return _bad(self.count, seq, f"entry {seq} was altered (its MAC does not hold)")
+        self.expected += 1
+        self.count += 1
+        return None
+
+
+class _Checkpoints:
+    """The checkpoints' part of :func:`verify`: each checkpoint entry is this table's, signed
+    (with the keys), every byte of its own entry signed (v3), covering exactly the
+    stretch since the previous one, with the chain's head at its start."""
+
+    def __init__(self, table_id: str, keys: dict[str, Ed25519PublicKey]) -> None:
+        self.table_id, self.keys = table_id, keys
+        self.n, self.last, self.old = 0, 0, 0
+        self.carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
+        self.just_read = False
+
+    def signed_ok(self, cp: dict[str, Any], where: str, count: int) -> VerifyResult | None:
+        """Why ``cp`` (found at ``where``) is not this table's checkpoint, signed by one of
+        the keys (its signature is not checked without keys)."""
+        if cp.get("table_id") != self.table_id:
+            return _bad(count, None, f"{where} belongs to table {cp.get('table_id')!r}, this journal to "
+                                     f"{self.table_id!r}")
+        if self.keys:
+            why = check_signed(cp, self.keys)
             if why is not None:
-                return _bad(0, expected, f"segment entry {expected} names a previous checkpoint that {why}")
-        base = expected - 1
-        kept: dict[int, bytes] = {base: h}
-        stretch: list[bytes] = []  # h_i[:8] since the last checkpoint entry
-        stretch_from = expected
-        n_cp, last_cp, old_cps = 0, 0, 0
-        carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
-        tail_kinds: dict[str, int] = {}  # the entries since the last checkpoint entry, by kind
+                return _bad(count, None, f"{where}: {why}")
+        return None
 
-        def signed_ok(cp: dict[str, Any], where: str) -> VerifyResult | None:
-            if cp.get("table_id") != table_id:
-                return _bad(count, None, f"{where} belongs to table {cp.get('table_id')!r}, this journal to {table_id!r}")
-            if keys:
-                why = check_signed(cp, keys)
-                if why is not None:
-                    return _bad(count, None, f"{where}: {why}")
-            return None
-
+    def read(self, chain: _Chain, seq: int, ts: int, kind: str, rid: Any, did: Any) -> VerifyResult | None:
+        """Check the checkpoint entry ``seq`` the chain just read (before it is chained)."""
+        body, count = chain.body, chain.count
         try:
-            for row in cursor:
-                seq, ts, kind, rid, did, body, stored_mac = row
-                if not isinstance(seq, int) or not isinstance(ts, int) or not isinstance(body, str) \
-                        or not isinstance(kind, str):
-                    return _bad(count, expected, f"entry {expected} is malformed (a field of the wrong type)")
-                if seq != expected:
-                    what = "missing (deleted)" if seq > expected else "out of order"
-                    return _bad(count, expected, f"entry {expected} is {what}; found {seq}")
-                if kind == "checkpoint":
-                    try:
-                        cp = json.loads(body)["checkpoint"]
-                        if not isinstance(cp, dict):
-                            raise TypeError("not an object")
-                    except (ValueError, KeyError, TypeError) as exc:
-                        return _bad(count, seq, f"checkpoint entry {seq} is unreadable: {exc}")
-                    where = f"checkpoint entry {seq}"
-                    bad = signed_ok(cp, where)
-                    if bad is not None:
-                        return _bad(count, seq, bad.reason)
-                    if isinstance(cp.get("v"), int) and cp["v"] >= 3:
-                        why = checkpoint_entry_problem(seq, ts, rid, did, body)
-                        if why is not None and keys:  # unsigned, nothing of it is vouched for anyway
-                            return _bad(count, seq, f"{where} is not what was signed: {why}")
-                    else:
-                        old_cps += 1
-                    if isinstance(cp.get("seq"), int):
-                        carried[cp["seq"]] = cp.get("sig")
-                    if cp.get("seq") != seq - 1 or cp.get("from") != stretch_from:
-                        return _bad(count, seq, f"{where} covers {cp.get('from')}..{cp.get('seq')}, "
-                                                f"not {stretch_from}..{seq - 1}")
-                    if cp.get("head") != h.hex():
-                        first = _first_in(cp, stretch, stretch_from)
-                        return _bad(count, first, f"{where} does not match the entries it covers: "
-                                                  + (f"entry {first} was changed" if first else
-                                                     "they were rewritten"))
-                    n_cp, last_cp = n_cp + 1, seq
-                    stretch, stretch_from = [], seq
-                    tail_kinds = {}
-                tail_kinds[kind] = tail_kinds.get(kind, 0) + 1
-                material = _material(seq, ts, kind, rid, did, body)
-                h = hashlib.sha256(h + material).digest()
-                stretch.append(h[:8])
-                if seq in wanted:
-                    kept[seq] = h
-                if mac_key is not None:
-                    mac = _mac_next(mac_key, mac, material)
-                    if not isinstance(stored_mac, bytes) or not hmac.compare_digest(mac, stored_mac):
-                        return _bad(count, seq, f"entry {seq} was altered (its MAC does not hold)")
-                expected += 1
-                count += 1
-        except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
-            return VerifyResult("unreadable", count, None, f"{p}: cannot read entry {expected}: {exc}")
-    finally:
-        db.close()
-    last = base + count  # the last entry read
+            cp = json.loads(body)["checkpoint"]
+            if not isinstance(cp, dict):
+                raise TypeError("not an object")
+        except (ValueError, KeyError, TypeError) as exc:
+            return _bad(count, seq, f"checkpoint entry {seq} is unreadable: {exc}")
+        where = f"checkpoint entry {seq}"
+        bad = self.signed_ok(cp, where, count)
+        if bad is not None:
+            return _bad(count, seq, bad.reason)
+        if isinstance(cp.get("v"), int) and cp["v"] >= 3:
+            why = checkpoint_entry_problem(seq, ts, rid, did, body)
+            if why is not None and self.keys:  # unsigned, nothing of it is vouched for anyway
+                return _bad(count, seq, f"{where} is not what was signed: {why}")
+        else:
+            self.old += 1
+        if isinstance(cp.get("seq"), int):
+            self.carried[cp["seq"]] = cp.get("sig")
+        if cp.get("seq") != seq - 1 or cp.get("from") != chain.stretch_from:
+            return _bad(count, seq, f"{where} covers {cp.get('from')}..{cp.get('seq')}, "
+                                    f"not {chain.stretch_from}..{seq - 1}")
+        if cp.get("head") != chain.h.hex():
+            first = _first_in(cp, chain.stretch, chain.stretch_from)
+            return _bad(count, first, f"{where} does not match the entries it covers: "
+                                      + (f"entry {first} was changed" if first else "they were rewritten"))
+        self.n, self.last, self.just_read = self.n + 1, seq, True
+        return None
+
+
+def _check_anchors(p: Path, outside: list[tuple[str, Any]], chain: _Chain, cps: _Checkpoints, base: int,
+                   notes: list[str]) -> bool | VerifyResult:
+    """The anchors' part of :func:`verify`: each checkpoint kept outside the journal (head
+    file, anchors) is this table's, signed, and the journal holds it: the entry after the
+    ones it covers carries it and the chain's hash there is its head. Returns whether one
+    matched (an anchored end), or the earliest disagreement (tampered)."""
+    last = base + chain.count  # the last entry read
     anchored = False
     failures: list[VerifyResult] = []
     for where, cp in outside:
         if not isinstance(cp, dict):
-            failures.append(_bad(count, None, f"{where} is not a checkpoint"))
+            failures.append(_bad(chain.count, None, f"{where} is not a checkpoint"))
             continue
-        bad = signed_ok(cp, where)
+        bad = cps.signed_ok(cp, where, chain.count)
         if bad is not None:
             failures.append(bad)
             continue
@@ -1185,59 +1549,75 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
             notes.append(f"{where} covers entries up to {seq}, before this segment (from {base + 1}): it belongs "
                          "to an archived gaming day (audit verify --archive checks the days together)")
             continue
-        if not isinstance(seq, int) or seq < 0:
-            failures.append(_bad(count, None, f"{where} has no valid seq"))
-        elif seq > last:
-            failures.append(_bad(count, last + 1, f"{where} covers entries up to {seq}, but the journal ends at "
-                                                   f"{last}: entries {last + 1}..{seq} are missing (truncated or "
-                                                   "rolled back)"))
-        elif seq + 1 > last:
-            # A checkpoint is signed as its entry is written: the entry after the ones it
-            # covers is the checkpoint entry that carries it.
-            failures.append(_bad(count, last + 1, f"{where} was written as entry {seq + 1}, but the journal ends "
-                                                   f"at {last}: its checkpoint entry is missing (truncated)"))
-        elif carried.get(seq) != cp.get("sig"):
-            failures.append(_bad(count, seq + 1, f"{where} was written as entry {seq + 1}, which is not the "
-                                                 "checkpoint entry carrying it (changed or replaced)"))
-        elif kept[seq].hex() != cp.get("head"):
-            first = _locate(p, cp, kept[base], base)
-            failures.append(_bad(count, first, f"{where} (entries up to {seq}) does not match the journal: "
-                                               + (f"entry {first} differs from what was signed" if first else
-                                                  "it was rewritten or rolled back")))
-        else:
+        failure = _anchor_problem(p, where, cp, chain, cps, base, last)
+        if failure is None:
             anchored = True
+        else:
+            failures.append(failure)
     if failures:  # the earliest entry any anchor disagrees with
         return min(failures, key=lambda r: r.first_bad if r.first_bad is not None else 1 << 62)
-    if head_cp is None and n_cp:
-        notes.append(f"no head file beside the journal ({head.name})")
-    if not keys and anchored:
+    return anchored
+
+
+def _anchor_problem(p: Path, where: str, cp: dict[str, Any], chain: _Chain, cps: _Checkpoints, base: int,
+                    last: int) -> VerifyResult | None:
+    seq, count = cp.get("seq"), chain.count
+    if not isinstance(seq, int) or seq < 0:
+        return _bad(count, None, f"{where} has no valid seq")
+    if seq > last:
+        return _bad(count, last + 1, f"{where} covers entries up to {seq}, but the journal ends at {last}: entries "
+                                     f"{last + 1}..{seq} are missing (truncated or rolled back)")
+    if seq + 1 > last:
+        # A checkpoint is signed as its entry is written: the entry after the ones it
+        # covers is the checkpoint entry that carries it.
+        return _bad(count, last + 1, f"{where} was written as entry {seq + 1}, but the journal ends at {last}: "
+                                     "its checkpoint entry is missing (truncated)")
+    if cps.carried.get(seq) != cp.get("sig"):
+        return _bad(count, seq + 1, f"{where} was written as entry {seq + 1}, which is not the checkpoint entry "
+                                    "carrying it (changed or replaced)")
+    if chain.kept[seq].hex() != cp.get("head"):
+        first = _locate(p, cp, chain.kept[base], base)
+        return _bad(count, first, f"{where} (entries up to {seq}) does not match the journal: "
+                                  + (f"entry {first} differs from what was signed" if first else
+                                     "it was rewritten or rolled back"))
+    return None
+
+
+def _summary(p: Path, outside: list[tuple[str, Any]], chain: _Chain, cps: _Checkpoints, base: int,
+             previous: dict[str, Any] | None, anchored: bool, keyed: bool, notes: list[str]) -> VerifyResult:
+    """The verdict once every part held: ``ok``, ``unanchored`` or ``unsigned``, and what an
+    auditor should know (notes)."""
+    head_given = any(where.startswith("the head file") for where, _ in outside)
+    last = base + chain.count
+    if not head_given and cps.n:
+        notes.append(f"no head file beside the journal ({head_path(p).name})")
+    if not keyed and anchored:
         # Unsigned, a head file or an anchor vouches for nothing: whoever can write the
         # journal's folder can rewrite entries, re-chain them and write a matching head.
         anchored = False
         notes.append("no public key given: the head file and anchors match, but their signatures were not "
                      "checked, so they vouch for nothing (give --public-key)")
-    elif n_cp and not keys:
+    elif cps.n and not keyed:
         notes.append("no public key given: checkpoint signatures were not checked")
-    if old_cps:
-        notes.append(f"{old_cps} checkpoint entries of an older version (v1, v2) sign the chain but not their own "
+    if cps.old:
+        notes.append(f"{cps.old} checkpoint entries of an older version (v1, v2) sign the chain but not their own "
                      "recovery state")
     # The checkpoint entry itself is signed (v3: every byte of it), so the tail is what
     # comes after it. Without checkpoints nothing is signed at all.
-    tail = last - last_cp if n_cp else count
-    if not n_cp:
-        tail_kinds = dict(tail_kinds)
-    else:
-        tail_kinds = {k: v for k, v in tail_kinds.items() if k != "checkpoint" or v > 1}
-        if "checkpoint" in tail_kinds:
-            tail_kinds["checkpoint"] -= 1
-    checked = mac_key is not None
-    if tail and n_cp:
+    tail = last - cps.last if cps.n else chain.count
+    tail_kinds = dict(chain.tail_kinds)  # from the last checkpoint entry on: it is not in the tail
+    if cps.n:
+        tail_kinds = {k: v for k, v in tail_kinds.items() if k != CHECKPOINT_KIND or v > 1}
+        if CHECKPOINT_KIND in tail_kinds:
+            tail_kinds[CHECKPOINT_KIND] -= 1
+    checked = chain.mac_key is not None
+    if tail and cps.n:
         what = ", ".join(f"{n} {k}" for k, n in sorted(tail_kinds.items()))
         notes.append(f"{tail} entries after the last signed checkpoint ({what}) are covered by no signature "
                      + ("; their MACs were checked with the table key" if checked else
                         "and nothing checked them (a round in progress, a controller stopped without a clean "
                         "shutdown, or entries appended by someone else): only --key can check their MACs"))
-    if not anchored and keys:  # without keys the note above says why already
+    if not anchored and keyed:  # without keys the note above says why already
         notes.append("nothing outside the journal vouches for its end (no signed head file, no anchors): "
                      "a truncation or an older copy could not be told apart")
     if previous is not None:
@@ -1245,8 +1625,8 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
                      f"{previous.get('gaming_day')!s:.10} ({previous.get('archive')!s:.40}): audit verify --archive checks "
                      "that it is there and chains to it")
     status = "unanchored" if not anchored else "unsigned" if tail and not checked else "ok"
-    return VerifyResult(status, count, None, "", n_cp, tail, tuple(notes), tail_kinds, checked and bool(tail),
-                        base + 1, h.hex(), previous, last_cp)
+    return VerifyResult(status, chain.count, None, "", cps.n, tail, tuple(notes), tail_kinds, checked and bool(tail),
+                        base + 1, chain.h.hex(), previous, cps.last)
 
 
 def _segment_previous(db: sqlite3.Connection) -> dict[str, Any] | str | None:
@@ -1303,7 +1683,7 @@ def _locate(p: Path, cp: dict[str, Any], h: bytes = GENESIS, base: int = 0) -> i
     try:
         start, end = int(cp["from"]), int(cp["seq"])
         digests, n = unb64(cp["digests"]), DIGEST_BYTES.get(cp.get("v"), 8)
-        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        db = connect(p)
     except (KeyError, ValueError, TypeError, sqlite3.Error):
         return None
     try:

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from table.cli import main as tablectl
-from table.journal import Journal, head_path, verify
+from table.journal import Journal, decode_body, head_path, verify
 from table.keys import generate, save
 
 KEY = generate()
@@ -111,7 +111,7 @@ def test_the_last_checkpoints_own_state_is_signed(tmp_path, keyfiles):
     db = sqlite3.connect(path)
     seq, body = db.execute("SELECT seq, body FROM entries WHERE kind='checkpoint' ORDER BY seq DESC LIMIT 1").fetchone()
     db.close()
-    obj = json.loads(body)
+    obj = json.loads(decode_body(body))
     obj["state"]["rounds_opened"] = 600
     obj["state"]["places"] = {"A": "shoe", "B": "shoe"}
     obj["extra"] = 1
@@ -127,14 +127,18 @@ def test_every_byte_of_the_last_checkpoint_entry_is_covered(tmp_path, keyfiles):
     original = path.read_bytes()
     head = head_path(path).read_bytes()
     db = sqlite3.connect(path)
-    seq, ts, kind, body = db.execute("SELECT seq, ts, kind, body FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, ts, kind, stored = db.execute("SELECT seq, ts, kind, body FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
     db.close()
-    assert kind == "checkpoint"
+    assert kind == "checkpoint" and isinstance(stored, bytes)
+    body = decode_body(stored)
     pub = [KEY.public]
     target = tmp_path / "f.sqlite3"
     missed = []
     # Every byte of its body, its kind and its time, each changed in turn.
-    changes = [("body", body[:i] + chr(ord(body[i]) ^ 1) + body[i + 1:]) for i in range(len(body))]
+    # As stored (deflated) and as its JSON text (a body a format 3 journal stored: it reads too).
+    changes: list[tuple[str, object]] = [("body", stored[:i] + bytes([stored[i] ^ 1]) + stored[i + 1:])
+                                         for i in range(len(stored))]
+    changes += [("body", body[:i] + chr(ord(body[i]) ^ 1) + body[i + 1:]) for i in range(len(body))]
     changes += [("kind", kind[:i] + chr(ord(kind[i]) ^ 1) + kind[i + 1:]) for i in range(len(kind))]
     changes += [("ts", ts ^ (0xFF << (8 * i))) for i in range(7)]
     changes += [("round_id", "R1"), ("deck_id", "A")]

@@ -22,6 +22,7 @@ import pytest
 from table.day import segments
 from table.keys import load_private_key
 from table.procedure.table_day import TableClosed
+from tests.journal_rows import bodies_as_text, reader
 from tests.day_helpers import PAYTABLES, START, WallClock, day_start, day_table
 from tests.test_e2e_run import tablectl
 
@@ -90,7 +91,7 @@ def test_each_day_is_archived_and_the_days_verify_as_one_chain(three_days):
     assert r.returncode == 3 and "2026-12-03.journal.xz" in r.stderr, r.stderr
     # each day's segment ends with its close and a signed checkpoint (an auditor's own look)
     with segments.opened(archive / "2026-12-02.journal.xz") as db:
-        con = sqlite3.connect(db)
+        con = reader(db)
         last = con.execute("SELECT kind, body FROM entries ORDER BY seq DESC LIMIT 2").fetchall()
         first = con.execute("SELECT kind, body FROM entries ORDER BY seq LIMIT 1").fetchone()
         con.close()
@@ -246,13 +247,13 @@ def test_sigkill_inside_the_days_close_loses_nothing_and_the_restart_finishes_it
     rep = report("day", "--archive", tmp_path / "archive", "--date", "2026-12-01")
     assert rep["rounds"] == 2  # both rounds of the day closed are in its archive
     # the live journal is the next day's segment, resuming from the state the day closed with
-    con = sqlite3.connect(tmp_path / "journal.sqlite3")
+    con = reader(tmp_path / "journal.sqlite3")
     rows = con.execute("SELECT kind, body FROM entries ORDER BY seq").fetchall()
     con.close()
     assert [k for k, _ in rows] == ["segment", "checkpoint"]
     assert json.loads(rows[0][1])["open"] == "2026-12-02"
     with segments.opened(tmp_path / "archive" / "2026-12-01.journal.xz") as db:
-        con = sqlite3.connect(db)
+        con = reader(db)
         (closed,) = con.execute("SELECT body FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         con.close()
     assert json.loads(rows[1][1])["state"] == json.loads(closed)["state"]
@@ -303,7 +304,7 @@ def test_the_event_stream_numbers_on_across_the_days_close_and_a_restart(tmp_pat
             log.close()
     seqs = [s for s, _ in got]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # no gap, no repeat
-    con = sqlite3.connect(tmp_path / "journal.sqlite3")
+    con = reader(tmp_path / "journal.sqlite3")
     (first,) = con.execute("SELECT body FROM entries ORDER BY seq LIMIT 1").fetchone()
     con.close()
     before = json.loads(first)["previous"]["events"]
@@ -347,7 +348,7 @@ def test_checkpoints_of_archived_days_are_not_taken_for_a_rollback(three_days, t
     olds = []
     for day in DAYS:
         with segments.opened(folder / "archive" / f"{day}.journal.xz") as db:
-            con = sqlite3.connect(db)
+            con = reader(db)
             olds += [json.loads(b)["checkpoint"] for (b,) in
                      con.execute("SELECT body FROM entries WHERE kind='checkpoint' ORDER BY seq")]
             con.close()
@@ -388,7 +389,7 @@ def test_a_round_played_across_the_days_start_counts_in_the_day_whose_archive_ho
         clock.set(day_start(1))
         ctl.play_round()  # closes 2026-12-01 first, then plays the next day's first round
     with segments.opened(tmp_path / "archive" / "2026-12-01.journal.xz") as db:
-        con = sqlite3.connect(db)
+        con = reader(db)
         settled_at = [ts for (ts,) in con.execute("SELECT ts FROM entries WHERE kind = 'round' AND body LIKE "
                                                    "'%\"step\":\"settle\"%' ORDER BY seq")]
         con.close()
@@ -470,6 +471,7 @@ def test_a_day_not_compressed_yet_that_does_not_verify_is_not_compressed_nor_rem
     staged.mkdir()
     with lzma.open(folder / "archive" / "2026-12-02.journal.xz") as inp:
         (staged / "2026-12-02.journal.sqlite3").write_bytes(inp.read())
+    bodies_as_text(staged / "2026-12-02.journal.sqlite3")
     con = sqlite3.connect(staged / "2026-12-02.journal.sqlite3")
     con.execute("UPDATE entries SET body = body || ' ' WHERE seq = (SELECT MIN(seq) + 3 FROM entries)")
     con.commit()
@@ -539,6 +541,7 @@ def _edit_archive(folder: Path, day: str, sql: str) -> None:
     path = folder / f"{day}.journal.xz"
     db = folder / "edit.sqlite3"
     db.write_bytes(lzma.decompress(path.read_bytes()))
+    bodies_as_text(db)
     con = sqlite3.connect(db)
     try:
         con.execute(sql)

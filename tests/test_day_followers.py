@@ -26,15 +26,14 @@ from mqtt_broker import Broker, mosquitto_path
 from table.events import EventLog
 from table.interfaces.mqtt import MqttPublisher
 from table.config import MqttSettings
+from tests.journal_rows import reader
 from tests.day_helpers import START, WallClock, day_start, day_table
 from tests.test_e2e_run import tablectl
 
 
 def _new_segment_first_event(path) -> int:
     """The event seq the live segment's events go on after (its first entry says)."""
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = reader(path)
     try:
         (body,) = con.execute("SELECT body FROM entries ORDER BY seq LIMIT 1").fetchone()
     finally:

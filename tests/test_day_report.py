@@ -21,6 +21,7 @@ from table.keys import load_private_key
 from table.rules.expectation import round_expectation
 from table.rules.settlement import SeatRound, Tables
 from table.rules.wagers import Decision, Wagers
+from tests.journal_rows import bodies_as_text, reader
 from tests.test_e2e_run import tablectl
 
 PAYTABLES = ["--ante-bonus", "pa-649a12c-1", "--pair-plus", "example-pp-649a12d", "--six-card",
@@ -36,7 +37,7 @@ def journal(tmp_path_factory):
 
 
 def rows(path, kind):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = reader(path)
     try:
         return [(rid, json.loads(body)) for rid, body in
                 db.execute("SELECT round_id, body FROM entries WHERE kind = ? ORDER BY seq", (kind,))]
@@ -248,6 +249,7 @@ def _copy_with_slips(journal, folder, *, sign: bool):
 
 
 def _forge_fill(copy):
+    bodies_as_text(copy)
     db = sqlite3.connect(str(copy))
     db.execute("UPDATE entries SET body=replace(body, '200000', '20000') WHERE kind=? AND body LIKE '%\"fill\"%'",
                (ENTRY_KIND,))

@@ -26,6 +26,7 @@ import pytest
 from console_helpers import PEOPLE, make_people
 from table.interfaces.control_socket import send
 from tests.tables import table_toml
+from tests.journal_rows import reader
 
 pytest.importorskip("threecard_ascii_shoe", reason="the example driver package is installed by CI (docs/drivers.md)")
 
@@ -48,7 +49,7 @@ def _control(address: str, line: str) -> str:
 
 def _reads(journal: Path) -> list[dict]:
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as db:
+        with contextlib.closing(reader(journal)) as db:
             return [json.loads(b) for (b,) in db.execute("select body from entries where kind = 'card_read' "
                                                          "order by seq")]
     except sqlite3.OperationalError:

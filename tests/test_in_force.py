@@ -24,7 +24,7 @@ from table.controller import TableController, TableTiming
 from table.custody import DeckCustody
 from table.in_force import ENTRY_KIND, METER_KIND
 from table.interfaces.day_view import DayReportQueries
-from table.journal import Journal
+from table.journal import Journal, connect, decode_body
 from table.procedure.in_force import InForceChangeRefused
 from table.rules.expectation import round_expectation
 from table.rules.settlement import SeatRound, Tables
@@ -95,7 +95,7 @@ def report(path, *args, check=True):
 
 
 def entries(path, *kinds):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = connect(path)
     try:
         return [(seq, kind, json.loads(body)) for seq, kind, body in db.execute(
             "SELECT seq, kind, body FROM entries WHERE kind IN ({}) ORDER BY seq".format(",".join("?" * len(kinds))),
@@ -207,7 +207,7 @@ def test_an_edited_paytable_in_the_record_is_named(day, tmp_path):
     _backup(folder / "journal.sqlite3", copy)
     db = sqlite3.connect(copy)
     seq, body = db.execute("SELECT seq, body FROM entries WHERE kind = 'in_force' ORDER BY seq LIMIT 1").fetchone()
-    b = json.loads(body)
+    b = json.loads(decode_body(body))
     b["paytables"]["pair_plus"]["lines"]["pair"] = ["to", 2]
     db.execute("UPDATE entries SET body = ? WHERE seq = ?", (json.dumps(b), seq))
     db.commit()

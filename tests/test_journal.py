@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from table.cli import main
-from table.journal import (DIGEST_LEN, Journal, JournalError, _canonical, chain_next, head_path, load_anchors, seal_key,
+from table.journal import (DIGEST_LEN, Journal, JournalError, _canonical, chain_next, decode_body, head_path, load_anchors, seal_key,
                            unb64, unseal, verify)
 from table.keys import generate, save
 
@@ -140,7 +140,8 @@ def _rechain(path, edit_seq: int, new_body: str) -> None:
     db.execute("UPDATE entries SET body = ? WHERE seq = ?", (new_body, edit_seq))
     rows = db.execute("SELECT seq, ts, kind, round_id, deck_id, body FROM entries ORDER BY seq").fetchall()
     h, digests, start, last_cp = bytes(32), [], 1, None
-    for seq, ts, kind, rid, did, body in rows:
+    for seq, ts, kind, rid, did, stored in rows:
+        body = decode_body(stored)
         if kind == "checkpoint":
             b = json.loads(body)
             cp = b["checkpoint"]

@@ -14,6 +14,7 @@ import pytest
 
 from table.keys import generate, load_private_key, public_pem, save
 from table.day.signed_report import check_signed_report, sign_report
+from tests.journal_rows import bodies_as_text
 from tests.test_e2e_run import tablectl
 
 PAYTABLES = ["--ante-bonus", "pa-649a12c-1", "--pair-plus", "example-pp-649a12d"]
@@ -193,6 +194,7 @@ def test_a_journal_that_does_not_verify_is_reported_but_never_signed(run, tmp_pa
     copy = tmp_path / "copy.sqlite3"
     for suffix in ("", ".head"):
         shutil.copy(f"{journal}{suffix}", f"{copy}{suffix}")
+    bodies_as_text(copy)
     db = sqlite3.connect(copy)
     seq, body = db.execute("SELECT seq, body FROM entries WHERE kind = 'round' AND body LIKE '%\"amount\":%' "
                            "ORDER BY seq LIMIT 1").fetchone()

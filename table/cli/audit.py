@@ -17,7 +17,7 @@ import sys
 import click
 
 from table.audit import check_stream, read_stream
-from table.journal import STATUSES, JournalError, load_anchors, verify
+from table.journal import STATUSES, JournalError, export, load_anchors, migrate, verify
 from table.keys import KeyFileError, generate, load_private_key, load_public_key, save
 
 from .exits import exit_codes
@@ -152,6 +152,52 @@ def _verify_chain(archive_dir: str, journal: str | None, keys: list, anchors: li
         for note in chain.notes:
             click.echo(f"  note: {note}", err=True)
     sys.exit(STATUSES[chain.status])
+
+
+@exit_codes({
+    0: "every entry was printed",
+    EXIT_UNREADABLE: "JOURNAL is missing, not a journal, of a format this tablectl does not read, or an entry "
+                     "does not read",
+})
+@audit_group.command("export")
+@click.argument("journal", type=click.Path(dir_okay=False))
+@click.option("--since", type=int, default=0, help="Only entries after this seq.")
+@click.option("--kind", default=None, help="Only entries of this kind (card_read, round, checkpoint, ...).")
+def export_command(journal: str, since: int, kind: str | None) -> None:
+    """Print every entry of JOURNAL as one JSON object a line (seq, ts, kind, round_id,
+    deck_id, body decoded, mac in hex, how the body is stored): the journal readable
+    without this program's code beside it (docs/journal.md, "Reading it"). Checks nothing:
+    `tablectl audit verify` does.
+    """
+    try:
+        for entry in export(journal, since=since, kind=kind):
+            click.echo(json.dumps(entry, sort_keys=True))
+    except JournalError as exc:
+        click.echo(f"tablectl audit export: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+
+
+@exit_codes({
+    0: "DEST was written: the same entries, hashes, MACs and signatures as SRC, in this format",
+    EXIT_UNREADABLE: "SRC is missing, not a journal, of a format migrate does not convert (this one included), "
+                     "or does not read; DEST exists; the copy's chain is not SRC's",
+})
+@audit_group.command("migrate")
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.argument("dest", type=click.Path(dir_okay=False))
+def migrate_command(src: str, dest: str) -> None:
+    """Convert the journal SRC of an earlier format into a new file DEST of this one (and
+    its head file beside it). Nothing is signed again: every entry keeps its hash, MAC and
+    checkpoint signatures, so DEST verifies with the table's public key and the floor's
+    anchors as SRC did. SRC is left as it is: keep it archived (docs/journal.md, "Formats").
+    """
+    try:
+        done = migrate(src, dest)
+    except JournalError as exc:
+        click.echo(f"tablectl audit migrate: {exc}", err=True)
+        sys.exit(EXIT_UNREADABLE)
+    click.echo(f"migrated {done.entries} entries of a format {done.source_format} journal to {dest}; its chain's "
+               f"head {done.head[:16]}... is the source's" + ("; the head file was copied" if done.head_file else ""))
 
 
 @exit_codes({

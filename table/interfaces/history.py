@@ -32,7 +32,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterator
 
-from table.journal import ts_text
+from table.journal import connect, ts_text
 from table.sealing import mask_cards
 
 #: journal kinds the history reads (card entries, checkpoints and device traffic are never read)
@@ -57,7 +57,7 @@ def _cents(wagers: dict[str, Any]) -> int:
 def _connect(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise FileNotFoundError(f"no journal at {path}")
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    return connect(path)
 
 
 def _scan_back(dbs: Iterator[sqlite3.Connection], upto: int, limit: int,
