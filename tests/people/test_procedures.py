@@ -229,12 +229,11 @@ def test_a_void_before_the_decisions_needs_one_supervisor(bench):
                         what="the sixth card of round 2 prompted")
     rid = st["round"]["round_id"]
     assert st["void_needs_second_supervisor"] is False
-    t0 = time.monotonic()
     reply = bench.supervisor("S-1").command("void", reason="dealer exposed a card")
     assert reply["ok"] is True and reply["round_id"] == rid and reply["what"] == "the round is voided now", reply
+    # the crew draws no card from here (act=False): a table that waited for the sixth card before
+    # carrying out the void would never get there, so the void is done without a card (no wall-time bound)
     st = crew.run_until(lambda st: st["round"] is None and st["held"] is None, what="the round voided", act=False)
-    carried_out = time.monotonic() - t0
-    assert carried_out < 2.0, f"the void took {carried_out:.2f} s: the table waited for a card first"
     bench.table.wait_output(f"round {rid} VOIDED by a supervisor: dealer exposed a card; every wager returned")
     voided = bench.dealer.wait_event(lambda e: e["type"] == "round_voided" and e["round_id"] == rid,
                                      "round_voided")
