@@ -179,6 +179,8 @@ class TableController:
                                floor=floor)
         # One journal segment a gaming day, archived at the day's close.
         self.segments = DaySegments(t, archive) if archive is not None and journal is not None else None
+        #: the table opened (:meth:`prepare` ran to its end): only then does :meth:`close` sign
+        self._opened = False
         # What is in force (paytables, meter, profile, limits, ...), journaled: reports price from it.
         self.in_force = InForceRecord(t, current=lambda: (self.rounds.tables, self.rounds.profile),
                                       apply=self._apply_in_force, limits=limits.to_dict() if limits else None,
@@ -351,6 +353,7 @@ class TableController:
                 # The table opens only now: the first deck is verified and in the shoe.
                 self.state.record("table_open", places=self.custody.places())
             self.checkpoint()
+        self._opened = True
         self.roll_day()
 
     def roll_day(self) -> None:
@@ -372,10 +375,15 @@ class TableController:
 
     def close(self) -> None:
         """At shutdown: answer any command still waiting for one (the table stops waiting),
-        and sign what the journal holds (a clean stop leaves no unsigned tail)."""
+        and sign what the journal holds (a clean stop leaves no unsigned tail). A table that
+        never opened (:meth:`prepare` refused to start: a journal behind its head file or
+        an anchor, a floor removed without a sign-off) signs nothing: its checkpoint would
+        replace the head file with the rolled-back branch's and launder the rollback
+        (docs/journal.md, "A start that is refused signs nothing"); what it journaled stays an unsigned tail that
+        the next start and ``tablectl audit verify`` still read as behind."""
         self.console.expect(None)
         j = self.journal
-        if j is not None and j.last_seq:
+        if j is not None and j.last_seq and self._opened:
             last = j.last("checkpoint")
             if last is None or last.seq != j.last_seq:
                 self.checkpoint()

@@ -73,7 +73,11 @@ def day_table(folder: Path, clock: WallClock, *, seats: int = 2, anchored=None, 
                               timing=TableTiming(event_timeout_s=5, settle_s=0.1), archive=policy,
                               day_required=day_required)
         try:
-            ctl.prepare()
+            try:
+                ctl.prepare()
+            except BaseException:
+                ctl.close()  # as table.assembly closes a controller whose start failed
+                raise
             yield ctl
             ctl.close()
         finally:
