@@ -225,8 +225,14 @@ class ShoeDriver(Protocol):
     (``state``: IDLE empty, HAS_DECK loaded; ``back_colour``; ``cards`` left); raises
     :class:`LinkError` (a timeout, the link down). Events: :data:`EVENTS_BY_ROLE`."""
 
-    link: DriverLink
-    capabilities: Capabilities
+    # Read-only members: the controller reads them and never sets them, so a driver may
+    # have them as attributes, properties or class variables (devices.drivers.Shuffler's
+    # capabilities is a property, its link a firmware_bridge Link).
+    @property
+    def link(self) -> DriverLink: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     def status(self) -> StatusReply: ...
 

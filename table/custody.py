@@ -199,9 +199,10 @@ class DeckCustody:
         self.violations.append(v)
         return v
 
-    def deck(self, colour: BackColour) -> Deck:
-        """The deck with ``colour`` backs; a colour not on this table is a violation."""
-        deck = self.decks.get(colour)
+    def deck(self, colour: BackColour | None) -> Deck:
+        """The deck with ``colour`` backs; a colour not on this table (None: a journaled
+        entry naming none, :func:`table.recovery.apply`) is a violation."""
+        deck = self.decks.get(colour) if colour is not None else None
         if deck is None:
             raise self._violation(Rule.UNKNOWN_BACK_COLOUR, f"no deck with {colour} backs on this table")
         return deck

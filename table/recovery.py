@@ -17,7 +17,7 @@ events the journal already has, so a resend is not taken as new.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from firmware_bridge.link import DeviceIdentity
 from protocols.cards import BackColour, Card
@@ -26,6 +26,9 @@ from protocols.messages import DeckVerified
 from .custody import CustodyViolation, DeckCustody, DeckPlace, commitment_from_hex
 from .journal import Entry, Journal, SealError
 from .round import HeldRound
+
+if TYPE_CHECKING:
+    from .rules.settlement import Wagers
 
 #: ``record(kind, **body)``: journal an entry (the controller's own writer).
 Record = Callable[..., None]
@@ -269,15 +272,16 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
             name = msg.get("message")
             colour = BackColour.parse(msg["back_colour"]) if "back_colour" in msg else None
             if name == "DeckInserted":
-                c.on_deck_inserted(colour)
+                c.on_deck_inserted(_on_table(c, colour))
             elif name == "DeckVerified":
-                c.on_deck_verified(DeckVerified(colour, msg["card_count"], msg["foreign_count"],
-                                                _present(msg), frozenset(msg["duplicates"]),
-                                                commitment_from_hex(msg.get("commitment"))))
+                count, foreign, present = msg["card_count"], msg["foreign_count"], _present(msg)
+                duplicates, commitment = frozenset(msg["duplicates"]), commitment_from_hex(msg.get("commitment"))
+                c.on_deck_verified(DeckVerified(_on_table(c, colour), count, foreign, present, duplicates,
+                                                commitment))
             elif name == "DeckDelivered":
-                c.on_deck_delivered(colour)
+                c.on_deck_delivered(_on_table(c, colour))
             elif name == "ShoeLoaded":
-                c.on_shoe_loaded(colour)
+                c.on_shoe_loaded(_on_table(c, colour))
             elif name == "ShufflerFault":
                 shuffling = [d for d in c.decks.values() if d.place is DeckPlace.SHUFFLING]
                 if shuffling:
@@ -288,7 +292,7 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
             op = body.get("op")
             colour = BackColour.parse(body["colour"]) if "colour" in body else None
             if op == "start_shuffle":
-                c.on_shuffle_started(colour)
+                c.on_shuffle_started(_on_table(c, colour))
             elif op == "start_round":
                 c.start_round()
             elif op == "collect":
@@ -298,7 +302,7 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
                 if c.in_play is not None:
                     c.collect()
             elif op == "fail_verification":
-                c.take_out_of_service(colour)
+                c.take_out_of_service(_on_table(c, colour))
             elif op == "recount":
                 c.recount()
         elif (e.kind == "card_read" and not body.get("refused") and not body.get("voided") and journal is not None
@@ -317,6 +321,14 @@ def apply(c: DeckCustody, e: Entry, journal: Journal | None = None) -> None:
         return
     except SealError:
         raise
+
+
+def _on_table(c: DeckCustody, colour: BackColour | None) -> BackColour:
+    """A journaled entry's ``colour`` (None: the entry names none) as the custody step
+    takes it: the colour of a deck on this table. Any other (None included) raises the
+    ``UNKNOWN_BACK_COLOUR`` violation :meth:`DeckCustody.deck` records, the one the step
+    itself raises first, so replay goes as it would with ``colour`` handed on."""
+    return c.deck(colour).back_colour
 
 
 def _present(msg: dict[str, Any]) -> frozenset[int]:

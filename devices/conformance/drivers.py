@@ -24,10 +24,11 @@ import contextlib
 import queue
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar, cast
 
 from protocols.cards import DECK_SIZE, BackColour
 from protocols.errors import MessageError
+from protocols.messages import Message
 
 from ..contract import (
     EVENTS_BY_ROLE,
@@ -49,9 +50,7 @@ from ..contract import (
     OpenRequest,
     RequestRefused,
     ShoeLoaded,
-    ShufflerFault,
     ShuffleOpening,
-    StatusReply,
 )
 from ..plugins import prepare
 from .outcomes import FAIL, PASS, SKIP, CheckFailed, NeedsOperator, OperatorError, expect
@@ -64,6 +63,9 @@ from .suite import Operator
 DRIVER_LINK = LinkConfig(retransmit_initial_ms=100, retransmit_max_ms=1000, max_attempts=6,
                          heartbeat_interval_ms=300, heartbeat_misses=3, reconnect_initial_ms=50,
                          reconnect_max_ms=1000, reconnect_wait_s=10, read_timeout_ms=100)
+
+#: A device message of one kind (what :func:`message_of` returns).
+M = TypeVar("M", bound=Message)
 
 
 @dataclass
@@ -99,7 +101,7 @@ class DriverContext:
         self.capabilities: Capabilities = prepare(target.driver, self.kind, target.options)[1]
         self.name = f"{self.kind}-under-test"
 
-    def open(self, *, resume: Callable[[DeviceIdentity], int | None] | None = None) -> tuple[Any, "queue.Queue"]:
+    def open(self, *, resume: Callable[[DeviceIdentity], int | None] | None = None) -> tuple[Any, "queue.Queue[DeviceEvent]"]:
         """A connected driver that acknowledges only when told (as a table with a journal)."""
         events: queue.Queue[DeviceEvent] = queue.Queue(256)
         from ..apart.choose import open_device  # as a table opens it: apart unless told otherwise
@@ -111,7 +113,7 @@ class DriverContext:
         self._stack.callback(drv.close)
         return drv, events
 
-    def next(self, events: "queue.Queue", timeout_s: float | None = None, *,
+    def next(self, events: "queue.Queue[DeviceEvent]", timeout_s: float | None = None, *,
              notices: bool = False) -> DeviceEvent:
         """The next event (link notices too when ``notices``; else a ``link_up`` is passed
         over and any other notice fails the check). Raises :class:`CheckFailed` on time-out."""
@@ -129,11 +131,12 @@ class DriverContext:
             return ev
         raise CheckFailed(f"no event within {timeout:g} s")
 
-    def expect_event(self, drv: Any, events: "queue.Queue", kind: type, *, ack: bool = True,
+    def expect_event(self, drv: Any, events: "queue.Queue[DeviceEvent]", kind: type[Message], *, ack: bool = True,
                      timeout_s: float | None = None, across_reconnect: bool = False) -> DeviceEvent:
         """The next event must be a ``kind`` from this driver's link, from the events its
         kind delivers; acknowledged (after it was "journaled") unless ``ack`` is False.
-        ``across_reconnect``: ``link_down`` and ``link_up`` notices before it are passed over."""
+        ``across_reconnect``: ``link_down`` and ``link_up`` notices before it are passed over.
+        Its message, typed as ``kind``: :func:`message_of`."""
         while True:
             ev = self.next(events, timeout_s, notices=across_reconnect)
             if not (isinstance(ev.message, LinkNotice) and ev.message.kind in ("link_down", "link_up")):
@@ -145,6 +148,14 @@ class DriverContext:
         if ack:
             drv.link.acknowledge(ev)
         return ev
+
+
+def message_of(ev: DeviceEvent, kind: type[M]) -> M:
+    """``ev.message`` as the ``kind`` it is: ``ev`` came from :meth:`DriverContext.expect_event`
+    for that ``kind``, which raised :class:`CheckFailed` unless ``isinstance(ev.message, kind)``.
+    A type, not a check: nothing is checked again here."""
+    # A cast: expect_event's isinstance check is inside expect(), where the checker cannot follow it.
+    return cast(M, ev.message)
 
 
 # -- the checks (both kinds) -------------------------------------------------------------------------
@@ -235,11 +246,12 @@ def check_reboot(ctx: DriverContext) -> str:
     boot = drv.link.identity.boot_id
     ctx.operator.reboot(str(ctx.kind))
     while True:
-        ev = ctx.next(events, notices=True)
-        expect(isinstance(ev.message, LinkNotice), f"{ev.message} during a reboot")
-        if ev.message.kind == "device_rebooted":
+        notice = ctx.next(events, notices=True).message
+        if not isinstance(notice, LinkNotice):
+            raise CheckFailed(f"{notice} during a reboot")
+        if notice.kind == "device_rebooted":
             break
-        expect(ev.message.kind in ("link_down", "link_up"), f"notice {ev.message.kind} during a reboot")
+        expect(notice.kind in ("link_down", "link_up"), f"notice {notice.kind} during a reboot")
     expect(drv.link.identity.boot_id != boot, "device_rebooted but the identity's boot_id did not change")
     return f"device_rebooted: boot {boot:08x} -> {drv.link.identity.boot_id:08x}"
 
@@ -252,16 +264,18 @@ def check_card_events(ctx: DriverContext) -> str:
     colour = BackColour.RED
     ctx.operator.load_shoe(colour)
     loaded = ctx.expect_event(drv, events, ShoeLoaded)
-    expect(loaded.message.back_colour == colour, f"ShoeLoaded says {loaded.message.back_colour}, the deck is {colour}")
+    loaded_back = message_of(loaded, ShoeLoaded).back_colour
+    expect(loaded_back == colour, f"ShoeLoaded says {loaded_back}, the deck is {colour}")
     n = 6
     ctx.operator.draw(n)
     draws = [ctx.expect_event(drv, events, CardDrawn) for _ in range(n)]
-    indices = [d.message.draw_index for d in draws]
+    cards = [message_of(d, CardDrawn) for d in draws]
+    indices = [c.draw_index for c in cards]
     expect(indices == list(range(n)), f"draw indices {indices}, expected 0..{n - 1} since loading")
     seqs = [loaded.seq] + [d.seq for d in draws]
     expect(len(set(seqs)) == len(seqs), f"two events share a seq: {seqs}")
-    expect(len({d.message.card for d in draws}) == n, "the same card read twice")
-    expect({d.message.back_colour for d in draws} == {colour}, "a card of another back colour")
+    expect(len({c.card for c in cards}) == n, "the same card read twice")
+    expect({c.back_colour for c in cards} == {colour}, "a card of another back colour")
     st = status_ok(drv.status(), "status")
     expect(st.state is DeviceState.HAS_DECK and st.cards == DECK_SIZE - n and st.back_colour == colour,
            f"status {st.state.name} {st.back_colour} {st.cards}, expected HAS_DECK {colour} {DECK_SIZE - n}")
@@ -285,10 +299,10 @@ def check_unreadable(ctx: DriverContext) -> str:
     ctx.expect_event(drv, events, ShoeLoaded)
     ctx.operator.unreadable(1)
     ctx.operator.draw(2)
-    bad = ctx.expect_event(drv, events, CardUnreadable)
-    good = ctx.expect_event(drv, events, CardDrawn)
-    expect((bad.message.draw_index, good.message.draw_index) == (0, 1),
-           f"unreadable card numbered {bad.message.draw_index}, the next {good.message.draw_index}: "
+    bad = message_of(ctx.expect_event(drv, events, CardUnreadable), CardUnreadable)
+    good = message_of(ctx.expect_event(drv, events, CardDrawn), CardDrawn)
+    expect((bad.draw_index, good.draw_index) == (0, 1),
+           f"unreadable card numbered {bad.draw_index}, the next {good.draw_index}: "
            "an unreadable card keeps its place (0, then 1)")
     ctx.operator.unload_shoe()
     return "CardUnreadable draw 0, then CardDrawn draw 1: the unread card is accounted for"
@@ -300,8 +314,8 @@ def check_line_noise(ctx: DriverContext) -> str:
     ctx.expect_event(drv, events, ShoeLoaded)
     ctx.operator.garble(str(ctx.kind), 2)
     ctx.operator.draw(3)
-    draws = [ctx.expect_event(drv, events, CardDrawn) for _ in range(3)]
-    expect([d.message.draw_index for d in draws] == [0, 1, 2], "draws lost or doubled by line noise")
+    draws = [message_of(ctx.expect_event(drv, events, CardDrawn), CardDrawn) for _ in range(3)]
+    expect([d.draw_index for d in draws] == [0, 1, 2], "draws lost or doubled by line noise")
     ctx.operator.unload_shoe()
     return "2 garbled lines: the 3 cards still arrive once each, in order"
 
@@ -314,10 +328,9 @@ def check_reconnect_numbering(ctx: DriverContext) -> str:
     ctx.expect_event(drv, events, CardDrawn)
     ctx.operator.disconnect("shoe")
     ctx.operator.draw(1)  # drawn while the cable is out, or just after: it must still arrive, numbered 1
-    nxt = ctx.expect_event(drv, events, CardDrawn, timeout_s=ctx.target.event_timeout_s * 2,
-                           across_reconnect=True)
-    expect(nxt.message.draw_index == 1, f"the card after the reconnect is numbered {nxt.message.draw_index}, "
-                                        "expected 1")
+    nxt = message_of(ctx.expect_event(drv, events, CardDrawn, timeout_s=ctx.target.event_timeout_s * 2,
+                                      across_reconnect=True), CardDrawn)
+    expect(nxt.draw_index == 1, f"the card after the reconnect is numbered {nxt.draw_index}, expected 1")
     ctx.operator.unload_shoe()
     return "a card drawn across a reconnect arrives once, numbered on from before"
 
@@ -330,10 +343,11 @@ def check_shuffle_verifies(ctx: DriverContext) -> str:
     empty_shuffler(ctx, drv, events)
     colour = BackColour.RED
     ctx.operator.insert_deck(colour)
-    ins = ctx.expect_event(drv, events, DeckInserted)
-    expect(ins.message.back_colour == colour, f"DeckInserted says {ins.message.back_colour}")
+    ins = message_of(ctx.expect_event(drv, events, DeckInserted), DeckInserted)
+    expect(ins.back_colour == colour, f"DeckInserted says {ins.back_colour}")
     drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    ver = message_of(ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s),
+                     DeckVerified)
     expect(ver.card_count == DECK_SIZE and len(ver.present) == DECK_SIZE and not ver.duplicates
            and ver.foreign_count == 0, f"DeckVerified count {ver.card_count}, present {len(ver.present)}")
     ctx.operator.take_deck()
@@ -354,7 +368,8 @@ def check_commitment(ctx: DriverContext) -> str:
     ctx.operator.insert_deck(BackColour.RED)
     ctx.expect_event(drv, events, DeckInserted)
     drv.shuffle()
-    ver = ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s).message
+    ver = message_of(ctx.expect_event(drv, events, DeckVerified, timeout_s=ctx.target.shuffle_timeout_s),
+                     DeckVerified)
     expect(len(ver.commitment) == 32, f"DeckVerified of a complete deck carries {len(ver.commitment)} bytes of "
                                       "commitment, expected 32")
     ctx.operator.take_deck()
@@ -457,7 +472,7 @@ class DriverResult:
     detail: str
     seconds: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.check.kind, "check": self.check.name, "title": self.check.title,
                 "outcome": self.outcome, "detail": self.detail, "seconds": round(self.seconds, 3)}
 
