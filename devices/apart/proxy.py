@@ -76,10 +76,12 @@ KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
 }
 
 
-#: how a driver process starts (``python -S -E -B -c _BOOT PATHS FD``): the table's import
+#: how a driver process starts (``python -S -E -B -c _BOOT PATHS FD``): the interpreter's own
+#: standard library first (no empty entry: not the working folder), then the table's import
 #: path, then the host; nothing of site-packages runs before :func:`devices.apart.host.main`
-#: confines the process
-_BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+#: confines the process, not even a module an installed package names as a standard one
+_BOOT = ("import json, os, sys; "
+         "sys.path[:] = [p for p in sys.path if p] + [p for p in json.loads(sys.argv[1]) if p not in sys.path]; "
          "from devices.apart.host import main; "
          "os._exit(main(['--fd', sys.argv[2]] + (['--device-fd', sys.argv[3]] if len(sys.argv) > 3 else [])))")
 
