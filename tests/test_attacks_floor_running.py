@@ -28,7 +28,7 @@ from table.journal import Journal
 from table.keys import generate
 
 from console_helpers import tablectl, wait_until
-from floor_helpers import SignedTable, broker, database, needs_mosquitto, pg_cluster, rows  # noqa: F401
+from floor_helpers import SignedTable, broker, database, needs_mosquitto, rows  # noqa: F401
 from test_attacks_floor_receipts import _copy_db, _floor_files, _run, _simulated_devices
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _table_config
 
