@@ -646,8 +646,10 @@ class DriverProcess:
         if slot.error is not None:
             if isinstance(slot.error, DriverRaised):  # outside the contract: a fresh start of the driver
                 c.kill(f"raised in {op}()")
-            if not isinstance(slot.error, DriverRaised):
-                self._recovered()  # a contract error (a refusal, a device away): the driver itself works
+            if not isinstance(slot.error, (DriverRaised, DriverProcessFailed)):
+                # a contract error (a refusal, a device away): the driver itself works; its
+                # process ending under the call (_ended) is the outage going on, not over
+                self._recovered()
             raise slot.error
         self._recovered()
         return slot.value
