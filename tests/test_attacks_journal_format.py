@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from table.journal import MAX_BODY_BYTES, Journal, decode_body, verify
+from table.journal import MAX_BODY_BYTES, Journal, JournalError, decode_body, verify
 from table.journal_dictionary import DICTIONARY
 from table.keys import generate
 
@@ -106,3 +106,22 @@ def test_a_schema_object_or_meta_row_the_format_does_not_have_is_tampered(journa
     r = verify(journal, public_keys=[KEY.public], key=KEY)
     assert r.status == "tampered", r
     assert "schema" in r.reason or "meta" in r.reason, r.reason
+
+
+def test_a_journal_with_entries_and_its_meta_rows_deleted_is_not_taken_for_a_new_one(journal):
+    """The meta rows deleted (a format 3 journal's, say, so a format 4 table would not name its
+    format and ask for ``audit migrate``): the table's writer took a file with entries and no
+    meta for a new journal, wrote format 4's rows and the configured table id over it, and
+    went on appending. Only an empty file is new."""
+    db = sqlite3.connect(journal)
+    db.execute("DELETE FROM meta")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="no format in its meta"):
+        Journal(journal, key=KEY, table_id="t1")
+    assert verify(journal, public_keys=[KEY.public]).status == "unreadable"
+    db = sqlite3.connect(journal)
+    try:
+        assert db.execute("SELECT count(*) FROM meta").fetchone()[0] == 0  # nothing written over it
+    finally:
+        db.close()
