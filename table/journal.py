@@ -539,6 +539,10 @@ class Journal:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) if _has_table(db, "meta") else {}
             if not meta and _has_table(db, "entries") and "hash" in _columns(db, "entries"):
                 raise JournalFormatError(self.path, "1")
+            if not meta and db.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None:
+                # only an empty file is a new journal: one with entries and no meta had its rows
+                # deleted (a format 3 journal's, say: it is migrated, never written over)
+                raise JournalError(f"{self.path} is not a journal (no format in its meta)")
             if not read_only and not meta:
                 db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?), ('zdict_sha256', ?)",
                            (str(FORMAT), table_id, ZDICT_SHA256))
