@@ -46,7 +46,7 @@ def _append_round(j: Journal, n: int, rng: random.Random, seats: int = 3) -> Non
     dec = {s: Decision.PLAY if plays_q64(h) else Decision.FOLD for s, h in hands.items()}
     with j.batch():
         j.append("round", round_id=rid, step="open", number=n,
-                 wagers={str(s): {k: v for k, v in vars(w).items() if v} for s in hands})
+                 wagers={str(s): w.to_record() for s in hands})
         fate = rng.random()
         if fate < 0.1:
             j.append("round", round_id=rid, step="voided", number=n)
