@@ -36,7 +36,9 @@ signed as a receipt of that checkpoint, retained on ``threecard/{floor}/{table}/
 at every start (a restored database included) and whenever the notary moves up. A running
 table compares each statement with the latest receipt it journaled (or keeps to journal):
 a statement below it, or another head at its place, says the floor went back (RFC 9162
-section 8.3: a log that shows a head older than one a client holds is caught). The table
+section 8.3: a log that shows a head older than one a client holds is caught); a statement
+signed before that receipt (its ``ts``) is a replay of the floor's own older receipt on
+that topic, never the floor going back since, and is logged only. The table
 then journals an incident and holds before its next round, for a supervisor and the floor
 to examine it (:meth:`ReceiptBook.floor_statement`, ``TableController.floor_behind``),
 as a device fault is held: never an exit.
@@ -55,6 +57,7 @@ import base64
 import binascii
 import json
 import threading
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +170,16 @@ def latest_receipt(journal: Any) -> dict[str, Any] | None:
     return env if isinstance(env, dict) else None
 
 
+def _signed_before(said: Receipt, held: Receipt) -> bool:
+    """Whether the floor signed ``said`` before ``held`` (their ``ts``, ISO 8601); False when
+    either time does not read (then the statement is taken as it says)."""
+    try:
+        a, b = datetime.fromisoformat(said.ts), datetime.fromisoformat(held.ts)
+        return (a.tzinfo is None) == (b.tzinfo is None) and a < b
+    except (ValueError, TypeError):
+        return False
+
+
 class ReceiptBook:
     """The table's side of the receipts: :meth:`take` keeps a receipt the floor sent (the
     broker client's thread), :meth:`flush` journals it just before the table's next
@@ -220,6 +233,14 @@ class ReceiptBook:
             pending = self._pending
         held = max((r for r in (pending, self._newest()) if r is not None), key=lambda r: r.seq, default=None)
         if held is None or said.seq > held.seq or (said.seq == held.seq and said.head == held.head):
+            return None
+        if _signed_before(said, held):
+            # The floor signs a statement when it makes it (Floor.announce_notary); one signed
+            # before the receipt the table holds is a replay (the floor's own older receipt put
+            # on the .../notary topic), not the floor going back since: logged, nothing held.
+            # A floor restored since states its older notary at a later time and is caught.
+            log.warning("floor_statement_replayed", statement_seq=said.seq, statement_ts=said.ts[:40],
+                        receipt_seq=held.seq, receipt_ts=held.ts[:40])
             return None
         if said.seq < held.seq:
             why = (f"the floor's notary holds this table's checkpoint {said.seq} ({said.ts}), behind the receipt "

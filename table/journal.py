@@ -539,6 +539,10 @@ class Journal:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) if _has_table(db, "meta") else {}
             if not meta and _has_table(db, "entries") and "hash" in _columns(db, "entries"):
                 raise JournalFormatError(self.path, "1")
+            if not meta and db.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None:
+                # only an empty file is a new journal: one with entries and no meta had its rows
+                # deleted (a format 3 journal's, say: it is migrated, never written over)
+                raise JournalError(f"{self.path} is not a journal (no format in its meta)")
             if not read_only and not meta:
                 db.execute("INSERT INTO meta VALUES ('format', ?), ('table_id', ?), ('zdict_sha256', ?)",
                            (str(FORMAT), table_id, ZDICT_SHA256))
@@ -1393,7 +1397,41 @@ def _open_checked(p: Path, db: sqlite3.Connection) -> tuple[str, sqlite3.Cursor]
     if meta.get("zdict_sha256") != ZDICT_SHA256:
         return VerifyResult("unreadable", 0, None, f"{p}: its bodies' dictionary (meta.zdict_sha256) is not "
                                                    f"format {FORMAT}'s")
+    try:
+        why = _schema_problem(db, meta)
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        return VerifyResult("unreadable", 0, None, f"{p}: its schema does not read: {exc}")
+    if why is not None:
+        return _bad(0, None, f"{p}: {why}")
     return meta.get("table_id", "table"), cursor
+
+
+def _format_schema() -> set[tuple[Any, ...]]:
+    """The schema objects (type, name, table, SQL) a file of this format holds: :data:`SCHEMA`'s."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as mem:
+        mem.executescript(SCHEMA)
+        return set(mem.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall())
+
+
+#: the ``meta`` keys a file of this format holds (``migrated_from`` only after :func:`migrate`)
+_META_KEYS = {"format", "table_id", "zdict_sha256"}
+
+
+def _schema_problem(db: sqlite3.Connection, meta: dict[str, Any]) -> str | None:
+    """Why the file holds more than the format's schema and meta rows (None when it holds
+    exactly them): a table, index, view or trigger added is stored bytes no chain, MAC or
+    signature covers (a trigger is code the table's next write runs), and so is a meta row
+    the format does not have. ``migrated_from`` is what :func:`migrate` writes, one of
+    :data:`MIGRATES_FROM` (nothing signs it: it says where the file came from, no more)."""
+    found = set(db.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_master").fetchall())
+    extra = sorted(str(row[1]) for row in found - _format_schema())
+    if extra or len(found) != len(_format_schema()):
+        return f"its schema holds what format {FORMAT} does not ({', '.join(extra)[:200] or 'a changed table'})"
+    other = set(meta) - _META_KEYS - {"migrated_from"}
+    if other or ("migrated_from" in meta and meta["migrated_from"] not in {str(f) for f in MIGRATES_FROM}):
+        return (f"its meta holds rows format {FORMAT} does not "
+                f"({', '.join(sorted(map(str, other)))[:200] or 'migrated_from ' + repr(meta['migrated_from'])[:20]})")
+    return None
 
 
 def _archive_link(db: sqlite3.Connection, table_id: str,

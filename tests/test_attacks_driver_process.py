@@ -232,3 +232,51 @@ def _ident(serial: str):
     from devices.contract import DeviceIdentity, DeviceKind
 
     return DeviceIdentity(DeviceKind.SHOE, 1, 1, "1.0", serial, 7)
+
+
+def test_a_plugin_module_named_as_the_standard_librarys_never_runs_before_the_driver_is_confined(tmp_path):
+    """A fresh attacker's plugin wheel ships a top-level ``argparse.py`` (or ``resource.py``,
+    ``socket.py``: any standard module the driver host imports) into site-packages. The
+    table's own interpreter never imports it (the standard library comes first on its path),
+    but the driver process's import path put site-packages first, so the host imported the
+    plugin's module, as root and with the network, before it confined itself."""
+    import subprocess
+    import sys
+    import sysconfig
+    import textwrap
+    import venv
+
+    os.chmod(tmp_path, 0o755)  # the confined driver reads the venv's site-packages
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    site_dir = Path(subprocess.run([str(env_dir / "bin" / "python"), "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    marker = tmp_path / "shadow-ran"
+    marker.touch(mode=0o666)
+    os.chmod(marker, 0o666)
+    for name in ("argparse", "resource"):
+        (site_dir / f"{name}.py").write_text(
+            f"import os\nopen({str(marker)!r}, 'a').write({name!r} + ' ' + str(os.getuid()) + chr(10))\n")
+    repo = str(Path(__file__).resolve().parent.parent)
+    ours = [p for p in sys.path if p] + [sysconfig.get_paths()["purelib"]]
+    script = textwrap.dedent(f"""
+        import queue, sys
+        sys.path[:0] = {[repo, *ours]!r}
+        from devices.apart import open_apart
+        from devices.apart.choose import isolation_for
+        from devices.contract import DriverKind, OpenRequest
+        from simulators.table import SimulatedTable
+        from protocols.cards import BackColour
+        with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=3) as sim:
+            request = OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", queue.Queue(), options={{"mode": "raise"}})
+            try:
+                open_apart("threecard_test_drivers.flaky:PLUGIN", request, paths=({PLUGINS!r},),
+                           isolation=isolation_for(request, service=True)).close()
+            except Exception as exc:
+                print("refused:", type(exc).__name__)
+        """)
+    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert marker.read_text() == "", marker.read_text()  # neither module of the plugin's was imported

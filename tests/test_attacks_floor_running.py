@@ -28,7 +28,7 @@ from table.journal import Journal
 from table.keys import generate
 
 from console_helpers import tablectl, wait_until
-from floor_helpers import SignedTable, broker, database, needs_mosquitto, pg_cluster, rows  # noqa: F401
+from floor_helpers import SignedTable, broker, database, needs_mosquitto, rows  # noqa: F401
 from test_attacks_floor_receipts import _copy_db, _floor_files, _run, _simulated_devices
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _table_config
 
@@ -164,3 +164,29 @@ def test_a_table_started_without_the_notary_under_warn_journals_an_incident(tmp_
     with Journal(journal, read_only=True) as j:
         said = [e.body["what"] for e in j.entries("incident")]
     assert any("without the floor's notary" in w and "unreachable" in w for w in said), said
+
+
+def test_a_replayed_older_receipt_on_the_notary_topic_does_not_hold_the_table(tmp_path):
+    """A fresh attacker with a write on the broker (no ACL deployed, a leaked account)
+    replays the floor's own older receipt, genuine and signed, on ``.../notary``: a
+    statement and a receipt are signed alike, so the table took it for the floor going
+    back and held (a denial of service with nothing forged). The floor signs each
+    statement when it makes it (``Floor.announce_notary``): a statement signed before the
+    receipt the table holds cannot say the floor went behind it. A floor restored since
+    states its older notary at a later time, and still holds the table."""
+    floor_key = generate()
+    t = SignedTable(tmp_path, "pit1-tcp-02")
+    try:
+        cp1, cp2 = t.checkpoint(), t.checkpoint()
+        book = ReceiptBook(t.journal, floor_key.public, t.table_id).attach()
+
+        def signed(cp, ts):
+            return json.dumps(sign_receipt(floor_key, t.table_id, cp["seq"], cp["head"], ts)).encode()
+
+        old = signed(cp1, "2026-12-06T05:00:00+00:00")  # the floor's receipt of cp1, retained back then
+        assert book.take(signed(cp2, "2026-12-06T05:30:00+00:00")) and (book.flush() or True)
+        assert book.floor_statement(old) is None  # replayed: said before the receipt the table holds
+        restored = book.floor_statement(signed(cp1, "2026-12-06T06:00:00+00:00"))  # a floor gone back since
+        assert restored is not None and "restored from an older copy" in restored
+    finally:
+        t.close()

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from table.journal import MAX_BODY_BYTES, Journal, decode_body, verify
+from table.journal import MAX_BODY_BYTES, Journal, JournalError, decode_body, verify
 from table.journal_dictionary import DICTIONARY
 from table.keys import generate
 
@@ -81,3 +81,47 @@ def test_a_body_stored_as_its_json_text_reads_and_verifies(journal):
     assert verify(journal, public_keys=[KEY.public]).status == "ok"
     with Journal(journal, read_only=True) as j:
         assert [e.body["step"] for e in j.entries("round")] == ["open", "settle"] * 2
+
+
+@pytest.mark.parametrize("sql", [
+    # a trigger the table's own next append would run (it deletes the first entry)
+    "CREATE TRIGGER later AFTER INSERT ON entries BEGIN DELETE FROM entries WHERE seq = 1; END",
+    # bytes hidden in a table no check reads
+    "CREATE TABLE hidden (x)",
+    "CREATE INDEX by_kind ON entries (kind)",
+    "CREATE VIEW other AS SELECT 1",
+    # meta rows the format does not have, or a migration it never made
+    "INSERT INTO meta VALUES ('note', 'anything')",
+    "INSERT INTO meta VALUES ('migrated_from', '1')",
+])
+def test_a_schema_object_or_meta_row_the_format_does_not_have_is_tampered(journal, sql):
+    """The file holds the format's two tables and their meta rows, nothing else: anything
+    added is stored bytes that no chain, MAC or signature covers, and a trigger is code the
+    table's next write would run; ``audit verify`` must not say ok over it."""
+    assert verify(journal, public_keys=[KEY.public]).status == "ok"
+    db = sqlite3.connect(journal)
+    db.execute(sql)
+    db.commit()
+    db.close()
+    r = verify(journal, public_keys=[KEY.public], key=KEY)
+    assert r.status == "tampered", r
+    assert "schema" in r.reason or "meta" in r.reason, r.reason
+
+
+def test_a_journal_with_entries_and_its_meta_rows_deleted_is_not_taken_for_a_new_one(journal):
+    """The meta rows deleted (a format 3 journal's, say, so a format 4 table would not name its
+    format and ask for ``audit migrate``): the table's writer took a file with entries and no
+    meta for a new journal, wrote format 4's rows and the configured table id over it, and
+    went on appending. Only an empty file is new."""
+    db = sqlite3.connect(journal)
+    db.execute("DELETE FROM meta")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="no format in its meta"):
+        Journal(journal, key=KEY, table_id="t1")
+    assert verify(journal, public_keys=[KEY.public]).status == "unreadable"
+    db = sqlite3.connect(journal)
+    try:
+        assert db.execute("SELECT count(*) FROM meta").fetchone()[0] == 0  # nothing written over it
+    finally:
+        db.close()

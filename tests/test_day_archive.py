@@ -679,3 +679,41 @@ def test_a_day_that_could_not_be_compressed_is_an_incident_on_the_table(three_da
         said = [e.body["what"] for e in ctl.journal.entries("incident")]
     assert [w for w in said if "2026-11-30.journal.sqlite3 was not compressed" in w], said
     assert (tmp_path / "archive" / "2026-11-30.journal.sqlite3").exists()
+
+
+def test_an_archived_day_edited_with_its_checkpoints_unmade_is_flagged_on_the_shift_page(three_days, tmp_path):
+    """An attacker's edit of an archived day that leaves no checkpoint to disagree: a settled
+    amount changed and every checkpoint entry's kind changed, so the day's own check finds no
+    signed head to compare (``unanchored``, nothing vouching for a byte of it). The shift
+    page's and the API's ``day_report`` of that day flags it as not holding, never shows
+    the forged figures as if they held (found by a fresh review: no flag)."""
+    import lzma
+
+    from table.interfaces.day_view import DayReportQueries
+    from table.rules.settlement import Tables
+
+    folder, _ = three_days
+    edited = tmp_path / "archive"
+    shutil.copytree(folder / "archive", edited)
+    path = edited / f"{DAYS[1]}.journal.xz"
+    db = tmp_path / "edit.sqlite3"
+    db.write_bytes(lzma.decompress(path.read_bytes()))
+    bodies_as_text(db)
+    con = sqlite3.connect(db)
+    try:
+        con.executescript(
+            "UPDATE entries SET body=replace(body, '\"amount\":-1000', '\"amount\":-100') "
+            "WHERE seq=(SELECT min(seq) FROM entries WHERE kind='round' AND body LIKE '%\"results\"%');"
+            "UPDATE entries SET kind='note' WHERE kind='checkpoint';")
+    finally:
+        con.close()
+    path.write_bytes(lzma.compress(db.read_bytes(), format=lzma.FORMAT_XZ))
+    key = load_private_key(folder / "table.key").public
+    queries = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=edited,
+                               public_keys=[key])
+    for period in ("day", "shift"):
+        got = queries.day_report({"period": period, "gaming_day": DAYS[1]})
+        assert any(DAYS[1] in f and "does not verify" in f for f in got["flags"]), got["flags"]
+    genuine = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-1"), archive=folder / "archive",
+                               public_keys=[key])
+    assert not any("does not verify" in f for f in genuine.day_report({"period": "day", "gaming_day": DAYS[1]})["flags"])

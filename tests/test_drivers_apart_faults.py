@@ -177,3 +177,28 @@ def test_a_driver_systemd_starts_on_its_socket_is_reached_there_and_started_agai
                 shf.close()
     finally:
         activation.close()
+
+
+def test_a_driver_whose_process_ends_in_every_call_backs_off_with_one_incident_for_the_outage(tmp_path):
+    """A fresh attacker's driver: it starts and says ready, then its process ends in each
+    call the table makes. The call failed with its process's end was taken for a contract
+    error ("the driver itself works"), which ended the outage: every failure was started
+    again at once and journaled as a new link_down and link_up, a flood at the table's
+    call rate. Now: one outage, backing off, one link_down for it."""
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=11) as sim:
+        shf = open_apart(FLAKY, OpenRequest(DriverKind.SHUFFLER, sim.shuffler_url, "shuffler", events,
+                                            options={"mode": "exit"}), paths=(PLUGINS,), call_deadline_s=5.0,
+                         restart_first_s=0.05, restart_max_s=0.2)
+        try:
+            for n in range(4):
+                with pytest.raises(DriverProcessFailed):
+                    shf.status()
+                assert shf.process.wait_starts(n + 2, timeout_s=60)
+            assert shf.process.waits[:4] == [0.0, 0.05, 0.1, 0.2], shf.process.waits
+        finally:
+            shf.close()
+    notices = []
+    while not events.empty():
+        notices.append(events.get_nowait().message.kind)
+    assert notices.count("link_down") == 1, notices

@@ -46,7 +46,7 @@ def _append_round(j: Journal, n: int, rng: random.Random, seats: int = 3) -> Non
     dec = {s: Decision.PLAY if plays_q64(h) else Decision.FOLD for s, h in hands.items()}
     with j.batch():
         j.append("round", round_id=rid, step="open", number=n,
-                 wagers={str(s): {k: v for k, v in vars(w).items() if v} for s in hands})
+                 wagers={str(s): w.to_record() for s in hands})
         fate = rng.random()
         if fate < 0.1:
             j.append("round", round_id=rid, step="voided", number=n)
@@ -170,3 +170,46 @@ def test_an_archived_day_replaced_is_read_again_and_an_edited_one_flagged(tmp_pa
     assert after == fresh
     assert after["settled_win"] != before["settled_win"]
     assert any(f"{DAYS[0]} does not verify (tampered)" in f for f in after["flags"]), after["flags"]
+
+
+def test_a_signed_live_entry_edited_before_the_shift_page_reads_is_flagged(tmp_path):
+    """A fresh attacker (root on the table PC, the table stopped) changes a settled round of
+    the live segment, covered by a signed checkpoint, into wins, re-encoding its body: the
+    table's start checks only the entries after the last checkpoint, and the shift page
+    read the edited round as it is (settled win -3,000 shown as -6,000, no flag) while
+    ``audit verify`` says tampered. The page's first reading of the segment checks it."""
+    import json
+
+    from table.journal import decode_body, encode_body, verify
+    from table.keys import generate
+
+    key = generate()
+    path = tmp_path / "journal.sqlite3"
+    rng = random.Random(3)
+    with Journal(path, key=key, table_id="t1", clock=WallClock()) as j:
+        for n in range(1, 6):
+            _append_round(j, n, rng)
+            j.checkpoint()
+
+    def ask():
+        return DayReportQueries(path, TABLES, public_keys=[key.public]).day_report(
+            {"period": "day", "gaming_day": START.date().isoformat()})
+
+    assert not ask()["flags"]
+    db = sqlite3.connect(path)
+    try:
+        seq, body = next((s, b) for s, b in db.execute("SELECT seq, body FROM entries WHERE kind = 'round'")
+                         if '"results"' in decode_body(b))
+        entry = json.loads(decode_body(body))
+        for result in entry["results"].values():
+            for w in result["wagers"]:
+                w["amount"], w["outcome"] = abs(w["amount"]), "win"
+            result["net"] = sum(w["amount"] for w in result["wagers"])
+        db.execute("UPDATE entries SET body = ? WHERE seq = ?",
+                   (encode_body(json.dumps(entry, sort_keys=True, separators=(",", ":"))), seq))
+        db.commit()
+    finally:
+        db.close()
+    assert verify(path, public_keys=[key.public]).status == "tampered"
+    flags = ask()["flags"]
+    assert any("live journal does not verify" in f and f"entry {seq}" in f for f in flags), flags

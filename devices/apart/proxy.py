@@ -76,10 +76,12 @@ KIND_EVENTS: dict[DriverKind, tuple[type, ...]] = {
 }
 
 
-#: how a driver process starts (``python -S -E -B -c _BOOT PATHS FD``): the table's import
+#: how a driver process starts (``python -S -E -B -c _BOOT PATHS FD``): the interpreter's own
+#: standard library first (no empty entry: not the working folder), then the table's import
 #: path, then the host; nothing of site-packages runs before :func:`devices.apart.host.main`
-#: confines the process
-_BOOT = ("import json, os, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+#: confines the process, not even a module an installed package names as a standard one
+_BOOT = ("import json, os, sys; "
+         "sys.path[:] = [p for p in sys.path if p] + [p for p in json.loads(sys.argv[1]) if p not in sys.path]; "
          "from devices.apart.host import main; "
          "os._exit(main(['--fd', sys.argv[2]] + (['--device-fd', sys.argv[3]] if len(sys.argv) > 3 else [])))")
 
@@ -644,8 +646,10 @@ class DriverProcess:
         if slot.error is not None:
             if isinstance(slot.error, DriverRaised):  # outside the contract: a fresh start of the driver
                 c.kill(f"raised in {op}()")
-            if not isinstance(slot.error, DriverRaised):
-                self._recovered()  # a contract error (a refusal, a device away): the driver itself works
+            if not isinstance(slot.error, (DriverRaised, DriverProcessFailed)):
+                # a contract error (a refusal, a device away): the driver itself works; its
+                # process ending under the call (_ended) is the outage going on, not over
+                self._recovered()
             raise slot.error
         self._recovered()
         return slot.value

@@ -142,6 +142,14 @@ def check_day(db: Path, day: str, public_keys: list[Any]) -> tuple[str, str | No
         return "unreadable", f"{day}: {exc}"
     if r.status in ("tampered", "unreadable"):
         return r.status, f"{day}: {r.reason}" + (f" (entry {r.first_bad})" if r.first_bad else "")
+    if anchor is None:
+        # a closed day ends with its signed checkpoint (docs/journal.md): one without any has
+        # nothing that vouches for a byte of it (its checkpoint entries unmade by an edit)
+        return "unanchored", f"{day}: the archived day holds no checkpoint: nothing signed vouches for its entries"
+    if public_keys and r.status != "ok":
+        # checked with the table's key, a closed day's record is vouched for to its end by its
+        # own last signed checkpoint; anything less is not a record that holds
+        return r.status, f"{day}: " + ("; ".join(r.notes) or f"its record is {r.status}")
     if closes is None or closes.isoformat() != day:
         return "misfiled", f"{day}: the archive holds gaming day {closes or '(no close entry)'}: swapped or renamed"
     return r.status, None

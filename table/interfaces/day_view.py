@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 from table.day.day_report import Calendar, JournalFacts, ReportError, live_report, merge_facts
 from table.day.report_cache import ArchivedDays, LiveFacts
 from table.day.segments import day_history
-from table.journal import Journal
+from table.journal import Journal, JournalError, verify
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
 
@@ -54,6 +54,9 @@ class DayReportQueries:
         self.live = LiveFacts()
         self.archived = ArchivedDays(list(public_keys))
         self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # the answers to the record as last read
+        #: why the live segment does not hold, checked at each reading of it from its first entry
+        self._live_problem: str | None = None
+        self._live_checked = -1  # the live reader's full_reads when it was last checked
 
     def day_report(self, args: dict[str, Any]) -> dict[str, Any]:
         """``args``: ``period`` (``shift`` or ``day``), optional ``gaming_day``
@@ -96,8 +99,9 @@ class DayReportQueries:
         with Journal(self.path, read_only=True) as j:
             live_version = self.live.catch_up(j)
             today = self.live.day
+            live = self._check_live()
             if on is None or self.archive is None or on == today:
-                return live_version, self.live.facts, []
+                return live_version, self.live.facts, live
             opened_days = set(day_history(j)["opened"])  # the days the table was opened, carried across days
         from table.day.segments import archive_name, existing
 
@@ -114,17 +118,37 @@ class DayReportQueries:
                     live.missing_days.append((on.isoformat(), f"{on.isoformat()} (no {archive_name(on.isoformat())} "
                                                               f"in {self.archive})"))
                 return live
-            return version, live_only, []
+            return version, live_only, live
         read = [(d, self.archived.day(path, d)) for d, path in days if path is not None]
         for _, a in read:
             if a.facts is None:
                 raise ReportError(a.problem or "an archived day does not read")
-        problems = [f"the archived gaming day {d} does not verify ({a.status}): {a.problem}: its figures are "
-                    "counted from a record that does not hold" for d, a in read if a.problem is not None]
+        problems = live + [f"the archived gaming day {d} does not verify ({a.status}): {a.problem}: its figures "
+                           "are counted from a record that does not hold" for d, a in read if a.problem is not None]
 
         def merged() -> JournalFacts:
             return merge_facts([*(a.facts for _, a in read if a.facts is not None), self.live.facts()])
         return (live_version, on, tuple(a.digest for _, a in read)), merged, problems
+
+    def _check_live(self) -> list[str]:
+        """The record check of the live segment (:func:`table.journal.verify`, with the table's
+        public keys), taken each time it is read from its first entry (the first ask, a
+        rollover, a file replaced): an entry edited while the table was stopped (its start
+        checks only the entries after the last checkpoint) is flagged first in each reply
+        (docs/reporting.md "The record first"), never shown as figures that hold. Entries
+        read since come from the table's own commits."""
+        if self.live.full_reads != self._live_checked:
+            self._live_checked = self.live.full_reads
+            try:
+                r = verify(self.path, public_keys=self.archived.public_keys)
+            except JournalError as exc:
+                self._live_problem = f"the live journal does not verify: {exc}"
+            else:
+                self._live_problem = None if r.status not in ("tampered", "unreadable") else (
+                    f"the live journal does not verify ({r.status}): {r.reason}"
+                    + (f" (entry {r.first_bad})" if r.first_bad else "") + ": its figures are counted from a "
+                    "record that does not hold")
+        return [self._live_problem] if self._live_problem else []
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """For :class:`~table.interfaces.dispatch.Dispatcher` ``queries``."""
