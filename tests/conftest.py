@@ -29,20 +29,6 @@ def pytest_configure(config):
             compileall.compile_dir(root / name, quiet=2, workers=1)
 
 
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (the README's command): two workers a core. Most of a test's time is spent
-    waiting on what it started (``tablectl`` processes, emulators, a broker, a browser), not on
-    the CPU: on 2 cores a run of the device and CLI tests took 184 s with 2 workers and 104 s
-    with 4. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets it by hand."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # xdist reads it itself
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return 2 * cores
-
-
 #: a line of pytest's ``--durations`` report: seconds, phase, test id (up to a space in a parameter)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s+(setup|call)\s+(\S+)")
 
