@@ -450,6 +450,11 @@ class DriverProcess:
             raise wire.WireError(f"link state {snap.get('state')!r}") from None
         ident = wire.from_identity(snap.get("identity"))
         if ident is not None:
+            if ident != self.link.identity:  # the table's log names the device as an in-process link does
+                log.info("handshake", source=self.link.name, device_serial=ident.serial_number,
+                         kind=str(ident.kind), firmware=ident.firmware_version,
+                         protocol=f"{ident.protocol_major}.{ident.protocol_minor}", boot_id=f"{ident.boot_id:08x}",
+                         driver=self.name, driver_version=self.version, apart=True)
             self.link.identity = ident
         if snap.get("caps") is not None:
             self.capabilities = wire.from_capabilities(snap["caps"])

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -78,9 +77,15 @@ url = "{bench['shoe']}"
                           "--journal", str(journal), "--json", "--shuffler-control", bench["shuffler_control"],
                           "--shoe-control", bench["shoe_control"]],
                          capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
-    with sqlite3.connect(journal) as db:
-        entries = [(k, json.loads(b)) for k, b in db.execute("select kind, body from entries order by seq")]
-    return out, entries
+    return out, _journal_entries(journal)
+
+
+def _journal_entries(journal):
+    """Every entry of ``journal`` as ``(kind, body)``, read with ``tablectl audit export`` (the
+    journal's readable form: its bodies are stored compressed, docs/journal.md)."""
+    out = subprocess.run([sys.executable, "-m", "table.cli", "audit", "export", str(journal)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [(e["kind"], e["body"]) for e in map(json.loads, out.stdout.splitlines())]
 
 
 def _kinds(entries, kind, key):

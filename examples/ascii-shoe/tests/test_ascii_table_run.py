@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -75,9 +74,11 @@ baudrate = 9600
     assert result["cards_read"] == 3 * 3 * 4  # three seats and the dealer, three cards each, per round
     # the journal says which shoe read them (the ASCII shoe's serial, as its link identified it) and holds
     # every card: each was acknowledged to the shoe only once it was there
-    with sqlite3.connect(journal) as db:
-        devices = [json.loads(b) for (b,) in db.execute("select body from entries where kind = 'device'")]
-        cards = db.execute("select count(*) from entries where kind = 'card_read'").fetchone()[0]
+    exported = subprocess.run([sys.executable, "-m", "table.cli", "audit", "export", str(journal)],
+                              capture_output=True, text=True, timeout=120, check=True)  # bodies stored compressed
+    entries = [json.loads(line) for line in exported.stdout.splitlines()]
+    devices = [e["body"] for e in entries if e["kind"] == "device"]
+    cards = sum(1 for e in entries if e["kind"] == "card_read")
     assert {(d["source"], d["serial"]) for d in devices} == {("shuffler", "SHF-SIM-0001"), ("shoe", "ASH-BENCH-7")}
     # and which driver it was, with the capabilities its shoe lacks (none: it numbers its draws)
     assert {(d["source"], d.get("driver"), tuple(d.get("missing", ()))) for d in devices} == {
