@@ -16,7 +16,7 @@ import time
 import pytest
 
 from console_helpers import (CHROMIUM_ARGS, DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, chromium_path,
-                             screenshot_dir, tablectl)
+                             screenshot_dir, tablectl, wait_until)
 from table.keys import load_public_key
 from table.day.signed_report import check_signed_report
 
@@ -410,7 +410,9 @@ def test_the_drop_forms_gaming_day_is_the_tables_not_the_browsers_date(chromium,
     supervisor's browser whose clock says another day (or a night shift past midnight, before
     the gaming day's start) entered the drop for the wrong day. It defaults to the table's
     gaming day (the status)."""
-    table_day = ApiDealer(bench).request({"action": "status"})["table_day"]["gaming_day"]
+    api = ApiDealer(bench)  # the front door listens while the drivers start: the table's day once it is up
+    table_day = wait_until(lambda: api.request({"action": "status"})["table_day"], 60, "the table's status")["gaming_day"]
+    api.close()
     context = chromium.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     page.clock.set_fixed_time("2031-05-05T12:00:00Z")  # the browser's clock says another day
