@@ -88,9 +88,11 @@ export class TableConnection {
     let from = this.lastSeq;
     if (from === null) { // first connection: the recent past (the round in progress), then live
       const page = await this.request({ action: "events", after: 0, limit: 1 });
+      if (!page.ok && page.code === "busy") return this._starting();
       from = Math.max(0, (page.head_seq || 0) - this.backfill);
     }
     const reply = await this.request({ action: "subscribe", resume_from: from, status: true });
+    if (!reply.ok && reply.code === "busy") return this._starting();
     if (!reply.ok && reply.code === "bad_request" && /without a journal/.test(reply.error || "")) {
       // A table that keeps no journal (one restarted after its disk was lost) has no event stream:
       // the screen follows its status alone, which carries the alarms and what it waits for.
@@ -105,6 +107,18 @@ export class TableConnection {
     this.onState("live");
     const status = await this.request({ action: "status" });
     if (status.ok) this.onStatus(status);
+  }
+
+  _starting() {
+    // The table answered while it starts (its devices' drivers not up yet): the screen says so
+    // and asks again on this connection, backing off as a reconnect does, until it is live.
+    this.onState("connecting", "the table is starting");
+    const ws = this.ws;
+    setTimeout(() => {
+      if (this.closed || this.ws !== ws || ws.readyState !== WebSocket.OPEN) return; // a reconnect asks anew
+      this._subscribe().catch((err) => this.onState("error", String(err.message || err)));
+    }, this.retryMs);
+    this.retryMs = Math.min(this.retryMs * 2, 2000);
   }
 
   _message(text) {

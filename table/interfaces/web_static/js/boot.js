@@ -88,7 +88,7 @@ export async function boot({ allowed, render }) {
     onEvent: (ev) => { model.apply(ev); redraw(); },
     onStatus: (status) => { ctx.status = Status.between(ctx.status, status); redraw(); },
     onState: (state, detail) => {
-      const words = { live: badge("ok", detail ? `live (${detail})` : "live"), connecting: badge("warn", "connecting…"),
+      const words = { live: badge("ok", detail ? `live (${detail})` : "live"), connecting: badge("warn", detail ? `connecting… (${detail})` : "connecting…"),
         offline: badge("bad", "OFFLINE: reconnecting"), signed_out: badge("bad", "session ended: sign in again"),
         error: badge("bad", `error: ${detail || ""}`) };
       if (ctx.signedOut && state !== "signed_out") return;
