@@ -1048,6 +1048,9 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
     tmp.unlink(missing_ok=True)
     try:
         found = _source_format(source, s)
+        if found == str(FORMAT):
+            raise JournalError(f"{s} is already a format {FORMAT} journal, the format this tablectl writes: "
+                               "nothing to convert")
         if found not in {str(f) for f in MIGRATES_FROM}:
             raise JournalFormatError(s, found)
         meta = dict(source.execute("SELECT key, value FROM meta").fetchall())

@@ -103,8 +103,10 @@ def test_a_migration_signs_nothing_so_an_edited_source_does_not_migrate(format3,
 def test_migrate_refuses_its_own_format_an_unknown_one_and_an_existing_destination(format3, tmp_path):
     dest = tmp_path / "migrated.sqlite3"
     migrate(format3, dest)
-    with pytest.raises(JournalFormatError, match="format 4"):
+    with pytest.raises(JournalError, match="already a format 4 journal.*nothing to convert") as current:
         migrate(dest, tmp_path / "again.sqlite3")
+    assert "unknown" not in str(current.value)  # its own format is not "unknown"
+    assert not (tmp_path / "again.sqlite3").exists()
     with pytest.raises(JournalError, match="exists"):
         migrate(format3, dest)
     db = sqlite3.connect(dest)

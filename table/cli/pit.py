@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import click
 
@@ -59,6 +60,12 @@ def serve_command(config_path: str, pits: tuple[str, ...], web: str) -> None:
     if bad:
         raise click.UsageError(f"--pit {bad[0][:64]!r}: a pit name is letters, digits, '.', '_' or '-'")
     host, port = _host_port(web)
+    db = config.database
+    if not db.startswith(("postgresql://", "postgres://")):  # read only: a missing file is never made here
+        path = Path(db[len("sqlite://"):] if db.startswith("sqlite://") else db)
+        if not path.is_file():
+            raise click.UsageError(f"the floor's database ({db}): no such file; start the floor service "
+                                   "(tablectl floor serve) first, it makes the database")
     try:
         wall = WallDisplay(config, shown, host, port)
     except StoreError as exc:
