@@ -1047,12 +1047,7 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
     tmp = d.with_name(f".{d.name}.migrating")
     tmp.unlink(missing_ok=True)
     try:
-        found = _source_format(source, s)
-        if found == str(FORMAT):
-            raise JournalError(f"{s} is already a format {FORMAT} journal, the format this tablectl writes: "
-                               "nothing to convert")
-        if found not in {str(f) for f in MIGRATES_FROM}:
-            raise JournalFormatError(s, found)
+        _check_convertible(s, found := _source_format(source, s))
         meta = dict(source.execute("SELECT key, value FROM meta").fetchall())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         os.close(fd)
@@ -1120,6 +1115,16 @@ def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
             for card in pending.pop(e.round_id):
                 if "sealed" in card.body:
                     yield card, card_opening(k, table_id, card)
+
+
+def _check_convertible(path: Path, found: str | None) -> None:
+    """Raises unless ``found`` is a format :func:`migrate` converts: this one (nothing to
+    convert) or another (:class:`JournalFormatError`)."""
+    if found == str(FORMAT):
+        raise JournalError(f"{path} is already a format {FORMAT} journal, the format this tablectl writes: "
+                           "nothing to convert")
+    if found not in {str(f) for f in MIGRATES_FROM}:
+        raise JournalFormatError(path, found)
 
 
 def _format_mismatch(path: Path, found: str | None) -> str:
