@@ -94,12 +94,19 @@ def test_the_table_journals_only_a_newer_receipt_of_a_checkpoint_it_holds(tmp_pa
         t.close()
 
 
-def test_the_floor_signs_a_receipt_for_each_checkpoint_that_moves_its_notary_and_holds_a_table_it_is_behind(
-        tmp_path, database):
+def signing_floor(tmp_path, database):
+    """``(floor_key, table, store, floor)``: a started floor that signs receipts with its own
+    key, on a fresh store of ``database``, and one signed table it knows (pit1-tcp-01). The
+    caller closes the floor, the store and the table, in that order."""
     floor_key = generate()
     t = SignedTable(tmp_path / "t", "pit1-tcp-01")
     store = open_store(database)
-    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    return floor_key, t, store, Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+
+
+def test_the_floor_signs_a_receipt_for_each_checkpoint_that_moves_its_notary_and_holds_a_table_it_is_behind(
+        tmp_path, database):
+    floor_key, t, store, floor = signing_floor(tmp_path, database)
     sent: list[tuple[str, str, bytes]] = []
     floor.receipt_sinks.append(lambda f, table, payload: sent.append((f, table, payload)))
     try:
@@ -167,10 +174,7 @@ def test_a_database_seeded_from_an_older_copy_is_behind_the_receipt_retained_on_
 def test_a_receipt_presented_in_a_tables_status_is_compared_with_the_floors_database(tmp_path, database):
     """A table presents its latest receipt in each online status (as it connects): a floor whose
     database was put back behind it, with the table running on, alarms and holds the table."""
-    floor_key = generate()
-    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
-    store = open_store(database)
-    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    floor_key, t, store, floor = signing_floor(tmp_path, database)
     try:
         cp = t.checkpoint()
         floor.receive(*t.retained(cp))
@@ -202,10 +206,7 @@ def test_a_floor_database_holding_another_head_where_its_receipt_names_one_holds
     checkpoint at a receipt's place (same table key, another chain). Compared only by place,
     the hold was never raised (the notary was at the place already), and a fork dealt past
     it would lift it. Held, the conflict kept, no new receipt signed over it."""
-    floor_key = generate()
-    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
-    store = open_store(database)
-    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    floor_key, t, store, floor = signing_floor(tmp_path, database)
     sent: list[tuple[str, str, bytes]] = []
     floor.receipt_sinks.append(lambda f, table, payload: sent.append((f, table, payload)))
     try:

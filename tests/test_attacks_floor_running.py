@@ -29,7 +29,7 @@ from table.keys import generate
 
 from console_helpers import tablectl, wait_until
 from floor_helpers import SignedTable, broker, database, needs_mosquitto, rows  # noqa: F401
-from test_attacks_floor_receipts import _copy_db, _floor_files, _run, _simulated_devices
+from test_attacks_floor_receipts import _copy_db, _floor_files, _run, _simulated_devices, signing_floor
 from test_attacks_floor_rollback import TABLE, _last_checkpoint, _table_config
 
 NOW = "2026-12-06T06:00:00+00:00"
@@ -63,10 +63,7 @@ def test_the_tables_book_says_the_floor_is_behind_when_its_statement_is_below_th
 
 
 def test_the_floor_states_what_its_notary_holds_with_each_receipt_and_when_it_subscribes(tmp_path, database):
-    floor_key = generate()
-    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
-    store = open_store(database)
-    floor = Floor(store, {t.table_id: t.key.public}, key=floor_key).start()
+    floor_key, t, store, floor = signing_floor(tmp_path, database)
     stated: list[tuple[str, str, bytes]] = []
     floor.notary_sinks.append(lambda f, table, payload: stated.append((f, table, payload)))
     try:
