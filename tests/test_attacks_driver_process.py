@@ -152,18 +152,17 @@ def test_a_plugin_in_its_driver_process_holds_no_descriptor_of_the_tables(table_
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the service isolation drops root: run as root (CI does)")
-def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confined(tmp_path):
-    """A fresh attacker's plugin wheel ships a ``*.pth`` file into site-packages: Python's
-    ``site`` module runs it at every interpreter start, as root, before the driver process
-    confines itself. The driver process starts without ``site`` (``-S``), so the file does
-    not run there (the table's own interpreter still reads it: docs/drivers.md says to
-    install vendor drivers in a prefix of their own)."""
+def _open_a_confined_shoe_driver_beside(tmp_path: Path, plant, marker: Path):
+    """A vendor's plugin installed the way the docs warn against: beside the table, in a venv
+    whose site-packages ``plant(site_dir)`` fills with what the attacker ships (each writing
+    to ``marker``, writable by anyone so that a confined driver could write it too). A script
+    in that venv opens the test plugin's shoe driver apart, confined as in service mode;
+    returns the finished process (its stdout says whether the open was refused)."""
     import subprocess
     import sys
     import sysconfig
     import textwrap
     import venv
-    from pathlib import Path
 
     os.chmod(tmp_path, 0o755)  # the confined driver reads the venv's site-packages
     env_dir = tmp_path / "venv"
@@ -171,12 +170,9 @@ def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confin
     site_dir = Path(subprocess.run([str(env_dir / "bin" / "python"), "-c",
                                     "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    capture_output=True, text=True, check=True).stdout.strip())
-    marker = tmp_path / "pth-ran"
-    (site_dir / "zz_evil.pth").write_text(
-        f"import os; open({str(marker)!r}, 'a').write(str(os.getuid()) + ' ' + open('/proc/self/cmdline').read()"
-        f".replace(chr(0), ' ').replace(chr(10), ' ') + chr(10))\n")
     marker.touch(mode=0o666)
     os.chmod(marker, 0o666)  # a confined driver could write here: the test sees where it ran
+    plant(site_dir)
     repo = str(Path(__file__).resolve().parent.parent)
     ours = [p for p in sys.path if p] + [sysconfig.get_paths()["purelib"]]
     script = textwrap.dedent(f"""
@@ -195,8 +191,24 @@ def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confin
             except Exception as exc:
                 print("refused:", type(exc).__name__)
         """)
-    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120,
-                       cwd=tmp_path)
+    return subprocess.run([str(env_dir / "bin" / "python"), "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+
+
+
+def test_a_plugins_pth_file_never_runs_in_the_driver_process_before_it_is_confined(tmp_path):
+    """A fresh attacker's plugin wheel ships a ``*.pth`` file into site-packages: Python's
+    ``site`` module runs it at every interpreter start, as root, before the driver process
+    confines itself. The driver process starts without ``site`` (``-S``), so the file does
+    not run there (the table's own interpreter still reads it: docs/drivers.md says to
+    install vendor drivers in a prefix of their own)."""
+    def plant(site_dir: Path) -> None:
+        (site_dir / "zz_evil.pth").write_text(
+            f"import os; open({str(marker)!r}, 'a').write(str(os.getuid()) + ' ' + open('/proc/self/cmdline').read()"
+            f".replace(chr(0), ' ').replace(chr(10), ' ') + chr(10))\n")
+
+    marker = tmp_path / "pth-ran"
+    r = _open_a_confined_shoe_driver_beside(tmp_path, plant, marker)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = marker.read_text().splitlines()
     assert lines, "the .pth file was not read at all: the test proves nothing"
@@ -240,43 +252,12 @@ def test_a_plugin_module_named_as_the_standard_librarys_never_runs_before_the_dr
     table's own interpreter never imports it (the standard library comes first on its path),
     but the driver process's import path put site-packages first, so the host imported the
     plugin's module, as root and with the network, before it confined itself."""
-    import subprocess
-    import sys
-    import sysconfig
-    import textwrap
-    import venv
+    def plant(site_dir: Path) -> None:
+        for name in ("argparse", "resource"):
+            (site_dir / f"{name}.py").write_text(
+                f"import os\nopen({str(marker)!r}, 'a').write({name!r} + ' ' + str(os.getuid()) + chr(10))\n")
 
-    os.chmod(tmp_path, 0o755)  # the confined driver reads the venv's site-packages
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    site_dir = Path(subprocess.run([str(env_dir / "bin" / "python"), "-c",
-                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
     marker = tmp_path / "shadow-ran"
-    marker.touch(mode=0o666)
-    os.chmod(marker, 0o666)
-    for name in ("argparse", "resource"):
-        (site_dir / f"{name}.py").write_text(
-            f"import os\nopen({str(marker)!r}, 'a').write({name!r} + ' ' + str(os.getuid()) + chr(10))\n")
-    repo = str(Path(__file__).resolve().parent.parent)
-    ours = [p for p in sys.path if p] + [sysconfig.get_paths()["purelib"]]
-    script = textwrap.dedent(f"""
-        import queue, sys
-        sys.path[:0] = {[repo, *ours]!r}
-        from devices.apart import open_apart
-        from devices.apart.choose import isolation_for
-        from devices.contract import DriverKind, OpenRequest
-        from simulators.table import SimulatedTable
-        from protocols.cards import BackColour
-        with SimulatedTable((BackColour.RED, BackColour.BLUE), seed=3) as sim:
-            request = OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", queue.Queue(), options={{"mode": "raise"}})
-            try:
-                open_apart("threecard_test_drivers.flaky:PLUGIN", request, paths=({PLUGINS!r},),
-                           isolation=isolation_for(request, service=True)).close()
-            except Exception as exc:
-                print("refused:", type(exc).__name__)
-        """)
-    r = subprocess.run([str(env_dir / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120,
-                       cwd=tmp_path)
+    r = _open_a_confined_shoe_driver_beside(tmp_path, plant, marker)
     assert r.returncode == 0, r.stderr[-2000:]
     assert marker.read_text() == "", marker.read_text()  # neither module of the plugin's was imported
