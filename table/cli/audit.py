@@ -109,6 +109,9 @@ def verify_command(journal: str | None, archive_dir: str | None, public_keys: tu
     elif result.status == "ok":
         click.echo(f"OK: {result.entries} entries, hash chain intact, {result.checkpoints} signed checkpoints"
                    + ("" if public_keys or key_file else " (signatures not checked: give --public-key)"))
+    elif result.status == "unsigned" and not result.checkpoints:  # a history migrated from format 1
+        click.echo(f"UNSIGNED: {result.entries} entries, none ever signed (a history migrated from format 1)",
+                   err=True)
     elif result.status == "unsigned":
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.tail_kinds.items()))
         click.echo(f"UNSIGNED: {result.entries} entries; the first {result.entries - result.unsigned_tail} hold and "
