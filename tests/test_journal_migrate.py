@@ -1,5 +1,7 @@
 """Journal formats: format 4 refuses another format by name, and ``tablectl audit migrate``
-converts a format 3 journal without signing anything again (docs/journal.md, "Formats").
+converts a journal of each earlier format (1, 2, 3) without signing anything again
+(docs/journal.md, "Formats"). Formats 1 and 2's fixtures were written by the last tablectls
+that wrote them (``tests/fixtures/journal_format{1,2}/README.md`` says how).
 
 The format 3 fixture (``tests/fixtures/journal_format3/``) was written by the tablectl of
 commit 09f7f21, the last to write format 3: ``tablectl run --simulate --ante-cents 1000

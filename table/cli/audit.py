@@ -181,18 +181,23 @@ def export_command(journal: str, since: int, kind: str | None) -> None:
 
 
 @exit_codes({
-    0: "DEST was written: the same entries, hashes, MACs and signatures as SRC, in this format",
+    0: "DEST was written: the same entries, hashes, MACs and signatures as SRC (a format 1 SRC: its unsigned "
+       "hash chain), in this format",
     EXIT_UNREADABLE: "SRC is missing, not a journal, of a format migrate does not convert (this one included), "
-                     "or does not read; DEST exists; the copy's chain is not SRC's",
+                     "does not read, or does not hold by its own format's rules (edited); DEST exists; the copy's "
+                     "chain is not SRC's",
 })
 @audit_group.command("migrate")
 @click.argument("src", type=click.Path(dir_okay=False))
 @click.argument("dest", type=click.Path(dir_okay=False))
 def migrate_command(src: str, dest: str) -> None:
-    """Convert the journal SRC of an earlier format into a new file DEST of this one (and
-    its head file beside it). Nothing is signed again: every entry keeps its hash, MAC and
-    checkpoint signatures, so DEST verifies with the table's public key and the floor's
-    anchors as SRC did. SRC is left as it is: keep it archived (docs/journal.md, "Formats").
+    """Convert the journal SRC of an earlier format (1, 2 or 3) into a new file DEST of this
+    one (and its head file beside it). SRC is first checked against its own format's rules:
+    an edited SRC is refused and nothing is written. Nothing is signed again: every entry
+    keeps its hash, MAC and checkpoint signatures, so DEST verifies with the table's public
+    key and the floor's anchors as SRC did; a format 1 SRC signed nothing, and `audit verify`
+    calls its entries unsigned (format 1). SRC is left as it is: keep it archived
+    (docs/journal.md, "Formats").
     """
     try:
         done = migrate(src, dest)
