@@ -98,7 +98,7 @@ from .keys import TableKey, key_id, verify_signature
 FORMAT = 4
 #: the earlier formats ``tablectl audit migrate`` converts (:func:`migrate`): format 3 holds the
 #: same rows with every body as JSON text
-MIGRATES_FROM = (3,)
+MIGRATES_FROM = (1, 2, 3)
 GENESIS = bytes(32)
 #: SHA-256 (hex) of format 4's preset deflate dictionary, recorded in ``meta.zdict_sha256``
 ZDICT_SHA256 = hashlib.sha256(DICTIONARY).hexdigest()
@@ -549,6 +549,9 @@ class Journal:
                 meta = {"format": str(FORMAT), "table_id": table_id, "zdict_sha256": ZDICT_SHA256}
             if meta and meta.get("format") != str(FORMAT):
                 raise JournalFormatError(self.path, meta.get("format"))
+            if not read_only and meta.get("migrated_from") == "1":
+                raise JournalError(f"{self.path} is a format 1 history migrated to format {FORMAT}: a closed record "
+                                   "(format 1's chain, nothing signed it) no table writes to; start a new journal")
             if meta and meta.get("zdict_sha256") != ZDICT_SHA256:
                 raise JournalError(f"{self.path}: its bodies' dictionary (meta.zdict_sha256) is not format {FORMAT}'s")
             readable(db)
@@ -990,7 +993,7 @@ def export(path: str | Path, *, since: int = 0, kind: str | None = None) -> Iter
         raise JournalError(f"{p} is not a readable journal: {exc}") from None
     try:
         found = _source_format(db, p)
-        if found != str(FORMAT) and found not in {str(f) for f in MIGRATES_FROM}:
+        if found != str(FORMAT) and found not in {"2", "3"}:  # format 1's rows are its own: migrate it first
             raise JournalFormatError(p, found)
         q = "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM main.entries WHERE seq > ?"
         args: list[Any] = [since]
@@ -1025,16 +1028,23 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
     """Convert the journal file ``src`` of an earlier format (:data:`MIGRATES_FROM`) into a
     new file ``dest`` of this format, leaving ``src`` as it is (keep it archived).
 
-    Nothing is signed again, and nothing needs to be: format 4's entries hash, MAC and seal
-    exactly as format 3's did (the chain's input is each entry's canonical JSON, not the
-    bytes it is stored in), so every entry is copied with its time, kind, round, deck and
-    MAC, its body stored deflated (:func:`encode_body`), and every checkpoint the source
-    holds, its head file (copied beside ``dest``) and every anchor the floor saved verify
-    on ``dest`` unchanged with the table's public key. A body that does not come back to
-    the source's JSON, or a copy whose chain hash differs from the source's, is an error
-    and ``dest`` is not left behind. The meta records ``migrated_from``. docs/journal.md,
-    "Formats". Raises :class:`JournalFormatError` for a format it does not convert (this
-    one included) and :class:`JournalError` when ``dest`` exists or a file does not read."""
+    Nothing is signed again, and nothing could be: no key is asked for. Before anything is
+    written, the source is checked against its own format's rules (:func:`_source_problem`:
+    formats 2 and 3 their chain and checkpoints, format 1 its stored hash chain and head
+    file); a source that does not hold is refused, so a migration cannot launder an edit.
+    Formats 2 and 3 hash, MAC and seal exactly as format 4 does (the chain's input is each
+    entry's canonical JSON, not the bytes it is stored in): every entry is copied with its
+    time, kind, round, deck and MAC, its body stored deflated (:func:`encode_body`), and every
+    checkpoint, the head file (copied beside ``dest``) and every anchor the floor saved
+    verify on ``dest`` unchanged with the table's public key. Format 1 signed nothing: its
+    entries are copied with their time in microseconds (its ISO text given back exactly),
+    no MAC (it had none), and ``dest`` keeps format 1's chain (:func:`_verify_format1`), a
+    closed record no table writes to. The copy is verified before it is put in place (its
+    chain's head must be the source's); nothing half-written is left behind. The meta
+    records ``migrated_from``. docs/journal.md, "Formats". Raises
+    :class:`JournalFormatError` for a format it does not convert (this one included) and
+    :class:`JournalError` when ``dest`` exists, a file does not read or the source does not
+    hold by its own rules."""
     s, d = Path(src), Path(dest)
     if not s.is_file():
         raise JournalError(f"no journal at {s}")
@@ -1045,59 +1055,271 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
     except sqlite3.Error as exc:
         raise JournalError(f"{s} is not a readable journal: {exc}") from None
     tmp = d.with_name(f".{d.name}.migrating")
-    tmp.unlink(missing_ok=True)
+    wrote_head = False
     try:
         _check_convertible(s, found := _source_format(source, s))
-        meta = dict(source.execute("SELECT key, value FROM meta").fetchall())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.close(fd)
-        out = sqlite3.connect(str(tmp), isolation_level=None)
-        try:
-            out.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            out.executescript(SCHEMA)
-            out.execute("BEGIN")
-            out.executemany("INSERT INTO meta VALUES (?, ?)",
-                            [("format", str(FORMAT)), ("table_id", meta.get("table_id", "table")),
-                             ("zdict_sha256", ZDICT_SHA256), ("migrated_from", found)])
-            h, n, first = GENESIS, 0, True
-            for seq, ts, kind, rid, did, body, mac in source.execute(
-                    "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY seq"):
-                if not isinstance(body, str):
-                    raise JournalError(f"{s}: entry {seq}'s body is not JSON text (a format {found} journal's)")
-                if first and kind == SEGMENT_KIND:  # a gaming day's segment: the chain goes on from the day before
-                    prev = json.loads(body).get("previous")
-                    if isinstance(prev, dict) and isinstance(prev.get("head"), str):
-                        h = bytes.fromhex(prev["head"])
-                first = False
-                stored = encode_body(body)
-                if decode_body(stored) != body:
-                    raise JournalError(f"{s}: entry {seq}'s body does not come back from its stored form")
-                h = chain_next(h, seq, ts, kind, rid, did, body)
-                out.execute("INSERT INTO main.entries VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (seq, ts, kind, rid, did, stored, mac))
-                n += 1
-            out.execute("COMMIT")
-        finally:
-            out.close()
+        meta = dict(source.execute("SELECT key, value FROM meta").fetchall()) if _has_table(source, "meta") else {}
+        why = _source_problem(source, s, found, str(meta.get("table_id", "table")))
+        if why is not None:
+            raise JournalError(f"cannot migrate {s}: a format {found} journal that does not hold by its own rules: "
+                               f"{why}; a migration signs nothing, so it does not convert an edited journal")
+        tmp.unlink(missing_ok=True)
+        n, h = _write_copy(source, s, tmp, found, str(meta.get("table_id", "table")))
+        after = verify(tmp)
+        if after.status == "tampered" or after.entries != n or (n and after.head != h.hex()):
+            raise JournalError(f"cannot migrate {s}: the copy's chain ({after.status}: {after.reason}) is not the "
+                               "source's")
         source_head = head_path(s)
         has_head = source_head.is_file()
         if has_head:
             write_atomic(head_path(d), read_regular(source_head, max_bytes=1 << 20), mode=0o600)
+            wrote_head = True
         os.replace(tmp, d)
-    except (sqlite3.Error, OSError, ValueError, UnsafeFile) as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise JournalError(f"cannot migrate {s} to {d}: {exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        if wrote_head and not d.exists():
+            head_path(d).unlink(missing_ok=True)
+        if isinstance(exc, (sqlite3.Error, OSError, ValueError, UnsafeFile)):
+            raise JournalError(f"cannot migrate {s} to {d}: {exc}") from None
         raise
     finally:
         source.close()
-    after = verify(d)
-    if after.entries != n or (n and after.head != h.hex()):
-        d.unlink(missing_ok=True)
-        head_path(d).unlink(missing_ok=True)
-        raise JournalError(f"cannot migrate {s}: the copy's chain ({after.status}: {after.reason}) is not the source's")
     return Migrated(found, n, h.hex(), has_head)
+
+
+def _write_copy(source: sqlite3.Connection, s: Path, tmp: Path, found: str, table_id: str) -> tuple[int, bytes]:
+    """Write ``tmp`` (a new file, format 4) with every entry of ``source`` (format ``found``,
+    already checked by :func:`_source_problem`). Returns the entries written and the
+    chain's hash after the last (format 1's for a format 1 source)."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    out = sqlite3.connect(str(tmp), isolation_level=None)
+    try:
+        out.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        out.executescript(SCHEMA)
+        out.execute("BEGIN")
+        out.executemany("INSERT INTO meta VALUES (?, ?)",
+                        [("format", str(FORMAT)), ("table_id", table_id),
+                         ("zdict_sha256", ZDICT_SHA256), ("migrated_from", found)])
+        rows = _format1_rows(source) if found == "1" else _format3_rows(source, s, found)
+        h, n = GENESIS, 0
+        for seq, ts, kind, rid, did, body, mac, h in rows:
+            stored = encode_body(body)
+            if decode_body(stored) != body:
+                raise JournalError(f"{s}: entry {seq}'s body does not come back from its stored form")
+            out.execute("INSERT INTO main.entries VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, ts, kind, rid, did, stored, mac))
+            n += 1
+        out.execute("COMMIT")
+    finally:
+        out.close()
+    return n, h
+
+
+def _format3_rows(source: sqlite3.Connection, s: Path, found: str) -> Iterator[tuple[Any, ...]]:
+    """A format 2 or 3 journal's rows as format 4 stores them (the same rows, bodies as JSON
+    text), each with the chain's hash after it."""
+    h, first = GENESIS, True
+    for seq, ts, kind, rid, did, body, mac in source.execute(
+            "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY seq"):
+        if not isinstance(body, str):
+            raise JournalError(f"{s}: entry {seq}'s body is not JSON text (a format {found} journal's)")
+        if first and kind == SEGMENT_KIND:  # a gaming day's segment: the chain goes on from the day before
+            prev = json.loads(body).get("previous")
+            if isinstance(prev, dict) and isinstance(prev.get("head"), str):
+                h = bytes.fromhex(prev["head"])
+        first = False
+        h = chain_next(h, seq, ts, kind, rid, did, body)
+        yield seq, ts, kind, rid, did, body, mac, h
+
+
+def _source_problem(db: sqlite3.Connection, s: Path, found: str, table_id: str) -> str | None:
+    """Why the source of a migration does not hold by its own format's rules (None when it
+    does), checked before anything is written. Formats 2 and 3 (format 4's chain and
+    checkpoints, :class:`_Chain`, :class:`_Checkpoints`): every entry in order, the chain
+    over each, every checkpoint entry's head and digests (no public key is given: the
+    signatures are checked by ``audit verify`` on the new file, which holds them
+    unchanged). Format 1: :func:`_format1_source_problem`."""
+    if found == "1":
+        return _format1_source_problem(db, s)
+    previous = _segment_previous(db)
+    if isinstance(previous, str):
+        return previous
+    h, base = (GENESIS, 0) if previous is None else (bytes.fromhex(previous["head"]), previous["seq"])
+    chain, cps = _Chain(h, base + 1, set(), None), _Checkpoints(table_id, {})
+    try:
+        for row in db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY rowid"):
+            if not isinstance(row[5], str):
+                return f"entry {row[0]}'s body is not JSON text (a format {found} journal's)"
+            bad = chain.read(row)
+            if bad is None and row[2] == CHECKPOINT_KIND:
+                bad = cps.read(chain, *row[:5])
+            if bad is None:
+                bad = chain.advance(cps)
+            if bad is not None:
+                return bad.reason
+    except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+        return f"entry {chain.expected} does not read: {exc}"
+    return None
+
+
+# -- format 1: a stored hash chain, nothing signed (the tablectl before journal format 2) --------
+
+#: format 1's chain starts from this ``prev_hash`` (64 zeros)
+FORMAT1_GENESIS = "0" * 64
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def format1_ts(ts_us: int) -> str:
+    """Format 1's time text of an entry timed ``ts_us`` (µs since the epoch, UTC): ISO 8601
+    with microseconds and ``+00:00``, as that tablectl wrote it (integer arithmetic: exact)."""
+    return (_EPOCH + _dt.timedelta(microseconds=ts_us)).isoformat(timespec="microseconds")
+
+
+def format1_hash(prev_hash: str, seq: int, ts: str, kind: str, round_id: str | None, deck_id: str | None,
+                 body_json: str) -> str:
+    """Format 1's stored chain hash (hex): ``sha256(prev_hash || canonical JSON of [seq, ts,
+    kind, round_id, deck_id, body])``, ``ts`` its ISO text, the first ``prev_hash`` 64 zeros
+    (format 1's ``table/journal.py``, ``entry_hash``, commit a3cbded)."""
+    material = prev_hash + _canonical([seq, ts, kind, round_id, deck_id, body_json])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _format1_us(ts: Any) -> int:
+    """A format 1 entry's time text as µs since the epoch; ``ValueError`` unless it is
+    exactly what :func:`format1_ts` gives back (one text, one time)."""
+    if not isinstance(ts, str):
+        raise ValueError("its time is not text")
+    t = _dt.datetime.fromisoformat(ts)
+    if t.tzinfo is None:
+        raise ValueError(f"its time {ts[:40]!r} names no zone")
+    us = (t - _EPOCH) // _dt.timedelta(microseconds=1)
+    if format1_ts(us) != ts:
+        raise ValueError(f"its time {ts[:40]!r} is not in the form format 1 wrote")
+    return us
+
+
+def _format1_rows(source: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
+    """A format 1 journal's rows as format 4 stores them: the time in µs, the body's JSON
+    text, no MAC (``b""``: format 1 had none), each with format 1's chain hash after it."""
+    for seq, ts, kind, rid, did, body, _prev, h in source.execute(
+            "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries ORDER BY seq"):
+        yield seq, _format1_us(ts), kind, rid, did, body, b"", bytes.fromhex(h)
+
+
+def _format1_head(path: Path) -> dict[str, Any] | str | None:
+    """Format 1's head file beside ``path`` (``{"seq", "hash"}``, unsigned), None when there
+    is none, or why it does not read (a str)."""
+    head = head_path(path)
+    if not head.exists():
+        return None
+    try:
+        obj = json.loads(read_regular(head, max_bytes=1 << 20))
+        if not isinstance(obj, dict) or set(obj) != {"seq", "hash"} or type(obj["seq"]) is not int \
+                or not isinstance(obj["hash"], str):
+            raise ValueError("not format 1's {seq, hash}")
+    except (OSError, UnsafeFile, ValueError) as exc:
+        return f"the head file {head.name} does not read: {exc}"
+    return obj
+
+
+def _format1_head_problem(head: dict[str, Any], hashes: dict[int, str], last: int) -> str | None:
+    """Why the chain (``hashes``: seq -> format 1 hash, ``last`` entries) disagrees with format 1's
+    head file (format 1's rule: the chain ends at the head or one entry past it, the entry a
+    crash committed before the head file was written)."""
+    a_seq = head["seq"]
+    if a_seq > last:
+        return f"entries {last + 1}..{a_seq} are missing (deleted): the head file says {a_seq}"
+    if a_seq and hashes.get(a_seq) != head["hash"]:
+        return f"entry {a_seq} does not match the head file"
+    if last > a_seq + 1:
+        return f"entries after {a_seq + 1} were added behind the head file"
+    return None
+
+
+def _format1_source_problem(db: sqlite3.Connection, s: Path) -> str | None:
+    """Why a format 1 journal does not hold by format 1's rules (its ``audit verify``): every
+    entry in order, its ``prev_hash`` the entry before's ``hash``, its ``hash`` recomputed
+    (:func:`format1_hash`), its time in format 1's one form, and the chain against the head
+    file beside it."""
+    prev, expected, hashes = FORMAT1_GENESIS, 1, {}
+    try:
+        for seq, ts, kind, rid, did, body, prev_hash, h in db.execute(
+                "SELECT seq, ts, kind, round_id, deck_id, body, prev_hash, hash FROM entries ORDER BY rowid"):
+            if seq != expected:
+                return f"entry {expected} is {'missing (deleted)' if seq > expected else 'out of order'}; found {seq}"
+            if not isinstance(body, str) or not isinstance(kind, str):
+                return f"entry {seq} is malformed (a field of the wrong type)"
+            if prev_hash != prev:
+                return f"entry {seq} does not follow entry {seq - 1} (prev_hash mismatch)"
+            if format1_hash(prev, seq, ts, kind, rid, did, body) != h:
+                return f"entry {seq} was altered (hash mismatch)"
+            try:
+                _format1_us(ts)
+                json.loads(body)
+            except ValueError as exc:
+                return f"entry {seq} does not read: {exc}"
+            prev, expected, hashes[seq] = h, seq + 1, h
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        return f"entry {expected} does not read: {exc}"
+    head = _format1_head(s)
+    if isinstance(head, str):
+        return head
+    return None if head is None else _format1_head_problem(head, hashes, expected - 1)
+
+
+def _verify_format1(p: Path, db: sqlite3.Connection, outside: list[tuple[str, Any]],
+                    keys: dict[str, Ed25519PublicKey]) -> VerifyResult:
+    """:func:`verify` of a journal migrated from format 1 (``meta.migrated_from`` 1): what
+    format 1 proves and no more. Every stored byte of every entry is checked: the entries
+    in order, each body in its one stored form, no MAC (format 1 wrote none; a MAC there
+    would be bytes nothing checks), no checkpoint entry (format 1 signed nothing), format
+    1's chain recomputed over every entry (:func:`format1_hash`, the time as format 1's
+    text) and against format 1's head file (``{seq, hash}``) beside it. Nothing here is
+    signed, so the verdict is never ``ok``: ``unsigned`` (every entry "unsigned (format 1)",
+    the unsigned head file matching) or ``unanchored`` (no head file); ``tampered`` for
+    an entry or a head file that disagrees, and for a signed checkpoint given as an anchor
+    (no checkpoint was ever signed over format 1's entries)."""
+    prev, expected, hashes, kinds = FORMAT1_GENESIS, 1, {}, {}
+    try:
+        for seq, ts, kind, rid, did, stored, mac in db.execute(
+                "SELECT seq, ts, kind, round_id, deck_id, body, mac FROM main.entries ORDER BY rowid"):
+            if type(seq) is not int or type(ts) is not int or not isinstance(kind, str):
+                return _bad(expected - 1, expected, f"entry {expected} is malformed (a field of the wrong type)")
+            if seq != expected:
+                what = "missing (deleted)" if seq > expected else "out of order"
+                return _bad(expected - 1, expected, f"entry {expected} is {what}; found {seq}")
+            why = body_problem(stored)
+            if why is None and mac != b"":
+                why = ("it carries a MAC, which format 1 never wrote (bytes nothing checks; meta.migrated_from "
+                       "names format 1)")
+            if why is None and kind == CHECKPOINT_KIND:
+                why = "a checkpoint entry in a format 1 history, which signed nothing"
+            if why is not None:
+                return _bad(seq - 1, seq, f"entry {seq} is malformed: {why}")
+            prev = hashes[seq] = format1_hash(prev, seq, format1_ts(ts), kind, rid, did, decode_body(stored))
+            kinds[kind] = kinds.get(kind, 0) + 1
+            expected += 1
+    except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+        return VerifyResult("unreadable", expected - 1, None, f"{p}: cannot read entry {expected}: {exc}")
+    count = expected - 1
+    head = _format1_head(p)
+    if isinstance(head, str):
+        return _bad(count, None, head)
+    for where, _cp in outside[1 if head is not None else 0:]:
+        return _bad(count, None, f"{where} is a signed checkpoint, but this journal's entries are format 1's, "
+                                 "which no checkpoint ever signed: it is not this journal's")
+    why = _format1_head_problem(head, hashes, count) if head is not None else None
+    if why is not None:
+        return _bad(count, None, f"{why} (format 1's head file {head_path(p).name})")
+    notes = [f"entries 1..{count} are unsigned (format 1, migrated): a stored SHA-256 chain only, no signature and "
+             "no MAC ever covered them; the chain was recomputed over every byte of every entry"]
+    notes.append(f"format 1's head file {head_path(p).name} (unsigned) matches entry {head['seq']}: it shows the "
+                 "journal was not cut short, and vouches for nothing against whoever could write its folder"
+                 if head is not None else "no head file beside the journal: a truncation could not be seen")
+    if keys:
+        notes.append("the public key checked nothing: format 1 signed nothing")
+    return VerifyResult("unsigned" if head is not None else "unanchored", count, None, "", 0, count, tuple(notes),
+                        kinds, False, 1, prev, None, 0)
 
 
 def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
@@ -1128,10 +1350,7 @@ def _check_convertible(path: Path, found: str | None) -> None:
 
 
 def _format_mismatch(path: Path, found: str | None) -> str:
-    try:
-        older = found is not None and int(found) < FORMAT
-    except ValueError:
-        older = False
+    older = found in {str(f) for f in range(1, FORMAT)}  # the formats there were: 0, "3.5", "two" never were
     if found is not None and found in {str(f) for f in MIGRATES_FROM}:
         return (f"{path} is a format {found} journal (an older tablectl wrote it); this one reads format {FORMAT}: "
                 f"convert it with `tablectl audit migrate {path} NEW` (docs/journal.md, \"Formats\")")
@@ -1339,7 +1558,7 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
     except sqlite3.Error as exc:
         return VerifyResult("unreadable", 0, None, f"{p} is not a readable journal: {exc}")
     try:
-        opened = _open_checked(p, db)
+        opened = _open_checked(p, db, outside, keys)
         if isinstance(opened, VerifyResult):
             return opened
         table_id, cursor = opened
@@ -1389,9 +1608,12 @@ def _outside(p: Path, anchors: Iterable[dict[str, Any]]) -> list[tuple[str, Any]
     return outside
 
 
-def _open_checked(p: Path, db: sqlite3.Connection) -> tuple[str, sqlite3.Cursor] | VerifyResult:
+def _open_checked(p: Path, db: sqlite3.Connection, outside: list[tuple[str, Any]],
+                  keys: dict[str, Ed25519PublicKey]) -> tuple[str, sqlite3.Cursor] | VerifyResult:
     """The file as a database: not damaged, of this format and dictionary. Returns the table id
-    and a cursor over the stored rows (bodies as stored), or why it is unreadable."""
+    and a cursor over the stored rows (bodies as stored), or why it is unreadable; for a
+    history migrated from format 1, its whole verdict (:func:`_verify_format1`: its head
+    file and the anchors ``outside``, the ``keys`` given)."""
     try:
         damage = [r[0] for r in db.execute("PRAGMA integrity_check").fetchmany(3)]
         if damage != ["ok"]:
@@ -1411,6 +1633,8 @@ def _open_checked(p: Path, db: sqlite3.Connection) -> tuple[str, sqlite3.Cursor]
         return VerifyResult("unreadable", 0, None, f"{p}: its schema does not read: {exc}")
     if why is not None:
         return _bad(0, None, f"{p}: {why}")
+    if meta.get("migrated_from") == "1":
+        return _verify_format1(p, db, outside, keys)
     return meta.get("table_id", "table"), cursor
 
 

@@ -90,7 +90,9 @@ def check_record(journal: str | Path | None, archive_dir: str | Path | None, *,
         notes.append("no public key given: no checkpoint's signature was checked (give --public-key)")
     if r.status == "unanchored":
         notes.append(r.reason or "nothing outside the journal vouches for its end")
-    if r.status == "unsigned":
+    if r.status == "unsigned" and not r.checkpoints:  # a history migrated from format 1: it says what it is
+        notes += r.notes
+    elif r.status == "unsigned":
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.tail_kinds.items()))
         notes.append(f"{r.unsigned_tail} entries after the last signed checkpoint ({kinds}) are covered by no "
                      "signature and no key checked their MACs")

@@ -109,6 +109,9 @@ def verify_command(journal: str | None, archive_dir: str | None, public_keys: tu
     elif result.status == "ok":
         click.echo(f"OK: {result.entries} entries, hash chain intact, {result.checkpoints} signed checkpoints"
                    + ("" if public_keys or key_file else " (signatures not checked: give --public-key)"))
+    elif result.status == "unsigned" and not result.checkpoints:  # a history migrated from format 1
+        click.echo(f"UNSIGNED: {result.entries} entries, none ever signed (a history migrated from format 1)",
+                   err=True)
     elif result.status == "unsigned":
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.tail_kinds.items()))
         click.echo(f"UNSIGNED: {result.entries} entries; the first {result.entries - result.unsigned_tail} hold and "
@@ -178,18 +181,23 @@ def export_command(journal: str, since: int, kind: str | None) -> None:
 
 
 @exit_codes({
-    0: "DEST was written: the same entries, hashes, MACs and signatures as SRC, in this format",
+    0: "DEST was written: the same entries, hashes, MACs and signatures as SRC (a format 1 SRC: its unsigned "
+       "hash chain), in this format",
     EXIT_UNREADABLE: "SRC is missing, not a journal, of a format migrate does not convert (this one included), "
-                     "or does not read; DEST exists; the copy's chain is not SRC's",
+                     "does not read, or does not hold by its own format's rules (edited); DEST exists; the copy's "
+                     "chain is not SRC's",
 })
 @audit_group.command("migrate")
 @click.argument("src", type=click.Path(dir_okay=False))
 @click.argument("dest", type=click.Path(dir_okay=False))
 def migrate_command(src: str, dest: str) -> None:
-    """Convert the journal SRC of an earlier format into a new file DEST of this one (and
-    its head file beside it). Nothing is signed again: every entry keeps its hash, MAC and
-    checkpoint signatures, so DEST verifies with the table's public key and the floor's
-    anchors as SRC did. SRC is left as it is: keep it archived (docs/journal.md, "Formats").
+    """Convert the journal SRC of an earlier format (1, 2 or 3) into a new file DEST of this
+    one (and its head file beside it). SRC is first checked against its own format's rules:
+    an edited SRC is refused and nothing is written. Nothing is signed again: every entry
+    keeps its hash, MAC and checkpoint signatures, so DEST verifies with the table's public
+    key and the floor's anchors as SRC did; a format 1 SRC signed nothing, and `audit verify`
+    calls its entries unsigned (format 1). SRC is left as it is: keep it archived
+    (docs/journal.md, "Formats").
     """
     try:
         done = migrate(src, dest)

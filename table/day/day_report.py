@@ -361,6 +361,31 @@ def merge_facts(parts: Sequence[JournalFacts]) -> JournalFacts:
     return out
 
 
+def round_wagers_and_hands(r: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """The one reader of older round entries' shapes: a round's wagers (seat -> wager kind ->
+    cents) and each seat's hand (seat -> card texts) from its steps ``r`` (step -> (seq,
+    at, body)), whichever journal format wrote them. Nothing of a stored entry is changed
+    (the chain hashes them as written: docs/journal.md, "Formats").
+
+    * Wagers: the bets frozen at ``close_bets`` (a table that takes bets opens its round
+      with none, 58 Pa. Code 816a.1); formats 1 and 2 (and a simulated table's fixed bets)
+      froze nothing there: the wagers the round's ``open`` entry names.
+    * Hands: ``decisions_done``'s ``hands`` (formats 2 on); format 1's ``decisions_done``
+      names the decisions only, and its ``settle`` results hold each seat's ``hand``
+      (``cards``, sorted by rank: a category, a paytable line and the Six Card Bonus do
+      not depend on the order).
+
+    Raises ``KeyError``/``TypeError`` for a round that names neither (the caller names it)."""
+    frozen = r["close_bets"][2] if "close_bets" in r else {}
+    wagers = frozen["wagers"] if "wagers" in frozen else r["open"][2]["wagers"]
+    done = r["decisions_done"][2]
+    if "hands" in done:
+        hands = done["hands"]
+    else:  # format 1 (tablectl before journal format 2)
+        hands = {s: v["hand"]["cards"] for s, v in r["settle"][2]["results"].items()}
+    return wagers, hands
+
+
 def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
                   in_force: Sequence[tuple[int, InForce | int]] = ()) -> RoundRecord:
     seq, at, settle = r["settle"]
@@ -377,9 +402,7 @@ def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
     # The shift a round counts in is the one it was played in (its bets closed; a round open for
     # bets across a shift change is the next dealer's); its day is its segment's (read_journal).
     at = r["close_bets"][1] if "close_bets" in r else r["open"][1] if "open" in r else at
-    # the bets frozen at close_bets (a table that takes bets opens its round with none,
-    # 816a.1), else the wagers the round opened with (a simulated table's fixed bets)
-    wagers = r["close_bets"][2]["wagers"] if "close_bets" in r else r["open"][2]["wagers"]
+    wagers, hands = round_wagers_and_hands(r)
     done = r["decisions_done"][2]
     dealer = tuple(_card(c) for c in r["dealer_reveal"][2]["dealer_hand"])
     seats = []
@@ -387,7 +410,7 @@ def _round_record(rid: str, r: dict[str, Any], day: date | None = None,
         wg = Wagers(**{"ante": 0, **{k: int(v) for k, v in w.items()}})  # a Pair Plus-only seat has no ante
         d = done.get("decisions", {}).get(s)
         seats.append(SeatRound(int(s), wg, Decision.parse(d) if wg.ante else None,
-                               tuple(_card(c) for c in done["hands"][s])))
+                               tuple(_card(c) for c in hands[s])))
     results = {int(s): v for s, v in settle["results"].items()}
     return RoundRecord(int(settle.get("number", 0)), rid, at, tuple(seats), dealer, results, day, force, meter)
 
