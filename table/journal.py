@@ -1055,7 +1055,7 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
     except sqlite3.Error as exc:
         raise JournalError(f"{s} is not a readable journal: {exc}") from None
     tmp = d.with_name(f".{d.name}.migrating")
-    wrote_head = False
+    head_tmp = d.with_name(f".{d.name}.head.migrating")  # put in place only once dest is
     try:
         _check_convertible(s, found := _source_format(source, s))
         meta = dict(source.execute("SELECT key, value FROM meta").fetchall()) if _has_table(source, "meta") else {}
@@ -1063,7 +1063,8 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
         if why is not None:
             raise JournalError(f"cannot migrate {s}: a format {found} journal that does not hold by its own rules: "
                                f"{why}; a migration signs nothing, so it does not convert an edited journal")
-        tmp.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)  # a migration to dest killed before it was done
+        head_tmp.unlink(missing_ok=True)
         n, h = _write_copy(source, s, tmp, found, str(meta.get("table_id", "table")))
         after = verify(tmp)
         if after.status == "tampered" or after.entries != n or (n and after.head != h.hex()):
@@ -1072,13 +1073,15 @@ def migrate(src: str | Path, dest: str | Path) -> Migrated:
         source_head = head_path(s)
         has_head = source_head.is_file()
         if has_head:
-            write_atomic(head_path(d), read_regular(source_head, max_bytes=1 << 20), mode=0o600)
-            wrote_head = True
+            write_atomic(head_tmp, read_regular(source_head, max_bytes=1 << 20), mode=0o600)
+        # dest first, then its head: a crash between leaves a journal with no head file
+        # (verify: unanchored, never ok), never a head file beside no journal (a retry refused)
         os.replace(tmp, d)
+        if has_head:
+            os.replace(head_tmp, head_path(d))
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if wrote_head and not d.exists():
-            head_path(d).unlink(missing_ok=True)
+        head_tmp.unlink(missing_ok=True)
         if isinstance(exc, (sqlite3.Error, OSError, ValueError, UnsafeFile)):
             raise JournalError(f"cannot migrate {s} to {d}: {exc}") from None
         raise
@@ -1319,7 +1322,7 @@ def _verify_format1(p: Path, db: sqlite3.Connection, outside: list[tuple[str, An
     if keys:
         notes.append("the public key checked nothing: format 1 signed nothing")
     return VerifyResult("unsigned" if head is not None else "unanchored", count, None, "", 0, count, tuple(notes),
-                        kinds, False, 1, prev, None, 0)
+                        kinds, False, 1, prev, None, 0, format1=True)
 
 
 def disclosed_cards(journal: Journal) -> Iterator[tuple[Entry, dict[str, Any]]]:
@@ -1396,7 +1399,8 @@ class VerifyResult:
     (``docs/journal.md``): ``first_seq``, its first entry; ``previous``, what its
     segment entry names of the day before (``seq``, ``head``, ``checkpoint``,
     ``gaming_day``, ``archive``); ``head``, the chain hash after its last entry;
-    ``last_checkpoint``, the seq of its last checkpoint entry (0: none).
+    ``last_checkpoint``, the seq of its last checkpoint entry (0: none); ``format1``: a
+    history migrated from format 1, which nothing ever signed (:func:`_verify_format1`).
     """
 
     status: str
@@ -1412,6 +1416,8 @@ class VerifyResult:
     head: str = field(default="", repr=False)
     previous: dict[str, Any] | None = field(default=None, repr=False)
     last_checkpoint: int = field(default=0, repr=False)
+    #: a history migrated from format 1 (``meta.migrated_from`` 1): nothing of it was ever signed
+    format1: bool = field(default=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -1750,6 +1756,8 @@ class _Checkpoints:
     def __init__(self, table_id: str, keys: dict[str, Ed25519PublicKey]) -> None:
         self.table_id, self.keys = table_id, keys
         self.n, self.last, self.old = 0, 0, 0
+        #: the last checkpoint read is v1 or v2: it signed the chain before it, not its own entry
+        self.last_old = False
         self.carried: dict[int, Any] = {}  # seq a checkpoint entry covers -> its signature
         self.just_read = False
 
@@ -1778,7 +1786,8 @@ class _Checkpoints:
         bad = self.signed_ok(cp, where, count)
         if bad is not None:
             return _bad(count, seq, bad.reason)
-        if isinstance(cp.get("v"), int) and cp["v"] >= 3:
+        old = not (isinstance(cp.get("v"), int) and cp["v"] >= 3)
+        if not old:
             why = checkpoint_entry_problem(seq, ts, rid, did, body)
             if why is not None and self.keys:  # unsigned, nothing of it is vouched for anyway
                 return _bad(count, seq, f"{where} is not what was signed: {why}")
@@ -1793,7 +1802,7 @@ class _Checkpoints:
             first = _first_in(cp, chain.stretch, chain.stretch_from)
             return _bad(count, first, f"{where} does not match the entries it covers: "
                                       + (f"entry {first} was changed" if first else "they were rewritten"))
-        self.n, self.last, self.just_read = self.n + 1, seq, True
+        self.n, self.last, self.just_read, self.last_old = self.n + 1, seq, True, old
         return None
 
 
@@ -1874,9 +1883,11 @@ def _summary(p: Path, outside: list[tuple[str, Any]], chain: _Chain, cps: _Check
                      "recovery state")
     # The checkpoint entry itself is signed (v3: every byte of it), so the tail is what
     # comes after it. Without checkpoints nothing is signed at all.
-    tail = last - cps.last if cps.n else chain.count
+    # A v1 or v2 checkpoint (formats 2 and 3, migrated) signed the chain up to the entry before
+    # it, not its own entry (its time, its recovery state): the last such entry is in the tail.
+    tail = (last - cps.last + cps.last_old) if cps.n else chain.count
     tail_kinds = dict(chain.tail_kinds)  # from the last checkpoint entry on: it is not in the tail
-    if cps.n:
+    if cps.n and not cps.last_old:
         tail_kinds = {k: v for k, v in tail_kinds.items() if k != CHECKPOINT_KIND or v > 1}
         if CHECKPOINT_KIND in tail_kinds:
             tail_kinds[CHECKPOINT_KIND] -= 1

@@ -39,6 +39,9 @@ class RecordCheck:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     signatures_checked: bool = False
+    #: the record is a history migrated from format 1: no signature ever covered any of it, so
+    #: whoever could write its folder could have rewritten every figure (docs/journal.md, "Formats")
+    never_signed: bool = False
 
     @property
     def broken(self) -> bool:
@@ -97,4 +100,4 @@ def check_record(journal: str | Path | None, archive_dir: str | Path | None, *,
         notes.append(f"{r.unsigned_tail} entries after the last signed checkpoint ({kinds}) are covered by no "
                      "signature and no key checked their MACs")
     status = r.status if r.status != "ok" or signed else "unanchored"
-    return RecordCheck(status, what, [], notes, signed)
+    return RecordCheck(status, what, [], notes, signed, never_signed=r.format1)

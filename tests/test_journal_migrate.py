@@ -153,11 +153,12 @@ def _old_run_figures(run: dict) -> dict:
             "house_result": house, "settled_win": -sum(run["net_by_seat"].values())}
 
 
-def _report_figures(journal: Path, *options: str) -> dict:
+def _report_figures(journal: Path, *options: str, flags: tuple[str, ...] = ()) -> dict:
     r = CliRunner().invoke(main, ["report", "day", "--json", "--date", "2026-12-06", "--journal", str(journal),
                                   *options])
-    assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
+    assert r.exit_code == (1 if flags else 0), r.output
+    assert len(doc["flags"]) == len(flags) and all(f in got for f, got in zip(flags, doc["flags"])), doc["flags"]
     return {"record": doc["record"]["status"], "rounds": doc["rounds"], "hands": doc["hands"],
             "decisions": doc["decisions"], "handle": {k: v for k, v in doc["handle"].items() if v},
             "house_result": {k: v for k, v in doc["house_result"].items() if v or k in doc["handle"] and doc["handle"][k]},
@@ -175,8 +176,12 @@ def test_a_format_2_journal_migrates_and_verifies_with_its_own_signatures_macs_a
     old = json.loads((src.parent / "verify.json").read_text())  # the old tablectl's own verdict
     key = load_private_key(src.parent / "journal.sqlite3.key", check_mode=False)
     after = verify(dest, public_keys=[load_public_key(src.parent / "journal.sqlite3.key.pub")], key=key)
-    assert (after.status, after.entries, after.checkpoints, after.unsigned_tail) == \
-        (old["status"], old["entries"], old["checkpoints"], old["unsigned_tail"]) == ("ok", 108, 4, 0)
+    assert (after.status, after.entries, after.checkpoints) == \
+        (old["status"], old["entries"], old["checkpoints"]) == ("ok", 108, 4)
+    # format 2's checkpoints (v1) do not sign their own entry: the last one is the tail, its MAC checked
+    assert (after.unsigned_tail, after.tail_checked, after.tail_kinds) == (1, True, {"checkpoint": 1})
+    unkeyed = verify(dest, public_keys=[load_public_key(src.parent / "journal.sqlite3.key.pub")])
+    assert (unkeyed.status, unkeyed.unsigned_tail) == ("unsigned", 1)  # never ok over bytes nothing checked
     assert head_path(dest).read_bytes() == head_path(src).read_bytes()
     db = sqlite3.connect(f"file:{dest}?mode=ro", uri=True)
     try:
@@ -190,7 +195,8 @@ def test_the_migrated_format_2_journals_report_equals_the_old_tablectls(tmp_path
     src = _older(tmp_path, 2)
     dest = tmp_path / "migrated.sqlite3"
     migrate(src, dest)
-    shutil.copy(src.parent / "journal.sqlite3.key.pub", tmp_path / "migrated.sqlite3.key.pub")
+    shutil.copy(src.parent / "journal.sqlite3.key", tmp_path / "migrated.sqlite3.key")  # checks the last v1
+    (tmp_path / "migrated.sqlite3.key").chmod(0o600)  # checkpoint entry's MAC: nothing signed it
     run = json.loads((src.parent / "run.json").read_text())
     got = _report_figures(dest, "--pair-plus", run["paytables"]["pair_plus"])
     assert got.pop("record") == "ok"
@@ -270,8 +276,8 @@ def test_the_migrated_format_1_journals_report_equals_the_old_tablectls(tmp_path
     dest = tmp_path / "migrated.sqlite3"
     migrate(src, dest)
     run = json.loads((src.parent / "run.json").read_text())
-    got = _report_figures(dest, "--pair-plus", run["paytables"]["pair_plus"])
-    assert got.pop("record") == "unsigned"  # never "ok": nothing of it was ever signed
+    got = _report_figures(dest, "--pair-plus", run["paytables"]["pair_plus"], flags=("never signed",))
+    assert got.pop("record") == "unsigned"  # never "ok": nothing of it was ever signed, and flagged
     assert got == _old_run_figures(run)
 
 

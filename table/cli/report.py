@@ -159,6 +159,9 @@ def _with_record(rep: dict, record) -> None:
     """Put the record check (:class:`table.record_check.RecordCheck`) into ``rep``: its
     ``record`` field, and a flag first when the record does not hold."""
     rep["record"] = record.as_json()
+    if record.never_signed:  # every figure below is as good as whoever could write the journal's folder
+        rep["flags"] = ["the record was never signed (a format 1 history, migrated): its figures are vouched for "
+                        "by no signature and no MAC", *rep["flags"]]
     if record.broken:
         rep["flags"] = [f"the record does not verify ({record.status}): " + "; ".join(record.problems[:5]),
                         *rep["flags"]]
