@@ -217,6 +217,7 @@ class _LinkShared:
     expected_kind: DeviceKind | None
     _ledger: EventLedger[Message]
     _cv: threading.Condition
+    _kick: threading.Lock
     _state: LinkState
     _generation: int
     _pending_seq: int | None
@@ -240,6 +241,7 @@ class _LinkShared:
                       attempts: int | None = None, first_timeout_ms: int | None = None,
                       heartbeat: bool = False, _reidentified: int = 0) -> Message: ...
         def _wake_requester(self) -> None: ...
+        def _changed(self) -> None: ...
         def _notice(self, kind: str, detail: str) -> None: ...
         def _go_down(self, reason: str) -> None: ...
         def _refuse(self, exc: HandshakeError) -> None: ...
@@ -259,20 +261,23 @@ class _LinkSupervisor(_LinkShared):
         cfg = self.config
         interval = cfg.heartbeat_interval_ms / 1000
         misses = 0
+        kick = self._kick
         while True:
-            with self._cv:
-                st = self._state
-                if st in (LinkState.CLOSED, LinkState.REFUSED):
-                    return
-                if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
-                    self._cv.wait(interval)
-                    continue
-                if st is LinkState.UP:
-                    idle = time.monotonic() - self._last_rx
-                    if idle < interval - _EARLY_S:  # a wait ends a little early: no second wake-up for it
-                        self._cv.wait(interval - idle)
-                        continue
+            # Forget a stale kick, then read the state: a change after this read kicks
+            # the wait below, so none is missed. A bare lock, not the condition: the
+            # idle link's one timed wait a heartbeat, with nothing allocated for it.
+            kick.acquire(blocking=False)
+            st = self._state
+            if st in (LinkState.CLOSED, LinkState.REFUSED):
+                return
+            if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
+                kick.acquire(timeout=interval)
+                continue
             if st is LinkState.UP:
+                idle = time.monotonic() - self._last_rx
+                if idle < interval - _EARLY_S:  # a wait ends a little early: no second wake-up for it
+                    kick.acquire(timeout=interval - idle)
+                    continue
                 try:
                     self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
                                    heartbeat=True)
@@ -288,9 +293,9 @@ class _LinkSupervisor(_LinkShared):
                     # retransmits) or the link went down meanwhile: look again after an
                     # interval, or at once when the state changes. Never spin.
                     self.stats.heartbeats_skipped += 1
-                    with self._cv:
-                        if self._state is LinkState.UP:
-                            self._cv.wait(interval)
+                    kick.acquire(blocking=False)
+                    if self._state is LinkState.UP:
+                        kick.acquire(timeout=interval)
                 continue
             if st is LinkState.DOWN:
                 if not self.auto_reconnect:
@@ -327,7 +332,7 @@ class _LinkSupervisor(_LinkShared):
             with self._cv:
                 if self._state is LinkState.CONNECTING:
                     self._state = LinkState.UP
-                self._cv.notify_all()
+                self._changed()
             self.stats.reconnects += 1
             self._log.info("link_up", reconnects=self.stats.reconnects)
             self._notice("link_up", "reconnected")
@@ -549,6 +554,10 @@ class Link(_LinkSupervisor, _LinkReader):
         self.session = secrets.randbits(32)
         self._request_lock = threading.RLock()
         self._cv = threading.Condition()
+        # The supervisor's wake-up when the state changes (``_changed``): a bare lock
+        # used as a binary semaphore (held = nothing new), like ``_signal``.
+        self._kick = threading.Lock()
+        self._kick.acquire()
         self._state = LinkState.CLOSED
         self._generation = 0
         self._pending_seq: int | None = None
@@ -667,7 +676,7 @@ class Link(_LinkSupervisor, _LinkReader):
             was = self._state
             self._state = LinkState.CLOSED
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         if was is LinkState.CLOSED and self._reader is None and self._supervisor is None:
             return
@@ -699,7 +708,7 @@ class Link(_LinkSupervisor, _LinkReader):
         with self._cv:
             if self._state is LinkState.CONNECTING:
                 self._state = LinkState.UP
-            self._cv.notify_all()
+            self._changed()
         if self._supervisor is None:
             self._supervisor = threading.Thread(target=self._supervise, name=f"link-{self.name}-sup", daemon=True)
             self._supervisor.start()
@@ -930,9 +939,18 @@ class Link(_LinkSupervisor, _LinkReader):
         with self._cv:
             if self._state is LinkState.CONNECTING:
                 self._state = LinkState.UP
-            self._cv.notify_all()
+            self._changed()
 
     # -- state changes -----------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """The state or generation changed (the caller holds ``_cv``): wake every thread
+        waiting on ``_cv`` and the supervisor's wait (its ``_kick``)."""
+        self._cv.notify_all()
+        try:
+            self._kick.release()
+        except RuntimeError:  # already kicked
+            pass
 
     def _wake_requester(self) -> None:
         try:
@@ -950,7 +968,7 @@ class Link(_LinkSupervisor, _LinkReader):
                 return
             self._state = LinkState.DOWN
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         self._wake_reader()  # the reader waits on the line with no timeout: it ends with its connection
         self.stats.disconnects += 1
@@ -966,7 +984,7 @@ class Link(_LinkSupervisor, _LinkReader):
             self._state = LinkState.REFUSED
             self._refusal = exc
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         self._log.error(kind, error=str(exc))
 
