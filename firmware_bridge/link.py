@@ -247,6 +247,9 @@ class _LinkShared:
         def _refuse(self, exc: HandshakeError) -> None: ...
 
 
+#: the heartbeat's request (SPEC §6.4): a message is immutable, so one serves every heartbeat
+_HEARTBEAT = GetStatus()
+
 #: how early a wait for the heartbeat's moment may end and still count as that moment (s):
 #: the clock's tick, so a wait that ends a hair early does not wake the thread a second time
 _EARLY_S = 0.002
@@ -279,7 +282,7 @@ class _LinkSupervisor(_LinkShared):
                     kick.acquire(timeout=interval - idle)
                     continue
                 try:
-                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
+                    self._transact(_HEARTBEAT, StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
                                    heartbeat=True)
                     misses = 0
                 except LinkTimeout:
