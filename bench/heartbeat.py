@@ -142,8 +142,8 @@ def main() -> int:
         o = out[name]
         ratio = f"  ratio {out['ratio']}" if name == "this" and "ratio" in out else ""
         print(f"  {name}: {o['cpu_us_per_heartbeat']} us CPU a heartbeat{ratio}; misses {o['misses']}")
-        print(f"    by thread (us): " + ", ".join(f"{k} {v}" for k, v in sorted(o["by_thread_us"].items())))
-        print(f"    switches: " + ", ".join(f"{k} {v}" for k, v in sorted(o["switches_per_heartbeat"].items())))
+        print("    by thread (us): " + ", ".join(f"{k} {v}" for k, v in sorted(o["by_thread_us"].items())))
+        print("    switches: " + ", ".join(f"{k} {v}" for k, v in sorted(o["switches_per_heartbeat"].items())))
     if profile:
         print(profile)
     return 0
