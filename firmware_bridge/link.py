@@ -91,7 +91,7 @@ from .ledger import (
     rebooted as _rebooted,
     refusal_notice,
 )
-from .transport import Transport, as_timed
+from .transport import TimedTransport, Transport, as_timed
 
 log = structlog.get_logger("firmware_bridge.link")
 
@@ -207,6 +207,7 @@ class _LinkShared:
     methods each half calls. Nothing here exists at run time."""
 
     transport: Transport
+    _timed_transport: TimedTransport
     frame_trace: Callable[[str, bytes], None] | None
     name: str
     config: LinkConfig
@@ -372,7 +373,7 @@ class _LinkReader(_LinkShared):
         own read timeout, the reader thread's). Returns False when the
         connection failed (the link is then down)."""
         try:
-            data = self.transport.read(512) if timeout_s is None else as_timed(self.transport).read(512, timeout_s)
+            data = self.transport.read(512) if timeout_s is None else self._timed_transport.read(512, timeout_s)
         except LinkLost as exc:
             if self._generation == gen:
                 self._go_down(str(exc))
@@ -422,7 +423,7 @@ class _LinkReader(_LinkShared):
                     # Blocked until bytes arrive or someone wakes it (a request, a close, the link
                     # going down): no timed poll while the line is idle; a partial frame alone
                     # bounds the wait, by the inter-byte timeout that ends it (SPEC §2.1).
-                    ready = as_timed(self.transport).wait_readable(read_s if self._parser.pending else None)
+                    ready = self._timed_transport.wait_readable(read_s if self._parser.pending else None)
                 except LinkLost as exc:
                     if self._generation == gen:
                         self._go_down(str(exc))
@@ -538,6 +539,9 @@ class Link(_LinkSupervisor, _LinkReader):
         frame_trace: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.transport = transport
+        #: the same transport, typed for the timed reads used only while ``_timed`` is true
+        #: (one cast here, not one a read)
+        self._timed_transport = as_timed(transport)
         self.frame_trace = frame_trace
         self.name = name
         self.config = config or LinkConfig()
@@ -853,7 +857,9 @@ class Link(_LinkSupervisor, _LinkReader):
             while True:
                 if heartbeat and self._state is not LinkState.UP:
                     raise LinkLost(f"{self.name}: link not up")
-                gen = self._wait_up(internal)
+                st = self._state  # _wait_up's common case inline: one frame fewer a request
+                gen = self._generation if st is LinkState.UP or (internal and st is LinkState.CONNECTING) \
+                    else self._wait_up(internal)
                 self._signal.acquire(blocking=False)  # forget a stale wake-up
                 with self._cv:  # claim the reply slot only for the connection we waited for
                     if self._generation != gen or not (
@@ -876,7 +882,7 @@ class Link(_LinkSupervisor, _LinkReader):
                 if timed and quiet is None and self._watching:
                     # The reader waits on the line too: send it to park now, while the
                     # device works, not when the reply wakes both of us.
-                    as_timed(self.transport).cancel_read()
+                    self._timed_transport.cancel_read()
                 self._await_reply(gen, time.monotonic() + timeout_s, timed)
                 with self._slot:
                     frame, self._pending_seq = self._reply, None
