@@ -35,7 +35,6 @@ delivered into the same event queue as :class:`LinkNotice`.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import queue
 import secrets
@@ -94,19 +93,6 @@ from .ledger import (
 from .transport import TimedTransport, Transport, as_timed
 
 log = structlog.get_logger("firmware_bridge.link")
-
-
-class _Held:
-    """Context manager releasing a lock already acquired."""
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 class _HeartbeatSkipped(LinkError):
@@ -796,9 +782,24 @@ class Link(_LinkSupervisor, _LinkReader):
         flight, and never waits for a reconnect, since the supervisor is the
         one who reconnects.
         """
-        with self._one_request(internal, heartbeat):
+        # The request lock: none for the handshake's Identify; taken without waiting for a
+        # heartbeat (a request in flight watches the device with its own retransmits);
+        # else one request at a time, held across a reconnect so a resend keeps its SEQ
+        # and the device's reply cache still answers it. Taken here, not in a context
+        # manager of its own: no object and no frames for it on every heartbeat.
+        lock = self._request_lock
+        if heartbeat:
+            if not lock.acquire(blocking=False):
+                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
+            self.stats.heartbeats += 1
+        elif not internal:
+            lock.acquire()
+        try:
             frame = self._send_until_answered(msg, internal=internal, attempts=attempts,
                                               first_timeout_ms=first_timeout_ms, heartbeat=heartbeat)
+        finally:
+            if not internal:
+                lock.release()
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
@@ -818,22 +819,6 @@ class Link(_LinkSupervisor, _LinkReader):
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
         return reply
-
-    def _one_request(self, internal: bool, heartbeat: bool) -> "contextlib.AbstractContextManager[object]":
-        """The request lock one exchange holds (see :meth:`_transact`): none for the
-        handshake's Identify; taken without waiting for a heartbeat, which raises
-        :class:`_HeartbeatSkipped` when a request is in flight."""
-        # One request at a time, held across a reconnect so a resend keeps its SEQ
-        # and the device's reply cache still answers it.
-        if internal:
-            return contextlib.nullcontext()
-        if heartbeat:
-            if not self._request_lock.acquire(blocking=False):
-                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
-            lock = _Held(self._request_lock)
-            self.stats.heartbeats += 1
-            return lock
-        return self._request_lock
 
     def _send_until_answered(self, msg: Message, *, internal: bool, attempts: int | None,
                              first_timeout_ms: int | None, heartbeat: bool) -> Frame:
