@@ -9,11 +9,17 @@ the drivers name devices the same way whichever bus they are on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import TransportError
 from .transport import SerialTransport, Transport
-from .usb import UsbSelector, UsbTransport, is_usb_selector
+
+if TYPE_CHECKING:
+    from .usb import UsbSelector
+
+#: the scheme of a USB selector (:data:`firmware_bridge.usb.USB_SCHEME`): a serial URL never
+#: loads :mod:`firmware_bridge.usb` and pyusb (a table over ptys or TCP starts without them)
+_USB_SCHEME = "usb://"
 
 
 def transport_for(
@@ -29,6 +35,10 @@ def transport_for(
     Raises :class:`TransportError` for a malformed ``usb://`` selector (its
     hint gives the expected form).
     """
+    if isinstance(url, str) and not url.lower().startswith(_USB_SCHEME):
+        return _serial(url, read_timeout_ms)
+    from .usb import UsbSelector, UsbTransport, is_usb_selector
+
     if isinstance(url, UsbSelector) or is_usb_selector(url):
         try:
             selector = url if isinstance(url, UsbSelector) else UsbSelector.parse(url)
@@ -38,6 +48,10 @@ def transport_for(
         if read_timeout_ms is None:
             return UsbTransport(selector, backend=usb_backend)
         return UsbTransport(selector, backend=usb_backend, read_timeout_ms=read_timeout_ms)
+    return _serial(url, read_timeout_ms)
+
+
+def _serial(url: Any, read_timeout_ms: int | None) -> Transport:
     if read_timeout_ms is None:
         return SerialTransport(url)
     return SerialTransport(url, read_timeout_s=read_timeout_ms / 1000)

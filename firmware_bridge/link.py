@@ -35,7 +35,6 @@ delivered into the same event queue as :class:`LinkNotice`.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import queue
 import secrets
@@ -91,22 +90,9 @@ from .ledger import (
     rebooted as _rebooted,
     refusal_notice,
 )
-from .transport import Transport, as_timed
+from .transport import TimedTransport, Transport, as_timed
 
 log = structlog.get_logger("firmware_bridge.link")
-
-
-class _Held:
-    """Context manager releasing a lock already acquired."""
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 class _HeartbeatSkipped(LinkError):
@@ -207,6 +193,7 @@ class _LinkShared:
     methods each half calls. Nothing here exists at run time."""
 
     transport: Transport
+    _timed_transport: TimedTransport
     frame_trace: Callable[[str, bytes], None] | None
     name: str
     config: LinkConfig
@@ -217,6 +204,7 @@ class _LinkShared:
     expected_kind: DeviceKind | None
     _ledger: EventLedger[Message]
     _cv: threading.Condition
+    _kick: threading.Lock
     _state: LinkState
     _generation: int
     _pending_seq: int | None
@@ -240,10 +228,14 @@ class _LinkShared:
                       attempts: int | None = None, first_timeout_ms: int | None = None,
                       heartbeat: bool = False, _reidentified: int = 0) -> Message: ...
         def _wake_requester(self) -> None: ...
+        def _changed(self) -> None: ...
         def _notice(self, kind: str, detail: str) -> None: ...
         def _go_down(self, reason: str) -> None: ...
         def _refuse(self, exc: HandshakeError) -> None: ...
 
+
+#: the heartbeat's request (SPEC §6.4): a message is immutable, so one serves every heartbeat
+_HEARTBEAT = GetStatus()
 
 #: how early a wait for the heartbeat's moment may end and still count as that moment (s):
 #: the clock's tick, so a wait that ends a hair early does not wake the thread a second time
@@ -259,22 +251,25 @@ class _LinkSupervisor(_LinkShared):
         cfg = self.config
         interval = cfg.heartbeat_interval_ms / 1000
         misses = 0
+        kick = self._kick
         while True:
-            with self._cv:
-                st = self._state
-                if st in (LinkState.CLOSED, LinkState.REFUSED):
-                    return
-                if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
-                    self._cv.wait(interval)
-                    continue
-                if st is LinkState.UP:
-                    idle = time.monotonic() - self._last_rx
-                    if idle < interval - _EARLY_S:  # a wait ends a little early: no second wake-up for it
-                        self._cv.wait(interval - idle)
-                        continue
+            # Forget a stale kick, then read the state: a change after this read kicks
+            # the wait below, so none is missed. A bare lock, not the condition: the
+            # idle link's one timed wait a heartbeat, with nothing allocated for it.
+            kick.acquire(blocking=False)
+            st = self._state
+            if st in (LinkState.CLOSED, LinkState.REFUSED):
+                return
+            if st is LinkState.CONNECTING:  # a re-identify is under way elsewhere
+                kick.acquire(timeout=interval)
+                continue
             if st is LinkState.UP:
+                idle = time.monotonic() - self._last_rx
+                if idle < interval - _EARLY_S:  # a wait ends a little early: no second wake-up for it
+                    kick.acquire(timeout=interval - idle)
+                    continue
                 try:
-                    self._transact(GetStatus(), StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
+                    self._transact(_HEARTBEAT, StatusReply, attempts=1, first_timeout_ms=cfg.heartbeat_timeout_ms,
                                    heartbeat=True)
                     misses = 0
                 except LinkTimeout:
@@ -288,9 +283,9 @@ class _LinkSupervisor(_LinkShared):
                     # retransmits) or the link went down meanwhile: look again after an
                     # interval, or at once when the state changes. Never spin.
                     self.stats.heartbeats_skipped += 1
-                    with self._cv:
-                        if self._state is LinkState.UP:
-                            self._cv.wait(interval)
+                    kick.acquire(blocking=False)
+                    if self._state is LinkState.UP:
+                        kick.acquire(timeout=interval)
                 continue
             if st is LinkState.DOWN:
                 if not self.auto_reconnect:
@@ -327,7 +322,7 @@ class _LinkSupervisor(_LinkShared):
             with self._cv:
                 if self._state is LinkState.CONNECTING:
                     self._state = LinkState.UP
-                self._cv.notify_all()
+                self._changed()
             self.stats.reconnects += 1
             self._log.info("link_up", reconnects=self.stats.reconnects)
             self._notice("link_up", "reconnected")
@@ -364,7 +359,7 @@ class _LinkReader(_LinkShared):
         own read timeout, the reader thread's). Returns False when the
         connection failed (the link is then down)."""
         try:
-            data = self.transport.read(512) if timeout_s is None else as_timed(self.transport).read(512, timeout_s)
+            data = self.transport.read(512) if timeout_s is None else self._timed_transport.read(512, timeout_s)
         except LinkLost as exc:
             if self._generation == gen:
                 self._go_down(str(exc))
@@ -414,7 +409,7 @@ class _LinkReader(_LinkShared):
                     # Blocked until bytes arrive or someone wakes it (a request, a close, the link
                     # going down): no timed poll while the line is idle; a partial frame alone
                     # bounds the wait, by the inter-byte timeout that ends it (SPEC §2.1).
-                    ready = as_timed(self.transport).wait_readable(read_s if self._parser.pending else None)
+                    ready = self._timed_transport.wait_readable(read_s if self._parser.pending else None)
                 except LinkLost as exc:
                     if self._generation == gen:
                         self._go_down(str(exc))
@@ -530,6 +525,9 @@ class Link(_LinkSupervisor, _LinkReader):
         frame_trace: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.transport = transport
+        #: the same transport, typed for the timed reads used only while ``_timed`` is true
+        #: (one cast here, not one a read)
+        self._timed_transport = as_timed(transport)
         self.frame_trace = frame_trace
         self.name = name
         self.config = config or LinkConfig()
@@ -549,6 +547,10 @@ class Link(_LinkSupervisor, _LinkReader):
         self.session = secrets.randbits(32)
         self._request_lock = threading.RLock()
         self._cv = threading.Condition()
+        # The supervisor's wake-up when the state changes (``_changed``): a bare lock
+        # used as a binary semaphore (held = nothing new), like ``_signal``.
+        self._kick = threading.Lock()
+        self._kick.acquire()
         self._state = LinkState.CLOSED
         self._generation = 0
         self._pending_seq: int | None = None
@@ -667,7 +669,7 @@ class Link(_LinkSupervisor, _LinkReader):
             was = self._state
             self._state = LinkState.CLOSED
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         if was is LinkState.CLOSED and self._reader is None and self._supervisor is None:
             return
@@ -699,7 +701,7 @@ class Link(_LinkSupervisor, _LinkReader):
         with self._cv:
             if self._state is LinkState.CONNECTING:
                 self._state = LinkState.UP
-            self._cv.notify_all()
+            self._changed()
         if self._supervisor is None:
             self._supervisor = threading.Thread(target=self._supervise, name=f"link-{self.name}-sup", daemon=True)
             self._supervisor.start()
@@ -780,9 +782,24 @@ class Link(_LinkSupervisor, _LinkReader):
         flight, and never waits for a reconnect, since the supervisor is the
         one who reconnects.
         """
-        with self._one_request(internal, heartbeat):
+        # The request lock: none for the handshake's Identify; taken without waiting for a
+        # heartbeat (a request in flight watches the device with its own retransmits);
+        # else one request at a time, held across a reconnect so a resend keeps its SEQ
+        # and the device's reply cache still answers it. Taken here, not in a context
+        # manager of its own: no object and no frames for it on every heartbeat.
+        lock = self._request_lock
+        if heartbeat:
+            if not lock.acquire(blocking=False):
+                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
+            self.stats.heartbeats += 1
+        elif not internal:
+            lock.acquire()
+        try:
             frame = self._send_until_answered(msg, internal=internal, attempts=attempts,
                                               first_timeout_ms=first_timeout_ms, heartbeat=heartbeat)
+        finally:
+            if not internal:
+                lock.release()
         try:
             reply = decode_message(frame.type, frame.payload)
         except MessageError as exc:
@@ -802,22 +819,6 @@ class Link(_LinkSupervisor, _LinkReader):
         if not isinstance(reply, expect):
             raise LinkError(f"{self.name}: {type(msg).__name__} answered by {type(reply).__name__}, not {expect.__name__}")
         return reply
-
-    def _one_request(self, internal: bool, heartbeat: bool) -> "contextlib.AbstractContextManager[object]":
-        """The request lock one exchange holds (see :meth:`_transact`): none for the
-        handshake's Identify; taken without waiting for a heartbeat, which raises
-        :class:`_HeartbeatSkipped` when a request is in flight."""
-        # One request at a time, held across a reconnect so a resend keeps its SEQ
-        # and the device's reply cache still answers it.
-        if internal:
-            return contextlib.nullcontext()
-        if heartbeat:
-            if not self._request_lock.acquire(blocking=False):
-                raise _HeartbeatSkipped(f"{self.name}: a request is in flight; no heartbeat needed")
-            lock = _Held(self._request_lock)
-            self.stats.heartbeats += 1
-            return lock
-        return self._request_lock
 
     def _send_until_answered(self, msg: Message, *, internal: bool, attempts: int | None,
                              first_timeout_ms: int | None, heartbeat: bool) -> Frame:
@@ -841,7 +842,9 @@ class Link(_LinkSupervisor, _LinkReader):
             while True:
                 if heartbeat and self._state is not LinkState.UP:
                     raise LinkLost(f"{self.name}: link not up")
-                gen = self._wait_up(internal)
+                st = self._state  # _wait_up's common case inline: one frame fewer a request
+                gen = self._generation if st is LinkState.UP or (internal and st is LinkState.CONNECTING) \
+                    else self._wait_up(internal)
                 self._signal.acquire(blocking=False)  # forget a stale wake-up
                 with self._cv:  # claim the reply slot only for the connection we waited for
                     if self._generation != gen or not (
@@ -864,7 +867,7 @@ class Link(_LinkSupervisor, _LinkReader):
                 if timed and quiet is None and self._watching:
                     # The reader waits on the line too: send it to park now, while the
                     # device works, not when the reply wakes both of us.
-                    as_timed(self.transport).cancel_read()
+                    self._timed_transport.cancel_read()
                 self._await_reply(gen, time.monotonic() + timeout_s, timed)
                 with self._slot:
                     frame, self._pending_seq = self._reply, None
@@ -930,9 +933,18 @@ class Link(_LinkSupervisor, _LinkReader):
         with self._cv:
             if self._state is LinkState.CONNECTING:
                 self._state = LinkState.UP
-            self._cv.notify_all()
+            self._changed()
 
     # -- state changes -----------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """The state or generation changed (the caller holds ``_cv``): wake every thread
+        waiting on ``_cv`` and the supervisor's wait (its ``_kick``)."""
+        self._cv.notify_all()
+        try:
+            self._kick.release()
+        except RuntimeError:  # already kicked
+            pass
 
     def _wake_requester(self) -> None:
         try:
@@ -950,7 +962,7 @@ class Link(_LinkSupervisor, _LinkReader):
                 return
             self._state = LinkState.DOWN
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         self._wake_reader()  # the reader waits on the line with no timeout: it ends with its connection
         self.stats.disconnects += 1
@@ -966,7 +978,7 @@ class Link(_LinkSupervisor, _LinkReader):
             self._state = LinkState.REFUSED
             self._refusal = exc
             self._generation += 1
-            self._cv.notify_all()
+            self._changed()
         self._wake_requester()
         self._log.error(kind, error=str(exc))
 

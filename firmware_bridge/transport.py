@@ -254,9 +254,10 @@ class SerialTransport:
             ready = watch.read_poll.poll(timeout_s * 1000)
             if not ready:
                 return b""
-            if any(f == abort for f, _ in ready):
-                os.read(abort, 1000)
-                return b""
+            for f, _ in ready:  # a loop, not any() over a generator: one frame fewer a read
+                if f == abort:
+                    os.read(abort, 1000)
+                    return b""
             data = os.read(fd, max_bytes)
         except BlockingIOError:
             return b""

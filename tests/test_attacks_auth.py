@@ -63,3 +63,27 @@ def test_a_burst_of_guesses_gets_no_more_than_max_failures(tmp_path):
         t.join(10)
     assert len(hashed) <= 3, f"{len(hashed)} PINs tried in one burst; max_failures is 3 ({outcomes})"
     assert outcomes.count("locked") >= 7
+
+
+def test_an_unknown_persons_pin_costs_a_known_persons_argon2_and_no_pin_matches_it(monkeypatch):
+    """An unknown person id is no oracle: their PIN runs the same Argon2 computation (type,
+    memory, time, lanes, digest length) as a known person's wrong PIN, and matches nothing;
+    making the hasher runs no Argon2 (a table's start paid a 64 MiB hash for it)."""
+    import argon2
+    import argon2._password_hasher as password_hasher
+
+    from table.interfaces.auth import PinHasher
+
+    hashed, checked = [], []
+    real_hash, real_verify = password_hasher.hash_secret, password_hasher.verify_secret
+    monkeypatch.setattr(password_hasher, "hash_secret", lambda *a, **k: hashed.append(a) or real_hash(*a, **k))
+    monkeypatch.setattr(password_hasher, "verify_secret",
+                        lambda h, *a, **k: checked.append(h) or real_verify(h, *a, **k))
+    hasher = PinHasher(argon2.PasswordHasher(time_cost=2, memory_cost=8192, parallelism=2, hash_len=24, salt_len=12))
+    assert hashed == []  # nothing hashed to make it
+    known = hasher.hash("739201")
+    for pin in ("739201", "000000", "", "x" * 64):
+        assert hasher.verify(None, pin) is False
+    assert hasher.verify(known, "739202") is False and hasher.verify(known, "739201") is True
+    params = [argon2.extract_parameters(h.decode() if isinstance(h, bytes) else h) for h in checked]
+    assert len(params) == 6 and all(p == argon2.extract_parameters(known) for p in params), params

@@ -5,6 +5,7 @@ appears once people's slips and the drop are in the journal (issue 27)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 import subprocess
@@ -52,8 +53,21 @@ def report(path, kind="day", *extra):
     return json.loads(r.stdout), r.returncode
 
 
-def test_the_day_report_equals_the_sums_over_the_journals_settle_entries(journal):
-    rep, code = report(journal)
+@pytest.fixture(scope="module")
+def _the_day_report(journal):
+    return report(journal)
+
+
+@pytest.fixture
+def day_report(_the_day_report):
+    """``report day --json`` over the module's journal and its exit code: run once for the
+    tests that read it (the journal does not change), each test given a copy of its own."""
+    rep, code = _the_day_report
+    return copy.deepcopy(rep), code
+
+
+def test_the_day_report_equals_the_sums_over_the_journals_settle_entries(journal, day_report):
+    rep, code = day_report
     settles = [b for _, b in rows(journal, "round") if b["step"] == "settle"]
     assert len(settles) == 30 == rep["rounds"]
     handle, result, nets = {}, {}, 0
@@ -79,8 +93,8 @@ def test_the_day_report_equals_the_sums_over_the_journals_settle_entries(journal
     assert code == (1 if rep["flags"] else 0)
 
 
-def test_the_expected_win_is_the_sum_of_each_rounds_exact_expectation(journal):
-    rep, _ = report(journal)
+def test_the_expected_win_is_the_sum_of_each_rounds_exact_expectation(journal, day_report):
+    rep, _ = day_report
     tables = Tables.load("pa-649a12c-1", "example-pp-649a12d", "example-6cb-649a12f-e")
     steps = {}
     for rid, b in rows(journal, "round"):
@@ -99,13 +113,13 @@ def test_the_expected_win_is_the_sum_of_each_rounds_exact_expectation(journal):
     assert rep["expected_win"]["outside"] == (not low <= rep["settled_win"] <= high)
 
 
-def test_csv_and_text_carry_the_same_figures(journal):
+def test_csv_and_text_carry_the_same_figures(journal, day_report):
     r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), "--csv"],
                        capture_output=True, text=True, timeout=300)
     lines = r.stdout.splitlines()
     header = lines[0].split(",")
     day = dict(zip(header, lines[-1].split(",")))
-    rep, _ = report(journal)
+    rep, _ = day_report
     assert int(day["settled_win"]) == rep["settled_win"] and int(day["rounds"]) == 30
     assert float(day["expected_win"]) == rep["expected_win"]["cents"]
     t = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal)],
@@ -113,15 +127,15 @@ def test_csv_and_text_carry_the_same_figures(journal):
     assert "statistical win  not known" in t.stdout and f"30 rounds, {rep['hands']} hands" in t.stdout
 
 
-def test_month_and_year_to_date_hold_the_day(journal):
-    day, _ = report(journal)
+def test_month_and_year_to_date_hold_the_day(journal, day_report):
+    day, _ = day_report
     for kind in ("month", "year"):
         rep, _ = report(journal, kind)
         assert rep["settled_win"] == day["settled_win"] and rep["rounds"] == 30
         assert rep["expected_win"]["fraction"] == day["expected_win"]["fraction"]
 
 
-def test_paytables_other_than_the_tables_are_a_labelled_what_if(journal, tmp_path):
+def test_paytables_other_than_the_tables_are_a_labelled_what_if(journal, day_report, tmp_path):
     """A Pair Plus table paying a pair 2 to 1, not the 1 to 1 the rounds were settled at: the
     journal records what was in force, so the option prices a what-if, labelled, and the
     journal's settlement stands; with no option the report is the record's (the refusal of
@@ -130,7 +144,7 @@ def test_paytables_other_than_the_tables_are_a_labelled_what_if(journal, tmp_pat
     text = (Path(__file__).resolve().parent.parent / "table/rules/paytables/example-pp-649a12d.toml").read_text()
     other.write_text(text.replace('name = "example-pp-649a12d"', 'name = "pp-other"').replace("pair = 1", "pair = 2")
                      .replace('section = "649a.12(d)"\n', ""))
-    own, _ = report(journal)
+    own, _ = day_report
     r = subprocess.run(tablectl() + ["report", "day", "--journal", str(journal), "--json", "--pair-plus", str(other)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stderr

@@ -7,6 +7,7 @@ than the record reads as before with the options it needs, and says so."""
 
 from __future__ import annotations
 
+import copy
 import json
 import queue
 import sqlite3
@@ -94,6 +95,18 @@ def report(path, *args, check=True):
     return r
 
 
+@pytest.fixture(scope="module")
+def _the_day_report(day):
+    return report(day[0] / "journal.sqlite3", "day")
+
+
+@pytest.fixture
+def own_report(_the_day_report):
+    """``report day --json`` over the day's journal with no option: run once for the tests
+    that read it (the journal does not change), each test given a copy of its own."""
+    return copy.deepcopy(_the_day_report)
+
+
 def entries(path, *kinds):
     db = connect(path)
     try:
@@ -140,9 +153,9 @@ def test_the_journal_names_what_was_in_force_and_who_changed_it(day):
     assert [b["progressive_meter_cents"] for b in settles] == [METERS[0]] * ROUNDS + [METERS[1]] * ROUNDS
 
 
-def test_the_day_report_with_no_option_equals_the_tables_own_settlement_in_two_named_periods(day):
+def test_the_day_report_with_no_option_equals_the_tables_own_settlement_in_two_named_periods(day, own_report):
     folder, results = day
-    rep = report(folder / "journal.sqlite3", "day")
+    rep = own_report
     assert rep["rounds"] == 2 * ROUNDS and rep["pricing"] == {"source": "journal"}
     assert rep["settled_win"] == -sum(s.net_cents for r in results for s in r.seats)
     by_wager: dict[str, int] = {}
@@ -171,9 +184,9 @@ def test_the_day_report_with_no_option_equals_the_tables_own_settlement_in_two_n
     assert f"in force: rounds 1-{ROUNDS}" in text and SECOND[0] in text and "WHAT-IF" not in text
 
 
-def test_the_api_day_report_reads_the_record_not_the_tables_it_is_given(day):
+def test_the_api_day_report_reads_the_record_not_the_tables_it_is_given(day, own_report):
     folder, _ = day
-    cli = report(folder / "journal.sqlite3", "day")
+    cli = own_report
     api = DayReportQueries(folder / "journal.sqlite3", Tables.load("pa-649a12b-3")).day_report(
         {"period": "day", "gaming_day": cli["gaming_day"]})
     for k in ("settled_win", "expected_win", "theoretical_win", "in_force", "paytables", "pricing"):
@@ -181,10 +194,10 @@ def test_the_api_day_report_reads_the_record_not_the_tables_it_is_given(day):
     assert len(api["series"]) == 2 * ROUNDS
 
 
-def test_a_paytable_option_is_a_labelled_what_if_and_signed_is_refused(day, tmp_path):
+def test_a_paytable_option_is_a_labelled_what_if_and_signed_is_refused(day, own_report, tmp_path):
     folder, _ = day
     journal = folder / "journal.sqlite3"
-    own = report(journal, "day")
+    own = own_report
     what_if = report(journal, "day", "--ante-bonus", "pa-649a12b-1")
     assert what_if["pricing"]["what_if"] == {"ante_bonus": "pa-649a12b-1"}
     assert what_if["settled_win"] == own["settled_win"]  # the journal's settlement stands

@@ -72,6 +72,10 @@ def test_unknown_type_and_bad_payloads_raise_typed_errors():
         decode_message(DeckInserted.TYPE, bytes([99]))  # no such colour
     with pytest.raises(MessageError):
         decode_message(DeckVerified.TYPE, bytes(3) + b"\xff" * 14)  # bits above card 51
+    with pytest.raises(MessageError, match="unknown device state 5"):
+        decode_message(StatusReply.TYPE, bytes([5, 1, 52, 0]))
+    with pytest.raises(MessageError, match="unknown back colour code 9"):
+        decode_message(StatusReply.TYPE, bytes([3, 9, 52, 0]))
 
 
 @given(st.integers(0, 255), st.binary(max_size=40))

@@ -16,8 +16,24 @@ user and group, loses the network, core dumps and ptrace, and keeps no file of t
 table's open (:mod:`devices.apart.isolation`).
 """
 
-from .proxy import APART_SETTING, ApartShoe, ApartShuffler, DriverProcess, DriverProcessFailed, open_apart
-from .isolation import Isolation
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .isolation import Isolation
+    from .proxy import APART_SETTING, ApartShoe, ApartShuffler, DriverProcess, DriverProcessFailed, open_apart
+
+#: where each name of this package is defined: imported when first asked for (PEP 562), so a
+#: driver process (``devices.apart.host``) does not load the table's side (:mod:`.proxy`)
+_WHERE = {"APART_SETTING": "proxy", "ApartShoe": "proxy", "ApartShuffler": "proxy", "DriverProcess": "proxy",
+          "DriverProcessFailed": "wire", "Isolation": "isolation", "open_apart": "proxy"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
 
 __all__ = ["APART_SETTING", "ApartShoe", "ApartShuffler", "DriverProcess", "DriverProcessFailed", "Isolation",
            "open_apart"]

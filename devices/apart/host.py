@@ -36,6 +36,9 @@ from .isolation import Isolation, IsolationError, apply
 #: the modules :meth:`Host.start` imports before the process confines itself
 PRELOAD = ("encodings.idna", "encodings.ascii", "encodings.latin_1", "devices.plugins", "devices.drivers",
            "firmware_bridge.transport", "importlib.metadata", "email.parser", "email.feedparser")
+#: imported with :data:`PRELOAD` for a device at a ``usb://`` selector or a plugin (the built-in
+#: driver over a serial port, a pty or TCP never loads pyusb)
+PRELOAD_USB = "firmware_bridge.usb"
 
 
 class _Refused(Exception):
@@ -118,6 +121,8 @@ class Host:
         # drivers (never a plugin's), the metadata reader a plugin's version is read with
         for name in PRELOAD:
             importlib.import_module(name)
+        if hello.get("driver") != "spec" or str(hello.get("url", "")).lower().startswith("usb://"):
+            importlib.import_module(PRELOAD_USB)  # pyusb: a USB device's, or a plugin's to use
 
         try:
             keep = (self.sock.fileno(),) + ((self.device_sock.fileno(),) if self.device_sock is not None else ())

@@ -71,6 +71,7 @@ person (the oldest ends) and :data:`MAX_SESSIONS` in all.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import ipaddress
@@ -215,13 +216,27 @@ def check_pin(pin: str) -> str:
     return pin
 
 
+def _unmatchable(hasher: argon2.PasswordHasher) -> str:
+    """An encoded Argon2 hash that an unknown person's PIN is checked against: ``hasher``'s
+    type and parameters (memory, time, lanes, salt and digest lengths), so the check runs
+    the same Argon2 computation as a real person's, and a random salt and digest, so no PIN
+    matches it (one in 2**(8 * hash_len)). Made without running Argon2: a table's start does
+    not pay a hash (64 MiB and ~0.2 s of CPU at the default parameters) it never compares."""
+    def b64(raw: bytes) -> str:  # the PHC string format: standard base64, no padding
+        return base64.b64encode(raw).decode("ascii").rstrip("=")
+
+    return (f"$argon2{hasher.type.name.lower()}$v={argon2.low_level.ARGON2_VERSION}"
+            f"$m={hasher.memory_cost},t={hasher.time_cost},p={hasher.parallelism}"
+            f"${b64(secrets.token_bytes(hasher.salt_len))}${b64(secrets.token_bytes(hasher.hash_len))}")
+
+
 class PinHasher:
     """Argon2id PIN hashes (argon2-cffi). ``hasher``: an ``argon2.PasswordHasher`` (default
     parameters: RFC 9106's low-memory profile); tests may pass a cheaper one."""
 
     def __init__(self, hasher: argon2.PasswordHasher | None = None) -> None:
         self.hasher = hasher or argon2.PasswordHasher()
-        self._dummy = self.hasher.hash(secrets.token_urlsafe(16))
+        self._dummy = _unmatchable(self.hasher)
 
     def hash(self, pin: str) -> str:
         return self.hasher.hash(pin)

@@ -16,14 +16,16 @@ from __future__ import annotations
 import threading
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from table.day.day_report import Calendar, JournalFacts, ReportError, live_report, merge_facts
-from table.day.report_cache import ArchivedDays, LiveFacts
-from table.day.segments import day_history
+from table.day.calendar import Calendar
 from table.journal import Journal, JournalError, verify
 from table.rules.profiles import PENNSYLVANIA, RulesProfile
 from table.rules.settlement import Tables
+
+if TYPE_CHECKING:
+    from table.day.day_report import JournalFacts
+    from table.day.report_cache import ArchivedDays, LiveFacts
 
 
 class DayReportQueries:
@@ -50,13 +52,31 @@ class DayReportQueries:
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
-        #: the live segment and the archived days, each read once
-        self.live = LiveFacts()
-        self.archived = ArchivedDays(list(public_keys))
+        self._public_keys = list(public_keys)
+        self._readers: "tuple[LiveFacts, ArchivedDays] | None" = None
         self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # the answers to the record as last read
         #: why the live segment does not hold, checked at each reading of it from its first entry
         self._live_problem: str | None = None
         self._live_checked = -1  # the live reader's full_reads when it was last checked
+
+    @property
+    def live(self) -> "LiveFacts":
+        """The live segment's reader: each entry read once."""
+        return self._read()[0]
+
+    @property
+    def archived(self) -> "ArchivedDays":
+        """The archived days' reader: each day read once per content digest."""
+        return self._read()[1]
+
+    def _read(self) -> "tuple[LiveFacts, ArchivedDays]":
+        if self._readers is None:
+            # the report's code (the rules' exact tables, numpy) is loaded at the first ask,
+            # not at every start of a table that keeps a journal
+            from table.day.report_cache import ArchivedDays, LiveFacts
+
+            self._readers = (LiveFacts(), ArchivedDays(self._public_keys))
+        return self._readers
 
     def day_report(self, args: dict[str, Any]) -> dict[str, Any]:
         """``args``: ``period`` (``shift`` or ``day``), optional ``gaming_day``
@@ -64,6 +84,8 @@ class DayReportQueries:
         ``series`` (the caller does not change them: an answer is kept). Raises
         ``ValueError`` (a date that is not one, a report that cannot be counted:
         :class:`~table.day.day_report.ReportError`)."""
+        from table.day.day_report import ReportError, live_report
+
         on = None
         if args.get("gaming_day") is not None:
             try:
@@ -96,6 +118,9 @@ class DayReportQueries:
         yesterday's report after the day's start gets that day's figures, not an empty day.
         An archived day whose record does not hold (:func:`table.day.report_cache.check_day`)
         is counted, and flagged by the problems returned third."""
+        from table.day.day_report import ReportError, merge_facts
+        from table.day.segments import day_history
+
         with Journal(self.path, read_only=True) as j:
             live_version = self.live.catch_up(j)
             today = self.live.day
