@@ -225,7 +225,7 @@ def test_format3_forged_checkpoint_signature_migrates_but_never_verifies(tmp_pat
     from table.journal import GENESIS, b64, chain_next
     db = sqlite3.connect(src)
     rows = db.execute("SELECT seq, ts, kind, round_id, deck_id, body FROM entries ORDER BY seq").fetchall()
-    h, stretch, start = GENESIS, [], 1
+    h, stretch = GENESIS, []
     for seq, ts, kind, rid, did, body in rows:
         if kind == "round" and '"settle"' in body:
             body = _win_for_seat(body)
@@ -234,7 +234,7 @@ def test_format3_forged_checkpoint_signature_migrates_but_never_verifies(tmp_pat
             b["checkpoint"]["head"] = h.hex()
             b["checkpoint"]["digests"] = b64(b"".join(x[:4] for x in stretch))
             body = json.dumps(b, sort_keys=True, separators=(",", ":"))
-            stretch, start = [], seq
+            stretch = []
         db.execute("UPDATE entries SET body=? WHERE seq=?", (body, seq))
         h = chain_next(h, seq, ts, kind, rid, did, body)
         stretch.append(h)
