@@ -1,4 +1,5 @@
-"""Attacks on sign-in: the lock-out after ``max_failures`` wrong PINs.
+"""Attacks on sign-in: the lock-out after ``max_failures`` wrong PINs; an unknown person's
+PIN costs what a known person's does.
 
 The lock-out was checked once, before a request waited for one of the two
 Argon2 slots; requests sent together all passed the check before the first
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import threading
 
-from table.interfaces.auth import Authenticator, PeopleFile, SignInLocked
+import argon2
+
+from table.interfaces.auth import Authenticator, PeopleFile, PinHasher, SignInLocked
 from table.roles import Role
 
 from console_helpers import CHEAP, wait_until
@@ -63,3 +66,35 @@ def test_a_burst_of_guesses_gets_no_more_than_max_failures(tmp_path):
         t.join(10)
     assert len(hashed) <= 3, f"{len(hashed)} PINs tried in one burst; max_failures is 3 ({outcomes})"
     assert outcomes.count("locked") >= 7
+
+
+class _Recording(argon2.PasswordHasher):
+    """The test's Argon2 hasher (cheap parameters): records each hash made and the
+    parameters of each hash a PIN is checked against."""
+
+    def __init__(self) -> None:
+        super().__init__(time_cost=1, memory_cost=8192, parallelism=1)
+        self.made = 0
+        self.checked: list[argon2.Parameters] = []
+
+    def hash(self, password, *, salt=None):
+        self.made += 1
+        return super().hash(password, salt=salt)
+
+    def verify(self, hash, password):
+        self.checked.append(argon2.extract_parameters(hash))
+        return super().verify(hash, password)
+
+
+def test_an_unknown_person_costs_one_argon2_check_at_the_hashers_parameters_and_starting_costs_none():
+    """A PIN for nobody is checked at the cost a known person's is (no timing tells who
+    exists), and a table starts without an Argon2 run (it made one per sign-in check at start)."""
+    recording = _Recording()
+    pins = PinHasher(recording)
+    assert recording.made == 0
+    known = pins.hash("493817")
+    assert not pins.verify(None, "493817")
+    assert not pins.verify(known, "111293")
+    assert pins.verify(known, "493817")
+    params = argon2.extract_parameters(known)
+    assert recording.checked == [params, params, params]
