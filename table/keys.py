@@ -21,6 +21,7 @@ public key the table ever used (``docs/journal.md``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -109,11 +110,12 @@ class TableKey:
     private: Ed25519PrivateKey
     source: str = ""
 
-    @property
+    @functools.cached_property
     def public(self) -> Ed25519PublicKey:
+        """The public half (one object a key: libsodium's verify key is remembered per object)."""
         return self.private.public_key()
 
-    @property
+    @functools.cached_property
     def key_id(self) -> str:
         return key_id(self.public)
 

@@ -55,10 +55,22 @@ class SignedTable:
         if not self.key_file.exists():
             save(self.key, self.key_file)
         self.path = folder / f"{table_id}.sqlite3"
-        self.journal = Journal(self.path, key=self.key, table_id=table_id)
+        self._journal: Journal | None = None
         self.events_topic, self.status_topic = topics(floor, table_id)
         self.checkpoint_topic = checkpoint_topic(floor, table_id)
         self.seq = 0
+
+    @property
+    def journal(self) -> Journal:
+        """The table's journal, made at its first use: a forger that only signs a status
+        needs none (300 of them made 300 journal files, ~3 ms of CPU and ~40 ms of fsyncs each)."""
+        if self._journal is None:
+            self._journal = Journal(self.path, key=self.key, table_id=self.table_id)
+        return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        self._journal = journal
 
     def publish_key(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -99,7 +111,8 @@ class SignedTable:
                 self.event("round_settled", {"number": number, "results": {}, "net_cents": nets}, rid, ts)]
 
     def close(self) -> None:
-        self.journal.close()
+        if self._journal is not None:
+            self._journal.close()
 
 
 class Publisher:

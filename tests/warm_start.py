@@ -30,7 +30,12 @@ from typing import IO
 #: what ``tablectl run`` imports, imported once in the server
 PRELOAD = ("table.cli", "table.cli.run", "table.cli.options", "table.controller", "table.day.day_report",
            "table.interfaces.auth", "table.interfaces.control_socket", "table.interfaces.terminal",
-           "table.recovery", "table.journal", "devices.drivers", "structlog", "click")
+           "table.recovery", "table.journal", "devices.drivers", "structlog", "click",
+           # and what it imports as it runs (its assembly, drivers apart, front doors, remote dealer)
+           "table.assembly", "devices.apart.choose", "table.hil.remote_dealer", "table.interfaces.audit_view",
+           "table.interfaces.day_view", "table.interfaces.event_socket", "table.interfaces.history",
+           "table.interfaces.mqtt", "table.shuffle_check", "table.day.report_cache", "simulators.standalone",
+           "protocols.deck_text", "concurrent.futures.thread", "email.parser")
 
 _SERVER = r'''
 import array, importlib, json, os, signal, socket, sys
