@@ -6,6 +6,7 @@ Playwright, with each page's WebSocket traffic recorded and a screenshot of its 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -238,7 +240,8 @@ class WorkerChromium:
     when the first test asks for it (tests/conftest.py's ``chromium`` fixture); each test
     makes its own contexts (a person = a context: cookies and storage apart), and every
     context a test opened is closed after it. A launch costs ~0.6 s of CPU (the Playwright
-    driver and Chromium), a context ~0.15 s: 22 launches a run (9 a module, 13 a test) become one a worker.
+    driver and Chromium), a context ~0.15 s: the 22 launches of a run (9 a module, 13 a
+    test) became one a worker.
 
     Why this works with Playwright's sync API, and what it takes: the API runs its asyncio
     loop in a greenlet of the main thread and, after every call, marks that loop as the
@@ -265,16 +268,19 @@ class WorkerChromium:
         from playwright.sync_api import sync_playwright
 
         self._playwright = sync_playwright().start()
-        self.browser = self._playwright.chromium.launch(executable_path=self.executable, args=CHROMIUM_ARGS)
-        # Playwright starts its pool thread (``asyncio_N``) on the first screenshot: here,
-        # not inside a test (conftest fails a test that leaves a thread behind).
-        warm = self.browser.new_context()
-        warm_page = warm.new_page()
-        warm_page.set_content("<p>warm</p>")
-        warm_page.screenshot(path=str(screenshot_dir() / ".warm-up.png"))
-        warm.close()
-        (screenshot_dir() / ".warm-up.png").unlink(missing_ok=True)
         self._loop = asyncio.get_running_loop()  # the mark Playwright set
+        # Playwright writes screenshots from its loop's default pool, whose threads start on
+        # demand: a test that took a second screenshot at once started one more, and conftest
+        # fails a test that leaves a thread behind. So a pool of its own, every thread started
+        # here (named as asyncio's, which the browser modules' leak checks expect).
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="asyncio")
+        barrier = threading.Barrier(3)
+        started = [pool.submit(barrier.wait, 30) for _ in range(2)]
+        barrier.wait(30)
+        for future in started:
+            future.result()
+        self._loop.set_default_executor(pool)
+        self.browser = self._playwright.chromium.launch(executable_path=self.executable, args=CHROMIUM_ARGS)
         asyncio._set_running_loop(None)  # type: ignore[attr-defined]
         return self
 
