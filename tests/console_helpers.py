@@ -241,7 +241,9 @@ class WorkerChromium:
     makes its own contexts (a person = a context: cookies and storage apart), and every
     context a test opened is closed after it. A launch costs ~0.6 s of CPU (the Playwright
     driver and Chromium), a context ~0.15 s: the 22 launches of a run (9 a module, 13 a
-    test) became one a worker.
+    test) became one a worker. Measured on 2 busy cores, the 18 browser modules in one
+    pytest process (no ``-n``, ``-m "not alone"``): 157.8 s of CPU (children included)
+    before, 139.9 s after.
 
     Why this works with Playwright's sync API, and what it takes: the API runs its asyncio
     loop in a greenlet of the main thread and, after every call, marks that loop as the
