@@ -55,7 +55,8 @@ def _fault_asked(st: dict) -> bool:
     return waiting(st, "fix_device")
 
 
-def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_screens_and_ridden_through(chromium, tcp_bench):
+def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_screens_and_ridden_through(
+        chromium, tcp_bench):
     bench, crew = tcp_bench, tcp_bench.crew
     shuffler = bench.shuffler
     crew.play_rounds(1)
