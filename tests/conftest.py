@@ -161,3 +161,27 @@ def pytest_terminal_summary(terminalreporter):
     folder = os.environ.get("THREECARD_SCREENSHOTS") or os.path.join(os.getcwd(), "test-artifacts", "screenshots")
     if os.path.isdir(folder) and any(name.endswith(".png") for name in os.listdir(folder)):
         terminalreporter.write_line(f"browser screenshots (final pages): {folder}")
+
+
+@pytest.fixture(scope="session")
+def _worker_chromium():
+    """The worker's one Chromium (console_helpers.WorkerChromium), launched on first use."""
+    from console_helpers import WorkerChromium, chromium_path
+
+    path = chromium_path()
+    if path is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+    shared = WorkerChromium(path).start()
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def chromium(_worker_chromium):
+    """The worker's Chromium for one test: the test makes its own contexts (a person each);
+    they are closed after it."""
+    browser = _worker_chromium.acquire()
+    try:
+        yield browser
+    finally:
+        _worker_chromium.release()

@@ -5,6 +5,8 @@ Playwright, with each page's WebSocket traffic recorded and a screenshot of its 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -13,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -230,6 +233,90 @@ class Hands:
 
 
 DEVICE_STEPS = ("insert_deck", "take_from_shuffler", "unload_shoe", "load_shoe", "draw_card")
+
+
+class WorkerChromium:
+    """One Chromium for every browser test of a pytest process (an xdist worker), launched
+    when the first test asks for it (tests/conftest.py's ``chromium`` fixture); each test
+    makes its own contexts (a person = a context: cookies and storage apart), and every
+    context a test opened is closed after it. A launch costs ~0.6 s of CPU (the Playwright
+    driver and Chromium), a context ~0.15 s: the 22 launches of a run (9 a module, 13 a
+    test) became one a worker. Measured on 2 busy cores, the 18 browser modules in one
+    pytest process (no ``-n``, ``-m "not alone"``): 157.8 s of CPU (children included)
+    before, 139.9 s after.
+
+    Why this works with Playwright's sync API, and what it takes: the API runs its asyncio
+    loop in a greenlet of the main thread and, after every call, marks that loop as the
+    thread's *running* loop (``asyncio._set_running_loop``, playwright/_impl/_greenlets.py),
+    so that its callbacks find it. Left so, any later test of the worker that calls
+    ``asyncio.run()`` (or ``run_until_complete``) on the main thread fails with "cannot be
+    called from a running event loop" (checked: a browser test, then an ``asyncio.run``
+    test, in one process). So :meth:`release` clears the mark after each browser test and
+    :meth:`acquire` sets it again before the next one: between browser tests the loop is
+    suspended, not running, exactly as the mark then says. Threads (the servers tests start)
+    have loops of their own and are not concerned. A module-scoped browser would need no
+    such care but costs a launch a module."""
+
+    def __init__(self, executable: str) -> None:
+        self.executable = executable
+        self._playwright: Any = None
+        self.browser: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._before: set = set()
+
+    def start(self) -> "WorkerChromium":
+        """Launch the browser (from a session fixture: outside any test's leak check, since
+        the Playwright driver's pipes and child watcher live as long as the worker)."""
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self._loop = asyncio.get_running_loop()  # the mark Playwright set
+        # Playwright writes screenshots from its loop's default pool, whose threads start on
+        # demand: a test that took a second screenshot at once started one more, and conftest
+        # fails a test that leaves a thread behind. So a pool of its own, every thread started
+        # here (named as asyncio's, which the browser modules' leak checks expect).
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="asyncio")
+        barrier = threading.Barrier(3)
+        started = [pool.submit(barrier.wait, 30) for _ in range(2)]
+        barrier.wait(30)
+        for future in started:
+            future.result()
+        self._loop.set_default_executor(pool)
+        self.browser = self._playwright.chromium.launch(executable_path=self.executable, args=CHROMIUM_ARGS)
+        asyncio._set_running_loop(None)  # type: ignore[attr-defined]
+        return self
+
+    def acquire(self) -> Any:
+        """The worker's browser for one test; the contexts open now are kept by :meth:`release`."""
+        asyncio._set_running_loop(self._loop)  # type: ignore[attr-defined]
+        self._before = set(self.browser.contexts)
+        return self.browser
+
+    def release(self) -> None:
+        """Close the contexts opened since :meth:`acquire` (their pages stop reconnecting to
+        a table that is gone) and clear the running-loop mark."""
+        try:
+            for context in list(self.browser.contexts):
+                if context not in self._before:
+                    context.close()
+        finally:
+            asyncio._set_running_loop(None)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        if self.browser is not None:
+            asyncio._set_running_loop(self._loop)  # type: ignore[attr-defined]
+            try:
+                self.browser.close()
+            finally:
+                self._playwright.stop()
+                self.browser = None
+
+
+def close_contexts(browser: Any) -> None:
+    """Close every context of ``browser`` (the people's pages leave before the server they
+    watch stops; the browser itself is the worker's, :class:`WorkerChromium`)."""
+    for context in list(browser.contexts):
+        context.close()
 
 
 def screenshot_dir() -> Path:

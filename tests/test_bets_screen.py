@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from console_helpers import CHEAP, CHROMIUM_ARGS, PEOPLE, chromium_path, screenshot_dir
+from console_helpers import CHEAP, PEOPLE, chromium_path, screenshot_dir
 from test_bets_api import BettingTable
 from table.bets import BetBook, Limit, TableLimits
 from table.console import Command, Console
@@ -75,21 +75,6 @@ def screen_table(tmp_path):
         hub.close()
         front.close()
         events.close()
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        warm = browser.new_context()
-        warm.new_page().set_content("<p>warm</p>")
-        warm.close()
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def dealer_screen(chromium, door):

@@ -20,7 +20,7 @@ import pytest
 
 from console_helpers import BenchTable, Hands
 from table.rules.hands import evaluate
-from test_web_console import (CHROMIUM, STEP_S, chromium, drive, events_of, no_leaks, shoot,  # noqa: F401
+from test_web_console import (CHROMIUM, STEP_S, drive, events_of, no_leaks, shoot,  # noqa: F401
                               wait_action_not, waiting)
 from test_web_console_states import DESK, PHONE, sign_in, wider_than_screen
 

@@ -218,22 +218,16 @@ def test_a_restarted_floor_still_refuses_the_dead_connections_status_and_ignores
 
 
 @pytest.mark.alone  # bounds wall time: run apart from the parallel run
-def test_the_floor_page_shows_the_killed_table_offline_within_5_s_then_online_again(tmp_path, broker):  # noqa: F811
+def test_the_floor_page_shows_the_killed_table_offline_within_5_s_then_online_again(chromium, tmp_path,
+                                                                                     broker):  # noqa: F811
     """The floor page in real Chromium (its table list, no sign-in): the table killed with
     SIGKILL shows offline with "connection lost" within 5 s, then online after its restart."""
-    from console_helpers import CHROMIUM_ARGS, chromium_path
-
-    chromium = chromium_path()
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
     from table.floor.config import parse_floor_config
     from table.floor.service import FloorService
     from table.interfaces.auth import PeopleFile
     from table.roles import Role
 
-    from console_helpers import CHEAP
+    from console_helpers import CHEAP, close_contexts
 
     table = TableProcess(tmp_path / "table", broker.port)
     (tmp_path / "keys").mkdir()
@@ -252,23 +246,21 @@ url = "mqtt://127.0.0.1:{broker.port}"
     try:
         assert service.wait_following(20) == []
         table.start()
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(service.url + "/")
-                row = f'[data-table="{TABLE}"]'
-                page.wait_for_selector(f'{row}[data-state="online"]', timeout=20_000)
-                killed = time.monotonic()
-                table.kill()
-                page.wait_for_selector(f'{row}[data-state="offline"]', timeout=5_000)
-                took = time.monotonic() - killed
-                text = page.locator(row).inner_text()
-                assert "connection lost" in text and "offline since" in text, text
-                table.start()
-                page.wait_for_selector(f'{row}[data-state="online"]', timeout=20_000)
-            finally:
-                browser.close()
+        try:
+            page = chromium.new_page()
+            page.goto(service.url + "/")
+            row = f'[data-table="{TABLE}"]'
+            page.wait_for_selector(f'{row}[data-state="online"]', timeout=20_000)
+            killed = time.monotonic()
+            table.kill()
+            page.wait_for_selector(f'{row}[data-state="offline"]', timeout=5_000)
+            took = time.monotonic() - killed
+            text = page.locator(row).inner_text()
+            assert "connection lost" in text and "offline since" in text, text
+            table.start()
+            page.wait_for_selector(f'{row}[data-state="online"]', timeout=20_000)
+        finally:
+            close_contexts(chromium)
         print(f"the floor page showed {TABLE} offline {took:.2f} s after SIGKILL")
         assert forged_alarms(service.floor) == []
     finally:

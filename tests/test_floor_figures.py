@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from console_helpers import CHROMIUM_ARGS, chromium_path, screenshot_dir
+from console_helpers import close_contexts, chromium_path, screenshot_dir
 from floor_helpers import call, database  # noqa: F401  (fixtures)
 from test_floor_roles import FLUCTUATION_DAY, Clock, floor_of_two_pits, token  # noqa: F401  (fixture)
 from test_floor_roles_page import floor_server, sign_in
@@ -72,37 +72,34 @@ CHROMIUM = chromium_path()
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_page_plots_settled_against_expected_win_with_the_band_on_a_phone(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_the_page_plots_settled_against_expected_win_with_the_band_on_a_phone(chromium, tmp_path):
     a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
     store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
     try:
         for topic, payload in [a.status(), *fluctuating(a)]:
             assert floor.receive(topic, payload.encode())
         assert floor.wait_idle(30)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                sign_in(page, server.url, "PB-1")
-                page.wait_for_selector("#plot polyline.settled")
-                assert page.locator("#plot polygon.band-area").count() == 1
-                assert page.locator("#plot polyline.expected").count() == 1
-                caption = page.inner_text("#plot-caption")
-                assert "-$120.00 settled" in caption and f"{DAY_EXPECTED / 100:.2f}".lstrip("-") in caption, caption
-                day_row = page.locator('[data-band="pit:pit1"] tr[data-period="day"]')
-                assert "outside the band" in day_row.inner_text()
-                assert "outside" not in page.locator('[data-band="pit:pit1"] tr[data-period="year_to_date"]').inner_text()
-                page.select_option("#plot-span", "year")
-                page.wait_for_function("() => /from 2026-01-01/.test(document.querySelector('#plot-caption').textContent)")
-                assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-                page.locator("#plot-box").screenshot(path=str(screenshot_dir() / "floor-plot-390px.png"))
-                assert errors == []
-            finally:
-                browser.close()
+        browser = chromium
+        try:
+            page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            sign_in(page, server.url, "PB-1")
+            page.wait_for_selector("#plot polyline.settled")
+            assert page.locator("#plot polygon.band-area").count() == 1
+            assert page.locator("#plot polyline.expected").count() == 1
+            caption = page.inner_text("#plot-caption")
+            assert "-$120.00 settled" in caption and f"{DAY_EXPECTED / 100:.2f}".lstrip("-") in caption, caption
+            day_row = page.locator('[data-band="pit:pit1"] tr[data-period="day"]')
+            assert "outside the band" in day_row.inner_text()
+            assert "outside" not in page.locator('[data-band="pit:pit1"] tr[data-period="year_to_date"]').inner_text()
+            page.select_option("#plot-span", "year")
+            page.wait_for_function("() => /from 2026-01-01/.test(document.querySelector('#plot-caption').textContent)")
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            page.locator("#plot-box").screenshot(path=str(screenshot_dir() / "floor-plot-390px.png"))
+            assert errors == []
+        finally:
+            close_contexts(browser)
     finally:
         server.close()
         floor.close()

@@ -17,7 +17,7 @@ from table.interfaces.auth import PeopleFile
 from table.interfaces.mqtt import sign_message, topics
 from table.keys import generate
 
-from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
+from console_helpers import CHEAP, close_contexts, chromium_path, screenshot_dir
 from floor_helpers import call
 from test_floor_roles import PINS
 
@@ -85,48 +85,45 @@ def test_the_grid_of_500_tables_counts_them_and_a_pit_boss_gets_their_pit(floor_
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_500_tables_stay_readable_on_a_floor_monitor_and_a_phone(floor_of_500):
-    from playwright.sync_api import sync_playwright
-
+def test_500_tables_stay_readable_on_a_floor_monitor_and_a_phone(chromium, floor_of_500):
     server, offline, alarmed = floor_of_500
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            for width, height, name in ((1920, 1080, "monitor"), (390, 844, "phone")):
-                page = browser.new_context(viewport={"width": width, "height": height}).new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(server.url + "/")
-                page.fill("#person", "FM-1")
-                page.fill("#pin", PINS["FM-1"][1])
-                page.click("#signin-form button")
-                page.wait_for_function(f"() => document.querySelectorAll('#grid [data-grid-table]').length === {N}")
-                assert f"{N} tables: {N - len(offline)} online, {len(offline)} offline" in page.inner_text("#pit-counts")
-                assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-                layout = page.evaluate("""() => {
-                    const tiles = [...document.querySelectorAll('#grid a.tile')].slice(0, 40).map((a) => a.getBoundingClientRect());
-                    const rows = new Set(tiles.map((r) => Math.round(r.top)));
-                    const font = Math.min(...[...document.querySelectorAll('#grid a.tile span')].slice(0, 200)
-                        .map((s) => parseFloat(getComputedStyle(s).fontSize)));
-                    let overlap = false;
-                    for (let i = 1; i < tiles.length; i++) {
-                        const a = tiles[i - 1], b = tiles[i];
-                        if (Math.round(a.top) === Math.round(b.top) && b.left < a.right - 0.5) overlap = true;
-                    }
-                    return {perRow: tiles.length / rows.size, font, overlap, width: tiles[0].width};
-                }""")
-                assert not layout["overlap"] and layout["font"] >= 12 and layout["width"] >= 150, layout
-                assert layout["perRow"] >= (10 if name == "monitor" else 2), layout
-                page.check("#pit-attention")
-                shown = page.evaluate("[...document.querySelectorAll('#grid [data-grid-table]')]"
-                                      ".filter((li) => !li.hidden).map((li) => li.dataset.gridTable)")
-                assert set(shown) == offline | alarmed
-                page.screenshot(path=str(screenshot_dir() / f"floor-grid-500-{name}.png"))
-                page.select_option("#pit-filter", "pit3")
-                page.uncheck("#pit-attention")
-                shown = page.evaluate("[...document.querySelectorAll('#grid [data-grid-table]')]"
-                                      ".filter((li) => !li.hidden).length")
-                assert shown == 50
-                assert errors == []
-        finally:
-            browser.close()
+    browser = chromium
+    try:
+        for width, height, name in ((1920, 1080, "monitor"), (390, 844, "phone")):
+            page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server.url + "/")
+            page.fill("#person", "FM-1")
+            page.fill("#pin", PINS["FM-1"][1])
+            page.click("#signin-form button")
+            page.wait_for_function(f"() => document.querySelectorAll('#grid [data-grid-table]').length === {N}")
+            assert f"{N} tables: {N - len(offline)} online, {len(offline)} offline" in page.inner_text("#pit-counts")
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            layout = page.evaluate("""() => {
+                const tiles = [...document.querySelectorAll('#grid a.tile')].slice(0, 40).map((a) => a.getBoundingClientRect());
+                const rows = new Set(tiles.map((r) => Math.round(r.top)));
+                const font = Math.min(...[...document.querySelectorAll('#grid a.tile span')].slice(0, 200)
+                    .map((s) => parseFloat(getComputedStyle(s).fontSize)));
+                let overlap = false;
+                for (let i = 1; i < tiles.length; i++) {
+                    const a = tiles[i - 1], b = tiles[i];
+                    if (Math.round(a.top) === Math.round(b.top) && b.left < a.right - 0.5) overlap = true;
+                }
+                return {perRow: tiles.length / rows.size, font, overlap, width: tiles[0].width};
+            }""")
+            assert not layout["overlap"] and layout["font"] >= 12 and layout["width"] >= 150, layout
+            assert layout["perRow"] >= (10 if name == "monitor" else 2), layout
+            page.check("#pit-attention")
+            shown = page.evaluate("[...document.querySelectorAll('#grid [data-grid-table]')]"
+                                  ".filter((li) => !li.hidden).map((li) => li.dataset.gridTable)")
+            assert set(shown) == offline | alarmed
+            page.screenshot(path=str(screenshot_dir() / f"floor-grid-500-{name}.png"))
+            page.select_option("#pit-filter", "pit3")
+            page.uncheck("#pit-attention")
+            shown = page.evaluate("[...document.querySelectorAll('#grid [data-grid-table]')]"
+                                  ".filter((li) => !li.hidden).length")
+            assert shown == 50
+            assert errors == []
+    finally:
+        close_contexts(browser)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from console_helpers import CHROMIUM_ARGS, chromium_path, screenshot_dir, wait_until
+from console_helpers import close_contexts, chromium_path, screenshot_dir, wait_until
 from floor_helpers import SignedTable, needs_mosquitto
 from mqtt_broker import Broker, free_port
 
@@ -60,49 +60,44 @@ def no_horizontal_scroll(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(readme_floor):
-    from playwright.sync_api import sync_playwright
-
+def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(chromium, readme_floor):
     url, folder = readme_floor
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 390, "height": 844})
-            errors = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(url)
-            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
-                page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
-                                       "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
-            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # and offline: their 20 rounds dealt (the report is as of sign-in)
-                page.wait_for_function("id => /offline/.test((document.querySelector(`#tables "
-                                       "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=120_000)
-            assert no_horizontal_scroll(page)
-            page.fill("#person", "FM-1")
-            page.fill("#pin", "000000")
-            page.click("#signin-form button")
-            page.wait_for_function("() => document.querySelector('#signin-error').textContent.length > 0")
-            assert page.is_hidden("#reports")
-            page.fill("#pin", PIN)
-            page.click("#signin-form button")
-            page.wait_for_selector("#reports:not([hidden])")
-            assert "FM-1 (floor manager)" in page.inner_text("#who")
-            for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's 20 rounds of the day, from its signed results:
-                # every one, the first too (the tables start once the floor says it follows the broker)
-                page.wait_for_function("id => { const c = document.querySelector(`#rows [data-table=\"${id}\"]`);"
-                                       " return c && /rounds\\s*20\\b/.test(c.textContent); }", arg=t, timeout=60_000)
-            assert "Year to date" in page.inner_text("#totals")
-            assert no_horizontal_scroll(page)
-            page.screenshot(path=str(screenshot_dir() / "floor-readme-example-390px.png"), full_page=True)
-            assert errors == []
-        finally:
-            browser.close()
+    browser = chromium
+    try:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
+            page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
+                                   "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
+        for t in ("pit1-tcp-01", "pit1-tcp-02"):  # and offline: their 20 rounds dealt (the report is as of sign-in)
+            page.wait_for_function("id => /offline/.test((document.querySelector(`#tables "
+                                   "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=120_000)
+        assert no_horizontal_scroll(page)
+        page.fill("#person", "FM-1")
+        page.fill("#pin", "000000")
+        page.click("#signin-form button")
+        page.wait_for_function("() => document.querySelector('#signin-error').textContent.length > 0")
+        assert page.is_hidden("#reports")
+        page.fill("#pin", PIN)
+        page.click("#signin-form button")
+        page.wait_for_selector("#reports:not([hidden])")
+        assert "FM-1 (floor manager)" in page.inner_text("#who")
+        for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's 20 rounds of the day, from its signed results:
+            # every one, the first too (the tables start once the floor says it follows the broker)
+            page.wait_for_function("id => { const c = document.querySelector(`#rows [data-table=\"${id}\"]`);"
+                                   " return c && /rounds\\s*20\\b/.test(c.textContent); }", arg=t, timeout=60_000)
+        assert "Year to date" in page.inner_text("#totals")
+        assert no_horizontal_scroll(page)
+        page.screenshot(path=str(screenshot_dir() / "floor-readme-example-390px.png"), full_page=True)
+        assert errors == []
+    finally:
+        close_contexts(browser)
     assert (folder / "floor.sqlite3").exists()
 
 
-def test_a_fluctuation_gets_an_investigation_note_on_the_page(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_a_fluctuation_gets_an_investigation_note_on_the_page(chromium, tmp_path):
     from table.floor.config import parse_floor_config
     from table.floor.service import FloorService
     from table.interfaces.auth import PeopleFile
@@ -136,50 +131,49 @@ url = "mqtt://127.0.0.1:{free_port()}"
         for topic, payload in stream:
             service.floor.receive(topic, payload.encode())
         assert service.floor.wait_idle(30)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 390, "height": 844})
-                errors = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                held = []  # the report for today, asked at sign-in, answered only after the chosen day's
+        browser = chromium
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            errors = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            held = []  # the report for today, asked at sign-in, answered only after the chosen day's
 
-                def hold_todays_report(route):
-                    if "day=2026-03-05" in route.request.url:
-                        route.continue_()
-                    else:  # answered by the server now (before the note), handed to the page later
-                        held.append((route, route.fetch()))
+            def hold_todays_report(route):
+                if "day=2026-03-05" in route.request.url:
+                    route.continue_()
+                else:  # answered by the server now (before the note), handed to the page later
+                    held.append((route, route.fetch()))
 
-                page.route("**/api/v1/floor/report?day=*", hold_todays_report)
-                page.goto(service.url)
-                page.fill("#person", "PB-3")
-                page.fill("#pin", PIN)
-                page.click("#signin-form button")
-                page.wait_for_selector("#reports:not([hidden])")
-                page.fill("#day", "2026-03-05")
-                page.click("#day-form button[type=submit]")
-                card = page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]')
-                card.wait_for(timeout=20_000)
-                card.locator("textarea").fill("seat 1 paid twice on a straight; video reviewed with surveillance")
-                card.locator("button").click()
-                page.wait_for_function("() => /PB-3 \\(pit_boss\\)/.test((document.querySelector("
-                                       "'[data-fluctuation=\"pit1-tcp-09/2026-03-05\"]') || {}).textContent || '')")
-                # a slow answer to the older ask (today's report, asked at sign-in, before the note) must not
-                # replace the newer one: on a loaded machine it did, and the note vanished from the page
-                assert held, "the sign-in asked for today's report first"
-                with page.expect_response(lambda r: "/api/v1/floor/report?day=" in r.url
-                                          and "2026-03-05" not in r.url) as stale:
-                    route, answer = held.pop()
-                    route.fulfill(response=answer)
-                stale.value.finished()  # its body read: the page's next tasks take it
-                page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
-                assert "PB-3 (pit_boss)" in card.inner_text(), "an older, slower answer replaced the newer one"
-                assert "video reviewed" in page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]').inner_text()
-                assert no_horizontal_scroll(page)
-                page.screenshot(path=str(screenshot_dir() / "floor-fluctuation-note-390px.png"), full_page=True)
-                assert errors == []
-            finally:
-                browser.close()
+            page.route("**/api/v1/floor/report?day=*", hold_todays_report)
+            page.goto(service.url)
+            page.fill("#person", "PB-3")
+            page.fill("#pin", PIN)
+            page.click("#signin-form button")
+            page.wait_for_selector("#reports:not([hidden])")
+            page.fill("#day", "2026-03-05")
+            page.click("#day-form button[type=submit]")
+            card = page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]')
+            card.wait_for(timeout=20_000)
+            card.locator("textarea").fill("seat 1 paid twice on a straight; video reviewed with surveillance")
+            card.locator("button").click()
+            page.wait_for_function("() => /PB-3 \\(pit_boss\\)/.test((document.querySelector("
+                                   "'[data-fluctuation=\"pit1-tcp-09/2026-03-05\"]') || {}).textContent || '')")
+            # a slow answer to the older ask (today's report, asked at sign-in, before the note) must not
+            # replace the newer one: on a loaded machine it did, and the note vanished from the page
+            assert held, "the sign-in asked for today's report first"
+            with page.expect_response(lambda r: "/api/v1/floor/report?day=" in r.url
+                                      and "2026-03-05" not in r.url) as stale:
+                route, answer = held.pop()
+                route.fulfill(response=answer)
+            stale.value.finished()  # its body read: the page's next tasks take it
+            page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+            assert "PB-3 (pit_boss)" in card.inner_text(), "an older, slower answer replaced the newer one"
+            assert "video reviewed" in page.locator('[data-fluctuation="pit1-tcp-09/2026-03-05"]').inner_text()
+            assert no_horizontal_scroll(page)
+            page.screenshot(path=str(screenshot_dir() / "floor-fluctuation-note-390px.png"), full_page=True)
+            assert errors == []
+        finally:
+            close_contexts(browser)
         rows = service.store.query("SELECT author, role, table_id, gaming_day FROM notes")
         assert rows == [("PB-3", "pit_boss", "pit1-tcp-09", "2026-03-05")]
     finally:

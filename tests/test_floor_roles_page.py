@@ -20,7 +20,7 @@ from table.interfaces.auth import PeopleFile
 from table.interfaces.brokers import load_table_keys
 from table.keys import generate
 
-from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
+from console_helpers import CHEAP, close_contexts, chromium_path, screenshot_dir
 from floor_helpers import SignedTable
 from test_floor_roles import FLUCTUATION_DAY, PINS, Clock, fluctuating
 
@@ -57,9 +57,7 @@ def card(page, table_id):
     return page.locator(f'[data-fluctuation="{table_id}/{FLUCTUATION_DAY}"]')
 
 
-def test_a_pit_boss_and_the_floor_manager_each_do_their_part_on_the_floor_page(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_a_pit_boss_and_the_floor_manager_each_do_their_part_on_the_floor_page(chromium, tmp_path):
     a, b = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1"), SignedTable(tmp_path / "b", "pit2-tcp-01", "pit2")
     clock = Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc))  # the fluctuation's gaming day
     store, floor, server = floor_server(tmp_path, (a, b), clock)
@@ -67,62 +65,61 @@ def test_a_pit_boss_and_the_floor_manager_each_do_their_part_on_the_floor_page(t
         for topic, payload in [a.status(), b.status(), *fluctuating(a), *fluctuating(b)]:
             assert floor.receive(topic, payload.encode())
         assert floor.wait_idle(30)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                boss_ctx = browser.new_context(viewport={"width": 390, "height": 844}, accept_downloads=True)
-                manager_ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-                boss, manager = boss_ctx.new_page(), manager_ctx.new_page()
-                errors = []
-                for pg in (boss, manager):
-                    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        browser = chromium
+        try:
+            boss_ctx = browser.new_context(viewport={"width": 390, "height": 844}, accept_downloads=True)
+            manager_ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+            boss, manager = boss_ctx.new_page(), manager_ctx.new_page()
+            errors = []
+            for pg in (boss, manager):
+                pg.on("pageerror", lambda exc: errors.append(str(exc)))
 
-                # the pit boss of pit1: their table and its fluctuation, nothing of pit2
-                sign_in(boss, server.url, "PB-1")
-                assert "PB-1 (pit boss)" in boss.inner_text("#who")
-                assert "pit1" in boss.inner_text("#scope") and "pit2" not in boss.inner_text("#scope")
-                assert boss.input_value("#day") == FLUCTUATION_DAY  # the floor's day, given by the server
-                card(boss, "pit1-tcp-01").wait_for(timeout=20_000)
-                assert boss.locator('#rows [data-table="pit1-tcp-01"]').count() == 1
-                assert boss.locator('#rows [data-table="pit2-tcp-01"]').count() == 0  # no money of pit2
-                assert card(boss, "pit2-tcp-01").count() == 0
-                card(boss, "pit1-tcp-01").locator("textarea").fill("seat 1 paid twice on a straight; video reviewed")
-                card(boss, "pit1-tcp-01").locator("button").click()
-                boss.wait_for_function("() => /PB-1 \\(pit_boss\\)/.test((document.querySelector("
-                                       "'[data-fluctuation=\"pit1-tcp-01/2026-03-05\"]') || {}).textContent || '')")
-                with boss.expect_download() as download:
-                    boss.click("#export-csv")
-                exported = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
-                assert exported and {r["table_id"] for r in exported} == {"pit1-tcp-01"}
-                assert download.value.suggested_filename == f"pits-pit1-report-{FLUCTUATION_DAY}.csv"
+            # the pit boss of pit1: their table and its fluctuation, nothing of pit2
+            sign_in(boss, server.url, "PB-1")
+            assert "PB-1 (pit boss)" in boss.inner_text("#who")
+            assert "pit1" in boss.inner_text("#scope") and "pit2" not in boss.inner_text("#scope")
+            assert boss.input_value("#day") == FLUCTUATION_DAY  # the floor's day, given by the server
+            card(boss, "pit1-tcp-01").wait_for(timeout=20_000)
+            assert boss.locator('#rows [data-table="pit1-tcp-01"]').count() == 1
+            assert boss.locator('#rows [data-table="pit2-tcp-01"]').count() == 0  # no money of pit2
+            assert card(boss, "pit2-tcp-01").count() == 0
+            card(boss, "pit1-tcp-01").locator("textarea").fill("seat 1 paid twice on a straight; video reviewed")
+            card(boss, "pit1-tcp-01").locator("button").click()
+            boss.wait_for_function("() => /PB-1 \\(pit_boss\\)/.test((document.querySelector("
+                                   "'[data-fluctuation=\"pit1-tcp-01/2026-03-05\"]') || {}).textContent || '')")
+            with boss.expect_download() as download:
+                boss.click("#export-csv")
+            exported = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
+            assert exported and {r["table_id"] for r in exported} == {"pit1-tcp-01"}
+            assert download.value.suggested_filename == f"pits-pit1-report-{FLUCTUATION_DAY}.csv"
 
-                # the floor manager: both pits, the pit boss's note, and a note on pit2's fluctuation
-                sign_in(manager, server.url, "FM-1")
-                assert "FM-1 (floor manager)" in manager.inner_text("#who")
-                assert "whole floor" in manager.inner_text("#scope")
-                for t in ("pit1-tcp-01", "pit2-tcp-01"):
-                    manager.locator(f'#rows [data-table="{t}"]').wait_for(timeout=20_000)
-                    card(manager, t).wait_for()
-                assert "video reviewed" in card(manager, "pit1-tcp-01").inner_text()
-                assert "PB-1 (pit_boss)" in card(manager, "pit1-tcp-01").inner_text()
-                card(manager, "pit2-tcp-01").locator("textarea").fill("surveillance: dealer change at 20:00, filed")
-                card(manager, "pit2-tcp-01").locator("button").click()
-                manager.wait_for_function("() => /FM-1 \\(floor_manager\\)/.test((document.querySelector("
-                                          "'[data-fluctuation=\"pit2-tcp-01/2026-03-05\"]') || {}).textContent || '')")
-                manager.screenshot(path=str(screenshot_dir() / "floor-manager-two-pits.png"), full_page=True)
+            # the floor manager: both pits, the pit boss's note, and a note on pit2's fluctuation
+            sign_in(manager, server.url, "FM-1")
+            assert "FM-1 (floor manager)" in manager.inner_text("#who")
+            assert "whole floor" in manager.inner_text("#scope")
+            for t in ("pit1-tcp-01", "pit2-tcp-01"):
+                manager.locator(f'#rows [data-table="{t}"]').wait_for(timeout=20_000)
+                card(manager, t).wait_for()
+            assert "video reviewed" in card(manager, "pit1-tcp-01").inner_text()
+            assert "PB-1 (pit_boss)" in card(manager, "pit1-tcp-01").inner_text()
+            card(manager, "pit2-tcp-01").locator("textarea").fill("surveillance: dealer change at 20:00, filed")
+            card(manager, "pit2-tcp-01").locator("button").click()
+            manager.wait_for_function("() => /FM-1 \\(floor_manager\\)/.test((document.querySelector("
+                                      "'[data-fluctuation=\"pit2-tcp-01/2026-03-05\"]') || {}).textContent || '')")
+            manager.screenshot(path=str(screenshot_dir() / "floor-manager-two-pits.png"), full_page=True)
 
-                # the pit boss looks again: still pit1 alone, the manager's pit2 note nowhere
-                with boss.expect_response(lambda r: "/api/v1/floor/report?day=" in r.url) as again:
-                    boss.click("#day-form button[type=submit]")
-                again.value.finished()
-                boss.locator('#rows [data-table="pit1-tcp-01"]').wait_for()
-                assert "surveillance" not in boss.inner_text("#reports")
-                assert card(boss, "pit2-tcp-01").count() == 0
-                boss.screenshot(path=str(screenshot_dir() / "floor-pit-boss-390px.png"), full_page=True)
-                assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-                assert errors == []
-            finally:
-                browser.close()
+            # the pit boss looks again: still pit1 alone, the manager's pit2 note nowhere
+            with boss.expect_response(lambda r: "/api/v1/floor/report?day=" in r.url) as again:
+                boss.click("#day-form button[type=submit]")
+            again.value.finished()
+            boss.locator('#rows [data-table="pit1-tcp-01"]').wait_for()
+            assert "surveillance" not in boss.inner_text("#reports")
+            assert card(boss, "pit2-tcp-01").count() == 0
+            boss.screenshot(path=str(screenshot_dir() / "floor-pit-boss-390px.png"), full_page=True)
+            assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            assert errors == []
+        finally:
+            close_contexts(browser)
         assert store.query("SELECT author, role, table_id FROM notes ORDER BY n") == [
             ("PB-1", "pit_boss", "pit1-tcp-01"), ("FM-1", "floor_manager", "pit2-tcp-01")]
     finally:
@@ -133,10 +130,8 @@ def test_a_pit_boss_and_the_floor_manager_each_do_their_part_on_the_floor_page(t
         b.close()
 
 
-def test_the_pages_day_is_the_floors_gaming_day_not_the_browsers_date(tmp_path):
+def test_the_pages_day_is_the_floors_gaming_day_not_the_browsers_date(chromium, tmp_path):
     """The browser in New York at 00:30 on 11 March; the floor's gaming day starts at 06:00."""
-    from playwright.sync_api import sync_playwright
-
     t = SignedTable(tmp_path / "t", "pit1-tcp-01")
     at = dt.datetime(2026, 3, 11, 4, 30, tzinfo=dt.timezone.utc)  # 00:30 EDT
     store, floor, server = floor_server(tmp_path, (t,), Clock(at), GamingDay("America/New_York", 6))
@@ -145,23 +140,22 @@ def test_the_pages_day_is_the_floors_gaming_day_not_the_browsers_date(tmp_path):
                                *t.round(2, ts="2026-03-11T04:20:00+00:00")]:
             assert floor.receive(topic, payload.encode())
         assert floor.wait_idle(30)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                ctx = browser.new_context(timezone_id="America/New_York")
-                page = ctx.new_page()
-                page.clock.set_fixed_time(at)
-                assert page.evaluate("new Date().toISOString().slice(0, 10)") == "2026-03-11"  # what the browser says
-                sign_in(page, server.url, "FM-1")
-                assert page.input_value("#day") == "2026-03-10"
-                page.wait_for_function("() => /gaming day 2026-03-10/.test(document.querySelector('#totals')"
-                                       ".textContent)")
-                row = page.locator('#rows [data-table="pit1-tcp-01"]')
-                row.wait_for()
-                day_figures = row.locator("dl").first.inner_text().split()
-                assert day_figures[day_figures.index("rounds") + 1] == "2"  # both rounds are the 10th's
-            finally:
-                browser.close()
+        browser = chromium
+        try:
+            ctx = browser.new_context(timezone_id="America/New_York")
+            page = ctx.new_page()
+            page.clock.set_fixed_time(at)
+            assert page.evaluate("new Date().toISOString().slice(0, 10)") == "2026-03-11"  # what the browser says
+            sign_in(page, server.url, "FM-1")
+            assert page.input_value("#day") == "2026-03-10"
+            page.wait_for_function("() => /gaming day 2026-03-10/.test(document.querySelector('#totals')"
+                                   ".textContent)")
+            row = page.locator('#rows [data-table="pit1-tcp-01"]')
+            row.wait_for()
+            day_figures = row.locator("dl").first.inner_text().split()
+            assert day_figures[day_figures.index("rounds") + 1] == "2"  # both rounds are the 10th's
+        finally:
+            close_contexts(browser)
     finally:
         server.close()
         floor.close()

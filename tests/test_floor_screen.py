@@ -20,7 +20,7 @@ import pytest
 from table.interfaces.auth import PeopleFile
 from table.interfaces.mqtt import sign_message
 
-from console_helpers import CHEAP, CHROMIUM_ARGS, chromium_path, screenshot_dir
+from console_helpers import CHEAP, close_contexts, chromium_path, screenshot_dir
 from floor_helpers import Publisher, SignedTable, broker, call, needs_mosquitto  # noqa: F401  (fixtures)
 from test_floor_crash import PIT, TABLE, TableProcess, forged_alarms
 from test_floor_roles import PINS
@@ -113,124 +113,118 @@ def publish_rounds(port: int, a: SignedTable, b: SignedTable) -> None:
         pub.close()
 
 
-def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_from_the_grid(floor_world):
-    from playwright.sync_api import sync_playwright
-
+def test_two_people_watch_a_table_die_and_come_back_and_open_a_rounds_history_from_the_grid(chromium, floor_world):
     w = floor_world
     service = start_floor(w["tmp"], w["database"], w["broker"].port)
     try:
         w["killed"].start()
         publish_rounds(w["broker"].port, w["a"], w["b"])
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                boss_ctx = browser.new_context(viewport={"width": 390, "height": 844})
-                manager_ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-                boss, manager = boss_ctx.new_page(), manager_ctx.new_page()
-                errors: list[str] = []
-                for pg in (boss, manager):
-                    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-                sign_in(boss, service.url, "PB-1")
-                sign_in(manager, service.url, "FM-1")
-                # and the pit's read-only wall page (no sign-in), served by the same floor
-                wall = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
-                wall.on("pageerror", lambda exc: errors.append(str(exc)))
-                wall.goto(service.url + f"/pit?pit={PIT}")
+        browser = chromium
+        try:
+            boss_ctx = browser.new_context(viewport={"width": 390, "height": 844})
+            manager_ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+            boss, manager = boss_ctx.new_page(), manager_ctx.new_page()
+            errors: list[str] = []
+            for pg in (boss, manager):
+                pg.on("pageerror", lambda exc: errors.append(str(exc)))
+            sign_in(boss, service.url, "PB-1")
+            sign_in(manager, service.url, "FM-1")
+            # and the pit's read-only wall page (no sign-in), served by the same floor
+            wall = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+            wall.on("pageerror", lambda exc: errors.append(str(exc)))
+            wall.goto(service.url + f"/pit?pit={PIT}")
 
-                # the grid: the pit boss sees pit1's two tables, the manager pit2's as well
-                for pg in (boss, manager):
-                    tile(pg, TABLE, "online").wait_for(timeout=20_000)
-                    tile(pg, "pit1-tcp-01", "online").wait_for(timeout=20_000)
-                tile(manager, "pit2-tcp-01", "online").wait_for(timeout=20_000)
-                assert tile(boss, "pit2-tcp-01").count() == 0
-                tile(wall, TABLE, "online").wait_for(timeout=20_000)
-                assert tile(wall, "pit2-tcp-01").count() == 0 and "$" not in wall.inner_text("body")
-                assert wall.locator("a, button, form").count() == 0  # read-only
-                assert call(service, "/api/v1/floor/wall?pit=pit2")[0] == 404  # not a wall pit of this floor
-                live = tile(boss, "pit1-tcp-01").inner_text()
-                assert "round 2 · dealing" in live and "waits: the dealer to draw" in live, live
-                assert "shoe DOWN" in live and "shuffler up" in live and "alarms" in live, live
+            # the grid: the pit boss sees pit1's two tables, the manager pit2's as well
+            for pg in (boss, manager):
+                tile(pg, TABLE, "online").wait_for(timeout=20_000)
+                tile(pg, "pit1-tcp-01", "online").wait_for(timeout=20_000)
+            tile(manager, "pit2-tcp-01", "online").wait_for(timeout=20_000)
+            assert tile(boss, "pit2-tcp-01").count() == 0
+            tile(wall, TABLE, "online").wait_for(timeout=20_000)
+            assert tile(wall, "pit2-tcp-01").count() == 0 and "$" not in wall.inner_text("body")
+            assert wall.locator("a, button, form").count() == 0  # read-only
+            assert call(service, "/api/v1/floor/wall?pit=pit2")[0] == 404  # not a wall pit of this floor
+            live = tile(boss, "pit1-tcp-01").inner_text()
+            assert "round 2 · dealing" in live and "waits: the dealer to draw" in live, live
+            assert "shoe DOWN" in live and "shuffler up" in live and "alarms" in live, live
 
-                # a crash: offline on both screens (the floor's time, in the floor's zone), then back
-                killed_at = time.monotonic()
-                w["killed"].kill()
-                for pg in (boss, manager, wall):
-                    tile(pg, TABLE, "offline").wait_for(timeout=20_000)  # the 5 s bound: test_floor_crash (alone)
-                print(f"both screens showed {TABLE} offline {time.monotonic() - killed_at:.2f} s after SIGKILL")
-                text = tile(manager, TABLE).inner_text()
-                assert "connection lost" in text and ("CST" in text or "CDT" in text), text
-                boss.screenshot(path=str(screenshot_dir() / "floor-grid-pit-boss-390px.png"), full_page=True)
-                w["killed"].start()
-                for pg in (boss, manager, wall):
-                    tile(pg, TABLE, "online").wait_for(timeout=20_000)
-                assert forged_alarms(service.floor) == [] and service.floor.counts.forged == 0
+            # a crash: offline on both screens (the floor's time, in the floor's zone), then back
+            killed_at = time.monotonic()
+            w["killed"].kill()
+            for pg in (boss, manager, wall):
+                tile(pg, TABLE, "offline").wait_for(timeout=20_000)  # the 5 s bound: test_floor_crash (alone)
+            print(f"both screens showed {TABLE} offline {time.monotonic() - killed_at:.2f} s after SIGKILL")
+            text = tile(manager, TABLE).inner_text()
+            assert "connection lost" in text and ("CST" in text or "CDT" in text), text
+            boss.screenshot(path=str(screenshot_dir() / "floor-grid-pit-boss-390px.png"), full_page=True)
+            w["killed"].start()
+            for pg in (boss, manager, wall):
+                tile(pg, TABLE, "online").wait_for(timeout=20_000)
+            assert forged_alarms(service.floor) == [] and service.floor.counts.forged == 0
 
-                # a round's history from the grid: the tile, then the round
-                tile(boss, "pit1-tcp-01").locator("a").click()
-                boss.wait_for_selector("#table-view:not([hidden])")
-                held = boss.locator('[data-round="r00002-pit1-tcp-01"]')
-                held.wait_for(timeout=10_000)
-                assert boss.locator('[data-round="r00001-pit1-tcp-01"]').count() == 1
-                held.locator("summary").click()
-                details = held.inner_text()
-                assert "round held" in details and "a card out of order at draw 3" in details, details
-                assert "$30.00" in details  # wagered: ante 25 + pair plus 5
-                day = boss.inner_text("#table-day")
-                assert "rounds" in day and "$10.00" in day, day  # round 1: the table won the ante
-                assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-                boss.screenshot(path=str(screenshot_dir() / "floor-table-history-390px.png"), full_page=True)
-                boss.click("#back")
-                tile(boss, TABLE).wait_for()
-                assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            # a round's history from the grid: the tile, then the round
+            tile(boss, "pit1-tcp-01").locator("a").click()
+            boss.wait_for_selector("#table-view:not([hidden])")
+            held = boss.locator('[data-round="r00002-pit1-tcp-01"]')
+            held.wait_for(timeout=10_000)
+            assert boss.locator('[data-round="r00001-pit1-tcp-01"]').count() == 1
+            held.locator("summary").click()
+            details = held.inner_text()
+            assert "round held" in details and "a card out of order at draw 3" in details, details
+            assert "$30.00" in details  # wagered: ante 25 + pair plus 5
+            day = boss.inner_text("#table-day")
+            assert "rounds" in day and "$10.00" in day, day  # round 1: the table won the ante
+            assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            boss.screenshot(path=str(screenshot_dir() / "floor-table-history-390px.png"), full_page=True)
+            boss.click("#back")
+            tile(boss, TABLE).wait_for()
+            assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
-                # a pit boss asking for another pit's table by its address gets nothing of it
-                boss.goto(service.url + "/#table/pit2-tcp-01")
-                boss.wait_for_function("() => /no table/.test(document.querySelector('#table-card').textContent)")
-                assert errors == []
-            finally:
-                browser.close()
+            # a pit boss asking for another pit's table by its address gets nothing of it
+            boss.goto(service.url + "/#table/pit2-tcp-01")
+            boss.wait_for_function("() => /no table/.test(document.querySelector('#table-card').textContent)")
+            assert errors == []
+        finally:
+            close_contexts(browser)
     finally:
         service.close()
 
 
-def test_a_floor_restart_keeps_the_pit_boss_and_the_floor_manager_signed_in(floor_world):
-    from playwright.sync_api import sync_playwright
-
+def test_a_floor_restart_keeps_the_pit_boss_and_the_floor_manager_signed_in(chromium, floor_world):
     w = floor_world
     service = start_floor(w["tmp"], w["database"], w["broker"].port)
     publish_rounds(w["broker"].port, w["a"], w["b"])
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                boss = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
-                manager = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-                sign_in(boss, service.url, "PB-1")
-                sign_in(manager, service.url, "FM-1")
-                tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
-                tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
+        browser = chromium
+        try:
+            boss = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+            manager = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            sign_in(boss, service.url, "PB-1")
+            sign_in(manager, service.url, "FM-1")
+            tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
+            tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
 
-                service.close()  # the floor stops (an upgrade, a crash) and starts again
-                service = start_floor(w["tmp"], w["database"], w["broker"].port)
-                for pg, person in ((boss, "PB-1"), (manager, "FM-1")):
-                    pg.goto(service.url + "/")  # the same cookie: cookies do not follow ports
-                    pg.wait_for_selector("#pit:not([hidden])", timeout=20_000)
-                    assert person in pg.inner_text("#who")
-                    assert pg.locator("#signin").is_hidden()
-                tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
-                tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
-                assert tile(boss, "pit2-tcp-01").count() == 0  # still the pit boss's pits only
-                assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            service.close()  # the floor stops (an upgrade, a crash) and starts again
+            service = start_floor(w["tmp"], w["database"], w["broker"].port)
+            for pg, person in ((boss, "PB-1"), (manager, "FM-1")):
+                pg.goto(service.url + "/")  # the same cookie: cookies do not follow ports
+                pg.wait_for_selector("#pit:not([hidden])", timeout=20_000)
+                assert person in pg.inner_text("#who")
+                assert pg.locator("#signin").is_hidden()
+            tile(boss, "pit1-tcp-01").wait_for(timeout=20_000)
+            tile(manager, "pit2-tcp-01").wait_for(timeout=20_000)
+            assert tile(boss, "pit2-tcp-01").count() == 0  # still the pit boss's pits only
+            assert boss.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
-                # a sign-out holds across the restart too
-                boss.click("#signout")
-                boss.wait_for_selector("#signin:not([hidden])")
-                service.close()
-                service = start_floor(w["tmp"], w["database"], w["broker"].port)
-                boss.goto(service.url + "/")
-                boss.wait_for_selector("#signin:not([hidden])")
-                assert boss.locator("#pit").is_hidden()
-            finally:
-                browser.close()
+            # a sign-out holds across the restart too
+            boss.click("#signout")
+            boss.wait_for_selector("#signin:not([hidden])")
+            service.close()
+            service = start_floor(w["tmp"], w["database"], w["broker"].port)
+            boss.goto(service.url + "/")
+            boss.wait_for_selector("#signin:not([hidden])")
+            assert boss.locator("#pit").is_hidden()
+        finally:
+            close_contexts(browser)
     finally:
         service.close()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from console_helpers import (CHEAP, CHROMIUM_ARGS, DEVICE_STEPS, ApiDealer, BenchTable, chromium_path, screenshot_dir,
+from console_helpers import (CHEAP, DEVICE_STEPS, ApiDealer, BenchTable, chromium_path, screenshot_dir,
                              tablectl, wait_until)
 from mqtt_broker import Broker, mosquitto_path
 from test_web_console_states import PHONE, type_pin, wider_than_screen
@@ -32,18 +32,6 @@ SEATS = 7
 def no_leaks(no_leaks_but):
     """conftest's leak check, but for Playwright's pool threads and the floor's own (module-wide)."""
     yield from no_leaks_but(lambda t: t.name.startswith(("asyncio_", "AnyIO worker thread")))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def steps_until(dealer: ApiDealer, actions: tuple[str, ...], timeout_s: float = 60.0) -> dict:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from console_helpers import (CHROMIUM_ARGS, BenchTable, chromium_path, screenshot_dir, tablectl, wait_until)
+from console_helpers import (close_contexts, BenchTable, chromium_path, screenshot_dir, tablectl, wait_until)
 from mqtt_broker import Broker, mosquitto_path
 
 CHROMIUM = chromium_path()
@@ -117,55 +117,52 @@ def tile(page, table_id: str, state: str | None = None):
 
 
 @pytest.mark.alone  # bounds wall time (offline within 5 s): run apart from the parallel run
-def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(floor):
-    from playwright.sync_api import sync_playwright
-
+def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(chromium, floor):
     from floor_helpers import call
 
     broker, tables, url, service = floor
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            errors = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(url)
-            for t in tables:  # each table online, what it waits for in words and both devices up
-                tile(page, t.table_id, "online").wait_for(timeout=20_000)
-                page.wait_for_function("id => (document.querySelector(`[data-grid-table=\"${id}\"] .waits`) || {})"
-                                       ".textContent", arg=t.table_id, timeout=20_000)
-                card = tile(page, t.table_id)
-                assert "put the red deck in the shuffler" in card.locator(".waits").inner_text()
-                assert "shuffler up" in card.inner_text() and "shoe up" in card.inner_text()
-            assert page.locator("a, button, form").count() == 0 and "$" not in page.inner_text("body")  # read-only
-            killed = tables[1]
-            start = time.monotonic()
-            killed.kill()
-            tile(page, killed.table_id, "offline").wait_for(timeout=5_000)
-            took = time.monotonic() - start
-            assert took < 5.0
-            dead = tile(page, killed.table_id).inner_text()
-            assert "since" in dead and "connection lost" in dead and "up" not in dead  # no stale "up" when dead
-            for t in (tables[0], tables[2]):  # the others stay online
-                assert tile(page, t.table_id).get_attribute("data-state") == "online"
-            # Someone on the floor network publishes a retained "online: true" for the dead table,
-            # signed with a key of their own: the floor drops it and counts it; the table stays offline.
-            forged = service.floor.counts.forged
-            publish_forged_online(broker.port, killed.table_id)
-            wait_until(lambda: call(service, "/api/v1/floor/health")[1]["counts"]["forged"] > forged, 10,
-                       "the forged message counted by the floor")
-            shown = page.inner_text("#pit-counts")  # ends with the floor's time of the read
-            page.wait_for_function("t => document.getElementById('pit-counts').textContent !== t", arg=shown,
-                                   timeout=10_000)  # the wall page read the floor again after the forgery
-            assert tile(page, killed.table_id).get_attribute("data-state") == "offline"
-            assert errors == []
-            page.screenshot(path=str(screenshot_dir() / "pit-one-table-offline.png"), full_page=True)
-            print(f"table {killed.table_id} showed offline {took:.2f} s after it was killed")
-        finally:
-            browser.close()
+    browser = chromium
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        for t in tables:  # each table online, what it waits for in words and both devices up
+            tile(page, t.table_id, "online").wait_for(timeout=20_000)
+            page.wait_for_function("id => (document.querySelector(`[data-grid-table=\"${id}\"] .waits`) || {})"
+                                   ".textContent", arg=t.table_id, timeout=20_000)
+            card = tile(page, t.table_id)
+            assert "put the red deck in the shuffler" in card.locator(".waits").inner_text()
+            assert "shuffler up" in card.inner_text() and "shoe up" in card.inner_text()
+        assert page.locator("a, button, form").count() == 0 and "$" not in page.inner_text("body")  # read-only
+        killed = tables[1]
+        start = time.monotonic()
+        killed.kill()
+        tile(page, killed.table_id, "offline").wait_for(timeout=5_000)
+        took = time.monotonic() - start
+        assert took < 5.0
+        dead = tile(page, killed.table_id).inner_text()
+        assert "since" in dead and "connection lost" in dead and "up" not in dead  # no stale "up" when dead
+        for t in (tables[0], tables[2]):  # the others stay online
+            assert tile(page, t.table_id).get_attribute("data-state") == "online"
+        # Someone on the floor network publishes a retained "online: true" for the dead table,
+        # signed with a key of their own: the floor drops it and counts it; the table stays offline.
+        forged = service.floor.counts.forged
+        publish_forged_online(broker.port, killed.table_id)
+        wait_until(lambda: call(service, "/api/v1/floor/health")[1]["counts"]["forged"] > forged, 10,
+                   "the forged message counted by the floor")
+        shown = page.inner_text("#pit-counts")  # ends with the floor's time of the read
+        page.wait_for_function("t => document.getElementById('pit-counts').textContent !== t", arg=shown,
+                               timeout=10_000)  # the wall page read the floor again after the forgery
+        assert tile(page, killed.table_id).get_attribute("data-state") == "offline"
+        assert errors == []
+        page.screenshot(path=str(screenshot_dir() / "pit-one-table-offline.png"), full_page=True)
+        print(f"table {killed.table_id} showed offline {took:.2f} s after it was killed")
+    finally:
+        close_contexts(browser)
 
 
-def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_their_changes(tmp_path):
+def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_their_changes(chromium, tmp_path):
     """`tablectl pit serve` for two pits on the floor's database, fed signed messages on a real
     mosquitto through the floor service: each page shows its own pit's tables; a table the floor
     has no key for is refused (counted by the floor) and never shown; a round opened on one table
@@ -173,7 +170,6 @@ def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_t
     import datetime
 
     import paho.mqtt.client as mqtt
-    from playwright.sync_api import sync_playwright
 
     from table.floor.config import load_floor_config
     from table.floor.service import FloorService
@@ -211,31 +207,30 @@ def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_t
         with wall_display(tmp_path, service.config.source, "pit7", "pit8") as (pit7, pit8):
             for t in table_keys:
                 online(t)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                try:
-                    page = browser.new_page(viewport={"width": 1280, "height": 800})
-                    errors = []
-                    page.on("pageerror", lambda exc: errors.append(str(exc)))
-                    page.goto(pit7)
-                    for t in ("pit7-a", "pit7-b"):
-                        tile(page, t, "online").wait_for(timeout=20_000)
-                    wait_until(lambda: service.floor.counts.unknown_table >= 1, 20, "the unknown table counted")
-                    assert tile(page, "pit7-c").count() == 0 and tile(page, "pit8-a").count() == 0
-                    online("pit7-a", round={"number": 5, "state": "betting"},
-                           waiting_for="the players to place their bets")
-                    page.wait_for_function("() => (document.querySelector('[data-grid-table=\"pit7-a\"] .step') "
-                                           "|| {}).textContent === 'round 5 · betting'", timeout=20_000)
-                    assert "round 5" not in tile(page, "pit7-b").inner_text()
-                    other = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
-                    other.goto(pit8)
-                    tile(other, "pit8-a", "online").wait_for(timeout=20_000)
-                    assert tile(other, "pit7-a").count() == 0
-                    assert other.evaluate("document.documentElement.scrollWidth <= 390")
-                    assert errors == []
-                    page.screenshot(path=str(screenshot_dir() / "pit-wall-display.png"), full_page=True)
-                finally:
-                    browser.close()
+            browser = chromium
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                errors = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(pit7)
+                for t in ("pit7-a", "pit7-b"):
+                    tile(page, t, "online").wait_for(timeout=20_000)
+                wait_until(lambda: service.floor.counts.unknown_table >= 1, 20, "the unknown table counted")
+                assert tile(page, "pit7-c").count() == 0 and tile(page, "pit8-a").count() == 0
+                online("pit7-a", round={"number": 5, "state": "betting"},
+                       waiting_for="the players to place their bets")
+                page.wait_for_function("() => (document.querySelector('[data-grid-table=\"pit7-a\"] .step') "
+                                       "|| {}).textContent === 'round 5 · betting'", timeout=20_000)
+                assert "round 5" not in tile(page, "pit7-b").inner_text()
+                other = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
+                other.goto(pit8)
+                tile(other, "pit8-a", "online").wait_for(timeout=20_000)
+                assert tile(other, "pit7-a").count() == 0
+                assert other.evaluate("document.documentElement.scrollWidth <= 390")
+                assert errors == []
+                page.screenshot(path=str(screenshot_dir() / "pit-wall-display.png"), full_page=True)
+            finally:
+                close_contexts(browser)
             base = pit7.split("/pit?")[0]
             import urllib.error
             import urllib.request

@@ -15,7 +15,7 @@ import pytest
 
 from console_helpers import ApiDealer, BenchTable
 from table.journal import head_path
-from test_web_console import (CHROMIUM, STEP_S, api, chromium, events_of, no_leaks, shoot,  # noqa: F401
+from test_web_console import (CHROMIUM, STEP_S, api, events_of, no_leaks, shoot,  # noqa: F401
                               waiting)
 from test_web_console_states import sign_in
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from console_helpers import BenchTable, Hands, wait_until
-from test_web_console import (CHROMIUM, STEP_S, chromium, drive, events_of, no_leaks, settled_on_screen,  # noqa: F401
+from test_web_console import (CHROMIUM, STEP_S, drive, events_of, no_leaks, settled_on_screen,  # noqa: F401
                               shoot, waiting)
 from test_web_console_states import sign_in
 

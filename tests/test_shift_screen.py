@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from console_helpers import (CHROMIUM_ARGS, DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, chromium_path,
+from console_helpers import (DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, chromium_path,
                              screenshot_dir, tablectl, wait_until)
 from table.keys import load_public_key
 from table.day.signed_report import check_signed_report
@@ -32,18 +32,6 @@ DEALER, DEALER_PIN = "D-4", PEOPLE["D-4"][1]
 def no_leaks(no_leaks_but):
     """conftest's leak check, but for Playwright's own pool threads (``asyncio_N``)."""
     yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

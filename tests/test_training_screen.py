@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import pytest
 
 from console_helpers import PEOPLE, free_port, make_people, stop, tablectl, wait_until
-from test_web_console import CHROMIUM, STEP_S, chromium, no_leaks, shoot  # noqa: F401
+from test_web_console import CHROMIUM, STEP_S, no_leaks, shoot  # noqa: F401
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
                                                           "apt-get install chromium)"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from console_helpers import (CHROMIUM_ARGS, DEVICE_STEPS, PEOPLE, BenchTable, Hands, PageTraffic, cards_in,
+from console_helpers import (DEVICE_STEPS, PEOPLE, BenchTable, Hands, PageTraffic, cards_in,
                              chromium_path, screenshot_dir, wait_until)
 
 CHROMIUM = chromium_path()
@@ -39,26 +39,6 @@ def no_leaks(no_leaks_but):
     """conftest's leak check, but for the threads of Playwright's own pool (``asyncio_N``,
     started on demand as the browser is driven): the table runs in other processes here."""
     yield from no_leaks_but(lambda t: t.name.startswith("asyncio_"))
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        # Playwright starts its worker thread on first use: start it here, not inside a test
-        # (conftest fails a test that leaves a thread behind).
-        warm = browser.new_context()
-        warm_page = warm.new_page()
-        warm_page.set_content("<p>warm</p>")
-        warm_page.screenshot(path=str(screenshot_dir() / ".warm-up.png"))
-        warm.close()
-        (screenshot_dir() / ".warm-up.png").unlink(missing_ok=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 import pytest
 
 from console_helpers import FAST_LINK, PEOPLE, BenchTable, Hands, PageTraffic, cards_in, wait_until
-from test_web_console import (CHROMIUM, STEP_S, chromium, drive, events_of, no_leaks, settled_on_screen,  # noqa: F401
+from test_web_console import (CHROMIUM, STEP_S, drive, events_of, no_leaks, settled_on_screen,  # noqa: F401
                               shoot, wait_action_not, waiting)
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "

@@ -10,7 +10,7 @@ import pytest
 
 from bench import DEALER_PINS, SUPERVISOR_PINS, Bench
 from test_procedures import waiting
-from tests.console_helpers import CHROMIUM_ARGS, chromium_path
+from tests.console_helpers import close_contexts, chromium_path
 
 CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
@@ -55,49 +55,47 @@ def _fault_asked(st: dict) -> bool:
     return waiting(st, "fix_device")
 
 
-def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_screens_and_ridden_through(tcp_bench):
-    from playwright.sync_api import sync_playwright
-
+def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_screens_and_ridden_through(
+        chromium, tcp_bench):
     bench, crew = tcp_bench, tcp_bench.crew
     shuffler = bench.shuffler
     crew.play_rounds(1)
     pid = bench.table.proc.pid
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            dealer, dealer_errors = _sign_in(browser, bench.table.base_url, "D-1", DEALER_PINS["D-1"])
-            supervisor, supervisor_errors = _sign_in(browser, bench.table.base_url, "S-1", SUPERVISOR_PINS["S-1"])
+    browser = chromium
+    try:
+        dealer, dealer_errors = _sign_in(browser, bench.table.base_url, "D-1", DEALER_PINS["D-1"])
+        supervisor, supervisor_errors = _sign_in(browser, bench.table.base_url, "S-1", SUPERVISOR_PINS["S-1"])
 
-            # 1. The door is open when the deck just played goes into the shuffler to be shuffled.
-            crew.run_until(lambda st: waiting(st, "insert_deck"), what="the played deck to go into the shuffler")
-            shuffler.do("door open")
-            st = crew.run_until(_fault_asked, what="the table to ask for the door to be closed")
-            assert "close the shuffler's door" in st["waiting_for"]["what"]
-            for page in (dealer, supervisor):
-                _says(page, "close the shuffler's door")
-            shuffler.do("door closed")  # the dealer closes it: nothing to press, the table goes on
-            crew.play_rounds(1)
-            for page in (dealer, supervisor):
-                page.wait_for_function("() => !document.querySelector('#alarms [data-alarm=\"device_fault\"]')",
-                                       timeout=STEP_MS)
+        # 1. The door is open when the deck just played goes into the shuffler to be shuffled.
+        crew.run_until(lambda st: waiting(st, "insert_deck"), what="the played deck to go into the shuffler")
+        shuffler.do("door open")
+        st = crew.run_until(_fault_asked, what="the table to ask for the door to be closed")
+        assert "close the shuffler's door" in st["waiting_for"]["what"]
+        for page in (dealer, supervisor):
+            _says(page, "close the shuffler's door")
+        shuffler.do("door closed")  # the dealer closes it: nothing to press, the table goes on
+        crew.play_rounds(1)
+        for page in (dealer, supervisor):
+            page.wait_for_function("() => !document.querySelector('#alarms [data-alarm=\"device_fault\"]')",
+                                   timeout=STEP_MS)
 
-            # 2. A jam that stands until the dealer opens the door, clears it and closes the door.
-            crew.run_until(lambda st: waiting(st, "insert_deck"), what="the next played deck to the shuffler")
-            shuffler.do("jam stays")
-            st = crew.run_until(_fault_asked, what="the table to ask for the jam to be cleared")
-            assert "clear the jam" in st["waiting_for"]["what"]
-            for page in (dealer, supervisor):
-                _says(page, "clear the jam in the shuffler")
-            shuffler.do("door open")  # the dealer opens the door and clears the jam
-            crew.run_until(lambda st: _fault_asked(st) and "close the shuffler's door" in st["waiting_for"]["what"],
-                           what="the table to ask for the door to be closed again", act=False)
-            dealer.wait_for_function("() => document.querySelector('#now-what')?.textContent.includes("
-                                     "\"close the shuffler's door\")", timeout=STEP_MS)
-            shuffler.do("door closed")
-            crew.play_rounds(2)  # the table deals on
-            assert dealer_errors == [] and supervisor_errors == []
-        finally:
-            browser.close()
+        # 2. A jam that stands until the dealer opens the door, clears it and closes the door.
+        crew.run_until(lambda st: waiting(st, "insert_deck"), what="the next played deck to the shuffler")
+        shuffler.do("jam stays")
+        st = crew.run_until(_fault_asked, what="the table to ask for the jam to be cleared")
+        assert "clear the jam" in st["waiting_for"]["what"]
+        for page in (dealer, supervisor):
+            _says(page, "clear the jam in the shuffler")
+        shuffler.do("door open")  # the dealer opens the door and clears the jam
+        crew.run_until(lambda st: _fault_asked(st) and "close the shuffler's door" in st["waiting_for"]["what"],
+                       what="the table to ask for the door to be closed again", act=False)
+        dealer.wait_for_function("() => document.querySelector('#now-what')?.textContent.includes("
+                                 "\"close the shuffler's door\")", timeout=STEP_MS)
+        shuffler.do("door closed")
+        crew.play_rounds(2)  # the table deals on
+        assert dealer_errors == [] and supervisor_errors == []
+    finally:
+        close_contexts(browser)
     # the same process all along: never an exit, never a restart
     assert bench.table.proc.poll() is None and bench.table.proc.pid == pid and bench.table.runs == 1
     held = [line for line in bench.table.stderr().splitlines() if "exit" in line.lower()]
