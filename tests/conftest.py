@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 
 # pytest rewrites each test module's asserts and caches the result as bytecode under
@@ -17,6 +19,13 @@ import pytest
 # then every xdist worker rewrote and compiled all 465 test modules again, 6 s of CPU each
 # (collection 6.1 s -> 1.8 s with the cache). The cache is pytest's own, beside the tests.
 sys.dont_write_bytecode = False
+
+# Hypothesis's per-example deadline (200 ms) and its "too slow" health check bound wall
+# time: on a loaded machine (the suite on 2 cores with another beside it) an example that
+# takes 444 ms fails a test that asserts nothing about time. Properties here assert
+# behaviour; timing goals are benchmarks or tests marked ``alone``.
+hypothesis_settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("suite")
 
 #: the project's own packages, run in hundreds of ``tablectl`` child processes
 _PACKAGES = ("table", "protocols", "devices", "firmware_bridge", "simulators", "examples/ascii-shoe")
