@@ -7,6 +7,7 @@ by the floor, never shown; no money and nothing to click."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import shutil
 import subprocess
@@ -73,12 +74,22 @@ def floor(tmp_path):
     keys.mkdir()
     service = None
     try:
-        for n in (1, 2, 3):
+        def start(n: int) -> BenchTable:
             table_id = f"pit7-tcp-0{n}"
             mqtt = (f'[mqtt]\nhost = "127.0.0.1"\nport = {broker.port}\nfloor = "pit7"\nkeepalive_s = 5\n'
                     f'state_path = "{tmp_path / table_id / "mqtt-state.json"}"\n')
-            tables.append(BenchTable(tmp_path / table_id, table_id=table_id, seed=10 + n, extra=mqtt))
-            shutil.copy(tables[-1].public_key_file, keys / f"{table_id}.pub")
+            return BenchTable(tmp_path / table_id, table_id=table_id, seed=10 + n, extra=mqtt)
+
+        # the three tables start at once (each waits on its own start, a child process's)
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            started = [pool.submit(start, n) for n in (1, 2, 3)]
+            for f in started:  # every started table is stopped below, even if another failed
+                with contextlib.suppress(Exception):
+                    tables.append(f.result())
+            for f in started:
+                f.result()  # a table that failed to start fails the set-up, with its error
+        for t in tables:
+            shutil.copy(t.public_key_file, keys / f"{t.table_id}.pub")
         service = FloorService(load_floor_config(_floor_config(tmp_path, broker.port, keys))).start()
         with wall_display(tmp_path, service.config.source, "pit7") as (url,):
             yield broker, tables, url, service
