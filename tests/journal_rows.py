@@ -26,3 +26,19 @@ def bodies_as_text(path: str | Path) -> None:
         db.commit()
     finally:
         db.close()
+
+
+#: journals written by the real older tablectls (tests/fixtures/journal_format{1,2,3}/)
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def older_journal(tmp_path: Path, fmt: int) -> Path:
+    """A copy, in ``tmp_path/format{fmt}/``, of the fixture folder of journal format ``fmt``
+    (its journal, head file, keys and the old tablectl's own outputs); the journal's path."""
+    import shutil
+
+    folder = tmp_path / f"format{fmt}"
+    folder.mkdir()
+    for p in (FIXTURES / f"journal_format{fmt}").iterdir():
+        shutil.copy(p, folder / p.name)
+    return folder / "journal.sqlite3"

@@ -18,21 +18,14 @@ from click.testing import CliRunner
 
 from table.cli import main
 from table.journal import (FORMAT1_GENESIS, Journal, JournalError, format1_hash, head_path, migrate, verify)
+from journal_rows import FIXTURES, older_journal
 from table.keys import load_private_key, load_public_key
 
-FIX = Path(__file__).parent / "fixtures"
 
-
-def _older(tmp_path: Path, fmt: int) -> Path:
-    folder = tmp_path / f"format{fmt}"
-    folder.mkdir()
-    for p in (FIX / f"journal_format{fmt}").iterdir():
-        shutil.copy(p, folder / p.name)
-    return folder / "journal.sqlite3"
 
 
 def _pub(fmt: int):
-    return load_public_key(FIX / f"journal_format{fmt}" / "journal.sqlite3.key.pub")
+    return load_public_key(FIXTURES / f"journal_format{fmt}" / "journal.sqlite3.key.pub")
 
 
 def _rechain_format1(path: Path) -> None:
@@ -60,7 +53,7 @@ def test_a_format2_journals_last_v1_checkpoint_entry_edited_is_not_ok_without_th
     own entry. The last checkpoint entry (its time, its recovery state: deck places, counts) is
     covered by nothing signed, yet `audit verify --public-key` on the migrated file says ok, exit 0.
     An auditor's ok must mean every byte was checked."""
-    src = _older(tmp_path, 2)
+    src = older_journal(tmp_path, 2)
     db = sqlite3.connect(src)
     seq, ts, body = db.execute("SELECT seq, ts, body FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
     b = json.loads(body)
@@ -75,7 +68,7 @@ def test_a_format2_journals_last_v1_checkpoint_entry_edited_is_not_ok_without_th
     migrate(src, dest)  # the source "holds by its own rules"
     r = verify(dest, public_keys=[_pub(2)])
     out = CliRunner().invoke(main, ["audit", "verify", str(dest), "--public-key",
-                                    str(FIX / "journal_format2" / "journal.sqlite3.key.pub")])
+                                    str(FIXTURES / "journal_format2" / "journal.sqlite3.key.pub")])
     assert r.status != "ok" and out.exit_code != 0, (r, out.output)
 
 
@@ -85,7 +78,7 @@ def test_a_forged_format1_history_is_reported_as_never_signed_with_exit_1(tmp_pa
     forged figures with exit 0 and an empty `flags` list (docs/journal.md says report *flags*
     the record unsigned); only record.status/notes say so, the same status a signed format 4
     journal with a round in progress gets."""
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     db = sqlite3.connect(src)
     seq, body = db.execute("SELECT seq, body FROM entries WHERE kind='round' AND body LIKE '%\"settle\"%' "
                            "LIMIT 1").fetchone()
@@ -109,7 +102,7 @@ def test_a_crash_mid_migrate_leaves_no_head_file_alone_and_a_retry_succeeds(tmp_
     "exists") until someone deletes a file by hand. 'Nothing half-written is left behind.'
     A SIGKILL cannot clean up; what must hold: no head file without its journal, and a retry
     succeeds and removes the hidden leftovers."""
-    src = _older(tmp_path, 3)
+    src = older_journal(tmp_path, 3)
     dest = tmp_path / "out" / "m.sqlite3"
     dest.parent.mkdir()
     code = ("import os, signal, sys\n"
@@ -134,7 +127,7 @@ def test_a_crash_mid_migrate_leaves_no_head_file_alone_and_a_retry_succeeds(tmp_
 def test_format2_relabelled_as_format1_is_never_ok(tmp_path):
     """A signed format 2 journal, a settlement edited, rewritten in format 1's layout (no meta,
     stored hash chain, unsigned head) to escape its signatures: migrates, but is never ok."""
-    src = _older(tmp_path, 2)
+    src = older_journal(tmp_path, 2)
     forged = tmp_path / "f1.sqlite3"
     s = sqlite3.connect(src)
     d = sqlite3.connect(forged)
@@ -159,13 +152,13 @@ def test_format2_relabelled_as_format1_is_never_ok(tmp_path):
     out = CliRunner().invoke(main, ["audit", "verify", str(dest), "--json"])
     assert out.exit_code == 4 and json.loads(out.stdout)["status"] == "unsigned"
     # the table's real signed head file given as an anchor: tampered
-    anchor = json.loads((FIX / "journal_format2" / "journal.sqlite3.head").read_text())
+    anchor = json.loads((FIXTURES / "journal_format2" / "journal.sqlite3.head").read_text())
     assert verify(dest, public_keys=[_pub(2)], anchors=[anchor]).status == "tampered"
 
 
 @pytest.mark.parametrize("edit", ["drop_migrated_from", "migrated_from_2", "trigger", "extra_meta"])
 def test_a_migrated_format1_file_relabelled_is_never_ok(edit, tmp_path):
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     dest = tmp_path / "m.sqlite3"
     migrate(src, dest)
     db = sqlite3.connect(dest)
@@ -185,7 +178,7 @@ def test_a_migrated_format1_file_relabelled_is_never_ok(edit, tmp_path):
         os.remove(head_path(dest))  # the format 1 head file would be refused as a checkpoint
         assert verify(dest, public_keys=[_pub(2)]).status != "ok"
         # the table (its startup's MAC check of every entry after the last checkpoint) would not sign over it
-        shutil.copy(FIX / "journal_format2" / "journal.sqlite3.key", tmp_path / "k")
+        shutil.copy(FIXTURES / "journal_format2" / "journal.sqlite3.key", tmp_path / "k")
         os.chmod(tmp_path / "k", 0o600)
         with Journal(dest, key=load_private_key(tmp_path / "k")) as j:
             assert j.check_tail() == 1
@@ -193,7 +186,7 @@ def test_a_migrated_format1_file_relabelled_is_never_ok(edit, tmp_path):
 
 @pytest.mark.parametrize("edit", ["ts_zone", "ts_no_micro", "dup_seq_schema", "seq_gap"])
 def test_a_format1_source_that_does_not_hold_is_refused(edit, tmp_path):
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     db = sqlite3.connect(src)
     if edit == "ts_zone":  # the same instant, another text
         db.execute("UPDATE entries SET ts = replace(substr(ts,1,26),'T12','T13') || '+01:00' WHERE seq=5")
@@ -221,7 +214,7 @@ def test_a_format1_source_that_does_not_hold_is_refused(edit, tmp_path):
 def test_format3_forged_checkpoint_signature_migrates_but_never_verifies(tmp_path):
     """Edit a settlement, recompute the chain, rewrite every checkpoint's head/digests (sig kept):
     migrate accepts it (it checks no signature), verify with the public key says tampered."""
-    src = _older(tmp_path, 3)
+    src = older_journal(tmp_path, 3)
     from table.journal import GENESIS, b64, chain_next
     db = sqlite3.connect(src)
     rows = db.execute("SELECT seq, ts, kind, round_id, deck_id, body FROM entries ORDER BY seq").fetchall()
@@ -250,7 +243,7 @@ def test_format3_forged_checkpoint_signature_migrates_but_never_verifies(tmp_pat
 
 
 def test_dangling_symlink_dest_is_not_followed(tmp_path):
-    src = _older(tmp_path, 3)
+    src = older_journal(tmp_path, 3)
     target = tmp_path / "elsewhere.sqlite3"
     dest = tmp_path / "m.sqlite3"
     dest.symlink_to(target)
@@ -262,7 +255,7 @@ def test_dangling_symlink_dest_is_not_followed(tmp_path):
 
 
 def test_dest_equal_to_src_is_refused(tmp_path):
-    src = _older(tmp_path, 2)
+    src = older_journal(tmp_path, 2)
     before = src.read_bytes()
     with pytest.raises(JournalError, match="exists"):
         migrate(src, src)

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from table.cli import main
 from table.journal import (FORMAT, Journal, JournalError, JournalFormatError, encode_body, export, head_path,
                            migrate, verify)
+from journal_rows import older_journal
 from table.keys import load_private_key, load_public_key
 
 FIXTURE = Path(__file__).parent / "fixtures" / "journal_format3"
@@ -124,15 +125,7 @@ def test_migrate_refuses_its_own_format_an_unknown_one_and_an_existing_destinati
 
 # -- formats 1 and 2: written by the real older tablectls (tests/fixtures/journal_format{1,2}/README.md)
 
-OLDER = Path(__file__).parent / "fixtures"
 
-
-def _older(tmp_path: Path, fmt: int) -> Path:
-    folder = tmp_path / f"format{fmt}"
-    folder.mkdir()
-    for p in (OLDER / f"journal_format{fmt}").iterdir():
-        shutil.copy(p, folder / p.name)
-    return folder / "journal.sqlite3"
 
 
 def _old_run_figures(run: dict) -> dict:
@@ -166,7 +159,7 @@ def _report_figures(journal: Path, *options: str, flags: tuple[str, ...] = ()) -
 
 
 def test_a_format_2_journal_migrates_and_verifies_with_its_own_signatures_macs_and_head(tmp_path):
-    src = _older(tmp_path, 2)
+    src = older_journal(tmp_path, 2)
     before = src.read_bytes()
     assert verify(src).status == "unreadable" and "format 2" in verify(src).reason
     dest = tmp_path / "migrated.sqlite3"
@@ -192,7 +185,7 @@ def test_a_format_2_journal_migrates_and_verifies_with_its_own_signatures_macs_a
 
 def test_the_migrated_format_2_journals_report_equals_the_old_tablectls(tmp_path):
     """Format 2 froze no bets at close_bets: the report reads the wagers its open entries name."""
-    src = _older(tmp_path, 2)
+    src = older_journal(tmp_path, 2)
     dest = tmp_path / "migrated.sqlite3"
     migrate(src, dest)
     shutil.copy(src.parent / "journal.sqlite3.key", tmp_path / "migrated.sqlite3.key")  # checks the last v1
@@ -208,7 +201,7 @@ def test_the_migrated_format_2_journals_report_equals_the_old_tablectls(tmp_path
 def test_an_edited_older_journal_does_not_migrate(fmt, tmp_path):
     """A settlement edited in the source (a seat's loss made a win) is refused before anything
     is written: a migration signs nothing, so it cannot launder an edit."""
-    src = _older(tmp_path, fmt)
+    src = older_journal(tmp_path, fmt)
     db = sqlite3.connect(src)
     seq, body = db.execute("SELECT seq, body FROM entries WHERE kind='round' AND body LIKE '%\"settle\"%' "
                            "LIMIT 1").fetchone()
@@ -226,7 +219,7 @@ def test_an_edited_older_journal_does_not_migrate(fmt, tmp_path):
 
 @pytest.mark.parametrize("found", ["9", "0", "3.5", "two"])
 def test_an_unknown_format_is_refused_by_name_by_verify_and_migrate(found, tmp_path):
-    src = _older(tmp_path, 2)  # format 2's meta names its format
+    src = older_journal(tmp_path, 2)  # format 2's meta names its format
     db = sqlite3.connect(src)
     db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (found,))
     db.commit()
@@ -242,7 +235,7 @@ def test_an_unknown_format_is_refused_by_name_by_verify_and_migrate(found, tmp_p
 def test_a_format_1_journal_migrates_and_verify_says_it_was_never_signed(tmp_path):
     """Format 1 proved a stored hash chain and an unsigned head file, no more: the migrated file
     keeps that chain (every byte recomputed), and verify calls every entry unsigned, never ok."""
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     before = src.read_bytes()
     with pytest.raises(JournalFormatError) as err:
         Journal(src, read_only=True)
@@ -272,7 +265,7 @@ def test_a_format_1_journal_migrates_and_verify_says_it_was_never_signed(tmp_pat
 
 def test_the_migrated_format_1_journals_report_equals_the_old_tablectls(tmp_path):
     """Format 1's decisions_done names no hands: the report reads them from its settlement."""
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     dest = tmp_path / "migrated.sqlite3"
     migrate(src, dest)
     run = json.loads((src.parent / "run.json").read_text())
@@ -285,7 +278,7 @@ def test_the_migrated_format_1_journals_report_equals_the_old_tablectls(tmp_path
 def test_a_migrated_format_1_history_edited_afterwards_is_named(edit, tmp_path):
     """Every byte of a migrated format 1 history is checked: a body, a MAC slipped in, the head
     file, a signed anchor claimed for it, an entry's time."""
-    src = _older(tmp_path, 1)
+    src = older_journal(tmp_path, 1)
     dest = tmp_path / "migrated.sqlite3"
     migrate(src, dest)
     anchors = []
