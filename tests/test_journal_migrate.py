@@ -127,7 +127,6 @@ def test_migrate_refuses_its_own_format_an_unknown_one_and_an_existing_destinati
 
 
 
-
 def _old_run_figures(run: dict) -> dict:
     """What the old tablectl's own report (``tablectl run --json``) says of its rounds, in the
     terms of ``tablectl report day --json``."""
