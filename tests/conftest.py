@@ -76,6 +76,30 @@ def _slowest() -> dict[str, float]:
     return seconds
 
 
+#: how many times its own hang guard a ``long`` test gets: on 2 cores shared with another
+#: suite (load average ~25) the long tests took 5-8 times their idle wall time, past their
+#: guards (the 300,000-request emulator test 120 s, the bit flips 600 s, the SIGKILL test
+#: 900 s) while still making progress. A hang still ends, only later.
+LONG_GUARD_FACTOR = 4
+
+
+def _loaded_guard(config, items) -> None:
+    """Give each ``long`` test ``LONG_GUARD_FACTOR`` times its hang guard (its own
+    ``timeout`` mark, else the ini's ``timeout``): a long test is slow under load, not hung.
+    The mark is put first, so pytest-timeout (which reads the closest mark) takes it."""
+    try:
+        default = float(config.getoption("timeout", None) or config.getini("timeout") or 0)
+    except ValueError:  # pytest-timeout not installed: no guard to scale
+        return
+    for item in items:
+        if item.get_closest_marker("long") is None:
+            continue
+        own = item.get_closest_marker("timeout")
+        seconds = default if own is None else float(own.args[0] if own.args else own.kwargs.get("timeout", default))
+        if seconds > 0:
+            item.add_marker(pytest.mark.timeout(seconds * LONG_GUARD_FACTOR), append=False)
+
+
 def pytest_collection_modifyitems(config, items):
     """Long tests first; then the modules of the last measured run's slowest tests
     (``tests/slowest.txt``), the module of the slowest first, each module's tests together
@@ -90,6 +114,7 @@ def pytest_collection_modifyitems(config, items):
         module = nodeid.split("::", 1)[0]
         module_s[module] = max(module_s.get(module, 0.0), s)
 
+    _loaded_guard(config, items)
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
                                  -module_s.get(item.nodeid.split("::", 1)[0], 0.0)))
 

@@ -171,6 +171,7 @@ def test_every_wager_type_is_settled_in_a_run():
     assert folds > 0
 
 
+@pytest.mark.long  # 100 rounds at 7 seats: ~15 s, past the 120 s guard on a loaded 2-core machine
 def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     """`--rounds N` deals N rounds: a round a supervisor voids is not one of them (a
     fresh user saw the run exit 0 having dealt fewer than asked)."""
@@ -198,8 +199,8 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     voided = threading.Event()
 
     def void_one() -> None:
-        deadline = time.monotonic() + 60
-        while not voided.is_set() and time.monotonic() < deadline and proc.poll() is None:
+        # until a void lands or the run ends (a run slow to start under load is no reason to stop)
+        while not voided.is_set() and proc.poll() is None:
             try:
                 if send(control, {"action": "void", "reason": "test: misdeal", "supervisor": "S-17",
                                   "pin": PEOPLE["S-17"][1]},
@@ -212,7 +213,7 @@ def test_a_voided_round_does_not_count_towards_rounds(tmp_path):
     t = threading.Thread(target=void_one)
     t.start()
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate()  # the test's hang guard bounds it
     finally:
         if proc.poll() is None:  # a failure leaves no table running
             proc.kill()
