@@ -83,6 +83,8 @@ def test_two_supervisors_in_two_browsers_void_a_round_held_after_the_decisions(c
     dealer = sign_in(chromium, bench, "D-4")
     hands = Hands(bench)
     drive(dealer, hands, until=lambda p: waiting(p) == "decide")
+    # the status says "decide" before the seats' buttons are drawn: wait for them, not a moment
+    dealer.wait_for_selector(".decide button", timeout=STEP_S * 1000)
     # Play and Fold each read on one line on the dealer's 1280 px screen ("Pl / ay" wrapped before).
     lines = dealer.evaluate("""() => [...document.querySelectorAll('.decide button')].map(b => {
         const r = document.createRange(); r.selectNodeContents(b);

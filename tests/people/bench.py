@@ -156,7 +156,9 @@ class Table:
 [link]
 reconnect_wait_s = {RECONNECT_WAIT_S}
 heartbeat_interval_ms = 200
-heartbeat_timeout_ms = 200
+# a lost device is found within a second or two; an answer may take 1 s on a loaded machine
+# (200 ms let two slow answers declare a working shuffler lost and hold the round)
+heartbeat_timeout_ms = 1000
 heartbeat_misses = 2
 reconnect_initial_ms = 50
 reconnect_max_ms = 200
