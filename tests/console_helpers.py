@@ -54,6 +54,14 @@ def tablectl() -> list[str]:
     return [exe] if exe else [sys.executable, "-c", "from table.cli import main; main()"]
 
 
+def free_port() -> int:
+    """A port free now (another process may take it before it is bound: prefer port 0 and
+    the listener's own word, as :class:`BenchTable` does)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, step_s: float = 0.05) -> Any:
     """``check()``'s first truthy value within ``timeout_s`` (a deadline, never a fixed sleep)."""
     deadline = time.monotonic() + timeout_s

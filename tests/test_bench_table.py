@@ -18,7 +18,7 @@ def test_a_bench_signs_in_to_its_own_table_when_another_process_holds_the_port_i
         squatter.listen()
         taken = squatter.getsockname()[1]
         # the port a bench once found free before its table started: the squatter's by then
-        monkeypatch.setattr(console_helpers, "free_port", lambda: taken, raising=False)
+        monkeypatch.setattr(console_helpers, "free_port", lambda: taken)
         bench = BenchTable(tmp_path / "bench")
         try:
             api = ApiDealer(bench)
