@@ -55,6 +55,8 @@ def tablectl() -> list[str]:
 
 
 def free_port() -> int:
+    """A port free now (another process may take it before it is bound: prefer port 0 and
+    the listener's own word, as :class:`BenchTable` does)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -147,7 +149,7 @@ class BenchTable:
         self.decks = dict(decks)
         self.shuffler = Emulator("shuffler", folder, seed)
         self.shoe = Emulator("shoe", folder, seed + 1)
-        self.port = free_port()
+        self.port = 0  # the table picks a free one at its first start (no race with a port found beforehand)
         self.journal = folder / "journal.sqlite3"
         self.key_file, self.public_key_file = save(generate(), folder / "table.key")
         self.table_id = table_id
@@ -158,30 +160,43 @@ class BenchTable:
                                f'[devices.shoe]\nurl = "{self.shoe.url}"\n{extra}')
         self.log = open(folder / "run.log", "wb")
         self.rounds = rounds
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = ""  # the table's, once it listens
         self.run_args: list[str] = []  # more options for the next start (e.g. --anchors FILE)
         self.start()
 
     def start(self) -> None:
         """``tablectl run`` (again, after :meth:`kill`: the same journal, port and devices);
-        returns once its web front door listens."""
+        returns once its web front door listens: its own ``web_listening`` line in the log
+        (the first start takes a port the table picks itself). A port found free beforehand
+        and only probed for a listener could be taken meanwhile by another process on the
+        machine (an emulator, a table of another suite): the probe found that one, and the
+        sign-in waited on it for an answer that never came."""
+        self.log.flush()
+        start_at = (self.folder / "run.log").stat().st_size
         self.proc = subprocess.Popen(tablectl() + ["run", "--config", str(self.config), "--journal",
                                                    str(self.journal), "--table-key", str(self.key_file),
                                                    "--web", f"127.0.0.1:{self.port}",
                                                    "--people-file", str(self.people), "--rounds", str(self.rounds),
                                                    "--log-format", "json", *self.run_args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        wait_until(self._listening, 60, "the table's web front door")
+        self.url = wait_until(lambda: self._listening(start_at), 60, "the table's web front door")
+        self.port = int(self.url.rsplit(":", 1)[1])
 
-    def _listening(self) -> bool:
+    def _listening(self, start_at: int) -> str | None:
+        """The URL of this run's ``web_listening`` log line (the log from ``start_at`` on), or None."""
         if self.proc.poll() is not None:
             raise AssertionError(f"tablectl run exited {self.proc.returncode}: "
                                  f"{(self.folder / 'run.log').read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
+        with open(self.folder / "run.log", "rb") as f:
+            f.seek(start_at)
+            for line in f.read().splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("event") == "web_listening":
+                    return entry["url"]
+        return None
 
     def kill(self) -> None:
         """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""
