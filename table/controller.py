@@ -330,8 +330,9 @@ class TableController:
         self.day.recover()
 
     def settle_devices(self) -> None:
-        """Take in the events the devices already delivered (sent before a restart)."""
-        self.intake.take_in_delivered()
+        """Take in the events the devices already delivered (sent before a restart); a custody
+        violation among them holds the table as between rounds (:meth:`DeckProcedure.take_in`)."""
+        self.decks.take_in(self.intake.take_in_delivered)
 
     def prepare(self) -> None:
         """Open the table: restore from the journal, take in what the devices held,

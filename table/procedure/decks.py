@@ -83,12 +83,7 @@ class DeckProcedure:
                 if self._advance_step():
                     return
             except CustodyViolation as v:
-                if self.t.round is not None or v.rule not in RECOUNTED_RULES | HELD_RULES:
-                    raise
-                if v.rule in HELD_RULES:
-                    self._hold_table(v)
-                else:
-                    self._recount(v)
+                self._between_rounds(v)
             except ShufflerStopped as exc:
                 stops += 1
                 if stops > 3 and not self.console.attached:
@@ -132,6 +127,28 @@ class DeckProcedure:
         else:
             raise TableError(f"deck custody is stuck at {c.places()}; a supervisor must inspect the table")
         return False
+
+    def take_in(self, step: Callable[[], None]) -> None:
+        """Run ``step`` (the events the devices delivered before the table opened: a deck
+        put in the shuffler while the table was down or starting) as a step of :meth:`advance`:
+        a custody violation it finds between rounds holds the table or has the decks counted
+        again, as there, and is never raised out of the table's start (58 Pa. Code 649a.3(b);
+        COMAR 36.05.03.27 C). Raises :class:`CustodyViolation` only as :meth:`advance` does."""
+        try:
+            step()
+        except CustodyViolation as v:
+            self._between_rounds(v)
+
+    def _between_rounds(self, v: CustodyViolation) -> None:
+        """A custody violation found between rounds: the table held (:meth:`_hold_table`) or
+        the decks counted again (:meth:`_recount`); raised again when a round is out or the
+        rule is neither's."""
+        if self.t.round is not None or v.rule not in RECOUNTED_RULES | HELD_RULES:
+            raise v
+        if v.rule in HELD_RULES:
+            self._hold_table(v)
+        else:
+            self._recount(v)
 
     def _recount(self, v: CustodyViolation) -> None:
         """A deck step out of order between rounds (a dealer's slip: a deck put back into the
