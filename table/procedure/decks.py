@@ -129,26 +129,18 @@ class DeckProcedure:
         return False
 
     def take_in(self, step: Callable[[], None]) -> None:
-        """Run ``step`` (the events the devices delivered before the table opened: a deck
-        put in the shuffler while the table was down or starting) as a step of :meth:`advance`:
-        a custody violation it finds between rounds holds the table or has the decks counted
-        again, as there, and is never raised out of the table's start (58 Pa. Code 649a.3(b);
-        COMAR 36.05.03.27 C). Raises :class:`CustodyViolation` only as :meth:`advance` does."""
+        """Run ``step`` (events the devices delivered before the table opened) as a step of
+        :meth:`advance`: a custody violation found holds the table or recounts the decks, as
+        there, never raised out of the start (58 Pa. Code 649a.3(b); COMAR 36.05.03.27 C)."""
         try:
             step()
         except CustodyViolation as v:
             self._between_rounds(v)
 
     def _between_rounds(self, v: CustodyViolation) -> None:
-        """A custody violation found between rounds: the table held (:meth:`_hold_table`) or
-        the decks counted again (:meth:`_recount`); raised again when a round is out or the
-        rule is neither's."""
         if self.t.round is not None or v.rule not in RECOUNTED_RULES | HELD_RULES:
-            raise v
-        if v.rule in HELD_RULES:
-            self._hold_table(v)
-        else:
-            self._recount(v)
+            raise v  # a round is out, or the rule is neither's: not a step between rounds
+        (self._hold_table if v.rule in HELD_RULES else self._recount)(v)
 
     def _recount(self, v: CustodyViolation) -> None:
         """A deck step out of order between rounds (a dealer's slip: a deck put back into the
