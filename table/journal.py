@@ -86,7 +86,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -1157,16 +1157,10 @@ def _source_problem(db: sqlite3.Connection, s: Path, found: str, table_id: str) 
     h, base = (GENESIS, 0) if previous is None else (bytes.fromhex(previous["head"]), previous["seq"])
     chain, cps = _Chain(h, base + 1, set(), None), _Checkpoints(table_id, {})
     try:
-        for row in db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY rowid"):
-            if not isinstance(row[5], str):
-                return f"entry {row[0]}'s body is not JSON text (a format {found} journal's)"
-            bad = chain.read(row)
-            if bad is None and row[2] == CHECKPOINT_KIND:
-                bad = cps.read(chain, *row[:5])
-            if bad is None:
-                bad = chain.advance(cps)
-            if bad is not None:
-                return bad.reason
+        rows = db.execute("SELECT seq, ts, kind, round_id, deck_id, body, mac FROM entries ORDER BY rowid")
+        bad = _walk(chain, cps, (row if isinstance(row[5], str) else _not_text(row[0], found) for row in rows))
+        if bad is not None:
+            return bad.reason
     except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
         return f"entry {chain.expected} does not read: {exc}"
     return None
@@ -1497,6 +1491,25 @@ def _signals_held() -> _SignalGate:
     return _GATE
 
 
+def _walk(chain: "_Chain", cps: "_Checkpoints", rows: Iterable[tuple[Any, ...]]) -> VerifyResult | None:
+    """Read ``rows`` (seq, ts, kind, round_id, deck_id, body, mac, in order) into ``chain``
+    and its checkpoints ``cps``: the first entry that breaks either, as its verdict, or None."""
+    for row in rows:
+        bad = chain.read(row)
+        if bad is None and row[2] == CHECKPOINT_KIND:
+            bad = cps.read(chain, *row[:5])
+        if bad is None:
+            bad = chain.advance(cps)
+        if bad is not None:
+            return bad
+    return None
+
+
+def _not_text(seq: int, found: str) -> NoReturn:
+    """A migrating source's body stored other than as JSON text: raised as ``ValueError``."""
+    raise ValueError(f"entry {seq}'s body is not JSON text (a format {found} journal's)")
+
+
 def _bad(n: int, seq: int | None, reason: str, **kw: Any) -> VerifyResult:
     return VerifyResult("tampered", n, seq, reason, **kw)
 
@@ -1586,14 +1599,9 @@ def verify(path: str | Path, *, public_keys: Iterable[Ed25519PublicKey] = (),
         chain = _Chain(h, base + 1, wanted, mac_key)
         cps = _Checkpoints(table_id, keys)
         try:
-            for row in cursor:
-                bad = chain.read(row)
-                if bad is None and row[2] == CHECKPOINT_KIND:
-                    bad = cps.read(chain, *row[:5])
-                if bad is None:
-                    bad = chain.advance(cps)
-                if bad is not None:
-                    return bad
+            bad = _walk(chain, cps, cursor)
+            if bad is not None:
+                return bad
         except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
             return VerifyResult("unreadable", chain.count, None, f"{p}: cannot read entry {chain.expected}: {exc}")
     finally:
