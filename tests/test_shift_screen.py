@@ -304,6 +304,11 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
     # The table restarts: the page says sign in again; signed in, it reads the state afresh.
     bench.kill()
     bench.start()
+    # the front door listens while the table starts (journal, drivers): its status answers once
+    # it is up, and the page, asking again every 2 s at most, is live soon after that
+    api = ApiDealer(bench)
+    wait_until(lambda: api.request({"action": "status"}).get("table_day"), 120, "the restarted table's status")
+    api.close()
     page.wait_for_selector("#sign-in-again", timeout=STEP_MS)
     page.click("#sign-in-again")
     page.fill("#person", "S-17")
