@@ -138,8 +138,9 @@ def deal(work: Path, rounds: int, seats: int, broker: Any = None) -> dict:
     try:
         table = Table(cfg, simulate=True, seed=1, rounds=rounds, event_socket=sock, mqtt=settings)
         table.start()
+        # from the journal's start: under load the table may deal a card before the reader attaches
         reader = threading.Thread(target=lambda: [on_socket.add(e)
-                                                  for e in read_events(sock, since=table.head_seq, stop=stop)],
+                                                  for e in read_events(sock, since=0, stop=stop)],
                                   daemon=True)
         reader.start()
         table.wait(600)

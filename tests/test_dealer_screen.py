@@ -97,7 +97,7 @@ def test_a_dealers_first_rounds_chips_buttons_hand_names_and_the_stub(chromium, 
     drive(dealer, hands, until=lambda p: waiting(p) == "place_bets" and p.locator("#bets-all-min").count() > 0)
     # Round 1: every seat at the table minimum, then seat 3 adds Pair Plus (the kind, then a chip).
     dealer.click("#bets-all-min")
-    dealer.wait_for_function("() => document.getElementById('bets-in-play').dataset.count === '7'", timeout=MS)
+    dealer.wait_for_function("() => document.getElementById('bets-in-play')?.dataset.count === '7'", timeout=MS)
     assert chosen_kind(dealer, 3) == "ante"
     dealer.click("#bet-3-kind-pair_plus")
     dealer.click("#bet-3-chip-500")
