@@ -278,16 +278,14 @@ function signedOut() {
   for (const {li} of tiles.values()) li.remove();
   tiles.clear();
 }
+let sessionChanges = 0;  // sign-ins and sign-outs on this page: a slower "who is signed in" answer loses to them
 document.addEventListener("DOMContentLoaded", async () => {
-  loadTables();
-  setInterval(() => { if (!$("tables-section").hidden) loadTables(); }, 2000);  // a crash shows within 5 s of it (docs/integration.md)
-  const me = await api("/api/v1/floor/session");
-  if (me.status === 200) signedIn(me.body); else signedOut();
+  // every listener first: a person who signs in while the page still asks who is signed in is heard
   $("signin-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin: $("pin").value})});
     $("pin").value = "";
-    if (r.status === 200) { $("signin-error").textContent = ""; signedIn(r.body); }
+    if (r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
     else $("signin-error").textContent = (r.body && r.body.error) || "sign-in refused";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
@@ -295,5 +293,12 @@ document.addEventListener("DOMContentLoaded", async () => {
   for (const id of ["pit-filter", "pit-find", "pit-attention"]) $(id).addEventListener("input", filterGrid);
   $("rounds-more").addEventListener("click", () => { if (shownTable) loadTable(shownTable, true); });
   window.addEventListener("hashchange", route);
-  $("signout").addEventListener("click", async () => { await api("/api/v1/floor/session", {method: "DELETE"}); signedOut(); });
+  $("signout").addEventListener("click", async () => { await api("/api/v1/floor/session", {method: "DELETE"}); sessionChanges++; signedOut(); });
+  $("signin-form").querySelector("button[type=submit]").disabled = false;
+  loadTables();
+  setInterval(() => { if (!$("tables-section").hidden) loadTables(); }, 2000);  // a crash shows within 5 s of it (docs/integration.md)
+  const asked = sessionChanges;
+  const me = await api("/api/v1/floor/session");
+  if (sessionChanges !== asked) return;  // signed in or out on this page meanwhile: that is newer
+  if (me.status === 200) signedIn(me.body); else signedOut();
 });

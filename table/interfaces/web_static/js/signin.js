@@ -29,6 +29,8 @@ form.addEventListener("submit", async (ev) => {
   }
 });
 
+document.getElementById("sign-in-button").disabled = false;  // listening now (index.html says why it waited)
+
 whoami().then((me) => {
   if (me && !new URLSearchParams(location.search).has("again")) {
     error.textContent = "";
