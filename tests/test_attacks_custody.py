@@ -25,6 +25,7 @@ import pytest
 
 from devices import CardShoe, Shuffler
 from protocols.cards import Card
+from protocols.messages import DeckInserted
 from simulators.devices import SimCard, new_deck
 from simulators.table import SimulatedTable
 from table.console import Command, Console
@@ -340,8 +341,8 @@ class StopAtLoad:
         raise WalkAway(colour)
 
 
-def _controller(sim, journal, dealer, *, attached):
-    events: queue.Queue = queue.Queue()
+def _controller(sim, journal, dealer, *, attached, events: queue.Queue | None = None):
+    events = queue.Queue() if events is None else events
     shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
     shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
     console = Console()
@@ -415,3 +416,66 @@ def test_a_third_deck_put_in_the_shuffler_while_the_stub_of_its_colour_is_in_the
             ctl.play_round()
         assert "second_deck_of_one_colour" in _rules(journal)
         assert [b["step"] for b in kinds(journal, "round")].count("open") == 1
+
+
+class DeliveredQueue(queue.Queue):
+    """The table's one event queue (the controller's ``events`` argument), which the test
+    can wait on: until an event the links delivered is in it, not yet taken in."""
+
+    def wait_for(self, matches, timeout_s: float) -> bool:
+        with self.not_empty:  # notified at every put
+            return self.not_empty.wait_for(lambda: any(matches(ev) for ev in self.queue), timeout_s)
+
+
+class StubStays:
+    """At the round's collect the dealer puts the round's cards in the rack and leaves the
+    stub of the deck in play (red) in the shoe."""
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def collect(self):
+        d = self.sim.dealer
+        d.discard_rack += d.on_layout
+        d.on_layout = []
+
+
+def test_a_third_deck_inserted_while_the_table_is_down_holds_it_at_its_start(tmp_path):
+    """The restart version of the third red deck, made certain to be among the events the
+    devices delivered before the table opens. After round 1 (red dealt, blue verified in the
+    shuffler) the table goes down with the red stub left in the shoe; the dealer takes the
+    blue deck out, power-cycles the shuffler (its ``DeckDelivered`` is lost) and puts a third
+    red deck in. At the start its ``DeckInserted`` is already delivered: it is a second red
+    deck beside the stub in the shoe, and the table is held for a supervisor. It used to
+    raise a bare ``CustodyViolation`` out of the start, with no hold on the table."""
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        ctl, links = _controller(sim, journal, StubStays(sim), attached=False)
+        try:
+            ctl.prepare()
+            assert ctl.play_round().deck_colour is RED
+            assert ctl.custody.decks[BLUE].place is DeckPlace.VERIFIED
+        finally:
+            for link in links:
+                link.close()
+        sim.dealer.take_from_shuffler()          # the blue deck out, no host to hear it
+        sim.shuffler.reboot()                    # and its DeckDelivered is lost
+        sim.shuffler.insert(new_deck(RED))       # a third red deck; the red stub is in the shoe
+        events = DeliveredQueue()
+        ctl, links = _controller(sim, journal, sim.dealer, attached=False, events=events)
+        try:
+            assert events.wait_for(lambda ev: isinstance(ev.message, DeckInserted), 10.0)
+            with pytest.raises(SupervisorRequired, match="custody violation"):
+                ctl.prepare()
+            assert _rules(journal)[-1] == "second_deck_of_one_colour"
+            held = [b for b in kinds(journal, "incident") if b.get("held")]
+            assert held and held[-1]["rule"] == "second_deck_of_one_colour"
+            assert [b["step"] for b in kinds(journal, "round")].count("open") == 1
+        finally:
+            for link in links:
+                link.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok
