@@ -1,0 +1,166 @@
+"""A card's event delivered while the shoe's count is asked is taken in, not declared lost.
+
+While a card is awaited from a shoe that resends, each quiet resend window asks the shoe's
+count; ahead of the reads twice running, the card's event is declared lost
+(``card_unaccounted``) and the round held (``DeviceIntake.lost_card_check``). The event's
+way from the device to the table's queue runs on real time (a loaded host, a driver in a
+process of its own): it can be delivered while the confirming count is asked. Such an event
+is taken in before any loss is declared; a card whose event truly never comes still holds
+the round.
+
+The late delivery is made at the published contract's boundary: the table's one event
+queue (the controller's ``events``, which the links deliver into) keeps one card's event
+back, and a shoe driver wrapper delivers it as the shoe's count is asked the second time.
+"""
+
+from __future__ import annotations
+
+import queue
+from contextlib import contextmanager
+
+import pytest
+
+from devices import CardShoe, Shuffler
+from devices.contract import DeviceEvent, LinkNotice
+from protocols.clock import VirtualClock
+from protocols.messages import CardDrawn
+from simulators.table import SimulatedTable
+from table.console import Console
+from table.controller import TableController, TableTiming
+from table.custody import DeckCustody, Rule
+from table.errors import RoundHeld
+from table.journal import Journal, verify
+from table.rules.settlement import Tables
+
+from test_controller import BLUE, KEY, RED, kinds
+
+#: the table's clock runs this much faster than real time: a quiet resend window (4 s on the
+#: table's clock) is 0.5 s of real time; nothing here depends on how long real time takes
+SPEED = 8
+
+
+class LateQueue(queue.Queue):
+    """The table's event queue, in which the shoe's event of draw ``index`` is kept back (on
+    its way: in a driver process, a relay, a busy host) until :meth:`deliver_late`."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+        self.kept: list[DeviceEvent] = []
+        self.late: list[DeviceEvent] = []  # what deliver_late put in
+
+    def put(self, item, block=True, timeout=None):
+        msg = item.message
+        if not self.late and not self.kept and isinstance(msg, CardDrawn) and msg.draw_index == self.index:
+            self.kept.append(item)  # delivered, as far as the link knows
+            return
+        super().put(item, block, timeout)
+
+    def put_nowait(self, item):
+        self.put(item, block=False)
+
+    def deliver_late(self, extra: DeviceEvent | None = None) -> None:
+        for ev in self.kept + ([extra] if extra is not None else []):
+            self.late.append(ev)
+            super().put(ev)
+        self.kept.clear()
+
+
+class CountAsked:
+    """The shoe's driver, unchanged, except that the second time its count is asked while
+    ``waiting(reply)`` says a card's event is awaited, ``deliver`` is called before the
+    count is returned (an event arrives while the count's reply is on its way)."""
+
+    def __init__(self, shoe, waiting, deliver) -> None:
+        self._shoe, self._waiting, self._deliver = shoe, waiting, deliver
+        self.asked_while_waiting = 0
+
+    def __getattr__(self, name):
+        return getattr(self._shoe, name)
+
+    def status(self):
+        reply = self._shoe.status()
+        if self.asked_while_waiting < 2 and self._waiting(reply):
+            self.asked_while_waiting += 1
+            if self.asked_while_waiting == 2:
+                self._deliver()
+        return reply
+
+
+class LoseCard:
+    """The dealer whose shoe loses the event of its ``at``-th card inside the device (the
+    emulator's ``lose_events``): that card's event never comes."""
+
+    def __init__(self, sim, at: int) -> None:
+        self.sim, self.at, self.draws = sim, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.sim.dealer, name)
+
+    def draw_card(self):
+        self.draws += 1
+        if self.draws == self.at:
+            self.sim.shoe.lose_events = 1
+        self.sim.dealer.draw_card()
+
+
+@contextmanager
+def late_table(tmp_path, events: LateQueue, waiting, deliver, *, dealer=None):
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        wrapped = CountAsked(shoe, waiting, lambda: deliver(events))
+        ctl = TableController(shuffler, wrapped, events, dealer(sim) if dealer else sim.dealer,
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=2, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=Console(),
+                              timing=TableTiming(event_timeout_s=3600, clock=VirtualClock(SPEED)))
+        try:
+            yield ctl, wrapped, journal
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok
+
+
+def test_a_card_event_delivered_as_the_count_is_asked_again_is_taken_in_not_declared_lost(tmp_path):
+    """The fifth card's event is kept back through two quiet resend windows and delivered
+    as the shoe's count is asked the second time (the count is ahead of the reads both
+    times). It used to be declared lost (``card_unaccounted``, the round held) with the
+    event on the table's queue; now it is taken in and the round settles, every card read."""
+    events = LateQueue(index=4)
+    kept = lambda reply: bool(events.kept)  # noqa: E731
+    with late_table(tmp_path, events, kept, LateQueue.deliver_late) as (ctl, shoe, journal):
+        ctl.prepare()
+        result = ctl.play_round()
+        assert shoe.asked_while_waiting == 2 and events.late  # the event came late, at the second count
+        assert result.number == 1 and ctl.held is None
+        assert kinds(journal, "violation") == []
+        assert not [b for b in kinds(journal, "incident") if "card event lost" in b["what"]]
+        assert [b["draw_index"] for b in kinds(journal, "card_read")] == list(range(9))  # 2 seats + dealer
+        assert "settle" in [b["step"] for b in kinds(journal, "round")]
+
+
+def test_a_card_event_truly_lost_holds_the_round_though_another_event_comes_at_the_count(tmp_path):
+    """The real check stands: the third card's event is lost inside the shoe, and as the
+    count is asked the second time another event is delivered (a link notice). That event
+    is taken in first; the count stays ahead of the reads, and the round is held
+    (``card_unaccounted``), never settled."""
+    events = LateQueue(index=-1)  # keeps nothing back
+
+    def notice(q: LateQueue) -> None:
+        q.deliver_late(DeviceEvent("shoe", LinkNotice("link_up", "the line is back"), 0.0))
+
+    def lost_card_out(reply) -> bool:  # the third card has left the shoe: 49 held
+        return reply.cards == 52 - 3
+
+    lose_third = lambda sim: LoseCard(sim, 3)  # noqa: E731
+    with late_table(tmp_path, events, lost_card_out, notice, dealer=lose_third) as (ctl, shoe, journal):
+        ctl.prepare()
+        with pytest.raises(RoundHeld) as info:
+            ctl.play_round()
+        assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+        assert shoe.asked_while_waiting == 2 and events.late  # the notice came at the second count
+        assert any("card event lost" in b["what"] for b in kinds(journal, "incident"))
+        assert "settle" not in [b["step"] for b in kinds(journal, "round")]
