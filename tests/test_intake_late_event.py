@@ -164,3 +164,30 @@ def test_a_card_event_truly_lost_holds_the_round_though_another_event_comes_at_t
         assert shoe.asked_while_waiting == 2 and events.late  # the notice came at the second count
         assert any("card event lost" in b["what"] for b in kinds(journal, "incident"))
         assert "settle" not in [b["step"] for b in kinds(journal, "round")]
+
+
+def test_a_driver_process_sends_a_count_after_the_events_delivered_before_it():
+    """A driver in a process of its own: a call's reply and the driver's events crossed on
+    two threads, so a shoe's count could reach the table ahead of a card event the driver
+    had delivered before it answered, and the table declare that card lost with its event
+    on the way. Each count now comes after them: here the driver delivers a card event just
+    before every count it returns, and the event is on the table's queue when the count is."""
+    from pathlib import Path
+
+    from devices.apart import open_apart
+    from devices.contract import DriverKind, OpenRequest
+
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        shoe = open_apart("threecard_test_drivers.counting:PLUGIN",
+                          OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", events),
+                          paths=(str(Path(__file__).parent / "apart_drivers"),))
+        try:
+            for n in range(20):
+                shoe.status()
+                got = []
+                while not events.empty():
+                    got.append(events.get_nowait().message)
+                assert [m for m in got if isinstance(m, CardDrawn)], f"count {n} came before its card event"
+        finally:
+            shoe.close()

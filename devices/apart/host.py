@@ -9,6 +9,10 @@ It reads the table's ``hello`` from the socket at descriptor ``N``, confines its
 driver's name, package, version and declared capabilities. Then it serves the wire
 (:mod:`devices.apart.wire`): calls run one at a time on a worker thread, events go to the
 table as the driver delivers them, the table's acknowledgements go to the driver's link.
+A call's reply goes to the table after every event the driver delivered before the call
+returned (one writer, in the driver's order): a shoe's count never reaches the table
+ahead of the card events it counts (the table takes those in before it declares a card
+lost, ``table/procedure/intake.py``).
 
 Whatever the driver raises is sent back as an error (a contract error by name; any
 other by its type's name only), never a crash of this loop. The table's socket
@@ -75,6 +79,13 @@ class DeviceOpener:
         except ValueError:
             code = errno.EIO
         raise OSError(code, os.strerror(code))
+
+
+class _Reply:
+    """A call's reply, queued behind the events the driver delivered before it (:meth:`Host.work`)."""
+
+    def __init__(self, out: dict[str, Any]) -> None:
+        self.out = out
 
 
 class Host:
@@ -279,6 +290,12 @@ class Host:
                         return
                     told = snap
                 continue
+            if isinstance(ev, _Reply):  # after every event delivered before the call returned
+                try:
+                    self.send(ev.out)
+                except OSError:
+                    return
+                continue
             if ev.seq >= 0:
                 self._delivered[ev.seq] = ev
                 if len(self._delivered) > 512:
@@ -307,10 +324,9 @@ class Host:
             except BaseException as exc:  # noqa: BLE001 - a driver's failure is the table's device fault
                 out = {"t": "reply", "id": cid, "error": wire.to_error(exc)}
             out["link"] = self.snapshot()
-            try:
-                self.send(out)
-            except OSError:
-                return
+            # sent by the pump, behind the events the driver delivered before it returned (its
+            # queue is bounded: waited for, as the pump empties it)
+            self.local.put(_Reply(out))
 
     def serve(self) -> None:
         """Serve the driver until the table closes the socket (or says ``close``)."""
