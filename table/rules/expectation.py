@@ -483,18 +483,19 @@ def _part(group: str, stake: int, with_ante: bool, tables: Tables, profile: Rule
     if part is None:
         at = 1 if unit else stake
         hc = _hand_classes(profile)
+        lows = [tuple(Card.parse(c) for c in d) for d in _LOW_DEALERS]
+        if group == "ante":
+            w = Wagers(at)
+        elif group == "pair_plus":
+            w = Wagers(1 if with_ante else 0, pair_plus=at)
+        else:
+            w = Wagers(1, progressive=at)
         rows: dict[str, Any] = {}
         for i, v in enumerate(hc.values):
             cards = list(v.cards)
-            low = next(d for d in _LOW_DEALERS if not {str(c) for c in cards} & set(d))
+            low = next(d for d in lows if not set(cards) & set(d))
             plays = plays_q64(cards, profile)
-            if group == "ante":
-                w, dec = Wagers(at), (Decision.PLAY if plays else Decision.FOLD)
-            elif group == "pair_plus":
-                w = Wagers(1 if with_ante else 0, pair_plus=at)
-                dec = (Decision.PLAY if plays else Decision.FOLD) if with_ante else None
-            else:
-                w, dec = Wagers(1, progressive=at), (Decision.PLAY if plays else Decision.FOLD)
+            dec = (Decision.PLAY if plays else Decision.FOLD) if group != "pair_plus" or with_ante else None
             st = settle_seat(w, dec, cards, low, tables, profile)
             for r in st.results:
                 if group != "ante" and r.wager != group:
