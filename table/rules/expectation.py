@@ -479,7 +479,13 @@ def _part(group: str, stake: int, with_ante: bool, tables: Tables, profile: Rule
     paytable paying in proportion to the wager is settled at a 1-cent stake and scaled."""
     pt = {"ante": tables.ante_bonus, "pair_plus": tables.pair_plus, "progressive": tables.progressive}[group]
     unit = _proportional(pt)
-    key = (_tables_key(tables), profile, group, 1 if unit else stake, with_ante)
+    # The rows kept are the group's own wagers', paid from the group's paytable alone: the key
+    # is that paytable, with the meter only when one of its lines pays a share of it (a day's
+    # progressive meter differs at every round; the ante's and Pair Plus's rows do not).
+    meter = tables.progressive_meter_cents if pt is not None and any(
+        p.form == "meter" for p in pt.lines.values()) else None
+    own = None if pt is None else (pt.name, pt.kind, tuple(pt.lines.items()))
+    key = (own, meter, profile, group, 1 if unit else stake, with_ante)
     part = _PARTS.get(key)
     if part is None:
         at = 1 if unit else stake
