@@ -27,9 +27,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _checkout  # noqa: E402
 
 MEASURE = r"""
 import cProfile, io, json, multiprocessing as mp, os, pstats, resource, sys, threading
@@ -101,11 +104,8 @@ if __name__ == "__main__":
 
 def measure(tree: Path, heartbeats: int, interval_ms: int, profile: bool) -> dict:
     """One measurement in checkout ``tree``, in a process of its own."""
-    r = subprocess.run([sys.executable, "-c", MEASURE, str(heartbeats), str(interval_ms), "1" if profile else "0"],
-                       cwd=tree, capture_output=True, text=True, timeout=heartbeats * interval_ms / 1000 * 3 + 120)
-    if r.returncode:
-        raise SystemExit(f"{tree}: {r.stderr.strip()[-600:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _checkout.measure(tree, MEASURE, [str(heartbeats), str(interval_ms), "1" if profile else "0"],
+                             heartbeats * interval_ms / 1000 * 3 + 120)
 
 
 def main() -> int:
@@ -113,17 +113,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--heartbeats", type=int, default=2000)
     ap.add_argument("--interval-ms", type=int, default=50, help="heartbeat_interval_ms for the run (50..)")
-    ap.add_argument("--pairs", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile the supervisor thread (this checkout)")
-    ap.add_argument("--baseline", help="another checkout to compare with")
+    _checkout.add_arguments(ap, pairs=1)
     a = ap.parse_args()
-    trees = {"this": Path(__file__).resolve().parent.parent}
-    if a.baseline:
-        trees["base"] = Path(a.baseline).resolve()
-    runs: dict[str, list[dict]] = {t: [] for t in trees}
-    for _ in range(a.pairs):
-        for name, tree in trees.items():
-            runs[name].append(measure(tree, a.heartbeats, a.interval_ms, False))
+    trees = _checkout.trees(a.baseline)
+    runs = _checkout.alternate(trees, a.pairs, lambda tree: measure(tree, a.heartbeats, a.interval_ms, False))
     out: dict = {"heartbeats": a.heartbeats, "interval_ms": a.interval_ms, "pairs": a.pairs,
                  "load_average_1min": round(os.getloadavg()[0], 1)}
     for name, rs in runs.items():

@@ -25,9 +25,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _checkout  # noqa: E402
 
 MEASURE = r"""
 import json, multiprocessing as mp, os, queue, resource, sys, threading, time
@@ -79,27 +82,17 @@ LIMITS = {"idle_cpu_pct": 0.05}
 
 def measure(tree: Path, seconds: float) -> dict:
     """One measurement in checkout ``tree``, in a process of its own."""
-    r = subprocess.run([sys.executable, "-c", MEASURE, str(seconds)], cwd=tree, capture_output=True, text=True,
-                       timeout=seconds + 120)
-    if r.returncode:
-        raise SystemExit(f"{tree}: {r.stderr.strip()[-600:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _checkout.measure(tree, MEASURE, [str(seconds)], seconds + 120)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--seconds", type=float, default=20.0, help="the idle window measured (s)")
-    ap.add_argument("--pairs", type=int, default=2)
-    ap.add_argument("--baseline", help="another checkout to compare with")
+    _checkout.add_arguments(ap, pairs=2)
     a = ap.parse_args()
-    trees = {"this": Path(__file__).resolve().parent.parent}
-    if a.baseline:
-        trees["base"] = Path(a.baseline).resolve()
-    runs: dict[str, list[dict]] = {t: [] for t in trees}
-    for _ in range(a.pairs):
-        for name, tree in trees.items():
-            runs[name].append(measure(tree, a.seconds))
+    trees = _checkout.trees(a.baseline)
+    runs = _checkout.alternate(trees, a.pairs, lambda tree: measure(tree, a.seconds))
     out: dict = {"seconds": a.seconds, "pairs": a.pairs, "load_average_1min": round(os.getloadavg()[0], 1),
                  "limit": LIMITS}
     for name, rs in runs.items():

@@ -225,7 +225,7 @@ def _rank_tables() -> tuple[Any, Any]:
     multisets = [m for m in combinations(range(13 + 2), 3)]  # stars and bars: r0 <= r1 <= r2
     triples = [(a, b - 1, c - 2) for a, b, c in multisets]
     id_of = np.zeros(13 ** 3, dtype=np.int64)
-    counts = np.zeros((len(triples), 13), dtype=np.int64)
+    counts = np.zeros((len(triples), 13), dtype=np.int8)  # at most 3 a rank; 6 for a pair of multisets
     for k, t in enumerate(triples):
         for perm in {(t[0], t[1], t[2]), (t[0], t[2], t[1]), (t[1], t[0], t[2]),
                      (t[1], t[2], t[0]), (t[2], t[0], t[1]), (t[2], t[1], t[0])}:
@@ -233,10 +233,11 @@ def _rank_tables() -> tuple[Any, Any]:
         for r in t:
             counts[k, r] += 1
     straight, _ = _mask_tables()
-    both = counts[:, None, :] + counts[None, :, :]
+    both = counts[:, None, :] + counts[None, :, :]  # 455 x 455 x 13 in int8: 2.7 MB, not 21
     most = both.max(axis=2)
     pairs = (both >= 2).sum(axis=2)
-    mask = ((both > 0) * (1 << np.arange(13))).sum(axis=2)
+    held = ((counts > 0) * (1 << np.arange(13))).sum(axis=1)  # each multiset's ranks as a mask
+    mask = held[:, None] | held[None, :]  # a rank is among the six cards when among either three
     category = np.where(most >= 4, C.FOUR_OF_A_KIND,
                         np.where((most == 3) & (pairs >= 2), C.FULL_HOUSE,
                                  np.where(straight[mask], C.STRAIGHT,
@@ -478,23 +479,30 @@ def _part(group: str, stake: int, with_ante: bool, tables: Tables, profile: Rule
     paytable paying in proportion to the wager is settled at a 1-cent stake and scaled."""
     pt = {"ante": tables.ante_bonus, "pair_plus": tables.pair_plus, "progressive": tables.progressive}[group]
     unit = _proportional(pt)
-    key = (_tables_key(tables), profile, group, 1 if unit else stake, with_ante)
+    # The rows kept are the group's own wagers', paid from the group's paytable alone: the key
+    # is that paytable, with the meter only when one of its lines pays a share of it (a day's
+    # progressive meter differs at every round; the ante's and Pair Plus's rows do not).
+    meter = tables.progressive_meter_cents if pt is not None and any(
+        p.form == "meter" for p in pt.lines.values()) else None
+    own = None if pt is None else (pt.name, pt.kind, tuple(pt.lines.items()))
+    key = (own, meter, profile, group, 1 if unit else stake, with_ante)
     part = _PARTS.get(key)
     if part is None:
         at = 1 if unit else stake
         hc = _hand_classes(profile)
+        lows = [tuple(Card.parse(c) for c in d) for d in _LOW_DEALERS]
+        if group == "ante":
+            w = Wagers(at)
+        elif group == "pair_plus":
+            w = Wagers(1 if with_ante else 0, pair_plus=at)
+        else:
+            w = Wagers(1, progressive=at)
         rows: dict[str, Any] = {}
         for i, v in enumerate(hc.values):
             cards = list(v.cards)
-            low = next(d for d in _LOW_DEALERS if not {str(c) for c in cards} & set(d))
+            low = next(d for d in lows if not set(cards) & set(d))
             plays = plays_q64(cards, profile)
-            if group == "ante":
-                w, dec = Wagers(at), (Decision.PLAY if plays else Decision.FOLD)
-            elif group == "pair_plus":
-                w = Wagers(1 if with_ante else 0, pair_plus=at)
-                dec = (Decision.PLAY if plays else Decision.FOLD) if with_ante else None
-            else:
-                w, dec = Wagers(1, progressive=at), (Decision.PLAY if plays else Decision.FOLD)
+            dec = (Decision.PLAY if plays else Decision.FOLD) if group != "pair_plus" or with_ante else None
             st = settle_seat(w, dec, cards, low, tables, profile)
             for r in st.results:
                 if group != "ante" and r.wager != group:

@@ -202,13 +202,20 @@ class SixCardHand:
     suit: Suit | None = None
 
 
+#: the five-rank straights as bit masks of ranks (bit r for rank r; the ace also as bit 1),
+#: the highest first: (top card, mask)
+_STRAIGHTS = tuple((top, 0b11111 << (top - 4)) for top in range(ACE, 4, -1))
+
+
 def _straight_top(ranks: set[int]) -> int:
     """Top card of the best five-rank straight among ``ranks`` (ace also low), or 0."""
-    rs = set(ranks)
-    if ACE in rs:
-        rs.add(1)
-    for top in range(ACE, 4, -1):
-        if all(r in rs for r in range(top - 4, top + 1)):
+    held = 0
+    for r in ranks:
+        held |= 1 << r
+    if held >> ACE & 1:
+        held |= 2
+    for top, mask in _STRAIGHTS:
+        if held & mask == mask:
             return top
     return 0
 

@@ -137,6 +137,7 @@ def register(kind: WagerKind) -> WagerKind:
 
 
 _cache: tuple[tuple[WagerKind, ...], tuple[str, ...]] | None = None
+_sides: tuple[WagerKind, ...] | None = None
 
 
 def kinds() -> tuple[WagerKind, ...]:
@@ -158,7 +159,10 @@ def keys() -> tuple[str, ...]:
 
 def side_kinds() -> tuple[WagerKind, ...]:
     """The kinds paid from a paytable of their own (all but the ante)."""
-    return tuple(k for k in kinds() if k.paytable_slot is not None)
+    global _sides
+    if _sides is None:  # the table is closed once read: settlement asks for these at every seat
+        _sides = tuple(k for k in kinds() if k.paytable_slot is not None)
+    return _sides
 
 
 def of(key: str) -> WagerKind:

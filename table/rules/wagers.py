@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from . import kinds
 from .hands import HandValue, SixCardHand
 
 #: The largest single wager accepted, in cents ($1,000,000): far above any table's
@@ -95,12 +96,12 @@ class Wagers:
     needs an ante (Six Card Bonus, progressive) without one; ``TypeError`` for a
     kind not registered."""
 
-    __slots__ = ("_amounts",)
+    __slots__ = ("_amounts", "_placed")
     _amounts: tuple[tuple[str, int], ...]
+    #: the same amounts by kind, for reads (settlement reads them ~20 times a seat)
+    _placed: dict[str, int]
 
     def __init__(self, *amounts: int, **by_kind: int) -> None:
-        from . import kinds
-
         table = kinds.kinds()
         if len(amounts) > len(table):
             raise TypeError(f"Wagers takes at most {len(table)} amounts, one per wager kind")
@@ -114,6 +115,7 @@ class Wagers:
             given[key] = v
         checked = {k.key: _cents(k.key, given.get(k.key, 0)) for k in table}
         object.__setattr__(self, "_amounts", tuple((k, v) for k, v in checked.items() if v))
+        object.__setattr__(self, "_placed", dict(self._amounts))
         if not self.total:
             raise SettlementError("no wager placed: a seat needs an ante or a Pair Plus wager (649a.7)")
         if not checked["ante"]:
@@ -124,28 +126,20 @@ class Wagers:
                                           "Pair Plus (649a.7)")
 
     def __getattr__(self, name: str) -> int:
-        from . import kinds
-
         if name.startswith("_") or name not in kinds.keys():
             raise AttributeError(name)
-        return self.amount(name)
+        return self._placed.get(name, 0)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Wagers are immutable")
 
     def amount(self, kind: str) -> int:
         """The cents placed on ``kind`` (0 when none)."""
-        for k, v in self._amounts:
-            if k == kind:
-                return v
-        return 0
+        return self._placed.get(kind, 0)
 
     def amounts(self) -> dict[str, int]:
         """kind -> cents for every registered kind, zeros included, in the kinds' order."""
-        from . import kinds
-
-        placed = dict(self._amounts)
-        return {k: placed.get(k, 0) for k in kinds.keys()}
+        return {k: self._placed.get(k, 0) for k in kinds.keys()}
 
     def to_record(self) -> dict[str, int]:
         """The journal's form: only the wagers placed (zero amounts left out), in the kinds' order."""
@@ -172,8 +166,6 @@ class Wagers:
     def from_record(cls, record: Mapping[str, Any]) -> "Wagers":
         """One seat's wagers as journaled (only the wagers placed; a missing kind is 0).
         Raises :class:`SettlementError` as the constructor does."""
-        from . import kinds
-
         return cls(**{k: int(record.get(k, 0)) for k in kinds.keys()})
 
 
