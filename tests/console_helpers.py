@@ -95,9 +95,12 @@ def web_url_in_log(proc: subprocess.Popen, log: Path, start_at: int = 0) -> str 
     while it has not. Raises ``AssertionError`` (with the log's end) once ``proc`` exited."""
     if proc.poll() is not None:
         raise AssertionError(f"tablectl run exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
-    with open(log, "rb") as f:
-        f.seek(start_at)
-        return listening_url(f.read().splitlines())
+    try:
+        with open(log, "rb") as f:
+            f.seek(start_at)
+            return listening_url(f.read().splitlines())
+    except FileNotFoundError:  # a --log-file the child has not opened yet
+        return None
 
 
 class ChildOutput:
