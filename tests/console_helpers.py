@@ -74,6 +74,30 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, step_s: fl
         time.sleep(step_s)
 
 
+def make_people(path: Path) -> Path:
+    people = PeopleFile(path)
+    for person, (role, pin) in PEOPLE.items():
+        people.add(person, role, pin, hasher=CHEAP)
+    return path
+
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL, and reap it."""
+    proc.kill()
+    proc.wait(10)
+
+
+def stop(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM, ``grace_s`` to stop, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
 def listening_url(lines: Any) -> str | None:
     """The URL of the first ``web_listening`` record among ``lines`` (a child's JSON log
     lines, str or bytes; other lines are skipped), or None. The table logs it once its web
@@ -178,30 +202,6 @@ class ChildOutput:
             raise AssertionError(f"{self._thread.name}: the pipe stayed open {timeout_s:g} s after the child stopped")
         self._pipe.close()
 
-
-def make_people(path: Path) -> Path:
-    people = PeopleFile(path)
-    for person, (role, pin) in PEOPLE.items():
-        people.add(person, role, pin, hasher=CHEAP)
-    return path
-
-
-
-def kill(proc: subprocess.Popen) -> None:
-    """SIGKILL, and reap it."""
-    proc.kill()
-    proc.wait(10)
-
-
-def stop(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM, ``grace_s`` to stop, then SIGKILL."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 class Emulator:
     """``tablectl emulate KIND --tcp 127.0.0.1:0 --control 127.0.0.1:0`` in its own process."""
