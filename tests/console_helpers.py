@@ -98,6 +98,7 @@ def stop(proc: subprocess.Popen, grace_s: float) -> None:
             proc.kill()
             proc.wait(5)
 
+
 def listening_url(lines: Any) -> str | None:
     """The URL of the first ``web_listening`` record among ``lines`` (a child's JSON log
     lines, str or bytes; other lines are skipped), or None. The table logs it once its web
