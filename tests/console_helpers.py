@@ -98,6 +98,112 @@ def stop(proc: subprocess.Popen, grace_s: float) -> None:
             proc.kill()
             proc.wait(5)
 
+
+def listening_url(lines: Any) -> str | None:
+    """The URL of the first ``web_listening`` record among ``lines`` (a child's JSON log
+    lines, str or bytes; other lines are skipped), or None. The table logs it once its web
+    front door listens, with the port it bound: with ``--web HOST:0`` the port it picked
+    itself, so no other process can have taken it first (table/interfaces/web.py)."""
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == "web_listening":
+            return entry["url"]
+    return None
+
+
+def web_url_in_log(proc: subprocess.Popen, log: Path, start_at: int = 0) -> str | None:
+    """The URL of the ``web_listening`` line ``proc`` wrote to its JSON log file ``log``
+    (from byte ``start_at`` on: this run's part of a log a restart appends to), or None
+    while it has not. Raises ``AssertionError`` (with the log's end) once ``proc`` exited."""
+    if proc.poll() is not None:
+        raise AssertionError(f"tablectl run exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
+    try:
+        with open(log, "rb") as f:
+            f.seek(start_at)
+            return listening_url(f.read().splitlines())
+    except FileNotFoundError:  # a --log-file the child has not opened yet
+        return None
+
+
+class ChildOutput:
+    """One pipe of a child process (its stdout or stderr), read line by line by a thread of
+    its own as the child writes it, so a test waits on what the child said (a condition
+    wakes it at each line) instead of polling a file under a sleep.
+
+    Each line is kept and copied to ``copy_to`` (for a person reading the bench later);
+    with ``logs_to``, a line that is a JSON log record (an object with an ``event``) goes
+    to that file and to :attr:`records` instead, so the text a person would read (prompts,
+    round lines) stays apart from the logs. Reading goes on until the child closes the
+    pipe (it exited), so a chatty child never blocks on a full pipe; :meth:`close` (after
+    the child is stopped) waits for the reader to end."""
+
+    def __init__(self, pipe: Any, copy_to: Path, logs_to: Path | None = None, *, name: str = "child-output") -> None:
+        self._pipe = pipe
+        self._copy_to, self._logs_to = copy_to, logs_to
+        self._cond = threading.Condition()
+        self._text: list[str] = []
+        self.records: list[str] = []  # the JSON log lines (with ``logs_to``)
+        self.ended = False
+        self._thread = threading.Thread(target=self._read, name=name, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        out = open(self._copy_to, "ab")
+        logs = open(self._logs_to, "ab") if self._logs_to is not None else None
+        try:
+            for raw in iter(self._pipe.readline, b""):
+                line = raw.decode("utf-8", "replace")
+                record = logs is not None and line.startswith("{") and '"event"' in line
+                (logs if record else out).write(raw)
+                (logs if record else out).flush()
+                with self._cond:
+                    (self.records if record else self._text).append(line)
+                    self._cond.notify_all()
+        finally:
+            out.close()
+            if logs is not None:
+                logs.close()
+            with self._cond:
+                self.ended = True
+                self._cond.notify_all()
+
+    def text(self) -> str:
+        """Everything read so far (but the log records, with ``logs_to``)."""
+        with self._cond:
+            return "".join(self._text)
+
+    def wait(self, check: Callable[["ChildOutput"], Any], timeout_s: float, what: str) -> Any:
+        """``check(self)``'s first value other than None, tried at each line the child writes,
+        within ``timeout_s``. Raises ``AssertionError`` naming ``what`` (with the output's end)
+        on the deadline, or once the child closed the pipe (exited) without it."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                value = check(self)
+                if value is not None:
+                    return value
+                left = deadline - time.monotonic()
+                if self.ended or left <= 0:
+                    said = ("".join(self._text) + "".join(self.records[-20:]))[-3000:]
+                    why = "the child closed its output (exited)" if self.ended else f"timed out after {timeout_s:g} s"
+                    raise AssertionError(f"{why} waiting for {what}:\n{said}")
+                self._cond.wait(left)
+
+    def web_url(self, timeout_s: float = 60.0) -> str:
+        """The URL of the child's ``web_listening`` log record (see :func:`listening_url`)."""
+        return self.wait(lambda o: listening_url(o.records or o._text), timeout_s, "the table's web front door")
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Wait for the reader to reach the pipe's end (the child exited), then close the pipe."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise AssertionError(f"{self._thread.name}: the pipe stayed open {timeout_s:g} s after the child stopped")
+        self._pipe.close()
+
+
 class Emulator:
     """``tablectl emulate KIND --tcp 127.0.0.1:0 --control 127.0.0.1:0`` in its own process."""
 
@@ -184,19 +290,7 @@ class BenchTable:
 
     def _listening(self, start_at: int) -> str | None:
         """The URL of this run's ``web_listening`` log line (the log from ``start_at`` on), or None."""
-        if self.proc.poll() is not None:
-            raise AssertionError(f"tablectl run exited {self.proc.returncode}: "
-                                 f"{(self.folder / 'run.log').read_text()[-3000:]}")
-        with open(self.folder / "run.log", "rb") as f:
-            f.seek(start_at)
-            for line in f.read().splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict) and entry.get("event") == "web_listening":
-                    return entry["url"]
-        return None
+        return web_url_in_log(self.proc, self.folder / "run.log", start_at)
 
     def kill(self) -> None:
         """The table PC dies (SIGKILL): nothing is said to the broker; its Last Will is."""

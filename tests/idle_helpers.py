@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console_helpers import PEOPLE, free_port, make_people, stop, tablectl, wait_until
+from console_helpers import PEOPLE, make_people, stop, tablectl, wait_until, web_url_in_log
 from table.interfaces.control_socket import send
 
 DOORS = ("web", "control", "events")
@@ -46,20 +46,24 @@ class DealingTable:
     def __init__(self, folder: Path, *, rounds: int = 100_000, seed: int = 5) -> None:
         os.chmod(folder, 0o700)
         self.folder = folder
-        self.port = free_port()
-        self.address = ("127.0.0.1", self.port)
         self.control = folder / "control.sock"
         self.events = folder / "events.sock"
         people = make_people(folder / "people.toml")
         self._stderr = open(folder / "stderr.txt", "wb")
+        # --web on port 0: the table picks a free port itself and logs it (web_listening); a port
+        # found free beforehand and then probed could meanwhile be another process's on a loaded machine
         self.proc = subprocess.Popen(
             tablectl() + ["run", "--simulate", "--rounds", str(rounds), "--seed", str(seed), "--json",
-                          "--journal", str(folder / "journal.sqlite3"), "--web", f"127.0.0.1:{self.port}",
+                          "--journal", str(folder / "journal.sqlite3"), "--web", "127.0.0.1:0",
                           "--people-file", str(people), "--control-socket", str(self.control),
                           "--event-socket", str(self.events), "--log-file", str(folder / "run.log")],
             stdout=subprocess.DEVNULL, stderr=self._stderr)
         try:
-            wait_until(self._ready, 60, "the table's front doors")
+            url = wait_until(lambda: web_url_in_log(self.proc, folder / "run.log"), 60, "the table's web front door")
+            self.port = int(url.rsplit(":", 1)[1])
+            self.address = ("127.0.0.1", self.port)
+            # the control socket opens before the web door, the event socket once the table is built
+            wait_until(self._ready, 60, "the table's event socket")
             self.token = self._sign_in()
         except BaseException:
             self.close()
@@ -69,13 +73,7 @@ class DealingTable:
         if self.proc.poll() is not None:
             raise AssertionError(f"tablectl run ended ({self.proc.returncode}): "
                                  f"{(self.folder / 'stderr.txt').read_text()[-2000:]}")
-        if not (self.control.exists() and self.events.exists()):
-            return False
-        try:
-            with socket.create_connection(self.address, timeout=0.5):
-                return True
-        except OSError:
-            return False
+        return self.control.exists() and self.events.exists()
 
     def _sign_in(self) -> str:
         status, body = self._http("POST", "/api/v1/session", {"person": "S-17", "pin": PEOPLE["S-17"][1]})

@@ -189,33 +189,26 @@ def test_a_sign_in_flood_leaves_the_table_dealing_and_the_screens_answering(tmp_
     and S-17 signs in at the table's own screen in the middle of it."""
     import subprocess
 
-    from console_helpers import PEOPLE, free_port, make_people, wait_until
+    from console_helpers import PEOPLE, make_people, wait_until, web_url_in_log
     from test_crash import tablectl
 
     os.chmod(tmp_path, 0o700)
     people = make_people(tmp_path / "people.toml")
-    port = free_port()
+    # --web on port 0: the table picks a free port itself and logs it (web_listening); a port found
+    # free beforehand and then probed could meanwhile be another process's on a loaded machine
     proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--rounds", "30", "--seed", "5", "--json",
-                                          "--journal", str(tmp_path / "j.sqlite3"), "--web", f"127.0.0.1:{port}",
+                                          "--journal", str(tmp_path / "j.sqlite3"), "--web", "127.0.0.1:0",
                                           "--people-file", str(people), "--log-file", str(tmp_path / "run.log")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     class Door:
-        address = ("127.0.0.1", port)
-
-    def listening():
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            with socket_module.create_connection(Door.address, timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    import socket as socket_module
+        address = ("127.0.0.1", 0)
 
     stop, counts = threading.Event(), {"lock": threading.Lock()}
     try:
-        wait_until(listening, 60, "the table's web front door")
+        url = wait_until(lambda: web_url_in_log(proc, tmp_path / "run.log"), 60, "the table's web front door")
+        port = int(url.rsplit(":", 1)[1])
+        Door.address = ("127.0.0.1", port)
         threads = _flood(Door, stop, counts, addresses=40, each=50, person="S-17")
         wait_until(lambda: sum(v for k, v in counts.items() if k != "lock") >= 200, 120, "the flood to start")
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)

@@ -8,13 +8,12 @@ import io
 import os
 import re
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from console_helpers import wait_until, web_url_in_log
 from hil_helpers import CLI
 
 from table.config import parse_config
@@ -28,32 +27,30 @@ def blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.long
 def test_python_examples_run_against_a_simulated_table(tmp_path):
     os.chmod(tmp_path, 0o700)
     people = tmp_path / "people.toml"
     PeopleFile(people).add("D-4", Role.DEALER, "482913")
-    control, port = tmp_path / "control.sock", free_port()
+    control, log = tmp_path / "control.sock", tmp_path / "run.log"
+    # --web on port 0: the table picks a free port itself and logs it (web_listening); a port found
+    # free beforehand could meanwhile be another process's on a loaded machine
     proc = subprocess.Popen(CLI + ["run", "--simulate", "--rounds", "100000", "--seed", "2", "--seats", "2",
                                    "--journal", str(tmp_path / "journal.sqlite3"), "--control-socket", str(control),
-                                   "--web", f"127.0.0.1:{port}", "--people-file", str(people),
-                                   "--log-file", str(tmp_path / "run.log"), "--json"],
+                                   "--web", "127.0.0.1:0", "--people-file", str(people),
+                                   "--log-file", str(log), "--json"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:  # up once the first event is journaled
-            log = (tmp_path / "run.log").read_text() if (tmp_path / "run.log").exists() else ""
-            if control.exists() and "round_open" in log:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read().decode()
-        namespace = {"__name__": "console_doc", "CONTROL_SOCKET": control, "BASE_URL": f"http://127.0.0.1:{port}"}
+        base_url = wait_until(lambda: web_url_in_log(proc, log), 60, "the table's web front door")
+
+        def first_round() -> bool:  # up once the first event is journaled
+            assert proc.poll() is None, proc.stderr.read().decode()
+            return "round_open" in log.read_text()
+
+        wait_until(first_round, 60, "the table's first round")
+        # the control socket opens before the web door
+        assert control.exists()
+        namespace = {"__name__": "console_doc", "CONTROL_SOCKET": control, "BASE_URL": base_url}
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             for block in blocks("python"):

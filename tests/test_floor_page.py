@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from console_helpers import close_contexts, chromium_path, screenshot_dir, wait_until
+from console_helpers import ChildOutput, close_contexts, chromium_path, screenshot_dir
 from floor_helpers import SignedTable, needs_mosquitto
 from mqtt_broker import Broker, free_port
 
@@ -33,17 +33,21 @@ def readme_floor_example() -> str:
 
 @pytest.fixture
 def readme_floor(tmp_path):
-    """The README's floor example, its ports moved to free ones and the PIN typed on stdin."""
+    """The README's floor example, its broker's port moved to the test broker's, the floor's
+    web port to 0 (the floor picks a free one and prints its address, which the example
+    echoes: a port found free beforehand could meanwhile be another process's), and the PIN
+    typed on stdin."""
     broker = Broker(tmp_path / "broker").start()
-    web = free_port()
-    script = (readme_floor_example().replace("1883", str(broker.port)).replace("8091", str(web))
+    script = (readme_floor_example().replace("1883", str(broker.port)).replace("127.0.0.1:8091", "127.0.0.1:0")
               .replace("--role floor_manager FM-1", f"--role floor_manager --pin-stdin FM-1 <<< {PIN}"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["bash", "-euc", script + "\nwait\n"], cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=open(tmp_path / "example.log", "wb"), text=True)
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "example.log", "wb"))
+    said = ChildOutput(proc.stdout, tmp_path / "example.out", name="readme-floor-out")
     try:
-        url = f"http://127.0.0.1:{web}"
-        wait_until(lambda: url in (proc.stdout.readline() or "") or proc.poll() is not None, 60, "the floor's address")
+        url = said.wait(lambda o: next((line.strip() for line in o.text().splitlines()
+                                        if re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", line.strip())), None),
+                        60, f"the floor's address (its log: {tmp_path / 'example.log'})")
         assert proc.poll() is None, (tmp_path / "example.log").read_text()[-3000:]
         yield url, tmp_path / "floor"
     finally:
@@ -52,7 +56,7 @@ def readme_floor(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait(30)
-        proc.stdout.close()
+        said.close()
         broker.stop()
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from urllib.parse import urlparse
 
 import pytest
 
-from console_helpers import PEOPLE, free_port, make_people, stop, tablectl, wait_until
+from console_helpers import PEOPLE, make_people, stop, tablectl, wait_until, web_url_in_log
 from test_web_console import CHROMIUM, STEP_S, no_leaks, shoot  # noqa: F401
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
@@ -31,27 +30,20 @@ def training(tmp_path, request):
     seats = str(getattr(request, "param", 2))
     os.chmod(tmp_path, 0o700)
     people = make_people(tmp_path / "people.toml")
-    port = free_port()
     log = open(tmp_path / "run.log", "wb")
     out = open(tmp_path / "run.out", "wb")
+    # --web on port 0 and --log-level info: the table picks a free port itself and says which
+    # (web_listening); a port found free beforehand and then probed could meanwhile be another
+    # process's on a loaded machine
     proc = subprocess.Popen(tablectl() + ["run", "--simulate", "--pace", "person", "--seats", seats, "--rounds", "1",
                                           "--seed", "5", "--json", "--journal", str(tmp_path / "j.sqlite3"),
-                                          "--web", f"127.0.0.1:{port}", "--people-file", str(people),
-                                          "--log-format", "json"],
+                                          "--web", "127.0.0.1:0", "--people-file", str(people),
+                                          "--log-format", "json", "--log-level", "info"],
                             stdin=subprocess.DEVNULL, stdout=out, stderr=log)
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"tablectl run exited {proc.returncode}: {(tmp_path / 'run.log').read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    wait_until(listening, 60, "the training table's web front door")
-    proc.url, proc.out_path = f"http://127.0.0.1:{port}", tmp_path / "run.out"
     try:
+        proc.url = wait_until(lambda: web_url_in_log(proc, tmp_path / "run.log"), 60,
+                              "the training table's web front door")
+        proc.out_path = tmp_path / "run.out"
         yield proc
     finally:
         stop(proc, 20)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from console_helpers import ChildOutput
 from tests.tables import table_toml
 
 CLI = [sys.executable, "-c", "from table.cli import main; main()"]
@@ -61,12 +62,6 @@ def _gid(name: str) -> int:
     import grp
 
     return grp.getgrnam(name).gr_gid
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BenchError(AssertionError):
@@ -149,8 +144,8 @@ class Table:
         self.control = folder / "control.sock"
         self.journal = folder / "journal.sqlite3"
         self.people = folder / "people.toml"
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # the table picks a free one at its first start; a restart keeps it
+        self.base_url = ""  # the table's, once it listens
         self.config = folder / "table.toml"
         text = table_toml("bench-01", seats, shuffler_url, shoe_url, f"""
 [link]
@@ -176,45 +171,72 @@ people_file = "{self.people}"
         self.config.write_text(text)
         shutil.copy2(_people_file(), self.people)
         self.proc: subprocess.Popen | None = None
+        self._out: ChildOutput | None = None
+        self._err: ChildOutput | None = None
         self.runs = 0
 
     def start(self, *, journal: bool = True) -> None:
+        """``tablectl run`` (again after :meth:`kill`: the same journal, control socket and
+        port); returns once its web front door listens, told by the table's own
+        ``web_listening`` log record. The first start binds port 0 (the table picks a free
+        one itself): a port found free beforehand and then probed could meanwhile be taken
+        by another process on a loaded machine, and the probe found that one. The control
+        socket opens before the web door. The child's stdout and stderr are read as it
+        writes them (:class:`console_helpers.ChildOutput`): its terminal text goes to
+        ``runN.out`` / ``runN.err``, its JSON logs (on stderr) to ``runN.log``."""
         self.runs += 1
-        out = open(self.folder / f"run{self.runs}.out", "wb")
-        err = open(self.folder / f"run{self.runs}.err", "wb")
+        self._close_output()
         cmd = [*CLI, "run", "--config", str(self.config), "--control-socket", str(self.control),
                "--web", f"127.0.0.1:{self.port}", "--rounds", "1000",
-               "--log-file", str(self.folder / f"run{self.runs}.log"), "--log-level", "info"]
+               "--log-format", "json", "--log-level", "info"]
         cmd += ["--journal", str(self.journal)] if journal else ["--no-journal"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        out.close()
-        err.close()
-        deadline = time.monotonic() + 30
-        while not (self.control.exists() and _listening(self.port)):
-            if self.proc.poll() is not None:
-                raise BenchError(f"tablectl run exited {self.proc.returncode}: {self.stderr()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise BenchError("tablectl run did not open its control socket and web port within 30 s")
-            time.sleep(0.02)  # the process is starting: nothing to wait on but its files
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._out = ChildOutput(self.proc.stdout, self.folder / f"run{self.runs}.out", name=f"table-run{self.runs}-out")
+        self._err = ChildOutput(self.proc.stderr, self.folder / f"run{self.runs}.err",
+                                self.folder / f"run{self.runs}.log", name=f"table-run{self.runs}-err")
+        try:
+            url = self._err.web_url(60)
+        except AssertionError as exc:
+            raise BenchError(f"tablectl run did not open its web front door: {exc}") from None
+        self.port = int(url.rsplit(":", 1)[1])
+        self.base_url = url
+        if not self.control.exists():
+            raise BenchError(f"tablectl run listens at {url} without its control socket {self.control}")
 
     def stderr(self, run: int | None = None) -> str:
-        return (self.folder / f"run{run or self.runs}.err").read_text(errors="replace")
+        """What the table said on stderr (its prompts; its JSON logs are in ``runN.log``)."""
+        if run in (None, self.runs) and self._err is not None:
+            return self._err.text()
+        return (self.folder / f"run{run}.err").read_text(errors="replace")
 
     def stdout(self, run: int | None = None) -> str:
-        return (self.folder / f"run{run or self.runs}.out").read_text(errors="replace")
+        if run in (None, self.runs) and self._out is not None:
+            return self._out.text()
+        return (self.folder / f"run{run}.out").read_text(errors="replace")
 
     def wait_output(self, text: str, timeout_s: float = 10.0, *, err: bool = False) -> str:
         """Wait until the terminal shows ``text`` (words, whatever the wrapping) on stdout (or
-        stderr, the prompts), as a person watching it would; returns the whole output."""
+        stderr, the prompts), as a person watching it would; returns the whole output. Woken
+        at each line the table writes; a table that exits first fails at once."""
         want = " ".join(text.split())
-        deadline = time.monotonic() + timeout_s
-        while True:
-            out = self.stderr() if err else self.stdout()
-            if want in " ".join(out.split()):
-                return out
-            if time.monotonic() > deadline:
-                raise BenchError(f"the terminal did not show {text!r} within {timeout_s:g} s:\n{out[-3000:]}")
-            time.sleep(0.02)  # polling the terminal's output under a deadline
+        output = self._err if err else self._out
+        assert output is not None, "the table was never started"
+
+        def shown(o: ChildOutput) -> str | None:
+            out = o.text()
+            return out if want in " ".join(out.split()) else None
+
+        try:
+            return output.wait(shown, timeout_s, f"the terminal to show {text!r}")
+        except AssertionError as exc:
+            raise BenchError(str(exc)) from None
+
+    def _close_output(self) -> None:
+        """Wait for the readers of the last run's output (its process has ended)."""
+        for output in (self._out, self._err):
+            if output is not None:
+                output.close()
+        self._out = self._err = None
 
     def kill(self) -> None:
         """SIGKILL: the table PC loses power, as far as the controller is concerned."""
@@ -233,15 +255,8 @@ people_file = "{self.people}"
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._close_output()
         return self.proc.returncode
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 _PEOPLE_TEMPLATE: Path | None = None
