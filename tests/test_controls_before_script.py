@@ -18,14 +18,17 @@ import pytest
 
 from console_helpers import chromium_path
 from test_signin_before_script import HeldScript
-from test_web import PINS, web  # noqa: F401 - the web fixture
+import test_web
+from test_web import PINS
+
+web = test_web.web  # the fixture: a table's web front door whose console waits for nothing
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
                                                                 "(.ci/run installs it)"),
               pytest.mark.timeout(120)]
 
 
-def signed_in_page(chromium, web, person: str):  # noqa: F811
+def signed_in_page(chromium, web, person: str):
     """A page of a new context with ``person`` signed in through the sign-in page."""
     context = chromium.new_context()
     page = context.new_page()
@@ -49,7 +52,7 @@ def open_with_script_held(page, url: str, script: str, first_field: str) -> tupl
     return held, navigations
 
 
-def test_a_replacement_deck_entered_before_the_supervisors_script_listens_is_kept_and_sent_after(chromium, web):  # noqa: F811
+def test_a_replacement_deck_entered_before_the_supervisors_script_listens_is_kept_and_sent_after(chromium, web):
     context, page = signed_in_page(chromium, web, "S-1")
     try:
         errors: list[str] = []
@@ -74,7 +77,7 @@ def test_a_replacement_deck_entered_before_the_supervisors_script_listens_is_kep
         context.close()
 
 
-def test_show_the_report_pressed_before_the_shift_pages_script_listens_reloads_nothing(chromium, web):  # noqa: F811
+def test_show_the_report_pressed_before_the_shift_pages_script_listens_reloads_nothing(chromium, web):
     context, page = signed_in_page(chromium, web, "S-1")
     try:
         errors: list[str] = []
