@@ -1,0 +1,74 @@
+"""The floor page when a person is quicker than the floor's answer (a double tap, a slow request).
+
+Fault: "Older rounds" asked for the page before the oldest round shown and appended it when the
+answer came; a second press before that answer asked for the same page again, and the table's
+rounds list showed each older round twice. Now the button is disabled while its page is asked,
+and a press then does nothing. The floor's answer is held with ``page.route`` so the second press
+lands before it every time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from console_helpers import chromium_path
+from floor_helpers import SignedTable
+from test_floor_roles import Clock, fluctuating
+from test_floor_roles_page import floor_server, sign_in
+
+pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
+                                                                "(.ci/run installs it)"),
+              pytest.mark.timeout(120)]
+
+
+def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_path):
+    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
+    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        for topic, payload in [a.status(), *fluctuating(a)]:  # 52 rounds: a page of 50 and 2 older
+            assert floor.receive(topic, payload.encode())
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sign_in(page, server.url, "PB-1")
+        page.evaluate("() => { location.hash = '#table/pit1-tcp-01'; }")
+        page.wait_for_selector("#rounds-more:not([hidden])")  # the first page of rounds is shown
+        assert page.locator("#round-list > li").count() == 50
+        asks, answered = [], []  # the asks for older rounds (the first held until the second tap is in); answers
+
+        def hold_first_older(route):
+            if "before=" in route.request.url:
+                asks.append(route)
+                if len(asks) == 1:
+                    return
+            route.continue_()
+
+        page.route("**/api/v1/floor/table/**", hold_first_older)
+        page.on("requestfinished", lambda r: answered.append(r.url) if "before=" in r.url else None)
+        with page.expect_request(lambda r: "before=" in r.url):
+            page.dblclick("#rounds-more")  # a double tap
+        page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # both taps' handlers have run
+        assert asks, "the page asked for the older rounds"
+        asks[0].continue_()
+        page.wait_for_selector("#rounds-more", state="hidden")  # no more: the 2 older rounds are drawn
+        # the page's next refresh of the table (every 2 s), asked after every tap's answer was sent
+        with page.expect_response(lambda r: r.url.endswith("/api/v1/floor/table/pit1-tcp-01")) as refresh:
+            pass
+        refresh.value.finished()
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert len(answered) == len(asks), (answered, asks)
+        rounds = page.eval_on_selector_all("#round-list > li", "items => items.map((li) => li.dataset.round)")
+        assert len(rounds) == len(set(rounds)) == 52, f"{len(rounds)} rounds shown, {len(set(rounds))} of them different"
+        assert errors == []
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()
