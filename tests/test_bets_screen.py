@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from console_helpers import CHEAP, PEOPLE, chromium_path, screenshot_dir
+from console_helpers import CHEAP, PEOPLE, at_page, chromium_path, enter_sign_in, screenshot_dir
 from test_bets_api import BettingTable
 from table.bets import BetBook, Limit, TableLimits
 from table.console import Command, Console
@@ -84,10 +84,8 @@ def dealer_screen(chromium, door):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.errors = errors
     page.goto(door.url + "/")
-    page.fill("#person", "D-4")
-    page.fill("#pin", PEOPLE["D-4"][1])
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/dealer.html")
+    enter_sign_in(page, "D-4", PEOPLE["D-4"][1])
+    page.wait_for_url(at_page("/dealer.html"))
     page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     page.wait_for_selector("#bet-spot-7", timeout=STEP_MS)
     return page
