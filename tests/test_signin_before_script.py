@@ -170,3 +170,46 @@ def test_a_pit_boss_who_signs_in_while_the_floor_page_still_asks_who_is_signed_i
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_refusal_stays_on_the_tables_sign_in_when_the_older_who_is_signed_in_answer_comes_after(chromium, web):  # noqa: F811
+    """D-1's screen is left signed in; someone opens the sign-in page and types a wrong PIN
+    while the page still asks who is signed in. The refusal must stay: the older answer
+    ("D-1 is signed in") cleared it and offered D-1's screen instead."""
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(web.url + "/")
+        page.fill("#person", "D-1")
+        page.fill("#pin", PINS["D-1"])
+        page.click("#sign-in-button")
+        page.wait_for_url(lambda url: urlparse(url).path == "/dealer.html")
+        held = []  # the sign-in page's ask: who is signed in (D-1, it will say)
+
+        def hold_first_ask(route):
+            if route.request.method == "GET" and not held:
+                held.append((route, route.fetch()))
+            else:
+                route.continue_()
+
+        page.route("**/api/v1/session", hold_first_ask)
+        page.goto(web.url + "/")
+        page.fill("#person", "S-1")
+        page.fill("#pin", "000000")
+        page.click("#sign-in-button")
+        page.wait_for_function("() => document.getElementById('sign-in-error').textContent.length > 0")
+        refusal = page.inner_text("#sign-in-error")
+        assert held, "the page asked who is signed in first"
+        with page.expect_response(lambda r: r.url.endswith("/api/v1/session") and r.request.method == "GET") as older:
+            route, answer = held.pop()
+            route.fulfill(response=answer)
+        assert older.value.status == 200  # asked before the refusal: D-1
+        older.value.finished()  # its body read: the page's next tasks take it
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert page.inner_text("#sign-in-error") == refusal, "the older answer cleared the refusal"
+        assert "Signed in as D-1" not in page.inner_text("main")
+        assert errors == []
+    finally:
+        context.close()
