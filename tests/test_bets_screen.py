@@ -28,7 +28,7 @@ CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
                                                           "apt-get install chromium)"),
               pytest.mark.timeout(240)]
-STEP_MS = 20_000
+STEP_MS = 60_000  # one screen step, as test_web_console.STEP_S: the real table is a child process
 LIMITS = TableLimits(ante=Limit(500, 50_000, 500), pair_plus=Limit(500, 10_000, 500),
                      six_card=Limit(500, 2_500, 500), progressive=Limit(100, 100, 100))
 LAST = {1: Wagers(2_500, 1_000), 2: Wagers(1_000, 500), 3: Wagers(500), 5: Wagers(0, 1_000), 6: Wagers(5_000, 0, 500, 100)}
