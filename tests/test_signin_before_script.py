@@ -21,7 +21,10 @@ import pytest
 from console_helpers import chromium_path, close_contexts
 from floor_helpers import SignedTable
 from mqtt_broker import free_port
-from test_web import CHEAP, PINS, web  # noqa: F401 - the web fixture
+import test_web
+from test_web import CHEAP, PINS
+
+web = test_web.web  # the fixture: a table's web front door whose console waits for nothing
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
                                                                 "(.ci/run installs it)"),
@@ -67,7 +70,7 @@ def no_pin_sent_by_the_browser(requests: list[str], pin: str, page) -> None:
     assert urlparse(page.url).query == "", page.url
 
 
-def test_the_tables_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs_in_after(chromium, web):  # noqa: F811
+def test_the_tables_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs_in_after(chromium, web):
     context = chromium.new_context()
     try:
         page = context.new_page()
@@ -172,7 +175,7 @@ def test_a_pit_boss_who_signs_in_while_the_floor_page_still_asks_who_is_signed_i
         context.close()
 
 
-def test_a_refusal_stays_on_the_tables_sign_in_when_the_older_who_is_signed_in_answer_comes_after(chromium, web):  # noqa: F811
+def test_a_refusal_stays_on_the_tables_sign_in_when_the_older_who_is_signed_in_answer_comes_after(chromium, web):
     """D-1's screen is left signed in; someone opens the sign-in page and types a wrong PIN
     while the page still asks who is signed in. The refusal must stay: the older answer
     ("D-1 is signed in") cleared it and offered D-1's screen instead."""
