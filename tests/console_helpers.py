@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlparse
 
 import argon2
 
@@ -72,6 +73,22 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, step_s: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(step_s)
+
+
+def enter_sign_in(page: Any, person: str, pin: str) -> None:
+    """On the table's sign-in page (``index.html``): waits until its script listens (the button
+    enabled; before, Enter does nothing), types ``person`` and ``pin`` and presses Enter, as a
+    person does without a pointer."""
+    page.wait_for_selector("#sign-in-button:not([disabled])")
+    page.fill("#person", person)
+    page.fill("#pin", pin)
+    page.keyboard.press("Enter")
+
+
+def at_page(path: str) -> Callable[[str], bool]:
+    """A ``page.wait_for_url`` predicate: the address's path is ``path`` (a glob such as
+    ``**/shift.html`` also matches the sign-in page's ``/?next=/shift.html``)."""
+    return lambda url: urlparse(url).path == path
 
 
 def make_people(path: Path) -> Path:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from console_helpers import CHEAP, PEOPLE, chromium_path, screenshot_dir
+from console_helpers import CHEAP, PEOPLE, at_page, chromium_path, enter_sign_in, screenshot_dir
 from test_bets_api import BettingTable
 from table.bets import BetBook, Limit, TableLimits
 from table.console import Command, Console
@@ -28,7 +28,7 @@ CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it: "
                                                           "apt-get install chromium)"),
               pytest.mark.timeout(240)]
-STEP_MS = 20_000
+STEP_MS = 60_000  # one screen step, as test_web_console.STEP_S: the real table is a child process
 LIMITS = TableLimits(ante=Limit(500, 50_000, 500), pair_plus=Limit(500, 10_000, 500),
                      six_card=Limit(500, 2_500, 500), progressive=Limit(100, 100, 100))
 LAST = {1: Wagers(2_500, 1_000), 2: Wagers(1_000, 500), 3: Wagers(500), 5: Wagers(0, 1_000), 6: Wagers(5_000, 0, 500, 100)}
@@ -84,10 +84,8 @@ def dealer_screen(chromium, door):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.errors = errors
     page.goto(door.url + "/")
-    page.fill("#person", "D-4")
-    page.fill("#pin", PEOPLE["D-4"][1])
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/dealer.html")
+    enter_sign_in(page, "D-4", PEOPLE["D-4"][1])
+    page.wait_for_url(at_page("/dealer.html"))
     page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     page.wait_for_selector("#bet-spot-7", timeout=STEP_MS)
     return page

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from console_helpers import ChildOutput, close_contexts, chromium_path, screenshot_dir
 from floor_helpers import SignedTable, needs_mosquitto
@@ -73,11 +74,10 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(c
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(url)
         for t in ("pit1-tcp-01", "pit1-tcp-02"):  # both tables, each with a notarised checkpoint
-            page.wait_for_function("id => /checkpoint \\d+/.test((document.querySelector(`#tables "
-                                   "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=90_000)
+            expect(page.locator(f'#tables [data-table="{t}"]')).to_contain_text(re.compile(r"checkpoint \d+"),
+                                                                              timeout=90_000)
         for t in ("pit1-tcp-01", "pit1-tcp-02"):  # and offline: their 20 rounds dealt (the report is as of sign-in)
-            page.wait_for_function("id => /offline/.test((document.querySelector(`#tables "
-                                   "[data-table=\"${id}\"]`) || {}).textContent || '')", arg=t, timeout=120_000)
+            expect(page.locator(f'#tables [data-table="{t}"]')).to_contain_text("offline", timeout=120_000)
         assert no_horizontal_scroll(page)
         page.fill("#person", "FM-1")
         page.fill("#pin", "000000")
@@ -90,8 +90,8 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(c
         assert "FM-1 (floor manager)" in page.inner_text("#who")
         for t in ("pit1-tcp-01", "pit1-tcp-02"):  # each table's 20 rounds of the day, from its signed results:
             # every one, the first too (the tables start once the floor says it follows the broker)
-            page.wait_for_function("id => { const c = document.querySelector(`#rows [data-table=\"${id}\"]`);"
-                                   " return c && /rounds\\s*20\\b/.test(c.textContent); }", arg=t, timeout=60_000)
+            expect(page.locator(f'#rows [data-table="{t}"]')).to_contain_text(re.compile(r"rounds\s*20\b"),
+                                                                            timeout=60_000)
         assert "Year to date" in page.inner_text("#totals")
         assert no_horizontal_scroll(page)
         page.screenshot(path=str(screenshot_dir() / "floor-readme-example-390px.png"), full_page=True)

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from console_helpers import (close_contexts, BenchTable, chromium_path, screenshot_dir, tablectl, wait_until)
 from mqtt_broker import Broker, mosquitto_path
@@ -140,10 +141,8 @@ def test_three_tables_on_the_pit_page_one_killed_shows_offline_within_5_s(chromi
         page.goto(url)
         for t in tables:  # each table online, what it waits for in words and both devices up
             tile(page, t.table_id, "online").wait_for(timeout=20_000)
-            page.wait_for_function("id => (document.querySelector(`[data-grid-table=\"${id}\"] .waits`) || {})"
-                                   ".textContent", arg=t.table_id, timeout=20_000)
             card = tile(page, t.table_id)
-            assert "put the red deck in the shuffler" in card.locator(".waits").inner_text()
+            expect(card.locator(".waits")).to_contain_text("put the red deck in the shuffler", timeout=20_000)
             assert "shuffler up" in card.inner_text() and "shoe up" in card.inner_text()
         assert page.locator("a, button, form").count() == 0 and "$" not in page.inner_text("body")  # read-only
         killed = tables[1]
@@ -230,8 +229,7 @@ def test_the_wall_display_shows_its_pit_only_the_tables_the_floor_believes_and_t
                 assert tile(page, "pit7-c").count() == 0 and tile(page, "pit8-a").count() == 0
                 online("pit7-a", round={"number": 5, "state": "betting"},
                        waiting_for="the players to place their bets")
-                page.wait_for_function("() => (document.querySelector('[data-grid-table=\"pit7-a\"] .step') "
-                                       "|| {}).textContent === 'round 5 · betting'", timeout=20_000)
+                expect(tile(page, "pit7-a").locator(".step")).to_have_text("round 5 · betting", timeout=20_000)
                 assert "round 5" not in tile(page, "pit7-b").inner_text()
                 other = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
                 other.goto(pit8)

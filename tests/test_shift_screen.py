@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from console_helpers import (DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, chromium_path,
+from console_helpers import (DEVICE_STEPS, PEOPLE, ApiDealer, BenchTable, at_page, chromium_path, enter_sign_in,
                              screenshot_dir, tablectl, wait_until)
 from table.keys import load_public_key
 from table.day.signed_report import check_signed_report
@@ -75,13 +75,11 @@ def sign_in(chromium, bench, person, viewport=(1280, 800), via_supervisor=False)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.errors = errors
     page.goto(bench.url + ("/" if via_supervisor else "/?next=/shift.html"))
-    page.fill("#person", person)
-    page.fill("#pin", PEOPLE[person][1])
-    page.keyboard.press("Enter")
+    enter_sign_in(page, person, PEOPLE[person][1])
     if via_supervisor:
-        page.wait_for_url("**/supervisor.html")
+        page.wait_for_url(at_page("/supervisor.html"))
         page.click("#to-shift")
-    page.wait_for_url("**/shift.html")
+    page.wait_for_url(at_page("/shift.html"))
     page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     return page
 
@@ -310,11 +308,9 @@ def test_a_supervisor_runs_the_gaming_day_from_the_shift_page(chromium, bench, t
     wait_until(lambda: api.request({"action": "status"}).get("table_day"), 120, "the restarted table's status")
     api.close()
     page.wait_for_selector("#sign-in-again", timeout=STEP_MS)
-    page.click("#sign-in-again")
-    page.fill("#person", "S-17")
-    page.fill("#pin", PEOPLE["S-17"][1])
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/shift.html")
+    page.click("#sign-in-again")  # the sign-in page: Enter is heard once its button is enabled
+    enter_sign_in(page, "S-17", PEOPLE["S-17"][1])
+    page.wait_for_url(at_page("/shift.html"))
     page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
     wait_state(page, "closed")
     assert page.errors == []
@@ -365,10 +361,8 @@ def test_a_fill_whose_answer_was_lost_is_sent_again_from_the_page_and_journaled_
     try:
         assert ready_for_bets(dealer)["waiting_for"]["action"] == "table_procedure"
         page.goto(bench.url + "/?next=/shift.html")
-        page.fill("#person", "S-17")
-        page.fill("#pin", PEOPLE["S-17"][1])
-        page.keyboard.press("Enter")
-        page.wait_for_url("**/shift.html")
+        enter_sign_in(page, "S-17", PEOPLE["S-17"][1])
+        page.wait_for_url(at_page("/shift.html"))
         page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
         inventory(page, "open", {2500: 40})
         countersign(page, "open")
@@ -411,10 +405,8 @@ def test_the_drop_forms_gaming_day_is_the_tables_not_the_browsers_date(chromium,
     page.clock.set_fixed_time("2031-05-05T12:00:00Z")  # the browser's clock says another day
     try:
         page.goto(bench.url + "/?next=/shift.html")
-        page.fill("#person", "S-17")
-        page.fill("#pin", PEOPLE["S-17"][1])
-        page.keyboard.press("Enter")
-        page.wait_for_url("**/shift.html")
+        enter_sign_in(page, "S-17", PEOPLE["S-17"][1])
+        page.wait_for_url(at_page("/shift.html"))
         page.wait_for_selector('#connection[data-state="live"]', timeout=STEP_MS)
         assert page.evaluate("() => new Date().toISOString().slice(0, 10)") == "2031-05-05"
         page.wait_for_function("(d) => document.getElementById('proc-drop-day').value === d", arg=table_day,

@@ -21,7 +21,10 @@ import pytest
 from console_helpers import chromium_path, close_contexts
 from floor_helpers import SignedTable
 from mqtt_broker import free_port
-from test_web import CHEAP, PINS, web  # noqa: F401 - the web fixture
+import test_web
+from test_web import CHEAP, PINS
+
+web = test_web.web  # the fixture: a table's web front door whose console waits for nothing
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
                                                                 "(.ci/run installs it)"),
@@ -67,7 +70,7 @@ def no_pin_sent_by_the_browser(requests: list[str], pin: str, page) -> None:
     assert urlparse(page.url).query == "", page.url
 
 
-def test_the_tables_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs_in_after(chromium, web):  # noqa: F811
+def test_the_tables_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs_in_after(chromium, web):
     context = chromium.new_context()
     try:
         page = context.new_page()
@@ -167,6 +170,49 @@ def test_a_pit_boss_who_signs_in_while_the_floor_page_still_asks_who_is_signed_i
         page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
         assert page.is_visible("#reports"), "the older answer signed the pit boss out"
         assert "PB-3" in page.inner_text("#who")
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_a_refusal_stays_on_the_tables_sign_in_when_the_older_who_is_signed_in_answer_comes_after(chromium, web):
+    """D-1's screen is left signed in; someone opens the sign-in page and types a wrong PIN
+    while the page still asks who is signed in. The refusal must stay: the older answer
+    ("D-1 is signed in") cleared it and offered D-1's screen instead."""
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(web.url + "/")
+        page.fill("#person", "D-1")
+        page.fill("#pin", PINS["D-1"])
+        page.click("#sign-in-button")
+        page.wait_for_url(lambda url: urlparse(url).path == "/dealer.html")
+        held = []  # the sign-in page's ask: who is signed in (D-1, it will say)
+
+        def hold_first_ask(route):
+            if route.request.method == "GET" and not held:
+                held.append((route, route.fetch()))
+            else:
+                route.continue_()
+
+        page.route("**/api/v1/session", hold_first_ask)
+        page.goto(web.url + "/")
+        page.fill("#person", "S-1")
+        page.fill("#pin", "000000")
+        page.click("#sign-in-button")
+        page.wait_for_function("() => document.getElementById('sign-in-error').textContent.length > 0")
+        refusal = page.inner_text("#sign-in-error")
+        assert held, "the page asked who is signed in first"
+        with page.expect_response(lambda r: r.url.endswith("/api/v1/session") and r.request.method == "GET") as older:
+            route, answer = held.pop()
+            route.fulfill(response=answer)
+        assert older.value.status == 200  # asked before the refusal: D-1
+        older.value.finished()  # its body read: the page's next tasks take it
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert page.inner_text("#sign-in-error") == refusal, "the older answer cleared the refusal"
+        assert "Signed in as D-1" not in page.inner_text("main")
         assert errors == []
     finally:
         context.close()

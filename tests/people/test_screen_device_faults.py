@@ -43,16 +43,33 @@ def _sign_in(browser, base_url: str, person: str, pin: str):
     return page, errors
 
 
-def _says(page, text: str) -> None:
-    """The "Now" panel says ``text`` and the Alarms panel shows the DEVICE FAULT."""
+def _now_says(page, text: str) -> None:
+    """Waits until the "Now" panel says ``text``."""
     page.wait_for_function("(t) => (document.querySelector('#now-what') || {}).textContent?.includes(t)", arg=text,
                            timeout=STEP_MS)
+
+
+def _says(page, text: str) -> None:
+    """The "Now" panel says ``text`` and the Alarms panel shows the DEVICE FAULT."""
+    _now_says(page, text)
     page.wait_for_selector('#alarms [data-alarm="device_fault"]', timeout=STEP_MS)
     assert "DEVICE FAULT" in page.inner_text("#alarms")
 
 
 def _fault_asked(st: dict) -> bool:
     return waiting(st, "fix_device")
+
+
+def _fault_at_the_shuffle(crew, shuffler, pages, command: str, asked: str, said: str) -> None:
+    """The deck just played goes to the shuffler, where the emulator does ``command`` (a device
+    fault); the table asks for it to be fixed (``asked`` in what it waits for) and every page
+    says ``said`` with the DEVICE FAULT alarm."""
+    crew.run_until(lambda st: waiting(st, "insert_deck"), what="the played deck to go into the shuffler")
+    shuffler.do(command)
+    st = crew.run_until(_fault_asked, what=f"the table to ask to {asked}")
+    assert asked in st["waiting_for"]["what"]
+    for page in pages:
+        _says(page, said)
 
 
 def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_screens_and_ridden_through(
@@ -67,12 +84,8 @@ def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_s
         supervisor, supervisor_errors = _sign_in(browser, bench.table.base_url, "S-1", SUPERVISOR_PINS["S-1"])
 
         # 1. The door is open when the deck just played goes into the shuffler to be shuffled.
-        crew.run_until(lambda st: waiting(st, "insert_deck"), what="the played deck to go into the shuffler")
-        shuffler.do("door open")
-        st = crew.run_until(_fault_asked, what="the table to ask for the door to be closed")
-        assert "close the shuffler's door" in st["waiting_for"]["what"]
-        for page in (dealer, supervisor):
-            _says(page, "close the shuffler's door")
+        _fault_at_the_shuffle(crew, shuffler, (dealer, supervisor), "door open", "close the shuffler's door",
+                              "close the shuffler's door")
         shuffler.do("door closed")  # the dealer closes it: nothing to press, the table goes on
         crew.play_rounds(1)
         for page in (dealer, supervisor):
@@ -80,17 +93,12 @@ def test_the_door_at_a_shuffle_and_a_jam_cleared_by_the_dealer_are_said_on_the_s
                                    timeout=STEP_MS)
 
         # 2. A jam that stands until the dealer opens the door, clears it and closes the door.
-        crew.run_until(lambda st: waiting(st, "insert_deck"), what="the next played deck to the shuffler")
-        shuffler.do("jam stays")
-        st = crew.run_until(_fault_asked, what="the table to ask for the jam to be cleared")
-        assert "clear the jam" in st["waiting_for"]["what"]
-        for page in (dealer, supervisor):
-            _says(page, "clear the jam in the shuffler")
+        _fault_at_the_shuffle(crew, shuffler, (dealer, supervisor), "jam stays", "clear the jam",
+                              "clear the jam in the shuffler")
         shuffler.do("door open")  # the dealer opens the door and clears the jam
         crew.run_until(lambda st: _fault_asked(st) and "close the shuffler's door" in st["waiting_for"]["what"],
                        what="the table to ask for the door to be closed again", act=False)
-        dealer.wait_for_function("() => document.querySelector('#now-what')?.textContent.includes("
-                                 "\"close the shuffler's door\")", timeout=STEP_MS)
+        _now_says(dealer, "close the shuffler's door")
         shuffler.do("door closed")
         crew.play_rounds(2)  # the table deals on
         assert dealer_errors == [] and supervisor_errors == []

@@ -19,9 +19,18 @@ async function api(path, opts) {
   try { body = await r.json(); } catch (e) { body = null; }
   return {status: r.status, body};
 }
+// The polled lists draw the newest answer they have: an answer to an older ask that arrives after
+// a newer one's (a slow request under load) is dropped instead of putting the older state back.
+const polls = {tables: {asked: 0, drawn: 0}, grid: {asked: 0, drawn: 0}};
+function newest(poll, ask) {
+  if (ask < poll.drawn) return false;
+  poll.drawn = ask;
+  return true;
+}
 async function loadTables() {
+  const ask = ++polls.tables.asked;
   const {status, body} = await api("/api/v1/floor/tables");
-  if (status !== 200) return;
+  if (status !== 200 || !newest(polls.tables, ask)) return;
   const ul = $("tables");
   ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id, "data-state": t.online ? "online" : "offline"},
     el("div", {class: "name"}, t.table_id, " ",
@@ -155,7 +164,9 @@ function fluctuation(f) {
 const tiles = new Map();  // table id -> {key, li}: a tile is rebuilt only when its card changed
 let gridTimer = null;
 async function loadGrid() {
+  const ask = ++polls.grid.asked, session = sessionChanges;
   const {status, body} = await api("/api/v1/floor/pit");
+  if (session !== sessionChanges || !newest(polls.grid, ask)) return;  // asked before a sign-in or out, or older
   if (status === 401) { signedOut(); return; }
   if (status !== 200) { $("pit-counts").textContent = "the floor cannot be read now (HTTP " + status + "); trying again"; return; }
   const c = body.counts;
@@ -194,7 +205,7 @@ function filterGrid() {
   }
 }
 // -- one table -------------------------------------------------------------------------------------
-let shownTable = null, oldestSeq = null;
+let shownTable = null, oldestSeq = null, loadingOlder = false;
 function roundItem(r) {
   const summary = el("summary", {}, "Round " + (r.number ?? "?") + " · " + r.state +
     (r.table_win_cents !== null ? " · table win " + money(r.table_win_cents) : "") + " · " + (r.opened_at || r.opened_ts));
@@ -208,8 +219,16 @@ function roundItem(r) {
 }
 async function loadTable(id, older, refresh) {
   // refresh: the card, day and alarms again (every 2 s); the rounds shown (and any opened) stay
+  if (older && loadingOlder) return;  // a second press while the first page is asked would append it twice
   const q = older && oldestSeq !== null ? "?before=" + oldestSeq : "";
-  const {status, body} = await api("/api/v1/floor/table/" + encodeURIComponent(id) + q);
+  if (older) { loadingOlder = true; $("rounds-more").disabled = true; }
+  let answer;
+  try {
+    answer = await api("/api/v1/floor/table/" + encodeURIComponent(id) + q);
+  } finally {
+    if (older) { loadingOlder = false; $("rounds-more").disabled = false; }
+  }
+  const {status, body} = answer;
   if (id !== shownTable) return;
   if (status === 401) { signedOut(); return; }
   if (status !== 200) { $("table-card").replaceChildren(el("p", {class: "error"}, (body && body.error) || "HTTP " + status)); return; }

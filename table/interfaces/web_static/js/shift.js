@@ -169,7 +169,10 @@ function renderReport(r) {
         + "tablectl audit report FILE --public-key TABLE.pub.")));
 }
 
+let reportAsked = 0; // the newest report asked for: a slower answer to an older ask is dropped
+
 async function showReport(ctx, period, day) {
+  const ask = ++reportAsked;
   const error = $("report-error");
   error.textContent = "";
   const req = { action: "day_report", period };
@@ -178,9 +181,10 @@ async function showReport(ctx, period, day) {
   try {
     reply = await ctx.request(req);
   } catch (err) {
-    error.textContent = `not sent: ${err.message}`;
+    if (ask === reportAsked) error.textContent = `not sent: ${err.message}`;
     return;
   }
+  if (ask !== reportAsked) return; // the person (or a journaled slip) asked again meanwhile
   if (!reply.ok) { error.textContent = reply.error || "refused"; return; }
   const r = reply.report && typeof reply.report === "object" ? reply.report : reply;
   report = { period, gaming_day: day, data: r };
@@ -218,6 +222,7 @@ function wireReport(ctx) {
   $("report-download").addEventListener("click", () => download(period(), day()).catch((err) => {
     $("report-error").textContent = `not saved: ${err.message}`;
   }));
+  for (const id of ["report-show", "report-print", "report-download"]) $(id).disabled = false; // heard now (shift.html)
 }
 
 function render(ctx) {

@@ -13,8 +13,10 @@ function screenFor(role) {
 
 const form = document.getElementById("sign-in");
 const error = document.getElementById("sign-in-error");
+let attempts = 0; // sign-ins sent from this page: a slower "who is signed in" answer loses to them
 form.addEventListener("submit", async (ev) => {
   ev.preventDefault();
+  attempts++;
   error.textContent = "";
   const person = document.getElementById("person").value.trim();
   const pinBox = document.getElementById("pin");
@@ -31,7 +33,9 @@ form.addEventListener("submit", async (ev) => {
 
 document.getElementById("sign-in-button").disabled = false;  // listening now (index.html says why it waited)
 
+const asked = attempts;
 whoami().then((me) => {
+  if (attempts !== asked) return; // the person signed in (or was refused) meanwhile: that is newer
   if (me && !new URLSearchParams(location.search).has("again")) {
     error.textContent = "";
     const p = document.createElement("p");

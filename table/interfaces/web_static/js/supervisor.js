@@ -107,9 +107,9 @@ function renderShuffle(box) {
       shuffleChart(d, c))) : el("p", {}, "No round is over yet."));
 }
 
+let wired = false; // the forms' listeners are attached: until then every button stays disabled (supervisor.html)
+
 function wireForms(ctx) {
-  const supervisor = ctx.me.role === "supervisor";
-  for (const id of ["void-button", "release-button", "deck-button", "card-button"]) $(id).disabled = !supervisor;
   $("void-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const reason = $("void-reason").value.trim();
@@ -154,6 +154,8 @@ function wireForms(ctx) {
     const reply = await ctx.act("confirm_card", args, "card-button");
     if (reply.ok) $("card-face").value = "";
   });
+  wired = true;
+  renderHints(ctx); // each button as the role and the table's state allow, now that it is heard
 }
 
 function renderHints(ctx) {
@@ -168,7 +170,9 @@ function renderHints(ctx) {
   fill($("card-hint"), w && w.action === "confirm_card"
     ? `The shoe could not read card ${Number.isInteger(w.draw_index) ? w.draw_index + 1 : ""}: enter it as the card shows.`
     : "No card waits to be entered.");
-  $("card-button").disabled = ctx.me.role !== "supervisor" || !(w && w.action === "confirm_card");
+  const may = wired && ctx.me.role === "supervisor";
+  $("deck-button").disabled = !may;
+  $("card-button").disabled = !may || !(w && w.action === "confirm_card");
   const held = Status.held(status);
   const round = model.round;
   const running = Status.round(status);
@@ -176,9 +180,9 @@ function renderHints(ctx) {
     ? `Round ${running.number} (${running.round_id}), ${stateWords(running.state)}.` : "No round is running.");
   // Nothing to void: no round running and none held (the table would refuse it anyway).
   // A void asked and waiting for a second supervisor is confirmed below, not asked again.
-  $("void-button").disabled = ctx.me.role !== "supervisor" || !(held || running) || ctx.offline
+  $("void-button").disabled = !may || !(held || running) || ctx.offline
     || Boolean(held && held.void_requested_by);
-  $("release-button").disabled = ctx.me.role !== "supervisor" || !held || Boolean(held.settled) || ctx.offline;
+  $("release-button").disabled = !may || !held || Boolean(held.settled) || ctx.offline;
   const rule = Status.voidNeedsSecondSupervisor(status);
   fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
     : "Wagers are returned; refused once results are recorded (58 Pa. Code 816a.1).");

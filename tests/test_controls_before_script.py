@@ -1,0 +1,96 @@
+"""A supervisor's press before the page's script listens (a fast person, a loaded tablet).
+
+Fault: the supervisor's screen's four forms (void, release, replacement deck, unreadable card)
+and the shift page's report form had enabled buttons in the HTML, and their listeners were
+attached only after the page asked who is signed in. A deck id typed and entered then, or a
+"Show the report" pressed, made the browser send the form itself: ``GET /supervisor.html?``, a
+reload; what was typed was lost and nothing reached the table. Now every such button is
+disabled in the HTML and enabled by the script once it listens (as the role and the table's
+state allow). The pages' scripts are held with ``page.route`` (as in
+``test_signin_before_script.py``) so the press lands before them every time.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+import pytest
+
+from console_helpers import chromium_path
+from test_signin_before_script import HeldScript
+import test_web
+from test_web import PINS
+
+web = test_web.web  # the fixture: a table's web front door whose console waits for nothing
+
+pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
+                                                                "(.ci/run installs it)"),
+              pytest.mark.timeout(120)]
+
+
+def signed_in_page(chromium, web, person: str):
+    """A page of a new context with ``person`` signed in through the sign-in page."""
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(web.url + "/")
+    page.wait_for_selector("#sign-in-button:not([disabled])")
+    page.fill("#person", person)
+    page.fill("#pin", PINS[person])
+    page.click("#sign-in-button")
+    page.wait_for_url(lambda url: urlparse(url).path != "/")
+    return context, page
+
+
+def open_with_script_held(page, url: str, script: str, first_field: str) -> tuple[HeldScript, list[str]]:
+    """Opens ``url`` with ``script`` held until the returned hold is released, once
+    ``first_field`` is parsed; returns the hold and the page's navigations from then on."""
+    navigations: list[str] = []
+    page.on("request", lambda r: navigations.append(r.url) if r.is_navigation_request() else None)
+    held = HeldScript(page, script)
+    page.goto(url, wait_until="commit")
+    page.wait_for_selector(first_field, state="attached")  # parsed; the module script not yet run
+    return held, navigations
+
+
+def test_a_replacement_deck_entered_before_the_supervisors_script_listens_is_kept_and_sent_after(chromium, web):
+    context, page = signed_in_page(chromium, web, "S-1")
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        held, navigations = open_with_script_held(page, web.url + "/supervisor.html", "**/js/supervisor.js", "#deck-id")
+        page.fill("#deck-id", "B2")
+        page.press("#deck-id", "Enter")  # the form's implicit submission
+        page.click("#deck-button", force=True)  # and its button, as a hurried person presses it
+        held.release()
+        page.wait_for_selector("#deck-button:not([disabled])")  # the script listens
+        assert navigations == [web.url + "/supervisor.html"], "the browser sent the form itself (a reload)"
+        assert urlparse(page.url).query == "", page.url
+        assert page.input_value("#deck-id") == "B2"  # what was typed is still there
+        page.click("#deck-button")
+        # the table's answer beside the button (the test's table waits for nothing)
+        page.wait_for_selector("#deck-button-error:not([hidden])")
+        assert "register_deck is not expected now" in page.inner_text("#deck-button-error")
+        assert [c.args.get("deck_id") for c in web.console.seen if c.action == "register_deck"] == ["B2"]
+        assert navigations == [web.url + "/supervisor.html"]
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_show_the_report_pressed_before_the_shift_pages_script_listens_reloads_nothing(chromium, web):
+    context, page = signed_in_page(chromium, web, "S-1")
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        held, navigations = open_with_script_held(page, web.url + "/shift.html", "**/js/shift.js", "#report-show")
+        page.select_option("#report-period", "day")
+        page.click("#report-show", force=True)
+        held.release()
+        page.wait_for_selector("#report-show:not([disabled])")  # the script listens
+        assert navigations == [web.url + "/shift.html"], "the browser sent the form itself (a reload)"
+        assert urlparse(page.url).query == "", page.url
+        assert page.input_value("#report-period") == "day"  # the choice is still there
+        assert page.is_enabled("#report-print") and page.is_enabled("#report-download")
+        assert errors == []
+    finally:
+        context.close()

@@ -1,0 +1,157 @@
+"""The floor's pages when a person is quicker than the floor's answer (a double tap), or an answer
+slower than the next one (a loaded floor).
+
+Faults: "Older rounds" asked for the page before the oldest round shown and appended it when the
+answer came; a second press before that answer asked for the same page again, and the table's
+rounds list showed each older round twice. Now the button is disabled while its page is asked,
+and a press then does nothing. The pit's wall page asks the floor every 2 s and drew every answer as
+it came: an older answer arriving after a newer one put the older state back (an alarm gone from
+the wall). Now an answer older than one drawn is dropped. The floor's answers are held with
+``page.route`` so the second press, or the newer answer, comes first every time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+from playwright.sync_api import expect
+
+from console_helpers import chromium_path
+from floor_helpers import SignedTable
+from test_floor_roles import Clock, fluctuating
+from test_floor_roles_page import floor_server, sign_in
+from test_web import CHEAP, PINS
+
+pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
+                                                                "(.ci/run installs it)"),
+              pytest.mark.timeout(120)]
+
+
+def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_path):
+    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
+    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        for topic, payload in [a.status(), *fluctuating(a)]:  # 52 rounds: a page of 50 and 2 older
+            assert floor.receive(topic, payload.encode())
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sign_in(page, server.url, "PB-1")
+        page.evaluate("() => { location.hash = '#table/pit1-tcp-01'; }")
+        page.wait_for_selector("#rounds-more:not([hidden])")  # the first page of rounds is shown
+        assert page.locator("#round-list > li").count() == 50
+        asks, answered = [], []  # the asks for older rounds (the first held until the second tap is in); answers
+
+        def hold_first_older(route):
+            if "before=" in route.request.url:
+                asks.append(route)
+                if len(asks) == 1:
+                    return
+            route.continue_()
+
+        page.route("**/api/v1/floor/table/**", hold_first_older)
+        page.on("requestfinished", lambda r: answered.append(r.url) if "before=" in r.url else None)
+        with page.expect_request(lambda r: "before=" in r.url):
+            page.dblclick("#rounds-more")  # a double tap
+        page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # both taps' handlers have run
+        assert asks, "the page asked for the older rounds"
+        asks[0].continue_()
+        page.wait_for_selector("#rounds-more", state="hidden")  # no more: the 2 older rounds are drawn
+        # the page's next refresh of the table (every 2 s), asked after every tap's answer was sent
+        with page.expect_response(lambda r: r.url.endswith("/api/v1/floor/table/pit1-tcp-01")) as refresh:
+            pass
+        refresh.value.finished()
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert len(answered) == len(asks), (answered, asks)
+        rounds = page.eval_on_selector_all("#round-list > li", "items => items.map((li) => li.dataset.round)")
+        assert len(rounds) == len(set(rounds)) == 52, f"{len(rounds)} rounds shown, {len(set(rounds))} of them different"
+        assert errors == []
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()
+
+
+@pytest.fixture
+def wall_floor(tmp_path):
+    """A floor serving pit1's wall page, with one table of pit1 (its statuses handed to the floor
+    by the test; the floor's broker is away: none is needed here)."""
+    from mqtt_broker import free_port
+    from table.floor.config import parse_floor_config
+    from table.floor.service import FloorService
+    from table.interfaces.auth import PeopleFile
+    from table.keys import generate, save
+    from table.roles import Role
+
+    os.chmod(tmp_path, 0o700)
+    table = SignedTable(tmp_path / "t", "pit1-tcp-01", "pit1")
+    table.publish_key(tmp_path / "keys")
+    save(generate(), tmp_path / "floor.key")
+    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PINS["S-1"], hasher=CHEAP, pits=["pit1"])
+    service = FloorService(parse_floor_config(f"""
+[floor]
+database = "{tmp_path / 'floor.sqlite3'}"
+key_file = "{tmp_path / 'floor.key'}"
+table_keys = "{tmp_path / 'keys'}"
+people_file = "{tmp_path / 'people.toml'}"
+listen = "127.0.0.1:0"
+wall_pits = ["pit1"]
+[[broker]]
+url = "mqtt://127.0.0.1:{free_port()}"
+""")).start()
+    try:
+        yield service, table
+    finally:
+        service.close()
+        table.close()
+
+
+def test_the_pit_wall_keeps_the_newer_state_when_an_older_answer_comes_last(chromium, wall_floor):
+    service, table = wall_floor
+    assert service.floor.receive(*_encoded(table.status()))
+    assert service.floor.wait_idle(30)
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        held = []  # the wall's first ask, held; answered later with what the floor said then
+
+        def hold_first_ask(route):
+            if not held:
+                held.append(route)
+            else:
+                route.continue_()
+
+        page.route("**/api/v1/floor/wall?*", hold_first_ask)
+        with page.expect_request("**/api/v1/floor/wall?*"):
+            page.goto(service.url + "/pit?pit=pit1")
+        then = page.request.get(service.url + "/api/v1/floor/wall?pit=pit1")  # the table without an alarm
+        assert then.ok and "round held" not in then.text()
+        # the table raises an alarm; the wall's next ask (2 s on) shows it
+        assert service.floor.receive(*_encoded(table.status(alarms=[{"kind": "held", "text": "round held"}])))
+        assert service.floor.wait_idle(30)
+        tile = page.locator('[data-grid-table="pit1-tcp-01"]')
+        expect(tile).to_contain_text("alarms 1", timeout=30_000)
+        assert held, "the wall asked the floor first"
+        with page.expect_response("**/api/v1/floor/wall?*") as older:
+            held.pop().fulfill(response=then)
+        older.value.finished()  # its body read: the page's next tasks take it
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert "alarms 1" in tile.inner_text(), "the older answer put the table back without its alarm"
+        assert errors == []
+    finally:
+        context.close()
+
+
+def _encoded(message: tuple[str, str]) -> tuple[str, bytes]:
+    topic, payload = message
+    return topic, payload.encode()
