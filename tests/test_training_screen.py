@@ -65,17 +65,21 @@ def sign_in(chromium, url, person):
     return page
 
 
-def wait_for_something(page, training) -> None:
-    """Until the dealer's screen offers a step (or the run ended, its round dealt)."""
+def wait_for_something(page, training) -> bool:
+    """Until the dealer's screen offers a step (True) or loses the table (False: the run ended,
+    its round dealt, and the table stopped; the page's link says so at once)."""
     try:
         page.wait_for_function("() => document.getElementById('do-hands') || document.getElementById('do-now')"
-                               " || document.querySelector('#bets-all-min') || document.querySelector('[id^=play-]')",
+                               " || document.querySelector('#bets-all-min') || document.querySelector('[id^=play-]')"
+                               " || document.querySelector('#connection:not([data-state=\"live\"])')",
                                timeout=STEP_S * 1000)
     except Exception:
         if training.poll() is None:
             shoot(page, "training-stuck")
             raise AssertionError(f"the dealer's screen offers nothing: {page.inner_text('#now')!r}, "
                                  f"status {status(page)!r}") from None
+        return False
+    return page.locator('#connection[data-state="live"]').count() == 1
 
 
 def status(page) -> dict:
@@ -92,7 +96,10 @@ def test_a_trainee_deals_a_round_by_hand_at_their_own_pace(chromium, training):
     seen, presses, double_tap = [], 0, None
     end = time.monotonic() + 200.0
     while training.poll() is None and time.monotonic() < end:
-        wait_for_something(page, training)
+        if not wait_for_something(page, training):  # the table stopped (its exit is checked below), or a reconnect
+            wait_until(lambda: training.poll() is not None or page.locator('#connection[data-state="live"]').count(),
+                       STEP_S, "the table's exit or its link back")
+            continue
         if page.locator("#do-hands").count():
             step = page.get_attribute("#do-hands", "data-step")
             before = status(page)
