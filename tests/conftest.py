@@ -46,16 +46,17 @@ def pytest_configure(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (the README's test command): two workers a core this process may run on.
+    """``-n auto`` (the README's test command): three workers a core this process may run on.
     Half of a worker's time is spent waiting (on a device's answer over a pty, a child
     ``tablectl``, a browser, a server's start), so with one worker a core the cores sat 36 %
-    idle; with two they are busy (measured on 2 cores: 663 s -> 475 s for the parallel phase,
-    idle 36 % -> 7 %). Tests that bound wall time are marked ``alone`` and run after."""
+    idle (measured on 2 cores: one worker a core 663 s for the parallel phase; two 475 s,
+    idle 7 %; later, on a cheaper suite, two 375 s and three 344 s, idle 3 %). Tests that
+    bound wall time are marked ``alone`` and run after."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return 2 * max(1, cores)
+    return 3 * max(1, cores)
 
 
 #: a line of pytest's ``--durations`` report: seconds, phase, test id (up to a space in a parameter)
