@@ -185,3 +185,43 @@ def call(server, path, body=None, token=None, method=None):
             return r.status, (json.loads(raw) if r.headers.get_content_type() == "application/json" else raw.decode())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+@contextlib.contextmanager
+def floor_for_pages(tmp_path: Path, table_id: str, person: str, role: Any, pin: str, *,
+                    pits: tuple[str, ...] = ("pit1",), wall_pits: tuple[str, ...] = ()) -> Iterator[tuple[Any, SignedTable]]:
+    """An in-process floor for a page test: one table of pit1 (its stream handed to the floor by
+    the test: the floor's broker is away, none is needed), one person of ``role`` (a
+    :class:`table.roles.Role`) in ``pits``, and ``wall_pits`` served as walls. Yields the
+    started ``FloorService`` and the :class:`SignedTable`; both closed after."""
+    from table.floor.config import parse_floor_config
+    from table.floor.service import FloorService
+    from table.interfaces.auth import PeopleFile
+
+    from console_helpers import CHEAP
+    from mqtt_broker import free_port
+
+    table = SignedTable(tmp_path / "t", table_id)
+    table.publish_key(tmp_path / "keys")
+    save(generate(), tmp_path / "floor.key")
+    PeopleFile(tmp_path / "people.toml").add(person, role, pin, hasher=CHEAP, pits=list(pits))
+    walls = f"wall_pits = {json.dumps(list(wall_pits))}\n" if wall_pits else ""
+    try:
+        service = FloorService(parse_floor_config(f"""
+[floor]
+database = "{tmp_path / 'floor.sqlite3'}"
+key_file = "{tmp_path / 'floor.key'}"
+table_keys = "{tmp_path / 'keys'}"
+people_file = "{tmp_path / 'people.toml'}"
+listen = "127.0.0.1:0"
+{walls}[[broker]]
+url = "mqtt://127.0.0.1:{free_port()}"
+""")).start()
+    except BaseException:
+        table.close()
+        raise
+    try:
+        yield service, table
+    finally:
+        service.close()
+        table.close()

@@ -16,8 +16,8 @@ import pytest
 from playwright.sync_api import expect
 
 from console_helpers import ChildOutput, close_contexts, chromium_path, screenshot_dir
-from floor_helpers import SignedTable, needs_mosquitto
-from mqtt_broker import Broker, free_port
+from floor_helpers import floor_for_pages, needs_mosquitto
+from mqtt_broker import Broker
 
 CHROMIUM = chromium_path()
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -102,30 +102,10 @@ def test_the_readme_floor_example_shows_both_simulated_tables_and_their_report(c
 
 
 def test_a_fluctuation_gets_an_investigation_note_on_the_page(chromium, tmp_path):
-    from table.floor.config import parse_floor_config
-    from table.floor.service import FloorService
-    from table.interfaces.auth import PeopleFile
-    from table.keys import generate, save
     from table.roles import Role
 
-    from console_helpers import CHEAP
-
-    t = SignedTable(tmp_path / "t", "pit1-tcp-09")
-    t.publish_key(tmp_path / "keys")
-    save(generate(), tmp_path / "floor.key")
-    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PIN, hasher=CHEAP, pits=["pit1"])
-    cfg = parse_floor_config(f"""
-[floor]
-database = "{tmp_path / 'floor.sqlite3'}"
-key_file = "{tmp_path / 'floor.key'}"
-table_keys = "{tmp_path / 'keys'}"
-people_file = "{tmp_path / 'people.toml'}"
-listen = "127.0.0.1:0"
-[[broker]]
-url = "mqtt://127.0.0.1:{free_port()}"
-""")
-    service = FloorService(cfg).start()  # its broker is away: the messages below are handed to it
-    try:
+    # its broker is away: the messages below are handed to it
+    with floor_for_pages(tmp_path, "pit1-tcp-09", "PB-3", Role.PIT_BOSS, PIN) as (service, t):
         stream = [t.status()]  # the table says it is in pit1, PB-3's pit
         for n in range(40):
             stream += t.round(n + 1, ts=f"2026-02-{1 + n % 28:02d}T20:00:00+00:00",
@@ -180,6 +160,3 @@ url = "mqtt://127.0.0.1:{free_port()}"
             close_contexts(browser)
         rows = service.store.query("SELECT author, role, table_id, gaming_day FROM notes")
         assert rows == [("PB-3", "pit_boss", "pit1-tcp-09", "2026-03-05")]
-    finally:
-        service.close()
-        t.close()

@@ -19,10 +19,10 @@ import pytest
 from playwright.sync_api import expect
 
 from console_helpers import chromium_path
-from floor_helpers import SignedTable
+from floor_helpers import SignedTable, floor_for_pages
 from test_floor_roles import Clock, fluctuating
 from test_floor_roles_page import floor_server, sign_in
-from test_web import CHEAP, PINS
+from test_web import PINS
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
                                                                 "(.ci/run installs it)"),
@@ -84,34 +84,11 @@ def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_pat
 def wall_floor(tmp_path):
     """A floor serving pit1's wall page, with one table of pit1 (its statuses handed to the floor
     by the test; the floor's broker is away: none is needed here)."""
-    from mqtt_broker import free_port
-    from table.floor.config import parse_floor_config
-    from table.floor.service import FloorService
-    from table.interfaces.auth import PeopleFile
-    from table.keys import generate, save
     from table.roles import Role
 
     os.chmod(tmp_path, 0o700)
-    table = SignedTable(tmp_path / "t", "pit1-tcp-01", "pit1")
-    table.publish_key(tmp_path / "keys")
-    save(generate(), tmp_path / "floor.key")
-    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PINS["S-1"], hasher=CHEAP, pits=["pit1"])
-    service = FloorService(parse_floor_config(f"""
-[floor]
-database = "{tmp_path / 'floor.sqlite3'}"
-key_file = "{tmp_path / 'floor.key'}"
-table_keys = "{tmp_path / 'keys'}"
-people_file = "{tmp_path / 'people.toml'}"
-listen = "127.0.0.1:0"
-wall_pits = ["pit1"]
-[[broker]]
-url = "mqtt://127.0.0.1:{free_port()}"
-""")).start()
-    try:
-        yield service, table
-    finally:
-        service.close()
-        table.close()
+    with floor_for_pages(tmp_path, "pit1-tcp-01", "PB-3", Role.PIT_BOSS, PINS["S-1"], wall_pits=("pit1",)) as floor:
+        yield floor
 
 
 def test_the_pit_wall_keeps_the_newer_state_when_an_older_answer_comes_last(chromium, wall_floor):

@@ -33,6 +33,7 @@ from table.journal import Journal, verify
 from table.rules.settlement import Tables
 
 from test_controller import BLUE, KEY, RED, kinds
+from test_device_faults import LoseCard
 
 #: the table's clock runs this much faster than real time: a quiet resend window (4 s on the
 #: table's clock) is 0.5 s of real time; nothing here depends on how long real time takes
@@ -85,23 +86,6 @@ class CountAsked:
             if self.asked_while_waiting == 2:
                 self._deliver()
         return reply
-
-
-class LoseCard:
-    """The dealer whose shoe loses the event of its ``at``-th card inside the device (the
-    emulator's ``lose_events``): that card's event never comes."""
-
-    def __init__(self, sim, at: int) -> None:
-        self.sim, self.at, self.draws = sim, at, 0
-
-    def __getattr__(self, name):
-        return getattr(self.sim.dealer, name)
-
-    def draw_card(self):
-        self.draws += 1
-        if self.draws == self.at:
-            self.sim.shoe.lose_events = 1
-        self.sim.dealer.draw_card()
 
 
 @contextmanager

@@ -19,10 +19,9 @@ from urllib.parse import urlparse
 import pytest
 
 from console_helpers import chromium_path, close_contexts
-from floor_helpers import SignedTable
-from mqtt_broker import free_port
+from floor_helpers import floor_for_pages
 import test_web
-from test_web import CHEAP, PINS
+from test_web import PINS
 
 web = test_web.web  # the fixture: a table's web front door whose console waits for nothing
 
@@ -93,32 +92,11 @@ def test_the_tables_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs
 def floor(tmp_path):
     """A floor with one pit boss and one table's key (the table never publishes); its broker is
     away (none is needed here)."""
-    from table.floor.config import parse_floor_config
-    from table.floor.service import FloorService
-    from table.interfaces.auth import PeopleFile
-    from table.keys import generate, save
     from table.roles import Role
 
     os.chmod(tmp_path, 0o700)
-    table = SignedTable(tmp_path / "t", "pit1-tcp-09")
-    table.publish_key(tmp_path / "keys")
-    save(generate(), tmp_path / "floor.key")
-    PeopleFile(tmp_path / "people.toml").add("PB-3", Role.PIT_BOSS, PINS["S-1"], hasher=CHEAP, pits=["pit1"])
-    service = FloorService(parse_floor_config(f"""
-[floor]
-database = "{tmp_path / 'floor.sqlite3'}"
-key_file = "{tmp_path / 'floor.key'}"
-table_keys = "{tmp_path / 'keys'}"
-people_file = "{tmp_path / 'people.toml'}"
-listen = "127.0.0.1:0"
-[[broker]]
-url = "mqtt://127.0.0.1:{free_port()}"
-""")).start()
-    try:
+    with floor_for_pages(tmp_path, "pit1-tcp-09", "PB-3", Role.PIT_BOSS, PINS["S-1"]) as (service, _table):
         yield service
-    finally:
-        service.close()
-        table.close()
 
 
 def test_the_floors_sign_in_entered_before_its_script_ran_sends_no_pin_and_signs_in_after(chromium, floor):
