@@ -117,6 +117,9 @@ def test_numbers_backs_tens_plurals_and_the_banners_read_as_people_say_them(chro
     drive(dealer, hands, until=lambda p: waiting(p) == "decide", on_draw=at_draw)
     # Every card face down so far showed its deck's back colour: deck A, red (never blue).
     assert bench.colour("A") == "red"
+    # the table waits for the decisions; the round panel draws its 12 face-down cards in its next frame
+    dealer.wait_for_function("() => document.querySelectorAll('#round .card-back').length >= 12",
+                             timeout=STEP_S * 1000)
     backs = dealer.locator("#round .card-back").evaluate_all("els => els.map(e => e.dataset.back)")
     assert len(backs) == 12 and set(backs) == {"red"}, backs
     assert all(set(b) <= {"red"} for b in seen_backs) and sum(map(len, seen_backs)) > 0
