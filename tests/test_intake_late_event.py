@@ -251,3 +251,44 @@ def test_an_event_at_every_count_does_not_keep_a_lost_card_from_holding_the_roun
             shoe.close()
             journal.close()
     assert verify(tmp_path / "journal.sqlite3").ok
+
+
+def test_an_event_at_every_count_after_a_shoe_reboot_is_counted_again_after_a_quiet_slice(tmp_path):
+    """A shoe power-cycled as the fourth card is drawn, that card's event lost (SPEC §6.5),
+    and a notice delivered as every count is asked: the reboot's count is deferred to the
+    delivered events, and asked again only after a quiet slice (``LOST_EVENT_CHECK_S``) once
+    they are in, not at once: the device's events never make the table ask its count with
+    no wait between (it asked some hundreds of times in the deal's wait, up to the test's
+    cap). The deadline still ends in the hold (``card_unaccounted``)."""
+    from test_device_faults import ShoeCut
+    from table.procedure.intake import DeviceIntake
+
+    events = LateQueue(index=-1)  # keeps nothing back
+    cap = 300
+
+    def notice() -> None:
+        events.deliver_late(DeviceEvent("shoe", LinkNotice("link_up", "the line is back"), 0.0))
+
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        wrapped = NoticeAtEveryCount(shoe, lambda reply: reply.cards == 52 - 4, notice, cap)
+        # the deal's wait: 20 s on the table's clock, 2.5 s of real time; a slice is 0.5 s of it
+        ctl = TableController(shuffler, wrapped, events, ShoeCut(sim, 4, lose=True),
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=2, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=Console(),
+                              timing=TableTiming(event_timeout_s=20, clock=VirtualClock(SPEED)))
+        try:
+            ctl.prepare()
+            with pytest.raises(RoundHeld) as info:
+                ctl.play_round()
+            assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+            assert 1 <= wrapped.asked_while_out <= 20 / DeviceIntake.LOST_EVENT_CHECK_S + 5, \
+                f"the count was asked {wrapped.asked_while_out} times"
+            assert "settle" not in [b["step"] for b in kinds(journal, "round")]
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok

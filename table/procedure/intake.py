@@ -469,7 +469,9 @@ class DeviceIntake(CardPath, ShoeCountChecks):
                     raise
                 self._count_due = None
                 if self.lost_card_check(confirm=True, why="the shoe rebooted during the round"):  # raises on a loss
-                    self._count_due = clock.monotonic()  # events were delivered: counted again once taken in
+                    # events were delivered: taken in at once, counted again after a quiet slice (a
+                    # device delivering an event with every count never has it asked with no wait)
+                    self._count_due = clock.monotonic() + self.LOST_EVENT_CHECK_S
                 if clock.monotonic() >= deadline:
                     raise
 
