@@ -291,6 +291,10 @@ class Host:
                     told = snap
                 continue
             if isinstance(ev, _Reply):  # after every event delivered before the call returned
+                # the link as it is now, not as it was when the call returned: the events sent
+                # before the reply told the table newer, and what the table was told last is
+                # what the watch compares with (an older state sent last would stay the table's)
+                ev.out["link"] = told = self.snapshot()
                 try:
                     self.send(ev.out)
                 except OSError:
@@ -323,8 +327,7 @@ class Host:
                 out = {"t": "reply", "id": cid, "value": wire.to_message(value) if value is not None else None}
             except BaseException as exc:  # noqa: BLE001 - a driver's failure is the table's device fault
                 out = {"t": "reply", "id": cid, "error": wire.to_error(exc)}
-            out["link"] = self.snapshot()
-            # sent by the pump, behind the events the driver delivered before it returned (its
+            # sent by the pump (with the link as it is then), behind the events the driver delivered before it returned (its
             # queue is bounded: waited for, as the pump empties it)
             self.local.put(_Reply(out))
 
