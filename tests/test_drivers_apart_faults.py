@@ -227,3 +227,24 @@ def test_a_count_reply_sent_behind_the_events_does_not_leave_the_table_with_a_st
                     events.get_nowait()
         finally:
             shoe.close()
+
+
+def test_a_driver_delivering_what_is_no_event_ends_its_process_not_left_to_the_calls_deadline():
+    """Replies go behind the driver's events, through one sender: a driver that delivers
+    something that is no device event (here a string, as its count is asked) stopped that
+    sender, and with it every reply; the table's call waited out its whole deadline (here
+    30 s) for a reply that could not come. The driver process now ends its connection at
+    once: the call fails as a driver process that ended, and the process is started again."""
+    from pathlib import Path
+
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        shoe = open_apart("threecard_test_drivers.junk:PLUGIN",
+                          OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", events), call_deadline_s=30,
+                          paths=(str(Path(__file__).parent / "apart_drivers"),))
+        try:
+            with pytest.raises(DriverProcessFailed) as info:
+                shoe.status()
+            assert "not answered within" not in str(info.value), str(info.value)
+        finally:
+            shoe.close()

@@ -275,8 +275,21 @@ class Host:
     LINK_WATCH_S = 0.2
 
     def pump(self) -> None:
-        """The driver's events to the table, as they come; between them, the link's state
-        (``link``) whenever it differs from what the table was last told."""
+        """The driver's events to the table, as they come, and the calls' replies behind them;
+        between them, the link's state (``link``) whenever it differs from what the table was
+        last told. A driver that delivers what is no device event, or whose link cannot be
+        read, ends this process's connection at once (the table starts the driver again):
+        the replies go through here, so a pump ended any other way would leave every call
+        to its deadline."""
+        try:
+            self._pump()
+        except Exception:  # noqa: BLE001 - the driver's fault: its process ends, never waits
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _pump(self) -> None:
         told: dict[str, Any] | None = None
         while True:
             try:
