@@ -202,3 +202,49 @@ def test_a_driver_whose_process_ends_in_every_call_backs_off_with_one_incident_f
     while not events.empty():
         notices.append(events.get_nowait().message.kind)
     assert notices.count("link_down") == 1, notices
+
+
+def test_a_count_reply_sent_behind_the_events_does_not_leave_the_table_with_a_stale_link():
+    """A driver process sends a call's reply behind the events delivered before it: the reply
+    must carry the link as it is when sent, not as it was when the call returned. Here the
+    shoe's line is down as the count is returned and back before the event delivered during
+    the call is sent: the table's link is up after the count. It was left down (the reply's
+    older state came last, and the process's link watch, told "up" with the event, never sent
+    it again): the table took a working shoe for one away."""
+    from pathlib import Path
+
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        shoe = open_apart("threecard_test_drivers.dropping:PLUGIN",
+                          OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", events),
+                          paths=(str(Path(__file__).parent / "apart_drivers"),))
+        try:
+            for n in range(5):
+                shoe.status()
+                assert shoe.link.alive, f"count {n}: the table's link is {shoe.link.state.value}, the shoe's up"
+                assert not events.empty()  # the event delivered during the count came before it
+                while not events.empty():
+                    events.get_nowait()
+        finally:
+            shoe.close()
+
+
+def test_a_driver_delivering_what_is_no_event_ends_its_process_not_left_to_the_calls_deadline():
+    """Replies go behind the driver's events, through one sender: a driver that delivers
+    something that is no device event (here a string, as its count is asked) stopped that
+    sender, and with it every reply; the table's call waited out its whole deadline (here
+    30 s) for a reply that could not come. The driver process now ends its connection at
+    once: the call fails as a driver process that ended, and the process is started again."""
+    from pathlib import Path
+
+    events: queue.Queue = queue.Queue()
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        shoe = open_apart("threecard_test_drivers.junk:PLUGIN",
+                          OpenRequest(DriverKind.SHOE, sim.shoe_url, "shoe", events), call_deadline_s=30,
+                          paths=(str(Path(__file__).parent / "apart_drivers"),))
+        try:
+            with pytest.raises(DriverProcessFailed) as info:
+                shoe.status()
+            assert "not answered within" not in str(info.value), str(info.value)
+        finally:
+            shoe.close()

@@ -175,3 +175,106 @@ def test_a_driver_process_sends_a_count_after_the_events_delivered_before_it():
                 assert [m for m in got if isinstance(m, CardDrawn)], f"count {n} came before its card event"
         finally:
             shoe.close()
+
+
+class NoticeAtEveryCount:
+    """The shoe's driver, unchanged, except that while ``out(reply)`` says the lost card has
+    left the shoe, every count it returns comes with an unrelated event delivered just before
+    it (a hostile device's notice), up to ``cap`` counts (the test's own bound: without one,
+    a table that defers at every count would ask for ever)."""
+
+    def __init__(self, shoe, out, deliver, cap: int) -> None:
+        self._shoe, self._out, self._deliver, self.cap = shoe, out, deliver, cap
+        self.asked_while_out = 0
+
+    def __getattr__(self, name):
+        return getattr(self._shoe, name)
+
+    def status(self):
+        reply = self._shoe.status()
+        if self._out(reply) and self.asked_while_out < self.cap:
+            self.asked_while_out += 1
+            self._deliver()
+        return reply
+
+
+def test_an_event_at_every_count_does_not_keep_a_lost_card_from_holding_the_round(tmp_path):
+    """The deferral is bounded by the wait's deadline: the third card's event is lost inside
+    the shoe, and a notice is delivered as every count is asked. Before the deadline each
+    confirming count is deferred (an event is on the queue); once the deadline has passed
+    the events delivered are taken in once and the next count is final: the round is held
+    (``card_unaccounted``) after a few counts. Without the bound the table went on deferring
+    past its deadline, asking the count with no wait between, as long as the device sent an
+    event with each (here up to the test's cap of 200 counts)."""
+    events = LateQueue(index=-1)  # keeps nothing back
+    cap = 200
+
+    def notice() -> None:
+        events.deliver_late(DeviceEvent("shoe", LinkNotice("link_up", "the line is back"), 0.0))
+
+    with SimulatedTable((RED, BLUE), seed=7) as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        wrapped = NoticeAtEveryCount(shoe, lambda reply: reply.cards == 52 - 3, notice, cap)
+        # the deal's wait: 40 s on the table's clock (10 quiet resend windows of 4 s), 5 s of real time
+        ctl = TableController(shuffler, wrapped, events, LoseCard(sim, 3),
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=2, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=Console(),
+                              timing=TableTiming(event_timeout_s=40, clock=VirtualClock(SPEED)))
+        try:
+            ctl.prepare()
+            with pytest.raises(RoundHeld) as info:
+                ctl.play_round()
+            assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+            assert 2 <= wrapped.asked_while_out < 40, f"the count was asked {wrapped.asked_while_out} times"
+            assert any("card event lost" in b["what"] for b in kinds(journal, "incident"))
+            assert "settle" not in [b["step"] for b in kinds(journal, "round")]
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok
+
+
+def test_an_event_at_every_count_after_a_shoe_reboot_is_counted_again_after_a_quiet_slice(tmp_path):
+    """A shoe power-cycled as the fourth card is drawn, that card's event lost (SPEC §6.5),
+    and a notice delivered as every count is asked: the reboot's count is deferred to the
+    delivered events, and asked again only after a quiet slice (``LOST_EVENT_CHECK_S``) once
+    they are in, not at once: the device's events never make the table ask its count with
+    no wait between (it asked some hundreds of times in the deal's wait, up to the test's
+    cap). The deadline still ends in the hold (``card_unaccounted``)."""
+    from test_device_faults import ShoeCut
+    from table.procedure.intake import DeviceIntake
+
+    events = LateQueue(index=-1)  # keeps nothing back
+    cap = 1000
+
+    def notice() -> None:
+        events.deliver_late(DeviceEvent("shoe", LinkNotice("link_up", "the line is back"), 0.0))
+
+    # stable names, as udev gives: the shoe's pty made again after its pulled cable is found again
+    with SimulatedTable((RED, BLUE), seed=7, link_dir=tmp_path / "dev") as sim:
+        journal = Journal(tmp_path / "journal.sqlite3", key=KEY)
+        shuffler = Shuffler.open(sim.shuffler_url, events=events, name="shuffler", ack_on_delivery=False)
+        shoe = CardShoe.open(sim.shoe_url, events=events, name="shoe", ack_on_delivery=False)
+        wrapped = NoticeAtEveryCount(shoe, lambda reply: reply.cards == 52 - 4, notice, cap)
+        # the deal's wait: 40 s on the table's clock, 5 s of real time; a slice is 0.5 s of it
+        ctl = TableController(shuffler, wrapped, events, ShoeCut(sim, 4, lose=True),
+                              DeckCustody([("A", RED), ("B", BLUE)]), seats=2, ante_cents=1000,
+                              tables=Tables.load("pa-649a12b-1"), journal=journal, console=Console(),
+                              timing=TableTiming(event_timeout_s=40, clock=VirtualClock(SPEED)))
+        try:
+            ctl.prepare()
+            with pytest.raises(RoundHeld) as info:
+                ctl.play_round()
+            assert info.value.violation.rule is Rule.CARD_UNACCOUNTED
+            # one count a slice, and the wait's own at each quiet resend window: well under two a slice
+            assert 1 <= wrapped.asked_while_out <= 2 * 40 / DeviceIntake.LOST_EVENT_CHECK_S, \
+                f"the count was asked {wrapped.asked_while_out} times"
+            assert "settle" not in [b["step"] for b in kinds(journal, "round")]
+        finally:
+            shuffler.close()
+            shoe.close()
+            journal.close()
+    assert verify(tmp_path / "journal.sqlite3").ok

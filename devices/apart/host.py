@@ -275,8 +275,21 @@ class Host:
     LINK_WATCH_S = 0.2
 
     def pump(self) -> None:
-        """The driver's events to the table, as they come; between them, the link's state
-        (``link``) whenever it differs from what the table was last told."""
+        """The driver's events to the table, as they come, and the calls' replies behind them;
+        between them, the link's state (``link``) whenever it differs from what the table was
+        last told. A driver that delivers what is no device event, or whose link cannot be
+        read, ends this process's connection at once (the table starts the driver again):
+        the replies go through here, so a pump ended any other way would leave every call
+        to its deadline."""
+        try:
+            self._pump()
+        except Exception:  # noqa: BLE001 - the driver's fault: its process ends, never waits
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _pump(self) -> None:
         told: dict[str, Any] | None = None
         while True:
             try:
@@ -291,6 +304,10 @@ class Host:
                     told = snap
                 continue
             if isinstance(ev, _Reply):  # after every event delivered before the call returned
+                # the link as it is now, not as it was when the call returned: the events sent
+                # before the reply told the table newer, and what the table was told last is
+                # what the watch compares with (an older state sent last would stay the table's)
+                ev.out["link"] = told = self.snapshot()
                 try:
                     self.send(ev.out)
                 except OSError:
@@ -323,8 +340,7 @@ class Host:
                 out = {"t": "reply", "id": cid, "value": wire.to_message(value) if value is not None else None}
             except BaseException as exc:  # noqa: BLE001 - a driver's failure is the table's device fault
                 out = {"t": "reply", "id": cid, "error": wire.to_error(exc)}
-            out["link"] = self.snapshot()
-            # sent by the pump, behind the events the driver delivered before it returned (its
+            # sent by the pump (with the link as it is then), behind the events the driver delivered before it returned (its
             # queue is bounded: waited for, as the pump empties it)
             self.local.put(_Reply(out))
 

@@ -408,6 +408,7 @@ class DeviceIntake(CardPath, ShoeCountChecks):
         cards = moment is CardMoment.DEAL
         watch = cards and not self.capabilities(self.d.shoe_name).resend
         suspect = False  # the shoe's count was ahead once: a second quiet slice confirms the loss
+        overtime = False  # deferred once past the deadline: the next count is final (no deferral)
         while True:
             got: CardEvent | Message
             if watch:
@@ -435,10 +436,14 @@ class DeviceIntake(CardPath, ShoeCountChecks):
                     if not dealing:
                         raise
                     last = clock.monotonic() >= deadline
-                    suspect = self.lost_card_check(confirm=suspect or last,
+                    suspect = self.lost_card_check(confirm=suspect or last, defer=not overtime,
                                                    why=f"its event did not come within {quiet:g} s, twice")
                     if last and not suspect:  # (suspect at the last: delivered events are taken in first)
                         raise
+                    # Past the deadline the events delivered are taken in once, then the count is
+                    # final: a device that delivers an event with every count (a notice, a stray)
+                    # would otherwise be deferred to for ever, the round neither held nor timed out.
+                    overtime = overtime or last
                     continue
             if isinstance(got, CardEvent):
                 card = self.take_card(got, moment)
@@ -464,11 +469,13 @@ class DeviceIntake(CardPath, ShoeCountChecks):
                     raise
                 self._count_due = None
                 if self.lost_card_check(confirm=True, why="the shoe rebooted during the round"):  # raises on a loss
-                    self._count_due = clock.monotonic()  # events were delivered: counted again once taken in
+                    # events were delivered: taken in at once, counted again after a quiet slice (a
+                    # device delivering an event with every count never has it asked with no wait)
+                    self._count_due = clock.monotonic() + self.LOST_EVENT_CHECK_S
                 if clock.monotonic() >= deadline:
                     raise
 
-    def lost_card_check(self, confirm: bool, why: str = "the shoe cannot resend") -> bool:
+    def lost_card_check(self, confirm: bool, why: str = "the shoe cannot resend", defer: bool = True) -> bool:
         """A shoe that cannot resend, quiet while a card is awaited: whether its own
         count says more cards left it since the load than the table took in. The first
         time (``confirm`` False) that only returns True: the event may be on the wire
@@ -478,8 +485,10 @@ class DeviceIntake(CardPath, ShoeCountChecks):
         :class:`CustodyViolation` (``card_unaccounted``), so the round is held, never
         dealt on. Events already delivered (on the queue, not yet taken in) when the count
         is read are taken in first: the loss is not declared then (returns True, still
-        suspect), so a late event is never taken for a lost one. A shoe that does not
-        answer is left to the wait's own timeout."""
+        suspect), so a late event is never taken for a lost one; with ``defer`` False (the
+        wait's deadline passed and its delivered events were taken in once) the count is
+        final, events on the queue or not. A shoe that does not answer is left to the
+        wait's own timeout."""
         if not self.d.links[self.d.shoe_name].alive:
             return False
         try:
@@ -489,7 +498,7 @@ class DeviceIntake(CardPath, ShoeCountChecks):
         out, reads = self.DECK_SIZE - held, self.t.next_draw
         if out <= reads or not confirm:
             return out > reads
-        if not self.d.events.empty():
+        if defer and not self.d.events.empty():
             # An event delivered while the count was asked (its way from the device runs on real
             # time: a loaded host, a driver's process) is taken in before any card is declared
             # lost: the wait takes it, then counts again after its quiet slices (still suspect).
