@@ -340,8 +340,8 @@ class Host:
                 out = {"t": "reply", "id": cid, "value": wire.to_message(value) if value is not None else None}
             except BaseException as exc:  # noqa: BLE001 - a driver's failure is the table's device fault
                 out = {"t": "reply", "id": cid, "error": wire.to_error(exc)}
-            # sent by the pump (with the link as it is then), behind the events the driver delivered before it returned (its
-            # queue is bounded: waited for, as the pump empties it)
+            # sent by the pump (with the link as it is then), behind the events the driver
+            # delivered before it returned (its queue is bounded: waited for, as the pump empties it)
             self.local.put(_Reply(out))
 
     def serve(self) -> None:
