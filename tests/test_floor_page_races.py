@@ -22,6 +22,7 @@ from console_helpers import chromium_path
 from floor_helpers import SignedTable
 from test_floor_roles import Clock, fluctuating
 from test_floor_roles_page import floor_server, sign_in
+from test_floor_roles import PINS as FLOOR_PINS
 from test_web import CHEAP, PINS
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
@@ -155,3 +156,65 @@ def test_the_pit_wall_keeps_the_newer_state_when_an_older_answer_comes_last(chro
 def _encoded(message: tuple[str, str]) -> tuple[str, bytes]:
     topic, payload = message
     return topic, payload.encode()
+
+
+def test_the_next_person_signed_in_on_the_page_sees_nothing_of_the_previous_ones(chromium, tmp_path):
+    """The floor manager looks at pit2's table and the floor's report, signs out; the pit boss of
+    pit1 signs in on the same page (the address still #table/pit2-tcp-01), the floor slow to answer
+    their report. Fault: sign-out only hid the sections, so the pit boss was shown pit2's table's
+    day (the floor answers 404 for that table: its card said so, its figures stayed) and, until their
+    own report came, the floor manager's totals and pit2's rows."""
+    a, b = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1"), SignedTable(tmp_path / "b", "pit2-tcp-01", "pit2")
+    store, floor, server = floor_server(tmp_path, (a, b), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        for topic, payload in [a.status(), b.status(), *fluctuating(a), *fluctuating(b)]:
+            assert floor.receive(topic, payload.encode())
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sign_in(page, server.url, "FM-1")
+        expect(page.locator('#rows [data-table="pit2-tcp-01"]')).to_be_visible(timeout=30_000)
+        page.evaluate("() => { location.hash = '#table/pit2-tcp-01'; }")
+        expect(page.locator("#table-day")).to_contain_text("Gaming day", timeout=30_000)
+        assert page.locator("#round-list > li").count() > 0
+        page.click("#signout")
+        page.wait_for_selector("#signin:not([hidden])")
+
+        held = []  # the pit boss's report, figures and alarms: held until the page is looked at
+
+        def hold(route):
+            held.append(route)
+
+        for asked in ("**/api/v1/floor/report?*", "**/api/v1/floor/figures?*", "**/api/v1/floor/alarms"):
+            page.route(asked, hold)
+        page.fill("#person", "PB-1")
+        page.fill("#pin", FLOOR_PINS["PB-1"][1])
+        with page.expect_response("**/api/v1/floor/table/pit2-tcp-01") as refused:
+            page.click("#signin-form button")
+        assert refused.value.status == 404  # not the pit boss's table: the floor says no such table
+        page.wait_for_selector("#reports:not([hidden]), #table-view:not([hidden])")
+        page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        assert "PB-1" in page.inner_text("#who")
+        assert page.locator("#table-day").inner_text().strip() == "", "pit2's day shown to pit1's boss"
+        assert page.locator("#round-list > li").count() == 0
+        page.evaluate("() => { location.hash = '#pit'; }")
+        page.wait_for_selector("#reports:not([hidden])")
+        for box in ("#totals", "#rows", "#fluctuations", "#bands", "#alarms", "#plot-caption"):
+            assert page.locator(box).inner_text().strip() == "", f"{box} still shows the floor manager's"
+        assert held, "the pit boss's report was asked"
+        for route in held:
+            route.continue_()
+        expect(page.locator('#rows [data-table="pit1-tcp-01"]')).to_be_visible(timeout=30_000)
+        assert page.locator('#rows [data-table="pit2-tcp-01"]').count() == 0
+        assert errors == []
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()
+        b.close()

@@ -222,6 +222,7 @@ async function loadTable(id, older, refresh) {
   if (older && loadingOlder) return;  // a second press while the first page is asked would append it twice
   const q = older && oldestSeq !== null ? "?before=" + oldestSeq : "";
   if (older) { loadingOlder = true; $("rounds-more").disabled = true; }
+  const session = sessionChanges;
   let answer;
   try {
     answer = await api("/api/v1/floor/table/" + encodeURIComponent(id) + q);
@@ -229,7 +230,7 @@ async function loadTable(id, older, refresh) {
     if (older) { loadingOlder = false; $("rounds-more").disabled = false; }
   }
   const {status, body} = answer;
-  if (id !== shownTable) return;
+  if (id !== shownTable || session !== sessionChanges) return;  // another table, or asked for the person before
   if (status === 401) { signedOut(); return; }
   if (status !== 200) { $("table-card").replaceChildren(el("p", {class: "error"}, (body && body.error) || "HTTP " + status)); return; }
   const t = body.card;
@@ -294,8 +295,18 @@ function signedOut() {
   $("tables-section").hidden = false;
   if (gridTimer) { clearInterval(gridTimer); gridTimer = null; }
   shownTable = null;
+  oldestSeq = null;
   for (const {li} of tiles.values()) li.remove();
   tiles.clear();
+  // nothing of this person stays drawn for the next: hidden is not gone (a section the next person
+  // opens, or one their answer leaves as it was, showed it), and their answers still on the way are dropped
+  reportAsked++;
+  for (const id of ["totals", "rows", "fluctuations", "alarms", "bands", "plot", "record-broken", "table-card",
+    "table-day", "round-list", "table-alarms", "pit-counts"]) $(id).replaceChildren();
+  $("plot-caption").textContent = "";
+  $("record-broken").hidden = true;
+  $("rounds-more").hidden = true;
+  $("pit-filter").replaceChildren(el("option", {value: ""}, "all in view"));
 }
 let sessionChanges = 0;  // sign-ins and sign-outs on this page: a slower "who is signed in" answer loses to them
 document.addEventListener("DOMContentLoaded", async () => {
