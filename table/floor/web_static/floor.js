@@ -313,10 +313,23 @@ document.addEventListener("DOMContentLoaded", async () => {
   // every listener first: a person who signs in while the page still asks who is signed in is heard
   $("signin-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin: $("pin").value})});
+    // one sign-in at a time: a double tap sent two (a mistyped PIN counted twice toward the lock-out)
+    const button = $("signin-form").querySelector("button[type=submit]");
+    if (button.disabled) return;
+    button.disabled = true;
+    const pin = $("pin").value;
     $("pin").value = "";
-    if (r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
-    else $("signin-error").textContent = (r.body && r.body.error) || "sign-in refused";
+    let r;
+    try {
+      r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin})});
+    } catch (e) {
+      r = null;  // no answer: said, and the button usable again
+    } finally {
+      button.disabled = false;
+    }
+    if (r && r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
+    else $("signin-error").textContent = r ? (r.body && r.body.error) || "sign-in refused"
+      : "the floor does not answer: sign in again in a moment";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
   $("plot-span").addEventListener("change", () => loadFigures(reportAsked));
