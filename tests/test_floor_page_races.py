@@ -218,3 +218,49 @@ def test_the_next_person_signed_in_on_the_page_sees_nothing_of_the_previous_ones
         store.close()
         a.close()
         b.close()
+
+
+def test_the_floor_page_says_when_the_floor_does_not_answer_instead_of_showing_the_last_state_as_current(
+        chromium, tmp_path):
+    """The floor's service stops answering (restarted, its host's network down) with the page open.
+    Fault: the page's asks every 2 s failed as unhandled rejections and the table list and the
+    pit grid went on showing their last state ("online") as current, saying nothing; a sign-in
+    said nothing either. Now each says the floor does not answer and that what is shown is as
+    last read, and goes on when the floor answers again."""
+    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
+    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        assert floor.receive(*_encoded(a.status()))
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        away = lambda route: route.abort("connectionrefused")  # noqa: E731 - the floor does not answer
+
+        page.goto(server.url)
+        expect(page.locator('#tables [data-table="pit1-tcp-01"]')).to_be_visible(timeout=30_000)
+        page.route("**/api/v1/floor/tables", away)
+        expect(page.locator("#tables-error")).to_contain_text("does not answer", timeout=30_000)
+        page.unroute("**/api/v1/floor/tables", away)
+        expect(page.locator("#tables-error")).to_be_hidden(timeout=30_000)
+
+        page.fill("#person", "PB-1")
+        page.fill("#pin", FLOOR_PINS["PB-1"][1])
+        page.click("#signin-form button")
+        page.wait_for_selector("#reports:not([hidden])")
+        expect(page.locator('#grid [data-grid-table="pit1-tcp-01"]')).to_be_visible(timeout=30_000)
+        page.route("**/api/v1/floor/pit", away)
+        expect(page.locator("#pit-counts")).to_contain_text("does not answer", timeout=30_000)
+        assert "as last read" in page.inner_text("#pit-counts")
+        page.unroute("**/api/v1/floor/pit", away)
+        expect(page.locator("#pit-counts")).to_contain_text("1 tables: 1 online", timeout=30_000)
+        assert errors == [], errors
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()

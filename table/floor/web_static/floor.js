@@ -13,8 +13,14 @@ function figures(label, f) {
   dl.append(el("dt", {}, "rounds"), el("dd", {}, f.rounds));
   return dl;
 }
+/** The floor's answer {status, body}; status 0 with body.error when the floor does not answer at all. */
 async function api(path, opts) {
-  const r = await fetch(path, Object.assign({credentials: "same-origin", headers: {"Content-Type": "application/json"}}, opts || {}));
+  let r;
+  try {
+    r = await fetch(path, Object.assign({credentials: "same-origin", headers: {"Content-Type": "application/json"}}, opts || {}));
+  } catch (e) {
+    return {status: 0, body: {error: "the floor does not answer"}};
+  }
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
   return {status: r.status, body};
@@ -30,7 +36,15 @@ function newest(poll, ask) {
 async function loadTables() {
   const ask = ++polls.tables.asked;
   const {status, body} = await api("/api/v1/floor/tables");
-  if (status !== 200 || !newest(polls.tables, ask)) return;
+  if (status !== 200) {  // the list stays as last read, said to be so
+    if (ask < polls.tables.drawn) return;
+    $("tables-error").textContent = (status ? "the floor cannot be read now (HTTP " + status + ")" : "the floor does not answer") +
+      "; the list is as last read; trying again";
+    $("tables-error").hidden = false;
+    return;
+  }
+  if (!newest(polls.tables, ask)) return;
+  $("tables-error").hidden = true;
   const ul = $("tables");
   ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id, "data-state": t.online ? "online" : "offline"},
     el("div", {class: "name"}, t.table_id, " ",
@@ -168,7 +182,11 @@ async function loadGrid() {
   const {status, body} = await api("/api/v1/floor/pit");
   if (session !== sessionChanges || !newest(polls.grid, ask)) return;  // asked before a sign-in or out, or older
   if (status === 401) { signedOut(); return; }
-  if (status !== 200) { $("pit-counts").textContent = "the floor cannot be read now (HTTP " + status + "); trying again"; return; }
+  if (status !== 200) {  // the tiles stay as last read, said to be so
+    $("pit-counts").textContent = (status ? "the floor cannot be read now (HTTP " + status + ")" : "the floor does not answer") +
+      "; the tiles are as last read; trying again";
+    return;
+  }
   const c = body.counts;
   $("pit-counts").textContent = c.tables + " tables: " + c.online + " online, " + c.offline + " offline, " + c.no_news +
     " no news, " + c.alarmed + " with alarms · " + (body.at || "") ;
@@ -322,13 +340,11 @@ document.addEventListener("DOMContentLoaded", async () => {
     let r;
     try {
       r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin})});
-    } catch (e) {
-      r = null;  // no answer: said, and the button usable again
     } finally {
       button.disabled = false;
     }
-    if (r && r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
-    else $("signin-error").textContent = r ? (r.body && r.body.error) || "sign-in refused"
+    if (r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
+    else $("signin-error").textContent = r.status ? (r.body && r.body.error) || "sign-in refused"
       : "the floor does not answer: sign in again in a moment";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
