@@ -264,3 +264,54 @@ def test_the_floor_page_says_when_the_floor_does_not_answer_instead_of_showing_t
         floor.close()
         store.close()
         a.close()
+
+
+def test_a_sign_out_the_floor_did_not_do_is_said_and_the_page_stays_signed_in(chromium, tmp_path):
+    """The pit boss presses Sign out while the floor's database cannot be written (the floor answers
+    503, "you are not signed out yet"), or while the floor does not answer. Fault: the page showed
+    the sign-in form whatever the answer, so the session lived on behind a page that looked signed
+    out: the next person to reload it was the pit boss. Now the page stays signed in and says
+    why beside the button; a sign-out the floor does is done."""
+    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
+    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        assert floor.receive(*_encoded(a.status()))
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sign_in(page, server.url, "PB-1")
+        answers = ["503", "none"]  # the floor's answers to the next two sign-outs
+
+        def sign_out(route):
+            if route.request.method != "DELETE" or not answers:
+                route.continue_()
+            elif answers.pop(0) == "503":
+                route.fulfill(status=503, content_type="application/json",
+                              body='{"ok": false, "error": "the floor database cannot be written: you are not signed out yet"}')
+            else:
+                route.abort("connectionrefused")
+
+        page.route("**/api/v1/floor/session", sign_out)
+        page.click("#signout")
+        expect(page.locator("#signout-error")).to_contain_text("not signed out yet", timeout=30_000)
+        assert page.is_visible("#reports") and "PB-1" in page.inner_text("#who")
+        page.click("#signout")
+        expect(page.locator("#signout-error")).to_contain_text("does not answer", timeout=30_000)
+        assert page.is_visible("#reports") and "PB-1" in page.inner_text("#who")
+        page.click("#signout")  # the floor answers again
+        page.wait_for_selector("#signin:not([hidden])")
+        assert page.inner_text("#who") == "" and page.inner_text("#signout-error") == ""
+        page.reload()
+        page.wait_for_selector("#signin-form button:not([disabled])")
+        assert page.is_hidden("#reports"), "the session lived on after the sign-out"
+        assert errors == [], errors
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()

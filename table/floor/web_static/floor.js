@@ -304,6 +304,7 @@ function signedIn(who) {
 }
 function signedOut() {
   $("who").textContent = "";
+  $("signout-error").textContent = "";
   $("day").value = "";  // the next person's default is the floor's day as the server says then
   $("signin").hidden = false;
   $("reports").hidden = true;
@@ -352,7 +353,14 @@ document.addEventListener("DOMContentLoaded", async () => {
   for (const id of ["pit-filter", "pit-find", "pit-attention"]) $(id).addEventListener("input", filterGrid);
   $("rounds-more").addEventListener("click", () => { if (shownTable) loadTable(shownTable, true); });
   window.addEventListener("hashchange", route);
-  $("signout").addEventListener("click", async () => { await api("/api/v1/floor/session", {method: "DELETE"}); sessionChanges++; signedOut(); });
+  $("signout").addEventListener("click", async () => {
+    // signed out only when the floor says so (or no longer knows the session): otherwise the page
+    // would look signed out while the session lives on, and the next person to reload is this one
+    $("signout-error").textContent = "";
+    const r = await api("/api/v1/floor/session", {method: "DELETE"});
+    if (r.status === 200 || r.status === 401) { sessionChanges++; signedOut(); return; }
+    $("signout-error").textContent = "Not signed out: " + ((r.body && r.body.error) || "HTTP " + r.status) + "; sign out again";
+  });
   $("signin-form").querySelector("button[type=submit]").disabled = false;
   loadTables();
   setInterval(() => { if (!$("tables-section").hidden) loadTables(); }, 2000);  // a crash shows within 5 s of it (docs/integration.md)
