@@ -161,3 +161,41 @@ def test_a_double_tap_on_a_supervisors_button_sends_its_form_once_and_the_button
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_sign_out_the_table_did_not_answer_is_said_beside_the_button(chromium, web):
+    """The supervisor presses Sign out while the table does not answer (its network down). Fault:
+    nothing happened and nothing was said (an unhandled rejection): the supervisor, seeing the
+    screen still there, could only guess; a refusal would have sent the page to the sign-in
+    form with the session alive. Now the screen says it did not sign out, beside the button, and
+    a sign-out the table answers goes to the sign-in page."""
+    context, page = signed_in_page(chromium, web, "S-1")
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.wait_for_selector("#sign-out")
+        answers = ["none", "503"]  # the table's answers to the next two sign-outs
+
+        def sign_out(route):
+            if route.request.method != "DELETE" or not answers:
+                route.continue_()
+            elif answers.pop(0) == "none":
+                route.abort("connectionrefused")
+            else:
+                route.fulfill(status=503, content_type="application/json",
+                              body='{"ok": false, "error": "the table cannot sign you out now"}')
+
+        page.route("**/api/v1/session", sign_out)
+        page.click("#sign-out")
+        page.wait_for_selector("#sign-out-error:has-text('does not answer')")
+        assert urlparse(page.url).path == "/supervisor.html"
+        page.click("#sign-out")
+        page.wait_for_selector("#sign-out-error:has-text('cannot sign you out now')")
+        assert urlparse(page.url).path == "/supervisor.html"
+        page.click("#sign-out")  # the table answers again
+        page.wait_for_url(lambda url: urlparse(url).path == "/")
+        page.goto(web.url + "/supervisor.html")
+        page.wait_for_url(lambda url: urlparse(url).path == "/")  # signed out: sent to sign in
+        assert errors == [], errors
+    finally:
+        context.close()

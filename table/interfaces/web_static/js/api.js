@@ -32,9 +32,19 @@ export async function sessionGone() {
   return resp.status === 401;
 }
 
+/** Sign out; throws an Error saying why when the table did not (no answer, or a refusal). */
 export async function signOut() {
-  await fetch(`${API}/session`, { method: "DELETE", credentials: "same-origin",
-    headers: { "content-type": "application/json" } });
+  let resp;
+  try {
+    resp = await fetch(`${API}/session`, { method: "DELETE", credentials: "same-origin",
+      headers: { "content-type": "application/json" } });
+  } catch {
+    throw new Error("the table does not answer");
+  }
+  if (!resp.ok) {
+    const body = await resp.json().catch(() => ({}));
+    throw new Error(body.error || `the table answered ${resp.status}`);
+  }
 }
 
 /**
