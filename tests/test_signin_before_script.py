@@ -273,3 +273,38 @@ def test_a_double_tap_on_the_floors_sign_in_sends_one_and_the_button_comes_back(
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_sign_in_the_table_does_not_answer_is_said_in_words_and_the_button_stays_usable(chromium, web):
+    """The table's network drops as a dealer signs in. Fault: the page said the browser's
+    "Failed to fetch". Now it says the table does not answer; the button is usable, and the next
+    sign-in, answered, goes to the dealer's screen."""
+    context = chromium.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        lost = {"next": True}
+
+        def drop_first_sign_in(route):
+            if route.request.method == "POST" and lost["next"]:
+                lost["next"] = False
+                route.abort("connectionrefused")
+            else:
+                route.continue_()
+
+        page.route("**/api/v1/session", drop_first_sign_in)
+        page.goto(web.url + "/")
+        page.wait_for_selector("#sign-in-button:not([disabled])")
+        page.fill("#person", "D-1")
+        page.fill("#pin", PINS["D-1"])
+        page.click("#sign-in-button")
+        page.wait_for_selector("#sign-in-error:not(:empty)")
+        assert page.inner_text("#sign-in-error").startswith("the table does not answer"), page.inner_text("#sign-in-error")
+        assert page.is_enabled("#sign-in-button")
+        page.fill("#pin", PINS["D-1"])
+        page.click("#sign-in-button")
+        page.wait_for_url(lambda url: urlparse(url).path == "/dealer.html")
+        assert errors == []
+    finally:
+        context.close()
