@@ -315,3 +315,42 @@ def test_a_sign_out_the_floor_did_not_do_is_said_and_the_page_stays_signed_in(ch
         floor.close()
         store.close()
         a.close()
+
+
+def test_a_report_the_floor_does_not_give_is_said_beside_its_form(chromium, tmp_path):
+    """A pit boss asks for another gaming day's report while the floor does not answer. Fault: the
+    press did nothing and said nothing (the previous day's figures stayed, as if they were the
+    day asked). Now the page says the report was not read and that what is shown is as last
+    read; the next answer clears it."""
+    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
+    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
+    context = None
+    try:
+        for topic, payload in [a.status(), *fluctuating(a)]:
+            assert floor.receive(topic, payload.encode())
+        assert floor.wait_idle(30)
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sign_in(page, server.url, "PB-1")
+        expect(page.locator('#rows [data-table="pit1-tcp-01"]')).to_be_visible(timeout=30_000)
+        away = lambda route: route.abort("connectionrefused")  # noqa: E731 - the floor does not answer
+        page.route("**/api/v1/floor/report?*", away)
+        page.fill("#day", "2026-02-10")
+        page.click("#day-form button")
+        expect(page.locator("#report-error")).to_contain_text("does not answer", timeout=30_000)
+        assert "as last read" in page.inner_text("#report-error")
+        page.unroute("**/api/v1/floor/report?*", away)
+        with page.expect_response("**/api/v1/floor/report?*"):
+            page.click("#day-form button")
+        expect(page.locator("#report-error")).to_be_empty(timeout=30_000)
+        expect(page.locator("#totals")).to_contain_text("2026-02-10", timeout=30_000)
+        assert errors == [], errors
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()

@@ -65,7 +65,12 @@ async function loadReport() {
   const {status, body} = await api("/api/v1/floor/report?day=" + encodeURIComponent(day));
   if (ask !== reportAsked) return;  // the person asked for another day meanwhile
   if (status === 401) { signedOut(); return; }
-  if (status !== 200) return;
+  if (status !== 200) {  // said beside the form; what is shown stays as last read
+    $("report-error").textContent = "The report was not read: " + ((body && body.error) || "HTTP " + status) +
+      "; what is shown is as last read";
+    return;
+  }
+  $("report-error").textContent = "";
   if (!$("day").value) $("day").value = body.gaming_day;
   const t = body.totals;
   $("totals").replaceChildren(el("div", {class: "name"},
@@ -305,6 +310,7 @@ function signedIn(who) {
 function signedOut() {
   $("who").textContent = "";
   $("signout-error").textContent = "";
+  $("report-error").textContent = "";
   $("day").value = "";  // the next person's default is the floor's day as the server says then
   $("signin").hidden = false;
   $("reports").hidden = true;
