@@ -94,3 +94,108 @@ def test_show_the_report_pressed_before_the_shift_pages_script_listens_reloads_n
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_double_tap_on_a_supervisors_button_sends_its_form_once_and_the_button_comes_back(chromium, web):
+    """A double tap on "Register the replacement" (a touchscreen, a hurried supervisor). Fault:
+    each tap sent the form, so the table got the deck twice and the second answer (refused: the
+    first took the deck) was said beside the button after the first one's success. Now the button
+    is disabled while its form's answer is awaited, and enabled again once it comes. The table's
+    first answer is held here until both taps are in, so the second lands while it is awaited."""
+    import json
+
+    held: list = []  # the first register_deck's answer, held
+
+    def route(ws):
+        server = ws.connect_to_server()
+        asked: set = set()
+
+        def from_page(message):
+            try:
+                req = json.loads(message)
+            except (TypeError, ValueError):
+                req = {}
+            if isinstance(req, dict) and req.get("action") == "register_deck":
+                asked.add(req.get("id"))
+            server.send(message)
+
+        def from_server(message):
+            try:
+                reply = json.loads(message)
+            except (TypeError, ValueError):
+                reply = {}
+            if isinstance(reply, dict) and reply.get("id") in asked and not held:
+                held.append(lambda: ws.send(message))
+                return
+            ws.send(message)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    context, page = signed_in_page(chromium, web, "S-1")
+    try:
+        context.route_web_socket("**/api/v1/ws", route)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        sockets: list = []
+        page.on("websocket", lambda ws: sockets.append(ws))
+        page.goto(web.url + "/supervisor.html")
+        page.wait_for_selector('#connection[data-state="live"]')
+        page.wait_for_selector("#deck-button:not([disabled])")
+        sent: list[str] = []  # the page's requests from now on, in order
+        sockets[-1].on("framesent", lambda payload: sent.append(json.loads(payload).get("action")))
+        page.fill("#deck-id", "B2")
+        page.dblclick("#deck-button")
+        # the page's next status ask (it asks every second) goes after whatever both taps sent
+        with sockets[-1].expect_event("framesent", lambda payload: json.loads(payload).get("action") == "status"):
+            pass
+        assert sent.count("register_deck") == 1, f"the double tap sent the form twice: {sent}"
+        assert not page.is_enabled("#deck-button"), "pressable again while its answer is awaited"
+        assert held, "the table's answer was held"
+        held.pop()()
+        page.wait_for_selector("#deck-button-error:not([hidden])")
+        assert "register_deck is not expected now" in page.inner_text("#deck-button-error")
+        page.wait_for_selector("#deck-button:not([disabled])")  # usable again once answered
+        assert page.input_value("#deck-id") == "B2"  # refused: what was typed stays
+        assert [c.args.get("deck_id") for c in web.console.seen if c.action == "register_deck"] == ["B2"]
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_a_sign_out_the_table_did_not_answer_is_said_beside_the_button(chromium, web):
+    """The supervisor presses Sign out while the table does not answer (its network down). Fault:
+    nothing happened and nothing was said (an unhandled rejection): the supervisor, seeing the
+    screen still there, could only guess; a refusal would have sent the page to the sign-in
+    form with the session alive. Now the screen says it did not sign out, beside the button, and
+    a sign-out the table answers goes to the sign-in page."""
+    context, page = signed_in_page(chromium, web, "S-1")
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.wait_for_selector("#sign-out")
+        answers = ["none", "503"]  # the table's answers to the next two sign-outs
+
+        def sign_out(route):
+            if route.request.method != "DELETE" or not answers:
+                route.continue_()
+            elif answers.pop(0) == "none":
+                route.abort("connectionrefused")
+            else:
+                route.fulfill(status=503, content_type="application/json",
+                              body='{"ok": false, "error": "the table cannot sign you out now"}')
+
+        page.route("**/api/v1/session", sign_out)
+        page.click("#sign-out")
+        page.wait_for_selector("#sign-out-error:has-text('does not answer')")
+        assert urlparse(page.url).path == "/supervisor.html"
+        page.click("#sign-out")
+        page.wait_for_selector("#sign-out-error:has-text('cannot sign you out now')")
+        assert urlparse(page.url).path == "/supervisor.html"
+        page.click("#sign-out")  # the table answers again
+        page.wait_for_url(lambda url: urlparse(url).path == "/")
+        page.goto(web.url + "/supervisor.html")
+        page.wait_for_url(lambda url: urlparse(url).path == "/")  # signed out: sent to sign in
+        assert errors == [], errors
+    finally:
+        context.close()

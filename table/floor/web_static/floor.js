@@ -13,8 +13,14 @@ function figures(label, f) {
   dl.append(el("dt", {}, "rounds"), el("dd", {}, f.rounds));
   return dl;
 }
+/** The floor's answer {status, body}; status 0 with body.error when the floor does not answer at all. */
 async function api(path, opts) {
-  const r = await fetch(path, Object.assign({credentials: "same-origin", headers: {"Content-Type": "application/json"}}, opts || {}));
+  let r;
+  try {
+    r = await fetch(path, Object.assign({credentials: "same-origin", headers: {"Content-Type": "application/json"}}, opts || {}));
+  } catch (e) {
+    return {status: 0, body: {error: "the floor does not answer"}};
+  }
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
   return {status: r.status, body};
@@ -30,7 +36,15 @@ function newest(poll, ask) {
 async function loadTables() {
   const ask = ++polls.tables.asked;
   const {status, body} = await api("/api/v1/floor/tables");
-  if (status !== 200 || !newest(polls.tables, ask)) return;
+  if (status !== 200) {  // the list stays as last read, said to be so
+    if (ask < polls.tables.drawn) return;
+    $("tables-error").textContent = (status ? "the floor cannot be read now (HTTP " + status + ")" : "the floor does not answer") +
+      "; the list is as last read; trying again";
+    $("tables-error").hidden = false;
+    return;
+  }
+  if (!newest(polls.tables, ask)) return;
+  $("tables-error").hidden = true;
   const ul = $("tables");
   ul.replaceChildren(...body.tables.map((t) => el("li", {"data-table": t.table_id, "data-state": t.online ? "online" : "offline"},
     el("div", {class: "name"}, t.table_id, " ",
@@ -51,7 +65,12 @@ async function loadReport() {
   const {status, body} = await api("/api/v1/floor/report?day=" + encodeURIComponent(day));
   if (ask !== reportAsked) return;  // the person asked for another day meanwhile
   if (status === 401) { signedOut(); return; }
-  if (status !== 200) return;
+  if (status !== 200) {  // said beside the form; what is shown stays as last read
+    $("report-error").textContent = "The report was not read: " + ((body && body.error) || "HTTP " + status) +
+      "; what is shown is as last read";
+    return;
+  }
+  $("report-error").textContent = "";
   if (!$("day").value) $("day").value = body.gaming_day;
   const t = body.totals;
   $("totals").replaceChildren(el("div", {class: "name"},
@@ -168,7 +187,11 @@ async function loadGrid() {
   const {status, body} = await api("/api/v1/floor/pit");
   if (session !== sessionChanges || !newest(polls.grid, ask)) return;  // asked before a sign-in or out, or older
   if (status === 401) { signedOut(); return; }
-  if (status !== 200) { $("pit-counts").textContent = "the floor cannot be read now (HTTP " + status + "); trying again"; return; }
+  if (status !== 200) {  // the tiles stay as last read, said to be so
+    $("pit-counts").textContent = (status ? "the floor cannot be read now (HTTP " + status + ")" : "the floor does not answer") +
+      "; the tiles are as last read; trying again";
+    return;
+  }
   const c = body.counts;
   $("pit-counts").textContent = c.tables + " tables: " + c.online + " online, " + c.offline + " offline, " + c.no_news +
     " no news, " + c.alarmed + " with alarms · " + (body.at || "") ;
@@ -222,6 +245,7 @@ async function loadTable(id, older, refresh) {
   if (older && loadingOlder) return;  // a second press while the first page is asked would append it twice
   const q = older && oldestSeq !== null ? "?before=" + oldestSeq : "";
   if (older) { loadingOlder = true; $("rounds-more").disabled = true; }
+  const session = sessionChanges;
   let answer;
   try {
     answer = await api("/api/v1/floor/table/" + encodeURIComponent(id) + q);
@@ -229,7 +253,7 @@ async function loadTable(id, older, refresh) {
     if (older) { loadingOlder = false; $("rounds-more").disabled = false; }
   }
   const {status, body} = answer;
-  if (id !== shownTable) return;
+  if (id !== shownTable || session !== sessionChanges) return;  // another table, or asked for the person before
   if (status === 401) { signedOut(); return; }
   if (status !== 200) { $("table-card").replaceChildren(el("p", {class: "error"}, (body && body.error) || "HTTP " + status)); return; }
   const t = body.card;
@@ -285,6 +309,8 @@ function signedIn(who) {
 }
 function signedOut() {
   $("who").textContent = "";
+  $("signout-error").textContent = "";
+  $("report-error").textContent = "";
   $("day").value = "";  // the next person's default is the floor's day as the server says then
   $("signin").hidden = false;
   $("reports").hidden = true;
@@ -294,25 +320,53 @@ function signedOut() {
   $("tables-section").hidden = false;
   if (gridTimer) { clearInterval(gridTimer); gridTimer = null; }
   shownTable = null;
+  oldestSeq = null;
   for (const {li} of tiles.values()) li.remove();
   tiles.clear();
+  // nothing of this person stays drawn for the next: hidden is not gone (a section the next person
+  // opens, or one their answer leaves as it was, showed it), and their answers still on the way are dropped
+  reportAsked++;
+  for (const id of ["totals", "rows", "fluctuations", "alarms", "bands", "plot", "record-broken", "table-card",
+    "table-day", "round-list", "table-alarms", "pit-counts"]) $(id).replaceChildren();
+  $("plot-caption").textContent = "";
+  $("record-broken").hidden = true;
+  $("rounds-more").hidden = true;
+  $("pit-filter").replaceChildren(el("option", {value: ""}, "all in view"));
 }
 let sessionChanges = 0;  // sign-ins and sign-outs on this page: a slower "who is signed in" answer loses to them
 document.addEventListener("DOMContentLoaded", async () => {
   // every listener first: a person who signs in while the page still asks who is signed in is heard
   $("signin-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin: $("pin").value})});
+    // one sign-in at a time: a double tap sent two (a mistyped PIN counted twice toward the lock-out)
+    const button = $("signin-form").querySelector("button[type=submit]");
+    if (button.disabled) return;
+    button.disabled = true;
+    const pin = $("pin").value;
     $("pin").value = "";
+    let r;
+    try {
+      r = await api("/api/v1/floor/session", {method: "POST", body: JSON.stringify({person: $("person").value, pin})});
+    } finally {
+      button.disabled = false;
+    }
     if (r.status === 200) { sessionChanges++; $("signin-error").textContent = ""; signedIn(r.body); }
-    else $("signin-error").textContent = (r.body && r.body.error) || "sign-in refused";
+    else $("signin-error").textContent = r.status ? (r.body && r.body.error) || "sign-in refused"
+      : "the floor does not answer: sign in again in a moment";
   });
   $("day-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
   $("plot-span").addEventListener("change", () => loadFigures(reportAsked));
   for (const id of ["pit-filter", "pit-find", "pit-attention"]) $(id).addEventListener("input", filterGrid);
   $("rounds-more").addEventListener("click", () => { if (shownTable) loadTable(shownTable, true); });
   window.addEventListener("hashchange", route);
-  $("signout").addEventListener("click", async () => { await api("/api/v1/floor/session", {method: "DELETE"}); sessionChanges++; signedOut(); });
+  $("signout").addEventListener("click", async () => {
+    // signed out only when the floor says so (or no longer knows the session): otherwise the page
+    // would look signed out while the session lives on, and the next person to reload is this one
+    $("signout-error").textContent = "";
+    const r = await api("/api/v1/floor/session", {method: "DELETE"});
+    if (r.status === 200 || r.status === 401) { sessionChanges++; signedOut(); return; }
+    $("signout-error").textContent = "Not signed out: " + ((r.body && r.body.error) || "HTTP " + r.status) + "; sign out again";
+  });
   $("signin-form").querySelector("button[type=submit]").disabled = false;
   loadTables();
   setInterval(() => { if (!$("tables-section").hidden) loadTables(); }, 2000);  // a crash shows within 5 s of it (docs/integration.md)

@@ -6,11 +6,16 @@ const API = "/api/v1";
 
 /** Sign in with a person id and PIN; resolves to the session ({person, role, ...}) or throws an Error with the table's words. */
 export async function signIn(person, pin) {
-  const resp = await fetch(`${API}/session`, {
-    method: "POST", credentials: "same-origin",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ person, pin }),
-  });
+  let resp;
+  try {
+    resp = await fetch(`${API}/session`, {
+      method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ person, pin }),
+    });
+  } catch {
+    throw new Error("the table does not answer: sign in again in a moment"); // not the browser's "Failed to fetch"
+  }
   const body = await resp.json().catch(() => ({}));
   if (!resp.ok || !body.ok) throw new Error(body.error || `sign-in failed (${resp.status})`);
   delete body.token; // the cookie carries the session; the token is not kept in the page
@@ -32,9 +37,19 @@ export async function sessionGone() {
   return resp.status === 401;
 }
 
+/** Sign out; throws an Error saying why when the table did not (no answer, or a refusal). */
 export async function signOut() {
-  await fetch(`${API}/session`, { method: "DELETE", credentials: "same-origin",
-    headers: { "content-type": "application/json" } });
+  let resp;
+  try {
+    resp = await fetch(`${API}/session`, { method: "DELETE", credentials: "same-origin",
+      headers: { "content-type": "application/json" } });
+  } catch {
+    throw new Error("the table does not answer");
+  }
+  if (!resp.ok) {
+    const body = await resp.json().catch(() => ({}));
+    throw new Error(body.error || `the table answered ${resp.status}`);
+  }
 }
 
 /**

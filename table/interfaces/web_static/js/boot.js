@@ -81,9 +81,20 @@ export async function boot({ allowed, render }) {
       return { ok: false, error: err.message };
     }
   };
+  // Signed out only when the table says so: a page that looked signed out while the session
+  // lived on would hand the next person at the screen this one's session.
+  const signOutError = el("span", { id: "sign-out-error", class: "refused", role: "alert" });
   fill(header, el("span", {}, `${me.person} (${me.role})`), " ",
-    el("button", { class: "small", id: "sign-out", onclick: async () => { await signOut(); location.replace("/"); } },
-      "Sign out"));
+    el("button", { class: "small", id: "sign-out", onclick: async () => {
+      signOutError.textContent = "";
+      try {
+        await signOut();
+      } catch (err) {
+        signOutError.textContent = `Not signed out: ${err.message}; sign out again`;
+        return;
+      }
+      location.replace("/");
+    } }, "Sign out"), " ", signOutError);
   ctx.connection = new TableConnection({
     onEvent: (ev) => { model.apply(ev); redraw(); },
     onStatus: (status) => { ctx.status = Status.between(ctx.status, status); redraw(); },

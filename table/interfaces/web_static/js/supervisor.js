@@ -108,6 +108,22 @@ function renderShuffle(box) {
 }
 
 let wired = false; // the forms' listeners are attached: until then every button stays disabled (supervisor.html)
+const sending = new Set(); // buttons whose form's answer is awaited: a second tap would send it again
+
+/** Send a form's command with its button disabled until the table answers (ctx.act never rejects). */
+async function sendOnce(ctx, button, action, args) {
+  const focused = document.activeElement === $(button); // disabled, it loses the focus: given back after
+  sending.add(button);
+  renderHints(ctx);
+  try {
+    return await ctx.act(action, args, button);
+  } finally {
+    sending.delete(button);
+    renderHints(ctx);
+    const again = $(button);
+    if (focused && again && !again.disabled && (!document.activeElement || document.activeElement === document.body)) again.focus();
+  }
+}
 
 function wireForms(ctx) {
   $("void-form").addEventListener("submit", async (ev) => {
@@ -125,7 +141,7 @@ function wireForms(ctx) {
     const held = Status.held(ctx.status);
     // The round this supervisor is looking at: the table refuses the void if another is running.
     const roundId = held ? held.round_id : running ? running.round_id : null;
-    const reply = await ctx.act("void", roundId ? { reason, round_id: roundId } : { reason }, "void-button");
+    const reply = await sendOnce(ctx, "void-button", "void", roundId ? { reason, round_id: roundId } : { reason });
     if (reply.ok) $("void-reason").value = "";
   });
   $("release-form").addEventListener("submit", async (ev) => {
@@ -135,13 +151,13 @@ function wireForms(ctx) {
     const args = {};
     if (reason) args.reason = reason;
     if (held) args.round_id = held.round_id;
-    const reply = await ctx.act("release_hold", args, "release-button");
+    const reply = await sendOnce(ctx, "release-button", "release_hold", args);
     if (reply.ok) $("release-reason").value = "";
   });
   $("deck-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const deckId = $("deck-id").value.trim();
-    const reply = await ctx.act("register_deck", { deck_id: deckId }, "deck-button");
+    const reply = await sendOnce(ctx, "deck-button", "register_deck", { deck_id: deckId });
     if (reply.ok) $("deck-id").value = "";
   });
   $("card-form").addEventListener("submit", async (ev) => {
@@ -151,7 +167,7 @@ function wireForms(ctx) {
     // The entry names the draw it is for: a second click is refused for the next unreadable card.
     const args = w && w.action === "confirm_card" && Number.isInteger(w.draw_index) ? { card, draw_index: w.draw_index }
       : { card };
-    const reply = await ctx.act("confirm_card", args, "card-button");
+    const reply = await sendOnce(ctx, "card-button", "confirm_card", args);
     if (reply.ok) $("card-face").value = "";
   });
   wired = true;
@@ -171,8 +187,8 @@ function renderHints(ctx) {
     ? `The shoe could not read card ${Number.isInteger(w.draw_index) ? w.draw_index + 1 : ""}: enter it as the card shows.`
     : "No card waits to be entered.");
   const may = wired && ctx.me.role === "supervisor";
-  $("deck-button").disabled = !may;
-  $("card-button").disabled = !may || !(w && w.action === "confirm_card");
+  $("deck-button").disabled = !may || sending.has("deck-button");
+  $("card-button").disabled = !may || !(w && w.action === "confirm_card") || sending.has("card-button");
   const held = Status.held(status);
   const round = model.round;
   const running = Status.round(status);
@@ -181,13 +197,13 @@ function renderHints(ctx) {
   // Nothing to void: no round running and none held (the table would refuse it anyway).
   // A void asked and waiting for a second supervisor is confirmed below, not asked again.
   $("void-button").disabled = !may || !(held || running) || ctx.offline
-    || Boolean(held && held.void_requested_by);
-  $("release-button").disabled = !may || !held || Boolean(held.settled) || ctx.offline;
+    || Boolean(held && held.void_requested_by) || sending.has("void-button");
+  $("release-button").disabled = !may || !held || Boolean(held.settled) || ctx.offline || sending.has("release-button");
   const rule = Status.voidNeedsSecondSupervisor(status);
   fill($("void-rule"), rule ? "Decisions are final: a void now needs a second supervisor to confirm it (two-person rule)."
     : "Wagers are returned; refused once results are recorded (58 Pa. Code 816a.1).");
   const pending = Status.pendingVoid(status);
-  panel($("second-supervisor"), [rule, pending, ctx.me.person, ctx.errors["confirm-void"] || null], (box) => {
+  panel($("second-supervisor"), [rule, pending, ctx.me.person, ctx.errors["confirm-void"] || null, sending.has("confirm-void")], (box) => {
     if (!rule && !pending) { fill(box); return; }
     const mine = pending && pending.supervisor === ctx.me.person;
     fill(box, el("h3", {}, "Second supervisor"),
@@ -196,9 +212,10 @@ function renderHints(ctx) {
         : el("p", { class: "muted" }, "When another supervisor asks for the void, confirm it here."),
       pending && pending.held_for ? el("p", { id: "pending-void-held", class: "muted" },
         `The round is held because: ${tableWords(pending.held_for)}`) : null,
-      el("button", { id: "confirm-void", class: "danger", disabled: !pending || mine || ctx.me.role !== "supervisor",
-        onclick: () => ctx.act(SECOND_SUPERVISOR_ACTION, pending && pending.round_id ? { round_id: pending.round_id } : {},
-          "confirm-void") },
+      el("button", { id: "confirm-void", class: "danger",
+        disabled: !pending || mine || ctx.me.role !== "supervisor" || sending.has("confirm-void"),
+        onclick: () => sendOnce(ctx, "confirm-void", SECOND_SUPERVISOR_ACTION,
+          pending && pending.round_id ? { round_id: pending.round_id } : {}) },
       mine ? "Another supervisor must confirm your void" : "Confirm the void"), besideError(ctx.errors, "confirm-void"));
   });
 }
