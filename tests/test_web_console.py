@@ -120,10 +120,13 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
         if time.monotonic() > end:
             raise AssertionError(f"the round did not get there; the screen says: {page.inner_text('#now')}")
         page.wait_for_selector("#now-what", timeout=STEP_S * 1000)
-        if until(page):  # the screen may have moved on while we waited (a moment with nothing to do)
-            break
         action = waiting(page)
         colour = page.get_attribute("#now-what", "data-waiting-colour") or None
+        # asked after the step was read: the screen only moves on, so a step read before the
+        # test's own moment was reached is never done once it is (read after, a decision step
+        # reached between the two reads was taken for this loop's and its seats decided)
+        if until(page):
+            break
         if action in DEVICE_STEPS:
             if action == "draw_card":
                 deal = 3 * (page.locator("section.seat[data-seat]").count())  # 3 cards each, the dealer's too
@@ -187,10 +190,11 @@ def drive(page, hands, *, until, decisions=None, on_draw=None, confirm_collect=T
                 return
             page.click("#do-now")
             wait_action_not(page, action)
-        else:  # the table works (a shuffle) or waits for a supervisor: the screen will change
-            page.wait_for_function("a => { const e = document.getElementById('now-what');"
-                                   " return !e || e.dataset.waitingAction !== a; }", arg=action or "",
-                                   timeout=STEP_S * 1000)
+        else:  # the table works (a shuffle) or waits for a supervisor: the screen will change; or
+            # the caller's own step (bets) whose controls the screen draws a frame after its banner
+            wait_until(lambda: until(page) or page.evaluate("() => (document.getElementById('now-what') || {})"
+                                                            ".dataset?.waitingAction ?? null") != action, STEP_S,
+                       f"the screen to move on from {action!r} or reach the test's step")
 
 
 def unnamed_controls(page) -> list[str]:
