@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: where :func:`broker_port` picks: below Linux's ephemeral range (32768-60999), so no client
+#: connection's own port takes a stopped broker's port before its restart on it (beside another
+#: suite, a restart found "Address already in use")
+BROKER_PORTS = range(20000, 32768)
+
+
+def broker_port() -> int:
+    """A port for a broker that may stop and start again on it: free now, and outside the
+    range the kernel hands out to outgoing connections (:data:`BROKER_PORTS`)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.choice(BROKER_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {BROKER_PORTS.start}-{BROKER_PORTS.stop - 1} after 200 tries")
+
+
 class Broker:
     """mosquitto on 127.0.0.1:``port`` with persistence in ``folder`` (so a persistent
     subscriber's session and queued messages survive :meth:`stop` + :meth:`start`)."""
@@ -30,7 +52,7 @@ class Broker:
             raise RuntimeError("mosquitto is not installed (scripts/test-deps installs it)")
         self.exe = exe
         self.folder = folder
-        self.port = port or free_port()
+        self.port = port or broker_port()
         folder.mkdir(parents=True, exist_ok=True)
         self.conf = folder / "mosquitto.conf"
         lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true", "persistence true",
