@@ -482,3 +482,60 @@ def test_floor_removed_from_the_config_holds_the_table_for_a_supervisor(tmp_path
             assert not opened
     finally:
         service.close()
+
+
+@needs_mosquitto
+def test_a_restored_floor_hears_its_retained_receipt_before_the_tables_newer_checkpoint(tmp_path, broker):
+    """The insider's restore with the table still running: the broker retains the table's
+    newest checkpoint and the floor's receipt of it. The floor restarted on the older copy
+    subscribes and gets both. It took the checkpoint first (its topic was subscribed first),
+    signed it again, and the receipt then matched: the rounds between the copy and now were
+    gone from the floor's reports with no alarm (one of six loaded suite runs). The receipt
+    now comes first: ``floor_database_behind``."""
+    from floor_helpers import Publisher
+    from table.floor.ingest import BrokerFeed
+    from table.interfaces.brokers import BrokerAddress
+
+    floor_key = generate()
+    t = SignedTable(tmp_path / "t", "pit1-tcp-01")
+    db, old = str(tmp_path / "floor.sqlite3"), str(tmp_path / "floor-old.sqlite3")
+    receipts: list[bytes] = []
+
+    def floor_on(database: str) -> Floor:
+        floor = Floor(open_store(database), {t.table_id: t.key.public}, key=floor_key).start()
+        floor.receipt_sinks.append(lambda f, table, payload: receipts.append(payload))
+        return floor
+
+    def close(floor: Floor) -> None:
+        floor.close()
+        floor.store.close()
+
+    try:
+        first = floor_on(db)
+        first.receive(*t.retained(t.checkpoint()))
+        assert first.wait_idle(10)
+        close(first)
+        _copy_db(db, old)  # the insider's copy of the floor's database of now
+        second = floor_on(db)
+        newest = t.checkpoint()
+        second.receive(*t.retained(newest))
+        assert second.wait_idle(10) and len(receipts) == 2
+        close(second)
+        publisher = Publisher(broker.port)  # what the broker retains since: the checkpoint and its receipt
+        publisher.send([t.retained(newest), (f"threecard/pit1/{t.table_id}/receipt", receipts[-1].decode())],
+                       retain=True)
+        publisher.close()
+        _copy_db(old, db)  # the restore
+        third = floor_on(db)
+        feed = BrokerFeed(third, BrokerAddress("127.0.0.1", broker.port, False)).start()
+        try:
+            assert feed.connected.wait(20), "the floor did not subscribe"
+            assert third.wait_for(lambda: third.counts.received >= 2, 20), third.counts  # both retained ones
+            assert third.wait_idle(10)
+            assert ("floor_database_behind",) in rows(third, "SELECT kind FROM alarms WHERE table_id = ?",
+                                                      (t.table_id,))
+        finally:
+            feed.close()
+            close(third)
+    finally:
+        t.close()
