@@ -6,13 +6,11 @@ A test plugin: it may use ``devices.plugins``' SPEC driver, which a vendor's pac
 from __future__ import annotations
 
 import itertools
-import time
-from typing import Any, Mapping
+from typing import Any
 
-from devices.contract import CONTRACT_VERSION, FULL, DeviceEvent, DriverKind, OpenRequest
-from protocols.cards import BackColour, Card
-from protocols.messages import CardDrawn
-from devices.plugins import SPEC
+from devices.contract import OpenRequest
+
+from ._spec_shoe import WrappedSpecShoe, ace_drawn
 
 
 class CountsAfterACard:
@@ -26,29 +24,8 @@ class CountsAfterACard:
     def status(self) -> Any:
         reply = self.inner.status()
         seq = next(self.seqs)
-        self.request.events.put(DeviceEvent(self.request.name, CardDrawn(seq % 256, Card.parse("As"), BackColour.RED),
-                                            time.monotonic(), seq))
+        self.request.events.put(ace_drawn(self.request, seq))
         return reply
 
 
-class CountingPlugin:
-    name = "counting-spec"
-    version = "0.0.1"
-    contract_version = CONTRACT_VERSION
-    kinds = frozenset({DriverKind.SHOE})
-    option_keys: frozenset[str] = frozenset()
-
-    def capabilities(self, kind: DriverKind, options: Mapping[str, Any]) -> Any:
-        return FULL
-
-    def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        pass
-
-    def open(self, request: OpenRequest) -> Any:
-        inner = SPEC.open(OpenRequest(request.kind, request.url, request.name, request.events,
-                                      link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
-                                      resume=request.resume))
-        return CountsAfterACard(inner, request)
-
-
-PLUGIN = CountingPlugin()
+PLUGIN = WrappedSpecShoe("counting-spec", CountsAfterACard)

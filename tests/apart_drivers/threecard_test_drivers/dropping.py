@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
-from typing import Any, Mapping
+from typing import Any
 
-from devices.contract import CONTRACT_VERSION, FULL, DeviceEvent, DriverKind, LinkState, OpenRequest
-from protocols.cards import BackColour, Card
-from protocols.messages import CardDrawn
-from devices.plugins import SPEC
+from devices.contract import LinkState, OpenRequest
+
+from ._spec_shoe import WrappedSpecShoe, ace_drawn
 
 
 class DroppingLink:
@@ -59,29 +57,8 @@ class DropsAtCount:
         self.link.mark = self.request.events.unfinished_tasks
         self.link.call_thread = threading.get_ident()
         seq = next(self.seqs)
-        self.request.events.put(DeviceEvent(self.request.name, CardDrawn(seq % 256, Card.parse("As"), BackColour.RED),
-                                            time.monotonic(), seq))
+        self.request.events.put(ace_drawn(self.request, seq))
         return reply
 
 
-class DroppingPlugin:
-    name = "dropping-spec"
-    version = "0.0.1"
-    contract_version = CONTRACT_VERSION
-    kinds = frozenset({DriverKind.SHOE})
-    option_keys: frozenset[str] = frozenset()
-
-    def capabilities(self, kind: DriverKind, options: Mapping[str, Any]) -> Any:
-        return FULL
-
-    def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        pass
-
-    def open(self, request: OpenRequest) -> Any:
-        inner = SPEC.open(OpenRequest(request.kind, request.url, request.name, request.events,
-                                      link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
-                                      resume=request.resume))
-        return DropsAtCount(inner, request)
-
-
-PLUGIN = DroppingPlugin()
+PLUGIN = WrappedSpecShoe("dropping-spec", DropsAtCount)

@@ -4,10 +4,11 @@ A test plugin: it may use ``devices.plugins``' SPEC driver, which a vendor's pac
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
-from devices.contract import CONTRACT_VERSION, FULL, DriverKind, OpenRequest
-from devices.plugins import SPEC
+from devices.contract import OpenRequest
+
+from ._spec_shoe import WrappedSpecShoe
 
 
 class JunkAtCount:
@@ -23,24 +24,4 @@ class JunkAtCount:
         return reply
 
 
-class JunkPlugin:
-    name = "junk-spec"
-    version = "0.0.1"
-    contract_version = CONTRACT_VERSION
-    kinds = frozenset({DriverKind.SHOE})
-    option_keys: frozenset[str] = frozenset()
-
-    def capabilities(self, kind: DriverKind, options: Mapping[str, Any]) -> Any:
-        return FULL
-
-    def check_options(self, kind: DriverKind, options: Mapping[str, Any]) -> None:
-        pass
-
-    def open(self, request: OpenRequest) -> Any:
-        inner = SPEC.open(OpenRequest(request.kind, request.url, request.name, request.events,
-                                      link_config=request.link_config, ack_on_delivery=request.ack_on_delivery,
-                                      resume=request.resume))
-        return JunkAtCount(inner, request)
-
-
-PLUGIN = JunkPlugin()
+PLUGIN = WrappedSpecShoe("junk-spec", JunkAtCount)
