@@ -12,6 +12,7 @@ the wall). Now an answer older than one drawn is dropped. The floor's answers ar
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 
@@ -25,23 +26,41 @@ from test_floor_roles_page import floor_server, sign_in
 from test_floor_roles import PINS as FLOOR_PINS
 from test_web import PINS
 
+PHONE, DESK = {"width": 390, "height": 844}, {"width": 1280, "height": 800}
+
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed "
                                                                 "(.ci/run installs it)"),
               pytest.mark.timeout(120)]
 
 
-def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_path):
+@contextlib.contextmanager
+def pit1_floor_page(chromium, tmp_path, rounds: bool, viewport=PHONE):
+    """A floor with table pit1-tcp-01 online (its status, and with ``rounds`` 52 rounds of it,
+    handed to the floor) and a page of a new browser on it. Yields ``(page, errors, server)``:
+    ``errors`` the page's script errors; closed after."""
     a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
     store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
     context = None
     try:
-        for topic, payload in [a.status(), *fluctuating(a)]:  # 52 rounds: a page of 50 and 2 older
+        for topic, payload in [a.status(), *(fluctuating(a) if rounds else [])]:  # 52 rounds: a page of 50 and 2 older
             assert floor.receive(topic, payload.encode())
         assert floor.wait_idle(30)
-        context = chromium.new_context(viewport={"width": 390, "height": 844})
+        context = chromium.new_context(viewport=viewport)
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page, errors, server
+    finally:
+        if context is not None:
+            context.close()
+        server.close()
+        floor.close()
+        store.close()
+        a.close()
+
+
+def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_path):
+    with pit1_floor_page(chromium, tmp_path, rounds=True) as (page, errors, server):
         sign_in(page, server.url, "PB-1")
         page.evaluate("() => { location.hash = '#table/pit1-tcp-01'; }")
         page.wait_for_selector("#rounds-more:not([hidden])")  # the first page of rounds is shown
@@ -72,13 +91,6 @@ def test_older_rounds_tapped_twice_shows_each_older_round_once(chromium, tmp_pat
         rounds = page.eval_on_selector_all("#round-list > li", "items => items.map((li) => li.dataset.round)")
         assert len(rounds) == len(set(rounds)) == 52, f"{len(rounds)} rounds shown, {len(set(rounds))} of them different"
         assert errors == []
-    finally:
-        if context is not None:
-            context.close()
-        server.close()
-        floor.close()
-        store.close()
-        a.close()
 
 
 @pytest.fixture
@@ -204,16 +216,7 @@ def test_the_floor_page_says_when_the_floor_does_not_answer_instead_of_showing_t
     pit grid went on showing their last state ("online") as current, saying nothing; a sign-in
     said nothing either. Now each says the floor does not answer and that what is shown is as
     last read, and goes on when the floor answers again."""
-    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
-    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
-    context = None
-    try:
-        assert floor.receive(*_encoded(a.status()))
-        assert floor.wait_idle(30)
-        context = chromium.new_context(viewport={"width": 390, "height": 844})
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    with pit1_floor_page(chromium, tmp_path, rounds=False) as (page, errors, server):
         away = lambda route: route.abort("connectionrefused")  # noqa: E731 - the floor does not answer
 
         page.goto(server.url)
@@ -234,13 +237,6 @@ def test_the_floor_page_says_when_the_floor_does_not_answer_instead_of_showing_t
         page.unroute("**/api/v1/floor/pit", away)
         expect(page.locator("#pit-counts")).to_contain_text("1 tables: 1 online", timeout=30_000)
         assert errors == [], errors
-    finally:
-        if context is not None:
-            context.close()
-        server.close()
-        floor.close()
-        store.close()
-        a.close()
 
 
 def test_a_sign_out_the_floor_did_not_do_is_said_and_the_page_stays_signed_in(chromium, tmp_path):
@@ -249,16 +245,7 @@ def test_a_sign_out_the_floor_did_not_do_is_said_and_the_page_stays_signed_in(ch
     the sign-in form whatever the answer, so the session lived on behind a page that looked signed
     out: the next person to reload it was the pit boss. Now the page stays signed in and says
     why beside the button; a sign-out the floor does is done."""
-    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
-    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
-    context = None
-    try:
-        assert floor.receive(*_encoded(a.status()))
-        assert floor.wait_idle(30)
-        context = chromium.new_context(viewport={"width": 390, "height": 844})
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    with pit1_floor_page(chromium, tmp_path, rounds=False) as (page, errors, server):
         sign_in(page, server.url, "PB-1")
         answers = ["503", "none"]  # the floor's answers to the next two sign-outs
 
@@ -285,13 +272,6 @@ def test_a_sign_out_the_floor_did_not_do_is_said_and_the_page_stays_signed_in(ch
         page.wait_for_selector("#signin-form button:not([disabled])")
         assert page.is_hidden("#reports"), "the session lived on after the sign-out"
         assert errors == [], errors
-    finally:
-        if context is not None:
-            context.close()
-        server.close()
-        floor.close()
-        store.close()
-        a.close()
 
 
 def test_a_report_the_floor_does_not_give_is_said_beside_its_form(chromium, tmp_path):
@@ -299,17 +279,7 @@ def test_a_report_the_floor_does_not_give_is_said_beside_its_form(chromium, tmp_
     press did nothing and said nothing (the previous day's figures stayed, as if they were the
     day asked). Now the page says the report was not read and that what is shown is as last
     read; the next answer clears it."""
-    a = SignedTable(tmp_path / "a", "pit1-tcp-01", "pit1")
-    store, floor, server = floor_server(tmp_path, (a,), Clock(dt.datetime(2026, 3, 5, 22, 0, tzinfo=dt.timezone.utc)))
-    context = None
-    try:
-        for topic, payload in [a.status(), *fluctuating(a)]:
-            assert floor.receive(topic, payload.encode())
-        assert floor.wait_idle(30)
-        context = chromium.new_context(viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    with pit1_floor_page(chromium, tmp_path, rounds=True, viewport=DESK) as (page, errors, server):
         sign_in(page, server.url, "PB-1")
         expect(page.locator('#rows [data-table="pit1-tcp-01"]')).to_be_visible(timeout=30_000)
         away = lambda route: route.abort("connectionrefused")  # noqa: E731 - the floor does not answer
@@ -324,10 +294,3 @@ def test_a_report_the_floor_does_not_give_is_said_beside_its_form(chromium, tmp_
         expect(page.locator("#report-error")).to_be_empty(timeout=30_000)
         expect(page.locator("#totals")).to_contain_text("2026-02-10", timeout=30_000)
         assert errors == [], errors
-    finally:
-        if context is not None:
-            context.close()
-        server.close()
-        floor.close()
-        store.close()
-        a.close()
